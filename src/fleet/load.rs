@@ -1,0 +1,1 @@
+//! Fleet files (TOML) → [`Fleet`]. To be written.

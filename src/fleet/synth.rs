@@ -1,0 +1,1 @@
+//! Synthetic fleets for benchmarks and tests. To be written.

@@ -1,0 +1,75 @@
+//! The health view: what Canopy has observed about nodes, pools and
+//! providers, in the form the scheduler consumes.
+//!
+//! This module owns the view's types and the neutral defaults for what has
+//! never been observed. It does not decide health: the engine turns attempt
+//! outcomes into observations and fills this view in; tests use fixed
+//! values. No I/O, no clock.
+
+use std::collections::HashMap;
+
+/// Health of one node, pool or provider.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Health {
+    /// 0.0 (broken) to 1.0 (healthy), recent outcomes weighted more.
+    pub score: f64,
+    /// Share of attempts that ended without an infrastructure failure.
+    pub success_rate: f64,
+    /// How many outcomes the figures rest on.
+    pub samples: u32,
+    /// Excluded from new work until a cool-down ends.
+    pub quarantined: bool,
+    /// Back from quarantine and trusted only with probation work.
+    pub probation: bool,
+}
+
+impl Health {
+    /// What is assumed of something never observed: healthy, with no
+    /// evidence either way.
+    pub const UNKNOWN: Health =
+        Health { score: 1.0, success_rate: 1.0, samples: 0, quarantined: false, probation: false };
+
+    pub fn new(score: f64, success_rate: f64, samples: u32) -> Self {
+        Self { score, success_rate, samples, quarantined: false, probation: false }
+    }
+
+    pub fn quarantined(mut self) -> Self {
+        self.quarantined = true;
+        self
+    }
+
+    /// Success rate shrunk toward `prior` when there are few samples
+    /// (a Beta prior worth `weight` observations), so one lucky attempt
+    /// does not outrank a long record.
+    pub fn smoothed_success(&self, prior: f64, weight: f64) -> f64 {
+        let n = self.samples as f64;
+        (self.success_rate * n + prior * weight) / (n + weight)
+    }
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Self::UNKNOWN
+    }
+}
+
+/// Observed health keyed by name: node names, `provider/pool` labels and
+/// provider names. Anything absent is [`Health::UNKNOWN`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HealthView {
+    pub nodes: HashMap<String, Health>,
+    pub pools: HashMap<String, Health>,
+    pub providers: HashMap<String, Health>,
+}
+
+impl HealthView {
+    pub fn node(&self, name: &str) -> Health {
+        self.nodes.get(name).copied().unwrap_or_default()
+    }
+    pub fn pool(&self, label: &str) -> Health {
+        self.pools.get(label).copied().unwrap_or_default()
+    }
+    pub fn provider(&self, name: &str) -> Health {
+        self.providers.get(name).copied().unwrap_or_default()
+    }
+}

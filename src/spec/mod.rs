@@ -1,0 +1,318 @@
+//! The workload spec: what a workload needs, never which SKU.
+//!
+//! This module owns the spec's types and their documented defaults.
+//! [`load`] turns TOML or JSON text into a [`Spec`] with diagnostics that
+//! point at file:line:col; [`validate`] holds the semantic checks. Nothing
+//! here does I/O except [`load::load_file`], which only reads the file.
+//!
+//! The field names are the public contract: they appear in spec files, in
+//! `canopy schema`, and in the README's reference.
+
+use crate::accel::{ComputeCapability, Family, Interconnect, Vendor};
+use crate::units::{Glob, HumanDuration};
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
+use std::collections::BTreeMap;
+
+pub mod load;
+pub mod validate;
+
+pub use load::{Diagnostic, Format, Loaded, Severity, SpecError};
+
+/// A workload spec. See the README's "Workload spec" section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// Human name; need not be unique. Letters, digits, `-`, `_`, `.`.
+    pub name: String,
+    /// What sort of work this is; shapes defaults and capability preferences.
+    #[serde(default)]
+    pub kind: WorkloadKind,
+    /// 0 (lowest) to 100 (highest). Higher-priority workloads are placed first.
+    #[serde(default = "default_priority")]
+    pub priority: u32,
+    /// Typical wall-clock time, used for cost estimates. Optional.
+    #[serde(default)]
+    pub expected_runtime: Option<HumanDuration>,
+    /// Free-form labels for filtering in the console and CLI.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    pub runtime: Runtime,
+    #[serde(default)]
+    pub resources: Resources,
+    #[serde(default)]
+    pub constraints: Constraints,
+    #[serde(default)]
+    pub preferences: Preferences,
+    #[serde(default)]
+    pub retry: RetryPolicy,
+    #[serde(default)]
+    pub inputs: Vec<Input>,
+    #[serde(default)]
+    pub outputs: Vec<Output>,
+}
+
+fn default_priority() -> u32 {
+    50
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    Training,
+    FineTuning,
+    Inference,
+    #[default]
+    Batch,
+}
+
+/// How to start the workload.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Runtime {
+    /// Container image. Omit to run a plain process.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// The argv to run: no shell is involved. Use `["sh", "-c", "..."]` for one.
+    pub command: Vec<String>,
+    /// Working directory inside the workload's environment.
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// Plain environment variables. Never put secret values here: see `secrets`.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Names of secrets, resolved at launch and exported under the same name.
+    /// Values are never stored, logged or shown.
+    #[serde(default)]
+    pub secrets: Vec<String>,
+}
+
+/// What the workload needs from one node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Resources {
+    /// GPUs on one node. 0 for CPU-only work.
+    #[serde(default)]
+    pub gpus: u32,
+    /// Memory per GPU in GB, as `{ min = 24 }`, `{ min = 24, max = 80 }` or just `24` (a minimum).
+    #[serde(default)]
+    pub gpu_memory_gb: Option<GbRange>,
+    /// Which accelerators are acceptable.
+    #[serde(default)]
+    pub accelerator: Option<AcceleratorReq>,
+    /// Required GPU-to-GPU link on the node (meaningful when gpus > 1).
+    #[serde(default)]
+    pub interconnect: Option<Interconnect>,
+    #[serde(default = "default_cpu")]
+    pub cpu_cores: f64,
+    #[serde(default = "default_memory")]
+    pub memory_gb: f64,
+    #[serde(default)]
+    pub disk_gb: f64,
+}
+
+fn default_cpu() -> f64 {
+    1.0
+}
+fn default_memory() -> f64 {
+    1.0
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        Self {
+            gpus: 0,
+            gpu_memory_gb: None,
+            accelerator: None,
+            interconnect: None,
+            cpu_cores: default_cpu(),
+            memory_gb: default_memory(),
+            disk_gb: 0.0,
+        }
+    }
+}
+
+/// An inclusive range in GB; either bound may be omitted.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GbRange {
+    #[serde(default)]
+    pub min: Option<f64>,
+    #[serde(default)]
+    pub max: Option<f64>,
+}
+
+impl GbRange {
+    pub fn contains(&self, v: f64) -> bool {
+        self.min.is_none_or(|m| v >= m) && self.max.is_none_or(|m| v <= m)
+    }
+}
+
+impl<'de> Deserialize<'de> for GbRange {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Table {
+            #[serde(default)]
+            min: Option<f64>,
+            #[serde(default)]
+            max: Option<f64>,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Min(f64),
+            Table(Table),
+        }
+        match Form::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected a number of GB (a minimum) or a table like { min = 24, max = 80 }")
+        })? {
+            Form::Min(v) => Ok(GbRange { min: Some(v), max: None }),
+            Form::Table(t) => Ok(GbRange { min: t.min, max: t.max }),
+        }
+    }
+}
+
+/// Acceptable accelerators, by capability rather than SKU.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcceleratorReq {
+    #[serde(default)]
+    pub vendor: Option<Vendor>,
+    /// Any of these families; empty means any family of the vendor.
+    #[serde(default)]
+    pub family: Vec<Family>,
+    #[serde(default)]
+    pub min_compute_capability: Option<ComputeCapability>,
+}
+
+/// Hard limits: a placement that breaks one is never chosen.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Constraints {
+    /// Terminate and fail the attempt (class `timeout`) past this.
+    #[serde(default)]
+    pub max_runtime: Option<HumanDuration>,
+    /// Total spend cap across all attempts (class `cost-cap` when reached).
+    #[serde(default)]
+    pub max_cost_usd: Option<f64>,
+    /// Never place where this workload's share costs more per hour.
+    #[serde(default)]
+    pub max_hourly_usd: Option<f64>,
+    /// Allowed providers (names or globs). Empty: any.
+    #[serde(default)]
+    pub providers: Vec<Glob>,
+    /// Allowed regions (names or globs). Empty: any.
+    #[serde(default)]
+    pub regions: Vec<Glob>,
+    /// Compliance tags every chosen pool must carry (e.g. "gdpr").
+    #[serde(default)]
+    pub compliance: Vec<String>,
+    /// Capability tags every chosen pool must carry (e.g. "long-training").
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// May run on interruptible (spot/preemptible) capacity.
+    #[serde(default)]
+    pub interruptible: bool,
+}
+
+/// Soft wishes: they shape the score, never exclude.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Preferences {
+    /// Prefer capacity expected to start within this long.
+    #[serde(default)]
+    pub startup_within: Option<HumanDuration>,
+    /// Prefer these regions (names or globs).
+    #[serde(default)]
+    pub regions: Vec<Glob>,
+    /// Prefer pools carrying these capability tags.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    #[serde(default)]
+    pub optimize: Optimize,
+    /// Prefer reserved (already paid for) capacity.
+    #[serde(default)]
+    pub reserved_first: bool,
+}
+
+/// Which way the score leans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Optimize {
+    Cost,
+    Speed,
+    Reliability,
+    #[default]
+    Balanced,
+}
+
+/// How failed attempts are retried. Infrastructure failures retry
+/// elsewhere; the workload's own errors only as far as `app_errors` allows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included.
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    /// How many failures classed `app` may be retried.
+    #[serde(default)]
+    pub app_errors: u32,
+    /// Delay before the first retry; doubles each time.
+    #[serde(default = "default_backoff")]
+    pub backoff: HumanDuration,
+    /// Ceiling for the doubling delay.
+    #[serde(default = "default_backoff_max")]
+    pub backoff_max: HumanDuration,
+}
+
+fn default_max_attempts() -> u32 {
+    3
+}
+fn default_backoff() -> HumanDuration {
+    HumanDuration::from_secs(10)
+}
+fn default_backoff_max() -> HumanDuration {
+    HumanDuration::from_secs(600)
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: default_max_attempts(),
+            app_errors: 0,
+            backoff: default_backoff(),
+            backoff_max: default_backoff_max(),
+        }
+    }
+}
+
+/// Data the workload reads. Its region drives the locality score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    pub name: String,
+    /// A URI: `file:///…`, `s3://…`, `gs://…`, `hf://…`, `https://…`.
+    pub source: String,
+    /// Where the data lives.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Approximate size, to weigh locality between inputs.
+    #[serde(default)]
+    pub size_gb: Option<f64>,
+    /// Where the input appears to the workload (absolute path).
+    #[serde(default)]
+    pub mount: Option<String>,
+}
+
+/// A file or directory the workload writes, collected after the attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Output {
+    pub name: String,
+    /// Absolute path inside the workload's environment, without `..`.
+    pub path: String,
+    /// Fail the attempt (class `io`) when the output is missing.
+    #[serde(default)]
+    pub required: bool,
+}

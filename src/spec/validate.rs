@@ -1,0 +1,1 @@
+//! Semantic checks on a parsed spec. To be written.

@@ -1,0 +1,173 @@
+//! Small value types shared by specs and fleets: durations written the way
+//! operators write them (`"90s"`, `"2h"`, `"1h30m"`) and glob patterns for
+//! provider and region allow-lists (`"eu-*"`, `"onprem-?"`).
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::time::Duration;
+
+/// A duration written as a human string (`"45s"`, `"2h"`, `"1h30m"`, `"3d"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct HumanDuration(pub Duration);
+
+impl HumanDuration {
+    pub fn from_secs(secs: u64) -> Self {
+        Self(Duration::from_secs(secs))
+    }
+    pub fn as_secs(&self) -> u64 {
+        self.0.as_secs()
+    }
+    pub fn as_hours_f64(&self) -> f64 {
+        self.0.as_secs_f64() / 3600.0
+    }
+}
+
+impl fmt::Display for HumanDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", humantime::format_duration(self.0))
+    }
+}
+
+impl std::str::FromStr for HumanDuration {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        if t.is_empty() {
+            return Err("empty duration; write it like \"90s\", \"45m\" or \"2h\"".into());
+        }
+        humantime::parse_duration(t).map(HumanDuration).map_err(|e| {
+            format!("invalid duration {s:?} ({e}); write it like \"90s\", \"45m\", \"2h\" or \"1h30m\"")
+        })
+    }
+}
+
+impl Serialize for HumanDuration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl schemars::JsonSchema for HumanDuration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A duration such as \"90s\", \"45m\", \"2h\" or \"1h30m\".",
+            "pattern": "^\\s*[0-9]+\\s*[a-zA-Z]+(\\s*[0-9]+\\s*[a-zA-Z]+)*\\s*$"
+        })
+    }
+}
+
+/// A shell-style glob over names: `*` matches any run of characters, `?`
+/// one character. Matching is case-sensitive and anchored at both ends.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Glob(String);
+
+impl Glob {
+    pub fn new(pattern: impl Into<String>) -> Self {
+        Self(pattern.into())
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    /// Whether `name` matches. Iterative with one backtrack point, so it is
+    /// linear in practice and never recursive.
+    pub fn matches(&self, name: &str) -> bool {
+        let p = self.0.as_bytes();
+        let n = name.as_bytes();
+        let (mut pi, mut ni) = (0usize, 0usize);
+        let mut star: Option<(usize, usize)> = None;
+        while ni < n.len() {
+            if pi < p.len() && (p[pi] == b'?' || p[pi] == n[ni]) {
+                pi += 1;
+                ni += 1;
+            } else if pi < p.len() && p[pi] == b'*' {
+                star = Some((pi, ni));
+                pi += 1;
+            } else if let Some((sp, sn)) = star {
+                pi = sp + 1;
+                ni = sn + 1;
+                star = Some((sp, sn + 1));
+            } else {
+                return false;
+            }
+        }
+        while pi < p.len() && p[pi] == b'*' {
+            pi += 1;
+        }
+        pi == p.len()
+    }
+}
+
+/// True when `name` matches any of `patterns`, or `patterns` is empty (no
+/// restriction).
+pub fn allowed(patterns: &[Glob], name: &str) -> bool {
+    patterns.is_empty() || patterns.iter().any(|g| g.matches(name))
+}
+
+impl fmt::Display for Glob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for Glob {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Glob {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Glob(String::deserialize(d)?))
+    }
+}
+
+impl schemars::JsonSchema for Glob {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Glob".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A name or a glob: `*` matches any run of characters, `?` one character."
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_matches_like_a_shell() {
+        let g = Glob::new("eu-*");
+        assert!(g.matches("eu-west"));
+        assert!(g.matches("eu-"));
+        assert!(!g.matches("us-east"));
+        assert!(Glob::new("onprem-?").matches("onprem-a"));
+        assert!(!Glob::new("onprem-?").matches("onprem-ab"));
+        assert!(Glob::new("*-gpu-*").matches("cloud-gpu-h100"));
+        assert!(Glob::new("exact").matches("exact"));
+        assert!(!Glob::new("exact").matches("exactly"));
+        assert!(allowed(&[], "anything"));
+    }
+
+    #[test]
+    fn durations_parse_as_operators_write_them() {
+        assert_eq!("2h".parse::<HumanDuration>().unwrap().as_secs(), 7200);
+        assert_eq!("1h30m".parse::<HumanDuration>().unwrap().as_secs(), 5400);
+        assert_eq!("90s".parse::<HumanDuration>().unwrap().as_secs(), 90);
+        assert!("two hours".parse::<HumanDuration>().is_err());
+        assert!("".parse::<HumanDuration>().is_err());
+    }
+}
