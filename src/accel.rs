@@ -131,12 +131,10 @@ impl fmt::Display for ComputeCapability {
 impl std::str::FromStr for ComputeCapability {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || format!("invalid compute capability {s:?}; write it as \"MAJOR.MINOR\", for example \"8.0\"");
+        let bad =
+            || format!("invalid compute capability {s:?}; write it as \"MAJOR.MINOR\", for example \"8.0\"");
         let (a, b) = s.trim().split_once('.').ok_or_else(bad)?;
-        Ok(Self {
-            major: a.parse().map_err(|_| bad())?,
-            minor: b.parse().map_err(|_| bad())?,
-        })
+        Ok(Self { major: a.parse().map_err(|_| bad())?, minor: b.parse().map_err(|_| bad())? })
     }
 }
 

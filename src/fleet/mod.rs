@@ -341,9 +341,12 @@ impl FleetBuilder {
 
     /// Adds a pool with its nodes to the most recently added provider.
     pub fn pool(&mut self, def: PoolDef, nodes: Vec<NodeDef>) -> Result<PoolIdx, FleetError> {
-        let provider_i = self.fleet.providers.len().checked_sub(1).ok_or_else(|| {
-            FleetError::BadPool(def.name.clone(), "added before any provider".into())
-        })?;
+        let provider_i = self
+            .fleet
+            .providers
+            .len()
+            .checked_sub(1)
+            .ok_or_else(|| FleetError::BadPool(def.name.clone(), "added before any provider".into()))?;
         let provider_name = self.fleet.providers[provider_i].name.clone();
         let label = format!("{provider_name}/{}", def.name);
         let range = self.fleet.providers[provider_i].pools.clone();
@@ -364,7 +367,10 @@ impl FleetBuilder {
             ("price_per_hour", def.price_per_hour),
         ] {
             if !(v.is_finite() && v >= 0.0) {
-                return Err(FleetError::BadPool(label, format!("{what} must be a non-negative number, got {v}")));
+                return Err(FleetError::BadPool(
+                    label,
+                    format!("{what} must be a non-negative number, got {v}"),
+                ));
             }
         }
         let class = self.class_of(&def);
@@ -375,8 +381,15 @@ impl FleetBuilder {
                 return Err(FleetError::DuplicateNode(n.name));
             }
             let u = n.used;
-            if u.gpus > s.gpus_per_node || u.cpu_cores > s.cpu_cores || u.memory_gb > s.memory_gb || u.disk_gb > s.disk_gb {
-                return Err(FleetError::BadNode(n.name, format!("uses more than the pool {label} has per node")));
+            if u.gpus > s.gpus_per_node
+                || u.cpu_cores > s.cpu_cores
+                || u.memory_gb > s.memory_gb
+                || u.disk_gb > s.disk_gb
+            {
+                return Err(FleetError::BadNode(
+                    n.name,
+                    format!("uses more than the pool {label} has per node"),
+                ));
             }
             if n.canopy_gpus > u.gpus {
                 return Err(FleetError::BadNode(n.name, "canopy_gpus exceeds used gpus".into()));

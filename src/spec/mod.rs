@@ -165,7 +165,9 @@ impl<'de> Deserialize<'de> for GbRange {
             Table(Table),
         }
         match Form::deserialize(d).map_err(|_| {
-            serde::de::Error::custom("expected a number of GB (a minimum) or a table like { min = 24, max = 80 }")
+            serde::de::Error::custom(
+                "expected a number of GB (a minimum) or a table like { min = 24, max = 80 }",
+            )
         })? {
             Form::Min(v) => Ok(GbRange { min: Some(v), max: None }),
             Form::Table(t) => Ok(GbRange { min: t.min, max: t.max }),

@@ -1,0 +1,189 @@
+//! `canopy fleet`: providers, pools and capacity as a table or JSON.
+
+use super::table::{new_table, usd};
+use canopy::fleet::{Fleet, NodeState, PoolIdx};
+use color_eyre::eyre::Result;
+use serde::Serialize;
+use std::process::ExitCode;
+
+#[derive(Serialize)]
+struct PoolRow {
+    provider: String,
+    kind: String,
+    lifecycle: String,
+    region: String,
+    pool: String,
+    accelerator: String,
+    gpus_per_node: u32,
+    gpus_free: u32,
+    gpus_total: u32,
+    canopy_gpus: u32,
+    nodes_ready: usize,
+    nodes_total: usize,
+    price_per_hour: f64,
+    startup_s: u64,
+    reserved: bool,
+    interruptible: bool,
+    capabilities: Vec<String>,
+    compliance: Vec<String>,
+    lend_limit_gpus: Option<u32>,
+    class: u32,
+    nodes: Vec<NodeRow>,
+}
+
+#[derive(Serialize)]
+struct NodeRow {
+    name: String,
+    state: String,
+    gpus_free: u32,
+    cpu_free: f64,
+    memory_free_gb: f64,
+    canopy_gpus: u32,
+}
+
+fn rows(fleet: &Fleet, with_nodes: bool) -> Vec<PoolRow> {
+    (0..fleet.pools.len())
+        .map(|i| {
+            let idx = PoolIdx(i as u32);
+            let p = fleet.pool(idx);
+            let prov = fleet.provider(p.provider);
+            let nodes = fleet.pool_nodes(idx);
+            let ready = nodes.iter().filter(|n| n.state == NodeState::Ready);
+            PoolRow {
+                provider: prov.name.clone(),
+                kind: prov.kind.to_string(),
+                lifecycle: p.lifecycle.to_string(),
+                region: p.region.clone(),
+                pool: p.name.clone(),
+                accelerator: accelerator_label(fleet, idx),
+                gpus_per_node: p.shape.gpus_per_node,
+                gpus_free: ready.clone().map(|n| n.free.gpus).sum(),
+                gpus_total: p.shape.gpus_per_node * nodes.len() as u32,
+                canopy_gpus: fleet.canopy_gpus_in_pool(idx),
+                nodes_ready: ready.count(),
+                nodes_total: nodes.len(),
+                price_per_hour: p.price_per_hour,
+                startup_s: p.startup.as_secs(),
+                reserved: p.reserved,
+                interruptible: p.interruptible,
+                capabilities: p.capabilities.clone(),
+                compliance: p.compliance.clone(),
+                lend_limit_gpus: p.lend_limit_gpus,
+                class: p.class.0,
+                nodes: if with_nodes {
+                    nodes
+                        .iter()
+                        .map(|n| NodeRow {
+                            name: n.name.clone(),
+                            state: n.state.to_string(),
+                            gpus_free: n.free.gpus,
+                            cpu_free: n.free.cpu_cores,
+                            memory_free_gb: n.free.memory_gb,
+                            canopy_gpus: n.canopy_gpus,
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+            }
+        })
+        .collect()
+}
+
+/// "8× H100-SXM5 80GB nvlink", or "cpu" for CPU-only pools.
+pub fn accelerator_label(fleet: &Fleet, pool: PoolIdx) -> String {
+    let p = fleet.pool(pool);
+    match &p.shape.accelerator {
+        Some(a) => {
+            let link =
+                if p.shape.gpus_per_node > 1 { format!(" {}", p.shape.interconnect) } else { String::new() };
+            format!("{}× {} {}GB{link}", p.shape.gpus_per_node, a.model, a.memory_gb)
+        }
+        None => "cpu".to_string(),
+    }
+}
+
+pub fn run(fleet: &Fleet, with_nodes: bool, wide: bool, json: bool) -> Result<ExitCode> {
+    let rows = rows(fleet, with_nodes);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut header = vec![
+        "PROVIDER",
+        "REGION",
+        "POOL",
+        "ACCELERATOR",
+        "GPUS FREE",
+        "NODES",
+        "$/NODE-H",
+        "STARTUP",
+        "TAGS",
+    ];
+    if wide {
+        header.push("CAPABILITIES");
+    }
+    let mut t = new_table(&header);
+    for r in &rows {
+        let mut tags: Vec<String> = Vec::new();
+        if r.reserved {
+            tags.push("reserved".into());
+        }
+        if r.interruptible {
+            tags.push("spot".into());
+        }
+        tags.extend(r.compliance.iter().cloned());
+        let gpus =
+            if r.gpus_total == 0 { "-".to_string() } else { format!("{}/{}", r.gpus_free, r.gpus_total) };
+        let mut row = vec![
+            format!("{} ({}:{})", r.provider, r.kind, r.lifecycle),
+            r.region.clone(),
+            r.pool.clone(),
+            r.accelerator.clone(),
+            gpus,
+            format!("{}/{}", r.nodes_ready, r.nodes_total),
+            usd(r.price_per_hour),
+            format!("{}s", r.startup_s),
+            tags.join(","),
+        ];
+        if wide {
+            row.push(r.capabilities.join(","));
+        }
+        t.add_row(row);
+        for n in &r.nodes {
+            t.add_row(vec![
+                String::new(),
+                String::new(),
+                format!("  {}", n.name),
+                if n.canopy_gpus > 0 { format!("canopy holds {}", n.canopy_gpus) } else { String::new() },
+                if r.gpus_total == 0 { "-".into() } else { format!("{}/{}", n.gpus_free, r.gpus_per_node) },
+                n.state.clone(),
+            ]);
+        }
+    }
+    println!("{t}");
+    let limits: Vec<String> = fleet
+        .providers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            p.lend_limit_gpus.map(|l| {
+                let used = fleet.canopy_gpus_in_provider(canopy::fleet::ProviderIdx(i as u32));
+                format!("{}: {used}/{l} GPUs", p.name)
+            })
+        })
+        .collect();
+    println!(
+        "{} providers, {} pools ({} shape classes), {} nodes, {} GPUs in {} regions.",
+        fleet.providers.len(),
+        fleet.pools.len(),
+        fleet.class_count,
+        fleet.nodes.len(),
+        fleet.total_gpus(),
+        fleet.regions().len()
+    );
+    if !limits.is_empty() {
+        println!("Lend limits (held by Canopy/cap): {}", limits.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
