@@ -11,6 +11,10 @@
 //! [`fleet::load`]).
 
 pub mod accel;
+pub mod engine;
+pub mod failure;
+pub mod journal;
+pub mod providers;
 pub mod fleet;
 pub mod health;
 pub mod schedule;

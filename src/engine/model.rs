@@ -1,0 +1,313 @@
+//! The engine's vocabulary: identifiers, states, time, and the records the
+//! core emits for the journal.
+//!
+//! Everything here is plain data. The core produces records; the journal
+//! stores them; the console and CLI read them back. Records carry names,
+//! never secret values: a spec lists secret *names* only.
+
+use crate::failure::FailureClass;
+use crate::spec::Spec;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Milliseconds since the Unix epoch. Time is always passed in, never read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+pub struct Millis(pub i64);
+
+impl Millis {
+    pub fn plus_secs(self, secs: f64) -> Millis {
+        Millis(self.0 + (secs * 1000.0).round() as i64)
+    }
+    pub fn secs_since(self, earlier: Millis) -> f64 {
+        (self.0 - earlier.0) as f64 / 1000.0
+    }
+}
+
+/// A workload's id, shown as `w-17`. Assigned by the owning engine in
+/// submission order; unique within a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct WorkloadId(pub u64);
+
+impl fmt::Display for WorkloadId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "w-{}", self.0)
+    }
+}
+
+impl std::str::FromStr for WorkloadId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let digits = s.strip_prefix("w-").unwrap_or(s);
+        digits.parse().map(WorkloadId).map_err(|_| format!("{s:?} is not a workload id; ids look like w-17"))
+    }
+}
+
+/// One try at running a workload, shown as `w-17.2`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AttemptId {
+    pub workload: WorkloadId,
+    /// 1-based.
+    pub n: u32,
+}
+
+impl AttemptId {
+    /// The token handed to providers: unique across stores (it carries the
+    /// store id), stable across retries of the same launch, so a provider
+    /// that already has it adopts rather than launches twice.
+    pub fn token(&self, store_id: &str) -> String {
+        format!("canopy-{store_id}-w{}-a{}", self.workload.0, self.n)
+    }
+
+    /// Inverse of [`AttemptId::token`] for this store; `None` for anything
+    /// that is not this store's.
+    pub fn from_token(token: &str, store_id: &str) -> Option<AttemptId> {
+        let rest = token.strip_prefix("canopy-")?.strip_prefix(store_id)?.strip_prefix("-w")?;
+        let (w, a) = rest.split_once("-a")?;
+        Some(AttemptId { workload: WorkloadId(w.parse().ok()?), n: a.parse().ok()? })
+    }
+}
+
+impl fmt::Display for AttemptId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.workload, self.n)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadState {
+    /// Waiting: for capacity that fits (with an explanation), or for a
+    /// retry backoff to pass.
+    Queued,
+    /// A placement is chosen and the launch request is with the provider.
+    Placing,
+    /// The provider accepted; the attempt is provisioning or pending.
+    Launching,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl WorkloadState {
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Placing => "placing",
+            Self::Launching => "launching",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl fmt::Display for WorkloadState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttemptState {
+    /// Launch requested; no answer yet.
+    Placing,
+    /// Accepted by the provider; not running yet.
+    Launching,
+    Running,
+    /// Canopy asked the provider to stop it; waiting for confirmation.
+    Terminating,
+    Succeeded,
+    Failed,
+    Cancelled,
+    /// The provider no longer knows it and it never reported an end.
+    Lost,
+}
+
+impl AttemptState {
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled | Self::Lost)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Placing => "placing",
+            Self::Launching => "launching",
+            Self::Running => "running",
+            Self::Terminating => "terminating",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::Lost => "lost",
+        }
+    }
+}
+
+impl fmt::Display for AttemptState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The durable row of a workload: its current state and totals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadRecord {
+    pub id: WorkloadId,
+    pub name: String,
+    pub spec: Spec,
+    /// Hex SHA-256 of the canonical JSON of `spec`, for idempotent submit.
+    pub spec_hash: String,
+    pub idempotency_key: Option<String>,
+    pub priority: u32,
+    pub state: WorkloadState,
+    pub submitted_at: Millis,
+    pub updated_at: Millis,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// Failures classed `app` so far (retried only as the spec allows).
+    pub app_failures: u32,
+    /// Not placed again before this (retry backoff).
+    pub not_before: Option<Millis>,
+    /// Money spent across attempts at the prices recorded at launch.
+    pub cost_usd: f64,
+    /// The placement's estimate (upper bound) when last placed.
+    pub est_cost_usd: f64,
+    /// Why it waits or why it ended, in one line.
+    pub reason: Option<String>,
+    /// Final failure class, when it failed.
+    pub class: Option<FailureClass>,
+}
+
+/// The durable row of one attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub id: AttemptId,
+    pub provider: String,
+    /// `provider/pool`.
+    pub pool: String,
+    pub node: String,
+    pub region: String,
+    pub state: AttemptState,
+    /// The workload's hourly share at the price in force at launch.
+    pub price_per_hour: f64,
+    pub est_cost_usd: f64,
+    pub gpus: u32,
+    /// GPU memory per GPU where it ran (a gpu-oom retry needs more).
+    pub gpu_memory_gb: f64,
+    /// The placement's score (0..100) and its breakdown as `factor=value` pairs.
+    pub score: f64,
+    pub score_breakdown: String,
+    pub placed_at: Millis,
+    pub started_at: Option<Millis>,
+    pub ended_at: Option<Millis>,
+    pub exit_code: Option<i32>,
+    pub class: Option<FailureClass>,
+    /// Id of the classifier rule that decided the class.
+    pub rule: Option<String>,
+    /// The line that decided the class.
+    pub evidence: Option<String>,
+    pub cost_usd: f64,
+    /// The provider's own handle (job id, pid, instance id), once known.
+    pub provider_ref: Option<String>,
+}
+
+/// What an event is about; events are append-only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    Submitted,
+    Unschedulable,
+    Placed,
+    Launched,
+    Adopted,
+    Running,
+    StatusUnreachable,
+    Ended,
+    Retry,
+    Failed,
+    Succeeded,
+    CancelRequested,
+    Cancelled,
+    TerminateRequested,
+    Lost,
+    Reconciled,
+    Outputs,
+    Quarantined,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Submitted => "submitted",
+            Self::Unschedulable => "unschedulable",
+            Self::Placed => "placed",
+            Self::Launched => "launched",
+            Self::Adopted => "adopted",
+            Self::Running => "running",
+            Self::StatusUnreachable => "status-unreachable",
+            Self::Ended => "ended",
+            Self::Retry => "retry",
+            Self::Failed => "failed",
+            Self::Succeeded => "succeeded",
+            Self::CancelRequested => "cancel-requested",
+            Self::Cancelled => "cancelled",
+            Self::TerminateRequested => "terminate-requested",
+            Self::Lost => "lost",
+            Self::Reconciled => "reconciled",
+            Self::Outputs => "outputs",
+            Self::Quarantined => "quarantined",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    pub at: Millis,
+    pub workload: WorkloadId,
+    pub attempt: Option<AttemptId>,
+    pub kind: EventKind,
+    /// One human line: what happened and why (for retries: the rule and
+    /// reason that decided).
+    pub message: String,
+}
+
+/// One attempt outcome as evidence about where it ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthObservation {
+    pub at: Millis,
+    pub provider: String,
+    pub pool: String,
+    pub node: String,
+    /// `None` when the attempt succeeded.
+    pub class: Option<FailureClass>,
+}
+
+/// Everything the core asks the journal to make durable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Record {
+    Workload(Box<WorkloadRecord>),
+    Attempt(Box<AttemptRecord>),
+    Event(EventRecord),
+    Health(HealthObservation),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempt_tokens_round_trip_and_are_store_scoped() {
+        let a = AttemptId { workload: WorkloadId(17), n: 2 };
+        let t = a.token("3f9a1c");
+        assert_eq!(t, "canopy-3f9a1c-w17-a2");
+        assert_eq!(AttemptId::from_token(&t, "3f9a1c"), Some(a));
+        assert_eq!(AttemptId::from_token(&t, "000000"), None);
+        assert_eq!(AttemptId::from_token("someone-elses-job", "3f9a1c"), None);
+        assert_eq!(a.to_string(), "w-17.2");
+        assert_eq!("w-17".parse::<WorkloadId>().unwrap(), WorkloadId(17));
+    }
+}

@@ -1,0 +1,1 @@
+//! Journal: to be written.

@@ -1,0 +1,191 @@
+//! Providers: one trait for every lifecycle (process, VM, container, job).
+//!
+//! This module owns the contract between the engine shell and the systems
+//! that run work: capacity inventory, idempotent launch keyed by the
+//! attempt's token, status, incremental logs, outputs, terminate, and
+//! listing what Canopy owns there for reconciliation. Adapters live in
+//! submodules. Adapters do I/O; they never touch the journal, never decide
+//! retries, and never log secret values.
+
+use crate::engine::model::AttemptId;
+use crate::failure::ProviderEnd;
+use crate::fleet::{Free, NodeState, PoolDef};
+use crate::spec::Spec;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A secret's value, resolved at launch. Its `Debug` and `Display` never
+/// show the value, so it cannot leak through a log line or an error.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretValue(String);
+
+impl SecretValue {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    /// The value itself, for handing to the workload's environment only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretValue(<redacted>)")
+    }
+}
+
+impl fmt::Display for SecretValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Everything a provider needs to start one attempt.
+#[derive(Debug, Clone)]
+pub struct LaunchRequest {
+    pub attempt: AttemptId,
+    /// Idempotency token: a provider that already has an attempt with this
+    /// token adopts it instead of launching again.
+    pub token: String,
+    pub spec: Arc<Spec>,
+    /// Pool name within the provider.
+    pub pool: String,
+    pub node: String,
+    /// Secret values by name, resolved from the operator's environment.
+    pub secrets: Vec<(String, SecretValue)>,
+    /// Where this attempt's outputs are collected (Canopy's artifact store).
+    pub artifact_dir: PathBuf,
+}
+
+/// A provider's answer to a launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchAck {
+    /// The provider's own handle: pid, job id, instance id.
+    pub provider_ref: String,
+    /// True when the token was already known and the existing attempt was
+    /// adopted instead of a new one started.
+    pub adopted: bool,
+}
+
+/// Why a launch did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchError {
+    #[error("no capacity: {0}")]
+    Capacity(String),
+    #[error("provider API error: {0}")]
+    Api(String),
+    #[error("the provider did not answer the launch in time")]
+    Timeout,
+    #[error("launch rejected: {0}")]
+    Rejected(String),
+}
+
+impl LaunchError {
+    pub fn to_end(&self) -> ProviderEnd {
+        match self {
+            LaunchError::Capacity(m) => ProviderEnd::LaunchRejected { message: m.clone(), capacity: true },
+            LaunchError::Api(m) => ProviderEnd::ApiError { message: m.clone() },
+            LaunchError::Timeout => ProviderEnd::LaunchTimeout,
+            LaunchError::Rejected(m) => ProviderEnd::LaunchRejected { message: m.clone(), capacity: false },
+        }
+    }
+}
+
+/// A provider call that failed (status, logs, terminate…). Transient unless
+/// said otherwise: one failed poll is not a failed workload.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{provider}: {message}")]
+pub struct ProviderError {
+    pub provider: String,
+    pub message: String,
+}
+
+/// Where an attempt stands at its provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptStatus {
+    /// Accepted, not running yet (queued, provisioning, booting).
+    Pending,
+    Running,
+    /// Ended, with how.
+    Ended(ProviderEnd),
+    /// The provider has no such attempt.
+    NotFound,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LogStream {
+    Stdout,
+    Stderr,
+}
+
+/// A slice of a log from an offset: read more from `next_offset`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LogChunk {
+    pub data: Vec<u8>,
+    pub next_offset: u64,
+}
+
+/// An output collected into Canopy's artifact store.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Artifact {
+    /// The spec's output name.
+    pub name: String,
+    /// Path in the artifact store.
+    pub path: PathBuf,
+    pub bytes: u64,
+    /// Hex SHA-256 of the content (of each file, for directories: of the
+    /// sorted list of `path sha256` lines).
+    pub sha256: String,
+}
+
+/// Something the provider runs that carries a Canopy token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owned {
+    pub token: String,
+    pub provider_ref: String,
+    pub running: bool,
+}
+
+/// Capacity as the provider reports it now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inventory {
+    pub pools: Vec<InventoryPool>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InventoryPool {
+    pub def: PoolDef,
+    pub nodes: Vec<InventoryNode>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InventoryNode {
+    pub name: String,
+    pub state: NodeState,
+    /// Resources used by anything that is not a Canopy attempt; Canopy adds
+    /// its own allocations on top.
+    pub used_by_others: Free,
+}
+
+/// One source of compute. Every call may be slow or fail; the shell calls
+/// them from spawned tasks and feeds results back to the core as events.
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync {
+    fn name(&self) -> &str;
+    async fn inventory(&self) -> Result<Inventory, ProviderError>;
+    /// Starts the attempt, or adopts it when `req.token` is already known.
+    async fn launch(&self, req: &LaunchRequest) -> Result<LaunchAck, LaunchError>;
+    async fn status(&self, token: &str) -> Result<AttemptStatus, ProviderError>;
+    /// Log bytes from `offset`, at most `max` bytes.
+    async fn logs(&self, token: &str, stream: LogStream, offset: u64, max: usize)
+    -> Result<LogChunk, ProviderError>;
+    /// Copies the attempt's outputs into `dest` and describes them.
+    async fn outputs(&self, token: &str, spec: &Spec, dest: &std::path::Path)
+    -> Result<Vec<Artifact>, ProviderError>;
+    /// Stops the attempt. Succeeds when it is already gone.
+    async fn terminate(&self, token: &str) -> Result<(), ProviderError>;
+    /// Everything this provider runs with a token of this store.
+    async fn list_owned(&self, store_id: &str) -> Result<Vec<Owned>, ProviderError>;
+}
