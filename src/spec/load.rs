@@ -1,6 +1,268 @@
-//! Spec text → [`Spec`] with diagnostics. To be written.
-pub struct Diagnostic;
-pub enum Format { Toml, Json }
-pub struct Loaded;
-pub enum Severity { Error, Warning }
-pub struct SpecError;
+//! Spec text → [`Spec`], with diagnostics that point at file:line:col.
+//!
+//! This module owns the loading pipeline: size limit, parse (TOML, or JSON
+//! with the same schema), type check through serde, the semantic checks of
+//! [`super::validate`], and turning every problem into a [`Diagnostic`]
+//! with a position and a help line. Parse and type errors stop at the
+//! first; semantic problems are all reported together. Secret values found
+//! in the text are scrubbed from every message. The only I/O here is
+//! [`load_file`] reading one file; nothing is logged or printed.
+
+use super::locate::{Index, Target};
+use super::validate::{self, MAX_SPEC_BYTES};
+use super::{Spec, fields, secrets, translate};
+use serde::Deserialize;
+use std::fmt;
+use std::path::Path;
+
+pub use super::diagnostic::{Diagnostic, Severity};
+
+/// The text format of a spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Toml,
+    Json,
+}
+
+impl Format {
+    /// `.json` (any case) is JSON; everything else is read as TOML.
+    pub fn from_path(p: &Path) -> Format {
+        match p.extension().and_then(|e| e.to_str()) {
+            Some(ext) if ext.eq_ignore_ascii_case("json") => Format::Json,
+            _ => Format::Toml,
+        }
+    }
+}
+
+/// A spec that loaded without errors, and the warnings it raised.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub spec: Spec,
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// A spec that did not load: its diagnostics, errors first, then warnings,
+/// each group in source order.
+#[derive(Debug)]
+pub struct SpecError {
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl SpecError {
+    fn one(d: Diagnostic) -> Self {
+        Self { diagnostics: vec![d] }
+    }
+
+    /// Every diagnostic rendered rustc-style against `source`, separated by
+    /// blank lines.
+    pub fn render(&self, source: &str) -> String {
+        self.diagnostics.iter().map(|d| d.render(source)).collect::<Vec<_>>().join("\n")
+    }
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, d) in self.diagnostics.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{d}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+/// Parse and validate spec text. `file` is only used to label diagnostics.
+pub fn parse(text: &str, file: &str, format: Format) -> Result<Loaded, SpecError> {
+    if text.len() > MAX_SPEC_BYTES {
+        return Err(SpecError::one(too_large(file, text.len() as u64)));
+    }
+    // Editors do not show a byte-order mark as a column; neither do we.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut hidden: Vec<String> =
+        secrets::secret_ranges(text).into_iter().map(|r| text[r].to_string()).collect();
+    let parsed = match format {
+        Format::Toml => parse_toml(text, file),
+        Format::Json => parse_json(text, file),
+    };
+    let (spec, index) = match parsed {
+        Ok(ok) => ok,
+        Err(d) => return Err(SpecError::one(scrub(d, &hidden))),
+    };
+    for (name, value) in &spec.runtime.env {
+        if (secrets::is_secret_name(name) && !secrets::harmless(value))
+            || secrets::looks_like_credential(value)
+        {
+            hidden.push(value.clone());
+        }
+    }
+    let mut diagnostics = shape(&index, file, text, format);
+    for finding in validate::check(&spec) {
+        let (offset, _) = index.offset(&finding.path, finding.target);
+        let mut d = Diagnostic::at(finding.severity, file, text, offset, &finding.path);
+        d.message = finding.message;
+        d.help = Some(finding.help);
+        diagnostics.push(d);
+    }
+    let mut diagnostics: Vec<Diagnostic> = diagnostics.into_iter().map(|d| scrub(d, &hidden)).collect();
+    diagnostics.sort_by_key(|d| (!d.is_error(), d.line, d.col));
+    if diagnostics.iter().any(Diagnostic::is_error) {
+        Err(SpecError { diagnostics })
+    } else {
+        Ok(Loaded { spec, warnings: diagnostics })
+    }
+}
+
+/// Read and parse a spec file; the format follows the extension.
+pub fn load_file(path: &Path) -> Result<Loaded, SpecError> {
+    let file = path.display().to_string();
+    let unreadable = |e: std::io::Error| {
+        let help = match e.kind() {
+            std::io::ErrorKind::NotFound => "check the path: no file exists there",
+            std::io::ErrorKind::PermissionDenied => "check the file's permissions",
+            _ if path.is_dir() => "give the path of a spec file, not a directory",
+            _ => "check that the path names a readable file",
+        };
+        SpecError::one(Diagnostic::whole_file(&file, format!("cannot read the spec: {e}"), Some(help.into())))
+    };
+    let size = std::fs::metadata(path).map_err(unreadable)?.len();
+    if size > MAX_SPEC_BYTES as u64 {
+        return Err(SpecError::one(too_large(&file, size)));
+    }
+    let bytes = std::fs::read(path).map_err(unreadable)?;
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            // The prefix up to `valid_up_to` is UTF-8 by definition.
+            let prefix = String::from_utf8_lossy(&e.as_bytes()[..valid]).into_owned();
+            let mut d = Diagnostic::at(Severity::Error, &file, &prefix, valid, "");
+            d.message = "the spec is not valid UTF-8".into();
+            d.help = Some("save the file as UTF-8".into());
+            return Err(SpecError::one(d));
+        }
+    };
+    parse(&text, &file, Format::from_path(path))
+}
+
+/// The JSON Schema of [`Spec`], for editors and `canopy schema`.
+pub fn schema() -> serde_json::Value {
+    let mut value = schemars::schema_for!(Spec).to_value();
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert("$id".into(), "urn:canopy:spec:v1".into());
+        obj.insert("title".into(), "Canopy workload spec".into());
+        obj.insert(
+            "description".into(),
+            "What a workload needs (runtime, resources, constraints, preferences, retry policy, inputs and outputs), never which SKU. Written in TOML or JSON.".into(),
+        );
+    }
+    value
+}
+
+fn too_large(file: &str, bytes: u64) -> Diagnostic {
+    Diagnostic::whole_file(
+        file,
+        format!("the spec is {} KiB; at most {} KiB is allowed", bytes.div_ceil(1024), MAX_SPEC_BYTES / 1024),
+        Some("a spec describes the work, not its data: move long lists and values into an input".into()),
+    )
+}
+
+fn scrub(mut d: Diagnostic, hidden: &[String]) -> Diagnostic {
+    d.message = secrets::scrub(&d.message, hidden);
+    d.help = d.help.map(|h| secrets::scrub(&h, hidden));
+    d
+}
+
+fn parse_toml(text: &str, file: &str) -> Result<(Spec, Index), Diagnostic> {
+    let root = toml::de::DeTable::parse(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        let key = text.get(span.clone()).unwrap_or("");
+        let (message, help) = translate::toml_syntax(e.message(), key);
+        let mut d = Diagnostic::at(Severity::Error, file, text, span.start, "");
+        d.message = message;
+        d.help = Some(help);
+        d
+    })?;
+    let index = Index::from_toml(&root);
+    let spec = Spec::deserialize(toml::de::Deserializer::from(root)).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        let found = index.at_span(&span);
+        data_diagnostic(e.message(), found, span.start, file, text, Format::Toml)
+    })?;
+    Ok((spec, index))
+}
+
+fn parse_json(text: &str, file: &str) -> Result<(Spec, Index), Diagnostic> {
+    let index = Index::from_json(text);
+    let spec = serde_json::from_str::<Spec>(text).map_err(|e| {
+        let offset = super::diagnostic::offset_of(text, e.line(), e.column());
+        let full = e.to_string();
+        let raw = full.rsplit_once(" at line ").map_or(full.as_str(), |(m, _)| m);
+        if e.is_data() {
+            let found = index.at_json_offset(offset);
+            let at = match found {
+                Some((entry, Target::Key)) => entry.key.as_ref().map_or(entry.value.start, |k| k.start),
+                Some((entry, Target::Value)) if raw.starts_with("missing field") => {
+                    entry.key.as_ref().map_or(entry.value.start, |k| k.start)
+                }
+                Some((entry, Target::Value)) => entry.value.start,
+                None => offset,
+            };
+            data_diagnostic(raw, found, at, file, text, Format::Json)
+        } else {
+            let (message, help) = translate::json_syntax(raw);
+            let mut d = Diagnostic::at(Severity::Error, file, text, offset, "");
+            d.message = message;
+            d.help = Some(help);
+            d
+        }
+    })?;
+    Ok((spec, index))
+}
+
+fn data_diagnostic(
+    raw: &str,
+    found: Option<(&super::locate::Entry, Target)>,
+    offset: usize,
+    file: &str,
+    text: &str,
+    format: Format,
+) -> Diagnostic {
+    let (path, parent, snippet) = match found {
+        Some((e, target)) => {
+            let snippet = if target == Target::Value { text.get(e.value.clone()).unwrap_or("") } else { "" };
+            (e.path.as_str(), e.parent.as_str(), snippet)
+        }
+        None => ("", "", ""),
+    };
+    let t = translate::data_error(raw, &translate::Context { format, path, parent, snippet });
+    let mut d = Diagnostic::at(Severity::Error, file, text, offset, &t.path);
+    d.message = t.message;
+    d.help = t.help;
+    d
+}
+
+/// serde lets an array stand in for a table (`resources = [8]` would set
+/// `gpus`); a spec must not. Report every table written as an array.
+fn shape(index: &Index, file: &str, text: &str, format: Format) -> Vec<Diagnostic> {
+    let what = match format {
+        Format::Toml => "a table",
+        Format::Json => "an object",
+    };
+    index
+        .entries()
+        .iter()
+        .filter(|e| e.is_array && fields::is_table_path(&e.path))
+        .map(|e| {
+            let mut d = Diagnostic::at(Severity::Error, file, text, e.value.start, &e.path);
+            d.message = format!("`{}` must be {what}, not an array", e.path);
+            d.help = Some(match format {
+                Format::Toml => format!("write it as a [{}] table of `key = value` lines", e.path),
+                Format::Json => "write it as an object of named fields".into(),
+            });
+            d
+        })
+        .collect()
+}

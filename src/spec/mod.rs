@@ -14,7 +14,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 
+mod diagnostic;
+mod fields;
 pub mod load;
+mod locate;
+pub mod secrets;
+mod translate;
 pub mod validate;
 
 pub use load::{Diagnostic, Format, Loaded, Severity, SpecError};
@@ -133,8 +138,7 @@ impl Default for Resources {
 }
 
 /// An inclusive range in GB; either bound may be omitted.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct GbRange {
     #[serde(default)]
     pub min: Option<f64>,
@@ -148,30 +152,86 @@ impl GbRange {
     }
 }
 
+/// Accepts `24` (a minimum) or `{ min = 24, max = 80 }`. Written as a
+/// visitor rather than an untagged enum so that a misspelt key (`mn`) is
+/// reported as an unknown field at that key, not as a vague type error.
 impl<'de> Deserialize<'de> for GbRange {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, MapAccess, SeqAccess, Visitor};
+
         #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Table {
-            #[serde(default)]
-            min: Option<f64>,
-            #[serde(default)]
-            max: Option<f64>,
+        #[serde(field_identifier, rename_all = "lowercase")]
+        enum Key {
+            Min,
+            Max,
         }
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Form {
-            Min(f64),
-            Table(Table),
+
+        const HOW: &str = "invalid GPU memory; write a number of GB (a minimum) like 24, or a table like { min = 24, max = 80 }";
+
+        struct GbVisitor;
+
+        impl<'de> Visitor<'de> for GbVisitor {
+            type Value = GbRange;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number of GB or a table like { min = 24, max = 80 }")
+            }
+            fn visit_f64<E: Error>(self, v: f64) -> Result<GbRange, E> {
+                Ok(GbRange { min: Some(v), max: None })
+            }
+            fn visit_i64<E: Error>(self, v: i64) -> Result<GbRange, E> {
+                self.visit_f64(v as f64)
+            }
+            fn visit_u64<E: Error>(self, v: u64) -> Result<GbRange, E> {
+                self.visit_f64(v as f64)
+            }
+            fn visit_str<E: Error>(self, _: &str) -> Result<GbRange, E> {
+                Err(E::custom(HOW))
+            }
+            fn visit_bool<E: Error>(self, _: bool) -> Result<GbRange, E> {
+                Err(E::custom(HOW))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<GbRange, A::Error> {
+                Err(A::Error::custom(HOW))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<GbRange, A::Error> {
+                let mut range = GbRange::default();
+                while let Some(key) = map.next_key::<Key>()? {
+                    let slot = match key {
+                        Key::Min => &mut range.min,
+                        Key::Max => &mut range.max,
+                    };
+                    if slot.is_some() {
+                        return Err(A::Error::custom(
+                            "GPU memory bound set twice; keep one `min` and one `max`",
+                        ));
+                    }
+                    *slot = map.next_value::<Option<f64>>()?;
+                }
+                Ok(range)
+            }
         }
-        match Form::deserialize(d).map_err(|_| {
-            serde::de::Error::custom(
-                "expected a number of GB (a minimum) or a table like { min = 24, max = 80 }",
-            )
-        })? {
-            Form::Min(v) => Ok(GbRange { min: Some(v), max: None }),
-            Form::Table(t) => Ok(GbRange { min: t.min, max: t.max }),
-        }
+
+        d.deserialize_any(GbVisitor)
+    }
+}
+
+/// `24` or `{ min, max }`: the schema says both, as the loader accepts both.
+impl JsonSchema for GbRange {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "GbRange".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "GB per GPU: a number (a minimum) or { min, max }; either bound may be omitted.",
+            "anyOf": [
+                { "type": "number" },
+                {
+                    "type": "object",
+                    "properties": { "min": { "type": "number" }, "max": { "type": "number" } },
+                    "additionalProperties": false
+                }
+            ]
+        })
     }
 }
 
