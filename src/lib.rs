@@ -11,6 +11,7 @@
 //! [`fleet::load`]).
 
 pub mod accel;
+pub mod engine;
 pub mod fleet;
 pub mod health;
 pub mod schedule;
