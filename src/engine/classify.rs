@@ -64,8 +64,9 @@
 //! - Connection errors are `comm` when the line names the distributed stack
 //!   (c10d, NCCL, Gloo, MPI, TCPStore), otherwise `io` (storage, hubs and
 //!   other services the workload reads from).
-//! - A launch that times out is `capacity`: in practice it is a request the
-//!   provider could not fill in time (spot not fulfilled, pod pending).
+//! - A launch the provider never answered in time is `provider` (its API
+//!   timed out). A launch it accepted that then stays pending is capacity,
+//!   but that is the engine's call on its own clock, not a provider end.
 //! - A boot failure is `node`, except an image that does not exist or may
 //!   not be pulled, which is `app`.
 
@@ -83,7 +84,8 @@ pub const EVIDENCE_MAX_CHARS: usize = 300;
 pub enum FailureClass {
     /// The provider had no capacity (or quota) for the request.
     Capacity,
-    /// The provider itself failed: API errors, rejected or unexplained ends.
+    /// The provider itself failed: API errors and timeouts, rejected or
+    /// unexplained ends.
     Provider,
     /// The machine failed: GPU hardware, driver, lost node, failed boot.
     Node,
@@ -231,7 +233,7 @@ pub enum ProviderEnd {
     },
     /// A provider API call failed.
     ApiError { message: String },
-    /// The attempt did not start within the launch deadline.
+    /// The provider never answered the launch in time.
     LaunchTimeout,
     /// The provider lost the node the attempt ran on.
     NodeLost { message: String },
@@ -560,7 +562,7 @@ mod tests {
         let c = run(ProviderEnd::ApiError { message: "503 from compute API".into() }, "");
         assert_eq!((c.class, c.rule), (FailureClass::Provider, "provider.api-error"));
         let c = run(ProviderEnd::LaunchTimeout, "");
-        assert_eq!(c.class, FailureClass::Capacity);
+        assert_eq!((c.class, c.rule), (FailureClass::Provider, "provider.launch-timeout"));
     }
 
     #[test]

@@ -201,7 +201,7 @@ pub(crate) static RULES: &[Rule] = &[
     rule("provider.api-error", C::Provider, Matcher::Provider(|e| matches!(e, ProviderEnd::ApiError { .. }))),
     rule(
         "provider.launch-timeout",
-        C::Capacity,
+        C::Provider,
         Matcher::Provider(|e| matches!(e, ProviderEnd::LaunchTimeout)),
     ),
     rule("provider.time-limit", C::Timeout, Matcher::Provider(|e| matches!(e, ProviderEnd::TimedOut))),
