@@ -7,81 +7,116 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::str::FromStr;
 
+/// What a failed attempt was. Decides retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FailureClass {
-    /// No capacity where it was placed (launch refused, or pending too long).
+    /// The provider had no capacity (or quota) for the request.
     Capacity,
-    /// The provider's API failed or timed out.
+    /// The provider itself failed: API errors and timeouts, rejected or
+    /// unexplained ends.
     Provider,
-    /// The machine failed: lost, hardware, GPU Xid, driver.
+    /// The machine failed: GPU hardware, driver, lost node, failed boot.
     Node,
-    /// The workload needed more GPU memory than the GPU had.
+    /// The workload needed more GPU memory than the GPU has.
     GpuOom,
-    /// The workload needed more host memory than it had.
+    /// The workload needed more host memory than it was given.
     CpuOom,
-    /// Collective communication failed: NCCL, MPI, network resets.
+    /// Collective communication or the distributed runtime failed.
     Comm,
-    /// Storage failed: I/O errors, no space, transient object-store errors.
+    /// Storage or network I/O the workload depends on failed.
     Io,
-    /// Ran past `max_runtime`.
+    /// The workload ran past a provider-enforced or Canopy-enforced limit.
     Timeout,
-    /// Spent `max_cost_usd`.
+    /// Canopy stopped the attempt at the workload's cost cap.
     CostCap,
-    /// The provider reclaimed interruptible capacity.
+    /// The provider reclaimed the capacity (spot, preemption).
     Preempted,
-    /// The workload's own error.
+    /// The workload failed on its own: code, config, inputs, environment.
     App,
-    /// Cancelled by an operator.
+    /// Someone cancelled the attempt.
     Cancelled,
 }
 
 impl FailureClass {
+    /// Every class, in the order of the `as_str` list.
     pub const ALL: [FailureClass; 12] = [
-        Self::Capacity,
-        Self::Provider,
-        Self::Node,
-        Self::GpuOom,
-        Self::CpuOom,
-        Self::Comm,
-        Self::Io,
-        Self::Timeout,
-        Self::CostCap,
-        Self::Preempted,
-        Self::App,
-        Self::Cancelled,
+        FailureClass::Capacity,
+        FailureClass::Provider,
+        FailureClass::Node,
+        FailureClass::GpuOom,
+        FailureClass::CpuOom,
+        FailureClass::Comm,
+        FailureClass::Io,
+        FailureClass::Timeout,
+        FailureClass::CostCap,
+        FailureClass::Preempted,
+        FailureClass::App,
+        FailureClass::Cancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Capacity => "capacity",
-            Self::Provider => "provider",
-            Self::Node => "node",
-            Self::GpuOom => "gpu-oom",
-            Self::CpuOom => "cpu-oom",
-            Self::Comm => "comm",
-            Self::Io => "io",
-            Self::Timeout => "timeout",
-            Self::CostCap => "cost-cap",
-            Self::Preempted => "preempted",
-            Self::App => "app",
-            Self::Cancelled => "cancelled",
+            FailureClass::Capacity => "capacity",
+            FailureClass::Provider => "provider",
+            FailureClass::Node => "node",
+            FailureClass::GpuOom => "gpu-oom",
+            FailureClass::CpuOom => "cpu-oom",
+            FailureClass::Comm => "comm",
+            FailureClass::Io => "io",
+            FailureClass::Timeout => "timeout",
+            FailureClass::CostCap => "cost-cap",
+            FailureClass::Preempted => "preempted",
+            FailureClass::App => "app",
+            FailureClass::Cancelled => "cancelled",
         }
     }
 
-    /// Failures of the infrastructure rather than of the workload: retried
-    /// elsewhere. (`gpu-oom` and `cpu-oom` are the workload's size against
-    /// the machine: retried only where there is more memory.)
+    /// Whether the failure lies outside the workload: in the provider, the
+    /// machine, the network or the storage it runs against. These are the
+    /// failures a retry elsewhere can fix without changing the workload.
+    ///
+    /// Infrastructure: `capacity`, `provider`, `node`, `comm`, `io`,
+    /// `preempted`.
+    ///
+    /// Not infrastructure: `gpu-oom` and `cpu-oom` (the workload's size
+    /// against the memory it was given: the same retry fails the same way;
+    /// Philly and Acme count OOMs as framework/user failures), `timeout`
+    /// (the workload's own time limit), `cost-cap` and `cancelled` (policy
+    /// and decisions, not faults), and `app`.
     pub fn is_infrastructure(self) -> bool {
-        matches!(self, Self::Capacity | Self::Provider | Self::Node | Self::Comm | Self::Io | Self::Preempted)
+        matches!(
+            self,
+            FailureClass::Capacity
+                | FailureClass::Provider
+                | FailureClass::Node
+                | FailureClass::Comm
+                | FailureClass::Io
+                | FailureClass::Preempted
+        )
     }
 
-    /// Whether the outcome is evidence against the node it ran on. Capacity
-    /// and provider failures are the provider's, preemption is the
-    /// market's, and the workload's own errors say nothing about the node.
+    /// Whether the failure is evidence against the node the attempt ran on,
+    /// for the health view. Only `node` is.
+    ///
+    /// - `comm` is not: when one peer or one switch fails, every rank of a
+    ///   collective reports the timeout, so the node whose log was read is
+    ///   usually a victim. In Llama 3's 419 interruptions, switches and
+    ///   cables (35) outnumber NICs (7), and NCCL timeouts of unknown cause
+    ///   are their own row; Unicron finds 73% of errors transient. A fault
+    ///   that *is* the node's (Xid 74 NVLink, Xid 79) has its own signature
+    ///   and classifies as `node`. `comm` is a pool/fabric signal.
+    /// - `io` is not: most I/O failures in the studies are shared storage
+    ///   (Philly's HDFS checkpoint errors, Acme's S3StorageError); charging
+    ///   the node that hit an outage would spread it across every node. A
+    ///   dying local disk (Llama 3: SSD 3 of 419) is rare.
+    /// - `gpu-oom`, `cpu-oom`, `timeout`, `app` are the workload's;
+    ///   `capacity`, `provider`, `preempted` are the provider's; `cost-cap`
+    ///   and `cancelled` are decisions.
     pub fn counts_against_node(self) -> bool {
-        matches!(self, Self::Node | Self::Comm | Self::Io)
+        matches!(self, FailureClass::Node)
     }
 }
 
@@ -91,47 +126,63 @@ impl fmt::Display for FailureClass {
     }
 }
 
-impl std::str::FromStr for FailureClass {
-    type Err = String;
+/// A name that is not a failure class.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown failure class `{0}`; expected one of: {list}", list = class_list())]
+pub struct UnknownFailureClass(pub String);
+
+fn class_list() -> String {
+    FailureClass::ALL.map(FailureClass::as_str).join(", ")
+}
+
+impl FromStr for FailureClass {
+    type Err = UnknownFailureClass;
+
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|c| c.as_str() == s).ok_or_else(|| {
-            let names: Vec<&str> = Self::ALL.iter().map(|c| c.as_str()).collect();
-            format!("unknown failure class {s:?}; expected one of {}", names.join(", "))
-        })
+        FailureClass::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| UnknownFailureClass(s.to_string()))
     }
 }
 
-/// How an attempt ended, as its provider (or Canopy's own enforcement)
-/// reports it. The classifier's input, with the log tail.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "kind")]
+/// What the provider said about how the attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum ProviderEnd {
-    /// The process exited with this status code.
+    /// The process exited with this code. Codes 129..=192 are read as
+    /// 128 + signal and negative codes as a signal, as shells and Python's
+    /// `subprocess` report them.
     Exited { code: i32 },
     /// The process was killed by this signal.
     Signaled { signal: i32 },
-    /// The provider refused the launch; `capacity` when it said why: no room.
-    LaunchRejected { message: String, capacity: bool },
-    /// The provider's API failed while launching or running.
+    /// The provider refused the launch.
+    LaunchRejected {
+        message: String,
+        /// The provider said it had no capacity (or quota).
+        capacity: bool,
+    },
+    /// A provider API call failed.
     ApiError { message: String },
     /// The provider never answered the launch in time.
     LaunchTimeout,
-    /// The machine it ran on went away.
+    /// The provider lost the node the attempt ran on.
     NodeLost { message: String },
     /// The provider reclaimed the capacity.
     Preempted,
-    /// The provider's own time limit ended it.
+    /// The provider's own time limit (e.g. Slurm `TIMEOUT`).
     TimedOut,
-    /// The provider (or cgroup) killed it for memory.
+    /// The provider or its cgroup killed the attempt for host memory
+    /// (e.g. Slurm `OUT_OF_MEMORY`, Kubernetes `OOMKilled`).
     OutOfMemory,
-    /// Cancelled at the provider.
+    /// The attempt was cancelled (by Canopy, or at the provider).
     Cancelled,
-    /// The machine never booted.
+    /// The machine or container did not come up.
     BootFailed { message: String },
-    /// Canopy terminated it at the workload's cost cap.
+    /// Canopy stopped the attempt at the workload's cost cap.
     CostCapReached,
-    /// Canopy terminated it at the workload's max runtime.
+    /// Canopy stopped the attempt at the workload's max runtime.
     MaxRuntimeReached,
-    /// Anything else the provider said.
+    /// The provider reported an end Canopy does not know.
     Unknown { message: String },
 }

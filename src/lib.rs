@@ -13,10 +13,10 @@
 pub mod accel;
 pub mod engine;
 pub mod failure;
-pub mod journal;
-pub mod providers;
 pub mod fleet;
 pub mod health;
+pub mod journal;
+pub mod providers;
 pub mod schedule;
 pub mod spec;
 pub mod units;
