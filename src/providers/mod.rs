@@ -7,6 +7,8 @@
 //! submodules. Adapters do I/O; they never touch the journal, never decide
 //! retries, and never log secret values.
 
+pub mod secrets;
+
 use crate::engine::model::AttemptId;
 use crate::failure::ProviderEnd;
 use crate::fleet::{Free, NodeState, PoolDef};
