@@ -6,6 +6,8 @@
 //! workload's argv without a shell, waits for it and records its end in
 //! `exit.json`. Workloads survive the engine exiting.
 
+pub mod container;
+pub mod inventory;
 pub mod layout;
 pub mod procfs;
 pub mod shim;
