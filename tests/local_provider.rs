@@ -339,7 +339,8 @@ async fn a_failed_or_hung_supervisor_start_is_reported_and_never_retried_under_t
     }
     let interrupted =
         ProviderEnd::NodeLost { message: "the launch was interrupted before the supervisor started".into() };
-    assert_eq!(p.status(&req.token).await.unwrap(), AttemptStatus::Ended(interrupted.clone()));
+    // Polled: processes other tests fork hold the launch lock until they exec.
+    assert_eq!(wait_end(&p, &req.token).await, interrupted);
     assert!(p.launch(&req).await.unwrap().adopted);
 
     cfg.shim =
@@ -348,7 +349,7 @@ async fn a_failed_or_hung_supervisor_start_is_reported_and_never_retried_under_t
     let p = LocalProvider::new(cfg);
     let req = request(t.path(), 2, cmd(&["true"]));
     assert_eq!(p.launch(&req).await, Err(LaunchError::Timeout));
-    assert_eq!(p.status(&req.token).await.unwrap(), AttemptStatus::Ended(interrupted));
+    assert_eq!(wait_end(&p, &req.token).await, interrupted);
 }
 
 #[tokio::test]

@@ -80,6 +80,9 @@ pub fn observe(dir: &AttemptDir) -> io::Result<Observed> {
     Ok(Observed::Lost { message: message.into(), pids })
 }
 
+/// Whether a launcher still holds `launch.lock`. A process the launcher's
+/// process forks shares the lock until it execs, so the lock may look
+/// held for an instant after the launcher let go: callers poll.
 fn lock_held(dir: &AttemptDir) -> io::Result<bool> {
     let f = match File::open(dir.lock()) {
         Ok(f) => f,
