@@ -304,6 +304,33 @@ async fn a_fresh_provider_re_adopts_running_attempts() {
     assert!(p.launch(&req).await.unwrap().adopted);
 }
 
+/// Set only for the child process of the test below, which plays the
+/// engine: it launches and exits.
+const LAUNCHER_ROOT: &str = "CANOPY_TEST_LAUNCHER_ROOT";
+
+#[tokio::test]
+async fn launcher_process_for_the_outlives_test() {
+    let Some(root) = std::env::var_os(LAUNCHER_ROOT).map(PathBuf::from) else { return };
+    let req = request(&root, 1, cmd(&["sh", "-c", "sleep 2; echo survived"]));
+    assert!(!provider(&root).launch(&req).await.unwrap().adopted);
+}
+
+#[tokio::test]
+async fn a_workload_outlives_the_process_that_launched_it() {
+    let t = tempfile::tempdir().unwrap();
+    let launcher = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "launcher_process_for_the_outlives_test", "--test-threads=1", "-q"])
+        .env(LAUNCHER_ROOT, t.path())
+        .output()
+        .unwrap();
+    assert!(launcher.status.success(), "{}", String::from_utf8_lossy(&launcher.stdout));
+    let p = provider(t.path());
+    let req = request(t.path(), 1, cmd(&["unused"]));
+    assert_eq!(p.status(&req.token).await.unwrap(), AttemptStatus::Running);
+    assert_eq!(wait_end(&p, &req.token).await, ProviderEnd::Exited { code: 0 });
+    assert_eq!(log(&p, &req.token, LogStream::Stdout).await, "survived\n");
+}
+
 #[tokio::test]
 async fn a_dead_supervisor_is_reported_lost_and_its_workload_can_be_stopped() {
     let t = tempfile::tempdir().unwrap();
