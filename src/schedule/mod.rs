@@ -1,1 +1,43 @@
-//! The scheduler. To be written.
+//! The scheduler: filter → score → pick, and an explanation for every
+//! decision.
+//!
+//! This module owns placement decisions for one workload at a time:
+//! [`Requirements`] (normalized from a spec) are matched against a
+//! [`Snapshot`] (the fleet and its health, indexed once) under a [`Policy`]
+//! (factor weights), giving a [`Decision`]: ranked [`Candidate`]s with
+//! score breakdowns, or an [`Explanation`] of why nothing fits.
+//!
+//! It is pure: no I/O, no async, no clock, no randomness, and no mutation
+//! of the fleet. It does not reserve capacity, retry, or decide health;
+//! the engine does, and hands the scheduler a new snapshot when the fleet
+//! or health changes.
+//!
+//! How a decision stays cheap (Nomad's computed classes, Slurm's bitmaps):
+//! categorical constraints are checked once per region, provider,
+//! compliance tag and pool class and combined as pool sets; numeric limits
+//! per surviving pool; and each pool's ready nodes are pre-sorted per
+//! free-GPU count, so a pool's best node is found without a scan. Only the
+//! unschedulable path visits every node, to count reasons exactly.
+
+mod bitset;
+mod decision;
+mod explain;
+mod filter;
+pub mod mix;
+mod place;
+mod policy;
+mod requirements;
+mod score;
+mod snapshot;
+
+pub use decision::{Candidate, Considered, CostRange, Decision, Placement, RuledOut};
+pub use explain::{Explanation, NearMiss, ReasonCount};
+pub use filter::Filter;
+pub use place::place;
+pub use policy::{Policy, Weights};
+pub use requirements::{InputSite, Requirements};
+pub use score::{Factor, FactorScore};
+pub use snapshot::Snapshot;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,120 @@
+//! What [`super::place`] returns: a ranked placement with its score
+//! breakdown, or an explanation of why nothing fits. Plain data for the
+//! CLI, the engine and the console; no logic beyond formatting helpers.
+
+use super::Requirements;
+use super::explain::Explanation;
+use super::filter::{Filter, usd};
+use super::score::FactorScore;
+use super::snapshot::Snapshot;
+use crate::fleet::{NodeIdx, PoolIdx};
+use serde::Serialize;
+
+/// The outcome of one scheduling decision.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "decision", rename_all = "lowercase")]
+pub enum Decision {
+    Placed(Placement),
+    Unschedulable(Explanation),
+}
+
+impl Decision {
+    /// The chosen candidate, if placed.
+    pub fn chosen(&self) -> Option<&Candidate> {
+        match self {
+            Decision::Placed(p) => p.candidates.first(),
+            Decision::Unschedulable(_) => None,
+        }
+    }
+}
+
+/// Where the workload goes, and where it would go next.
+#[derive(Debug, Clone, Serialize)]
+pub struct Placement {
+    /// Ranked: `[0]` is the placement, the rest the fallback order. Never
+    /// empty, at most `policy.top_k`, at most one per pool.
+    pub candidates: Vec<Candidate>,
+    pub considered: Considered,
+}
+
+/// One feasible (pool, node) and why it ranks where it does.
+#[derive(Debug, Clone, Serialize)]
+pub struct Candidate {
+    pub provider: String,
+    /// `provider/pool`.
+    pub pool: String,
+    pub node: String,
+    pub region: String,
+    /// "8× H100-SXM 80GB nvlink", or "cpu".
+    pub accelerator: String,
+    /// This workload's share of the node per hour ([`crate::fleet::Pool::hourly_share`]).
+    pub hourly_usd: f64,
+    pub est_cost_usd: CostRange,
+    pub startup_s: u64,
+    /// 0..100.
+    pub score: f64,
+    pub breakdown: Vec<FactorScore>,
+    pub pool_idx: PoolIdx,
+    pub node_idx: NodeIdx,
+}
+
+/// Estimated cost of one attempt: hourly share × expected runtime (low) and
+/// × max runtime (high). `high` is `None` when no runtime bounds it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CostRange {
+    pub low: f64,
+    pub high: Option<f64>,
+}
+
+impl CostRange {
+    pub(crate) fn estimate(hourly: f64, req: &Requirements) -> Self {
+        let hours = |d: std::time::Duration| d.as_secs_f64() / 3600.0;
+        let high = req.max_runtime.map(|d| hourly * hours(d));
+        let low = req.expected_runtime.map_or(0.0, |d| hourly * hours(d));
+        Self {
+            low: high.map_or(low, |h| low.min(h)),
+            high,
+        }
+    }
+}
+
+impl std::fmt::Display for CostRange {
+    /// "$1.20–$4.80", "$1.20+", "≤ $4.80", or "?" when nothing is known.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.low, self.high) {
+            (l, Some(h)) if l > 0.0 && l < h => write!(f, "{}–{}", usd(l), usd(h)),
+            (l, Some(h)) if l > 0.0 && l >= h => write!(f, "{}", usd(h)),
+            (_, Some(h)) => write!(f, "≤ {}", usd(h)),
+            (l, None) if l > 0.0 => write!(f, "{}+", usd(l)),
+            (_, None) => f.write_str("?"),
+        }
+    }
+}
+
+/// What the decision looked at.
+#[derive(Debug, Clone, Serialize)]
+pub struct Considered {
+    pub total_nodes: usize,
+    pub total_pools: usize,
+    /// Pools with at least one feasible node.
+    pub feasible_pools: usize,
+    /// Pools ruled out, each with its first failed filter (for pools whose
+    /// nodes were all unusable, the reason of the best-ranked node, or the
+    /// most common node state when none is ready). In filter order, then
+    /// pool order.
+    pub ruled_out: Vec<RuledOut>,
+}
+
+/// A pool that was ruled out, and by which filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RuledOut {
+    pub pool: PoolIdx,
+    pub filter: Filter,
+}
+
+impl RuledOut {
+    /// "cloud-a/us-east-h100: gpu memory < 24 GB".
+    pub fn describe(&self, snap: &Snapshot, req: &Requirements) -> String {
+        format!("{}: {}", snap.label(self.pool), self.filter.reason(req))
+    }
+}

@@ -1,0 +1,281 @@
+//! [`Explanation`]: why nothing fits, in the style of Kubernetes' FitError
+//! and Nomad's AllocMetric: "0/412 nodes fit: 300 gpu memory < 24 GB, …",
+//! which capacity dimensions ran out, and the nearest miss.
+//!
+//! This is the slow path: it runs every filter on every pool and, where a
+//! pool passes them all, on every node, so the counts are exact. It is
+//! only called when the fast path found nothing. It never scores.
+
+use super::Requirements;
+use super::filter::{Filter, node_failure, num, plural, pool_checks, usd};
+use super::snapshot::Snapshot;
+use crate::fleet::PoolIdx;
+use serde::Serialize;
+use std::fmt;
+use std::ops::ControlFlow;
+
+/// Why a workload cannot be placed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explanation {
+    pub total_nodes: usize,
+    /// Each node counted once, under the first filter it failed; sorted by
+    /// count, descending (ties in filter order). The counts sum to `total_nodes`.
+    pub reasons: Vec<ReasonCount>,
+    /// Dimensions where the shape fits but free capacity ran out:
+    /// "gpus: 40 nodes of the right shape have < 2 free GPUs".
+    pub exhausted: Vec<String>,
+    /// The pool that failed the fewest filters, and what it would need.
+    pub nearest: Option<NearMiss>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReasonCount {
+    pub filter: Filter,
+    /// "gpu memory < 24 GB".
+    pub reason: String,
+    pub nodes: usize,
+}
+
+/// The pool closest to fitting.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NearMiss {
+    /// `provider/pool`.
+    pub pool: String,
+    pub pool_idx: PoolIdx,
+    /// Every filter it failed (for a pool whose nodes are all unusable, the
+    /// most common node-level reason).
+    pub failed: Vec<Filter>,
+    /// What would have to change: "regions allowed us-east".
+    pub needs: Vec<String>,
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "0/{} nodes fit", self.total_nodes)?;
+        if self.total_nodes == 0 {
+            f.write_str(": the fleet has no nodes")?;
+        }
+        for (i, r) in self.reasons.iter().enumerate() {
+            write!(
+                f,
+                "{}{} {}",
+                if i == 0 { ": " } else { ", " },
+                r.nodes,
+                r.reason
+            )?;
+        }
+        for e in &self.exhausted {
+            write!(f, "\nexhausted {e}")?;
+        }
+        if let Some(n) = &self.nearest {
+            write!(f, "\n{n}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for NearMiss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "nearest: {} would fit if {}",
+            self.pool,
+            self.needs.join(" and ")
+        )
+    }
+}
+
+/// The full scan. Exact counts; see [`Explanation`].
+pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
+    let fleet = snap.fleet();
+    let mut counts: Vec<(Filter, usize)> = Vec::new();
+    let mut add = |f: Filter, n: usize| match counts.iter_mut().find(|(g, _)| *g == f) {
+        Some((_, c)) => *c += n,
+        None => counts.push((f, n)),
+    };
+    // (failed filters, hourly share, label rank, pool)
+    let mut nearest: Option<(Vec<Filter>, f64, u32, PoolIdx)> = None;
+    for (i, pool) in fleet.pools.iter().enumerate() {
+        let p = PoolIdx(i as u32);
+        let size = pool.nodes.len();
+        if size == 0 {
+            continue;
+        }
+        let mut failed = Vec::new();
+        let _ = pool_checks(req, snap, p, &mut |f| {
+            failed.push(f);
+            ControlFlow::Continue(())
+        });
+        if let Some(&first) = failed.first() {
+            add(first, size);
+        } else {
+            let mut local: Vec<(Filter, usize)> = Vec::new();
+            for (j, node) in fleet.pool_nodes(p).iter().enumerate() {
+                let quarantined = snap.nodes[pool.nodes.start as usize + j].quarantined;
+                match node_failure(req, node, quarantined) {
+                    Some(f) => {
+                        add(f, 1);
+                        match local.iter_mut().find(|(g, _)| *g == f) {
+                            Some((_, c)) => *c += 1,
+                            None => local.push((f, 1)),
+                        }
+                    }
+                    // The fast path would have placed here; leaving it
+                    // uncounted makes the totals disagree, which tests catch.
+                    None => debug_assert!(false, "explain() called while {} fits", node.name),
+                }
+            }
+            local.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            failed.extend(local.first().map(|(f, _)| *f));
+        }
+        let hourly = pool.hourly_share(req.gpus, req.cpu_cores, req.memory_gb);
+        let key = (failed, hourly, snap.pools[i].label_rank, p);
+        // Fewest failures; then fewest the workload's own shape would have
+        // to give up (a limit is easier to loosen than hardware to change);
+        // then cheapest; then by label.
+        let better = nearest.as_ref().is_none_or(|b| {
+            key.0
+                .len()
+                .cmp(&b.0.len())
+                .then(shape_failures(&key.0).cmp(&shape_failures(&b.0)))
+                .then(key.1.total_cmp(&b.1))
+                .then(key.2.cmp(&b.2))
+                .is_lt()
+        });
+        if better {
+            nearest = Some(key);
+        }
+    }
+
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut exhausted: Vec<(Filter, usize)> = counts
+        .iter()
+        .copied()
+        .filter(|(f, _)| f.is_exhaustion())
+        .collect();
+    exhausted.sort_by_key(|(f, _)| *f);
+    Explanation {
+        total_nodes: fleet.nodes.len(),
+        reasons: counts
+            .iter()
+            .map(|&(filter, nodes)| ReasonCount {
+                filter,
+                reason: filter.reason(req),
+                nodes,
+            })
+            .collect(),
+        exhausted: exhausted
+            .into_iter()
+            .map(|(f, n)| {
+                let verb = if n == 1 { "has" } else { "have" };
+                format!(
+                    "{}: {n} node{} of the right shape {verb} {}",
+                    f.dimension(),
+                    plural(n),
+                    f.shortfall(req)
+                )
+            })
+            .collect(),
+        nearest: nearest.map(|(failed, _, _, p)| NearMiss {
+            pool: snap.label(p).to_string(),
+            pool_idx: p,
+            needs: needs(req, snap, p, &failed),
+            failed,
+        }),
+    }
+}
+
+fn shape_failures(failed: &[Filter]) -> usize {
+    failed.iter().filter(|f| f.is_shape()).count()
+}
+
+/// What would have to change for pool `p` to pass `failed`, one phrase
+/// per distinct change.
+fn needs(req: &Requirements, snap: &Snapshot, p: PoolIdx, failed: &[Filter]) -> Vec<String> {
+    let fleet = snap.fleet();
+    let pool = fleet.pool(p);
+    let provider = fleet.provider(pool.provider);
+    let s = &pool.shape;
+    let acc = s.accelerator.as_ref();
+    let missing = |have: &[String], want: &[String]| {
+        want.iter()
+            .filter(|w| have.binary_search(w).is_err())
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let hourly = pool.hourly_share(req.gpus, req.cpu_cores, req.memory_gb);
+    let (held_pool, held_provider) = snap.held(p);
+    let no_gpu = || format!("it had GPU{}", plural(req.gpus as usize));
+    let mut out: Vec<String> = Vec::new();
+    for &f in failed {
+        let phrase = match (f, acc) {
+            (Filter::Provider, _) => format!("providers allowed {}", provider.name),
+            (Filter::Region, _) => format!("regions allowed {}", pool.region),
+            (Filter::Compliance, _) => format!(
+                "it carried compliance [{}]",
+                missing(&pool.compliance, &req.compliance)
+            ),
+            (Filter::Interruptible, _) => "interruptible capacity were allowed".into(),
+            (Filter::Capability, _) => {
+                format!(
+                    "it carried capability [{}]",
+                    missing(&pool.capabilities, &req.capabilities)
+                )
+            }
+            (Filter::GpuCount, _) if s.gpus_per_node == 0 => no_gpu(),
+            (Filter::GpuCount, _) => format!("gpus were ≤ {}", s.gpus_per_node),
+            (
+                Filter::Vendor | Filter::Family | Filter::ComputeCapability | Filter::GpuMemory,
+                None,
+            ) => no_gpu(),
+            (Filter::Vendor, Some(a)) => format!("vendor allowed {}", a.vendor),
+            (Filter::Family, Some(a)) => format!("families allowed {}", a.family),
+            (Filter::ComputeCapability, Some(a)) => {
+                format!("min compute capability were ≤ {}", a.compute_capability)
+            }
+            (Filter::GpuMemory, Some(a)) => format!("gpu memory allowed {} GB", num(a.memory_gb)),
+            (Filter::Interconnect, _) => format!("interconnect allowed {}", s.interconnect),
+            (Filter::CpuShape, _) => format!("cpu_cores were ≤ {}", num(s.cpu_cores)),
+            (Filter::MemoryShape, _) => format!("memory_gb were ≤ {}", num(s.memory_gb)),
+            (Filter::DiskShape, _) => format!("disk_gb were ≤ {}", num(s.disk_gb)),
+            (Filter::ProviderQuarantined, _) => format!("{} left quarantine", provider.name),
+            (Filter::PoolQuarantined, _) => "it left quarantine".into(),
+            (Filter::PoolExcluded, _) => "the retry did not exclude it".into(),
+            (Filter::HourlyPrice, _) => format!("max_hourly_usd were ≥ {}", usd(hourly)),
+            (Filter::Cost, _) => {
+                let hours = req.cost_runtime_hours().unwrap_or(0.0);
+                format!("max_cost_usd were ≥ {}", usd(hourly * hours))
+            }
+            (Filter::PoolLendLimit, _) => format!(
+                "its lend limit allowed {} GPUs",
+                held_pool + req.gpus as u64
+            ),
+            (Filter::ProviderLendLimit, _) => {
+                format!(
+                    "{}'s lend limit allowed {} GPUs",
+                    provider.name,
+                    held_provider + req.gpus as u64
+                )
+            }
+            (Filter::NoNodes, _) => "it had nodes".into(),
+            (Filter::Cordoned, _) => "a node were uncordoned".into(),
+            (Filter::Draining, _) => "a node finished draining".into(),
+            (Filter::Down, _) => "a node came back up".into(),
+            (Filter::NodeQuarantined, _) => "a node left quarantine".into(),
+            (Filter::NodeExcluded, _) => "the retry did not exclude its nodes".into(),
+            (Filter::FreeGpus, _) => format!(
+                "a node had {} free GPU{}",
+                req.gpus,
+                plural(req.gpus as usize)
+            ),
+            (Filter::FreeCpu, _) => format!("a node had {} free CPU cores", num(req.cpu_cores)),
+            (Filter::FreeMemory, _) => format!("a node had {} GB free RAM", num(req.memory_gb)),
+            (Filter::FreeDisk, _) => format!("a node had {} GB free disk", num(req.disk_gb)),
+        };
+        if !out.contains(&phrase) {
+            out.push(phrase);
+        }
+    }
+    out
+}

@@ -1,0 +1,111 @@
+//! [`Policy`]: how much each scoring factor counts, and the few constants
+//! the factors use. Pure data; the factors themselves live in `score.rs`.
+
+use crate::spec::Optimize;
+use serde::{Deserialize, Serialize};
+
+/// Relative weight of each factor. Only their ratios matter: the score is
+/// normalized over the factors that apply to a request.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Weights {
+    pub cost: f64,
+    pub health: f64,
+    pub success: f64,
+    pub startup: f64,
+    pub locality: f64,
+    pub fit: f64,
+    pub preference: f64,
+}
+
+impl Weights {
+    pub const BALANCED: Weights = Weights {
+        cost: 0.25,
+        health: 0.20,
+        success: 0.15,
+        startup: 0.10,
+        locality: 0.10,
+        fit: 0.10,
+        preference: 0.10,
+    };
+    pub const COST: Weights = Weights {
+        cost: 0.50,
+        health: 0.10,
+        success: 0.10,
+        startup: 0.05,
+        locality: 0.10,
+        fit: 0.10,
+        preference: 0.05,
+    };
+    pub const SPEED: Weights = Weights {
+        cost: 0.10,
+        health: 0.15,
+        success: 0.10,
+        startup: 0.40,
+        locality: 0.10,
+        fit: 0.05,
+        preference: 0.10,
+    };
+    pub const RELIABILITY: Weights = Weights {
+        cost: 0.10,
+        health: 0.35,
+        success: 0.30,
+        startup: 0.05,
+        locality: 0.05,
+        fit: 0.10,
+        preference: 0.05,
+    };
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Self::BALANCED
+    }
+}
+
+/// Scoring policy for [`super::place`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Policy {
+    pub weights: Weights,
+    /// Candidates returned: the placement plus fallbacks (at least 1).
+    pub top_k: usize,
+    /// Success rate assumed of a provider with no record.
+    pub success_prior: f64,
+    /// How many observations that prior is worth; providers shrink toward
+    /// it, pools toward their provider, nodes toward their pool.
+    pub success_prior_weight: f64,
+    /// Without `startup_within`, the startup time that scores 0.5.
+    pub startup_reference_s: f64,
+    /// Added to both prices in the cost ratio, so free capacity does not
+    /// drive every priced pool's cost score to zero.
+    pub cost_smoothing_usd: f64,
+}
+
+impl Policy {
+    /// The weights a spec's `preferences.optimize` asks for.
+    pub fn for_optimize(o: Optimize) -> Self {
+        let weights = match o {
+            Optimize::Cost => Weights::COST,
+            Optimize::Speed => Weights::SPEED,
+            Optimize::Reliability => Weights::RELIABILITY,
+            Optimize::Balanced => Weights::BALANCED,
+        };
+        Self {
+            weights,
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            weights: Weights::BALANCED,
+            top_k: 5,
+            success_prior: 0.95,
+            success_prior_weight: 10.0,
+            startup_reference_s: 300.0,
+            cost_smoothing_usd: 0.10,
+        }
+    }
+}
