@@ -4,8 +4,8 @@
 
 use canopy::accel::{ComputeCapability, Family, Interconnect, Vendor};
 use canopy::fleet::{
-    Accelerator, Fleet, FleetBuilder, Free, Lifecycle, NodeDef, NodeIdx, NodeState, PoolDef,
-    PoolIdx, ProviderKind, Shape,
+    Accelerator, Fleet, FleetBuilder, Free, Lifecycle, NodeDef, NodeIdx, NodeState, PoolDef, PoolIdx,
+    ProviderKind, Shape,
 };
 use canopy::health::{Health, HealthView};
 use canopy::schedule::{Decision, Policy, Requirements, Snapshot, place};
@@ -29,26 +29,11 @@ fn catalog(i: usize) -> Option<(Accelerator, Interconnect)> {
         memory_gb: mem,
     };
     Some(match i {
-        0 => (
-            a(Vendor::Nvidia, "L4", Family::Ada, (8, 9), 24.0),
-            Interconnect::Pcie,
-        ),
-        1 => (
-            a(Vendor::Nvidia, "A100", Family::Ampere, (8, 0), 40.0),
-            Interconnect::Nvlink,
-        ),
-        2 => (
-            a(Vendor::Nvidia, "H100", Family::Hopper, (9, 0), 80.0),
-            Interconnect::Nvlink,
-        ),
-        3 => (
-            a(Vendor::Amd, "MI300X", Family::Cdna3, (9, 4), 192.0),
-            Interconnect::Xgmi,
-        ),
-        4 => (
-            a(Vendor::Nvidia, "L40S", Family::Ada, (8, 9), 48.0),
-            Interconnect::Pcie,
-        ),
+        0 => (a(Vendor::Nvidia, "L4", Family::Ada, (8, 9), 24.0), Interconnect::Pcie),
+        1 => (a(Vendor::Nvidia, "A100", Family::Ampere, (8, 0), 40.0), Interconnect::Nvlink),
+        2 => (a(Vendor::Nvidia, "H100", Family::Hopper, (9, 0), 80.0), Interconnect::Nvlink),
+        3 => (a(Vendor::Amd, "MI300X", Family::Cdna3, (9, 4), 192.0), Interconnect::Xgmi),
+        4 => (a(Vendor::Nvidia, "L40S", Family::Ada, (8, 9), 48.0), Interconnect::Pcie),
         _ => return None,
     })
 }
@@ -102,20 +87,9 @@ fn node_spec() -> impl Strategy<Value = NodeSpec> {
 
 fn pool_spec() -> impl Strategy<Value = PoolSpec> {
     (
-        (
-            0..REGIONS.len(),
-            0usize..7,
-            prop::sample::select(vec![1u32, 2, 4, 8]),
-        ),
-        (
-            prop::sample::select(vec![4.0, 16.0, 64.0]),
-            prop::sample::select(vec![16.0, 64.0, 512.0]),
-        ),
-        (
-            prop::sample::select(vec![100.0, 1000.0]),
-            0u32..40,
-            0u64..600,
-        ),
+        (0..REGIONS.len(), 0usize..7, prop::sample::select(vec![1u32, 2, 4, 8])),
+        (prop::sample::select(vec![4.0, 16.0, 64.0]), prop::sample::select(vec![16.0, 64.0, 512.0])),
+        (prop::sample::select(vec![100.0, 1000.0]), 0u32..40, 0u64..600),
         (
             0u8..4,
             0u8..4,
@@ -162,11 +136,7 @@ fn fleet_spec() -> impl Strategy<Value = Vec<ProviderSpec>> {
             prop::bool::weighted(0.1),
             prop::collection::vec(pool_spec(), 1..6),
         )
-            .prop_map(|(lend, quarantined, pools)| ProviderSpec {
-                lend,
-                quarantined,
-                pools,
-            }),
+            .prop_map(|(lend, quarantined, pools)| ProviderSpec { lend, quarantined, pools }),
         1..=3,
     )
 }
@@ -185,8 +155,7 @@ fn build(spec: &[ProviderSpec], reversed: bool) -> (Fleet, HealthView) {
         let pname = PROVIDERS[pi];
         b.provider(pname, ProviderKind::Sim, ps.lend).unwrap();
         if ps.quarantined {
-            h.providers
-                .insert(pname.into(), Health::UNKNOWN.quarantined());
+            h.providers.insert(pname.into(), Health::UNKNOWN.quarantined());
         }
         let mut pools: Vec<usize> = (0..ps.pools.len()).collect();
         if reversed {
@@ -195,11 +164,7 @@ fn build(spec: &[ProviderSpec], reversed: bool) -> (Fleet, HealthView) {
         for &qi in &pools {
             let q = &ps.pools[qi];
             let (accelerator, gpn, ic) = match catalog(q.accel) {
-                Some((a, ic)) => (
-                    Some(a),
-                    q.gpn,
-                    if q.gpn > 1 { ic } else { Interconnect::Pcie },
-                ),
+                Some((a, ic)) => (Some(a), q.gpn, if q.gpn > 1 { ic } else { Interconnect::Pcie }),
                 None => (None, 0, Interconnect::Pcie),
             };
             let bits = |mask: u8, names: &[&str]| {
@@ -234,10 +199,10 @@ fn build(spec: &[ProviderSpec], reversed: bool) -> (Fleet, HealthView) {
             let label = format!("{pname}/{name}");
             match q.health {
                 0 => drop(h.pools.insert(label, Health::UNKNOWN.quarantined())),
-                1..=3 => drop(h.pools.insert(
-                    label,
-                    Health::new(0.5 + q.health as f64 / 10.0, 0.9, q.health as u32 * 7),
-                )),
+                1..=3 => drop(
+                    h.pools
+                        .insert(label, Health::new(0.5 + q.health as f64 / 10.0, 0.9, q.health as u32 * 7)),
+                ),
                 _ => {}
             }
             let mut nodes: Vec<NodeDef> = q
@@ -248,14 +213,10 @@ fn build(spec: &[ProviderSpec], reversed: bool) -> (Fleet, HealthView) {
                     let used_gpus = n.used_gpus % (gpn + 1);
                     let node_name = format!("{pname}-{qi}-n{ni}");
                     match n.health {
-                        0 => drop(
-                            h.nodes
-                                .insert(node_name.clone(), Health::UNKNOWN.quarantined()),
+                        0 => drop(h.nodes.insert(node_name.clone(), Health::UNKNOWN.quarantined())),
+                        1..=3 => drop(
+                            h.nodes.insert(node_name.clone(), Health::new(n.health as f64 / 4.0, 0.8, 5)),
                         ),
-                        1..=3 => drop(h.nodes.insert(
-                            node_name.clone(),
-                            Health::new(n.health as f64 / 4.0, 0.8, 5),
-                        )),
                         _ => {}
                     }
                     NodeDef {
@@ -293,12 +254,7 @@ struct ReqSpec {
 }
 
 fn globs_from(mask: u8, options: &[&str]) -> Vec<Glob> {
-    options
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| mask & (1 << i) != 0)
-        .map(|(_, g)| Glob::new(*g))
-        .collect()
+    options.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, g)| Glob::new(*g)).collect()
 }
 
 /// Each constraint is present only now and then, so that about half of
@@ -314,43 +270,22 @@ fn req_spec() -> impl Strategy<Value = ReqSpec> {
         12 => prop::sample::select(vec![0u32, 0, 0, 1, 1, 1, 1, 2, 4, 8]),
         1 => Just(9u32),
     ];
-    let mem = (
-        some(vec![16.0, 24.0, 40.0, 80.0]),
-        some(vec![48.0, 80.0]),
-        some(vec![24.0, 40.0]),
-    );
+    let mem = (some(vec![16.0, 24.0, 40.0, 80.0]), some(vec![48.0, 80.0]), some(vec![24.0, 40.0]));
     let accel = (
         some(vec![Vendor::Nvidia, Vendor::Amd]),
         some(vec![vec![Family::Ada], vec![Family::Hopper, Family::Cdna3]])
             .prop_map(Option::unwrap_or_default),
-        some(vec![
-            ComputeCapability::new(8, 5),
-            ComputeCapability::new(9, 0),
-        ]),
-        some(vec![
-            Interconnect::Pcie,
-            Interconnect::Nvlink,
-            Interconnect::Xgmi,
-        ]),
+        some(vec![ComputeCapability::new(8, 5), ComputeCapability::new(9, 0)]),
+        some(vec![Interconnect::Pcie, Interconnect::Nvlink, Interconnect::Xgmi]),
     );
     let size = (
         prop_oneof![12 => prop::sample::select(vec![0.5, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0, 16.0]), 1 => Just(70.0)],
         prop_oneof![12 => prop::sample::select(vec![1.0, 1.0, 8.0, 8.0, 16.0, 64.0]), 1 => Just(300.0)],
         prop_oneof![12 => prop::sample::select(vec![0.0, 0.0, 0.0, 0.0, 0.0, 100.0]), 1 => Just(3000.0)],
     );
-    let lists = (
-        mask(3),
-        mask(3),
-        mask(2),
-        mask(2),
-        prop::bool::weighted(0.6),
-    );
-    let money = (
-        some(vec![1.0, 5.0, 20.0]),
-        some(vec![5.0, 50.0]),
-        some(vec![1u64, 10]),
-        some(vec![2u64, 20]),
-    );
+    let lists = (mask(3), mask(3), mask(2), mask(2), prop::bool::weighted(0.6));
+    let money =
+        (some(vec![1.0, 5.0, 20.0]), some(vec![5.0, 50.0]), some(vec![1u64, 10]), some(vec![2u64, 20]));
     let soft = (
         mask(2),
         mask(2),
@@ -386,14 +321,8 @@ fn req_spec() -> impl Strategy<Value = ReqSpec> {
                 disk_gb: disk,
                 providers: globs_from(prov, &["alpha", "b*", "*"]),
                 regions: globs_from(reg, &["us-*", "eu-west", "*"]),
-                compliance: globs_from(comp, &COMPLIANCE)
-                    .iter()
-                    .map(|g| g.as_str().to_string())
-                    .collect(),
-                capabilities: globs_from(caps, &CAPS)
-                    .iter()
-                    .map(|g| g.as_str().to_string())
-                    .collect(),
+                compliance: globs_from(comp, &COMPLIANCE).iter().map(|g| g.as_str().to_string()).collect(),
+                capabilities: globs_from(caps, &CAPS).iter().map(|g| g.as_str().to_string()).collect(),
                 interruptible: spot,
                 max_hourly_usd: hourly,
                 max_cost_usd: cost,
@@ -416,11 +345,7 @@ fn req_spec() -> impl Strategy<Value = ReqSpec> {
                     .unwrap_or_default(),
                 ..Requirements::default()
             };
-            ReqSpec {
-                req,
-                exclude_nodes,
-                exclude_pools,
-            }
+            ReqSpec { req, exclude_nodes, exclude_pools }
         },
     )
 }
@@ -428,16 +353,10 @@ fn req_spec() -> impl Strategy<Value = ReqSpec> {
 /// Resolves the exclusion indices against names that may or may not exist.
 fn resolve(spec: &ReqSpec) -> Requirements {
     let mut req = spec.req.clone();
-    req.exclude_nodes = spec
-        .exclude_nodes
-        .iter()
-        .map(|(p, q, n)| format!("{}-{q}-n{n}", PROVIDERS[*p]))
-        .collect();
-    req.exclude_pools = spec
-        .exclude_pools
-        .iter()
-        .map(|(p, q)| format!("{}/pool{q}", PROVIDERS[*p]))
-        .collect();
+    req.exclude_nodes =
+        spec.exclude_nodes.iter().map(|(p, q, n)| format!("{}-{q}-n{n}", PROVIDERS[*p])).collect();
+    req.exclude_pools =
+        spec.exclude_pools.iter().map(|(p, q)| format!("{}/pool{q}", PROVIDERS[*p])).collect();
     req
 }
 
@@ -472,9 +391,7 @@ fn brute_feasible(f: &Fleet, h: &HealthView, r: &Requirements, node: NodeIdx) ->
         if !r.families.is_empty() && !r.families.contains(&a.family) {
             return false;
         }
-        if r.min_compute_capability
-            .is_some_and(|cc| a.compute_capability < cc)
-        {
+        if r.min_compute_capability.is_some_and(|cc| a.compute_capability < cc) {
             return false;
         }
         if r.gpu_memory_gb.min.is_some_and(|m| a.memory_gb < m)
@@ -495,28 +412,17 @@ fn brute_feasible(f: &Fleet, h: &HealthView, r: &Requirements, node: NodeIdx) ->
             }
         }
         let pool_idx = PoolIdx(f.pools.iter().position(|x| std::ptr::eq(x, p)).unwrap() as u32);
-        if p.lend_limit_gpus
-            .is_some_and(|l| f.canopy_gpus_in_pool(pool_idx) + r.gpus > l)
-        {
+        if p.lend_limit_gpus.is_some_and(|l| f.canopy_gpus_in_pool(pool_idx) + r.gpus > l) {
             return false;
         }
-        if prov
-            .lend_limit_gpus
-            .is_some_and(|l| f.canopy_gpus_in_provider(p.provider) + r.gpus > l)
-        {
+        if prov.lend_limit_gpus.is_some_and(|l| f.canopy_gpus_in_provider(p.provider) + r.gpus > l) {
             return false;
         }
     }
-    if p.shape.cpu_cores < r.cpu_cores
-        || p.shape.memory_gb < r.memory_gb
-        || p.shape.disk_gb < r.disk_gb
-    {
+    if p.shape.cpu_cores < r.cpu_cores || p.shape.memory_gb < r.memory_gb || p.shape.disk_gb < r.disk_gb {
         return false;
     }
-    if h.provider(&prov.name).quarantined
-        || h.pool(&label).quarantined
-        || h.node(&n.name).quarantined
-    {
+    if h.provider(&prov.name).quarantined || h.pool(&label).quarantined || h.node(&n.name).quarantined {
         return false;
     }
     if r.exclude_pools.contains(&label) || r.exclude_nodes.contains(&n.name) {
@@ -526,10 +432,7 @@ fn brute_feasible(f: &Fleet, h: &HealthView, r: &Requirements, node: NodeIdx) ->
     if r.max_hourly_usd.is_some_and(|m| share > m) {
         return false;
     }
-    let hours = r
-        .max_runtime
-        .or(r.expected_runtime)
-        .map(|d| d.as_secs_f64() / 3600.0);
+    let hours = r.max_runtime.or(r.expected_runtime).map(|d| d.as_secs_f64() / 3600.0);
     if let (Some(cap), Some(hours)) = (r.max_cost_usd, hours)
         && share * hours > cap
     {
@@ -543,17 +446,11 @@ fn brute_feasible(f: &Fleet, h: &HealthView, r: &Requirements, node: NodeIdx) ->
 }
 
 fn feasible_nodes(f: &Fleet, h: &HealthView, r: &Requirements) -> Vec<NodeIdx> {
-    (0..f.nodes.len() as u32)
-        .map(NodeIdx)
-        .filter(|&n| brute_feasible(f, h, r, n))
-        .collect()
+    (0..f.nodes.len() as u32).map(NodeIdx).filter(|&n| brute_feasible(f, h, r, n)).collect()
 }
 
 fn all_policy() -> Policy {
-    Policy {
-        top_k: 1000,
-        ..Policy::default()
-    }
+    Policy { top_k: 1000, ..Policy::default() }
 }
 
 proptest! {

@@ -9,8 +9,7 @@
 //! randomness is [`SplitMix64`], seeded by the caller.
 
 use super::{
-    Accelerator, Fleet, FleetBuilder, Free, Lifecycle, NodeDef, NodeState, PoolDef, ProviderKind,
-    Shape,
+    Accelerator, Fleet, FleetBuilder, Free, Lifecycle, NodeDef, NodeState, PoolDef, ProviderKind, Shape,
 };
 use crate::accel::{ComputeCapability, Family, Interconnect, Vendor};
 use crate::health::{Health, HealthView};
@@ -110,33 +109,12 @@ const fn gpu(
 }
 
 use Interconnect::{Nvlink, Pcie, Xgmi};
-const RTX4090: Gpu = gpu(
-    ("4090", "RTX-4090"),
-    (Family::Ada, (8, 9), 24.0),
-    &[1, 2, 4],
-    Pcie,
-    0.40,
-    (8.0, 32.0),
-    &[],
-);
-const L4: Gpu = gpu(
-    ("l4", "L4"),
-    (Family::Ada, (8, 9), 24.0),
-    &[1, 4, 8],
-    Pcie,
-    0.70,
-    (8.0, 32.0),
-    &["inference"],
-);
-const A10G: Gpu = gpu(
-    ("a10g", "A10G"),
-    (Family::Ampere, (8, 6), 24.0),
-    &[1, 4],
-    Pcie,
-    1.00,
-    (8.0, 32.0),
-    &["inference"],
-);
+const RTX4090: Gpu =
+    gpu(("4090", "RTX-4090"), (Family::Ada, (8, 9), 24.0), &[1, 2, 4], Pcie, 0.40, (8.0, 32.0), &[]);
+const L4: Gpu =
+    gpu(("l4", "L4"), (Family::Ada, (8, 9), 24.0), &[1, 4, 8], Pcie, 0.70, (8.0, 32.0), &["inference"]);
+const A10G: Gpu =
+    gpu(("a10g", "A10G"), (Family::Ampere, (8, 6), 24.0), &[1, 4], Pcie, 1.00, (8.0, 32.0), &["inference"]);
 const L40S: Gpu = gpu(
     ("l40s", "L40S"),
     (Family::Ada, (8, 9), 48.0),
@@ -146,15 +124,8 @@ const L40S: Gpu = gpu(
     (12.0, 64.0),
     &["fp8", "inference"],
 );
-const A100_40: Gpu = gpu(
-    ("a100", "A100-SXM4"),
-    (Family::Ampere, (8, 0), 40.0),
-    &[1, 8],
-    Nvlink,
-    1.60,
-    (12.0, 96.0),
-    &[],
-);
+const A100_40: Gpu =
+    gpu(("a100", "A100-SXM4"), (Family::Ampere, (8, 0), 40.0), &[1, 8], Nvlink, 1.60, (12.0, 96.0), &[]);
 const A100_80: Gpu = gpu(
     ("a100l", "A100-SXM4"),
     (Family::Ampere, (8, 0), 80.0),
@@ -173,15 +144,8 @@ const H100: Gpu = gpu(
     (16.0, 224.0),
     &["fp8", "infiniband", "long-training"],
 );
-const H100_PCIE: Gpu = gpu(
-    ("h100p", "H100-PCIe"),
-    (Family::Hopper, (9, 0), 80.0),
-    &[1, 2],
-    Pcie,
-    2.60,
-    (16.0, 128.0),
-    &["fp8"],
-);
+const H100_PCIE: Gpu =
+    gpu(("h100p", "H100-PCIe"), (Family::Hopper, (9, 0), 80.0), &[1, 2], Pcie, 2.60, (16.0, 128.0), &["fp8"]);
 const H200: Gpu = gpu(
     ("h200", "H200-SXM"),
     (Family::Hopper, (9, 0), 141.0),
@@ -200,22 +164,12 @@ const MI300X: Gpu = gpu(
     (16.0, 256.0),
     &["long-training"],
 );
-const GAUDI2: Gpu = gpu(
-    ("gaudi2", "Gaudi2"),
-    (Family::Gaudi2, (0, 0), 96.0),
-    &[8],
-    Pcie,
-    1.40,
-    (12.0, 128.0),
-    &[],
-);
+const GAUDI2: Gpu =
+    gpu(("gaudi2", "Gaudi2"), (Family::Gaudi2, (0, 0), 96.0), &[8], Pcie, 1.40, (12.0, 128.0), &[]);
 
 /// CPU-only shapes: (short name, cores, RAM GB, USD per node-hour).
-const CPUS: [(&str, f64, f64, f64); 3] = [
-    ("cpu32", 32.0, 128.0, 1.20),
-    ("cpu96", 96.0, 384.0, 3.60),
-    ("mem16", 16.0, 256.0, 1.10),
-];
+const CPUS: [(&str, f64, f64, f64); 3] =
+    [("cpu32", 32.0, 128.0, 1.20), ("cpu96", 96.0, 384.0, 3.60), ("mem16", 16.0, 256.0, 1.10)];
 
 /// A provider template.
 struct ProviderT {
@@ -316,9 +270,7 @@ const GDPR_REGIONS: [&str; 1] = ["eu-central"];
 pub fn synth_fleet(nodes: usize, seed: u64) -> Fleet {
     let mut rng = SplitMix64::new(seed);
     // The first four providers always; the others with a fair chance.
-    let chosen: Vec<usize> = (0..PROVIDERS.len())
-        .filter(|&i| i < 4 || rng.chance(0.6))
-        .collect();
+    let chosen: Vec<usize> = (0..PROVIDERS.len()).filter(|&i| i < 4 || rng.chance(0.6)).collect();
     let total_weight: f64 = chosen.iter().map(|&i| PROVIDERS[i].weight).sum();
 
     let mut plans: Vec<Vec<(PoolDef, Vec<NodeDef>)>> = chosen.iter().map(|_| Vec::new()).collect();
@@ -339,9 +291,8 @@ pub fn synth_fleet(nodes: usize, seed: u64) -> Fleet {
         let size = (4 + (skew * skew * 61.0) as usize).min(64).min(remaining);
         serial += 1;
         let (mut def, per_node_gpus) = pool_def(&mut rng, t, serial);
-        let node_defs: Vec<NodeDef> = (0..size)
-            .map(|j| node_def(&mut rng, &def, t, per_node_gpus, j))
-            .collect();
+        let node_defs: Vec<NodeDef> =
+            (0..size).map(|j| node_def(&mut rng, &def, t, per_node_gpus, j)).collect();
         if t.owned && per_node_gpus > 0 && rng.chance(0.25) {
             // Owners lend only part of some pools.
             def.lend_limit_gpus = Some((per_node_gpus * size as u32).div_ceil(3));
@@ -353,10 +304,7 @@ pub fn synth_fleet(nodes: usize, seed: u64) -> Fleet {
     let mut b = FleetBuilder::new();
     for (slot, &i) in chosen.iter().enumerate() {
         let t = &PROVIDERS[i];
-        let gpus: u64 = plans[slot]
-            .iter()
-            .map(|(d, n)| d.shape.gpus_per_node as u64 * n.len() as u64)
-            .sum();
+        let gpus: u64 = plans[slot].iter().map(|(d, n)| d.shape.gpus_per_node as u64 * n.len() as u64).sum();
         let lend = (t.owned && gpus > 0).then(|| (gpus as f64 * 0.6).ceil() as u32);
         let added = b.provider(t.name, t.kind, lend);
         debug_assert!(added.is_ok(), "provider names are distinct constants");
@@ -364,10 +312,7 @@ pub fn synth_fleet(nodes: usize, seed: u64) -> Fleet {
             // Pool names carry a fleet-wide serial and node names their pool's
             // name, so neither can collide and the builder cannot refuse.
             let added = b.pool(def, node_defs);
-            debug_assert!(
-                added.is_ok(),
-                "synthetic pools are valid by construction: {added:?}"
-            );
+            debug_assert!(added.is_ok(), "synthetic pools are valid by construction: {added:?}");
         }
     }
     b.build()
@@ -378,19 +323,12 @@ fn pool_def(rng: &mut SplitMix64, t: &ProviderT, serial: usize) -> (PoolDef, u32
     let region = rng.pick(t.regions).copied().unwrap_or("us-east");
     let spot = t.kind == ProviderKind::Cloud && rng.chance(0.3);
     let reserved = t.owned || (t.kind == ProviderKind::Cloud && !spot && rng.chance(0.1));
-    let compliance = if GDPR_REGIONS.contains(&region) {
-        vec!["gdpr".to_string()]
-    } else {
-        Vec::new()
-    };
-    let startup = Duration::from_secs(
-        t.startup.0 + rng.below((t.startup.1 - t.startup.0) as usize + 1) as u64,
-    );
+    let compliance = if GDPR_REGIONS.contains(&region) { vec!["gdpr".to_string()] } else { Vec::new() };
+    let startup =
+        Duration::from_secs(t.startup.0 + rng.below((t.startup.1 - t.startup.0) as usize + 1) as u64);
     let price_factor = t.price_factor * if spot { 0.35 } else { 1.0 } * rng.between(0.95, 1.1);
 
-    let gpu = (!rng.chance(t.cpu_share))
-        .then(|| rng.pick(t.gpus).copied())
-        .flatten();
+    let gpu = (!rng.chance(t.cpu_share)).then(|| rng.pick(t.gpus).copied()).flatten();
     let (name, shape, price, caps) = match gpu {
         Some(g) => {
             let n = rng.pick(g.counts).copied().unwrap_or(1);
@@ -409,12 +347,7 @@ fn pool_def(rng: &mut SplitMix64, t: &ProviderT, serial: usize) -> (PoolDef, u32
                 disk_gb: 500.0 * n as f64,
             };
             let name = format!("{region}-{}x{n}", g.short);
-            (
-                name,
-                shape,
-                g.usd_per_gpu * n as f64,
-                g.caps.iter().map(|c| c.to_string()).collect(),
-            )
+            (name, shape, g.usd_per_gpu * n as f64, g.caps.iter().map(|c| c.to_string()).collect())
         }
         None => {
             let (short, cores, ram, usd) = CPUS[rng.below(CPUS.len())];
@@ -460,33 +393,16 @@ fn node_def(rng: &mut SplitMix64, pool: &PoolDef, t: &ProviderT, gpus: u32, j: u
         x if x < 0.8 => rng.between(0.1, 0.9),
         _ => 1.0,
     };
-    let used_gpus = if gpus > 0 {
-        ((gpus as f64 * busy).round() as u32).min(gpus)
-    } else {
-        0
-    };
-    let frac = if gpus > 0 {
-        used_gpus as f64 / gpus as f64
-    } else {
-        busy
-    };
+    let used_gpus = if gpus > 0 { ((gpus as f64 * busy).round() as u32).min(gpus) } else { 0 };
+    let frac = if gpus > 0 { used_gpus as f64 / gpus as f64 } else { busy };
     let used = Free {
         gpus: used_gpus,
         cpu_cores: (s.cpu_cores * frac).floor(),
         memory_gb: (s.memory_gb * frac).floor(),
         disk_gb: (s.disk_gb * frac * 0.5).floor(),
     };
-    let canopy_gpus = if t.owned {
-        used_gpus / 2 + u32::from(rng.chance(0.5)) * (used_gpus / 2)
-    } else {
-        0
-    };
-    NodeDef {
-        name: format!("{}-{}-{j:02}", t.name, pool.name),
-        state,
-        used,
-        canopy_gpus,
-    }
+    let canopy_gpus = if t.owned { used_gpus / 2 + u32::from(rng.chance(0.5)) * (used_gpus / 2) } else { 0 };
+    NodeDef { name: format!("{}-{}-{j:02}", t.name, pool.name), state, used, canopy_gpus }
 }
 
 /// Health for `fleet`: every provider and most pools observed, a few
@@ -496,30 +412,21 @@ pub fn synth_health(fleet: &Fleet, seed: u64) -> HealthView {
     let mut h = HealthView::default();
     for p in &fleet.providers {
         let samples = 50 + rng.below(2000) as u32;
-        h.providers.insert(
-            p.name.clone(),
-            Health::new(rng.between(0.9, 1.0), rng.between(0.9, 0.99), samples),
-        );
+        h.providers
+            .insert(p.name.clone(), Health::new(rng.between(0.9, 1.0), rng.between(0.9, 0.99), samples));
     }
     for i in 0..fleet.pools.len() {
         if rng.chance(0.7) {
-            let mut health = Health::new(
-                rng.between(0.85, 1.0),
-                rng.between(0.85, 0.99),
-                5 + rng.below(300) as u32,
-            );
+            let mut health =
+                Health::new(rng.between(0.85, 1.0), rng.between(0.85, 0.99), 5 + rng.below(300) as u32);
             health.quarantined = rng.chance(0.02);
-            h.pools
-                .insert(fleet.pool_label(super::PoolIdx(i as u32)), health);
+            h.pools.insert(fleet.pool_label(super::PoolIdx(i as u32)), health);
         }
     }
     for n in &fleet.nodes {
         if rng.chance(0.03) {
-            let mut health = Health::new(
-                rng.between(0.3, 0.8),
-                rng.between(0.5, 0.9),
-                3 + rng.below(30) as u32,
-            );
+            let mut health =
+                Health::new(rng.between(0.3, 0.8), rng.between(0.5, 0.9), 3 + rng.below(30) as u32);
             health.quarantined = rng.chance(0.15);
             h.nodes.insert(n.name.clone(), health);
         }
@@ -547,37 +454,20 @@ mod tests {
         assert!(f.providers.len() >= 4);
         let regions = f.regions();
         assert!((3..=6).contains(&regions.len()), "{regions:?}");
-        assert!(
-            f.class_count >= 10 && f.class_count < 100,
-            "{} classes",
-            f.class_count
-        );
+        assert!(f.class_count >= 10 && f.class_count < 100, "{} classes", f.class_count);
         assert!(f.pools.iter().all(|p| p.nodes.len() <= 64));
         assert!(f.pools.iter().any(|p| p.interruptible) && f.pools.iter().any(|p| p.reserved));
         assert!(f.pools.iter().any(|p| p.shape.gpus_per_node == 0));
         assert!(f.pools.iter().any(|p| p.gpu_memory_gb() == 24.0));
-        assert!(
-            f.pools
-                .iter()
-                .any(|p| p.shape.gpus_per_node == 8 && p.shape.interconnect == Nvlink)
-        );
-        assert!(
-            f.pools
-                .iter()
-                .any(|p| p.compliance.iter().any(|c| c == "gdpr"))
-        );
+        assert!(f.pools.iter().any(|p| p.shape.gpus_per_node == 8 && p.shape.interconnect == Nvlink));
+        assert!(f.pools.iter().any(|p| p.compliance.iter().any(|c| c == "gdpr")));
         assert!(f.providers.iter().any(|p| p.lend_limit_gpus.is_some()));
         assert!(f.nodes.iter().any(|n| n.state == NodeState::Cordoned));
         assert!(f.nodes.iter().any(|n| n.free.gpus > 0 && n.free.gpus < 8));
         let models: std::collections::HashSet<_> = f
             .pools
             .iter()
-            .filter_map(|p| {
-                p.shape
-                    .accelerator
-                    .as_ref()
-                    .map(|a| (a.model.clone(), a.memory_gb as u32))
-            })
+            .filter_map(|p| p.shape.accelerator.as_ref().map(|a| (a.model.clone(), a.memory_gb as u32)))
             .collect();
         assert!(models.len() >= 6);
         let h = synth_health(&f, 7);

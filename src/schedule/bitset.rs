@@ -10,16 +10,12 @@ pub(crate) struct PoolSet {
 
 impl PoolSet {
     pub fn empty(len: usize) -> Self {
-        Self {
-            words: vec![0; len.div_ceil(64)],
-        }
+        Self { words: vec![0; len.div_ceil(64)] }
     }
 
     /// Every index below `len`.
     pub fn full(len: usize) -> Self {
-        let mut s = Self {
-            words: vec![u64::MAX; len.div_ceil(64)],
-        };
+        let mut s = Self { words: vec![u64::MAX; len.div_ceil(64)] };
         let tail = len % 64;
         if tail != 0
             && let Some(last) = s.words.last_mut()
@@ -38,9 +34,7 @@ impl PoolSet {
     }
 
     pub fn contains(&self, i: usize) -> bool {
-        self.words
-            .get(i / 64)
-            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+        self.words.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
 
     #[cfg(test)]

@@ -71,10 +71,7 @@ impl CostRange {
         let hours = |d: std::time::Duration| d.as_secs_f64() / 3600.0;
         let high = req.max_runtime.map(|d| hourly * hours(d));
         let low = req.expected_runtime.map_or(0.0, |d| hourly * hours(d));
-        Self {
-            low: high.map_or(low, |h| low.min(h)),
-            high,
-        }
+        Self { low: high.map_or(low, |h| low.min(h)), high }
     }
 }
 

@@ -56,13 +56,7 @@ impl fmt::Display for Explanation {
             f.write_str(": the fleet has no nodes")?;
         }
         for (i, r) in self.reasons.iter().enumerate() {
-            write!(
-                f,
-                "{}{} {}",
-                if i == 0 { ": " } else { ", " },
-                r.nodes,
-                r.reason
-            )?;
+            write!(f, "{}{} {}", if i == 0 { ": " } else { ", " }, r.nodes, r.reason)?;
         }
         for e in &self.exhausted {
             write!(f, "\nexhausted {e}")?;
@@ -76,12 +70,7 @@ impl fmt::Display for Explanation {
 
 impl fmt::Display for NearMiss {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "nearest: {} would fit if {}",
-            self.pool,
-            self.needs.join(" and ")
-        )
+        write!(f, "nearest: {} would fit if {}", self.pool, self.needs.join(" and "))
     }
 }
 
@@ -148,21 +137,14 @@ pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
     }
 
     counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut exhausted: Vec<(Filter, usize)> = counts
-        .iter()
-        .copied()
-        .filter(|(f, _)| f.is_exhaustion())
-        .collect();
+    let mut exhausted: Vec<(Filter, usize)> =
+        counts.iter().copied().filter(|(f, _)| f.is_exhaustion()).collect();
     exhausted.sort_by_key(|(f, _)| *f);
     Explanation {
         total_nodes: fleet.nodes.len(),
         reasons: counts
             .iter()
-            .map(|&(filter, nodes)| ReasonCount {
-                filter,
-                reason: filter.reason(req),
-                nodes,
-            })
+            .map(|&(filter, nodes)| ReasonCount { filter, reason: filter.reason(req), nodes })
             .collect(),
         exhausted: exhausted
             .into_iter()
@@ -198,11 +180,7 @@ fn needs(req: &Requirements, snap: &Snapshot, p: PoolIdx, failed: &[Filter]) -> 
     let s = &pool.shape;
     let acc = s.accelerator.as_ref();
     let missing = |have: &[String], want: &[String]| {
-        want.iter()
-            .filter(|w| have.binary_search(w).is_err())
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ")
+        want.iter().filter(|w| have.binary_search(w).is_err()).cloned().collect::<Vec<_>>().join(", ")
     };
     let hourly = pool.hourly_share(req.gpus, req.cpu_cores, req.memory_gb);
     let (held_pool, held_provider) = snap.held(p);
@@ -212,23 +190,18 @@ fn needs(req: &Requirements, snap: &Snapshot, p: PoolIdx, failed: &[Filter]) -> 
         let phrase = match (f, acc) {
             (Filter::Provider, _) => format!("providers allowed {}", provider.name),
             (Filter::Region, _) => format!("regions allowed {}", pool.region),
-            (Filter::Compliance, _) => format!(
-                "it carried compliance [{}]",
-                missing(&pool.compliance, &req.compliance)
-            ),
+            (Filter::Compliance, _) => {
+                format!("it carried compliance [{}]", missing(&pool.compliance, &req.compliance))
+            }
             (Filter::Interruptible, _) => "interruptible capacity were allowed".into(),
             (Filter::Capability, _) => {
-                format!(
-                    "it carried capability [{}]",
-                    missing(&pool.capabilities, &req.capabilities)
-                )
+                format!("it carried capability [{}]", missing(&pool.capabilities, &req.capabilities))
             }
             (Filter::GpuCount, _) if s.gpus_per_node == 0 => no_gpu(),
             (Filter::GpuCount, _) => format!("gpus were ≤ {}", s.gpus_per_node),
-            (
-                Filter::Vendor | Filter::Family | Filter::ComputeCapability | Filter::GpuMemory,
-                None,
-            ) => no_gpu(),
+            (Filter::Vendor | Filter::Family | Filter::ComputeCapability | Filter::GpuMemory, None) => {
+                no_gpu()
+            }
             (Filter::Vendor, Some(a)) => format!("vendor allowed {}", a.vendor),
             (Filter::Family, Some(a)) => format!("families allowed {}", a.family),
             (Filter::ComputeCapability, Some(a)) => {
@@ -247,16 +220,11 @@ fn needs(req: &Requirements, snap: &Snapshot, p: PoolIdx, failed: &[Filter]) -> 
                 let hours = req.cost_runtime_hours().unwrap_or(0.0);
                 format!("max_cost_usd were ≥ {}", usd(hourly * hours))
             }
-            (Filter::PoolLendLimit, _) => format!(
-                "its lend limit allowed {} GPUs",
-                held_pool + req.gpus as u64
-            ),
+            (Filter::PoolLendLimit, _) => {
+                format!("its lend limit allowed {} GPUs", held_pool + req.gpus as u64)
+            }
             (Filter::ProviderLendLimit, _) => {
-                format!(
-                    "{}'s lend limit allowed {} GPUs",
-                    provider.name,
-                    held_provider + req.gpus as u64
-                )
+                format!("{}'s lend limit allowed {} GPUs", provider.name, held_provider + req.gpus as u64)
             }
             (Filter::NoNodes, _) => "it had nodes".into(),
             (Filter::Cordoned, _) => "a node were uncordoned".into(),
@@ -264,11 +232,7 @@ fn needs(req: &Requirements, snap: &Snapshot, p: PoolIdx, failed: &[Filter]) -> 
             (Filter::Down, _) => "a node came back up".into(),
             (Filter::NodeQuarantined, _) => "a node left quarantine".into(),
             (Filter::NodeExcluded, _) => "the retry did not exclude its nodes".into(),
-            (Filter::FreeGpus, _) => format!(
-                "a node had {} free GPU{}",
-                req.gpus,
-                plural(req.gpus as usize)
-            ),
+            (Filter::FreeGpus, _) => format!("a node had {} free GPU{}", req.gpus, plural(req.gpus as usize)),
             (Filter::FreeCpu, _) => format!("a node had {} free CPU cores", num(req.cpu_cores)),
             (Filter::FreeMemory, _) => format!("a node had {} GB free RAM", num(req.memory_gb)),
             (Filter::FreeDisk, _) => format!("a node had {} GB free disk", num(req.disk_gb)),

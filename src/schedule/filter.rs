@@ -77,10 +77,7 @@ pub enum Filter {
 impl Filter {
     /// True for the node-level filters that mean "right shape, but busy".
     pub fn is_exhaustion(self) -> bool {
-        matches!(
-            self,
-            Filter::FreeGpus | Filter::FreeCpu | Filter::FreeMemory | Filter::FreeDisk
-        )
+        matches!(self, Filter::FreeGpus | Filter::FreeCpu | Filter::FreeMemory | Filter::FreeDisk)
     }
 
     /// True for the class-level hardware filters: failing one means the
@@ -120,11 +117,7 @@ impl Filter {
             Filter::Compliance => format!("missing compliance [{}]", req.compliance.join(", ")),
             Filter::Interruptible => "interruptible (spot) not allowed".into(),
             Filter::Capability => format!("missing capability [{}]", req.capabilities.join(", ")),
-            Filter::GpuCount => format!(
-                "fewer than {} GPU{} per node",
-                req.gpus,
-                plural(req.gpus as usize)
-            ),
+            Filter::GpuCount => format!("fewer than {} GPU{} per node", req.gpus, plural(req.gpus as usize)),
             Filter::Vendor => match req.vendor {
                 Some(v) => format!("vendor not {v}"),
                 None => "wrong vendor".into(),
@@ -242,12 +235,7 @@ fn gpu_memory_reason(req: &Requirements) -> String {
         (Some((lo, false)), None) => format!("gpu memory ≤ {} GB", num(lo)),
         (None, Some(hi)) => format!("gpu memory > {} GB", num(hi)),
         (Some((lo, incl)), Some(hi)) => {
-            format!(
-                "gpu memory not in {}{}, {}] GB",
-                if incl { "[" } else { "(" },
-                num(lo),
-                num(hi)
-            )
+            format!("gpu memory not in {}{}, {}] GB", if incl { "[" } else { "(" }, num(lo), num(hi))
         }
         (None, None) => "gpu memory out of range".into(),
     }
@@ -255,11 +243,7 @@ fn gpu_memory_reason(req: &Requirements) -> String {
 
 /// A number without a needless `.0`: 24 → "24", 0.5 → "0.5".
 pub(crate) fn num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
+    if v.fract() == 0.0 && v.abs() < 1e15 { format!("{}", v as i64) } else { format!("{v}") }
 }
 
 pub(crate) fn usd(v: f64) -> String {
@@ -284,11 +268,7 @@ fn join<T: std::fmt::Display>(items: &[T]) -> String {
 /// `Continue` when `ok`, else whatever `fail` decides.
 #[inline]
 fn check(ok: bool, f: Filter, fail: &mut impl FnMut(Filter) -> ControlFlow<()>) -> ControlFlow<()> {
-    if ok {
-        ControlFlow::Continue(())
-    } else {
-        fail(f)
-    }
+    if ok { ControlFlow::Continue(()) } else { fail(f) }
 }
 
 /// `have >= want`, false when either is NaN: one comparison for shape and
@@ -314,21 +294,11 @@ pub(crate) fn class_checks(
     if req.wants_gpus() {
         check(shape.gpus_per_node >= req.gpus, Filter::GpuCount, fail)?;
         let acc = shape.accelerator.as_ref();
-        check(
-            req.vendor
-                .is_none_or(|v| acc.is_some_and(|a| a.vendor == v)),
-            Filter::Vendor,
-            fail,
-        )?;
+        check(req.vendor.is_none_or(|v| acc.is_some_and(|a| a.vendor == v)), Filter::Vendor, fail)?;
         let mask = family_mask(&req.families);
+        check(mask == 0 || acc.is_some_and(|a| a.family.bit() & mask != 0), Filter::Family, fail)?;
         check(
-            mask == 0 || acc.is_some_and(|a| a.family.bit() & mask != 0),
-            Filter::Family,
-            fail,
-        )?;
-        check(
-            req.min_compute_capability
-                .is_none_or(|m| acc.is_some_and(|a| a.compute_capability >= m)),
+            req.min_compute_capability.is_none_or(|m| acc.is_some_and(|a| a.compute_capability >= m)),
             Filter::ComputeCapability,
             fail,
         )?;
@@ -343,21 +313,9 @@ pub(crate) fn class_checks(
         };
         check(ic_ok, Filter::Interconnect, fail)?;
     }
-    check(
-        at_least(shape.cpu_cores, req.cpu_cores),
-        Filter::CpuShape,
-        fail,
-    )?;
-    check(
-        at_least(shape.memory_gb, req.memory_gb),
-        Filter::MemoryShape,
-        fail,
-    )?;
-    check(
-        at_least(shape.disk_gb, req.disk_gb),
-        Filter::DiskShape,
-        fail,
-    )
+    check(at_least(shape.cpu_cores, req.cpu_cores), Filter::CpuShape, fail)?;
+    check(at_least(shape.memory_gb, req.memory_gb), Filter::MemoryShape, fail)?;
+    check(at_least(shape.disk_gb, req.disk_gb), Filter::DiskShape, fail)
 }
 
 /// The pool-wide numeric limits (price, cost, lend limits), in order.
@@ -368,11 +326,7 @@ pub(crate) fn pool_limit_checks(
     hourly: f64,
     fail: &mut impl FnMut(Filter) -> ControlFlow<()>,
 ) -> ControlFlow<()> {
-    check(
-        req.max_hourly_usd.is_none_or(|m| hourly <= m),
-        Filter::HourlyPrice,
-        fail,
-    )?;
+    check(req.max_hourly_usd.is_none_or(|m| hourly <= m), Filter::HourlyPrice, fail)?;
     let cost_ok = match (req.max_cost_usd, req.cost_runtime_hours()) {
         (Some(cap), Some(h)) => hourly * h <= cap,
         _ => true,
@@ -394,32 +348,16 @@ pub(crate) fn pool_checks(
     let fleet = snap.fleet();
     let pool = fleet.pool(p);
     let provider = fleet.provider(pool.provider);
-    check(
-        allowed(&req.providers, &provider.name),
-        Filter::Provider,
-        fail,
-    )?;
+    check(allowed(&req.providers, &provider.name), Filter::Provider, fail)?;
     check(allowed(&req.regions, &pool.region), Filter::Region, fail)?;
-    check(
-        has_all(&pool.compliance, &req.compliance),
-        Filter::Compliance,
-        fail,
-    )?;
-    check(
-        !pool.interruptible || req.interruptible,
-        Filter::Interruptible,
-        fail,
-    )?;
+    check(has_all(&pool.compliance, &req.compliance), Filter::Compliance, fail)?;
+    check(!pool.interruptible || req.interruptible, Filter::Interruptible, fail)?;
     class_checks(req, &pool.shape, &pool.capabilities, fail)?;
     let (provider_q, pool_q) = snap.quarantine(p);
     check(!provider_q, Filter::ProviderQuarantined, fail)?;
     check(!pool_q, Filter::PoolQuarantined, fail)?;
     let label = snap.label(p);
-    check(
-        !req.exclude_pools.iter().any(|l| l == label),
-        Filter::PoolExcluded,
-        fail,
-    )?;
+    check(!req.exclude_pools.iter().any(|l| l == label), Filter::PoolExcluded, fail)?;
     let hourly = pool.hourly_share(req.gpus, req.cpu_cores, req.memory_gb);
     pool_limit_checks(req, snap, p, hourly, fail)?;
     check(!pool.nodes.is_empty(), Filter::NoNodes, fail)

@@ -19,10 +19,7 @@ pub fn requirements_mix(count: usize, seed: u64) -> Vec<Requirements> {
 }
 
 fn min_gb(v: f64) -> GbRange {
-    GbRange {
-        min: Some(v),
-        max: None,
-    }
+    GbRange { min: Some(v), max: None }
 }
 
 fn globs(xs: &[&str]) -> Vec<Glob> {
@@ -30,11 +27,7 @@ fn globs(xs: &[&str]) -> Vec<Glob> {
 }
 
 fn one(rng: &mut SplitMix64) -> Requirements {
-    let base = Requirements {
-        cpu_cores: 1.0,
-        memory_gb: 1.0,
-        ..Requirements::default()
-    };
+    let base = Requirements { cpu_cores: 1.0, memory_gb: 1.0, ..Requirements::default() };
     let roll = rng.unit();
     let mut r = if roll < 0.30 {
         // Small inference.
@@ -122,14 +115,8 @@ fn one(rng: &mut SplitMix64) -> Requirements {
             memory_gb: 32.0,
             preferred_regions: globs(&["us-*"]),
             inputs: vec![
-                InputSite {
-                    region: Some("us-west".into()),
-                    size_gb: Some(800.0),
-                },
-                InputSite {
-                    region: Some("us-east".into()),
-                    size_gb: Some(200.0),
-                },
+                InputSite { region: Some("us-west".into()), size_gb: Some(800.0) },
+                InputSite { region: Some("us-east".into()), size_gb: Some(200.0) },
             ],
             ..base
         }
@@ -146,11 +133,7 @@ fn one(rng: &mut SplitMix64) -> Requirements {
     } else {
         // Unschedulable: more GPUs than any node has, or memory nobody has in the EU.
         if rng.chance(0.5) {
-            Requirements {
-                gpus: 16,
-                gpu_memory_gb: min_gb(80.0),
-                ..base
-            }
+            Requirements { gpus: 16, gpu_memory_gb: min_gb(80.0), ..base }
         } else {
             Requirements {
                 gpus: 8,

@@ -25,12 +25,8 @@ pub fn place(req: &Requirements, snap: &Snapshot, policy: &Policy) -> Decision {
     let mut ruled_out = Vec::new();
     let remaining = categorical(req, snap, &mut ruled_out);
 
-    let excluded: Vec<u32> = req
-        .exclude_nodes
-        .iter()
-        .filter_map(|n| snap.node_by_name(n))
-        .map(|n| n.0)
-        .collect();
+    let excluded: Vec<u32> =
+        req.exclude_nodes.iter().filter_map(|n| snap.node_by_name(n)).map(|n| n.0).collect();
     let mut feasible = Vec::new();
     for p in remaining.iter() {
         let pi = PoolIdx(p as u32);
@@ -45,12 +41,7 @@ pub fn place(req: &Requirements, snap: &Snapshot, policy: &Policy) -> Decision {
             None => pick_node(req, snap, pi, &excluded),
         };
         match pick {
-            Ok(node) => feasible.push(Feasible {
-                pool: p as u32,
-                node,
-                hourly,
-                score: 0.0,
-            }),
+            Ok(node) => feasible.push(Feasible { pool: p as u32, node, hourly, score: 0.0 }),
             Err(filter) => ruled_out.push(RuledOut { pool: pi, filter }),
         }
     }
@@ -77,24 +68,13 @@ pub fn place(req: &Requirements, snap: &Snapshot, policy: &Policy) -> Decision {
         feasible_pools: fleet.pools.len() - ruled_out.len(),
         ruled_out,
     };
-    let candidates = feasible
-        .iter()
-        .map(|f| candidate(req, snap, &scorer, f))
-        .collect();
-    Decision::Placed(Placement {
-        candidates,
-        considered,
-    })
+    let candidates = feasible.iter().map(|f| candidate(req, snap, &scorer, f)).collect();
+    Decision::Placed(Placement { candidates, considered })
 }
 
 /// Records pools removed by filter `f`.
 fn push(out: &mut Vec<RuledOut>, f: Filter) -> impl FnMut(usize) + '_ {
-    move |p| {
-        out.push(RuledOut {
-            pool: PoolIdx(p as u32),
-            filter: f,
-        })
-    }
+    move |p| out.push(RuledOut { pool: PoolIdx(p as u32), filter: f })
 }
 
 /// Score desc, hourly asc, pool label, node name: a total order that does
@@ -103,16 +83,8 @@ fn rank_order(snap: &Snapshot, a: &Feasible, b: &Feasible) -> Ordering {
     b.score
         .total_cmp(&a.score)
         .then(a.hourly.total_cmp(&b.hourly))
-        .then(
-            snap.pools[a.pool as usize]
-                .label_rank
-                .cmp(&snap.pools[b.pool as usize].label_rank),
-        )
-        .then(
-            snap.nodes[a.node as usize]
-                .name_rank
-                .cmp(&snap.nodes[b.node as usize].name_rank),
-        )
+        .then(snap.pools[a.pool as usize].label_rank.cmp(&snap.pools[b.pool as usize].label_rank))
+        .then(snap.nodes[a.node as usize].name_rank.cmp(&snap.nodes[b.node as usize].name_rank))
 }
 
 /// The categorical and class filters on pool sets, in [`Filter`] order.
@@ -160,20 +132,14 @@ fn categorical(req: &Requirements, snap: &Snapshot, out: &mut Vec<RuledOut>) -> 
             rem.remove_all(&class.pools, push(out, f));
         }
     }
-    rem.remove_all(
-        &snap.provider_quarantined,
-        push(out, Filter::ProviderQuarantined),
-    );
+    rem.remove_all(&snap.provider_quarantined, push(out, Filter::ProviderQuarantined));
     rem.remove_all(&snap.pool_quarantined, push(out, Filter::PoolQuarantined));
     for label in &req.exclude_pools {
         if let Some(p) = snap.pool_by_label(label)
             && rem.contains(p.0 as usize)
         {
             rem.remove(p.0 as usize);
-            out.push(RuledOut {
-                pool: p,
-                filter: Filter::PoolExcluded,
-            });
+            out.push(RuledOut { pool: p, filter: Filter::PoolExcluded });
         }
     }
     rem
@@ -182,12 +148,7 @@ fn categorical(req: &Requirements, snap: &Snapshot, out: &mut Vec<RuledOut>) -> 
 /// The pool's best usable node: the first in the ready index (healthiest,
 /// fewest free GPUs) that is not excluded and has the free CPU, memory and
 /// disk. On failure, why (see [`Considered::ruled_out`]).
-fn pick_node(
-    req: &Requirements,
-    snap: &Snapshot,
-    p: PoolIdx,
-    excluded: &[u32],
-) -> Result<u32, Filter> {
+fn pick_node(req: &Requirements, snap: &Snapshot, p: PoolIdx, excluded: &[u32]) -> Result<u32, Filter> {
     let list = snap.ready_nodes(p, req.gpus);
     let nodes = &snap.fleet().nodes;
     let mut first_failure = None;

@@ -90,10 +90,7 @@ impl Policy {
             Optimize::Reliability => Weights::RELIABILITY,
             Optimize::Balanced => Weights::BALANCED,
         };
-        Self {
-            weights,
-            ..Self::default()
-        }
+        Self { weights, ..Self::default() }
     }
 }
 

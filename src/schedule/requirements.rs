@@ -112,10 +112,7 @@ impl Requirements {
             inputs: spec
                 .inputs
                 .iter()
-                .map(|i| InputSite {
-                    region: i.region.clone(),
-                    size_gb: i.size_gb,
-                })
+                .map(|i| InputSite { region: i.region.clone(), size_gb: i.size_gb })
                 .collect(),
         }
     }
@@ -123,9 +120,7 @@ impl Requirements {
     /// The runtime a cost cap is checked against: the hard limit when
     /// there is one, else the expected runtime.
     pub fn cost_runtime_hours(&self) -> Option<f64> {
-        self.max_runtime
-            .or(self.expected_runtime)
-            .map(|d| d.as_secs_f64() / 3600.0)
+        self.max_runtime.or(self.expected_runtime).map(|d| d.as_secs_f64() / 3600.0)
     }
 
     /// True when a node must be tested on its accelerator at all.

@@ -103,49 +103,23 @@ pub(crate) struct Scorer<'a> {
 }
 
 impl<'a> Scorer<'a> {
-    pub fn new(
-        req: &'a Requirements,
-        snap: &'a Snapshot,
-        policy: &'a Policy,
-        feasible: &[Feasible],
-    ) -> Self {
+    pub fn new(req: &'a Requirements, snap: &'a Snapshot, policy: &'a Policy, feasible: &[Feasible]) -> Self {
         let w = &policy.weights;
-        let weights = [
-            w.cost,
-            w.health,
-            w.success,
-            w.startup,
-            w.locality,
-            w.fit,
-            w.preference,
-        ]
-        .map(|x| if x.is_finite() { x.max(0.0) } else { 0.0 });
+        let weights = [w.cost, w.health, w.success, w.startup, w.locality, w.fit, w.preference]
+            .map(|x| if x.is_finite() { x.max(0.0) } else { 0.0 });
         let locality = locality_shares(req, snap);
-        let has_pref = !req.preferred_regions.is_empty()
-            || !req.preferred_capabilities.is_empty()
-            || req.reserved_first;
+        let has_pref =
+            !req.preferred_regions.is_empty() || !req.preferred_capabilities.is_empty() || req.reserved_first;
         let applies = [true, true, true, true, locality.is_some(), true, has_pref];
-        let weight_sum = weights
-            .iter()
-            .zip(applies)
-            .filter(|(_, a)| *a)
-            .map(|(w, _)| w)
-            .sum();
+        let weight_sum = weights.iter().zip(applies).filter(|(_, a)| *a).map(|(w, _)| w).sum();
         let fleet = snap.fleet();
-        let min_hourly = feasible
-            .iter()
-            .map(|f| f.hourly)
-            .fold(f64::INFINITY, f64::min);
+        let min_hourly = feasible.iter().map(|f| f.hourly).fold(f64::INFINITY, f64::min);
         let min_gpu_memory = feasible
             .iter()
             .map(|f| fleet.pools[f.pool as usize].gpu_memory_gb())
             .fold(f64::INFINITY, f64::min);
-        let preferred_region = (!req.preferred_regions.is_empty()).then(|| {
-            snap.regions
-                .iter()
-                .map(|r| allowed(&req.preferred_regions, r))
-                .collect()
-        });
+        let preferred_region = (!req.preferred_regions.is_empty())
+            .then(|| snap.regions.iter().map(|r| allowed(&req.preferred_regions, r)).collect());
         Self {
             req,
             snap,
@@ -170,11 +144,7 @@ impl<'a> Scorer<'a> {
         let node_info = &snap.nodes[f.node as usize];
 
         let c = policy.cost_smoothing_usd.max(0.0);
-        let cost = if f.hourly + c > 0.0 {
-            (self.min_hourly + c) / (f.hourly + c)
-        } else {
-            1.0
-        };
+        let cost = if f.hourly + c > 0.0 { (self.min_hourly + c) / (f.hourly + c) } else { 1.0 };
 
         let health = info.provider_health.score * info.health.score * node_info.health.score;
 
@@ -193,19 +163,12 @@ impl<'a> Scorer<'a> {
             }
         };
 
-        let locality = self
-            .locality
-            .as_ref()
-            .map_or(0.0, |l| l[info.region as usize]);
+        let locality = self.locality.as_ref().map_or(0.0, |l| l[info.region as usize]);
 
         let fit = if req.gpus > 0 {
             let count = req.gpus as f64 / node.free.gpus.max(1) as f64;
             let mem = pool.gpu_memory_gb();
-            let memory = if mem > 0.0 {
-                self.min_gpu_memory / mem
-            } else {
-                1.0
-            };
+            let memory = if mem > 0.0 { self.min_gpu_memory / mem } else { 1.0 };
             count * memory
         } else if pool.shape.gpus_per_node > 0 {
             // CPU work on a GPU node strands the GPUs.
@@ -214,11 +177,7 @@ impl<'a> Scorer<'a> {
             1.0
         };
 
-        let preference = if self.applies[6] {
-            self.preference(PoolIdx(f.pool))
-        } else {
-            0.0
-        };
+        let preference = if self.applies[6] { self.preference(PoolIdx(f.pool)) } else { 0.0 };
 
         [cost, health, success, startup, locality, fit, preference].map(|x| x.clamp(0.0, 1.0))
     }
@@ -228,9 +187,7 @@ impl<'a> Scorer<'a> {
         let pool = self.snap.fleet().pool(p);
         let (mut sum, mut parts) = (0.0, 0u32);
         if let Some(pref) = &self.preferred_region {
-            sum += f64::from(u8::from(
-                pref[self.snap.pools[p.0 as usize].region as usize],
-            ));
+            sum += f64::from(u8::from(pref[self.snap.pools[p.0 as usize].region as usize]));
             parts += 1;
         }
         if !req.preferred_capabilities.is_empty() {
@@ -251,15 +208,9 @@ impl<'a> Scorer<'a> {
 
     /// Each applicable factor's points, in [`Factor::ALL`] order.
     fn contributions(&self, raws: &[f64; 7]) -> impl Iterator<Item = (usize, f64)> + '_ {
-        let scale = if self.weight_sum > 0.0 {
-            100.0 / self.weight_sum
-        } else {
-            0.0
-        };
+        let scale = if self.weight_sum > 0.0 { 100.0 / self.weight_sum } else { 0.0 };
         let raws = *raws;
-        (0..7)
-            .filter(|&i| self.applies[i])
-            .map(move |i| (i, self.weights[i] * raws[i] * scale))
+        (0..7).filter(|&i| self.applies[i]).map(move |i| (i, self.weights[i] * raws[i] * scale))
     }
 
     /// The 0..100 score: the sum of [`Scorer::breakdown`]'s contributions.
@@ -283,11 +234,8 @@ impl<'a> Scorer<'a> {
 /// Share of the located input data per snapshot region: by size when every
 /// located input gives one, else by count. `None` when no input has a region.
 fn locality_shares(req: &Requirements, snap: &Snapshot) -> Option<Vec<f64>> {
-    let located: Vec<(&str, Option<f64>)> = req
-        .inputs
-        .iter()
-        .filter_map(|i| i.region.as_deref().map(|r| (r, i.size_gb)))
-        .collect();
+    let located: Vec<(&str, Option<f64>)> =
+        req.inputs.iter().filter_map(|i| i.region.as_deref().map(|r| (r, i.size_gb))).collect();
     if located.is_empty() {
         return None;
     }

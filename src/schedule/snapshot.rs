@@ -93,17 +93,9 @@ impl Snapshot {
         // hand may give unequal shapes one class id; those are split here.
         let mut by_fleet_class: HashMap<u32, Vec<u32>> = HashMap::new();
 
-        let labels: Vec<String> = (0..n_pools)
-            .map(|i| fleet.pool_label(PoolIdx(i as u32)))
-            .collect();
+        let labels: Vec<String> = (0..n_pools).map(|i| fleet.pool_label(PoolIdx(i as u32))).collect();
         let label_rank = ranks(&labels);
-        let node_rank = ranks(
-            &fleet
-                .nodes
-                .iter()
-                .map(|n| n.name.clone())
-                .collect::<Vec<_>>(),
-        );
+        let node_rank = ranks(&fleet.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>());
 
         let nodes: Vec<NodeInfo> = fleet
             .nodes
@@ -111,11 +103,7 @@ impl Snapshot {
             .enumerate()
             .map(|(i, n)| {
                 let h = health.node(&n.name);
-                NodeInfo {
-                    health: h,
-                    name_rank: node_rank[i],
-                    quarantined: h.quarantined,
-                }
+                NodeInfo { health: h, name_rank: node_rank[i], quarantined: h.quarantined }
             })
             .collect();
 
@@ -129,10 +117,7 @@ impl Snapshot {
             region_pools[region as usize].insert(i);
             provider_pools[pool.provider.0 as usize].insert(i);
             for tag in &pool.compliance {
-                compliance_pools
-                    .entry(tag.clone())
-                    .or_insert_with(|| PoolSet::empty(n_pools))
-                    .insert(i);
+                compliance_pools.entry(tag.clone()).or_insert_with(|| PoolSet::empty(n_pools)).insert(i);
             }
             if pool.interruptible {
                 interruptible.insert(i);
@@ -152,10 +137,7 @@ impl Snapshot {
                 rep.shape == pool.shape && rep.capabilities == pool.capabilities
             });
             let class = found.unwrap_or_else(|| {
-                classes.push(ClassInfo {
-                    rep: PoolIdx(i as u32),
-                    pools: PoolSet::empty(n_pools),
-                });
+                classes.push(ClassInfo { rep: PoolIdx(i as u32), pools: PoolSet::empty(n_pools) });
                 let c = classes.len() as u32 - 1;
                 same.push(c);
                 c
@@ -163,8 +145,7 @@ impl Snapshot {
             classes[class as usize].pools.insert(i);
 
             let index_base = index_at.len() as u32;
-            let unready =
-                build_ready_index(&fleet, &nodes, PoolIdx(i as u32), &mut index, &mut index_at);
+            let unready = build_ready_index(&fleet, &nodes, PoolIdx(i as u32), &mut index, &mut index_at);
             pools.push(PoolInfo {
                 region,
                 label: labels[i].clone(),
@@ -172,11 +153,7 @@ impl Snapshot {
                 label_rank: label_rank[i],
                 health: pool_health,
                 provider_health,
-                held: fleet
-                    .pool_nodes(PoolIdx(i as u32))
-                    .iter()
-                    .map(|n| n.canopy_gpus as u64)
-                    .sum(),
+                held: fleet.pool_nodes(PoolIdx(i as u32)).iter().map(|n| n.canopy_gpus as u64).sum(),
                 index_base,
                 unready,
             });
@@ -185,17 +162,9 @@ impl Snapshot {
         for (pi, p) in fleet.pools.iter().enumerate() {
             held_provider[p.provider.0 as usize] += pools[pi].held;
         }
-        let pool_by_label = labels
-            .into_iter()
-            .enumerate()
-            .map(|(i, l)| (l, PoolIdx(i as u32)))
-            .collect();
-        let node_by_name = fleet
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.clone(), NodeIdx(i as u32)))
-            .collect();
+        let pool_by_label = labels.into_iter().enumerate().map(|(i, l)| (l, PoolIdx(i as u32))).collect();
+        let node_by_name =
+            fleet.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), NodeIdx(i as u32))).collect();
         Self {
             all_pools: PoolSet::full(n_pools),
             fleet,
@@ -262,21 +231,15 @@ impl Snapshot {
         let held_pool = self.pools[p.0 as usize].held;
         let held_provider = self.held_provider[pool.provider.0 as usize];
         (
-            pool.lend_limit_gpus
-                .is_none_or(|l| held_pool + want <= l as u64),
-            provider
-                .lend_limit_gpus
-                .is_none_or(|l| held_provider + want <= l as u64),
+            pool.lend_limit_gpus.is_none_or(|l| held_pool + want <= l as u64),
+            provider.lend_limit_gpus.is_none_or(|l| held_provider + want <= l as u64),
         )
     }
 
     /// GPUs Canopy holds in the pool and in its provider.
     pub(crate) fn held(&self, p: PoolIdx) -> (u64, u64) {
         let provider = self.fleet.pool(p).provider;
-        (
-            self.pools[p.0 as usize].held,
-            self.held_provider[provider.0 as usize],
-        )
+        (self.pools[p.0 as usize].held, self.held_provider[provider.0 as usize])
     }
 
     /// Ready, unquarantined nodes of the pool with at least `gpus` free
@@ -304,12 +267,8 @@ fn build_ready_index(
 ) -> Filter {
     let pool = fleet.pool(p);
     let mut ready: Vec<u32> = Vec::new();
-    let mut why: [(Filter, usize); 4] = [
-        (Filter::Cordoned, 0),
-        (Filter::Draining, 0),
-        (Filter::Down, 0),
-        (Filter::NodeQuarantined, 0),
-    ];
+    let mut why: [(Filter, usize); 4] =
+        [(Filter::Cordoned, 0), (Filter::Draining, 0), (Filter::Down, 0), (Filter::NodeQuarantined, 0)];
     for i in pool.nodes.clone() {
         let n = &fleet.nodes[i as usize];
         let slot = match n.state {
@@ -329,32 +288,19 @@ fn build_ready_index(
         nb.health
             .score
             .total_cmp(&na.health.score)
-            .then(
-                fleet.nodes[a as usize]
-                    .free
-                    .gpus
-                    .cmp(&fleet.nodes[b as usize].free.gpus),
-            )
+            .then(fleet.nodes[a as usize].free.gpus.cmp(&fleet.nodes[b as usize].free.gpus))
             .then(na.name_rank.cmp(&nb.name_rank))
     });
     for g in 0..=pool.shape.gpus_per_node {
         index_at.push(index.len() as u32);
-        index.extend(
-            ready
-                .iter()
-                .copied()
-                .filter(|&i| fleet.nodes[i as usize].free.gpus >= g),
-        );
+        index.extend(ready.iter().copied().filter(|&i| fleet.nodes[i as usize].free.gpus >= g));
     }
     index_at.push(index.len() as u32);
     if pool.nodes.is_empty() {
         return Filter::NoNodes;
     }
     // Most common; ties go to the earlier filter (max_by_key keeps the last max).
-    why.iter()
-        .rev()
-        .max_by_key(|(_, c)| *c)
-        .map_or(Filter::Down, |(f, _)| *f)
+    why.iter().rev().max_by_key(|(_, c)| *c).map_or(Filter::Down, |(f, _)| *f)
 }
 
 /// Rank of each string in sorted order. Labels and node names are unique,

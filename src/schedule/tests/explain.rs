@@ -10,31 +10,17 @@ fn tiny() -> Fleet {
     let shape = gpus(h100(), 8, Interconnect::Nvlink, 128.0, 1024.0, 4000.0);
     b.pool(
         pool("us-east-h100", "us-east", shape, 32.0),
-        vec![
-            used("n1", 6, 0),
-            used("n2", 8, 0),
-            in_state("n3", NodeState::Cordoned),
-        ],
+        vec![used("n1", 6, 0), used("n2", 8, 0), in_state("n3", NodeState::Cordoned)],
     )
     .unwrap();
     b.pool(
-        pool(
-            "us-east-l4",
-            "us-east",
-            gpus(l4(), 1, Interconnect::Pcie, 8.0, 32.0, 200.0),
-            0.8,
-        ),
+        pool("us-east-l4", "us-east", gpus(l4(), 1, Interconnect::Pcie, 8.0, 32.0, 200.0), 0.8),
         vec![node("l1"), node("l2")],
     )
     .unwrap();
     b.provider("onprem", ProviderKind::Slurm, None).unwrap();
     b.pool(
-        pool(
-            "rack",
-            "onprem-a",
-            gpus(l40s(), 4, Interconnect::Pcie, 48.0, 256.0, 2000.0),
-            6.0,
-        ),
+        pool("rack", "onprem-a", gpus(l40s(), 4, Interconnect::Pcie, 48.0, 256.0, 2000.0), 6.0),
         vec![node("r1")],
     )
     .unwrap();
@@ -45,10 +31,7 @@ fn tiny() -> Fleet {
 fn explanation_reads_like_a_fit_error() {
     let req = Requirements {
         regions: globs(&["us-*"]),
-        gpu_memory_gb: crate::spec::GbRange {
-            min: Some(40.0),
-            max: None,
-        },
+        gpu_memory_gb: crate::spec::GbRange { min: Some(40.0), max: None },
         ..gpu_req(4)
     };
     let e = unschedulable(&tiny(), &HealthView::default(), &req);
@@ -58,21 +41,14 @@ fn explanation_reads_like_a_fit_error() {
          exhausted gpus: 2 nodes of the right shape have < 4 free GPUs\n\
          nearest: onprem/rack would fit if regions allowed onprem-a"
     );
-    assert_eq!(
-        e.reasons.iter().map(|r| r.nodes).sum::<usize>(),
-        e.total_nodes
-    );
+    assert_eq!(e.reasons.iter().map(|r| r.nodes).sum::<usize>(), e.total_nodes);
     let near = e.nearest.unwrap();
     assert_eq!(near.failed, vec![Filter::Region]);
 }
 
 #[test]
 fn nearest_miss_lists_everything_it_would_need() {
-    let req = Requirements {
-        regions: globs(&["eu-*"]),
-        max_hourly_usd: Some(1.0),
-        ..gpu_req(2)
-    };
+    let req = Requirements { regions: globs(&["eu-*"]), max_hourly_usd: Some(1.0), ..gpu_req(2) };
     let e = unschedulable(&tiny(), &HealthView::default(), &req);
     assert_eq!(
         e.to_string(),
@@ -94,15 +70,9 @@ fn gpu_memory_wording() {
     };
     assert_eq!(text(Some(24.0), None, None), "gpu memory < 24 GB");
     assert_eq!(text(None, Some(48.0), None), "gpu memory > 48 GB");
-    assert_eq!(
-        text(Some(24.0), Some(48.0), None),
-        "gpu memory not in [24, 48] GB"
-    );
+    assert_eq!(text(Some(24.0), Some(48.0), None), "gpu memory not in [24, 48] GB");
     assert_eq!(text(Some(24.0), None, Some(40.0)), "gpu memory ≤ 40 GB");
-    assert_eq!(
-        text(None, Some(80.0), Some(40.5)),
-        "gpu memory not in (40.5, 80] GB"
-    );
+    assert_eq!(text(None, Some(80.0), Some(40.5)), "gpu memory not in (40.5, 80] GB");
 }
 
 #[test]
@@ -115,8 +85,7 @@ fn an_empty_fleet_explains_itself() {
 #[test]
 fn quarantine_and_exclusion_wording() {
     let h = health_with(|h| {
-        h.providers
-            .insert("onprem".into(), Health::UNKNOWN.quarantined());
+        h.providers.insert("onprem".into(), Health::UNKNOWN.quarantined());
         h.nodes.insert("l1".into(), Health::UNKNOWN.quarantined());
     });
     let req = Requirements {

@@ -7,16 +7,7 @@ fn raw(c: &Candidate, f: Factor) -> Option<f64> {
 }
 
 fn all(fleet: &Fleet, health: &HealthView, req: &Requirements, policy: Policy) -> Vec<Candidate> {
-    placed(
-        fleet,
-        health,
-        req,
-        &Policy {
-            top_k: 100,
-            ..policy
-        },
-    )
-    .candidates
+    placed(fleet, health, req, &Policy { top_k: 100, ..policy }).candidates
 }
 
 fn by_pool<'a>(cs: &'a [Candidate], label: &str) -> &'a Candidate {
@@ -37,24 +28,12 @@ fn twins(tweak: impl Fn(&mut PoolDef, bool)) -> Fleet {
 
 #[test]
 fn cost_cheapest_feasible_scores_one() {
-    let cs = all(
-        &demo(),
-        &HealthView::default(),
-        &gpu_req(1),
-        Policy::default(),
-    );
-    let min = cs
-        .iter()
-        .map(|c| c.hourly_usd)
-        .fold(f64::INFINITY, f64::min);
+    let cs = all(&demo(), &HealthView::default(), &gpu_req(1), Policy::default());
+    let min = cs.iter().map(|c| c.hourly_usd).fold(f64::INFINITY, f64::min);
     assert_eq!(min, 0.5, "a quarter of rack-a's $2 node");
     for c in &cs {
         let want = (min + 0.1) / (c.hourly_usd + 0.1);
-        assert!(
-            (raw(c, Factor::Cost).unwrap() - want).abs() < 1e-12,
-            "{}",
-            c.pool
-        );
+        assert!((raw(c, Factor::Cost).unwrap() - want).abs() < 1e-12, "{}", c.pool);
     }
     assert_eq!(raw(by_pool(&cs, "onprem/rack-a"), Factor::Cost), Some(1.0));
 }
@@ -68,10 +47,7 @@ fn health_multiplies_provider_pool_and_node() {
     });
     let cs = all(&demo(), &h, &gpu_req(1), Policy::default());
     assert!((raw(by_pool(&cs, "lab/gdpr-l40s"), Factor::Health).unwrap() - 0.2).abs() < 1e-12);
-    assert_eq!(
-        raw(by_pool(&cs, "cloud-a/us-east-l4"), Factor::Health),
-        Some(1.0)
-    );
+    assert_eq!(raw(by_pool(&cs, "cloud-a/us-east-l4"), Factor::Health), Some(1.0));
 }
 
 #[test]
@@ -81,12 +57,7 @@ fn success_is_smoothed_so_one_lucky_run_loses_to_a_long_record() {
         h.pools.insert("p1/x".into(), Health::new(1.0, 1.0, 1));
         h.pools.insert("p2/x".into(), Health::new(1.0, 0.97, 500));
     });
-    let cs = all(
-        &f,
-        &h,
-        &cpu_req(),
-        Policy::for_optimize(crate::spec::Optimize::Reliability),
-    );
+    let cs = all(&f, &h, &cpu_req(), Policy::for_optimize(crate::spec::Optimize::Reliability));
     assert_eq!(cs[0].pool, "p2/x");
     let lucky = raw(by_pool(&cs, "p1/x"), Factor::Success).unwrap();
     assert!((lucky - (1.0 + 0.95 * 10.0) / 11.0).abs() < 1e-12);
@@ -95,10 +66,7 @@ fn success_is_smoothed_so_one_lucky_run_loses_to_a_long_record() {
 #[test]
 fn startup_within_and_without_a_target() {
     let f = twins(|p, first| p.startup = Duration::from_secs(if first { 60 } else { 300 }));
-    let req = Requirements {
-        startup_within: Some(Duration::from_secs(60)),
-        ..cpu_req()
-    };
+    let req = Requirements { startup_within: Some(Duration::from_secs(60)), ..cpu_req() };
     let cs = all(&f, &HealthView::default(), &req, Policy::default());
     assert_eq!(raw(by_pool(&cs, "p1/x"), Factor::Startup), Some(1.0));
     assert!((raw(by_pool(&cs, "p2/x"), Factor::Startup).unwrap() - 0.2).abs() < 1e-12);
@@ -109,29 +77,14 @@ fn startup_within_and_without_a_target() {
 
 #[test]
 fn locality_follows_the_data_and_only_applies_with_located_inputs() {
-    let f = twins(|p, first| {
-        p.region = if first {
-            "us-east".into()
-        } else {
-            "eu-west".into()
-        }
-    });
+    let f = twins(|p, first| p.region = if first { "us-east".into() } else { "eu-west".into() });
     let cs = all(&f, &HealthView::default(), &cpu_req(), Policy::default());
     assert_eq!(raw(&cs[0], Factor::Locality), None);
     let req = Requirements {
         inputs: vec![
-            InputSite {
-                region: Some("eu-west".into()),
-                size_gb: Some(300.0),
-            },
-            InputSite {
-                region: Some("us-east".into()),
-                size_gb: Some(100.0),
-            },
-            InputSite {
-                region: None,
-                size_gb: Some(1000.0),
-            },
+            InputSite { region: Some("eu-west".into()), size_gb: Some(300.0) },
+            InputSite { region: Some("us-east".into()), size_gb: Some(100.0) },
+            InputSite { region: None, size_gb: Some(1000.0) },
         ],
         ..cpu_req()
     };
@@ -142,14 +95,8 @@ fn locality_follows_the_data_and_only_applies_with_located_inputs() {
     // Without sizes, by count.
     let req = Requirements {
         inputs: vec![
-            InputSite {
-                region: Some("eu-west".into()),
-                size_gb: None,
-            },
-            InputSite {
-                region: Some("us-east".into()),
-                size_gb: Some(100.0),
-            },
+            InputSite { region: Some("eu-west".into()), size_gb: None },
+            InputSite { region: Some("us-east".into()), size_gb: Some(100.0) },
         ],
         ..cpu_req()
     };
@@ -159,32 +106,16 @@ fn locality_follows_the_data_and_only_applies_with_located_inputs() {
 
 #[test]
 fn fit_keeps_big_nodes_for_big_work() {
-    let cs = all(
-        &demo(),
-        &HealthView::default(),
-        &gpu_req(1),
-        Policy::default(),
-    );
-    assert_eq!(
-        raw(by_pool(&cs, "cloud-a/us-east-l4"), Factor::Fit),
-        Some(1.0)
-    );
+    let cs = all(&demo(), &HealthView::default(), &gpu_req(1), Policy::default());
+    assert_eq!(raw(by_pool(&cs, "cloud-a/us-east-l4"), Factor::Fit), Some(1.0));
     // h100-2: 1 of 2 free GPUs, 80 GB where 24 GB would do.
     let h100 = raw(by_pool(&cs, "cloud-a/us-east-h100"), Factor::Fit).unwrap();
     assert!((h100 - 0.5 * 24.0 / 80.0).abs() < 1e-12);
     // CPU work on GPU nodes scores low, and lands on the CPU pool.
-    let cs = all(
-        &demo(),
-        &HealthView::default(),
-        &cpu_req(),
-        Policy::default(),
-    );
+    let cs = all(&demo(), &HealthView::default(), &cpu_req(), Policy::default());
     assert_eq!(cs[0].pool, "onprem/cpu");
     assert_eq!(raw(&cs[0], Factor::Fit), Some(1.0));
-    assert_eq!(
-        raw(by_pool(&cs, "cloud-a/us-east-h100"), Factor::Fit),
-        Some(0.1)
-    );
+    assert_eq!(raw(by_pool(&cs, "cloud-a/us-east-h100"), Factor::Fit), Some(0.1));
 }
 
 #[test]
@@ -192,31 +123,16 @@ fn fit_prefers_the_small_card_at_equal_price() {
     let mut b = FleetBuilder::new();
     b.provider("p", ProviderKind::Local, None).unwrap();
     b.pool(
-        pool(
-            "big",
-            "r",
-            gpus(h100(), 8, Interconnect::Nvlink, 64.0, 512.0, 100.0),
-            8.0,
-        ),
+        pool("big", "r", gpus(h100(), 8, Interconnect::Nvlink, 64.0, 512.0, 100.0), 8.0),
         vec![node("big-1")],
     )
     .unwrap();
     b.pool(
-        pool(
-            "small",
-            "r",
-            gpus(l4(), 1, Interconnect::Pcie, 8.0, 64.0, 100.0),
-            1.0,
-        ),
+        pool("small", "r", gpus(l4(), 1, Interconnect::Pcie, 8.0, 64.0, 100.0), 1.0),
         vec![node("small-1")],
     )
     .unwrap();
-    let cs = all(
-        &b.build(),
-        &HealthView::default(),
-        &gpu_req(1),
-        Policy::default(),
-    );
+    let cs = all(&b.build(), &HealthView::default(), &gpu_req(1), Policy::default());
     assert_eq!(cs[0].pool, "p/small");
     assert_eq!(cs[0].hourly_usd, cs[1].hourly_usd, "same price per GPU");
 }
@@ -236,12 +152,7 @@ fn preferences_region_capability_and_reserved() {
     assert_eq!(pref("cloud-a/us-east-h100"), 1.0 / 3.0);
     assert_eq!(pref("onprem/rack-a"), 1.0 / 3.0);
     assert_eq!(pref("cloud-a/us-east-l4"), 0.0);
-    let cs = all(
-        &demo(),
-        &HealthView::default(),
-        &gpu_req(1),
-        Policy::default(),
-    );
+    let cs = all(&demo(), &HealthView::default(), &gpu_req(1), Policy::default());
     assert_eq!(raw(&cs[0], Factor::Preference), None);
 }
 
@@ -251,16 +162,7 @@ fn optimize_shifts_the_weights() {
         p.startup = Duration::from_secs(if first { 600 } else { 10 });
         p.price_per_hour = if first { 1.0 } else { 3.0 };
     });
-    let pick = |o| {
-        all(
-            &f,
-            &HealthView::default(),
-            &cpu_req(),
-            Policy::for_optimize(o),
-        )[0]
-        .pool
-        .clone()
-    };
+    let pick = |o| all(&f, &HealthView::default(), &cpu_req(), Policy::for_optimize(o))[0].pool.clone();
     use crate::spec::Optimize;
     assert_eq!(pick(Optimize::Balanced), "p1/x");
     assert_eq!(pick(Optimize::Cost), "p1/x");
@@ -277,37 +179,17 @@ fn ties_break_by_price_then_label_then_node() {
     let mut b = FleetBuilder::new();
     for prov in ["p2", "p1"] {
         b.provider(prov, ProviderKind::Local, None).unwrap();
-        b.pool(
-            pool("x", "r1", cpus(8.0, 32.0, 100.0), 1.0),
-            vec![node(&format!("{prov}-n"))],
-        )
-        .unwrap();
+        b.pool(pool("x", "r1", cpus(8.0, 32.0, 100.0), 1.0), vec![node(&format!("{prov}-n"))]).unwrap();
     }
-    let cs2 = all(
-        &b.build(),
-        &HealthView::default(),
-        &cpu_req(),
-        Policy::default(),
-    );
-    let names = |cs: &[Candidate]| {
-        cs.iter()
-            .map(|c| (c.pool.clone(), c.node.clone(), c.score))
-            .collect::<Vec<_>>()
-    };
+    let cs2 = all(&b.build(), &HealthView::default(), &cpu_req(), Policy::default());
+    let names =
+        |cs: &[Candidate]| cs.iter().map(|c| (c.pool.clone(), c.node.clone(), c.score)).collect::<Vec<_>>();
     assert_eq!(names(&cs), names(&cs2));
 }
 
 #[test]
 fn top_k_one_per_pool_and_scores_add_up() {
-    let p = placed(
-        &demo(),
-        &HealthView::default(),
-        &gpu_req(1),
-        &Policy {
-            top_k: 3,
-            ..Policy::default()
-        },
-    );
+    let p = placed(&demo(), &HealthView::default(), &gpu_req(1), &Policy { top_k: 3, ..Policy::default() });
     assert_eq!(p.candidates.len(), 3);
     let mut pools: Vec<_> = p.candidates.iter().map(|c| c.pool.clone()).collect();
     pools.dedup();
@@ -323,12 +205,7 @@ fn top_k_one_per_pool_and_scores_add_up() {
     // l4, h100, gdpr-l40s, rack-a fit; the a100 spot pool and the CPU pool do not.
     assert_eq!(p.considered.feasible_pools, 4);
     let snap = Snapshot::new(&demo(), &HealthView::default());
-    let why: Vec<_> = p
-        .considered
-        .ruled_out
-        .iter()
-        .map(|r| r.describe(&snap, &gpu_req(1)))
-        .collect();
+    let why: Vec<_> = p.considered.ruled_out.iter().map(|r| r.describe(&snap, &gpu_req(1))).collect();
     assert_eq!(
         why,
         vec![
@@ -349,23 +226,12 @@ fn candidate_fields_for_the_console() {
     let p = placed(&demo(), &HealthView::default(), &req, &Policy::default());
     let c = &p.candidates[0];
     assert_eq!(
-        (
-            c.provider.as_str(),
-            c.pool.as_str(),
-            c.node.as_str(),
-            c.region.as_str()
-        ),
+        (c.provider.as_str(), c.pool.as_str(), c.node.as_str(), c.region.as_str()),
         ("cloud-a", "cloud-a/us-east-h100", "h100-2", "us-east")
     );
     assert_eq!(c.accelerator, "8× H100-SXM 80GB nvlink");
     assert_eq!(c.hourly_usd, 8.0);
-    assert_eq!(
-        c.est_cost_usd,
-        CostRange {
-            low: 8.0,
-            high: Some(32.0)
-        }
-    );
+    assert_eq!(c.est_cost_usd, CostRange { low: 8.0, high: Some(32.0) });
     assert_eq!(c.est_cost_usd.to_string(), "$8.00–$32.00");
     assert_eq!(c.startup_s, 300);
     let json = serde_json::to_value(Decision::Placed(p.clone())).unwrap();
@@ -380,12 +246,8 @@ fn same_input_same_output() {
     let snap = Snapshot::new(&f, &h);
     for req in mix::requirements_mix(50, 3) {
         let a = serde_json::to_string(&place(&req, &snap, &Policy::default())).unwrap();
-        let b = serde_json::to_string(&place(
-            &req,
-            &Snapshot::new(&f, &h.clone()),
-            &Policy::default(),
-        ))
-        .unwrap();
+        let b =
+            serde_json::to_string(&place(&req, &Snapshot::new(&f, &h.clone()), &Policy::default())).unwrap();
         assert_eq!(a, b);
     }
 }
