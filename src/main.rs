@@ -1,1 +1,34 @@
-fn main() {}
+//! The `canopy` binary: parses the command line and hands off to the
+//! library. Errors are reported here, at the edge, with color-eyre.
+
+mod cli;
+
+use clap::Parser;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    // The local provider's supervisor re-executes this binary; it must not
+    // go through clap (its argv belongs to the workload).
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("__supervise") {
+        let code = canopy::providers::local::supervise_main(&argv[2..]);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    let args = cli::Cli::parse();
+    let plain = std::env::var_os("NO_COLOR").is_some() || !std::io::stderr().is_terminal();
+    let hook = if plain {
+        color_eyre::config::HookBuilder::default().theme(color_eyre::config::Theme::new())
+    } else {
+        color_eyre::config::HookBuilder::default()
+    };
+    // Installing twice is the only failure, and this is the only call.
+    let _ = hook.display_env_section(false).install();
+    match cli::run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:?}");
+            ExitCode::from(cli::EXIT_ERROR)
+        }
+    }
+}

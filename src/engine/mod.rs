@@ -1,10 +1,16 @@
-//! The engine: runs workloads as attempts, watches them, and decides what a
-//! failed attempt was and whether to try again.
+//! The engine: takes a workload from submitted to a final state, safely,
+//! whatever fails on the way, and remembers everything.
 //!
-//! The failure classifier ([`classify`]) is pure: it reads what the provider
-//! reported and the tail of the attempt's log and names the failure class
-//! with its evidence. Nothing in this module may do I/O outside the shell.
+//! - [`core`] is `(state, event, now) -> (state, actions)`: no I/O, no
+//!   clock. The simulator drives the same core in virtual time.
+//! - [`classify`] names what a failed attempt was, with its evidence;
+//!   [`retry`] decides what happens next. Both are pure rules.
+//! - `shell` (tokio) performs the core's actions against providers and
+//!   the journal and feeds results back as events. Only the shell does I/O.
 
 pub mod classify;
+pub mod clock;
+pub mod core;
 pub mod model;
+pub mod retry;
 mod rules;

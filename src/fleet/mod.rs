@@ -451,3 +451,70 @@ impl FleetBuilder {
         self.fleet
     }
 }
+
+impl Fleet {
+    /// The definition a pool was built from (for recomposing fleets).
+    pub fn pool_def(&self, i: PoolIdx) -> PoolDef {
+        let p = self.pool(i);
+        PoolDef {
+            name: p.name.clone(),
+            region: p.region.clone(),
+            shape: p.shape.clone(),
+            price_per_hour: p.price_per_hour,
+            startup: p.startup,
+            capabilities: p.capabilities.clone(),
+            compliance: p.compliance.clone(),
+            reserved: p.reserved,
+            interruptible: p.interruptible,
+            lifecycle: p.lifecycle,
+            lend_limit_gpus: p.lend_limit_gpus,
+        }
+    }
+
+    /// The node definitions of a pool, usage included.
+    pub fn node_defs(&self, i: PoolIdx) -> Vec<NodeDef> {
+        let s = &self.pool(i).shape;
+        self.pool_nodes(i)
+            .iter()
+            .map(|n| NodeDef {
+                name: n.name.clone(),
+                state: n.state,
+                used: Free {
+                    gpus: s.gpus_per_node.saturating_sub(n.free.gpus),
+                    cpu_cores: (s.cpu_cores - n.free.cpu_cores).max(0.0),
+                    memory_gb: (s.memory_gb - n.free.memory_gb).max(0.0),
+                    disk_gb: (s.disk_gb - n.free.disk_gb).max(0.0),
+                },
+                canopy_gpus: n.canopy_gpus,
+            })
+            .collect()
+    }
+
+    /// A new fleet: `extra` providers first, then this fleet's providers.
+    /// Class ids are recomputed over the whole.
+    pub fn with_providers(&self, extra: Vec<ProviderDef>) -> Result<Fleet, FleetError> {
+        let mut b = FleetBuilder::new();
+        for p in extra {
+            b.provider(p.name, p.kind, p.lend_limit_gpus)?;
+            for (def, nodes) in p.pools {
+                b.pool(def, nodes)?;
+            }
+        }
+        for p in &self.providers {
+            b.provider(p.name.clone(), p.kind, p.lend_limit_gpus)?;
+            for i in p.pools.clone() {
+                b.pool(self.pool_def(PoolIdx(i)), self.node_defs(PoolIdx(i)))?;
+            }
+        }
+        Ok(b.build())
+    }
+}
+
+/// A provider with its pools and nodes, before it joins a fleet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderDef {
+    pub name: String,
+    pub kind: ProviderKind,
+    pub lend_limit_gpus: Option<u32>,
+    pub pools: Vec<(PoolDef, Vec<NodeDef>)>,
+}

@@ -8,6 +8,9 @@
 
 use std::collections::HashMap;
 
+pub mod tracker;
+pub use tracker::{HealthConfig, HealthTracker, Quarantine};
+
 /// Health of one node, pool or provider.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Health {

@@ -57,6 +57,18 @@ pub struct Spec {
     pub outputs: Vec<Output>,
 }
 
+impl Spec {
+    /// Hex SHA-256 of the spec's canonical JSON: equal specs hash equal
+    /// whatever the formatting, key order or format they were written in.
+    pub fn content_hash(&self) -> String {
+        use sha2::{Digest, Sha256};
+        // Serializing plain data (strings, numbers, maps with string keys)
+        // cannot fail.
+        let bytes = serde_json::to_vec(self).unwrap_or_default();
+        hex::encode(Sha256::digest(&bytes))
+    }
+}
+
 fn default_priority() -> u32 {
     50
 }

@@ -1,0 +1,110 @@
+//! `canopy plan SPEC`: where a spec would run now, and why — the ranked
+//! candidates with their score breakdown, or the explanation of why nothing
+//! fits. Exit 3 when nothing fits, so scripts can tell.
+
+use super::table::{new_table, usd};
+use canopy::fleet::Fleet;
+use canopy::health::HealthView;
+use canopy::schedule::{Decision, Policy, Requirements, Snapshot, place};
+use canopy::spec::load;
+use color_eyre::eyre::{Result, eyre};
+use serde::Serialize;
+use std::path::Path;
+use std::process::ExitCode;
+
+#[derive(Serialize)]
+struct PlanReport<'a> {
+    spec: &'a str,
+    #[serde(flatten)]
+    decision: &'a Decision,
+}
+
+pub fn run(spec_path: &Path, fleet: &Fleet, json: bool) -> Result<ExitCode> {
+    let source = std::fs::read_to_string(spec_path).unwrap_or_default();
+    let loaded = match load::load_file(spec_path) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("{}", e.render(&source));
+            return Err(eyre!(
+                "{} is not a valid spec; fix the errors above (canopy validate shows them too)",
+                spec_path.display()
+            ));
+        }
+    };
+    for w in &loaded.warnings {
+        eprintln!("{}\n", w.render(&source));
+    }
+    let spec = &loaded.spec;
+    let req = Requirements::from_spec(spec);
+    let policy = Policy::for_optimize(spec.preferences.optimize);
+    let snap = Snapshot::new(fleet, &HealthView::default());
+    let decision = place(&req, &snap, &policy);
+    if json {
+        let name = spec.name.as_str();
+        println!("{}", serde_json::to_string_pretty(&PlanReport { spec: name, decision: &decision })?);
+    } else {
+        print_human(&spec.name, &decision, &snap, &req);
+    }
+    Ok(match decision {
+        Decision::Placed(_) => ExitCode::SUCCESS,
+        Decision::Unschedulable(_) => ExitCode::from(super::EXIT_UNSCHEDULABLE),
+    })
+}
+
+fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requirements) {
+    match decision {
+        Decision::Placed(p) => {
+            let c = &p.candidates[0];
+            println!(
+                "{name}: {} on {} ({}), node {}, ${:.2}/h, est. {}, starts in ~{}s",
+                c.pool, c.region, c.accelerator, c.node, c.hourly_usd, c.est_cost_usd, c.startup_s
+            );
+            println!();
+            let mut t = new_table(&[
+                "#",
+                "POOL",
+                "REGION",
+                "ACCELERATOR",
+                "$/H",
+                "EST. COST",
+                "STARTUP",
+                "SCORE",
+                "WHY",
+            ]);
+            for (i, c) in p.candidates.iter().enumerate() {
+                let mut parts: Vec<_> = c.breakdown.iter().filter(|f| f.weight > 0.0).collect();
+                parts.sort_by(|a, b| b.contribution.total_cmp(&a.contribution));
+                let why: Vec<String> =
+                    parts.iter().take(4).map(|f| format!("{} {:.2}", f.factor, f.raw)).collect();
+                t.add_row(vec![
+                    (i + 1).to_string(),
+                    c.pool.clone(),
+                    c.region.clone(),
+                    c.accelerator.clone(),
+                    usd(c.hourly_usd),
+                    c.est_cost_usd.to_string(),
+                    format!("{}s", c.startup_s),
+                    format!("{:.1}", c.score),
+                    why.join(", "),
+                ]);
+            }
+            println!("{t}");
+            let k = &p.considered;
+            println!();
+            println!(
+                "{} of {} pools feasible ({} nodes in the fleet); the rest are the fallback order.",
+                k.feasible_pools, k.total_pools, k.total_nodes
+            );
+            if !k.ruled_out.is_empty() {
+                println!("Ruled out:");
+                for r in &k.ruled_out {
+                    println!("  {}", r.describe(snap, req));
+                }
+            }
+        }
+        Decision::Unschedulable(ex) => {
+            println!("{name}: nothing fits.");
+            println!("{ex}");
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! `canopy validate SPEC…`: every problem in every spec, with where and how
+//! to fix it. Exit 1 when any spec has an error; warnings alone pass.
+
+use canopy::spec::{Diagnostic, Severity, load};
+use color_eyre::eyre::Result;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Serialize)]
+struct Report {
+    file: String,
+    ok: bool,
+    diagnostics: Vec<Diagnostic>,
+}
+
+pub fn run(specs: &[PathBuf], json: bool) -> Result<ExitCode> {
+    let mut reports = Vec::new();
+    for path in specs {
+        let file = path.display().to_string();
+        let source = std::fs::read_to_string(path).unwrap_or_default();
+        let (ok, diagnostics) = match load::load_file(path) {
+            Ok(l) => (true, l.warnings),
+            Err(e) => (false, e.diagnostics),
+        };
+        if !json {
+            for d in &diagnostics {
+                eprintln!("{}\n", d.render(&source));
+            }
+            let errors = diagnostics.iter().filter(|d| d.severity == Severity::Error).count();
+            let warnings = diagnostics.len() - errors;
+            if ok {
+                println!("{file}: ok ({warnings} warning{})", plural(warnings));
+            } else {
+                println!("{file}: {errors} error{}, {warnings} warning{}", plural(errors), plural(warnings));
+            }
+        }
+        reports.push(Report { file, ok, diagnostics });
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    }
+    Ok(if reports.iter().all(|r| r.ok) { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_ERROR) })
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}

@@ -1,0 +1,623 @@
+//! Placement and the life of one attempt: launch, status, deadlines,
+//! termination, collection, classification and the retry decision.
+
+use super::{Action, Core, Entry, Live, OutputsResult};
+use crate::engine::classify::classify;
+use crate::engine::model::*;
+use crate::engine::retry::{self, RetryInput};
+use crate::failure::{FailureClass, ProviderEnd};
+use crate::fleet::{Free, NodeIdx};
+use crate::providers::{AttemptStatus, LaunchAck, LaunchError};
+use crate::schedule::{Candidate, Decision, Policy, Requirements, place};
+
+impl Core {
+    /// Places ready workloads, highest priority first, until none is left.
+    pub(super) fn schedule_pass(&mut self, now: Millis) {
+        while let Some(id) = self.queue.pop_ready() {
+            let Some(e) = self.entries.get(&id) else { continue };
+            if e.live.is_some() || e.cancel_requested {
+                continue;
+            }
+            let req = requirements(e);
+            let policy = Policy::for_optimize(e.spec.preferences.optimize);
+            let priority = e.rec.priority;
+            let decision = place(&req, self.snapshot(now), &policy);
+            match decision {
+                Decision::Placed(p) => match p.candidates.into_iter().next() {
+                    Some(c) => self.start_attempt(id, c, now),
+                    None => self.queue.push_blocked(0, id),
+                },
+                Decision::Unschedulable(ex) => {
+                    let text = ex.to_string();
+                    let e = self.entries.get_mut(&id).map(|e| {
+                        let changed = e.last_explanation.as_deref() != Some(text.as_str());
+                        e.last_explanation = Some(text.clone());
+                        e.rec.state = WorkloadState::Queued;
+                        e.rec.reason = Some(first_line(&text));
+                        changed
+                    });
+                    self.queue.push_blocked(priority, id);
+                    if e == Some(true) {
+                        self.save_workload(id, now);
+                        self.event(now, id, None, EventKind::Unschedulable, text);
+                    }
+                }
+            }
+        }
+    }
+
+    fn start_attempt(&mut self, id: WorkloadId, c: Candidate, now: Millis) {
+        let node = c.node_idx;
+        let gpu_memory_gb = self.fleet.pool(c.pool_idx).gpu_memory_gb();
+        let pool_name = self.fleet.pool(c.pool_idx).name.clone();
+        let Some(e) = self.entries.get_mut(&id) else { return };
+        let r = &e.spec.resources;
+        let alloc = Free { gpus: r.gpus, cpu_cores: r.cpu_cores, memory_gb: r.memory_gb, disk_gb: r.disk_gb };
+        e.rec.attempts += 1;
+        let attempt = AttemptId { workload: id, n: e.rec.attempts };
+        let est = c.est_cost_usd.high.unwrap_or(c.est_cost_usd.low);
+        let breakdown: Vec<String> =
+            c.breakdown.iter().map(|f| format!("{}={:.2}", f.factor, f.raw)).collect();
+        e.attempts.push(AttemptRecord {
+            id: attempt,
+            provider: c.provider.clone(),
+            pool: c.pool.clone(),
+            node: c.node.clone(),
+            region: c.region.clone(),
+            state: AttemptState::Placing,
+            price_per_hour: c.hourly_usd,
+            est_cost_usd: est,
+            gpus: alloc.gpus,
+            gpu_memory_gb,
+            score: c.score,
+            score_breakdown: breakdown.join(" "),
+            placed_at: now,
+            started_at: None,
+            ended_at: None,
+            exit_code: None,
+            class: None,
+            rule: None,
+            evidence: None,
+            cost_usd: 0.0,
+            provider_ref: None,
+        });
+        e.live = Some(Live {
+            idx: e.attempts.len() - 1,
+            node,
+            alloc,
+            launch_sent_at: now,
+            launch_resends: 0,
+            acked: false,
+            unreachable_since: None,
+            terminating: None,
+            terminate_sent_at: None,
+            collecting: false,
+        });
+        e.rec.state = WorkloadState::Placing;
+        e.rec.est_cost_usd = est;
+        e.rec.reason = None;
+        e.last_explanation = None;
+        let spec = e.spec.clone();
+        let idx = e.attempts.len() - 1;
+        self.allocate(node, alloc, 1);
+        self.save_attempt(id, idx);
+        self.save_workload(id, now);
+        let msg = format!(
+            "placed on {} ({}, node {}) at ${:.2}/h, score {:.1}",
+            c.pool, c.accelerator, c.node, c.hourly_usd, c.score
+        );
+        self.event(now, id, Some(attempt), EventKind::Placed, msg);
+        self.out.push(Action::Launch { attempt, provider: c.provider, pool: pool_name, node: c.node, spec });
+    }
+
+    /// Takes (`sign = 1`) or gives back (`sign = -1`) an attempt's share of a node.
+    pub(super) fn allocate(&mut self, node: NodeIdx, a: Free, sign: i32) {
+        let Some(n) = self.fleet.nodes.get_mut(node.0 as usize) else { return };
+        let s = sign as f64;
+        n.free.gpus = n.free.gpus.saturating_add_signed(-sign * a.gpus as i32);
+        n.free.cpu_cores -= s * a.cpu_cores;
+        n.free.memory_gb -= s * a.memory_gb;
+        n.free.disk_gb -= s * a.disk_gb;
+        n.canopy_gpus = n.canopy_gpus.saturating_add_signed(sign * a.gpus as i32);
+        self.snapshot = None;
+    }
+
+    fn live_mut(&mut self, a: AttemptId) -> Option<(&mut Entry, usize)> {
+        let e = self.entries.get_mut(&a.workload)?;
+        let idx = e.live.as_ref()?.idx;
+        (e.attempts[idx].id == a).then_some((e, idx))
+    }
+
+    pub(super) fn on_launch_result(
+        &mut self,
+        a: AttemptId,
+        result: Result<LaunchAck, LaunchError>,
+        now: Millis,
+    ) {
+        let max_resends = self.config.launch_resends;
+        let Some((e, idx)) = self.live_mut(a) else { return };
+        match result {
+            Ok(ack) => {
+                let Some(live) = e.live.as_mut() else { return };
+                live.acked = true;
+                let att = &mut e.attempts[idx];
+                att.provider_ref = Some(ack.provider_ref.clone());
+                if att.state == AttemptState::Placing {
+                    att.state = AttemptState::Launching;
+                    e.rec.state = WorkloadState::Launching;
+                }
+                let cancel = e.cancel_requested;
+                let (kind, what) = if ack.adopted {
+                    (EventKind::Adopted, "adopted the attempt the provider already had")
+                } else {
+                    (EventKind::Launched, "launched")
+                };
+                self.save_attempt(a.workload, idx);
+                self.save_workload(a.workload, now);
+                self.event(now, a.workload, Some(a), kind, format!("{what} ({})", ack.provider_ref));
+                if cancel {
+                    self.terminate_live(a.workload, ProviderEnd::Cancelled, now);
+                }
+            }
+            // No answer: the launch may or may not have happened. Send it
+            // again with the same token; the provider adopts if it has it.
+            Err(LaunchError::Timeout) => {
+                let Some(live) = e.live.as_mut() else { return };
+                if live.launch_resends < max_resends {
+                    live.launch_resends += 1;
+                    live.launch_sent_at = now;
+                    let (provider, node, spec) =
+                        (e.attempts[idx].provider.clone(), e.attempts[idx].node.clone(), e.spec.clone());
+                    let pool =
+                        e.attempts[idx].pool.split_once('/').map_or(String::new(), |(_, p)| p.to_string());
+                    self.out.push(Action::Launch { attempt: a, provider, pool, node, spec });
+                } else {
+                    let end = ProviderEnd::LaunchTimeout;
+                    self.terminate_live(a.workload, end, now);
+                }
+            }
+            // A definite refusal: nothing runs, the attempt closes now.
+            Err(err) => {
+                let end = err.to_end();
+                self.close_attempt(a, end, &[], OutputsResult::Skipped, now);
+            }
+        }
+    }
+
+    pub(super) fn on_status(&mut self, a: AttemptId, status: AttemptStatus, now: Millis) {
+        let Some((e, _)) = self.live_mut(a) else { return };
+        if e.live.as_mut().and_then(|l| l.unreachable_since.take()).is_some() {
+            self.event(now, a.workload, Some(a), EventKind::Running, "provider reachable again".into());
+        }
+        let Some((e, idx)) = self.live_mut(a) else { return };
+        let att = &mut e.attempts[idx];
+        match status {
+            AttemptStatus::Pending => {
+                if att.state == AttemptState::Placing {
+                    att.state = AttemptState::Launching;
+                    e.rec.state = WorkloadState::Launching;
+                    if let Some(l) = e.live.as_mut() {
+                        l.acked = true;
+                    }
+                    self.save_attempt(a.workload, idx);
+                    self.save_workload(a.workload, now);
+                }
+            }
+            AttemptStatus::Running => {
+                if matches!(att.state, AttemptState::Placing | AttemptState::Launching) {
+                    att.state = AttemptState::Running;
+                    att.started_at = Some(now);
+                    e.rec.state = WorkloadState::Running;
+                    if let Some(l) = e.live.as_mut() {
+                        l.acked = true;
+                    }
+                    let msg = format!("running on {}", att.node);
+                    self.save_attempt(a.workload, idx);
+                    self.save_workload(a.workload, now);
+                    self.event(now, a.workload, Some(a), EventKind::Running, msg);
+                }
+            }
+            AttemptStatus::Ended(end) => self.request_collect(a, end),
+            AttemptStatus::NotFound => {
+                let live = e.live.as_ref();
+                let terminating = live.and_then(|l| l.terminating.clone());
+                let acked = live.is_some_and(|l| l.acked);
+                match (terminating, acked) {
+                    // Confirmed gone after we asked it to stop.
+                    (Some(reason), _) => self.close_attempt(a, reason, &[], OutputsResult::Skipped, now),
+                    // The launch has not reached the provider (yet); the
+                    // launch timeout re-sends it.
+                    (None, false) => {}
+                    (None, true) => {
+                        let end = ProviderEnd::NodeLost {
+                            message: "the attempt vanished from its provider without an exit status".into(),
+                        };
+                        self.event(
+                            now,
+                            a.workload,
+                            Some(a),
+                            EventKind::Lost,
+                            "attempt lost at the provider".into(),
+                        );
+                        self.close_attempt(a, end, &[], OutputsResult::Skipped, now);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_status_failed(&mut self, a: AttemptId, error: &str, now: Millis) {
+        let Some((e, _)) = self.live_mut(a) else { return };
+        let Some(live) = e.live.as_mut() else { return };
+        if live.unreachable_since.is_none() {
+            live.unreachable_since = Some(now);
+            let msg = format!("status poll failed: {error} (not an end: waiting)");
+            self.event(now, a.workload, Some(a), EventKind::StatusUnreachable, msg);
+        }
+    }
+
+    fn request_collect(&mut self, a: AttemptId, end: ProviderEnd) {
+        let Some((e, idx)) = self.live_mut(a) else { return };
+        let Some(live) = e.live.as_mut() else { return };
+        if live.collecting {
+            return;
+        }
+        live.collecting = true;
+        let outputs = live.terminating.is_none() && end == ProviderEnd::Exited { code: 0 };
+        let provider = e.attempts[idx].provider.clone();
+        self.out.push(Action::Collect { attempt: a, provider, end, outputs });
+    }
+
+    pub(super) fn on_terminated(&mut self, a: AttemptId, result: Result<(), String>, now: Millis) {
+        let Some((e, _)) = self.live_mut(a) else { return };
+        let Some(live) = e.live.as_ref() else { return };
+        let Some(reason) = live.terminating.clone() else { return };
+        match result {
+            Ok(()) => self.request_collect(a, reason),
+            Err(msg) => {
+                let m = format!("terminate failed: {msg}; will retry");
+                self.event(now, a.workload, Some(a), EventKind::TerminateRequested, m);
+            }
+        }
+    }
+
+    pub(super) fn on_collected(
+        &mut self,
+        a: AttemptId,
+        end: ProviderEnd,
+        log_tail: &[String],
+        outputs: OutputsResult,
+        now: Millis,
+    ) {
+        let reason = self.live_mut(a).and_then(|(e, _)| e.live.as_ref().and_then(|l| l.terminating.clone()));
+        // When Canopy stopped it, Canopy's reason decides the class.
+        let end = reason.unwrap_or(end);
+        self.close_attempt(a, end, log_tail, outputs, now);
+    }
+
+    /// Asks the provider to stop the live attempt; it closes once confirmed.
+    pub(super) fn terminate_live(&mut self, id: WorkloadId, reason: ProviderEnd, now: Millis) {
+        let Some(e) = self.entries.get_mut(&id) else { return };
+        let Some(live) = e.live.as_mut() else { return };
+        if live.terminating.is_some() && live.terminate_sent_at.is_some() {
+            return;
+        }
+        live.terminating = Some(reason.clone());
+        live.terminate_sent_at = Some(now);
+        let idx = live.idx;
+        let att = &mut e.attempts[idx];
+        let a = att.id;
+        if !att.state.is_final() {
+            att.state = AttemptState::Terminating;
+        }
+        let provider = att.provider.clone();
+        self.save_attempt(id, idx);
+        self.event(
+            now,
+            id,
+            Some(a),
+            EventKind::TerminateRequested,
+            format!("terminating: {}", describe_end(&reason)),
+        );
+        self.out.push(Action::Terminate { attempt: a, provider });
+    }
+
+    /// Closes the live attempt with how it ended: classify, observe health,
+    /// release capacity, then retry or finish the workload.
+    pub(super) fn close_attempt(
+        &mut self,
+        a: AttemptId,
+        end: ProviderEnd,
+        log_tail: &[String],
+        outputs: OutputsResult,
+        now: Millis,
+    ) {
+        let fleet_max_mem = self.fleet.pools.iter().map(|p| p.gpu_memory_gb()).fold(0.0, f64::max);
+        let Some((e, idx)) = self.live_mut(a) else { return };
+        let Some(live) = e.live.take() else { return };
+        let att = &mut e.attempts[idx];
+        att.ended_at = Some(now);
+        let ran_h = att.started_at.map_or(0.0, |s| now.secs_since(s).max(0.0) / 3600.0);
+        att.cost_usd = att.price_per_hour * ran_h;
+        e.rec.cost_usd += att.cost_usd;
+        att.exit_code = match end {
+            ProviderEnd::Exited { code } => Some(code),
+            ProviderEnd::Signaled { signal } => Some(128 + signal),
+            _ => None,
+        };
+        let clean = end == ProviderEnd::Exited { code: 0 };
+        let (class, rule, evidence) = match (&outputs, clean) {
+            (OutputsResult::Failed { message }, true) => {
+                (Some(FailureClass::Io), "outputs.collect-failed".to_string(), message.clone())
+            }
+            (_, true) => (None, "exit.clean".to_string(), "exit code 0".to_string()),
+            (_, false) => {
+                let lines: Vec<&str> = log_tail.iter().map(String::as_str).collect();
+                let c = classify(&end, &lines);
+                (Some(c.class), c.rule.to_string(), c.evidence.line)
+            }
+        };
+        att.class = class;
+        att.rule = Some(rule.clone());
+        att.evidence = Some(evidence.clone());
+        att.state = match class {
+            None => AttemptState::Succeeded,
+            Some(FailureClass::Cancelled) => AttemptState::Cancelled,
+            Some(_) => AttemptState::Failed,
+        };
+        let (provider, pool, node) = (att.provider.clone(), att.pool.clone(), att.node.clone());
+        let gpu_mem = att.gpu_memory_gb;
+        let cancelled = e.cancel_requested;
+        let launched = att.started_at.is_some() || live.acked;
+        self.allocate(live.node, live.alloc, -1);
+        self.save_attempt(a.workload, idx);
+        let msg = match class {
+            None => format!("succeeded on {node}"),
+            Some(c) => format!("{c} [{rule}]: {evidence}"),
+        };
+        self.event(now, a.workload, Some(a), EventKind::Ended, msg);
+        if class != Some(FailureClass::Cancelled) && (launched || class == Some(FailureClass::Capacity)) {
+            let obs = HealthObservation { at: now, provider, pool: pool.clone(), node: node.clone(), class };
+            self.record(Record::Health(obs.clone()));
+            if let Some(q) = self.health.observe(&obs) {
+                let until = q.until;
+                let m = format!("node {} quarantined until {} ms: {}", q.node, until.0, q.reason);
+                self.event(now, a.workload, Some(a), EventKind::Quarantined, m);
+            }
+            self.snapshot = None;
+        }
+        // What this attempt held is free again. When it actually ran, that
+        // is new capacity for everyone: earlier "no capacity" answers may no
+        // longer hold.
+        self.queue.unblock_all();
+        if launched && class != Some(FailureClass::Capacity) {
+            self.capacity_changed();
+        }
+        let Some(class) = class else {
+            return self.finish_workload(
+                a.workload,
+                WorkloadState::Succeeded,
+                None,
+                format!("succeeded on {node}"),
+                now,
+            );
+        };
+        if cancelled {
+            return self.finish_workload(
+                a.workload,
+                WorkloadState::Cancelled,
+                Some(FailureClass::Cancelled),
+                "cancelled by an operator".into(),
+                now,
+            );
+        }
+        self.retry_or_fail(a, class, &pool, &node, gpu_mem, fleet_max_mem, now);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn retry_or_fail(
+        &mut self,
+        a: AttemptId,
+        class: FailureClass,
+        pool: &str,
+        node: &str,
+        gpu_mem: f64,
+        fleet_max_mem: f64,
+        now: Millis,
+    ) {
+        let Some(e) = self.entries.get_mut(&a.workload) else { return };
+        if class == FailureClass::App {
+            e.rec.app_failures += 1;
+        }
+        let counted = e
+            .attempts
+            .iter()
+            .filter(|t| t.class != Some(FailureClass::Capacity) && t.state.is_final())
+            .count() as u32;
+        let in_pool = e
+            .attempts
+            .iter()
+            .filter(|t| {
+                t.pool == pool
+                    && t.class.is_some_and(|c| c.is_infrastructure() && c != FailureClass::Capacity)
+            })
+            .count() as u32;
+        let d = retry::decide(&RetryInput {
+            class,
+            policy: &e.spec.retry,
+            counted_attempts: counted,
+            app_failures: e.rec.app_failures,
+            failures_in_pool: in_pool,
+            gpu_memory_gb: gpu_mem,
+            fleet_max_gpu_memory_gb: fleet_max_mem,
+        });
+        let msg = format!("{} [{}]: {}", if d.retry { "retry" } else { "final" }, d.rule, d.reason);
+        self.event(now, a.workload, Some(a), EventKind::Retry, msg);
+        let Some(e) = self.entries.get_mut(&a.workload) else { return };
+        if !d.retry {
+            let reason = format!("{class}: {}", d.reason);
+            return self.finish_workload(a.workload, WorkloadState::Failed, Some(class), reason, now);
+        }
+        if d.exclude_node {
+            e.exclude_nodes.insert(node.to_string());
+        }
+        if d.exclude_pool {
+            if class == FailureClass::Capacity {
+                e.capacity_misses.insert(pool.to_string());
+            } else {
+                e.exclude_pools.insert(pool.to_string());
+            }
+        }
+        if let Some(m) = d.min_gpu_memory_exclusive {
+            e.min_gpu_memory_exclusive = Some(e.min_gpu_memory_exclusive.map_or(m, |x| x.max(m)));
+        }
+        e.rec.state = WorkloadState::Queued;
+        e.rec.reason = Some(d.reason.clone());
+        let priority = e.rec.priority;
+        if d.delay_s > 0.0 {
+            let until = now.plus_secs(d.delay_s);
+            e.rec.not_before = Some(until);
+            self.queue.push_backoff(until, priority, a.workload);
+        } else {
+            e.rec.not_before = None;
+            self.queue.push_ready(priority, a.workload);
+        }
+        self.save_workload(a.workload, now);
+    }
+
+    /// The next moment this workload's live attempt needs attention.
+    pub(super) fn attempt_deadline(&self, e: &Entry) -> Option<Millis> {
+        let live = e.live.as_ref()?;
+        if live.collecting {
+            return None;
+        }
+        let att = &e.attempts[live.idx];
+        let mut t: Vec<Millis> = Vec::new();
+        if let Some(sent) = live.terminate_sent_at {
+            t.push(sent.plus_secs(self.config.terminate_resend_s));
+        } else {
+            if !live.acked {
+                t.push(live.launch_sent_at.plus_secs(self.config.launch_timeout_s));
+            }
+            if let Some(since) = live.unreachable_since {
+                t.push(since.plus_secs(self.config.unreachable_after_s));
+            }
+            match att.started_at {
+                Some(start) => {
+                    if let Some(max) = e.spec.constraints.max_runtime {
+                        t.push(start.plus_secs(max.0.as_secs_f64()));
+                    }
+                    if let (Some(cap), true) = (e.spec.constraints.max_cost_usd, att.price_per_hour > 0.0) {
+                        let left_h = ((cap - e.rec.cost_usd) / att.price_per_hour).max(0.0);
+                        t.push(start.plus_secs(left_h * 3600.0));
+                    }
+                }
+                None if live.acked => t.push(att.placed_at.plus_secs(self.config.pending_timeout_s)),
+                None => {}
+            }
+        }
+        t.into_iter().min()
+    }
+
+    pub(super) fn on_tick(&mut self, now: Millis) {
+        self.queue.release_backoff(now);
+        let due: Vec<WorkloadId> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| self.attempt_deadline(e).is_some_and(|t| t <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            self.on_deadline(id, now);
+        }
+    }
+
+    fn on_deadline(&mut self, id: WorkloadId, now: Millis) {
+        let cfg = self.config.clone();
+        let Some(e) = self.entries.get_mut(&id) else { return };
+        let Some(live) = e.live.as_mut() else { return };
+        let att = &e.attempts[live.idx];
+        let a = att.id;
+        if let Some(sent) = live.terminate_sent_at {
+            if now.secs_since(sent) >= cfg.terminate_resend_s {
+                live.terminate_sent_at = Some(now);
+                let provider = att.provider.clone();
+                self.out.push(Action::Terminate { attempt: a, provider });
+            }
+            return;
+        }
+        if !live.acked && now.secs_since(live.launch_sent_at) >= cfg.launch_timeout_s {
+            return self.on_launch_result(a, Err(LaunchError::Timeout), now);
+        }
+        if let Some(since) = live.unreachable_since
+            && now.secs_since(since) >= cfg.unreachable_after_s
+        {
+            let message = format!("provider unreachable for {:.0}s", now.secs_since(since));
+            return self.terminate_live(id, ProviderEnd::ApiError { message }, now);
+        }
+        match att.started_at {
+            Some(start) => {
+                if let Some(max) = e.spec.constraints.max_runtime
+                    && now.secs_since(start) >= max.0.as_secs_f64()
+                {
+                    return self.terminate_live(id, ProviderEnd::MaxRuntimeReached, now);
+                }
+                if let Some(cap) = e.spec.constraints.max_cost_usd {
+                    let spent = e.rec.cost_usd + att.price_per_hour * now.secs_since(start) / 3600.0;
+                    if att.price_per_hour > 0.0 && spent >= cap - 1e-9 {
+                        self.terminate_live(id, ProviderEnd::CostCapReached, now);
+                    }
+                }
+            }
+            None if live.acked && now.secs_since(att.placed_at) >= cfg.pending_timeout_s => {
+                let message = format!("still pending after {:.0}s", now.secs_since(att.placed_at));
+                self.terminate_live(id, ProviderEnd::LaunchRejected { message, capacity: true }, now);
+            }
+            None => {}
+        }
+    }
+
+    /// Terminates provider resources carrying this store's tokens that no
+    /// live attempt accounts for (leaks from crashes or lost responses).
+    pub(super) fn on_owned(&mut self, provider: &str, tokens: &[String], now: Millis) {
+        for t in tokens {
+            let Some(a) = AttemptId::from_token(t, &self.store_id) else { continue };
+            let ours = self.live_mut(a).is_some();
+            if !ours {
+                let msg = format!("terminating {t} at {provider}: no live attempt wants it");
+                self.event(now, a.workload, Some(a), EventKind::Reconciled, msg);
+                self.out.push(Action::Terminate { attempt: a, provider: provider.to_string() });
+            }
+        }
+    }
+}
+
+/// The scheduler's requirements for this workload's next attempt: the spec
+/// plus what its history rules out.
+fn requirements(e: &Entry) -> Requirements {
+    let mut req = Requirements::from_spec(&e.spec);
+    req.exclude_nodes = e.exclude_nodes.iter().cloned().collect();
+    req.exclude_pools = e.exclude_pools.union(&e.capacity_misses).cloned().collect();
+    req.min_gpu_memory_exclusive = e.min_gpu_memory_exclusive;
+    if let Some(cap) = req.max_cost_usd {
+        req.max_cost_usd = Some((cap - e.rec.cost_usd).max(0.0));
+    }
+    req
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_string()
+}
+
+fn describe_end(end: &ProviderEnd) -> String {
+    match end {
+        ProviderEnd::Cancelled => "cancelled by an operator".into(),
+        ProviderEnd::MaxRuntimeReached => "max_runtime reached".into(),
+        ProviderEnd::CostCapReached => "max_cost_usd reached".into(),
+        ProviderEnd::LaunchTimeout => "the launch was never confirmed".into(),
+        ProviderEnd::ApiError { message } => message.clone(),
+        ProviderEnd::LaunchRejected { message, .. } => message.clone(),
+        ProviderEnd::NodeLost { message } => message.clone(),
+        other => format!("{other:?}"),
+    }
+}

@@ -1,0 +1,529 @@
+//! The engine core: `(state, event, now) -> (state, actions)`.
+//!
+//! Owns the lifecycle of every live workload: queueing by priority,
+//! placement through the scheduler, attempts and their deadlines, failure
+//! classification, retry decisions, health observations and the allocation
+//! of capacity on the fleet. It performs no I/O and never reads a clock:
+//! the shell (or the simulator) delivers [`Event`]s with the current time
+//! and performs the returned [`Action`]s, writing every [`Record`] to the
+//! journal before it performs anything else from the same batch.
+//!
+//! Invariants:
+//! - a workload has at most one live (non-final) attempt;
+//! - a new attempt is never launched while the previous one may still be
+//!   running: only a confirmed end (status, terminate, or not-found) closes
+//!   an attempt;
+//! - capacity allocated to a live attempt is released exactly once, when
+//!   the attempt closes.
+
+mod attempt;
+mod queue;
+mod restore;
+
+use super::model::*;
+use crate::failure::ProviderEnd;
+use crate::fleet::{Fleet, Free, NodeIdx, NodeState};
+use crate::health::{HealthConfig, HealthTracker};
+use crate::providers::{AttemptStatus, LaunchAck, LaunchError};
+use crate::schedule::Snapshot;
+use crate::spec::Spec;
+use queue::Queue;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+pub use restore::Restore;
+
+/// Tunables of the core. Defaults suit real providers; the simulator and
+/// tests shorten them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoreConfig {
+    /// Status polls failing for this long make an attempt unreachable: it
+    /// is terminated (best effort) and closed only once confirmed gone.
+    pub unreachable_after_s: f64,
+    /// A launch with no answer for this long is sent again with the same
+    /// token (the provider adopts rather than launches twice).
+    pub launch_timeout_s: f64,
+    /// Launch re-sends before the attempt is given up as a provider failure.
+    pub launch_resends: u32,
+    /// An attempt pending at its provider longer than this (beyond the
+    /// pool's startup estimate) is stopped and classed `capacity`.
+    pub pending_timeout_s: f64,
+    /// Unconfirmed terminations are re-sent this often.
+    pub terminate_resend_s: f64,
+    pub health: HealthConfig,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        Self {
+            unreachable_after_s: 300.0,
+            launch_timeout_s: 120.0,
+            launch_resends: 3,
+            pending_timeout_s: 900.0,
+            terminate_resend_s: 30.0,
+            health: HealthConfig::default(),
+        }
+    }
+}
+
+/// Something that happened, delivered to the core with the current time.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A new workload. `request` identifies the caller for the reply.
+    Submit {
+        request: u64,
+        spec: Box<Spec>,
+        spec_hash: String,
+        idempotency_key: Option<String>,
+    },
+    Cancel {
+        request: u64,
+        id: WorkloadId,
+    },
+    /// Operator node commands.
+    SetNodeState {
+        request: u64,
+        node: String,
+        state: NodeState,
+    },
+    LaunchResult {
+        attempt: AttemptId,
+        result: Result<LaunchAck, LaunchError>,
+    },
+    Status {
+        attempt: AttemptId,
+        status: AttemptStatus,
+    },
+    /// A status poll failed; one failure is a blip, not an end.
+    StatusFailed {
+        attempt: AttemptId,
+        error: String,
+    },
+    /// The shell collected what it could after an end: the log tail for
+    /// classification and, after a clean exit, the outputs.
+    Collected {
+        attempt: AttemptId,
+        end: ProviderEnd,
+        log_tail: Vec<String>,
+        outputs: OutputsResult,
+    },
+    Terminated {
+        attempt: AttemptId,
+        result: Result<(), String>,
+    },
+    /// What a provider runs that carries this store's tokens (reconciliation).
+    Owned {
+        provider: String,
+        tokens: Vec<String>,
+    },
+    /// Time passed; deadlines and backoffs are checked.
+    Tick,
+}
+
+/// How output collection went.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutputsResult {
+    /// Not attempted (the attempt did not exit cleanly).
+    Skipped,
+    Collected {
+        count: usize,
+    },
+    Failed {
+        message: String,
+    },
+}
+
+/// What the shell must do, in order. Records first: durable before visible.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Record(Record),
+    Launch {
+        attempt: AttemptId,
+        provider: String,
+        pool: String,
+        node: String,
+        spec: Arc<Spec>,
+    },
+    Terminate {
+        attempt: AttemptId,
+        provider: String,
+    },
+    /// Fetch the log tail (and outputs when `outputs`), then send `Collected`.
+    Collect {
+        attempt: AttemptId,
+        provider: String,
+        end: ProviderEnd,
+        outputs: bool,
+    },
+    Reply {
+        request: u64,
+        reply: Reply,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Submitted { id: WorkloadId, existing: bool },
+    Done { message: String },
+    Error { message: String },
+}
+
+/// Runtime facts about a live attempt that are not part of its record.
+#[derive(Debug, Clone)]
+struct Live {
+    /// Index into `Entry::attempts`.
+    idx: usize,
+    node: NodeIdx,
+    alloc: Free,
+    launch_sent_at: Millis,
+    launch_resends: u32,
+    acked: bool,
+    unreachable_since: Option<Millis>,
+    /// Why Canopy is terminating it, when it is; decides the class.
+    terminating: Option<ProviderEnd>,
+    terminate_sent_at: Option<Millis>,
+    /// Collect was requested; waiting for `Collected`.
+    collecting: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    rec: WorkloadRecord,
+    spec: Arc<Spec>,
+    attempts: Vec<AttemptRecord>,
+    live: Option<Live>,
+    exclude_nodes: BTreeSet<String>,
+    exclude_pools: BTreeSet<String>,
+    /// Pools that said "no capacity"; forgotten when capacity changes.
+    capacity_misses: BTreeSet<String>,
+    min_gpu_memory_exclusive: Option<f64>,
+    cancel_requested: bool,
+    /// The last explanation journalled while unschedulable (to journal
+    /// changes only).
+    last_explanation: Option<String>,
+}
+
+/// The engine core. See the module docs.
+pub struct Core {
+    store_id: String,
+    config: CoreConfig,
+    fleet: Fleet,
+    snapshot: Option<Snapshot>,
+    health: HealthTracker,
+    entries: BTreeMap<WorkloadId, Entry>,
+    keys: HashMap<String, WorkloadId>,
+    queue: Queue,
+    next_id: u64,
+    /// Finished workloads kept for idempotent-submit lookups by key: the
+    /// spec hash and id.
+    finished_keys: HashMap<String, (WorkloadId, String)>,
+    /// The time of the previous event, to notice quarantines ending.
+    last_now: Millis,
+    out: Vec<Action>,
+}
+
+impl Core {
+    pub fn new(store_id: impl Into<String>, fleet: Fleet, config: CoreConfig) -> Self {
+        Self {
+            store_id: store_id.into(),
+            health: HealthTracker::new(config.health.clone()),
+            config,
+            fleet,
+            snapshot: None,
+            entries: BTreeMap::new(),
+            keys: HashMap::new(),
+            queue: Queue::default(),
+            next_id: 1,
+            finished_keys: HashMap::new(),
+            last_now: Millis(i64::MIN),
+            out: Vec::new(),
+        }
+    }
+
+    pub fn store_id(&self) -> &str {
+        &self.store_id
+    }
+
+    pub fn fleet(&self) -> &Fleet {
+        &self.fleet
+    }
+
+    pub fn health(&self) -> &HealthTracker {
+        &self.health
+    }
+
+    /// Live workloads (not final), in id order.
+    pub fn live_workloads(&self) -> impl Iterator<Item = &WorkloadRecord> {
+        self.entries.values().map(|e| &e.rec)
+    }
+
+    pub fn workload(&self, id: WorkloadId) -> Option<&WorkloadRecord> {
+        self.entries.get(&id).map(|e| &e.rec)
+    }
+
+    /// The attempts of a live workload.
+    pub fn attempts(&self, id: WorkloadId) -> &[AttemptRecord] {
+        self.entries.get(&id).map_or(&[], |e| &e.attempts)
+    }
+
+    /// How many workloads wait because nothing fits them now.
+    pub fn blocked_count(&self) -> usize {
+        self.queue.blocked_len()
+    }
+
+    /// Whether a workload waits because nothing fits it now (as opposed to
+    /// backing off before a retry, or running).
+    pub fn is_blocked(&self, id: WorkloadId) -> bool {
+        self.queue.is_blocked(id)
+    }
+
+    /// Live attempts with their provider, for the shell's status polling.
+    pub fn live_attempts(&self) -> Vec<(AttemptId, String)> {
+        self.entries
+            .values()
+            .filter_map(|e| e.live.as_ref().map(|l| &e.attempts[l.idx]))
+            .map(|a| (a.id, a.provider.clone()))
+            .collect()
+    }
+
+    /// Handles one event at `now` and returns what to do.
+    pub fn handle(&mut self, event: Event, now: Millis) -> Vec<Action> {
+        // A quarantine that ended since the last event frees its node.
+        if self.health.next_release(self.last_now).is_some_and(|t| t <= now) {
+            self.snapshot = None;
+            self.capacity_changed();
+        }
+        self.last_now = self.last_now.max(now);
+        match event {
+            Event::Submit { request, spec, spec_hash, idempotency_key } => {
+                self.submit(request, *spec, spec_hash, idempotency_key, now)
+            }
+            Event::Cancel { request, id } => self.cancel(request, id, now),
+            Event::SetNodeState { request, node, state } => self.set_node_state(request, &node, state, now),
+            Event::LaunchResult { attempt, result } => self.on_launch_result(attempt, result, now),
+            Event::Status { attempt, status } => self.on_status(attempt, status, now),
+            Event::StatusFailed { attempt, error } => self.on_status_failed(attempt, &error, now),
+            Event::Collected { attempt, end, log_tail, outputs } => {
+                self.on_collected(attempt, end, &log_tail, outputs, now)
+            }
+            Event::Terminated { attempt, result } => self.on_terminated(attempt, result, now),
+            Event::Owned { provider, tokens } => self.on_owned(&provider, &tokens, now),
+            Event::Tick => self.on_tick(now),
+        }
+        self.schedule_pass(now);
+        std::mem::take(&mut self.out)
+    }
+
+    /// When the core next needs a `Tick`, if anything is waiting on time.
+    pub fn next_wake(&self) -> Option<Millis> {
+        let mut next = self.queue.next_backoff();
+        let mut consider = |t: Millis| next = Some(next.map_or(t, |n: Millis| n.min(t)));
+        if let Some(t) = self.health.next_release(self.last_now) {
+            consider(t);
+        }
+        for e in self.entries.values() {
+            if let Some(t) = self.attempt_deadline(e) {
+                consider(t);
+            }
+        }
+        next
+    }
+
+    fn record(&mut self, r: Record) {
+        self.out.push(Action::Record(r));
+    }
+
+    fn event(
+        &mut self,
+        now: Millis,
+        workload: WorkloadId,
+        attempt: Option<AttemptId>,
+        kind: EventKind,
+        msg: String,
+    ) {
+        self.record(Record::Event(EventRecord { at: now, workload, attempt, kind, message: msg }));
+    }
+
+    fn save_workload(&mut self, id: WorkloadId, now: Millis) {
+        if let Some(e) = self.entries.get_mut(&id) {
+            e.rec.updated_at = now;
+            let rec = Box::new(e.rec.clone());
+            self.out.push(Action::Record(Record::Workload(rec)));
+        }
+    }
+
+    fn save_attempt(&mut self, id: WorkloadId, idx: usize) {
+        if let Some(a) = self.entries.get(&id).and_then(|e| e.attempts.get(idx)) {
+            let rec = Box::new(a.clone());
+            self.out.push(Action::Record(Record::Attempt(rec)));
+        }
+    }
+
+    fn reply(&mut self, request: u64, reply: Reply) {
+        self.out.push(Action::Reply { request, reply });
+    }
+
+    fn submit(&mut self, request: u64, spec: Spec, spec_hash: String, key: Option<String>, now: Millis) {
+        if let Some(k) = &key {
+            let known = self
+                .keys
+                .get(k)
+                .and_then(|id| self.entries.get(id).map(|e| (*id, e.rec.spec_hash.clone())))
+                .or_else(|| self.finished_keys.get(k).cloned());
+            if let Some((id, hash)) = known {
+                let reply = if hash == spec_hash {
+                    Reply::Submitted { id, existing: true }
+                } else {
+                    Reply::Error {
+                        message: format!(
+                            "idempotency key {k:?} was already used for {id} with a different spec; \
+                             use a new key to submit a different workload"
+                        ),
+                    }
+                };
+                return self.reply(request, reply);
+            }
+        }
+        let id = WorkloadId(self.next_id);
+        self.next_id += 1;
+        let rec = WorkloadRecord {
+            id,
+            name: spec.name.clone(),
+            spec_hash,
+            idempotency_key: key.clone(),
+            priority: spec.priority,
+            state: WorkloadState::Queued,
+            submitted_at: now,
+            updated_at: now,
+            attempts: 0,
+            app_failures: 0,
+            not_before: None,
+            cost_usd: 0.0,
+            est_cost_usd: 0.0,
+            reason: None,
+            class: None,
+            spec: spec.clone(),
+        };
+        if let Some(k) = key {
+            self.keys.insert(k, id);
+        }
+        self.queue.push_ready(rec.priority, id);
+        self.entries.insert(
+            id,
+            Entry {
+                rec,
+                spec: Arc::new(spec),
+                attempts: Vec::new(),
+                live: None,
+                exclude_nodes: BTreeSet::new(),
+                exclude_pools: BTreeSet::new(),
+                capacity_misses: BTreeSet::new(),
+                min_gpu_memory_exclusive: None,
+                cancel_requested: false,
+                last_explanation: None,
+            },
+        );
+        self.save_workload(id, now);
+        self.event(now, id, None, EventKind::Submitted, "submitted".into());
+        self.reply(request, Reply::Submitted { id, existing: false });
+    }
+
+    fn cancel(&mut self, request: u64, id: WorkloadId, now: Millis) {
+        let Some(e) = self.entries.get_mut(&id) else {
+            return self.reply(
+                request,
+                Reply::Error { message: format!("{id} is not live (unknown or already final)") },
+            );
+        };
+        if e.cancel_requested {
+            return self.reply(request, Reply::Done { message: format!("{id}: cancel already in progress") });
+        }
+        e.cancel_requested = true;
+        self.event(now, id, None, EventKind::CancelRequested, "cancel requested".into());
+        let has_live = self.entries.get(&id).is_some_and(|e| e.live.is_some());
+        if has_live {
+            self.terminate_live(id, ProviderEnd::Cancelled, now);
+            self.reply(request, Reply::Done { message: format!("{id}: terminating the running attempt") });
+        } else {
+            self.queue.remove(id);
+            self.finish_workload(
+                id,
+                WorkloadState::Cancelled,
+                Some(crate::failure::FailureClass::Cancelled),
+                "cancelled before it ran".into(),
+                now,
+            );
+            self.reply(request, Reply::Done { message: format!("{id}: cancelled") });
+        }
+    }
+
+    fn set_node_state(&mut self, request: u64, node: &str, state: NodeState, now: Millis) {
+        let Some(idx) = self.fleet.node_by_name(node) else {
+            return self
+                .reply(request, Reply::Error { message: format!("no node named {node:?} in the fleet") });
+        };
+        self.fleet.nodes[idx.0 as usize].state = state;
+        self.snapshot = None;
+        if state == NodeState::Ready {
+            self.capacity_changed();
+        }
+        if state == NodeState::Draining {
+            let on_node: Vec<WorkloadId> = self
+                .entries
+                .iter()
+                .filter(|(_, e)| e.live.as_ref().is_some_and(|l| l.node == idx))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in on_node {
+                let msg = format!("node {node} drained by an operator");
+                self.terminate_live(id, ProviderEnd::NodeLost { message: msg }, now);
+            }
+        }
+        self.reply(request, Reply::Done { message: format!("node {node} is now {state}") });
+    }
+
+    /// Ends a workload for good and forgets it (the journal remembers).
+    fn finish_workload(
+        &mut self,
+        id: WorkloadId,
+        state: WorkloadState,
+        class: Option<crate::failure::FailureClass>,
+        reason: String,
+        now: Millis,
+    ) {
+        let Some(e) = self.entries.get_mut(&id) else { return };
+        e.rec.state = state;
+        e.rec.class = class;
+        e.rec.reason = Some(reason.clone());
+        e.rec.not_before = None;
+        let kind = match state {
+            WorkloadState::Succeeded => EventKind::Succeeded,
+            WorkloadState::Cancelled => EventKind::Cancelled,
+            _ => EventKind::Failed,
+        };
+        self.save_workload(id, now);
+        self.event(now, id, None, kind, reason);
+        if let Some(e) = self.entries.remove(&id)
+            && let Some(k) = e.rec.idempotency_key
+        {
+            self.keys.remove(&k);
+            self.finished_keys.insert(k, (id, e.rec.spec_hash));
+        }
+        self.queue.remove(id);
+    }
+
+    /// Capacity appeared: blocked workloads get another chance, and "no
+    /// capacity" answers from before are forgotten.
+    fn capacity_changed(&mut self) {
+        self.queue.unblock_all();
+        for e in self.entries.values_mut() {
+            e.capacity_misses.clear();
+        }
+    }
+
+    /// The scheduler's view, rebuilt after the fleet or health changed.
+    fn snapshot(&mut self, now: Millis) -> &Snapshot {
+        let (fleet, health) = (&self.fleet, &self.health);
+        self.snapshot.get_or_insert_with(|| Snapshot::new(fleet, &health.view(now)))
+    }
+}

@@ -1,0 +1,135 @@
+//! Rebuilding the core from the journal after a restart: live workloads
+//! and their attempts come back, capacity held by live attempts is
+//! re-allocated, exclusions are recomputed from failed attempts, and
+//! health is replayed from recent observations. Replay is the journal's
+//! current rows, not every event, so it is fast.
+
+use super::{Action, Core, Entry, Live};
+use crate::engine::model::*;
+use crate::engine::retry::POOL_EXCLUDE_AFTER;
+use crate::failure::FailureClass;
+use crate::fleet::Free;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// What the journal hands back on start.
+#[derive(Debug, Clone, Default)]
+pub struct Restore {
+    /// Non-final workloads.
+    pub workloads: Vec<WorkloadRecord>,
+    /// All attempts of those workloads.
+    pub attempts: Vec<AttemptRecord>,
+    /// Recent health observations, oldest first.
+    pub health: Vec<HealthObservation>,
+    /// The largest workload id ever assigned in this store.
+    pub max_id: u64,
+}
+
+impl Core {
+    /// Loads journal state. Returns the actions needed to resume: launches
+    /// that may never have reached their provider are sent again (same
+    /// token, so the provider adopts if it has them).
+    pub fn restore(&mut self, r: Restore, now: Millis) -> Vec<Action> {
+        for obs in &r.health {
+            self.health.observe(obs);
+        }
+        self.next_id = self.next_id.max(r.max_id + 1);
+        let mut by_workload: HashMap<WorkloadId, Vec<AttemptRecord>> = HashMap::new();
+        for a in r.attempts {
+            by_workload.entry(a.id.workload).or_default().push(a);
+        }
+        for rec in r.workloads {
+            if rec.state.is_final() {
+                continue;
+            }
+            let id = rec.id;
+            let mut attempts = by_workload.remove(&id).unwrap_or_default();
+            attempts.sort_by_key(|a| a.id.n);
+            let mut entry = Entry {
+                spec: Arc::new(rec.spec.clone()),
+                rec,
+                attempts,
+                live: None,
+                exclude_nodes: BTreeSet::new(),
+                exclude_pools: BTreeSet::new(),
+                capacity_misses: BTreeSet::new(),
+                min_gpu_memory_exclusive: None,
+                cancel_requested: false,
+                last_explanation: None,
+            };
+            recompute_exclusions(&mut entry);
+            if let Some(k) = &entry.rec.idempotency_key {
+                self.keys.insert(k.clone(), id);
+            }
+            let live_idx = entry.attempts.iter().position(|a| !a.state.is_final());
+            if let Some(idx) = live_idx {
+                let att = &entry.attempts[idx];
+                let r = &entry.spec.resources;
+                let alloc =
+                    Free { gpus: r.gpus, cpu_cores: r.cpu_cores, memory_gb: r.memory_gb, disk_gb: r.disk_gb };
+                let node = self.fleet.node_by_name(&att.node);
+                let acked = att.state != AttemptState::Placing;
+                let terminating = (att.state == AttemptState::Terminating).then(|| {
+                    crate::failure::ProviderEnd::Unknown { message: "terminated before a restart".into() }
+                });
+                if let Some(n) = node {
+                    self.allocate(n, alloc, 1);
+                }
+                entry.live = Some(Live {
+                    idx,
+                    node: node.unwrap_or(crate::fleet::NodeIdx(u32::MAX)),
+                    alloc: if node.is_some() { alloc } else { Free::default() },
+                    launch_sent_at: now,
+                    launch_resends: 0,
+                    acked,
+                    unreachable_since: None,
+                    terminate_sent_at: terminating.as_ref().map(|_| now),
+                    terminating,
+                    collecting: false,
+                });
+                if !acked {
+                    let pool = att.pool.split_once('/').map_or(String::new(), |(_, p)| p.to_string());
+                    self.out.push(Action::Launch {
+                        attempt: att.id,
+                        provider: att.provider.clone(),
+                        pool,
+                        node: att.node.clone(),
+                        spec: entry.spec.clone(),
+                    });
+                }
+            } else {
+                match entry.rec.not_before {
+                    Some(t) if t > now => self.queue.push_backoff(t, entry.rec.priority, id),
+                    _ => self.queue.push_ready(entry.rec.priority, id),
+                }
+            }
+            self.entries.insert(id, entry);
+        }
+        self.snapshot = None;
+        self.schedule_pass(now);
+        std::mem::take(&mut self.out)
+    }
+}
+
+/// The exclusions a workload's failed attempts imply, as the retry policy
+/// set them when they happened (capacity misses are transient and not kept).
+fn recompute_exclusions(e: &mut Entry) {
+    let mut per_pool: HashMap<&str, u32> = HashMap::new();
+    for a in &e.attempts {
+        let Some(c) = a.class else { continue };
+        if c.is_infrastructure() && c != FailureClass::Capacity {
+            if c != FailureClass::Provider && c != FailureClass::Preempted {
+                e.exclude_nodes.insert(a.node.clone());
+            }
+            let n = per_pool.entry(a.pool.as_str()).or_default();
+            *n += 1;
+            if *n >= POOL_EXCLUDE_AFTER {
+                e.exclude_pools.insert(a.pool.clone());
+            }
+        }
+        if c == FailureClass::GpuOom {
+            let m = e.min_gpu_memory_exclusive.map_or(a.gpu_memory_gb, |x| x.max(a.gpu_memory_gb));
+            e.min_gpu_memory_exclusive = Some(m);
+        }
+    }
+}

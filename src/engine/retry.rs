@@ -1,0 +1,256 @@
+//! Retry policy: given how an attempt failed, decide whether and where the
+//! workload tries again, and say which rule decided.
+//!
+//! Owns the rules only; the core applies the decision and journals it.
+//! Infrastructure failures retry elsewhere with backoff, excluding the node
+//! (and the pool after repeats); capacity misses move on to the next
+//! candidate at once without spending an attempt; gpu-oom retries only
+//! where GPUs have more memory; the workload's own errors retry only as far
+//! as the spec allows; timeout, cost-cap and cancel are final.
+
+use crate::failure::FailureClass;
+use crate::spec::RetryPolicy;
+
+/// Everything the decision depends on, gathered by the core.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryInput<'a> {
+    pub class: FailureClass,
+    pub policy: &'a RetryPolicy,
+    /// Attempts that count toward `max_attempts`, including this one.
+    pub counted_attempts: u32,
+    /// Failures classed `app`, including this one if it is one.
+    pub app_failures: u32,
+    /// Infrastructure failures of this workload in the failed attempt's
+    /// pool, including this one.
+    pub failures_in_pool: u32,
+    /// GPU memory per GPU where the attempt ran.
+    pub gpu_memory_gb: f64,
+    /// The most GPU memory per GPU anywhere in the fleet.
+    pub fleet_max_gpu_memory_gb: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryDecision {
+    pub retry: bool,
+    /// Stable id of the rule that decided, e.g. `retry.infra-elsewhere`.
+    pub rule: &'static str,
+    /// One line for the journal and the console.
+    pub reason: String,
+    /// Wait this long before placing again.
+    pub delay_s: f64,
+    /// Whether this attempt counts toward `max_attempts`.
+    pub counts: bool,
+    pub exclude_node: bool,
+    pub exclude_pool: bool,
+    /// The next placement needs strictly more GPU memory than this.
+    pub min_gpu_memory_exclusive: Option<f64>,
+}
+
+impl RetryDecision {
+    fn fin(rule: &'static str, reason: String) -> Self {
+        Self {
+            retry: false,
+            rule,
+            reason,
+            delay_s: 0.0,
+            counts: true,
+            exclude_node: false,
+            exclude_pool: false,
+            min_gpu_memory_exclusive: None,
+        }
+    }
+}
+
+/// Exponential backoff from the policy: `backoff × 2^(n-1)`, capped.
+pub fn backoff_s(policy: &RetryPolicy, retry_n: u32) -> f64 {
+    let base = policy.backoff.0.as_secs_f64();
+    let cap = policy.backoff_max.0.as_secs_f64();
+    (base * 2f64.powi(retry_n.saturating_sub(1).min(30) as i32)).min(cap)
+}
+
+/// Pool-level exclusion kicks in after this many infrastructure failures
+/// of one workload in one pool.
+pub const POOL_EXCLUDE_AFTER: u32 = 2;
+
+pub fn decide(i: &RetryInput<'_>) -> RetryDecision {
+    use FailureClass as C;
+    let max = i.policy.max_attempts;
+    match i.class {
+        C::Cancelled => RetryDecision::fin("retry.cancelled", "cancelled by an operator".into()),
+        C::Timeout => RetryDecision::fin(
+            "retry.timeout-final",
+            "ran past max_runtime; another attempt would hit it again (raise constraints.max_runtime)".into(),
+        ),
+        C::CostCap => RetryDecision::fin(
+            "retry.cost-cap-final",
+            "spent max_cost_usd; no budget is left for another attempt".into(),
+        ),
+        C::CpuOom => RetryDecision::fin(
+            "retry.cpu-oom-final",
+            "ran out of host memory; raise resources.memory_gb and resubmit".into(),
+        ),
+        // A capacity miss never ran: try the next candidate now, without
+        // spending one of the workload's attempts.
+        C::Capacity => RetryDecision {
+            retry: true,
+            rule: "retry.capacity-elsewhere",
+            reason: "no capacity at launch; trying the next candidate".into(),
+            delay_s: 0.0,
+            counts: false,
+            exclude_node: false,
+            exclude_pool: true,
+            min_gpu_memory_exclusive: None,
+        },
+        _ if i.counted_attempts >= max => RetryDecision::fin(
+            "retry.max-attempts",
+            format!("{} of {max} attempts used (retry.max_attempts)", i.counted_attempts),
+        ),
+        C::GpuOom if i.fleet_max_gpu_memory_gb <= i.gpu_memory_gb => RetryDecision::fin(
+            "retry.gpu-oom-no-larger",
+            format!(
+                "ran out of GPU memory on {} GB GPUs and no GPU in the fleet has more",
+                fmt_gb(i.gpu_memory_gb)
+            ),
+        ),
+        C::GpuOom => RetryDecision {
+            retry: true,
+            rule: "retry.gpu-oom-larger",
+            reason: format!(
+                "ran out of GPU memory; retrying on GPUs with more than {} GB",
+                fmt_gb(i.gpu_memory_gb)
+            ),
+            delay_s: 0.0,
+            counts: true,
+            exclude_node: false,
+            exclude_pool: false,
+            min_gpu_memory_exclusive: Some(i.gpu_memory_gb),
+        },
+        C::App if i.app_failures > i.policy.app_errors => RetryDecision::fin(
+            "retry.app-final",
+            if i.policy.app_errors == 0 {
+                "the workload's own error; not retried (set retry.app_errors to allow)".into()
+            } else {
+                format!(
+                    "the workload's own error, {} of {} allowed retries used",
+                    i.app_failures - 1,
+                    i.policy.app_errors
+                )
+            },
+        ),
+        C::App => RetryDecision {
+            retry: true,
+            rule: "retry.app-allowed",
+            reason: format!(
+                "the workload's own error; retry {} of {} allowed",
+                i.app_failures, i.policy.app_errors
+            ),
+            delay_s: backoff_s(i.policy, i.counted_attempts),
+            counts: true,
+            exclude_node: false,
+            exclude_pool: false,
+            min_gpu_memory_exclusive: None,
+        },
+        // Provider, node, comm, io, preempted: the infrastructure's fault.
+        c => {
+            let exclude_pool = i.failures_in_pool >= POOL_EXCLUDE_AFTER;
+            let delay = backoff_s(i.policy, i.counted_attempts);
+            let place = if exclude_pool { "outside this pool" } else { "on another node" };
+            RetryDecision {
+                retry: true,
+                rule: "retry.infra-elsewhere",
+                reason: format!("{c} failure; retrying {place} in {delay:.0}s"),
+                delay_s: delay,
+                counts: true,
+                exclude_node: c != C::Provider && c != C::Preempted,
+                exclude_pool,
+                min_gpu_memory_exclusive: None,
+            }
+        }
+    }
+}
+
+fn fmt_gb(v: f64) -> String {
+    if v.fract() == 0.0 { format!("{v:.0}") } else { format!("{v:.1}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(class: FailureClass, policy: &RetryPolicy) -> RetryInput<'_> {
+        RetryInput {
+            class,
+            policy,
+            counted_attempts: 1,
+            app_failures: 0,
+            failures_in_pool: 1,
+            gpu_memory_gb: 24.0,
+            fleet_max_gpu_memory_gb: 80.0,
+        }
+    }
+
+    #[test]
+    fn infrastructure_retries_elsewhere_with_backoff() {
+        let p = RetryPolicy::default();
+        let d = decide(&input(FailureClass::Node, &p));
+        assert!(d.retry && d.exclude_node && !d.exclude_pool);
+        assert_eq!(d.rule, "retry.infra-elsewhere");
+        assert_eq!(d.delay_s, 10.0);
+        let mut i = input(FailureClass::Comm, &p);
+        i.failures_in_pool = 2;
+        i.counted_attempts = 2;
+        let d = decide(&i);
+        assert!(d.exclude_pool);
+        assert_eq!(d.delay_s, 20.0);
+    }
+
+    #[test]
+    fn app_errors_are_final_unless_allowed() {
+        let p = RetryPolicy::default();
+        let mut i = input(FailureClass::App, &p);
+        i.app_failures = 1;
+        let d = decide(&i);
+        assert!(!d.retry);
+        assert_eq!(d.rule, "retry.app-final");
+        let p = RetryPolicy { app_errors: 1, ..RetryPolicy::default() };
+        let mut i = input(FailureClass::App, &p);
+        i.app_failures = 1;
+        assert!(decide(&i).retry);
+    }
+
+    #[test]
+    fn gpu_oom_needs_bigger_gpus() {
+        let p = RetryPolicy::default();
+        let d = decide(&input(FailureClass::GpuOom, &p));
+        assert!(d.retry);
+        assert_eq!(d.min_gpu_memory_exclusive, Some(24.0));
+        let mut i = input(FailureClass::GpuOom, &p);
+        i.gpu_memory_gb = 80.0;
+        assert_eq!(decide(&i).rule, "retry.gpu-oom-no-larger");
+    }
+
+    #[test]
+    fn final_classes_and_max_attempts() {
+        let p = RetryPolicy::default();
+        for c in [FailureClass::Timeout, FailureClass::CostCap, FailureClass::Cancelled, FailureClass::CpuOom]
+        {
+            assert!(!decide(&input(c, &p)).retry, "{c}");
+        }
+        let mut i = input(FailureClass::Io, &p);
+        i.counted_attempts = 3;
+        assert_eq!(decide(&i).rule, "retry.max-attempts");
+        // Capacity misses never spend an attempt.
+        let mut i = input(FailureClass::Capacity, &p);
+        i.counted_attempts = 3;
+        let d = decide(&i);
+        assert!(d.retry && !d.counts);
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let p = RetryPolicy::default();
+        assert_eq!(backoff_s(&p, 1), 10.0);
+        assert_eq!(backoff_s(&p, 3), 40.0);
+        assert_eq!(backoff_s(&p, 20), 600.0);
+    }
+}

@@ -1,0 +1,245 @@
+//! Health tracking: attempt outcomes in, a [`HealthView`] out.
+//!
+//! Owns how evidence becomes a score: an exponentially weighted average of
+//! outcomes (recent ones weigh more), a success rate, and quarantine with
+//! doubling cool-downs followed by probation. Infrastructure failures count
+//! against where they happened: node failures against the node and its
+//! pool, fabric and storage failures against the pool, API failures against
+//! the provider; the workload's own errors count against nothing. Pure: time comes in with each call.
+
+use super::{Health, HealthView};
+use crate::engine::model::{HealthObservation, Millis};
+use crate::failure::FailureClass;
+use std::collections::HashMap;
+
+/// Tunables, with defaults that suit fleets of hundreds of nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthConfig {
+    /// Weight of the newest outcome in the score (0..1).
+    pub alpha: f64,
+    /// Consecutive node-level failures that quarantine a node.
+    pub quarantine_after: u32,
+    /// A score below this quarantines too (once there are a few samples).
+    pub quarantine_below: f64,
+    /// First cool-down; doubles on each repeat, up to `max_cooldown_s`.
+    pub cooldown_s: f64,
+    pub max_cooldown_s: f64,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        Self {
+            alpha: 0.3,
+            quarantine_after: 2,
+            quarantine_below: 0.35,
+            cooldown_s: 30.0 * 60.0,
+            max_cooldown_s: 8.0 * 3600.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Record {
+    score: f64,
+    successes: u32,
+    samples: u32,
+    consecutive_failures: u32,
+    quarantined_until: Option<Millis>,
+    quarantines: u32,
+    probation: bool,
+    last_class: Option<FailureClass>,
+}
+
+/// Nothing observed yet: a perfect score with no evidence behind it.
+impl Default for Record {
+    fn default() -> Self {
+        Self {
+            score: 1.0,
+            successes: 0,
+            samples: 0,
+            consecutive_failures: 0,
+            quarantined_until: None,
+            quarantines: 0,
+            probation: false,
+            last_class: None,
+        }
+    }
+}
+
+impl Record {
+    fn health(&self, now: Millis) -> Health {
+        let quarantined = self.quarantined_until.is_some_and(|t| now < t);
+        Health {
+            score: self.score,
+            success_rate: if self.samples == 0 { 1.0 } else { self.successes as f64 / self.samples as f64 },
+            samples: self.samples,
+            quarantined,
+            probation: self.probation && !quarantined,
+        }
+    }
+}
+
+/// What an observation did to a node, for the journal and the console.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quarantine {
+    pub node: String,
+    pub until: Millis,
+    pub reason: String,
+}
+
+/// Node, pool and provider health from observed outcomes.
+#[derive(Debug, Clone, Default)]
+pub struct HealthTracker {
+    config: HealthConfig,
+    nodes: HashMap<String, Record>,
+    pools: HashMap<String, Record>,
+    providers: HashMap<String, Record>,
+}
+
+impl HealthTracker {
+    pub fn new(config: HealthConfig) -> Self {
+        Self { config, ..Self::default() }
+    }
+
+    /// Takes one outcome into account. Returns a quarantine when this
+    /// outcome put the node into one.
+    pub fn observe(&mut self, obs: &HealthObservation) -> Option<Quarantine> {
+        let now = obs.at;
+        let alpha = self.config.alpha;
+        // Which levels this outcome is evidence about, and whether for or against.
+        let (node_ev, pool_ev, provider_ev) = match obs.class {
+            None => (Some(true), Some(true), Some(true)),
+            Some(c) if c.counts_against_node() => (Some(false), Some(false), None),
+            // Fabric and shared storage: every rank sees them, so they are
+            // evidence against the pool, not the node that reported them.
+            Some(FailureClass::Comm) | Some(FailureClass::Io) => (None, Some(false), None),
+            Some(FailureClass::Provider) => (None, None, Some(false)),
+            Some(FailureClass::Capacity) | Some(FailureClass::Preempted) => (None, Some(false), None),
+            // The workload's own outcome (app, oom, timeout, cost, cancel)
+            // says nothing about where it ran.
+            Some(_) => (None, None, None),
+        };
+        if let Some(ok) = pool_ev {
+            update(self.pools.entry(obs.pool.clone()).or_default(), ok, alpha, obs.class);
+        }
+        if let Some(ok) = provider_ev {
+            update(self.providers.entry(obs.provider.clone()).or_default(), ok, alpha, obs.class);
+        }
+        let ok = node_ev?;
+        let cfg = self.config.clone();
+        let rec = self.nodes.entry(obs.node.clone()).or_default();
+        update(rec, ok, alpha, obs.class);
+        if ok {
+            rec.probation = false;
+            return None;
+        }
+        let was_probation = rec.probation;
+        let bad_score = rec.samples >= 3 && rec.score < cfg.quarantine_below;
+        if !(was_probation || rec.consecutive_failures >= cfg.quarantine_after || bad_score) {
+            return None;
+        }
+        let cooldown = (cfg.cooldown_s * 2f64.powi(rec.quarantines as i32)).min(cfg.max_cooldown_s);
+        rec.quarantines += 1;
+        rec.probation = true;
+        rec.consecutive_failures = 0;
+        let until = now.plus_secs(cooldown);
+        rec.quarantined_until = Some(until);
+        let class = obs.class.map_or("unknown", |c| c.as_str());
+        let reason = if was_probation {
+            format!("failed again on probation ({class}); cool-down {}", human_secs(cooldown))
+        } else {
+            format!("repeated infrastructure failures (last: {class}); cool-down {}", human_secs(cooldown))
+        };
+        Some(Quarantine { node: obs.node.clone(), until, reason })
+    }
+
+    /// The view the scheduler consumes, as of `now`.
+    pub fn view(&self, now: Millis) -> HealthView {
+        let conv = |m: &HashMap<String, Record>| m.iter().map(|(k, r)| (k.clone(), r.health(now))).collect();
+        HealthView { nodes: conv(&self.nodes), pools: conv(&self.pools), providers: conv(&self.providers) }
+    }
+
+    /// The earliest moment a quarantine ends after `now`, so the engine can
+    /// wake up and re-place work that was waiting for that node.
+    pub fn next_release(&self, now: Millis) -> Option<Millis> {
+        self.nodes.values().filter_map(|r| r.quarantined_until).filter(|t| *t > now).min()
+    }
+
+    pub fn node_history(&self, node: &str) -> Option<(Health, Option<FailureClass>)> {
+        self.nodes.get(node).map(|r| (r.health(Millis(0)), r.last_class))
+    }
+}
+
+fn update(rec: &mut Record, ok: bool, alpha: f64, class: Option<FailureClass>) {
+    rec.samples += 1;
+    rec.score = rec.score * (1.0 - alpha) + if ok { alpha } else { 0.0 };
+    if ok {
+        rec.successes += 1;
+        rec.consecutive_failures = 0;
+    } else {
+        rec.consecutive_failures += 1;
+        rec.last_class = class;
+    }
+}
+
+fn human_secs(s: f64) -> String {
+    if s >= 3600.0 { format!("{:.0}h", s / 3600.0) } else { format!("{:.0}m", s / 60.0) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obs(at: i64, node: &str, class: Option<FailureClass>) -> HealthObservation {
+        HealthObservation {
+            at: Millis(at),
+            provider: "p".into(),
+            pool: "p/pool".into(),
+            node: node.into(),
+            class,
+        }
+    }
+
+    #[test]
+    fn app_errors_do_not_count_against_the_node() {
+        let mut t = HealthTracker::default();
+        for i in 0..5 {
+            assert!(t.observe(&obs(i, "n1", Some(FailureClass::App))).is_none());
+        }
+        let v = t.view(Millis(10));
+        assert_eq!(v.node("n1"), Health::UNKNOWN);
+    }
+
+    #[test]
+    fn repeated_node_failures_quarantine_then_probation_then_trust() {
+        let mut t = HealthTracker::default();
+        assert!(t.observe(&obs(0, "n1", Some(FailureClass::Node))).is_none());
+        let q = t.observe(&obs(1, "n1", Some(FailureClass::Node))).expect("quarantined");
+        assert_eq!(q.until, Millis(1).plus_secs(1800.0));
+        assert!(t.view(Millis(2)).node("n1").quarantined);
+        assert_eq!(t.next_release(Millis(2)), Some(q.until));
+        // After the cool-down: eligible again, on probation.
+        let h = t.view(q.until).node("n1");
+        assert!(!h.quarantined && h.probation);
+        // A failure on probation sends it back for twice as long.
+        let q2 = t.observe(&obs(q.until.0, "n1", Some(FailureClass::Node))).expect("again");
+        assert_eq!(q2.until, q.until.plus_secs(3600.0));
+        // A success after that restores full trust.
+        t.observe(&obs(q2.until.0, "n1", None));
+        let h = t.view(q2.until).node("n1");
+        assert!(!h.quarantined && !h.probation);
+        assert!(h.score < 1.0, "history is remembered");
+    }
+
+    #[test]
+    fn recent_outcomes_weigh_more() {
+        let mut t = HealthTracker::new(HealthConfig { quarantine_after: 100, ..HealthConfig::default() });
+        t.observe(&obs(0, "a", Some(FailureClass::Node)));
+        t.observe(&obs(1, "a", None));
+        t.observe(&obs(0, "b", None));
+        t.observe(&obs(1, "b", Some(FailureClass::Node)));
+        let v = t.view(Millis(2));
+        assert!(v.node("a").score > v.node("b").score);
+        assert_eq!(v.node("a").success_rate, v.node("b").success_rate);
+    }
+}

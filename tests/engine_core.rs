@@ -1,0 +1,546 @@
+//! Scenario tests of the engine core: deterministic, with an injected
+//! clock, no I/O. Each scenario plays the provider's side by hand and
+//! checks what an operator would see: where attempts go, how they end,
+//! what is retried and why.
+
+use canopy::accel::{ComputeCapability, Family, Interconnect, Vendor};
+use canopy::engine::core::{Action, Core, CoreConfig, Event, OutputsResult, Reply, Restore};
+use canopy::engine::model::*;
+use canopy::failure::{FailureClass, ProviderEnd};
+use canopy::fleet::{Accelerator, Fleet, FleetBuilder, Lifecycle, NodeDef, PoolDef, ProviderKind, Shape};
+use canopy::providers::{AttemptStatus, LaunchAck, LaunchError};
+use canopy::spec::{Format, load};
+use std::time::Duration;
+
+fn pool(name: &str, gpu_gb: f64, price: f64) -> PoolDef {
+    PoolDef {
+        name: name.into(),
+        region: "eu-west".into(),
+        shape: Shape {
+            accelerator: Some(Accelerator {
+                vendor: Vendor::Nvidia,
+                model: format!("GPU-{gpu_gb}"),
+                family: Family::Ampere,
+                compute_capability: ComputeCapability::new(8, 0),
+                memory_gb: gpu_gb,
+            }),
+            gpus_per_node: 1,
+            interconnect: Interconnect::Pcie,
+            cpu_cores: 16.0,
+            memory_gb: 64.0,
+            disk_gb: 500.0,
+        },
+        price_per_hour: price,
+        startup: Duration::from_secs(30),
+        capabilities: vec![],
+        compliance: vec![],
+        reserved: false,
+        interruptible: false,
+        lifecycle: Lifecycle::Vm,
+        lend_limit_gpus: None,
+    }
+}
+
+/// Two pools of two single-GPU nodes: cheap 24 GB and dearer 80 GB.
+fn fleet() -> Fleet {
+    let mut b = FleetBuilder::new();
+    b.provider("cloud", ProviderKind::Cloud, None).unwrap();
+    b.pool(pool("small", 24.0, 1.0), vec![NodeDef::idle("s1"), NodeDef::idle("s2")]).unwrap();
+    b.pool(pool("big", 80.0, 4.0), vec![NodeDef::idle("b1"), NodeDef::idle("b2")]).unwrap();
+    b.build()
+}
+
+const T0: i64 = 1_700_000_000_000;
+
+struct World {
+    core: Core,
+    now: i64,
+    actions: Vec<Action>,
+}
+
+impl World {
+    fn new() -> Self {
+        Self { core: Core::new("st0001", fleet(), CoreConfig::default()), now: T0, actions: vec![] }
+    }
+
+    fn advance(&mut self, secs: f64) {
+        self.now += (secs * 1000.0) as i64;
+        self.send(Event::Tick);
+    }
+
+    fn send(&mut self, e: Event) -> Vec<Action> {
+        let out = self.core.handle(e, Millis(self.now));
+        self.actions.extend(out.clone());
+        out
+    }
+
+    fn submit(&mut self, extra: &str) -> WorkloadId {
+        let text = format!(
+            "name = \"job\"\n{extra}\n[runtime]\ncommand = [\"train\"]\n[resources]\ngpus = 1\ncpu_cores = 4\nmemory_gb = 16\n"
+        );
+        let spec = load::parse(&text, "job.toml", Format::Toml).expect("valid spec").spec;
+        let hash = spec.content_hash();
+        let out = self.send(Event::Submit {
+            request: 1,
+            spec: Box::new(spec),
+            spec_hash: hash,
+            idempotency_key: None,
+        });
+        match out
+            .iter()
+            .find_map(|a| if let Action::Reply { reply, .. } = a { Some(reply.clone()) } else { None })
+        {
+            Some(Reply::Submitted { id, .. }) => id,
+            other => panic!("no submit reply: {other:?}"),
+        }
+    }
+
+    /// The last launch for this workload: (attempt, node).
+    fn last_launch(&self, id: WorkloadId) -> (AttemptId, String) {
+        self.actions
+            .iter()
+            .rev()
+            .find_map(|a| match a {
+                Action::Launch { attempt, node, .. } if attempt.workload == id => {
+                    Some((*attempt, node.clone()))
+                }
+                _ => None,
+            })
+            .expect("a launch")
+    }
+
+    fn launches(&self, id: WorkloadId) -> usize {
+        self.actions
+            .iter()
+            .filter(|a| matches!(a, Action::Launch { attempt, .. } if attempt.workload == id))
+            .count()
+    }
+
+    fn ack(&mut self, a: AttemptId) {
+        self.send(Event::LaunchResult {
+            attempt: a,
+            result: Ok(LaunchAck { provider_ref: "i-1".into(), adopted: false }),
+        });
+    }
+
+    fn run(&mut self, a: AttemptId) {
+        self.ack(a);
+        self.send(Event::Status { attempt: a, status: AttemptStatus::Running });
+    }
+
+    /// The provider reports an end; the shell collects and reports back.
+    fn end(&mut self, a: AttemptId, end: ProviderEnd, tail: &[&str]) {
+        let out = self.send(Event::Status { attempt: a, status: AttemptStatus::Ended(end.clone()) });
+        assert!(
+            out.iter().any(|x| matches!(x, Action::Collect { attempt, .. } if *attempt == a)),
+            "collect requested"
+        );
+        let outputs = if end == (ProviderEnd::Exited { code: 0 }) {
+            OutputsResult::Collected { count: 0 }
+        } else {
+            OutputsResult::Skipped
+        };
+        let log_tail = tail.iter().map(|s| s.to_string()).collect();
+        self.send(Event::Collected { attempt: a, end, log_tail, outputs });
+    }
+
+    fn state(&self, id: WorkloadId) -> WorkloadState {
+        self.workload(id).state
+    }
+
+    /// The workload's latest record as the journal would hold it.
+    fn workload(&self, id: WorkloadId) -> WorkloadRecord {
+        self.actions
+            .iter()
+            .rev()
+            .find_map(|a| match a {
+                Action::Record(Record::Workload(w)) if w.id == id => Some((**w).clone()),
+                _ => None,
+            })
+            .expect("a workload record")
+    }
+
+    fn attempt(&self, a: AttemptId) -> AttemptRecord {
+        self.actions
+            .iter()
+            .rev()
+            .find_map(|x| match x {
+                Action::Record(Record::Attempt(r)) if r.id == a => Some((**r).clone()),
+                _ => None,
+            })
+            .expect("an attempt record")
+    }
+
+    fn events(&self, id: WorkloadId, kind: EventKind) -> Vec<String> {
+        self.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Record(Record::Event(e)) if e.workload == id && e.kind == kind => {
+                    Some(e.message.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn terminated(&self, a: AttemptId) -> bool {
+        self.actions.iter().any(|x| matches!(x, Action::Terminate { attempt, .. } if *attempt == a))
+    }
+}
+
+#[test]
+fn success_goes_to_the_cheapest_fit_and_releases_capacity() {
+    let mut w = World::new();
+    let id = w.submit("");
+    let (a, node) = w.last_launch(id);
+    assert!(node.starts_with('s'), "cheap pool first, got {node}");
+    assert_eq!(w.state(id), WorkloadState::Placing);
+    w.run(a);
+    assert_eq!(w.state(id), WorkloadState::Running);
+    w.advance(1800.0);
+    w.end(a, ProviderEnd::Exited { code: 0 }, &["done"]);
+    assert_eq!(w.state(id), WorkloadState::Succeeded);
+    let rec = w.attempt(a);
+    assert_eq!(rec.state, AttemptState::Succeeded);
+    assert!((rec.cost_usd - 0.5).abs() < 1e-6, "half an hour at $1/h, got {}", rec.cost_usd);
+    assert!(w.core.fleet().nodes.iter().all(|n| n.free.gpus == 1 && n.canopy_gpus == 0));
+}
+
+#[test]
+fn capacity_error_moves_to_the_next_candidate_without_spending_an_attempt() {
+    let mut w = World::new();
+    let id = w.submit("[retry]\nmax_attempts = 1");
+    let (a1, n1) = w.last_launch(id);
+    w.send(Event::LaunchResult { attempt: a1, result: Err(LaunchError::Capacity("no H100s".into())) });
+    let (a2, n2) = w.last_launch(id);
+    assert_eq!(a2.n, 2);
+    assert_ne!(n1[..1], n2[..1], "another pool after a capacity miss: {n1} then {n2}");
+    assert_eq!(w.attempt(a1).class, Some(FailureClass::Capacity));
+    w.run(a2);
+    w.end(a2, ProviderEnd::Exited { code: 0 }, &[]);
+    assert_eq!(w.state(id), WorkloadState::Succeeded, "max_attempts = 1 was not spent by the miss");
+}
+
+#[test]
+fn node_lost_relocates_and_excludes_the_node() {
+    let mut w = World::new();
+    let id = w.submit("");
+    let (a1, n1) = w.last_launch(id);
+    w.run(a1);
+    w.end(a1, ProviderEnd::NodeLost { message: "host down".into() }, &[]);
+    assert_eq!(w.attempt(a1).class, Some(FailureClass::Node));
+    assert_eq!(w.state(id), WorkloadState::Queued, "waits for its backoff");
+    let retry = w.events(id, EventKind::Retry);
+    assert!(retry[0].contains("retry.infra-elsewhere"), "{retry:?}");
+    assert_eq!(w.launches(id), 1, "no relaunch before the backoff");
+    w.advance(10.0);
+    let (a2, n2) = w.last_launch(id);
+    assert_eq!(a2.n, 2);
+    assert_ne!(n1, n2, "the failed node is excluded");
+}
+
+#[test]
+fn gpu_oom_retries_on_larger_gpus() {
+    let mut w = World::new();
+    let id = w.submit("");
+    let (a1, n1) = w.last_launch(id);
+    assert!(n1.starts_with('s'));
+    w.run(a1);
+    w.end(
+        a1,
+        ProviderEnd::Exited { code: 1 },
+        &["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 23.65 GiB total capacity)"],
+    );
+    assert_eq!(w.attempt(a1).class, Some(FailureClass::GpuOom));
+    let (a2, n2) = w.last_launch(id);
+    assert_eq!(a2.n, 2);
+    assert!(n2.starts_with('b'), "needs more than 24 GB: got {n2}");
+}
+
+#[test]
+fn app_error_fails_without_retry() {
+    let mut w = World::new();
+    let id = w.submit("");
+    let (a1, _) = w.last_launch(id);
+    w.run(a1);
+    w.end(a1, ProviderEnd::Exited { code: 1 }, &["ModuleNotFoundError: No module named 'transformers'"]);
+    assert_eq!(w.state(id), WorkloadState::Failed);
+    let rec = w.workload(id);
+    assert_eq!(rec.class, Some(FailureClass::App));
+    assert!(rec.reason.unwrap().contains("not retried"));
+    assert_eq!(w.launches(id), 1);
+    w.advance(3600.0);
+    assert_eq!(w.launches(id), 1);
+}
+
+#[test]
+fn a_status_blip_is_not_a_failure_and_never_relaunches() {
+    let mut w = World::new();
+    let id = w.submit("");
+    let (a1, _) = w.last_launch(id);
+    w.run(a1);
+    for _ in 0..5 {
+        w.send(Event::StatusFailed { attempt: a1, error: "connection refused".into() });
+        w.advance(20.0);
+    }
+    w.send(Event::Status { attempt: a1, status: AttemptStatus::Running });
+    assert_eq!(w.state(id), WorkloadState::Running);
+    assert_eq!(w.launches(id), 1);
+    assert!(!w.terminated(a1));
+    assert_eq!(w.events(id, EventKind::StatusUnreachable).len(), 1, "journalled once, not per poll");
+}
+
+#[test]
+fn sustained_unreachability_terminates_and_waits_for_confirmation() {
+    let mut w = World::new();
+    let id = w.submit("");
+    let (a1, _) = w.last_launch(id);
+    w.run(a1);
+    w.send(Event::StatusFailed { attempt: a1, error: "timeout".into() });
+    w.advance(301.0);
+    assert!(w.terminated(a1), "asked to stop after 5 minutes unreachable");
+    w.advance(600.0);
+    assert_eq!(w.launches(id), 1, "never launched again while the first may run");
+    w.send(Event::Terminated { attempt: a1, result: Ok(()) });
+    w.send(Event::Collected {
+        attempt: a1,
+        end: ProviderEnd::Cancelled,
+        log_tail: vec![],
+        outputs: OutputsResult::Skipped,
+    });
+    assert_eq!(w.attempt(a1).class, Some(FailureClass::Provider));
+    w.advance(30.0);
+    assert_eq!(w.launches(id), 2, "relaunched once the first is confirmed gone");
+}
+
+#[test]
+fn a_lost_launch_response_is_resent_with_the_same_token_and_adopted() {
+    let mut w = World::new();
+    let id = w.submit("");
+    let (a1, _) = w.last_launch(id);
+    w.send(Event::LaunchResult { attempt: a1, result: Err(LaunchError::Timeout) });
+    let (again, _) = w.last_launch(id);
+    assert_eq!(again, a1, "the same attempt (same token) is sent again, not a new one");
+    w.send(Event::LaunchResult {
+        attempt: a1,
+        result: Ok(LaunchAck { provider_ref: "i-1".into(), adopted: true }),
+    });
+    assert_eq!(w.events(id, EventKind::Adopted).len(), 1);
+    w.send(Event::Status { attempt: a1, status: AttemptStatus::Running });
+    w.end(a1, ProviderEnd::Exited { code: 0 }, &[]);
+    assert_eq!(w.state(id), WorkloadState::Succeeded);
+    assert_eq!(w.core.fleet().nodes.iter().map(|n| n.canopy_gpus).sum::<u32>(), 0);
+}
+
+#[test]
+fn cancel_terminates_the_running_attempt() {
+    let mut w = World::new();
+    let id = w.submit("");
+    let (a1, _) = w.last_launch(id);
+    w.run(a1);
+    w.send(Event::Cancel { request: 9, id });
+    assert!(w.terminated(a1));
+    w.send(Event::Terminated { attempt: a1, result: Ok(()) });
+    w.send(Event::Collected {
+        attempt: a1,
+        end: ProviderEnd::Signaled { signal: 15 },
+        log_tail: vec![],
+        outputs: OutputsResult::Skipped,
+    });
+    assert_eq!(w.state(id), WorkloadState::Cancelled);
+    assert_eq!(w.attempt(a1).class, Some(FailureClass::Cancelled));
+    // A queued workload is cancelled at once.
+    let mut w = World::new();
+    for _ in 0..4 {
+        w.submit("");
+    }
+    let waiting = w.submit("");
+    assert!(w.core.is_blocked(waiting), "all four GPUs are taken");
+    w.send(Event::Cancel { request: 10, id: waiting });
+    assert_eq!(w.state(waiting), WorkloadState::Cancelled);
+}
+
+#[test]
+fn max_runtime_is_enforced_and_final() {
+    let mut w = World::new();
+    let id = w.submit("[constraints]\nmax_runtime = \"1h\"");
+    let (a1, _) = w.last_launch(id);
+    w.run(a1);
+    w.advance(3599.0);
+    assert!(!w.terminated(a1));
+    assert!(w.core.next_wake().unwrap() <= Millis(w.now + 1000));
+    w.advance(1.0);
+    assert!(w.terminated(a1));
+    w.send(Event::Terminated { attempt: a1, result: Ok(()) });
+    w.send(Event::Collected {
+        attempt: a1,
+        end: ProviderEnd::Signaled { signal: 15 },
+        log_tail: vec![],
+        outputs: OutputsResult::Skipped,
+    });
+    assert_eq!(w.state(id), WorkloadState::Failed);
+    assert_eq!(w.workload(id).class, Some(FailureClass::Timeout));
+}
+
+#[test]
+fn cost_cap_is_enforced_at_the_price_recorded_at_launch() {
+    let mut w = World::new();
+    // $1/h on the small pool: $0.50 lasts 30 minutes. (With a max_runtime
+    // the estimate would exceed the cap and nothing would be placed.)
+    let id = w.submit("expected_runtime = \"20m\"\n[constraints]\nmax_cost_usd = 0.5");
+    let (a1, _) = w.last_launch(id);
+    w.run(a1);
+    w.advance(1799.0);
+    assert!(!w.terminated(a1));
+    w.advance(1.0);
+    assert!(w.terminated(a1));
+    w.send(Event::Terminated { attempt: a1, result: Ok(()) });
+    w.send(Event::Collected {
+        attempt: a1,
+        end: ProviderEnd::Signaled { signal: 15 },
+        log_tail: vec![],
+        outputs: OutputsResult::Skipped,
+    });
+    let rec = w.workload(id);
+    assert_eq!(rec.class, Some(FailureClass::CostCap));
+    assert!((rec.cost_usd - 0.5).abs() < 1e-3, "{}", rec.cost_usd);
+}
+
+#[test]
+fn idempotent_submit_returns_the_same_workload_or_a_conflict() {
+    let mut w = World::new();
+    let spec =
+        load::parse("name = \"a\"\n[runtime]\ncommand = [\"x\"]\n", "a.toml", Format::Toml).unwrap().spec;
+    let other =
+        load::parse("name = \"b\"\n[runtime]\ncommand = [\"y\"]\n", "b.toml", Format::Toml).unwrap().spec;
+    let submit = |w: &mut World, s: &canopy::spec::Spec| {
+        let out = w.send(Event::Submit {
+            request: 1,
+            spec: Box::new(s.clone()),
+            spec_hash: s.content_hash(),
+            idempotency_key: Some("k1".into()),
+        });
+        out.into_iter()
+            .find_map(|a| if let Action::Reply { reply, .. } = a { Some(reply) } else { None })
+            .unwrap()
+    };
+    let first = submit(&mut w, &spec);
+    let again = submit(&mut w, &spec);
+    let Reply::Submitted { id, existing: false } = first else { panic!("{first:?}") };
+    assert_eq!(again, Reply::Submitted { id, existing: true });
+    let Reply::Error { message } = submit(&mut w, &other) else { panic!() };
+    assert!(message.contains("different spec"), "{message}");
+}
+
+#[test]
+fn restart_replays_live_state_without_relaunching_running_work() {
+    let mut w = World::new();
+    let running = w.submit("");
+    let (a_run, node) = w.last_launch(running);
+    w.run(a_run);
+    let placing = w.submit("");
+    let (a_placing, _) = w.last_launch(placing);
+    let failed_once = w.submit("");
+    let (a_f, n_f) = w.last_launch(failed_once);
+    w.run(a_f);
+    w.end(a_f, ProviderEnd::NodeLost { message: "gone".into() }, &[]);
+
+    // Rebuild from what the journal would hold.
+    let mut workloads = std::collections::BTreeMap::new();
+    let mut attempts = std::collections::BTreeMap::new();
+    let mut health = vec![];
+    for a in &w.actions {
+        match a {
+            Action::Record(Record::Workload(r)) => {
+                workloads.insert(r.id, (**r).clone());
+            }
+            Action::Record(Record::Attempt(r)) => {
+                attempts.insert(r.id, (**r).clone());
+            }
+            Action::Record(Record::Health(h)) => health.push(h.clone()),
+            _ => {}
+        }
+    }
+    let mut core = Core::new("st0001", fleet(), CoreConfig::default());
+    let now = Millis(w.now + 1000);
+    let out = core.restore(
+        Restore {
+            workloads: workloads.into_values().collect(),
+            attempts: attempts.into_values().collect(),
+            health,
+            max_id: 3,
+        },
+        now,
+    );
+    let relaunched: Vec<AttemptId> = out
+        .iter()
+        .filter_map(|a| if let Action::Launch { attempt, .. } = a { Some(*attempt) } else { None })
+        .collect();
+    assert_eq!(relaunched, vec![a_placing], "only the unconfirmed launch is re-sent, with its token");
+    assert_eq!(core.workload(running).unwrap().state, WorkloadState::Running);
+    let held: u32 = core.fleet().nodes.iter().filter(|n| n.name == node).map(|n| n.canopy_gpus).sum();
+    assert_eq!(held, 1, "capacity held by the running attempt is held again");
+    // The failed node stays excluded for the workload that failed there.
+    let out = core.handle(Event::Tick, Millis(now.0 + 60_000));
+    let next = out.iter().find_map(|a| match a {
+        Action::Launch { attempt, node, .. } if attempt.workload == failed_once => Some(node.clone()),
+        _ => None,
+    });
+    assert!(next.is_some_and(|n| n != n_f));
+    // New ids continue after the old ones.
+    let spec =
+        load::parse("name = \"n\"\n[runtime]\ncommand = [\"x\"]\n", "n.toml", Format::Toml).unwrap().spec;
+    let out = core.handle(
+        Event::Submit {
+            request: 1,
+            spec: Box::new(spec.clone()),
+            spec_hash: spec.content_hash(),
+            idempotency_key: None,
+        },
+        now,
+    );
+    assert!(
+        out.iter()
+            .any(|a| matches!(a, Action::Reply { reply: Reply::Submitted { id: WorkloadId(4), .. }, .. }))
+    );
+}
+
+#[test]
+fn a_node_that_failed_is_avoided_by_the_next_placement() {
+    let mut w = World::new();
+    let id = w.submit("[retry]\nmax_attempts = 1");
+    let (a, n1) = w.last_launch(id);
+    w.run(a);
+    w.end(
+        a,
+        ProviderEnd::Exited { code: 1 },
+        &["NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."],
+    );
+    assert_eq!(w.attempt(a).class, Some(FailureClass::Node));
+    let id = w.submit("");
+    let (_, n2) = w.last_launch(id);
+    assert_ne!(n1, n2, "the next workload goes to the healthy twin");
+}
+
+#[test]
+fn repeated_node_failures_quarantine_the_node() {
+    let mut w = World::new();
+    for n in ["s2", "b1", "b2"] {
+        w.send(Event::SetNodeState { request: 1, node: n.into(), state: canopy::fleet::NodeState::Cordoned });
+    }
+    for _ in 0..2 {
+        let id = w.submit("[retry]\nmax_attempts = 1");
+        let (a, n) = w.last_launch(id);
+        assert_eq!(n, "s1");
+        w.run(a);
+        w.end(a, ProviderEnd::NodeLost { message: "kernel panic".into() }, &[]);
+    }
+    let id = w.submit("");
+    assert!(w.core.is_blocked(id));
+    let why = w.events(id, EventKind::Unschedulable);
+    assert!(why[0].contains("quarantine"), "{why:?}");
+    // After the cool-down the node takes probation work.
+    w.advance(1801.0);
+    let (_, n) = w.last_launch(id);
+    assert_eq!(n, "s1");
+}
