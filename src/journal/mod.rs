@@ -1,1 +1,180 @@
-//! Journal: to be written.
+//! The journal: Canopy's durable memory, one SQLite file per store.
+//!
+//! It owns the store file and its schema: the current row of every workload
+//! and attempt, the append-only event log, health observations, and the
+//! inbox through which other processes (the CLI, a second console) send
+//! commands to the engine that owns the store.
+//!
+//! It stores and reads; it must not decide. It never interprets a state,
+//! retries, schedules or reads a clock: times arrive as [`Millis`] from the
+//! caller. The engine shell writes the core's [`Record`]s here *before*
+//! acting on them or showing them (durable before visible).
+//!
+//! One engine owns a store at a time ([`acquire_owner`]); any number of
+//! readers open it alongside. The API is blocking (rusqlite): call it from
+//! `spawn_blocking` or a dedicated thread, never from an async loop.
+//!
+//! Layout: `schema` (pragmas, migrations), `write` ([`Journal::append`]),
+//! `read` (recovery and the CLI's readers), `inbox` (commands), `lock`
+//! (exclusive ownership), `codec` (column encodings).
+//!
+//! [`Record`]: crate::engine::model::Record
+
+mod codec;
+mod inbox;
+mod lock;
+mod read;
+mod schema;
+mod write;
+
+pub use inbox::{Command, CommandResult};
+pub use lock::{OwnerLock, acquire_owner, lock_path};
+pub use read::{HealthWindow, Recovered, WorkloadFilter};
+pub use schema::SCHEMA_VERSION;
+
+#[cfg(doc)]
+use crate::engine::model::Millis;
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long a statement waits for another process's write lock before it
+/// fails. Writes are short (one transaction per batch), so this is ample;
+/// in WAL mode readers never wait for the writer at all.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A handle on one store: one SQLite connection. Writers take `&mut self`.
+#[derive(Debug)]
+pub struct Journal {
+    conn: Connection,
+    /// The store's path as shown in errors (`:memory:` for tests).
+    store: String,
+    store_id: String,
+}
+
+impl Journal {
+    /// Opens the store at `path`, creating the file and its directories when
+    /// missing, and migrates it to this Canopy's schema. Readers and the
+    /// owning engine both use this; ownership is [`acquire_owner`]'s job.
+    pub fn open(path: &Path) -> Result<Journal, JournalError> {
+        let store = path.display().to_string();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|source| JournalError::CreateDir { path: dir.to_path_buf(), source })?;
+        }
+        let conn = Connection::open(path).map_err(|source| JournalError::open(&store, source))?;
+        Self::start(conn, store)
+    }
+
+    /// A private store that lives as long as the handle; for tests.
+    pub fn open_in_memory() -> Result<Journal, JournalError> {
+        let store = ":memory:".to_string();
+        let conn = Connection::open_in_memory().map_err(|source| JournalError::open(&store, source))?;
+        Self::start(conn, store)
+    }
+
+    fn start(mut conn: Connection, store: String) -> Result<Journal, JournalError> {
+        schema::configure(&conn, &store)?;
+        let store_id = schema::migrate(&mut conn, &store)?;
+        Ok(Journal { conn, store, store_id })
+    }
+
+    /// The store's random 6-hex id, made once when the store was created.
+    /// It scopes attempt tokens to this store (see `AttemptId::token`).
+    pub fn store_id(&self) -> &str {
+        &self.store_id
+    }
+
+    /// The store's path as given to [`Journal::open`].
+    pub fn store(&self) -> &str {
+        &self.store
+    }
+}
+
+/// What went wrong with a store, and what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error(
+        "cannot create the directory {path} for the store: {source}; check its permissions or use --store to pick another store"
+    )]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open the store {store}: {source}; {hint}")]
+    Open {
+        store: String,
+        hint: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error(
+        "{store} is not a Canopy store (it holds tables Canopy did not create); use --store to pick another file"
+    )]
+    NotAStore { store: String },
+    #[error(
+        "the store {store} was written by a newer Canopy (schema version {found}; this Canopy knows up to {supported}); upgrade Canopy or use --store to pick another store"
+    )]
+    NewerSchema { store: String, found: i64, supported: i64 },
+    #[error("the store {store} could not {action}: {source}; {hint}")]
+    Sqlite {
+        store: String,
+        action: &'static str,
+        hint: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("cannot record {what}: {detail}; this is a bug in Canopy, please report it")]
+    Invalid { what: String, detail: String },
+    #[error("the inbox of {store} has no command {seq}; check the number, or the store (--store)")]
+    NoSuchCommand { store: String, seq: i64 },
+    #[error(
+        "the store {store} is owned by another engine ({owner}); stop it or use --store to pick another store"
+    )]
+    Owned { store: PathBuf, owner: String },
+    #[error("cannot lock {path}: {source}; check the permissions of the store's directory")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl JournalError {
+    fn open(store: &str, source: rusqlite::Error) -> JournalError {
+        JournalError::Open { store: store.to_string(), hint: hint(&source), source }
+    }
+}
+
+/// Wraps a SQLite error with the store and the action that failed.
+fn failed<'a>(store: &'a str, action: &'static str) -> impl Fn(rusqlite::Error) -> JournalError + 'a {
+    move |source| JournalError::Sqlite { store: store.to_string(), action, hint: hint(&source), source }
+}
+
+/// What an operator can do about a SQLite error.
+fn hint(e: &rusqlite::Error) -> &'static str {
+    use rusqlite::ErrorCode as C;
+    match e {
+        rusqlite::Error::FromSqlConversionFailure(..)
+        | rusqlite::Error::InvalidColumnType(..)
+        | rusqlite::Error::IntegralValueOutOfRange(..) => {
+            "the store holds data this Canopy cannot read: it may be damaged or written by an incompatible version"
+        }
+        _ => match e.sqlite_error_code() {
+            Some(C::DatabaseBusy | C::DatabaseLocked) => {
+                "another process kept the store busy for over 5 s; try again"
+            }
+            Some(C::DiskFull) => "free some disk space and try again",
+            Some(C::ReadOnly | C::PermissionDenied | C::CannotOpen) => {
+                "check the permissions of the store file and its directory"
+            }
+            Some(C::NotADatabase) => "the file is not a Canopy store; use --store to pick another",
+            Some(C::DatabaseCorrupt) => {
+                "the store file is damaged; move it aside and start a new store (--store)"
+            }
+            Some(C::ConstraintViolation) => "this is a bug in Canopy, please report it",
+            _ => "check the disk and the store file, and report a bug if it persists",
+        },
+    }
+}

@@ -1,0 +1,112 @@
+//! Exclusive ownership of a store by one engine process.
+//!
+//! An OS advisory lock on a sibling file, `<store>.lock`, held for the
+//! engine's lifetime. It is released on drop, and by the OS when the
+//! process dies however it dies (kill -9 included), so a stale lock never
+//! needs clearing by hand. The file also says who holds it, for
+//! the error a second engine gets. Readers do not take it.
+//!
+//! The lock is per open file description (`flock` on Unix, `LockFileEx` on
+//! Windows): two opens conflict even within one process. std opens files
+//! close-on-exec, so processes the engine launches do not inherit it.
+
+use super::JournalError;
+use crate::engine::model::Millis;
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+/// Held by the engine that owns a store; dropping it gives the store up.
+#[derive(Debug)]
+pub struct OwnerLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl Drop for OwnerLock {
+    /// Unlocks explicitly rather than only closing: a process being spawned
+    /// at this moment holds a copy of the descriptor until it execs, and
+    /// closing ours alone would leave the store locked until then.
+    fn drop(&mut self) {
+        if let Err(e) = self.file.unlock() {
+            tracing::warn!(path = %self.path.display(), error = %e, "could not unlock the store; it unlocks when this process exits");
+        }
+    }
+}
+
+impl OwnerLock {
+    /// The lock file, `<store>.lock`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The lock file that guards the store at `store`.
+pub fn lock_path(store: &Path) -> PathBuf {
+    let mut name = OsString::from(store.as_os_str());
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// Takes ownership of the store at `store` for this process, or says who
+/// has it. `now` is recorded in the lock file as the start of ownership.
+pub fn acquire_owner(store: &Path, now: Millis) -> Result<OwnerLock, JournalError> {
+    let path = lock_path(store);
+    let io = |source| JournalError::Lock { path: path.clone(), source };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    // Not truncated on open: until we hold the lock, the contents are the
+    // current owner's.
+    let mut file =
+        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut owner = String::new();
+            // Best effort: the owner may be between taking the lock and
+            // writing its details.
+            let _ = file.read_to_string(&mut owner);
+            return Err(JournalError::Owned { store: store.to_path_buf(), owner: describe(&owner) });
+        }
+        Err(TryLockError::Error(source)) => return Err(io(source)),
+    }
+    file.set_len(0).map_err(io)?;
+    file.rewind().map_err(io)?;
+    write!(file, "pid={}\nsince={}\n", std::process::id(), now.0).map_err(io)?;
+    file.flush().map_err(io)?;
+    Ok(OwnerLock { file, path })
+}
+
+/// `pid 4242, since 2026-11-29 18:20:11 UTC` from the lock file's lines.
+fn describe(contents: &str) -> String {
+    let field = |key: &str| {
+        contents
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
+    let pid = field("pid").unwrap_or("unknown");
+    let since = field("since")
+        .and_then(|ms| ms.parse::<u64>().ok())
+        .map(|ms| {
+            let t = UNIX_EPOCH + Duration::from_millis(ms);
+            humantime::format_rfc3339_seconds(t).to_string().replace('T', " ").replace('Z', " UTC")
+        })
+        .unwrap_or_else(|| "an unknown time".into());
+    format!("pid {pid}, since {since}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+
+    #[test]
+    fn describes_the_owner_from_the_lock_file() {
+        assert_eq!(describe("pid=4242\nsince=1795976411000\n"), "pid 4242, since 2026-11-29 18:20:11 UTC");
+        assert_eq!(describe(""), "pid unknown, since an unknown time");
+    }
+}

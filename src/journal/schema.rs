@@ -1,0 +1,223 @@
+//! The store's schema: connection settings and ordered migrations.
+//!
+//! `meta.schema_version` counts the migrations applied. A migration is
+//! never edited once released; a change is a new entry at the end of
+//! [`MIGRATIONS`]. A store whose version is above ours was written by a
+//! newer Canopy and is refused rather than guessed at.
+
+use super::{BUSY_TIMEOUT, JournalError, failed};
+use rusqlite::types::FromSql;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use sha2::{Digest, Sha256};
+
+/// The schema version this Canopy writes and understands.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Applied in order; entry `i` takes a store from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: the first schema.
+    "
+    -- The current row of each workload. Small columns first and the spec
+    -- last, so scans that skip the spec do not read it.
+    CREATE TABLE workloads (
+        id              INTEGER PRIMARY KEY,
+        name            TEXT    NOT NULL,
+        state           TEXT    NOT NULL,
+        live            INTEGER NOT NULL,   -- 1 while the state is not final
+        priority        INTEGER NOT NULL,
+        submitted_at    INTEGER NOT NULL,   -- ms since the Unix epoch
+        updated_at      INTEGER NOT NULL,
+        attempts        INTEGER NOT NULL,
+        app_failures    INTEGER NOT NULL,
+        not_before      INTEGER,
+        cost_usd        REAL    NOT NULL,
+        est_cost_usd    REAL    NOT NULL,
+        reason          TEXT,
+        class           TEXT,
+        idempotency_key TEXT    UNIQUE,
+        spec_hash       TEXT    NOT NULL,
+        spec            TEXT    NOT NULL    -- JSON of the Spec (secret names only)
+    );
+    CREATE INDEX workloads_live ON workloads (id) WHERE live = 1;
+    CREATE INDEX workloads_state ON workloads (state, id);
+    CREATE INDEX workloads_updated ON workloads (updated_at);
+
+    -- The current row of each attempt.
+    CREATE TABLE attempts (
+        workload        INTEGER NOT NULL,
+        n               INTEGER NOT NULL,
+        provider        TEXT    NOT NULL,
+        pool            TEXT    NOT NULL,
+        node            TEXT    NOT NULL,
+        region          TEXT    NOT NULL,
+        state           TEXT    NOT NULL,
+        price_per_hour  REAL    NOT NULL,
+        est_cost_usd    REAL    NOT NULL,
+        gpus            INTEGER NOT NULL,
+        gpu_memory_gb   REAL    NOT NULL,
+        score           REAL    NOT NULL,
+        score_breakdown TEXT    NOT NULL,
+        placed_at       INTEGER NOT NULL,
+        started_at      INTEGER,
+        ended_at        INTEGER,
+        exit_code       INTEGER,
+        class           TEXT,
+        rule            TEXT,
+        evidence        TEXT,
+        cost_usd        REAL    NOT NULL,
+        provider_ref    TEXT,
+        PRIMARY KEY (workload, n)
+    );
+
+    -- Append-only. Rows are never deleted, so seq only grows and a reader
+    -- can tail the log from the last seq it saw.
+    CREATE TABLE events (
+        seq      INTEGER PRIMARY KEY,
+        at       INTEGER NOT NULL,
+        workload INTEGER NOT NULL,
+        attempt  INTEGER,                  -- the attempt's n, of this workload
+        kind     TEXT    NOT NULL,
+        message  TEXT    NOT NULL
+    );
+    CREATE INDEX events_by_workload ON events (workload, seq);
+
+    -- Append-only.
+    CREATE TABLE health_observations (
+        seq      INTEGER PRIMARY KEY,
+        at       INTEGER NOT NULL,
+        provider TEXT    NOT NULL,
+        pool     TEXT    NOT NULL,
+        node     TEXT    NOT NULL,
+        class    TEXT                      -- NULL: the attempt succeeded
+    );
+    CREATE INDEX health_by_time ON health_observations (at);
+
+    -- Commands from other processes to the owning engine.
+    CREATE TABLE inbox (
+        seq       INTEGER PRIMARY KEY,
+        command   TEXT    NOT NULL,        -- JSON of a Command
+        pushed_at INTEGER NOT NULL,
+        taken_at  INTEGER,
+        done_at   INTEGER,
+        result    TEXT                     -- JSON of a CommandResult
+    );
+    CREATE INDEX inbox_untaken ON inbox (seq) WHERE taken_at IS NULL;
+    ",
+];
+
+/// Per-connection settings.
+///
+/// Durability: WAL with `synchronous=NORMAL` syncs the WAL at checkpoints,
+/// not at every commit. A committed transaction survives the process
+/// crashing or being killed (kill -9): it is in the OS's page cache. Power
+/// loss or an OS crash may lose the last transactions, never corrupt the
+/// store. For a scheduler's journal that is the right trade: commits cost
+/// microseconds instead of an fsync each, and what a power loss forgets is
+/// reconciled against the providers on restart (attempt tokens make
+/// relaunches adopt rather than duplicate).
+pub(super) fn configure(conn: &Connection, store: &str) -> Result<(), JournalError> {
+    let open = |source| JournalError::open(store, source);
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(open)?;
+    let mode: String =
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)).map_err(open)?;
+    if mode != "wal" && mode != "memory" {
+        tracing::warn!(
+            store,
+            mode,
+            "the store's file system does not support WAL; readers may wait on the engine"
+        );
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL").map_err(open)?;
+    // More statements than rusqlite's default 16 are prepared; keep them all.
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
+/// Brings the store to [`SCHEMA_VERSION`] and returns its store id.
+/// Safe against two processes opening a new store at once: the check is
+/// repeated under the write lock.
+pub(super) fn migrate(conn: &mut Connection, store: &str) -> Result<String, JournalError> {
+    // Fast path, no write lock: readers open an up-to-date store often.
+    if let (Some(version), Some(id)) = read_meta(conn, store)?
+        && version == SCHEMA_VERSION
+    {
+        return Ok(id);
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(failed(store, "start its migration"))?;
+    if !has_meta(&tx, store)? {
+        let foreign: i64 = tx
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|source| JournalError::open(store, source))?;
+        if foreign > 0 {
+            return Err(JournalError::NotAStore { store: store.to_string() });
+        }
+        tx.execute_batch("CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID")
+            .map_err(failed(store, "create its meta table"))?;
+    }
+    let version = read_meta(&tx, store)?.0.unwrap_or(0);
+    if version > SCHEMA_VERSION {
+        return Err(JournalError::NewerSchema {
+            store: store.to_string(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    // `version` is in 0..=SCHEMA_VERSION here, so the slice is in bounds.
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.execute_batch(sql).map_err(failed(store, "migrate its schema"))?;
+        tracing::info!(store, version = i + 1, "migrated the store");
+    }
+    let set = "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+    tx.execute(set, params!["schema_version", SCHEMA_VERSION])
+        .map_err(failed(store, "migrate its schema"))?;
+    tx.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?1)", [new_store_id(store)])
+        .map_err(failed(store, "record its id"))?;
+    let id = read_meta(&tx, store)?.1;
+    tx.commit().map_err(failed(store, "commit its migration"))?;
+    id.ok_or_else(|| JournalError::Invalid { what: "the store id".into(), detail: "it was not saved".into() })
+}
+
+fn has_meta(conn: &Connection, store: &str) -> Result<bool, JournalError> {
+    conn.query_row("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'meta'", [], |_| Ok(()))
+        .optional()
+        .map(|found| found.is_some())
+        .map_err(|source| JournalError::open(store, source))
+}
+
+/// `(schema_version, store_id)`; both `None` in a new, empty file.
+fn read_meta(conn: &Connection, store: &str) -> Result<(Option<i64>, Option<String>), JournalError> {
+    if !has_meta(conn, store)? {
+        return Ok((None, None));
+    }
+    let version = meta(conn, "schema_version").map_err(failed(store, "read its schema version"))?;
+    let id = meta(conn, "store_id").map_err(failed(store, "read its id"))?;
+    Ok((version, id))
+}
+
+fn meta<T: FromSql>(conn: &Connection, key: &str) -> rusqlite::Result<Option<T>> {
+    conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0)).optional()
+}
+
+/// Six hex digits from a hash of things that differ between stores: the
+/// time, the process, the path, and the per-process random hasher keys.
+fn new_store_id(store: &str) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let mut random = std::collections::hash_map::RandomState::new().build_hasher();
+    random.write_u128(nanos);
+    let mut h = Sha256::new();
+    h.update(nanos.to_le_bytes());
+    h.update(std::process::id().to_le_bytes());
+    h.update(store.as_bytes());
+    h.update(random.finish().to_le_bytes());
+    hex::encode(&h.finalize()[..3])
+}

@@ -1,0 +1,171 @@
+//! Appending the engine core's records: one transaction per call.
+
+use super::codec::id_to_sql;
+use super::{Journal, JournalError, failed};
+use crate::engine::model::{AttemptRecord, EventRecord, HealthObservation, Record, WorkloadRecord};
+use rusqlite::{Transaction, TransactionBehavior, params};
+
+const UPSERT_WORKLOAD: &str = "
+    INSERT INTO workloads (id, name, state, live, priority, submitted_at, updated_at, attempts,
+        app_failures, not_before, cost_usd, est_cost_usd, reason, class, idempotency_key, spec_hash, spec)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+    ON CONFLICT (id) DO UPDATE SET
+        name = excluded.name, state = excluded.state, live = excluded.live,
+        priority = excluded.priority, submitted_at = excluded.submitted_at,
+        updated_at = excluded.updated_at, attempts = excluded.attempts,
+        app_failures = excluded.app_failures, not_before = excluded.not_before,
+        cost_usd = excluded.cost_usd, est_cost_usd = excluded.est_cost_usd,
+        reason = excluded.reason, class = excluded.class,
+        idempotency_key = excluded.idempotency_key, spec_hash = excluded.spec_hash,
+        spec = excluded.spec";
+
+const UPSERT_ATTEMPT: &str = "
+    INSERT INTO attempts (workload, n, provider, pool, node, region, state, price_per_hour,
+        est_cost_usd, gpus, gpu_memory_gb, score, score_breakdown, placed_at, started_at, ended_at,
+        exit_code, class, rule, evidence, cost_usd, provider_ref)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+        ?20, ?21, ?22)
+    ON CONFLICT (workload, n) DO UPDATE SET
+        provider = excluded.provider, pool = excluded.pool, node = excluded.node,
+        region = excluded.region, state = excluded.state,
+        price_per_hour = excluded.price_per_hour, est_cost_usd = excluded.est_cost_usd,
+        gpus = excluded.gpus, gpu_memory_gb = excluded.gpu_memory_gb, score = excluded.score,
+        score_breakdown = excluded.score_breakdown, placed_at = excluded.placed_at,
+        started_at = excluded.started_at, ended_at = excluded.ended_at,
+        exit_code = excluded.exit_code, class = excluded.class, rule = excluded.rule,
+        evidence = excluded.evidence, cost_usd = excluded.cost_usd,
+        provider_ref = excluded.provider_ref";
+
+const INSERT_EVENT: &str =
+    "INSERT INTO events (at, workload, attempt, kind, message) VALUES (?1, ?2, ?3, ?4, ?5)";
+
+const INSERT_HEALTH: &str =
+    "INSERT INTO health_observations (at, provider, pool, node, class) VALUES (?1, ?2, ?3, ?4, ?5)";
+
+/// Kept apart from the rows so the highest id ever assigned survives even
+/// if old workloads are one day pruned.
+const RAISE_MAX_ID: &str = "
+    INSERT INTO meta (key, value) VALUES ('max_workload_id', ?1)
+    ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)";
+
+impl Journal {
+    /// Makes `records` durable in one transaction: all or none.
+    ///
+    /// Workload and attempt records replace the current row with the same
+    /// id (last write wins); events and health observations are appended in
+    /// the order given. Returns once the transaction is committed.
+    pub fn append(&mut self, records: &[Record]) -> Result<(), JournalError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let store = self.store.as_str();
+        let err = failed(store, "append records");
+        // IMMEDIATE takes the write lock up front, so a busy store makes us
+        // wait (busy_timeout) instead of failing on the first write.
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&err)?;
+        let mut max_id = None;
+        for record in records {
+            match record {
+                Record::Workload(w) => {
+                    let id = upsert_workload(&tx, w, &err)?;
+                    max_id = max_id.max(Some(id));
+                }
+                Record::Attempt(a) => upsert_attempt(&tx, a, &err)?,
+                Record::Event(e) => insert_event(&tx, e, &err)?,
+                Record::Health(h) => insert_health(&tx, h, &err)?,
+            }
+        }
+        if let Some(id) = max_id {
+            tx.prepare_cached(RAISE_MAX_ID).and_then(|mut s| s.execute([id])).map_err(&err)?;
+        }
+        // Dropping `tx` on an early return above rolls the batch back.
+        tx.commit().map_err(&err)
+    }
+}
+
+/// Wraps a SQLite error as a failed append.
+type Wrap<'a> = &'a dyn Fn(rusqlite::Error) -> JournalError;
+
+fn upsert_workload(tx: &Transaction<'_>, w: &WorkloadRecord, err: Wrap<'_>) -> Result<i64, JournalError> {
+    let id = id_to_sql(w.id)?;
+    let spec = serde_json::to_string(&w.spec).map_err(|e| JournalError::Invalid {
+        what: format!("the spec of {}", w.id),
+        detail: e.to_string(),
+    })?;
+    let mut stmt = tx.prepare_cached(UPSERT_WORKLOAD).map_err(err)?;
+    stmt.execute(params![
+        id,
+        w.name,
+        w.state.as_str(),
+        !w.state.is_final(),
+        w.priority,
+        w.submitted_at.0,
+        w.updated_at.0,
+        w.attempts,
+        w.app_failures,
+        w.not_before.map(|t| t.0),
+        w.cost_usd,
+        w.est_cost_usd,
+        w.reason,
+        w.class.map(|c| c.as_str()),
+        w.idempotency_key,
+        w.spec_hash,
+        spec,
+    ])
+    .map_err(err)?;
+    Ok(id)
+}
+
+fn upsert_attempt(tx: &Transaction<'_>, a: &AttemptRecord, err: Wrap<'_>) -> Result<(), JournalError> {
+    let workload = id_to_sql(a.id.workload)?;
+    let mut stmt = tx.prepare_cached(UPSERT_ATTEMPT).map_err(err)?;
+    stmt.execute(params![
+        workload,
+        a.id.n,
+        a.provider,
+        a.pool,
+        a.node,
+        a.region,
+        a.state.as_str(),
+        a.price_per_hour,
+        a.est_cost_usd,
+        a.gpus,
+        a.gpu_memory_gb,
+        a.score,
+        a.score_breakdown,
+        a.placed_at.0,
+        a.started_at.map(|t| t.0),
+        a.ended_at.map(|t| t.0),
+        a.exit_code,
+        a.class.map(|c| c.as_str()),
+        a.rule,
+        a.evidence,
+        a.cost_usd,
+        a.provider_ref,
+    ])
+    .map_err(err)?;
+    Ok(())
+}
+
+fn insert_event(tx: &Transaction<'_>, e: &EventRecord, err: Wrap<'_>) -> Result<(), JournalError> {
+    // The table keeps the attempt's number only; its workload is the event's.
+    let attempt = match e.attempt {
+        Some(a) if a.workload != e.workload => {
+            return Err(JournalError::Invalid {
+                what: format!("a {} event of {}", e.kind.as_str(), e.workload),
+                detail: format!("it names attempt {a}, of another workload"),
+            });
+        }
+        a => a.map(|a| a.n),
+    };
+    let workload = id_to_sql(e.workload)?;
+    let mut stmt = tx.prepare_cached(INSERT_EVENT).map_err(err)?;
+    stmt.execute(params![e.at.0, workload, attempt, e.kind.as_str(), e.message]).map_err(err)?;
+    Ok(())
+}
+
+fn insert_health(tx: &Transaction<'_>, h: &HealthObservation, err: Wrap<'_>) -> Result<(), JournalError> {
+    let mut stmt = tx.prepare_cached(INSERT_HEALTH).map_err(err)?;
+    stmt.execute(params![h.at.0, h.provider, h.pool, h.node, h.class.map(|c| c.as_str())]).map_err(err)?;
+    Ok(())
+}

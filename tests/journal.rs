@@ -1,0 +1,450 @@
+//! The journal as the engine, the CLI and a second console use it.
+
+use canopy::engine::model::*;
+use canopy::failure::FailureClass;
+use canopy::journal::{
+    Command, CommandResult, HealthWindow, Journal, JournalError, SCHEMA_VERSION, WorkloadFilter,
+};
+use canopy::spec::Spec;
+
+fn spec(name: &str) -> Spec {
+    serde_json::from_value(serde_json::json!({
+        "name": name,
+        "priority": 70,
+        "runtime": { "command": ["python", "train.py"], "env": { "EPOCHS": "3" }, "secrets": ["HF_TOKEN"] },
+        "resources": { "gpus": 2, "gpu_memory_gb": { "min": 40 } },
+        "retry": { "max_attempts": 4, "app_errors": 1 },
+    }))
+    .unwrap()
+}
+
+fn workload(id: u64, state: WorkloadState) -> WorkloadRecord {
+    WorkloadRecord {
+        id: WorkloadId(id),
+        name: format!("train-{id}"),
+        spec: spec(&format!("train-{id}")),
+        spec_hash: format!("{id:064x}"),
+        idempotency_key: None,
+        priority: 70,
+        state,
+        submitted_at: Millis(1_000 + id as i64),
+        updated_at: Millis(2_000 + id as i64),
+        attempts: 0,
+        app_failures: 0,
+        not_before: None,
+        cost_usd: 0.0,
+        est_cost_usd: 1.5,
+        reason: None,
+        class: None,
+    }
+}
+
+fn attempt(w: u64, n: u32, state: AttemptState) -> AttemptRecord {
+    AttemptRecord {
+        id: AttemptId { workload: WorkloadId(w), n },
+        provider: "sim".into(),
+        pool: "sim/h100-eu".into(),
+        node: format!("node-{n}"),
+        region: "eu-west".into(),
+        state,
+        price_per_hour: 4.25,
+        est_cost_usd: 8.5,
+        gpus: 2,
+        gpu_memory_gb: 80.0,
+        score: 87.5,
+        score_breakdown: "cost=30 speed=25 health=32.5".into(),
+        placed_at: Millis(3_000),
+        started_at: None,
+        ended_at: None,
+        exit_code: None,
+        class: None,
+        rule: None,
+        evidence: None,
+        cost_usd: 0.0,
+        provider_ref: None,
+    }
+}
+
+fn event(w: u64, attempt: Option<u32>, kind: EventKind, message: &str) -> Record {
+    Record::Event(EventRecord {
+        at: Millis(5_000),
+        workload: WorkloadId(w),
+        attempt: attempt.map(|n| AttemptId { workload: WorkloadId(w), n }),
+        kind,
+        message: message.into(),
+    })
+}
+
+fn health(at: i64, node: &str, class: Option<FailureClass>) -> HealthObservation {
+    HealthObservation {
+        at: Millis(at),
+        provider: "sim".into(),
+        pool: "sim/h100-eu".into(),
+        node: node.into(),
+        class,
+    }
+}
+
+fn w(r: WorkloadRecord) -> Record {
+    Record::Workload(Box::new(r))
+}
+
+fn a(r: AttemptRecord) -> Record {
+    Record::Attempt(Box::new(r))
+}
+
+fn ids(ws: &[WorkloadRecord]) -> Vec<u64> {
+    ws.iter().map(|w| w.id.0).collect()
+}
+
+#[test]
+fn every_record_kind_round_trips() {
+    let mut j = Journal::open_in_memory().unwrap();
+    let mut full = workload(7, WorkloadState::Failed);
+    full.idempotency_key = Some("nightly-2026-11-29".into());
+    full.attempts = 2;
+    full.app_failures = 1;
+    full.not_before = Some(Millis(9_000));
+    full.cost_usd = 12.75;
+    full.reason = Some("gpu-oom on every pool with 80 GB".into());
+    full.class = Some(FailureClass::GpuOom);
+    let bare = workload(8, WorkloadState::Queued);
+    let mut ended = attempt(7, 1, AttemptState::Failed);
+    ended.started_at = Some(Millis(3_500));
+    ended.ended_at = Some(Millis(4_500));
+    ended.exit_code = Some(-9);
+    ended.class = Some(FailureClass::GpuOom);
+    ended.rule = Some("gpu-oom/cuda-oom".into());
+    ended.evidence = Some("CUDA out of memory. Tried to allocate 2.00 GiB".into());
+    ended.cost_usd = 1.25;
+    ended.provider_ref = Some("pid 4242".into());
+    let pending = attempt(7, 2, AttemptState::Placing);
+    let observations = [health(10, "node-1", Some(FailureClass::Node)), health(11, "node-2", None)];
+
+    j.append(&[
+        w(full.clone()),
+        w(bare.clone()),
+        a(ended.clone()),
+        a(pending.clone()),
+        event(7, None, EventKind::Submitted, "submitted by alice"),
+        event(7, Some(1), EventKind::Failed, "gpu-oom (rule gpu-oom/cuda-oom)"),
+        Record::Health(observations[0].clone()),
+        Record::Health(observations[1].clone()),
+    ])
+    .unwrap();
+
+    assert_eq!(j.workload(WorkloadId(7)).unwrap(), Some(full));
+    assert_eq!(j.workload(WorkloadId(8)).unwrap(), Some(bare));
+    assert_eq!(j.workload(WorkloadId(9)).unwrap(), None);
+    assert_eq!(j.attempts(WorkloadId(7)).unwrap(), vec![ended, pending]);
+    let events = j.events(WorkloadId(7)).unwrap();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0].attempt, None);
+    assert_eq!(events[1].attempt, Some(AttemptId { workload: WorkloadId(7), n: 1 }));
+    assert_eq!(events[1].kind, EventKind::Failed);
+    assert_eq!(events[1].message, "gpu-oom (rule gpu-oom/cuda-oom)");
+    assert_eq!(j.health_observations(Millis(0)).unwrap(), observations.to_vec());
+}
+
+#[test]
+fn the_last_write_of_a_workload_or_attempt_wins() {
+    let mut j = Journal::open_in_memory().unwrap();
+    j.append(&[w(workload(1, WorkloadState::Queued)), a(attempt(1, 1, AttemptState::Placing))]).unwrap();
+    let mut running = workload(1, WorkloadState::Running);
+    running.attempts = 1;
+    let mut launched = attempt(1, 1, AttemptState::Launching);
+    launched.provider_ref = Some("job 991".into());
+    let mut started = launched.clone();
+    started.state = AttemptState::Running;
+    started.started_at = Some(Millis(3_100));
+    // Two writes of the same rows in one batch: the later one stays.
+    j.append(&[w(workload(1, WorkloadState::Placing)), a(launched), w(running.clone()), a(started.clone())])
+        .unwrap();
+
+    assert_eq!(j.workload(WorkloadId(1)).unwrap(), Some(running));
+    assert_eq!(j.attempts(WorkloadId(1)).unwrap(), vec![started]);
+}
+
+#[test]
+fn events_come_back_in_append_order_and_can_be_tailed() {
+    let mut j = Journal::open_in_memory().unwrap();
+    assert_eq!(j.last_event_seq().unwrap(), 0);
+    j.append(&[w(workload(1, WorkloadState::Queued)), w(workload(2, WorkloadState::Queued))]).unwrap();
+    // Same timestamp throughout: order must come from the append, not `at`.
+    let kinds =
+        [EventKind::Submitted, EventKind::Placed, EventKind::Launched, EventKind::Running, EventKind::Ended];
+    for (i, kind) in kinds.iter().enumerate() {
+        j.append(&[
+            event(1, Some(1), *kind, &format!("one {i}")),
+            event(2, None, *kind, &format!("two {i}")),
+        ])
+        .unwrap();
+    }
+    let ones: Vec<String> = j.events(WorkloadId(1)).unwrap().into_iter().map(|e| e.message).collect();
+    assert_eq!(ones, ["one 0", "one 1", "one 2", "one 3", "one 4"]);
+
+    // A console tails in pages of 3 from the start.
+    let mut seen = Vec::new();
+    let mut last = 0;
+    loop {
+        let page = j.events_since(last, 3).unwrap();
+        if page.is_empty() {
+            break;
+        }
+        assert!(page.len() <= 3);
+        last = page.last().unwrap().0;
+        seen.extend(page.into_iter().map(|(_, e)| e.message));
+    }
+    assert_eq!(seen.len(), 10);
+    assert_eq!(seen[..4], ["one 0", "two 0", "one 1", "two 1"]);
+    assert_eq!(last, j.last_event_seq().unwrap());
+    j.append(&[event(2, None, EventKind::Succeeded, "done")]).unwrap();
+    let new = j.events_since(last, 100).unwrap();
+    assert_eq!(new.len(), 1);
+    assert_eq!(new[0].1.message, "done");
+}
+
+#[test]
+fn load_live_brings_back_exactly_the_unfinished_work() {
+    let mut j = Journal::open_in_memory().unwrap();
+    let states = [
+        (1, WorkloadState::Succeeded),
+        (2, WorkloadState::Queued),
+        (3, WorkloadState::Failed),
+        (4, WorkloadState::Running),
+        (5, WorkloadState::Placing),
+        (6, WorkloadState::Launching),
+        (7, WorkloadState::Cancelled),
+    ];
+    let mut records = Vec::new();
+    for (id, state) in states {
+        records.push(w(workload(id, state)));
+        records.push(a(attempt(id, 1, AttemptState::Failed)));
+        records.push(a(attempt(id, 2, AttemptState::Running)));
+    }
+    for at in 0..10 {
+        records.push(Record::Health(health(at * 100, &format!("node-{at}"), None)));
+    }
+    j.append(&records).unwrap();
+    // Workload 4 finishes later: it must drop out of the live set.
+    j.append(&[w(workload(4, WorkloadState::Succeeded))]).unwrap();
+
+    let got = j.load_live(HealthWindow { since: Millis(300), limit: 4 }).unwrap();
+    assert_eq!(ids(&got.workloads), [2, 5, 6]);
+    assert_eq!(got.workloads[0], workload(2, WorkloadState::Queued));
+    let attempt_ids: Vec<String> = got.attempts.iter().map(|a| a.id.to_string()).collect();
+    assert_eq!(attempt_ids, ["w-2.1", "w-2.2", "w-5.1", "w-5.2", "w-6.1", "w-6.2"]);
+    // The highest id is a finished workload's: the next id must still pass it.
+    assert_eq!(got.max_workload_id, Some(WorkloadId(7)));
+    // The 4 newest observations at or after 300, oldest first.
+    let nodes: Vec<&str> = got.health.iter().map(|h| h.node.as_str()).collect();
+    assert_eq!(nodes, ["node-6", "node-7", "node-8", "node-9"]);
+
+    let empty =
+        Journal::open_in_memory().unwrap().load_live(HealthWindow { since: Millis(0), limit: 10 }).unwrap();
+    assert_eq!(empty.max_workload_id, None);
+    assert!(empty.workloads.is_empty() && empty.attempts.is_empty() && empty.health.is_empty());
+}
+
+#[test]
+fn an_idempotency_key_finds_the_earlier_submission() {
+    let mut j = Journal::open_in_memory().unwrap();
+    let mut first = workload(1, WorkloadState::Running);
+    first.idempotency_key = Some("nightly-eval".into());
+    j.append(&[w(first.clone()), w(workload(2, WorkloadState::Queued))]).unwrap();
+    assert_eq!(j.workload_by_key("nightly-eval").unwrap(), Some(first));
+    assert_eq!(j.workload_by_key("other").unwrap(), None);
+}
+
+#[test]
+fn a_batch_that_fails_halfway_leaves_nothing_behind() {
+    let mut j = Journal::open_in_memory().unwrap();
+    let mut first = workload(1, WorkloadState::Queued);
+    first.idempotency_key = Some("k".into());
+    j.append(&[w(first)]).unwrap();
+
+    // The third record reuses a key: the store refuses the whole batch.
+    let mut dup = workload(3, WorkloadState::Queued);
+    dup.idempotency_key = Some("k".into());
+    let err = j
+        .append(&[w(workload(2, WorkloadState::Queued)), event(2, None, EventKind::Submitted, "x"), w(dup)])
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("could not append records") && msg.contains("idempotency_key"), "{msg}");
+
+    assert_eq!(j.workload(WorkloadId(2)).unwrap(), None);
+    assert!(j.events(WorkloadId(2)).unwrap().is_empty());
+    let live = j.load_live(HealthWindow { since: Millis(0), limit: 1 }).unwrap();
+    assert_eq!(ids(&live.workloads), [1]);
+    assert_eq!(live.max_workload_id, Some(WorkloadId(1)));
+    // And the handle keeps working.
+    j.append(&[w(workload(2, WorkloadState::Queued))]).unwrap();
+}
+
+#[test]
+fn an_event_naming_another_workloads_attempt_is_refused() {
+    let mut j = Journal::open_in_memory().unwrap();
+    let bad = Record::Event(EventRecord {
+        at: Millis(1),
+        workload: WorkloadId(1),
+        attempt: Some(AttemptId { workload: WorkloadId(2), n: 1 }),
+        kind: EventKind::Placed,
+        message: String::new(),
+    });
+    let err = j.append(&[bad]).unwrap_err();
+    assert!(matches!(err, JournalError::Invalid { .. }), "{err}");
+    assert!(err.to_string().contains("w-2.1"), "{err}");
+}
+
+#[test]
+fn workloads_can_be_listed_by_state_name_and_time() {
+    let mut j = Journal::open_in_memory().unwrap();
+    let mut records = Vec::new();
+    for id in 1..=6 {
+        let state = if id % 2 == 0 { WorkloadState::Running } else { WorkloadState::Succeeded };
+        let mut r = workload(id, state);
+        r.name = if id <= 3 { format!("Eval-{id}") } else { format!("train-{id}") };
+        records.push(w(r));
+    }
+    j.append(&records).unwrap();
+
+    assert_eq!(ids(&j.workloads(&WorkloadFilter::default()).unwrap()), [6, 5, 4, 3, 2, 1]);
+    let running = WorkloadFilter { states: vec![WorkloadState::Running], ..Default::default() };
+    assert_eq!(ids(&j.workloads(&running).unwrap()), [6, 4, 2]);
+    let evals = WorkloadFilter { name_contains: Some("eval".into()), ..Default::default() };
+    assert_eq!(ids(&j.workloads(&evals).unwrap()), [3, 2, 1]);
+    let recent = WorkloadFilter { updated_since: Some(Millis(2_004)), limit: Some(2), ..Default::default() };
+    assert_eq!(ids(&j.workloads(&recent).unwrap()), [6, 5]);
+    let both = WorkloadFilter {
+        states: vec![WorkloadState::Running, WorkloadState::Queued],
+        name_contains: Some("EVAL".into()),
+        ..Default::default()
+    };
+    assert_eq!(ids(&j.workloads(&both).unwrap()), [2]);
+}
+
+#[test]
+fn the_inbox_carries_commands_from_the_cli_to_the_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("canopy.db");
+    let mut engine = Journal::open(&path).unwrap();
+    let mut cli = Journal::open(&path).unwrap();
+    assert_eq!(cli.store_id(), engine.store_id());
+
+    let submit = Command::Submit { spec: Box::new(spec("train")), idempotency_key: Some("k1".into()) };
+    let s1 = cli.push_command(&submit, Millis(1)).unwrap();
+    let s2 = cli.push_command(&Command::Cordon { node: "gpu-7".into() }, Millis(2)).unwrap();
+    let s3 = cli.push_command(&Command::Cancel { id: WorkloadId(4) }, Millis(3)).unwrap();
+    assert!(s1 < s2 && s2 < s3);
+    assert_eq!(cli.command_result(s1).unwrap(), None);
+
+    let taken = engine.take_commands(2, Millis(10)).unwrap();
+    assert_eq!(taken, vec![(s1, submit), (s2, Command::Cordon { node: "gpu-7".into() })]);
+    // Taken once only; the rest comes next.
+    assert_eq!(
+        engine.take_commands(10, Millis(11)).unwrap(),
+        vec![(s3, Command::Cancel { id: WorkloadId(4) })]
+    );
+    assert!(engine.take_commands(10, Millis(12)).unwrap().is_empty());
+
+    let done = CommandResult::Submitted { id: WorkloadId(9), existing: false };
+    engine.complete_command(s1, &done, Millis(20)).unwrap();
+    assert_eq!(cli.command_result(s1).unwrap(), Some(done));
+    assert_eq!(cli.command_result(s2).unwrap(), None);
+
+    // The engine dies holding s2 and s3; its successor gets them again.
+    engine.complete_command(s3, &CommandResult::Ok { message: "cancelling w-4".into() }, Millis(21)).unwrap();
+    drop(engine);
+    let mut successor = Journal::open(&path).unwrap();
+    assert_eq!(successor.requeue_unfinished().unwrap(), 1);
+    assert_eq!(
+        successor.take_commands(10, Millis(30)).unwrap(),
+        vec![(s2, Command::Cordon { node: "gpu-7".into() })]
+    );
+
+    let missing = cli.command_result(999).unwrap_err();
+    assert!(matches!(missing, JournalError::NoSuchCommand { seq: 999, .. }), "{missing}");
+    assert!(
+        successor.complete_command(999, &CommandResult::Ok { message: String::new() }, Millis(1)).is_err()
+    );
+}
+
+#[test]
+fn an_unreadable_command_is_answered_not_stuck() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("canopy.db");
+    let mut engine = Journal::open(&path).unwrap();
+    // What a newer CLI might send.
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute("INSERT INTO inbox (command, pushed_at) VALUES ('{\"command\":\"teleport\"}', 1)", [])
+        .unwrap();
+    let seq = raw.last_insert_rowid();
+    let after = engine.push_command(&Command::Drain { node: "gpu-1".into() }, Millis(2)).unwrap();
+
+    assert_eq!(
+        engine.take_commands(10, Millis(3)).unwrap(),
+        vec![(after, Command::Drain { node: "gpu-1".into() })]
+    );
+    match engine.command_result(seq).unwrap() {
+        Some(CommandResult::Error { message }) => assert!(message.contains("teleport"), "{message}"),
+        other => panic!("expected an error result, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_new_store_is_created_migrated_and_reopened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state/nested/canopy.db");
+    let id = {
+        let mut j = Journal::open(&path).unwrap();
+        assert_eq!(j.store_id().len(), 6);
+        assert!(j.store_id().chars().all(|c| c.is_ascii_hexdigit()));
+        j.append(&[w(workload(1, WorkloadState::Running))]).unwrap();
+        j.store_id().to_string()
+    };
+    let j = Journal::open(&path).unwrap();
+    assert_eq!(j.store_id(), id);
+    assert_eq!(ids(&j.workloads(&WorkloadFilter::default()).unwrap()), [1]);
+
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    let mode: String = raw.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+    let version: i64 =
+        raw.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    // Two stores get different ids.
+    assert_ne!(Journal::open(&dir.path().join("other.db")).unwrap().store_id(), id);
+}
+
+#[test]
+fn a_store_from_a_newer_canopy_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("canopy.db");
+    drop(Journal::open(&path).unwrap());
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute("UPDATE meta SET value = ?1 WHERE key = 'schema_version'", [SCHEMA_VERSION + 1]).unwrap();
+
+    let err = Journal::open(&path).unwrap_err();
+    assert!(matches!(err, JournalError::NewerSchema { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("newer Canopy") && msg.contains("upgrade Canopy"), "{msg}");
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+}
+
+#[test]
+fn files_that_are_not_canopy_stores_are_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("app.db");
+    rusqlite::Connection::open(&foreign).unwrap().execute_batch("CREATE TABLE users (name TEXT)").unwrap();
+    let err = Journal::open(&foreign).unwrap_err();
+    assert!(matches!(err, JournalError::NotAStore { .. }), "{err}");
+    let raw = rusqlite::Connection::open(&foreign).unwrap();
+    let tables: i64 =
+        raw.query_row("SELECT count(*) FROM sqlite_schema WHERE type = 'table'", [], |r| r.get(0)).unwrap();
+    assert_eq!(tables, 1);
+
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "x".repeat(4096)).unwrap();
+    let err = Journal::open(&text).unwrap_err();
+    assert!(err.to_string().contains("not a Canopy store"), "{err}");
+}
