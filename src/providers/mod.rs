@@ -7,6 +7,9 @@
 //! submodules. Adapters do I/O; they never touch the journal, never decide
 //! retries, and never log secret values.
 
+pub mod local;
+pub mod secrets;
+
 use crate::engine::model::AttemptId;
 use crate::failure::ProviderEnd;
 use crate::fleet::{Free, NodeState, PoolDef};

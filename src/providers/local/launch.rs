@@ -1,0 +1,182 @@
+//! Launching an attempt exactly once per token: claim the attempt
+//! directory atomically, start the supervisor in its own session, and
+//! adopt instead when the directory already exists.
+//!
+//! The claim: the launcher builds the directory under a private temporary
+//! name, takes `launch.lock` inside it, then renames it to `<token>`. The
+//! rename fails when `<token>` exists, so of concurrent launchers exactly
+//! one wins, and whoever sees `<token>` also sees a held lock until the
+//! supervisor has written its `pid` file. Losers adopt.
+//!
+//! Secret values go to the supervisor's environment here and nowhere else.
+
+use super::LocalConfig;
+use super::layout::{AttemptDir, PidRecord, read_json, write_json};
+use super::outputs::copy_tree;
+use super::plan::Plan;
+use super::procfs;
+use super::state::{self, Observed};
+use crate::providers::{LaunchAck, LaunchError, SecretValue};
+use crate::spec::Spec;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Claims the directory and starts the supervisor, or adopts.
+pub async fn launch_planned(
+    cfg: &LocalConfig,
+    dir: &AttemptDir,
+    spec: &Spec,
+    plan: Plan,
+    secrets: &[(String, SecretValue)],
+) -> Result<LaunchAck, LaunchError> {
+    let (root, token) = (cfg.root.clone(), plan.record.token.clone());
+    let (spec, claim_plan, copy) = (spec.clone(), plan.clone(), cfg.copy_inputs);
+    let lock = tokio::task::spawn_blocking(move || claim(&root, &token, &spec, &claim_plan, copy))
+        .await
+        .map_err(|e| LaunchError::Api(format!("the launch task failed: {e}")))?
+        .map_err(|e| {
+            LaunchError::Api(format!("cannot create the attempt directory in {}: {e}", cfg.root.display()))
+        })?;
+    match lock {
+        Some(lock) => start(cfg, dir, &plan, secrets, lock).await,
+        None => adopt(cfg, dir).await,
+    }
+}
+
+/// Adopts the attempt in an existing directory, waiting out a launch in
+/// progress. An attempt whose launch was interrupted is adopted too (its
+/// status says it was lost): a token never runs twice.
+pub async fn adopt(cfg: &LocalConfig, dir: &AttemptDir) -> Result<LaunchAck, LaunchError> {
+    let o = state::observe_settled(dir, cfg.launch_timeout)
+        .await
+        .map_err(|e| LaunchError::Api(format!("cannot read {}: {e}", dir.path().display())))?;
+    match o {
+        Observed::Launching => Err(LaunchError::Timeout),
+        Observed::Missing => {
+            Err(LaunchError::Api(format!("{} disappeared while being adopted", dir.path().display())))
+        }
+        _ => Ok(LaunchAck { provider_ref: provider_ref(dir), adopted: true }),
+    }
+}
+
+/// The supervisor's pid, the handle operators can look up; `-` before it
+/// is known.
+pub fn provider_ref(dir: &AttemptDir) -> String {
+    match read_json::<PidRecord>(&dir.pid()) {
+        Ok(Some(p)) => p.supervisor.pid.to_string(),
+        _ => "-".into(),
+    }
+}
+
+/// Builds the attempt directory privately and renames it into place.
+/// `Ok(None)`: another launcher got there first.
+fn claim(root: &Path, token: &str, spec: &Spec, plan: &Plan, copy_inputs: bool) -> io::Result<Option<File>> {
+    fs::create_dir_all(root)?;
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let tmp = root.join(format!(".launching-{token}-{}-{nanos}", std::process::id()));
+    // Private to the operator: logs and outputs may be sensitive.
+    fs::DirBuilder::new().mode(0o700).create(&tmp)?;
+    let result = build_and_rename(&tmp, &root.join(token), spec, plan, copy_inputs);
+    if !matches!(result, Ok(Some(_))) {
+        let _ = fs::remove_dir_all(&tmp);
+    }
+    result
+}
+
+fn build_and_rename(
+    tmp: &Path,
+    dest: &Path,
+    spec: &Spec,
+    plan: &Plan,
+    copy_inputs: bool,
+) -> io::Result<Option<File>> {
+    let staging = AttemptDir::new(tmp.to_path_buf());
+    let lock = File::create(staging.lock())?;
+    // Nobody else can know this fresh private file, so the lock is free.
+    lock.try_lock().map_err(io::Error::other)?;
+    for d in &plan.dirs {
+        fs::create_dir_all(tmp.join(d))?;
+    }
+    write_json(&staging.spec(), spec)?;
+    write_json(&staging.launch(), &plan.record)?;
+    for i in &plan.inputs {
+        let at = staging.inputs().join(&i.name);
+        if copy_inputs {
+            copy_tree(&i.source, &at)?;
+        } else {
+            std::os::unix::fs::symlink(&i.source, &at)?;
+        }
+    }
+    match fs::rename(tmp, dest) {
+        Ok(()) => Ok(Some(lock)),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EEXIST | libc::ENOTEMPTY)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Starts the supervisor and waits until it has started the workload.
+/// `lock` is released when this returns.
+async fn start(
+    cfg: &LocalConfig,
+    dir: &AttemptDir,
+    plan: &Plan,
+    secrets: &[(String, SecretValue)],
+    lock: File,
+) -> Result<LaunchAck, LaunchError> {
+    let api = |what: &str, e: io::Error| LaunchError::Api(format!("{what}: {e}"));
+    let notes = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.supervisor_log())
+        .map_err(|e| api("cannot create supervisor.log", e))?;
+    let mut cmd = tokio::process::Command::new(&cfg.shim.program);
+    cmd.args(&cfg.shim.args)
+        .arg("--attempt")
+        .arg(dir.path())
+        .arg("--")
+        .args(&plan.argv)
+        .env_clear()
+        .envs(&plan.env)
+        .envs(secrets.iter().map(|(k, v)| (k, v.expose())))
+        .current_dir(&plan.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(notes);
+    procfs::new_session_on_spawn(&mut cmd);
+    let mut child = cmd.spawn().map_err(|e| {
+        api(&format!("cannot start the supervisor {} (LocalConfig.shim)", cfg.shim.program.display()), e)
+    })?;
+    let deadline = Instant::now() + cfg.launch_timeout;
+    let outcome = loop {
+        if dir.pid().exists() || dir.exit().exists() {
+            break Ok(());
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            if dir.pid().exists() {
+                break Ok(());
+            }
+            break Err(LaunchError::Api(format!(
+                "the supervisor exited ({status}) before starting the workload; see {}",
+                dir.supervisor_log().display()
+            )));
+        }
+        if Instant::now() >= deadline {
+            // Stop it rather than let it start the workload unannounced.
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            break if dir.pid().exists() { Ok(()) } else { Err(LaunchError::Timeout) };
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // Reap the supervisor when it ends, so it never lingers as a zombie.
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+    });
+    drop(lock);
+    outcome.map(|()| LaunchAck { provider_ref: provider_ref(dir), adopted: false })
+}

@@ -1,0 +1,265 @@
+//! The attempt directory `<root>/<token>/`: everything the local provider
+//! knows about one attempt lives here, so a fresh provider over the same
+//! root re-adopts it.
+//!
+//! This module owns the file names, the on-disk records (`pid`,
+//! `exit.json`, `launch.json`), atomic writes, and the mapping of a spec's
+//! output paths into the directory. It is shared by the provider and the
+//! supervisor shim. It never spawns or signals processes, and nothing it
+//! writes may hold a secret value.
+//!
+//! ```text
+//! <root>/<token>/
+//!   launch.lock      held (flock) by the launcher until the supervisor is up
+//!   launch.json      token, attempt, pool, node, container engine if any
+//!   spec.json        the spec (secret names only)
+//!   pid              supervisor and child pids with their start times
+//!   exit.json        the child's exit code or signal and end time
+//!   stdout.log, stderr.log, supervisor.log
+//!   work/            default working directory
+//!   inputs/<name>    staged inputs
+//!   outputs/<P>      spec output path P (absolute) lands at outputs/P
+//! ```
+
+use crate::failure::ProviderEnd;
+use serde::{Deserialize, Serialize};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Component, Path, PathBuf};
+
+/// Paths inside one attempt directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptDir {
+    path: PathBuf,
+}
+
+impl AttemptDir {
+    pub fn new(path: PathBuf) -> Self {
+        Self { path }
+    }
+    pub fn at(root: &Path, token: &str) -> Self {
+        Self { path: root.join(token) }
+    }
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn lock(&self) -> PathBuf {
+        self.path.join("launch.lock")
+    }
+    pub fn launch(&self) -> PathBuf {
+        self.path.join("launch.json")
+    }
+    pub fn spec(&self) -> PathBuf {
+        self.path.join("spec.json")
+    }
+    pub fn pid(&self) -> PathBuf {
+        self.path.join("pid")
+    }
+    pub fn exit(&self) -> PathBuf {
+        self.path.join("exit.json")
+    }
+    pub fn stdout(&self) -> PathBuf {
+        self.path.join("stdout.log")
+    }
+    pub fn stderr(&self) -> PathBuf {
+        self.path.join("stderr.log")
+    }
+    pub fn supervisor_log(&self) -> PathBuf {
+        self.path.join("supervisor.log")
+    }
+    pub fn work(&self) -> PathBuf {
+        self.path.join("work")
+    }
+    pub fn inputs(&self) -> PathBuf {
+        self.path.join("inputs")
+    }
+    pub fn outputs(&self) -> PathBuf {
+        self.path.join("outputs")
+    }
+    /// Where the spec output path `spec_path` lands: `outputs/<spec_path>`.
+    pub fn output(&self, spec_path: &str) -> Result<PathBuf, String> {
+        Ok(self.outputs().join(relative_output(spec_path)?))
+    }
+}
+
+/// A spec output path without its leading `/`, checked to stay inside the
+/// outputs directory: absolute, no `..`, not `/` itself.
+pub fn relative_output(spec_path: &str) -> Result<PathBuf, String> {
+    let p = Path::new(spec_path);
+    if !p.is_absolute() {
+        return Err(format!("output path {spec_path:?} must be absolute, like \"/outputs/result.json\""));
+    }
+    let mut rel = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(s) => rel.push(s),
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(format!("output path {spec_path:?} must not contain \"..\""));
+            }
+        }
+    }
+    if rel.as_os_str().is_empty() {
+        return Err(format!("output path {spec_path:?} names the root; name a file or directory under it"));
+    }
+    Ok(rel)
+}
+
+/// Whether `token` is safe as a directory (and container) name: ASCII
+/// letters, digits, `-`, `_`, `.`, not starting with `.`.
+pub fn valid_token(token: &str) -> bool {
+    !token.is_empty()
+        && token.len() <= 200
+        && !token.starts_with('.')
+        && token.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// A process as the kernel identifies it over time: a pid alone may be
+/// recycled, a pid with its start time (clock ticks since boot) is not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcRef {
+    pub pid: i32,
+    pub start_time: u64,
+}
+
+/// The `pid` file: written by the supervisor once the child is started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PidRecord {
+    pub supervisor: ProcRef,
+    /// `None` when the command could not be started (exit.json says why).
+    pub child: Option<ProcRef>,
+}
+
+/// The `exit.json` file: how the child ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitRecord {
+    /// Exit status, when it exited.
+    pub code: Option<i32>,
+    /// Terminating signal, when it was killed.
+    pub signal: Option<i32>,
+    /// Milliseconds since the Unix epoch.
+    pub ended_at_ms: i64,
+    /// Why the command could not be started, when it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ExitRecord {
+    pub fn to_end(&self) -> ProviderEnd {
+        match (self.code, self.signal) {
+            (_, Some(signal)) => ProviderEnd::Signaled { signal },
+            (Some(code), None) => ProviderEnd::Exited { code },
+            (None, None) => {
+                ProviderEnd::Unknown { message: "exit.json records neither code nor signal".into() }
+            }
+        }
+    }
+}
+
+/// The `launch.json` file: what the launcher decided, for the calls after.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchRecord {
+    pub token: String,
+    /// `w-17.2`.
+    pub attempt: String,
+    pub pool: String,
+    pub node: String,
+    /// The container engine program (`podman`, `docker`) when the workload
+    /// runs in a container named after the token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_engine: Option<String>,
+    pub launched_at_ms: i64,
+}
+
+/// Writes `bytes` to `path` so that readers see the old file or the whole
+/// new one: write `<path>.tmp`, fsync, rename, fsync the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        // Makes the rename itself durable; a failure here leaves a correct
+        // file that may not survive a power loss, so it is not an error.
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    write_atomic(path, &bytes)
+}
+
+/// Reads a JSON record; `Ok(None)` when the file does not exist.
+pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> io::Result<Option<T>> {
+    match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Milliseconds since the Unix epoch, from the wall clock. Only the edges
+/// (the supervisor, the launcher) read it, to stamp records.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_paths_map_under_the_outputs_dir() {
+        let d = AttemptDir::at(Path::new("/r"), "t");
+        assert_eq!(d.output("/outputs/p.jsonl").unwrap(), Path::new("/r/t/outputs/outputs/p.jsonl"));
+        assert_eq!(d.output("/ckpt").unwrap(), Path::new("/r/t/outputs/ckpt"));
+        assert!(d.output("relative/x").unwrap_err().contains("absolute"));
+        assert!(d.output("/a/../../etc").unwrap_err().contains(".."));
+        assert!(d.output("/").is_err());
+    }
+
+    #[test]
+    fn tokens_are_plain_names() {
+        assert!(valid_token("canopy-3f9a1c-w17-a2"));
+        assert!(!valid_token(""));
+        assert!(!valid_token(".hidden"));
+        assert!(!valid_token("a/b"));
+        assert!(!valid_token(".."));
+        assert!(!valid_token("a b"));
+    }
+
+    #[test]
+    fn exit_records_map_to_provider_ends() {
+        let r = |code, signal| ExitRecord { code, signal, ended_at_ms: 0, error: None };
+        assert_eq!(r(Some(0), None).to_end(), ProviderEnd::Exited { code: 0 });
+        assert_eq!(r(None, Some(9)).to_end(), ProviderEnd::Signaled { signal: 9 });
+    }
+
+    #[test]
+    fn atomic_writes_replace_whole_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("exit.json");
+        write_json(&p, &r_exit()).unwrap();
+        write_json(&p, &r_exit()).unwrap();
+        assert_eq!(read_json::<ExitRecord>(&p).unwrap(), Some(r_exit()));
+        assert!(!dir.path().join("exit.json.tmp").exists());
+        assert_eq!(read_json::<ExitRecord>(&dir.path().join("none")).unwrap(), None);
+    }
+
+    fn r_exit() -> ExitRecord {
+        ExitRecord { code: Some(3), signal: None, ended_at_ms: 5, error: None }
+    }
+}

@@ -1,0 +1,294 @@
+//! The `local` provider: runs workloads on this machine, the embedded
+//! default.
+//!
+//! Each attempt gets a directory `<root>/<token>/` (see [`layout`]) and a
+//! supervisor process (see [`shim`]) in its own session that starts the
+//! workload's argv without a shell, waits for it and records its end in
+//! `exit.json`. Workloads survive the engine exiting; a new
+//! [`LocalProvider`] over the same root re-adopts them, because the
+//! provider keeps no state that matters outside those directories.
+//!
+//! This module owns the [`Provider`] implementation and its configuration.
+//! It must not decide retries or classify failures, write secret values
+//! anywhere but the workload's environment, or signal a process it has not
+//! matched by pid and start time. Resource requests are not enforced: the
+//! workload may use the whole machine.
+
+pub mod container;
+pub mod inventory;
+pub mod launch;
+pub mod layout;
+pub mod outputs;
+pub mod plan;
+pub mod procfs;
+pub mod shim;
+pub mod state;
+
+pub use shim::supervise_main;
+
+use crate::engine::model::AttemptId;
+use crate::failure::ProviderEnd;
+use crate::providers::{
+    Artifact, AttemptStatus, Inventory, LaunchAck, LaunchError, LaunchRequest, LogChunk, LogStream, Owned,
+    Provider, ProviderError,
+};
+use crate::spec::Spec;
+use container::ContainerEngine;
+use layout::{AttemptDir, valid_token};
+use state::Observed;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+pub const PROVIDER_NAME: &str = "local";
+
+/// How to start the supervisor: a program and its leading arguments, to
+/// which the launcher appends `--attempt <dir> -- <argv...>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShimCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+impl ShimCommand {
+    /// `<this executable> __supervise`: the `canopy` binary's hidden
+    /// subcommand, which calls [`supervise_main`].
+    pub fn current_exe() -> std::io::Result<Self> {
+        Ok(Self { program: std::env::current_exe()?, args: vec!["__supervise".into()] })
+    }
+}
+
+/// Whether workloads with `runtime.image` may run in containers here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ContainerPolicy {
+    /// Use podman, or docker when its engine answers (checked once).
+    #[default]
+    Detect,
+    /// Never: image specs are rejected.
+    Disabled,
+}
+
+#[derive(Debug, Clone)]
+pub struct LocalConfig {
+    /// The attempts directory; one subdirectory per attempt token.
+    pub root: PathBuf,
+    pub shim: ShimCommand,
+    /// Between SIGTERM and SIGKILL on terminate.
+    pub grace: Duration,
+    /// How long a launch waits for the supervisor to start the workload.
+    pub launch_timeout: Duration,
+    /// Copy `file://` inputs into the attempt instead of symlinking them.
+    pub copy_inputs: bool,
+    /// Variables the workload inherits from the launcher's environment;
+    /// everything else is withheld.
+    pub inherit_env: Vec<String>,
+    pub containers: ContainerPolicy,
+}
+
+impl LocalConfig {
+    pub fn new(root: impl Into<PathBuf>, shim: ShimCommand) -> Self {
+        Self {
+            root: root.into(),
+            shim,
+            grace: Duration::from_secs(10),
+            launch_timeout: Duration::from_secs(10),
+            copy_inputs: false,
+            inherit_env: DEFAULT_INHERIT_ENV.iter().map(|s| s.to_string()).collect(),
+            containers: ContainerPolicy::Detect,
+        }
+    }
+}
+
+/// The launcher's variables a workload sees by default: enough to find
+/// programs, a home, a locale, GPUs the operator allowed, and a container
+/// engine.
+pub const DEFAULT_INHERIT_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "CUDA_VISIBLE_DEVICES",
+    "XDG_RUNTIME_DIR",
+    "DOCKER_HOST",
+    "DOCKER_CONTEXT",
+    "CONTAINER_HOST",
+];
+
+pub struct LocalProvider {
+    cfg: LocalConfig,
+    engine: tokio::sync::OnceCell<Option<ContainerEngine>>,
+}
+
+impl LocalProvider {
+    pub fn new(mut cfg: LocalConfig) -> Self {
+        // Attempt directories are handed to the supervisor, whose working
+        // directory differs: make the root absolute once.
+        if let Ok(abs) = std::path::absolute(&cfg.root) {
+            cfg.root = abs;
+        }
+        Self { cfg, engine: tokio::sync::OnceCell::new() }
+    }
+
+    pub fn config(&self) -> &LocalConfig {
+        &self.cfg
+    }
+
+    /// The attempt directory of `token` (whether or not it exists).
+    pub fn attempt_dir(&self, token: &str) -> PathBuf {
+        self.cfg.root.join(token)
+    }
+
+    /// The usable container engine, detected once per provider.
+    pub async fn container_engine(&self) -> Option<&ContainerEngine> {
+        self.engine
+            .get_or_init(|| async {
+                match self.cfg.containers {
+                    ContainerPolicy::Detect => container::detect().await,
+                    ContainerPolicy::Disabled => None,
+                }
+            })
+            .await
+            .as_ref()
+    }
+
+    fn dir(&self, token: &str) -> Result<AttemptDir, ProviderError> {
+        if valid_token(token) {
+            Ok(AttemptDir::at(&self.cfg.root, token))
+        } else {
+            Err(self.err(format!("{token:?} is not an attempt token")))
+        }
+    }
+
+    fn err(&self, message: impl Into<String>) -> ProviderError {
+        ProviderError { provider: PROVIDER_NAME.into(), message: message.into() }
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for LocalProvider {
+    fn name(&self) -> &str {
+        PROVIDER_NAME
+    }
+
+    async fn inventory(&self) -> Result<Inventory, ProviderError> {
+        let containers = self.container_engine().await.is_some();
+        inventory::inventory(&self.cfg.root, containers).await.map_err(|m| self.err(m))
+    }
+
+    async fn launch(&self, req: &LaunchRequest) -> Result<LaunchAck, LaunchError> {
+        if !valid_token(&req.token) {
+            return Err(LaunchError::Rejected(format!(
+                "token {:?} cannot name an attempt directory; use letters, digits, '-', '_' and '.'",
+                req.token
+            )));
+        }
+        let dir = AttemptDir::at(&self.cfg.root, &req.token);
+        if dir.path().exists() {
+            return launch::adopt(&self.cfg, &dir).await;
+        }
+        let engine = match req.spec.runtime.image {
+            Some(_) => self.container_engine().await,
+            None => None,
+        };
+        let plan = plan::plan(&self.cfg, req, &dir, engine, |k| std::env::var(k).ok())
+            .map_err(LaunchError::Rejected)?;
+        launch::launch_planned(&self.cfg, &dir, &req.spec, plan, &req.secrets).await
+    }
+
+    async fn status(&self, token: &str) -> Result<AttemptStatus, ProviderError> {
+        let dir = self.dir(token)?;
+        let o = state::observe(&dir)
+            .map_err(|e| self.err(format!("cannot read {}: {e}", dir.path().display())))?;
+        Ok(match o {
+            Observed::Missing => AttemptStatus::NotFound,
+            Observed::Launching => AttemptStatus::Pending,
+            Observed::Running(_) => AttemptStatus::Running,
+            Observed::Ended(exit) => AttemptStatus::Ended(exit.to_end()),
+            Observed::Lost { message, .. } => AttemptStatus::Ended(ProviderEnd::NodeLost { message }),
+        })
+    }
+
+    async fn logs(
+        &self,
+        token: &str,
+        stream: LogStream,
+        offset: u64,
+        max: usize,
+    ) -> Result<LogChunk, ProviderError> {
+        let dir = self.dir(token)?;
+        if !dir.path().is_dir() {
+            return Err(self.err(format!("no attempt {token} under {}", self.cfg.root.display())));
+        }
+        let path = match stream {
+            LogStream::Stdout => dir.stdout(),
+            LogStream::Stderr => dir.stderr(),
+        };
+        read_chunk(&path, offset, max)
+            .await
+            .map_err(|e| self.err(format!("cannot read {}: {e}", path.display())))
+    }
+
+    async fn outputs(&self, token: &str, spec: &Spec, dest: &Path) -> Result<Vec<Artifact>, ProviderError> {
+        let dir = self.dir(token)?;
+        if !dir.path().is_dir() {
+            return Err(self.err(format!("no attempt {token} under {}", self.cfg.root.display())));
+        }
+        let (spec, dest) = (spec.clone(), dest.to_path_buf());
+        tokio::task::spawn_blocking(move || outputs::collect(&dir, &spec, &dest))
+            .await
+            .map_err(|e| self.err(format!("the output collection task failed: {e}")))?
+            .map_err(|m| self.err(m))
+    }
+
+    async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
+        let dir = self.dir(token)?;
+        state::terminate(&dir, self.cfg.grace, self.cfg.launch_timeout).await.map_err(|m| self.err(m))
+    }
+
+    async fn list_owned(&self, store_id: &str) -> Result<Vec<Owned>, ProviderError> {
+        let entries = match std::fs::read_dir(&self.cfg.root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.err(format!("cannot list {}: {e}", self.cfg.root.display()))),
+        };
+        let mut owned = Vec::new();
+        for entry in entries.flatten() {
+            let Some(token) = entry.file_name().to_str().map(str::to_owned) else { continue };
+            if AttemptId::from_token(&token, store_id).is_none() || !valid_token(&token) {
+                continue;
+            }
+            let dir = AttemptDir::at(&self.cfg.root, &token);
+            // One unreadable attempt must not hide the others from reconciliation.
+            let running = state::observe(&dir).map_or_else(
+                |e| {
+                    tracing::warn!(attempt = %dir.path().display(), "cannot read attempt state: {e}");
+                    false
+                },
+                |o| o.holds_processes(),
+            );
+            owned.push(Owned { provider_ref: launch::provider_ref(&dir), running, token });
+        }
+        owned.sort_by(|a, b| a.token.cmp(&b.token));
+        Ok(owned)
+    }
+}
+
+async fn read_chunk(path: &Path, offset: u64, max: usize) -> std::io::Result<LogChunk> {
+    let mut f = match tokio::fs::File::open(path).await {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(LogChunk { data: Vec::new(), next_offset: offset });
+        }
+        Err(e) => return Err(e),
+    };
+    f.seek(std::io::SeekFrom::Start(offset)).await?;
+    let mut data = Vec::with_capacity(max.min(1 << 20));
+    f.take(max as u64).read_to_end(&mut data).await?;
+    Ok(LogChunk { next_offset: offset + data.len() as u64, data })
+}

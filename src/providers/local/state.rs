@@ -1,0 +1,189 @@
+//! Reading where an attempt stands from its directory and the process
+//! table, and stopping it.
+//!
+//! This module owns the interpretation of the attempt directory: which
+//! files, locks and live processes mean launching, running, ended or lost.
+//! It signals only process groups whose leader it has matched by pid *and*
+//! start time, or whose supervisor is alive and has not recorded an end
+//! (while a group has members its id cannot be reused).
+
+use super::container;
+use super::layout::{AttemptDir, ExitRecord, LaunchRecord, PidRecord, read_json};
+use super::procfs;
+use std::fs::{File, TryLockError};
+use std::io;
+use std::time::{Duration, Instant};
+
+/// What the attempt directory and the process table say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observed {
+    /// No such attempt directory.
+    Missing,
+    /// A launcher holds `launch.lock` and the supervisor is not up yet.
+    Launching,
+    Running(PidRecord),
+    Ended(ExitRecord),
+    /// No end recorded and no supervisor to record one.
+    Lost {
+        message: String,
+        pids: Option<PidRecord>,
+    },
+}
+
+pub const SUPERVISOR_DIED: &str = "supervisor died without recording an exit status";
+pub const LAUNCH_INTERRUPTED: &str = "the launch was interrupted before the supervisor started";
+
+impl Observed {
+    pub fn pids(&self) -> Option<&PidRecord> {
+        match self {
+            Observed::Running(p) => Some(p),
+            Observed::Lost { pids, .. } => pids.as_ref(),
+            _ => None,
+        }
+    }
+    /// Whether anything of the attempt may still be running on this host.
+    pub fn holds_processes(&self) -> bool {
+        match self {
+            Observed::Launching | Observed::Running(_) => true,
+            Observed::Lost { pids, .. } => pids.and_then(|p| p.child).is_some_and(|c| procfs::is_alive(&c)),
+            Observed::Missing | Observed::Ended(_) => false,
+        }
+    }
+}
+
+/// Reads the attempt's state. The order of reads matters: an end recorded
+/// while we look is found by the second read of `exit.json`.
+pub fn observe(dir: &AttemptDir) -> io::Result<Observed> {
+    if !dir.path().is_dir() {
+        return Ok(Observed::Missing);
+    }
+    if let Some(exit) = read_json::<ExitRecord>(&dir.exit())? {
+        return Ok(Observed::Ended(exit));
+    }
+    let mut pids = read_json::<PidRecord>(&dir.pid())?;
+    if pids.is_none() {
+        if lock_held(dir)? {
+            return Ok(Observed::Launching);
+        }
+        // The supervisor may have written it while we checked the lock.
+        pids = read_json::<PidRecord>(&dir.pid())?;
+    }
+    if let Some(p) = pids
+        && procfs::is_alive(&p.supervisor)
+    {
+        return Ok(Observed::Running(p));
+    }
+    if let Some(exit) = read_json::<ExitRecord>(&dir.exit())? {
+        return Ok(Observed::Ended(exit));
+    }
+    let message = if pids.is_some() { SUPERVISOR_DIED } else { LAUNCH_INTERRUPTED };
+    Ok(Observed::Lost { message: message.into(), pids })
+}
+
+/// Whether a launcher still holds `launch.lock`. A process the launcher's
+/// process forks shares the lock until it execs, so the lock may look
+/// held for an instant after the launcher let go: callers poll.
+fn lock_held(dir: &AttemptDir) -> io::Result<bool> {
+    let f = match File::open(dir.lock()) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    match f.try_lock() {
+        Ok(()) => Ok(false),
+        Err(TryLockError::WouldBlock) => Ok(true),
+        Err(TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// Polls [`observe`] every 50 ms while the launch is in progress, up to
+/// `timeout`.
+pub async fn observe_settled(dir: &AttemptDir, timeout: Duration) -> io::Result<Observed> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let o = observe(dir)?;
+        if o != Observed::Launching || Instant::now() >= deadline {
+            return Ok(o);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Stops the attempt: SIGTERM to the workload's process group, SIGKILL
+/// after `grace`, then waits for the end to be recorded (or, without a
+/// supervisor, for the group to be gone). Containers are stopped through
+/// their engine first. `Ok` when there was nothing left to stop.
+pub async fn terminate(dir: &AttemptDir, grace: Duration, launch_timeout: Duration) -> Result<(), String> {
+    let o = observe_settled(dir, launch_timeout).await.map_err(|e| e.to_string())?;
+    if o == Observed::Launching {
+        return Err(format!("the launch of {} is still in progress; try again", dir.path().display()));
+    }
+    if !o.holds_processes() {
+        return Ok(());
+    }
+    let launch: Option<LaunchRecord> = read_json(&dir.launch()).map_err(|e| e.to_string())?;
+    if let Some(engine) = launch.as_ref().and_then(|l| l.container_engine.as_ref().map(|e| (e, &l.token))) {
+        stop_container(engine.0, engine.1, grace).await;
+    }
+    if let Some(c) = o.pids().and_then(|p| p.child).filter(procfs::is_alive) {
+        let _ = procfs::signal_group(c.pid, libc::SIGTERM);
+    }
+    if wait_stopped(dir, grace).await? {
+        return Ok(());
+    }
+    let o = observe(dir).map_err(|e| e.to_string())?;
+    let child = o.pids().and_then(|p| p.child);
+    let ours = matches!(o, Observed::Running(_)) || child.is_some_and(|c| procfs::is_alive(&c));
+    if let (Some(c), true) = (child, ours) {
+        tracing::info!(attempt = %dir.path().display(), "still running {grace:?} after SIGTERM; sending SIGKILL");
+        let _ = procfs::signal_group(c.pid, libc::SIGKILL);
+    }
+    if wait_stopped(dir, Duration::from_secs(5)).await? {
+        return Ok(());
+    }
+    Err(format!(
+        "{} is still running after SIGKILL; look for its processes (see the pid file) and end them by hand",
+        dir.path().display()
+    ))
+}
+
+/// Waits until nothing of the attempt runs: an end is recorded, or the
+/// supervisor is gone and the workload's group is empty.
+async fn wait_stopped(dir: &AttemptDir, within: Duration) -> Result<bool, String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let o = observe(dir).map_err(|e| e.to_string())?;
+        let stopped = match &o {
+            Observed::Missing | Observed::Ended(_) => true,
+            Observed::Lost { pids, .. } => {
+                pids.and_then(|p| p.child).is_none_or(|c| !procfs::group_exists(c.pid))
+            }
+            Observed::Launching | Observed::Running(_) => false,
+        };
+        if stopped {
+            return Ok(true);
+        }
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn stop_container(program: &str, token: &str, grace: Duration) {
+    let argv = container::stop_argv(std::path::Path::new(program), token, grace);
+    let run = tokio::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .status();
+    match tokio::time::timeout(grace + Duration::from_secs(10), run).await {
+        Ok(Ok(s)) if s.success() => {}
+        other => tracing::warn!(
+            token,
+            "`{program} stop` did not succeed ({other:?}); signalling the client instead"
+        ),
+    }
+}
