@@ -18,6 +18,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub mod sim;
+
 /// A secret's value, resolved at launch. Its `Debug` and `Display` never
 /// show the value, so it cannot leak through a log line or an error.
 #[derive(Clone, PartialEq, Eq)]
