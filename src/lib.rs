@@ -11,10 +11,12 @@
 //! [`fleet::load`]).
 
 pub mod accel;
+pub mod app;
 pub mod engine;
 pub mod failure;
 pub mod fleet;
 pub mod health;
+pub mod home;
 pub mod journal;
 pub mod providers;
 pub mod schedule;

@@ -3,13 +3,19 @@
 //! Each subcommand lives in its own file and prints for people (tables) or
 //! for scripts (`--json`). Exit codes are part of the interface:
 //! 0 success, 1 bad input or failure, 2 usage error (clap), 3 nothing fits
-//! (`plan`).
+//! (`plan`), 4 no engine owns the store (the command waits in its inbox),
+//! 5 the workload failed (`submit --wait`), 6 it was cancelled.
 
+mod engine;
 mod fleet;
 mod plan;
 mod table;
 mod validate;
+mod workloads;
 
+use canopy::engine::model::{WorkloadId, WorkloadState};
+use canopy::home::Home;
+use canopy::journal::Command as JCommand;
 use clap::{Parser, Subcommand};
 use color_eyre::eyre::{Result, WrapErr};
 use std::path::{Path, PathBuf};
@@ -17,6 +23,9 @@ use std::process::ExitCode;
 
 pub const EXIT_ERROR: u8 = 1;
 pub const EXIT_UNSCHEDULABLE: u8 = 3;
+pub const EXIT_NO_ENGINE: u8 = 4;
+pub const EXIT_WORKLOAD_FAILED: u8 = 5;
+pub const EXIT_CANCELLED: u8 = 6;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -25,8 +34,42 @@ pub const EXIT_UNSCHEDULABLE: u8 = 3;
     about = "Run AI/GPU workloads where they fit: capability-based placement, failure-aware retries, one console."
 )]
 pub struct Cli {
+    #[command(flatten)]
+    pub store: StoreArgs,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct StoreArgs {
+    /// Canopy's state directory (store, logs, artifacts). Defaults to
+    /// $CANOPY_HOME, else $XDG_STATE_HOME/canopy, else ~/.local/state/canopy.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub store: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    pub fn home(&self) -> Home {
+        self.store.clone().map(Home::new).unwrap_or_else(Home::from_env)
+    }
+}
+
+/// Sends Canopy's own logs to `<home>/canopy.log`, never the terminal.
+pub fn log_to_file(home: &Home) -> Result<()> {
+    std::fs::create_dir_all(home.root()).wrap_err_with(|| format!("creating {}", home.root().display()))?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(home.log_file())
+        .wrap_err_with(|| format!("opening {}", home.log_file().display()))?;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CANOPY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .try_init();
+    Ok(())
 }
 
 #[derive(Debug, clap::Args)]
@@ -59,6 +102,75 @@ pub enum Command {
     },
     /// Print the JSON Schema of the workload spec, for editors.
     Schema,
+    /// Run the engine without the console until Ctrl-C. Workloads keep
+    /// running when it stops and are re-adopted when it starts again.
+    Engine {
+        #[command(flatten)]
+        fleet: FleetArg,
+        /// Seed of the simulated providers' faults and churn.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Simulated providers never fail (for demos and tests).
+        #[arg(long)]
+        no_faults: bool,
+    },
+    /// Submit a workload spec to the engine that owns the store.
+    Submit {
+        spec: PathBuf,
+        /// The same key with the same spec returns the same workload.
+        #[arg(long, value_name = "KEY")]
+        idempotency_key: Option<String>,
+        /// Follow the workload to its end; exit 0 if it succeeded, 5 if it
+        /// failed, 6 if cancelled.
+        #[arg(long)]
+        wait: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List workloads, or show one with its attempts.
+    Status {
+        id: Option<WorkloadId>,
+        /// Only these states (repeatable): queued, running, failed…
+        #[arg(long = "state", value_parser = parse_state)]
+        states: Vec<WorkloadState>,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A workload's logs (the latest attempt unless --attempt).
+    Logs {
+        id: WorkloadId,
+        #[arg(long)]
+        attempt: Option<u32>,
+        /// Keep printing until the attempt ends.
+        #[arg(long, short)]
+        follow: bool,
+        /// stdout, stderr or both.
+        #[arg(long, default_value = "both", value_parser = ["stdout", "stderr", "both"])]
+        stream: String,
+    },
+    /// A workload's events: placements, ends with their class and evidence,
+    /// retry decisions with their rule.
+    Events {
+        id: WorkloadId,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A workload's collected outputs, with sizes and checksums.
+    Artifacts {
+        id: WorkloadId,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a workload: its running attempt is terminated.
+    Cancel { id: WorkloadId },
+    /// Stop placing new work on a node.
+    Cordon { node: String },
+    /// Let a cordoned or drained node take work again.
+    Uncordon { node: String },
+    /// Stop placing work on a node and move its running work elsewhere.
+    Drain { node: String },
     /// Show the fleet: providers, pools, capacity and prices.
     Fleet {
         #[command(flatten)]
@@ -85,6 +197,24 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             plan::run(&spec, &load_fleet(fleet.fleet.as_deref())?, json)
         }
         Some(Command::Validate { specs, json }) => validate::run(&specs, json),
+        Some(Command::Engine { fleet, seed, no_faults }) => {
+            engine::run(&cli.store, fleet.fleet, seed, no_faults)
+        }
+        Some(Command::Submit { spec, idempotency_key, wait, json }) => {
+            workloads::submit(&cli.store, &spec, idempotency_key, wait, json)
+        }
+        Some(Command::Status { id, states, limit, json }) => {
+            workloads::status(&cli.store, id, states, limit, json)
+        }
+        Some(Command::Logs { id, attempt, follow, stream }) => {
+            workloads::logs(&cli.store, id, attempt, follow, &stream)
+        }
+        Some(Command::Events { id, json }) => workloads::events(&cli.store, id, json),
+        Some(Command::Artifacts { id, json }) => workloads::artifacts(&cli.store, id, json),
+        Some(Command::Cancel { id }) => workloads::command(&cli.store, JCommand::Cancel { id }),
+        Some(Command::Cordon { node }) => workloads::command(&cli.store, JCommand::Cordon { node }),
+        Some(Command::Uncordon { node }) => workloads::command(&cli.store, JCommand::Uncordon { node }),
+        Some(Command::Drain { node }) => workloads::command(&cli.store, JCommand::Drain { node }),
         Some(Command::Schema) => {
             let schema = canopy::spec::load::schema();
             println!("{}", serde_json::to_string_pretty(&schema)?);
@@ -98,4 +228,12 @@ fn load_fleet(path: Option<&Path>) -> Result<canopy::fleet::Fleet> {
         Some(p) => canopy::fleet::load::load_file(p).wrap_err("loading the fleet"),
         None => canopy::fleet::load::demo().wrap_err("loading the embedded demo fleet"),
     }
+}
+
+fn parse_state(s: &str) -> std::result::Result<WorkloadState, String> {
+    use WorkloadState::*;
+    [Queued, Placing, Launching, Running, Succeeded, Failed, Cancelled]
+        .into_iter()
+        .find(|st| st.as_str() == s)
+        .ok_or_else(|| format!("unknown state {s:?}; one of queued, placing, launching, running, succeeded, failed, cancelled"))
 }

@@ -5,7 +5,7 @@
 //!   clock. The simulator drives the same core in virtual time.
 //! - [`classify`] names what a failed attempt was, with its evidence;
 //!   [`retry`] decides what happens next. Both are pure rules.
-//! - `shell` (tokio) performs the core's actions against providers and
+//! - [`shell`] (tokio) performs the core's actions against providers and
 //!   the journal and feeds results back as events. Only the shell does I/O.
 
 pub mod classify;
@@ -14,3 +14,4 @@ pub mod core;
 pub mod model;
 pub mod retry;
 mod rules;
+pub mod shell;

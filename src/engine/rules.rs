@@ -193,6 +193,7 @@ pub(crate) static RULES: &[Rule] = &[
     rule("provider.boot-image", C::App, Matcher::Provider(boot_image_missing)),
     rule("provider.boot-failed", C::Node, Matcher::Provider(|e| matches!(e, ProviderEnd::BootFailed { .. }))),
     rule("provider.launch-capacity", C::Capacity, Matcher::Provider(no_capacity)),
+    rule("provider.launch-invalid", C::App, Matcher::Provider(invalid_request)),
     rule(
         "provider.launch-rejected",
         C::Provider,
@@ -471,6 +472,13 @@ static CAPACITY_MESSAGE: LazyLock<Regex> = LazyLock::new(|| {
         r"\bunschedulable\b",
     ])
 });
+
+/// A launch that can never succeed as written (see
+/// [`crate::providers::LaunchError::Invalid`]).
+fn invalid_request(end: &ProviderEnd) -> bool {
+    matches!(end, ProviderEnd::LaunchRejected { message, .. }
+        if message.starts_with(crate::providers::INVALID_REQUEST_PREFIX))
+}
 
 fn no_capacity(end: &ProviderEnd) -> bool {
     match end {

@@ -85,7 +85,16 @@ pub enum LaunchError {
     Timeout,
     #[error("launch rejected: {0}")]
     Rejected(String),
+    /// The request can never run as written, wherever it is placed (a
+    /// secret missing from the engine's environment, say): the spec's or
+    /// the operator's to fix, not worth another attempt.
+    #[error("invalid request: {0}")]
+    Invalid(String),
 }
+
+/// How [`LaunchError::Invalid`] reads in a [`ProviderEnd::LaunchRejected`]
+/// message; the classifier's `provider.launch-invalid` rule keys on it.
+pub const INVALID_REQUEST_PREFIX: &str = "invalid request: ";
 
 impl LaunchError {
     pub fn to_end(&self) -> ProviderEnd {
@@ -94,6 +103,10 @@ impl LaunchError {
             LaunchError::Api(m) => ProviderEnd::ApiError { message: m.clone() },
             LaunchError::Timeout => ProviderEnd::LaunchTimeout,
             LaunchError::Rejected(m) => ProviderEnd::LaunchRejected { message: m.clone(), capacity: false },
+            LaunchError::Invalid(m) => ProviderEnd::LaunchRejected {
+                message: format!("{INVALID_REQUEST_PREFIX}{m}"),
+                capacity: false,
+            },
         }
     }
 }

@@ -30,7 +30,6 @@
 //! the journal: it behaves like a provider, and Canopy must cope with it
 //! exactly as with a real one.
 
-use crate::engine::model::Millis;
 use crate::providers::{
     Artifact, AttemptStatus, Inventory, LaunchAck, LaunchError, LaunchRequest, LogChunk, LogStream, Owned,
     Provider, ProviderError,
@@ -38,7 +37,6 @@ use crate::providers::{
 use crate::spec::Spec;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 mod attempt;
@@ -59,49 +57,7 @@ pub use market::SimMarket;
 
 use attempt::{Poll, Source, StrikeOrder};
 
-/// Where the simulator reads the time.
-pub trait Clock: Send + Sync {
-    fn now(&self) -> Millis;
-}
-
-impl<F: Fn() -> Millis + Send + Sync> Clock for F {
-    fn now(&self) -> Millis {
-        self()
-    }
-}
-
-/// The wall clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Millis {
-        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        Millis(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
-    }
-}
-
-/// A clock that moves only when told to, for tests and replays.
-#[derive(Debug, Default)]
-pub struct ManualClock(AtomicI64);
-
-impl ManualClock {
-    pub fn new(start: Millis) -> Self {
-        Self(AtomicI64::new(start.0))
-    }
-    pub fn set(&self, t: Millis) {
-        self.0.store(t.0, Ordering::SeqCst);
-    }
-    pub fn advance(&self, d: Duration) {
-        self.0.fetch_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX), Ordering::SeqCst);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> Millis {
-        Millis(self.0.load(Ordering::SeqCst))
-    }
-}
+pub use crate::engine::clock::{Clock, ManualClock, SystemClock};
 
 /// How long the simulator waits for the executor to confirm a stopped
 /// process before it reads the final stderr length.

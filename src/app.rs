@@ -1,0 +1,147 @@
+//! Wiring the embedded default into a running engine: the store in a
+//! [`Home`], the fleet (this host as the `local` provider, plus the demo
+//! fleet or a fleet file served by the simulator), the provider adapters,
+//! and the engine shell on the current tokio runtime.
+//!
+//! Owns start-up order only: take ownership of the store, open the
+//! journal, take inventory, compose the fleet, restore the core, start the
+//! shell. Decisions stay in the core; I/O stays in the shell and adapters.
+
+use crate::engine::clock::{Clock, SystemClock};
+use crate::engine::core::{Core, CoreConfig, Restore};
+use crate::engine::shell::{self, EngineHandle, Providers, ShellConfig, ShellError};
+use crate::fleet::{Fleet, ProviderDef, ProviderKind, load};
+use crate::home::Home;
+use crate::journal::{HealthWindow, Journal, JournalError, acquire_owner};
+use crate::providers::Provider;
+use crate::providers::local::{LocalConfig, LocalProvider, ShimCommand};
+use crate::providers::sim::{SimConfig, SimMarket, SimProvider};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    pub home: Home,
+    /// A fleet file for the simulated providers; the demo fleet when `None`.
+    pub fleet: Option<PathBuf>,
+    /// How the local provider starts its supervisor.
+    pub shim: ShimCommand,
+    pub sim: SimConfig,
+    pub core: CoreConfig,
+    /// Status polling interval and friends; `None` for the defaults.
+    pub poll_every: Option<std::time::Duration>,
+}
+
+impl EngineOptions {
+    /// The embedded default in `home`, with the supervisor in this binary.
+    pub fn embedded(home: Home) -> Result<Self, AppError> {
+        let shim = ShimCommand::current_exe()
+            .map_err(|e| AppError::Setup(format!("cannot find this program: {e}")))?;
+        Ok(Self {
+            home,
+            fleet: None,
+            shim,
+            sim: SimConfig::demo(),
+            core: CoreConfig::default(),
+            poll_every: None,
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Fleet(#[from] crate::fleet::load::FleetFileError),
+    #[error("composing the fleet: {0}")]
+    Compose(#[from] crate::fleet::FleetError),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// A started engine.
+pub struct Running {
+    pub handle: EngineHandle,
+    pub task: tokio::task::JoinHandle<Result<(), ShellError>>,
+    /// The fleet it started with.
+    pub fleet: Fleet,
+    pub store_id: String,
+}
+
+/// Starts the engine. Fails with a clear message when another engine owns
+/// the store.
+pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
+    let home = &opts.home;
+    std::fs::create_dir_all(home.root())
+        .map_err(|e| AppError::Setup(format!("cannot create {}: {e}", home.root().display())))?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let now = clock.now();
+    let lock = acquire_owner(&home.store(), now)?;
+    let mut journal = Journal::open(&home.store())?;
+    journal.requeue_unfinished()?;
+
+    let local = LocalProvider::new(LocalConfig::new(home.attempts(), opts.shim.clone()));
+    let local_def = match local.inventory().await {
+        Ok(inv) => ProviderDef {
+            name: local.name().to_string(),
+            kind: ProviderKind::Local,
+            lend_limit_gpus: None,
+            pools: inv
+                .pools
+                .into_iter()
+                .map(|p| {
+                    let nodes = p
+                        .nodes
+                        .into_iter()
+                        .map(|n| crate::fleet::NodeDef {
+                            name: n.name,
+                            state: n.state,
+                            used: n.used_by_others,
+                            canopy_gpus: 0,
+                        })
+                        .collect();
+                    (p.def, nodes)
+                })
+                .collect(),
+        },
+        Err(e) => return Err(AppError::Setup(format!("cannot take this host's inventory: {e}"))),
+    };
+    let simulated = match &opts.fleet {
+        Some(path) => load::load_file(path)?,
+        None => load::demo()?,
+    };
+    let fleet = simulated.with_providers(vec![local_def])?;
+
+    let local: Arc<dyn Provider> = Arc::new(local);
+    let mut providers: Providers = Providers::new();
+    providers.insert(local.name().to_string(), local.clone());
+    let market = Arc::new(
+        SimMarket::new(&simulated, opts.sim.clone())
+            .map_err(|e| AppError::Setup(format!("simulator: {e}")))?,
+    );
+    for p in SimProvider::all(&market, &local, &clock) {
+        providers.insert(p.name().to_string(), p);
+    }
+
+    let store_id = journal.store_id().to_string();
+    let mut core = Core::new(store_id.clone(), fleet.clone(), opts.core.clone());
+    let since = crate::engine::model::Millis(now.0 - 7 * 24 * 3600 * 1000);
+    let rec = journal.load_live(HealthWindow { since, limit: 100_000 })?;
+    let restored = core.restore(
+        Restore {
+            workloads: rec.workloads,
+            attempts: rec.attempts,
+            health: rec.health,
+            max_id: rec.max_workload_id.map_or(0, |w| w.0),
+        },
+        now,
+    );
+    let mut cfg = ShellConfig::new(home.artifacts(), home.logs());
+    if let Some(p) = opts.poll_every {
+        cfg.poll_every = p;
+    }
+    let (handle, task) = shell::start(core, journal, lock, providers, cfg, clock, restored);
+    Ok(Running { handle, task, fleet, store_id })
+}
