@@ -5,10 +5,12 @@
 //! inbox through which other processes (the CLI, a second console) send
 //! commands to the engine that owns the store.
 //!
-//! It stores and reads; it must not decide. It never interprets a state,
-//! retries, schedules or reads a clock: times arrive as [`Millis`] from the
-//! caller. The engine shell writes the core's [`Record`]s here *before*
-//! acting on them or showing them (durable before visible).
+//! It stores and reads; it must not decide: no state changes, retries or
+//! placement happen here, and times arrive as [`Millis`] from the caller
+//! (the clock is read only as entropy for a new store's id). The engine shell writes the core's [`Record`]s here *before*
+//! acting on them or showing them (durable before visible). It writes only
+//! what it is given and never reads the environment: a spec names its
+//! secrets, it never holds their values.
 //!
 //! One engine owns a store at a time ([`acquire_owner`]); any number of
 //! readers open it alongside. The API is blocking (rusqlite): call it from
