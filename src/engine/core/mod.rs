@@ -203,6 +203,23 @@ struct Entry {
     last_explanation: Option<String>,
 }
 
+impl Entry {
+    fn new(rec: WorkloadRecord, spec: Arc<Spec>, attempts: Vec<AttemptRecord>) -> Self {
+        Self {
+            rec,
+            spec,
+            attempts,
+            live: None,
+            exclude_nodes: BTreeSet::new(),
+            exclude_pools: BTreeSet::new(),
+            capacity_misses: BTreeSet::new(),
+            min_gpu_memory_exclusive: None,
+            cancel_requested: false,
+            last_explanation: None,
+        }
+    }
+}
+
 /// The engine core. See the module docs.
 pub struct Core {
     store_id: String,
@@ -408,21 +425,7 @@ impl Core {
             self.keys.insert(k, id);
         }
         self.queue.push_ready(rec.priority, id);
-        self.entries.insert(
-            id,
-            Entry {
-                rec,
-                spec: Arc::new(spec),
-                attempts: Vec::new(),
-                live: None,
-                exclude_nodes: BTreeSet::new(),
-                exclude_pools: BTreeSet::new(),
-                capacity_misses: BTreeSet::new(),
-                min_gpu_memory_exclusive: None,
-                cancel_requested: false,
-                last_explanation: None,
-            },
-        );
+        self.entries.insert(id, Entry::new(rec, Arc::new(spec), Vec::new()));
         self.save_workload(id, now);
         self.event(now, id, None, EventKind::Submitted, "submitted".into());
         self.reply(request, Reply::Submitted { id, existing: false });

@@ -9,7 +9,7 @@ use crate::engine::model::*;
 use crate::engine::retry::POOL_EXCLUDE_AFTER;
 use crate::failure::FailureClass;
 use crate::fleet::Free;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// What the journal hands back on start.
@@ -45,18 +45,8 @@ impl Core {
             let id = rec.id;
             let mut attempts = by_workload.remove(&id).unwrap_or_default();
             attempts.sort_by_key(|a| a.id.n);
-            let mut entry = Entry {
-                spec: Arc::new(rec.spec.clone()),
-                rec,
-                attempts,
-                live: None,
-                exclude_nodes: BTreeSet::new(),
-                exclude_pools: BTreeSet::new(),
-                capacity_misses: BTreeSet::new(),
-                min_gpu_memory_exclusive: None,
-                cancel_requested: false,
-                last_explanation: None,
-            };
+            let spec = Arc::new(rec.spec.clone());
+            let mut entry = Entry::new(rec, spec, attempts);
             recompute_exclusions(&mut entry);
             if let Some(k) = &entry.rec.idempotency_key {
                 self.keys.insert(k.clone(), id);

@@ -17,7 +17,7 @@ use super::lifecycle::{self, StartupPlan};
 use super::rng::Rng;
 use crate::accel::Vendor;
 use crate::engine::model::Millis;
-use crate::fleet::{Fleet, Free, NodeState, Pool, PoolDef};
+use crate::fleet::{Fleet, Free, NodeState, PoolDef};
 use crate::providers::{InventoryNode, InventoryPool, LaunchError, LaunchRequest};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -85,22 +85,6 @@ pub(super) fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-fn pool_def(p: &Pool) -> PoolDef {
-    PoolDef {
-        name: p.name.clone(),
-        region: p.region.clone(),
-        shape: p.shape.clone(),
-        price_per_hour: p.price_per_hour,
-        startup: p.startup,
-        capabilities: p.capabilities.clone(),
-        compliance: p.compliance.clone(),
-        reserved: p.reserved,
-        interruptible: p.interruptible,
-        lifecycle: p.lifecycle,
-        lend_limit_gpus: p.lend_limit_gpus,
-    }
-}
-
 impl SimMarket {
     /// Simulates every provider of `fleet`, its node names and usage as the
     /// fleet says (less what the fleet marks as Canopy's own).
@@ -111,17 +95,12 @@ impl SimMarket {
             ..State::default()
         };
         for (i, pool) in fleet.pools.iter().enumerate() {
-            let s = &pool.shape;
+            let idx = crate::fleet::PoolIdx(i as u32);
             let nodes = fleet
-                .pool_nodes(crate::fleet::PoolIdx(i as u32))
-                .iter()
+                .node_defs(idx)
+                .into_iter()
                 .map(|n| {
-                    let used = Free {
-                        gpus: s.gpus_per_node.saturating_sub(n.free.gpus),
-                        cpu_cores: (s.cpu_cores - n.free.cpu_cores).max(0.0),
-                        memory_gb: (s.memory_gb - n.free.memory_gb).max(0.0),
-                        disk_gb: (s.disk_gb - n.free.disk_gb).max(0.0),
-                    };
+                    let used = n.used;
                     let gpus = used.gpus.saturating_sub(n.canopy_gpus);
                     let share = if used.gpus > 0 { f64::from(gpus) / f64::from(used.gpus) } else { 1.0 };
                     let others = Free {
@@ -138,7 +117,7 @@ impl SimMarket {
                 })
                 .collect();
             let provider = fleet.provider(pool.provider).name.clone();
-            state.pools.push(SimPool { provider, def: pool_def(pool), nodes });
+            state.pools.push(SimPool { provider, def: fleet.pool_def(idx), nodes });
         }
         Ok(SimMarket { config, state: Mutex::new(state) })
     }
