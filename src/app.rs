@@ -31,6 +31,9 @@ pub struct EngineOptions {
     pub core: CoreConfig,
     /// Status polling interval and friends; `None` for the defaults.
     pub poll_every: Option<std::time::Duration>,
+    /// `canopy.toml` given by `--config`; else `$CANOPY_CONFIG`, else
+    /// `<home>/canopy.toml` when present (see [`crate::config`]).
+    pub config: Option<PathBuf>,
 }
 
 impl EngineOptions {
@@ -45,6 +48,7 @@ impl EngineOptions {
             sim: SimConfig::demo(),
             core: CoreConfig::default(),
             poll_every: None,
+            config: None,
         })
     }
 }
@@ -59,6 +63,8 @@ pub enum AppError {
     Compose(#[from] crate::fleet::FleetError),
     #[error("{0}")]
     Setup(String),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 /// A started engine.
@@ -108,15 +114,26 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
         },
         Err(e) => return Err(AppError::Setup(format!("cannot take this host's inventory: {e}"))),
     };
+    let config = match crate::config::locate(opts.config.as_deref(), home.root()) {
+        Some(path) => crate::config::load(&path)?,
+        None => crate::config::Config::default(),
+    };
+    let engines = engine_providers(&config).await?;
     let simulated = match &opts.fleet {
         Some(path) => load::load_file(path)?,
-        None => load::demo()?,
+        None if config.include_demo_fleet => load::demo()?,
+        None => Fleet::default(),
     };
-    let fleet = simulated.with_providers(vec![local_def])?;
+    let mut defs = vec![local_def];
+    defs.extend(engines.iter().map(|(def, _)| def.clone()));
+    let fleet = simulated.with_providers(defs)?;
 
     let local: Arc<dyn Provider> = Arc::new(local);
     let mut providers: Providers = Providers::new();
     providers.insert(local.name().to_string(), local.clone());
+    for (_, p) in engines {
+        providers.insert(p.name().to_string(), p);
+    }
     let market = Arc::new(
         SimMarket::new(&simulated, opts.sim.clone())
             .map_err(|e| AppError::Setup(format!("simulator: {e}")))?,
@@ -144,4 +161,68 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     }
     let (handle, task) = shell::start(core, journal, lock, providers, cfg, clock, restored);
     Ok(Running { handle, task, fleet, store_id })
+}
+
+/// The real engines `canopy.toml` names, each with the fleet entry built
+/// from its inventory. An engine that cannot be reached stops the start:
+/// its running attempts could not be re-adopted, and its capacity would
+/// silently vanish from placement.
+async fn engine_providers(
+    config: &crate::config::Config,
+) -> Result<Vec<(ProviderDef, Arc<dyn Provider>)>, AppError> {
+    use crate::providers::ray::{RayConfig, RayProvider};
+    use crate::providers::slurm::{SlurmConfig, SlurmProvider};
+    let mut out: Vec<(Arc<dyn Provider>, ProviderKind, Option<u32>)> = Vec::new();
+    for e in &config.slurm {
+        let p = SlurmProvider::new(SlurmConfig::from_entry(e).map_err(AppError::Setup)?)
+            .map_err(AppError::Setup)?;
+        out.push((Arc::new(p), ProviderKind::Slurm, e.lend_limit_gpus));
+    }
+    for e in &config.ray {
+        let p =
+            RayProvider::new(RayConfig::from_entry(e).map_err(AppError::Setup)?).map_err(AppError::Setup)?;
+        out.push((Arc::new(p), ProviderKind::Ray, e.lend_limit_gpus));
+    }
+    let mut ready = Vec::new();
+    for (p, kind, lend) in out {
+        let inv = p.inventory().await.map_err(|e| {
+            AppError::Setup(format!(
+                "cannot take the inventory of provider {}: {e}; start the engine or remove its entry from canopy.toml",
+                p.name()
+            ))
+        })?;
+        ready.push((provider_def(p.name(), kind, lend, inv), p));
+    }
+    Ok(ready)
+}
+
+/// A fleet entry from a provider's inventory.
+pub fn provider_def(
+    name: &str,
+    kind: ProviderKind,
+    lend_limit_gpus: Option<u32>,
+    inv: crate::providers::Inventory,
+) -> ProviderDef {
+    ProviderDef {
+        name: name.to_string(),
+        kind,
+        lend_limit_gpus,
+        pools: inv
+            .pools
+            .into_iter()
+            .map(|p| {
+                let nodes = p
+                    .nodes
+                    .into_iter()
+                    .map(|n| crate::fleet::NodeDef {
+                        name: n.name,
+                        state: n.state,
+                        used: n.used_by_others,
+                        canopy_gpus: 0,
+                    })
+                    .collect();
+                (p.def, nodes)
+            })
+            .collect(),
+    }
 }

@@ -12,6 +12,7 @@
 
 pub mod accel;
 pub mod app;
+pub mod config;
 pub mod engine;
 pub mod failure;
 pub mod fleet;

@@ -20,6 +20,7 @@ pub fn run(
     rt.block_on(async move {
         let mut opts = EngineOptions::embedded(home.clone())?;
         opts.fleet = fleet;
+        opts.config = store.config.clone();
         if no_faults {
             opts.sim = SimConfig::no_faults();
         }

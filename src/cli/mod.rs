@@ -46,6 +46,10 @@ pub struct StoreArgs {
     /// $CANOPY_HOME, else $XDG_STATE_HOME/canopy, else ~/.local/state/canopy.
     #[arg(long, global = true, value_name = "DIR")]
     pub store: Option<PathBuf>,
+    /// Configuration file (real engines: Slurm, Ray). Defaults to
+    /// $CANOPY_CONFIG, else <store>/canopy.toml when present.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 impl StoreArgs {

@@ -18,7 +18,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub mod ray;
 pub mod sim;
+pub mod slurm;
 
 /// A secret's value, resolved at launch. Its `Debug` and `Display` never
 /// show the value, so it cannot leak through a log line or an error.

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Stops what start.sh started, by the PIDs it recorded (SIGTERM, then
+# SIGKILL after 15 s). slurmd stops before slurmctld (a slurmd without its
+# controller hangs on SIGTERM). Idempotent.
+HERE=$(cd "$(dirname "$0")" && pwd); . "$HERE/common.sh"
+stop_pid() { # name pidfile
+  [ -f "$2" ] || return 0
+  local pid t0; pid=$(cat "$2"); t0=$(ms)
+  if kill -TERM "$pid" 2>/dev/null; then
+    for _ in $(seq 1 150); do alive "$pid" || break; sleep 0.1; done
+    alive "$pid" && { echo "$1 ($pid) still alive after 15 s: SIGKILL"; kill -KILL "$pid"; }
+    echo "stopped $1 (pid $pid) in $(( $(ms) - t0 )) ms"
+  fi
+  rm -f "$2"
+}
+stop_pid ray-head $RAY_TMP/ray-head.pid
+for f in slurmrestd slurmd-n1 slurmd-n2 slurmctld munged; do stop_pid $f $S/run/$f.pid; done

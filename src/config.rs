@@ -1,0 +1,240 @@
+//! `canopy.toml`: which real engines Canopy drives and how.
+//!
+//! This module owns the file's format, where it is found (`--config FILE`,
+//! else `$CANOPY_CONFIG`, else `<home>/canopy.toml` when present) and its
+//! validation into typed provider configurations. It reads the file and
+//! nothing else: credentials are named here by environment variable and
+//! resolved by the adapters at start, so no secret is ever written in the
+//! file, and none ever appears in an error from this module.
+//!
+//! ```toml
+//! include_demo_fleet = false        # default true: the simulated demo fleet
+//!
+//! [[slurm]]
+//! name = "slurm"                    # provider name, default "slurm"
+//! url = "http://127.0.0.1:6820"     # slurmrestd
+//! user = "root"                     # X-SLURM-USER-NAME
+//! token_env = "CANOPY_SLURM_JWT"    # the JWT is read from this variable
+//! jobs_dir = "/shared/canopy-jobs"  # on a filesystem shared with the nodes
+//! lend_limit_gpus = 8
+//! startup_limit = "10m"             # pending longer → stopped, class capacity
+//! pin_by_feature = false            # nodes carry a feature named after them
+//! [slurm.partitions.debug]          # overrides for partition `debug`
+//! pool = "h100"                     # pool name (default: the partition's)
+//! capabilities = ["infiniband"]
+//! gpu_memory_gb = 80
+//! lend_limit_gpus = 4
+//!
+//! [[ray]]
+//! name = "ray"
+//! url = "http://127.0.0.1:8265"
+//! token_env = "CANOPY_RAY_TOKEN"    # optional: Ray's token auth
+//! jobs_dir = "/shared/canopy-jobs"
+//! capabilities = ["ray"]
+//! startup_limit = "2m"
+//! ```
+
+use crate::units::HumanDuration;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The name of the configuration file in Canopy's home.
+pub const FILE_NAME: &str = "canopy.toml";
+/// The environment variable naming a configuration file.
+pub const ENV_VAR: &str = "CANOPY_CONFIG";
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Whether the simulated demo fleet joins the real providers.
+    #[serde(default = "yes")]
+    pub include_demo_fleet: bool,
+    #[serde(default)]
+    pub slurm: Vec<SlurmEntry>,
+    #[serde(default)]
+    pub ray: Vec<RayEntry>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self { include_demo_fleet: true, slurm: Vec::new(), ray: Vec::new() }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One Slurm cluster reached through slurmrestd.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmEntry {
+    #[serde(default = "slurm_name")]
+    pub name: String,
+    pub url: String,
+    #[serde(default = "root")]
+    pub user: String,
+    /// The environment variable holding the JWT (never the JWT itself).
+    pub token_env: String,
+    /// Where job directories are made; must be shared with the nodes.
+    pub jobs_dir: PathBuf,
+    #[serde(default)]
+    pub lend_limit_gpus: Option<u32>,
+    #[serde(default)]
+    pub startup_limit: Option<HumanDuration>,
+    #[serde(default)]
+    pub pin_by_feature: bool,
+    #[serde(default)]
+    pub region: Option<String>,
+    #[serde(default)]
+    pub partitions: BTreeMap<String, PartitionOverride>,
+}
+
+fn slurm_name() -> String {
+    "slurm".into()
+}
+fn root() -> String {
+    "root".into()
+}
+
+/// Overrides for one partition's pool.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionOverride {
+    #[serde(default)]
+    pub pool: Option<String>,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    #[serde(default)]
+    pub gpu_memory_gb: Option<f64>,
+    #[serde(default)]
+    pub lend_limit_gpus: Option<u32>,
+    #[serde(default)]
+    pub price_per_hour: Option<f64>,
+    /// Leave the partition out of the fleet.
+    #[serde(default)]
+    pub skip: bool,
+}
+
+/// One Ray cluster reached through its Jobs API (the dashboard port).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RayEntry {
+    #[serde(default = "ray_name")]
+    pub name: String,
+    pub url: String,
+    /// The environment variable holding Ray's auth token, if Ray has one.
+    #[serde(default)]
+    pub token_env: Option<String>,
+    pub jobs_dir: PathBuf,
+    #[serde(default)]
+    pub lend_limit_gpus: Option<u32>,
+    #[serde(default)]
+    pub startup_limit: Option<HumanDuration>,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    #[serde(default)]
+    pub gpu_memory_gb: Option<f64>,
+    #[serde(default)]
+    pub price_per_hour: Option<f64>,
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Python for the entrypoint wrapper on the Ray nodes.
+    #[serde(default)]
+    pub python: Option<String>,
+}
+
+fn ray_name() -> String {
+    "ray".into()
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the configuration {path}: {source}; check the path given by --config or ${ENV_VAR}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("configuration {path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+}
+
+/// Which file to read: the flag, else `$CANOPY_CONFIG`, else the home's
+/// `canopy.toml` when it exists. `None` when there is none.
+pub fn locate(flag: Option<&Path>, home: &Path) -> Option<PathBuf> {
+    if let Some(p) = flag {
+        return Some(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os(ENV_VAR).filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let p = home.join(FILE_NAME);
+    p.is_file().then_some(p)
+}
+
+/// Reads and checks a configuration file.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+    parse(&text).map_err(|message| ConfigError::Parse { path: path.into(), message })
+}
+
+/// Parses and checks configuration text.
+pub fn parse(text: &str) -> Result<Config, String> {
+    let cfg: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+    let mut names: Vec<&str> =
+        cfg.slurm.iter().map(|s| s.name.as_str()).chain(cfg.ray.iter().map(|r| r.name.as_str())).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!(
+            "provider name {:?} is used twice; give each [[slurm]]/[[ray]] its own `name`",
+            w[0]
+        ));
+    }
+    for n in &names {
+        if matches!(*n, "local") || n.is_empty() {
+            return Err(format!("provider name {n:?} is reserved or empty; choose another `name`"));
+        }
+    }
+    for url in cfg.slurm.iter().map(|s| &s.url).chain(cfg.ray.iter().map(|r| &r.url)) {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(format!("url {url:?} must start with http:// or https://"));
+        }
+    }
+    for s in &cfg.slurm {
+        if s.token_env.is_empty() {
+            return Err(format!("[[slurm]] {}: token_env must name an environment variable", s.name));
+        }
+    }
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_example() {
+        let doc = include_str!("config.rs");
+        let example: String = doc
+            .lines()
+            .skip_while(|l| !l.starts_with("//! ```toml"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("//! ```"))
+            .map(|l| l.trim_start_matches("//!").trim_start_matches(' '))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let cfg = parse(&example).unwrap();
+        assert!(!cfg.include_demo_fleet);
+        assert_eq!(cfg.slurm[0].token_env, "CANOPY_SLURM_JWT");
+        assert_eq!(cfg.slurm[0].partitions["debug"].pool.as_deref(), Some("h100"));
+        assert_eq!(cfg.ray[0].capabilities, vec!["ray".to_string()]);
+    }
+
+    #[test]
+    fn rejects_duplicate_names_and_unknown_keys() {
+        let two = "[[slurm]]\nurl='http://a'\ntoken_env='T'\njobs_dir='/j'\n[[ray]]\nname='slurm'\nurl='http://b'\njobs_dir='/j'\n";
+        assert!(parse(two).unwrap_err().contains("used twice"));
+        assert!(parse("[[slurm]]\nurl='http://a'\ntoken='secret'\n").is_err());
+        assert!(parse("").unwrap().include_demo_fleet);
+    }
+}

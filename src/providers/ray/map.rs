@@ -1,0 +1,186 @@
+//! Pure translations for Ray: job status and error types to
+//! [`AttemptStatus`], node resources (`GPU`, `accelerator_type:*`) to pools.
+//!
+//! Owns those tables only: no I/O, no clock.
+
+use super::api::{JobDetails, NodeInfo};
+use crate::accel::Interconnect;
+use crate::failure::ProviderEnd;
+use crate::fleet::{Free, Lifecycle, NodeState, PoolDef, Shape};
+use crate::providers::slurm::map::accelerator;
+use crate::providers::{AttemptStatus, InventoryNode, InventoryPool};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The custom resource prefix naming a node's accelerator.
+pub const ACCEL_PREFIX: &str = "accelerator_type:";
+/// The capability tag carrying a pool's Ray accelerator type: `ray-accel:H100`.
+pub const ACCEL_TAG: &str = "ray-accel:";
+
+/// A job's status at Ray.
+pub fn job_status(j: &JobDetails) -> AttemptStatus {
+    let msg = || j.message.clone().unwrap_or_default();
+    match j.status.as_str() {
+        "PENDING" => AttemptStatus::Pending,
+        "RUNNING" => AttemptStatus::Running,
+        "SUCCEEDED" => AttemptStatus::Ended(ProviderEnd::Exited { code: 0 }),
+        "STOPPED" => AttemptStatus::Ended(ProviderEnd::Cancelled),
+        "FAILED" => AttemptStatus::Ended(match (j.error_type.as_deref(), j.driver_exit_code) {
+            (Some("JOB_SUPERVISOR_ACTOR_START_TIMEOUT" | "JOB_SUPERVISOR_ACTOR_UNSCHEDULABLE"), _) => {
+                ProviderEnd::LaunchRejected {
+                    message: format!("Ray could not start the job: {}", msg()),
+                    capacity: true,
+                }
+            }
+            (Some("RUNTIME_ENV_SETUP_FAILURE" | "JOB_SUPERVISOR_ACTOR_START_FAILURE"), _) => {
+                ProviderEnd::BootFailed { message: msg() }
+            }
+            (Some("JOB_SUPERVISOR_ACTOR_DIED"), None) => ProviderEnd::NodeLost { message: msg() },
+            (_, Some(code)) => ProviderEnd::Exited { code },
+            (t, None) => ProviderEnd::Unknown {
+                message: format!("Ray FAILED ({}): {}", t.unwrap_or("no error type"), msg()),
+            },
+        }),
+        other => AttemptStatus::Ended(ProviderEnd::Unknown {
+            message: format!("Ray job status {other}: {}", msg()),
+        }),
+    }
+}
+
+/// Whether a status is final.
+pub fn is_final(status: &str) -> bool {
+    matches!(status, "SUCCEEDED" | "FAILED" | "STOPPED")
+}
+
+/// How pools are shaped beyond what Ray reports.
+#[derive(Debug, Clone, Default)]
+pub struct PoolSettings {
+    pub provider: String,
+    pub region: String,
+    pub capabilities: Vec<String>,
+    pub gpu_memory_gb: Option<f64>,
+    pub price_per_hour: f64,
+    pub lend_limit_gpus: Option<u32>,
+    pub startup: Duration,
+}
+
+/// One pool per accelerator type (GPU nodes without a type and CPU-only
+/// nodes make the pool `cpu`; a GPU without a known type is not offered).
+pub fn pools(nodes: &[NodeInfo], s: &PoolSettings) -> Vec<InventoryPool> {
+    let mut groups: BTreeMap<String, Vec<&NodeInfo>> = BTreeMap::new();
+    for n in nodes.iter().filter(|n| n.state.is_empty() || n.state == "ALIVE") {
+        let kind = n.resources_total.keys().find_map(|k| k.strip_prefix(ACCEL_PREFIX)).map(str::to_string);
+        let has_gpus = n.resources_total.get("GPU").copied().unwrap_or(0.0) >= 1.0;
+        let key = match kind {
+            Some(k) if has_gpus => k,
+            _ => String::new(),
+        };
+        groups.entry(key).or_default().push(n);
+    }
+    groups
+        .into_iter()
+        .map(|(kind, members)| {
+            let acc = if kind.is_empty() { None } else { accelerator(&kind, s.gpu_memory_gb) };
+            let min = |r: &str| {
+                members
+                    .iter()
+                    .map(|n| n.resources_total.get(r).copied().unwrap_or(0.0))
+                    .fold(f64::INFINITY, f64::min)
+            };
+            let gpus = if acc.is_some() { min("GPU").floor() as u32 } else { 0 };
+            let mut capabilities = vec!["ray".to_string()];
+            if acc.is_some() {
+                capabilities.push(format!("{ACCEL_TAG}{kind}"));
+            }
+            capabilities.extend(s.capabilities.iter().cloned());
+            let def = PoolDef {
+                name: if acc.is_some() { kind.to_ascii_lowercase() } else { "cpu".into() },
+                region: s.region.clone(),
+                shape: Shape {
+                    accelerator: acc,
+                    gpus_per_node: gpus,
+                    interconnect: Interconnect::Pcie,
+                    cpu_cores: min("CPU"),
+                    memory_gb: (min("memory") / (1024.0 * 1024.0 * 1024.0) * 10.0).floor() / 10.0,
+                    disk_gb: 0.0,
+                },
+                price_per_hour: s.price_per_hour,
+                startup: s.startup,
+                capabilities,
+                compliance: Vec::new(),
+                reserved: true,
+                interruptible: false,
+                lifecycle: Lifecycle::Job,
+                lend_limit_gpus: s.lend_limit_gpus,
+            };
+            let nodes = members
+                .iter()
+                .map(|n| InventoryNode {
+                    name: format!(
+                        "{}-{}",
+                        s.provider,
+                        if n.node_ip.is_empty() { &n.node_id } else { &n.node_ip }
+                    ),
+                    state: NodeState::Ready,
+                    used_by_others: Free::default(),
+                })
+                .collect();
+            InventoryPool { def, nodes }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(status: &str, error_type: Option<&str>, code: Option<i32>) -> JobDetails {
+        JobDetails {
+            status: status.into(),
+            error_type: error_type.map(String::from),
+            driver_exit_code: code,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn statuses_map() {
+        assert_eq!(job_status(&job("PENDING", None, None)), AttemptStatus::Pending);
+        assert_eq!(
+            job_status(&job("SUCCEEDED", None, Some(0))),
+            AttemptStatus::Ended(ProviderEnd::Exited { code: 0 })
+        );
+        assert_eq!(
+            job_status(&job("FAILED", Some("JOB_ENTRYPOINT_COMMAND_ERROR"), Some(3))),
+            AttemptStatus::Ended(ProviderEnd::Exited { code: 3 })
+        );
+        assert_eq!(job_status(&job("STOPPED", None, None)), AttemptStatus::Ended(ProviderEnd::Cancelled));
+        assert!(matches!(
+            job_status(&job("FAILED", Some("JOB_SUPERVISOR_ACTOR_START_TIMEOUT"), None)),
+            AttemptStatus::Ended(ProviderEnd::LaunchRejected { capacity: true, .. })
+        ));
+    }
+
+    #[test]
+    fn accelerator_resources_make_pools() {
+        let mut r = BTreeMap::new();
+        r.insert("CPU".to_string(), 4.0);
+        r.insert("GPU".to_string(), 4.0);
+        r.insert("accelerator_type:H100".to_string(), 4.0);
+        r.insert("memory".to_string(), 8.0 * 1024.0 * 1024.0 * 1024.0);
+        let n = NodeInfo {
+            node_id: "abc".into(),
+            node_ip: "127.0.0.1".into(),
+            state: "ALIVE".into(),
+            resources_total: r,
+        };
+        let s = PoolSettings { provider: "ray".into(), ..Default::default() };
+        let p = pools(&[n], &s);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].def.name, "h100");
+        assert_eq!(p[0].def.shape.gpus_per_node, 4);
+        assert_eq!(p[0].def.shape.memory_gb, 8.0);
+        assert_eq!(p[0].nodes[0].name, "ray-127.0.0.1");
+        assert!(p[0].def.capabilities.contains(&"ray-accel:H100".to_string()));
+    }
+}

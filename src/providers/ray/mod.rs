@@ -1,0 +1,284 @@
+//! The `ray` provider: attempts as Ray jobs submitted through the Jobs
+//! REST API, with `submission_id` = the attempt's token.
+//!
+//! Launch asks for the token first and adopts a job that already has it
+//! (Ray answers a duplicate `submission_id` with HTTP 500, so a lost answer
+//! must never lead to a second submission). A job still pending after the
+//! configured startup limit is asked to stop and reported as a capacity
+//! miss, so the engine places it elsewhere (Ray itself fails it after
+//! `RAY_JOB_START_TIMEOUT_SECONDS`; its stop of a pending job is a no-op,
+//! ray-project/ray#58353). Logs come from Ray's log endpoint (stdout and
+//! stderr interleaved, served as stdout); outputs are collected from
+//! `<jobs_dir>/<token>/outputs`, which, like Slurm's, must be a filesystem
+//! shared between Canopy and the Ray nodes.
+//!
+//! Owns the adapter and its configuration. Must not decide retries; the
+//! optional auth token never reaches a log line, an error or the journal.
+//! Secret values are passed in the job's `runtime_env`, which Ray shows to
+//! anyone who can read its Jobs API.
+
+pub mod api;
+pub mod map;
+
+use crate::config::RayEntry;
+use crate::failure::ProviderEnd;
+use crate::providers::local::layout::{AttemptDir, valid_token};
+use crate::providers::slurm::script::quote;
+use crate::providers::{
+    Artifact, AttemptStatus, Inventory, LaunchAck, LaunchError, LaunchRequest, LogChunk, LogStream, Owned,
+    Provider, ProviderError, SecretValue,
+};
+use crate::spec::Spec;
+use api::{Api, CallError, RuntimeEnv, Submit};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct RayConfig {
+    pub name: String,
+    pub url: String,
+    pub token: Option<SecretValue>,
+    pub jobs_dir: PathBuf,
+    pub lend_limit_gpus: Option<u32>,
+    pub startup_limit: Duration,
+    pub pools: map::PoolSettings,
+    pub request_timeout: Duration,
+}
+
+impl RayConfig {
+    pub fn from_entry(e: &RayEntry) -> Result<Self, String> {
+        let token = match &e.token_env {
+            Some(var) => Some(SecretValue::new(std::env::var(var).map_err(|_| {
+                format!("provider {}: environment variable {var} (token_env) is not set; export Ray's auth token there", e.name)
+            })?)),
+            None => None,
+        };
+        Ok(Self {
+            name: e.name.clone(),
+            url: e.url.clone(),
+            token,
+            jobs_dir: e.jobs_dir.clone(),
+            lend_limit_gpus: e.lend_limit_gpus,
+            startup_limit: e.startup_limit.map_or(Duration::from_secs(300), |d| d.0),
+            pools: map::PoolSettings {
+                provider: e.name.clone(),
+                region: e.region.clone().unwrap_or_else(|| "onprem".into()),
+                capabilities: e.capabilities.clone(),
+                gpu_memory_gb: e.gpu_memory_gb,
+                price_per_hour: e.price_per_hour.unwrap_or(0.0),
+                lend_limit_gpus: None,
+                startup: Duration::from_secs(5),
+            },
+            request_timeout: Duration::from_secs(30),
+        })
+    }
+}
+
+/// How long a launch begun here keeps an unlisted job pending.
+const LAUNCH_GRACE: Duration = Duration::from_secs(120);
+
+pub struct RayProvider {
+    cfg: RayConfig,
+    api: Api,
+    /// Pool name → accelerator type, from the last inventory.
+    accel: Mutex<HashMap<String, String>>,
+    /// First time this adapter saw each token pending.
+    pending_since: Mutex<HashMap<String, Instant>>,
+}
+
+impl RayProvider {
+    pub fn new(cfg: RayConfig) -> Result<Self, String> {
+        let client = reqwest::Client::builder()
+            .timeout(cfg.request_timeout)
+            .build()
+            .map_err(|e| format!("provider {}: cannot build an HTTP client: {e}", cfg.name))?;
+        let api = Api::new(client, &cfg.url, cfg.token.clone());
+        Ok(Self { cfg, api, accel: Mutex::new(HashMap::new()), pending_since: Mutex::new(HashMap::new()) })
+    }
+
+    fn err(&self, what: &str, e: CallError) -> ProviderError {
+        ProviderError { provider: self.cfg.name.clone(), message: format!("{what} at {}: {e}", self.cfg.url) }
+    }
+
+    fn submission(&self, req: &LaunchRequest) -> Result<Submit, String> {
+        let dir = AttemptDir::at(&self.cfg.jobs_dir, &req.token);
+        let utf8 =
+            |p: &Path| p.to_str().map(str::to_string).ok_or_else(|| format!("{} is not UTF-8", p.display()));
+        let workdir = match &req.spec.runtime.workdir {
+            Some(w) => w.clone(),
+            None => utf8(&dir.work())?,
+        };
+        let argv: Vec<String> = req.spec.runtime.command.iter().map(|w| quote(w)).collect();
+        let entrypoint = format!("mkdir -p {wd} && cd {wd} && exec {}", argv.join(" "), wd = quote(&workdir));
+        let mut env_vars: BTreeMap<String, String> = req.spec.runtime.env.clone();
+        env_vars.insert("CANOPY_OUTPUT_DIR".into(), utf8(&dir.outputs())?);
+        env_vars.insert("CANOPY_ATTEMPT_TOKEN".into(), req.token.clone());
+        for (k, v) in &req.secrets {
+            env_vars.insert(k.clone(), v.expose().to_string());
+        }
+        let r = &req.spec.resources;
+        let mut resources = BTreeMap::new();
+        if r.gpus > 0
+            && let Some(kind) = self.accel.lock().ok().and_then(|m| m.get(&req.pool).cloned())
+        {
+            resources.insert(format!("{}{kind}", map::ACCEL_PREFIX), r.gpus as f64);
+        }
+        let mut metadata = BTreeMap::new();
+        metadata.insert("canopy_token".into(), req.token.clone());
+        Ok(Submit {
+            entrypoint,
+            submission_id: req.token.clone(),
+            runtime_env: RuntimeEnv { env_vars },
+            entrypoint_num_cpus: Some(r.cpu_cores),
+            entrypoint_num_gpus: (r.gpus > 0).then_some(r.gpus as f64),
+            entrypoint_resources: resources,
+            metadata,
+        })
+    }
+
+    fn pending_for(&self, token: &str, start_ms: Option<i64>) -> Duration {
+        let seen = self
+            .pending_since
+            .lock()
+            .ok()
+            .map(|mut m| *m.entry(token.to_string()).or_insert_with(Instant::now));
+        let by_adapter = seen.map_or(Duration::ZERO, |t| t.elapsed());
+        let by_ray = start_ms.map_or(Duration::ZERO, |ms| {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            now.saturating_sub(Duration::from_millis(ms.max(0) as u64))
+        });
+        by_adapter.max(by_ray)
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for RayProvider {
+    fn name(&self) -> &str {
+        &self.cfg.name
+    }
+
+    async fn inventory(&self) -> Result<Inventory, ProviderError> {
+        let nodes = self.api.nodes().await.map_err(|e| self.err("listing nodes", e))?;
+        let pools = map::pools(&nodes, &self.cfg.pools);
+        if let Ok(mut m) = self.accel.lock() {
+            m.clear();
+            for p in &pools {
+                if let Some(k) = p.def.capabilities.iter().find_map(|c| c.strip_prefix(map::ACCEL_TAG)) {
+                    m.insert(p.def.name.clone(), k.to_string());
+                }
+            }
+        }
+        Ok(Inventory { pools })
+    }
+
+    async fn launch(&self, req: &LaunchRequest) -> Result<LaunchAck, LaunchError> {
+        if !valid_token(&req.token) {
+            return Err(LaunchError::Invalid(format!("token {:?} cannot be a Ray submission_id", req.token)));
+        }
+        // Until Ray lists the job, a status poll racing this launch reads
+        // pending (see `status`), not "gone".
+        if let Ok(mut m) = self.pending_since.lock() {
+            m.entry(req.token.clone()).or_insert_with(Instant::now);
+        }
+        let adopted = LaunchAck { provider_ref: req.token.clone(), adopted: true };
+        if self.api.job(&req.token).await.map_err(|e| LaunchError::Api(e.to_string()))?.is_some() {
+            return Ok(adopted);
+        }
+        let dir = AttemptDir::at(&self.cfg.jobs_dir, &req.token);
+        for d in [dir.outputs(), dir.work()] {
+            std::fs::create_dir_all(&d).map_err(|e| {
+                LaunchError::Api(format!(
+                    "cannot create {}: {e}; jobs_dir must be writable and shared with Ray",
+                    d.display()
+                ))
+            })?;
+        }
+        let body = self.submission(req).map_err(LaunchError::Invalid)?;
+        match self.api.submit(&body).await {
+            Ok(()) => Ok(LaunchAck { provider_ref: req.token.clone(), adopted: false }),
+            Err(CallError::Duplicate) => Ok(adopted),
+            Err(CallError::Http { status: 400, message }) => Err(LaunchError::Rejected(message)),
+            Err(e) => Err(LaunchError::Api(e.to_string())),
+        }
+    }
+
+    async fn status(&self, token: &str) -> Result<AttemptStatus, ProviderError> {
+        let Some(job) = self.api.job(token).await.map_err(|e| self.err("reading the job", e))? else {
+            let racing =
+                self.pending_since.lock().ok().and_then(|m| m.get(token).map(|t| t.elapsed() < LAUNCH_GRACE));
+            return Ok(if racing == Some(true) { AttemptStatus::Pending } else { AttemptStatus::NotFound });
+        };
+        let status = map::job_status(&job);
+        if status != AttemptStatus::Pending {
+            if let Ok(mut m) = self.pending_since.lock() {
+                m.remove(token);
+            }
+            return Ok(status);
+        }
+        let waited = self.pending_for(token, job.start_time);
+        if waited < self.cfg.startup_limit {
+            return Ok(AttemptStatus::Pending);
+        }
+        self.api.stop(token).await.map_err(|e| self.err("stopping the pending job", e))?;
+        let message = format!(
+            "{}: still pending after {}s, past the startup limit of {}s (Ray cannot fit it now)",
+            self.cfg.name,
+            waited.as_secs(),
+            self.cfg.startup_limit.as_secs()
+        );
+        Ok(AttemptStatus::Ended(ProviderEnd::LaunchRejected { message, capacity: true }))
+    }
+
+    async fn logs(
+        &self,
+        token: &str,
+        stream: LogStream,
+        offset: u64,
+        max: usize,
+    ) -> Result<LogChunk, ProviderError> {
+        if stream == LogStream::Stderr {
+            return Ok(LogChunk { data: Vec::new(), next_offset: offset });
+        }
+        let text = match self.api.logs(token).await {
+            Ok(t) => t.into_bytes(),
+            Err(CallError::NotFound) => Vec::new(),
+            Err(e) => return Err(self.err("reading logs", e)),
+        };
+        let start = (offset as usize).min(text.len());
+        let end = start.saturating_add(max).min(text.len());
+        Ok(LogChunk { data: text[start..end].to_vec(), next_offset: end as u64 })
+    }
+
+    async fn outputs(&self, token: &str, spec: &Spec, dest: &Path) -> Result<Vec<Artifact>, ProviderError> {
+        let dir = AttemptDir::at(&self.cfg.jobs_dir, token);
+        let (spec, dest) = (spec.clone(), dest.to_path_buf());
+        tokio::task::spawn_blocking(move || crate::providers::local::outputs::collect(&dir, &spec, &dest))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r)
+            .map_err(|message| ProviderError { provider: self.cfg.name.clone(), message })
+    }
+
+    async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
+        match self.api.job(token).await.map_err(|e| self.err("reading the job", e))? {
+            Some(j) if !map::is_final(&j.status) => {
+                self.api.stop(token).await.map_err(|e| self.err("stopping the job", e))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn list_owned(&self, store_id: &str) -> Result<Vec<Owned>, ProviderError> {
+        let prefix = format!("canopy-{store_id}-");
+        let jobs = self.api.jobs().await.map_err(|e| self.err("listing jobs", e))?;
+        Ok(jobs
+            .into_iter()
+            .filter_map(|j| {
+                let id = j.submission_id.filter(|s| s.starts_with(&prefix))?;
+                Some(Owned { token: id.clone(), provider_ref: id, running: !map::is_final(&j.status) })
+            })
+            .collect())
+    }
+}

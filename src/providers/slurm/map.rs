@@ -1,0 +1,354 @@
+//! Pure translations between Slurm's vocabulary and Canopy's: job states
+//! and raw wait statuses to [`AttemptStatus`], nodes and GRES strings to
+//! pools and node states.
+//!
+//! This module owns those tables and nothing else: no I/O, no clock (the
+//! caller passes `now`), no API version (it reads plain fields that every
+//! slurmrestd version reports).
+
+use crate::accel::{Interconnect, Vendor};
+use crate::config::PartitionOverride;
+use crate::failure::ProviderEnd;
+use crate::fleet::{Accelerator, Free, Lifecycle, NodeState, PoolDef, Shape};
+use crate::providers::local::inventory::family_of;
+use crate::providers::{AttemptStatus, InventoryNode, InventoryPool};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The capability tag naming a pool's GRES type: `gres:gpu:h100`.
+pub const GRES_TAG: &str = "gres:gpu:";
+/// The capability tag naming a pool's partition: `partition:debug`.
+pub const PARTITION_TAG: &str = "partition:";
+
+/// A job as the mapping needs it (version-neutral).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobView {
+    pub state: String,
+    pub reason: String,
+    pub nodes: String,
+    /// Raw wait status.
+    pub exit_code: i64,
+    pub restart_cnt: u32,
+}
+
+/// Where a job stands, before the provider acts on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobStatus {
+    Status(AttemptStatus),
+    /// Slurm requeued the job (node failure, or an admin): Canopy runs
+    /// each attempt once, so the provider cancels it and reports the end.
+    Requeued(ProviderEnd),
+}
+
+/// Decodes a raw wait status: exit code in bits 8..16, signal in 0..7.
+pub fn decode_wait_status(raw: i64) -> ProviderEnd {
+    let signal = (raw & 0x7f) as i32;
+    if signal != 0 {
+        ProviderEnd::Signaled { signal }
+    } else {
+        ProviderEnd::Exited { code: ((raw >> 8) & 0xff) as i32 }
+    }
+}
+
+/// Maps a job's state (and restart count) to a status.
+pub fn job_status(j: &JobView) -> JobStatus {
+    if j.restart_cnt > 0 {
+        let on = if j.nodes.is_empty() { String::new() } else { format!(" on {}", j.nodes) };
+        let message = format!(
+            "Slurm requeued the job{on} ({} restart(s), reason {}); a node it ran on failed or was taken \
+             down",
+            j.restart_cnt, j.reason
+        );
+        return JobStatus::Requeued(ProviderEnd::NodeLost { message });
+    }
+    let ended = |e| JobStatus::Status(AttemptStatus::Ended(e));
+    match j.state.as_str() {
+        "PENDING" | "CONFIGURING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD" => {
+            JobStatus::Status(AttemptStatus::Pending)
+        }
+        "RUNNING" | "COMPLETING" | "SIGNALING" | "STAGE_OUT" | "SUSPENDED" | "STOPPED" | "RESIZING" => {
+            JobStatus::Status(AttemptStatus::Running)
+        }
+        "COMPLETED" => ended(decode_wait_status(j.exit_code)),
+        "FAILED" => match decode_wait_status(j.exit_code) {
+            ProviderEnd::Exited { code: 0 } => {
+                ended(ProviderEnd::Unknown { message: format!("Slurm says FAILED (reason {})", j.reason) })
+            }
+            e => ended(e),
+        },
+        "CANCELLED" => ended(ProviderEnd::Cancelled),
+        "TIMEOUT" | "DEADLINE" => ended(ProviderEnd::TimedOut),
+        "NODE_FAIL" => ended(ProviderEnd::NodeLost {
+            message: format!("Slurm NODE_FAIL on {} (reason {})", j.nodes, j.reason),
+        }),
+        "OUT_OF_MEMORY" => ended(ProviderEnd::OutOfMemory),
+        "PREEMPTED" => ended(ProviderEnd::Preempted),
+        "BOOT_FAIL" => {
+            ended(ProviderEnd::BootFailed { message: format!("Slurm BOOT_FAIL (reason {})", j.reason) })
+        }
+        other => {
+            ended(ProviderEnd::Unknown { message: format!("Slurm job state {other} (reason {})", j.reason) })
+        }
+    }
+}
+
+/// Whether a state is final (for listing what still runs).
+pub fn is_final(state: &str) -> bool {
+    !matches!(
+        state,
+        "PENDING"
+            | "CONFIGURING"
+            | "REQUEUED"
+            | "REQUEUE_HOLD"
+            | "REQUEUE_FED"
+            | "RESV_DEL_HOLD"
+            | "RUNNING"
+            | "COMPLETING"
+            | "SIGNALING"
+            | "STAGE_OUT"
+            | "SUSPENDED"
+            | "STOPPED"
+            | "RESIZING"
+    )
+}
+
+/// GPUs in a GRES string: `gpu:h100:4`, `gpu:4(S:0-1)`, `gpu:h100:3(IDX:0-2),tmpdisk:100`.
+/// Returns (type, count) for the first GPU entry.
+pub fn gpus_in_gres(gres: &str) -> Option<(Option<String>, u32)> {
+    for entry in gres.split(',') {
+        let entry = entry.split('(').next().unwrap_or("").trim();
+        let mut parts = entry.split(':');
+        if parts.next() != Some("gpu") {
+            continue;
+        }
+        let rest: Vec<&str> = parts.collect();
+        return match rest.as_slice() {
+            [n] => n.parse().ok().map(|n| (None, n)),
+            [t, n] => n.parse().ok().map(|n| (Some((*t).to_string()), n)),
+            _ => None,
+        };
+    }
+    None
+}
+
+/// A node's state as Canopy sees it: down, failed or not responding →
+/// down; drain (draining or drained) → cordoned.
+pub fn node_state(state: &str, flags: &[String]) -> NodeState {
+    let s = state.to_ascii_lowercase();
+    let flag = |f: &str| flags.iter().any(|x| x.eq_ignore_ascii_case(f));
+    if s.contains("down")
+        || s.contains("fail")
+        || s.contains("future")
+        || s.contains("unknown")
+        || flag("NOT_RESPONDING")
+        || flag("FAIL")
+        || s.ends_with('*')
+    {
+        NodeState::Down
+    } else if s.contains("drain") || flag("DRAIN") {
+        NodeState::Cordoned
+    } else {
+        NodeState::Ready
+    }
+}
+
+/// GPU memory by GRES type, when the configuration does not say.
+pub fn typical_gpu_memory_gb(kind: &str) -> f64 {
+    match kind.to_ascii_lowercase().as_str() {
+        "h200" => 141.0,
+        "h100" | "a100" | "h800" | "a800" | "a100-80gb" => 80.0,
+        "l40" | "l40s" | "a40" | "a6000" => 48.0,
+        "l4" | "a10" | "a10g" => 24.0,
+        "t4" | "v100" => 16.0,
+        "b200" => 180.0,
+        _ => 0.0,
+    }
+}
+
+/// The accelerator a GRES type names, when Canopy knows the family.
+pub fn accelerator(kind: &str, memory_gb: Option<f64>) -> Option<Accelerator> {
+    let (family, cc) = family_of(kind)?;
+    Some(Accelerator {
+        vendor: Vendor::Nvidia,
+        model: kind.to_ascii_uppercase(),
+        family,
+        compute_capability: cc,
+        memory_gb: memory_gb.unwrap_or_else(|| typical_gpu_memory_gb(kind)),
+    })
+}
+
+/// One node as the inventory needs it (version-neutral).
+#[derive(Debug, Clone, Default)]
+pub struct NodeView {
+    pub name: String,
+    pub state: String,
+    pub flags: Vec<String>,
+    pub gres: String,
+    pub gres_used: String,
+    pub cpus: u32,
+    pub alloc_cpus: u32,
+    pub memory_mb: u64,
+    pub alloc_memory_mb: u64,
+    pub partitions: Vec<String>,
+}
+
+/// What shapes pools: region, startup and overrides per partition.
+#[derive(Debug, Clone, Default)]
+pub struct PoolSettings {
+    pub region: String,
+    pub startup: Duration,
+    pub partitions: BTreeMap<String, PartitionOverride>,
+}
+
+/// Groups nodes into pools: one per partition and GPU type (a partition
+/// with one GPU type keeps its own name). A pool's shape is the smallest
+/// node of the group, so anything placed there fits any of its nodes.
+pub fn pools(nodes: &[NodeView], s: &PoolSettings) -> Vec<InventoryPool> {
+    let mut groups: BTreeMap<(String, Option<String>), Vec<&NodeView>> = BTreeMap::new();
+    for n in nodes {
+        let kind = gpus_in_gres(&n.gres).and_then(|(t, _)| t);
+        for p in &n.partitions {
+            groups.entry((p.clone(), kind.clone())).or_default().push(n);
+        }
+    }
+    let mut out = Vec::new();
+    for ((partition, kind), members) in &groups {
+        let o = s.partitions.get(partition).cloned().unwrap_or_default();
+        if o.skip {
+            continue;
+        }
+        let kinds_here = groups.keys().filter(|(p, _)| p == partition).count();
+        let default_name = match (kinds_here, kind) {
+            (1, _) | (_, None) => partition.clone(),
+            (_, Some(k)) => format!("{partition}-{k}"),
+        };
+        let gpus = members.iter().map(|n| gpus_in_gres(&n.gres).map_or(0, |g| g.1)).min().unwrap_or(0);
+        let acc = kind.as_deref().and_then(|k| accelerator(k, o.gpu_memory_gb));
+        let gpus = if acc.is_some() { gpus } else { 0 };
+        let cpus = members.iter().map(|n| n.cpus).min().unwrap_or(0) as f64;
+        let mem = members.iter().map(|n| n.memory_mb).min().unwrap_or(0) as f64 / 1024.0;
+        let mut capabilities = vec!["slurm".to_string(), format!("{PARTITION_TAG}{partition}")];
+        if let Some(k) = kind.as_deref().filter(|_| gpus > 0) {
+            capabilities.push(format!("{GRES_TAG}{k}"));
+        }
+        capabilities.extend(o.capabilities.iter().cloned());
+        let def = PoolDef {
+            name: o.pool.clone().unwrap_or(default_name),
+            region: s.region.clone(),
+            shape: Shape {
+                accelerator: acc,
+                gpus_per_node: gpus,
+                interconnect: Interconnect::Pcie,
+                cpu_cores: cpus,
+                memory_gb: mem,
+                disk_gb: 0.0,
+            },
+            price_per_hour: o.price_per_hour.unwrap_or(0.0),
+            startup: s.startup,
+            capabilities,
+            compliance: Vec::new(),
+            reserved: true,
+            interruptible: false,
+            lifecycle: Lifecycle::Job,
+            lend_limit_gpus: o.lend_limit_gpus,
+        };
+        let nodes = members
+            .iter()
+            .map(|n| {
+                let used_gpus =
+                    if gpus == 0 { 0 } else { gpus_in_gres(&n.gres_used).map_or(0, |g| g.1).min(gpus) };
+                InventoryNode {
+                    name: n.name.clone(),
+                    state: node_state(&n.state, &n.flags),
+                    used_by_others: Free {
+                        gpus: used_gpus,
+                        cpu_cores: (n.alloc_cpus as f64).min(cpus),
+                        memory_gb: (n.alloc_memory_mb as f64 / 1024.0).min(mem),
+                        disk_gb: 0.0,
+                    },
+                }
+            })
+            .collect();
+        out.push(InventoryPool { def, nodes });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(state: &str, exit_code: i64) -> JobView {
+        JobView { state: state.into(), exit_code, ..Default::default() }
+    }
+
+    #[test]
+    fn wait_status_is_decoded() {
+        assert_eq!(decode_wait_status(1792), ProviderEnd::Exited { code: 7 });
+        assert_eq!(decode_wait_status(15), ProviderEnd::Signaled { signal: 15 });
+        assert_eq!(decode_wait_status(0), ProviderEnd::Exited { code: 0 });
+    }
+
+    #[test]
+    fn states_map_to_ends() {
+        let st = |s, c| job_status(&job(s, c));
+        assert_eq!(st("PENDING", 0), JobStatus::Status(AttemptStatus::Pending));
+        assert_eq!(st("RUNNING", 0), JobStatus::Status(AttemptStatus::Running));
+        let end = |e| JobStatus::Status(AttemptStatus::Ended(e));
+        assert_eq!(st("COMPLETED", 0), end(ProviderEnd::Exited { code: 0 }));
+        assert_eq!(st("FAILED", 1792), end(ProviderEnd::Exited { code: 7 }));
+        assert_eq!(st("FAILED", 9), end(ProviderEnd::Signaled { signal: 9 }));
+        assert_eq!(st("CANCELLED", 15), end(ProviderEnd::Cancelled));
+        assert_eq!(st("TIMEOUT", 0), end(ProviderEnd::TimedOut));
+        assert_eq!(st("OUT_OF_MEMORY", 0), end(ProviderEnd::OutOfMemory));
+        assert_eq!(st("PREEMPTED", 0), end(ProviderEnd::Preempted));
+        assert!(matches!(
+            st("NODE_FAIL", 15),
+            JobStatus::Status(AttemptStatus::Ended(ProviderEnd::NodeLost { .. }))
+        ));
+        assert!(matches!(
+            st("BOOT_FAIL", 0),
+            JobStatus::Status(AttemptStatus::Ended(ProviderEnd::BootFailed { .. }))
+        ));
+        let requeued = JobView { state: "PENDING".into(), restart_cnt: 1, ..Default::default() };
+        assert!(matches!(job_status(&requeued), JobStatus::Requeued(ProviderEnd::NodeLost { .. })));
+    }
+
+    #[test]
+    fn gres_and_node_states_parse() {
+        assert_eq!(gpus_in_gres("gpu:h100:4"), Some((Some("h100".into()), 4)));
+        assert_eq!(gpus_in_gres("gpu:h100:3(IDX:0-2)"), Some((Some("h100".into()), 3)));
+        assert_eq!(gpus_in_gres("tmp:1,gpu:2(S:0)"), Some((None, 2)));
+        assert_eq!(gpus_in_gres("(null)"), None);
+        assert_eq!(node_state("down", &[]), NodeState::Down);
+        assert_eq!(node_state("idle", &["DRAIN".into()]), NodeState::Cordoned);
+        assert_eq!(node_state("mixed", &[]), NodeState::Ready);
+        assert_eq!(node_state("idle", &["NOT_RESPONDING".into()]), NodeState::Down);
+    }
+
+    #[test]
+    fn nodes_become_pools_with_used_gpus() {
+        let n = |name: &str, used: &str| NodeView {
+            name: name.into(),
+            state: "mixed".into(),
+            gres: "gpu:h100:4".into(),
+            gres_used: used.into(),
+            cpus: 4,
+            memory_mb: 2048,
+            partitions: vec!["debug".into()],
+            ..Default::default()
+        };
+        let pools = pools(
+            &[n("n1", "gpu:h100:3(IDX:0-2)"), n("n2", "gpu:h100:0(IDX:N/A)")],
+            &PoolSettings::default(),
+        );
+        assert_eq!(pools.len(), 1);
+        let p = &pools[0];
+        assert_eq!(p.def.name, "debug");
+        assert_eq!(p.def.shape.gpus_per_node, 4);
+        assert_eq!(p.def.shape.accelerator.as_ref().unwrap().memory_gb, 80.0);
+        assert_eq!(p.nodes[0].used_by_others.gpus, 3);
+        assert_eq!(p.nodes[1].used_by_others.gpus, 0);
+        assert!(p.def.capabilities.contains(&"partition:debug".to_string()));
+    }
+}

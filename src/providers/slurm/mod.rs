@@ -1,0 +1,373 @@
+//! The `slurm` provider: attempts as batch jobs submitted through
+//! slurmrestd (JWT auth), one job per attempt, named after its token.
+//!
+//! Launch looks the token up first and adopts an existing job instead of
+//! submitting twice. Status maps Slurm's states (see [`map`]); a job Slurm
+//! requeued (a node failed under it) is cancelled and reported as a lost
+//! node, so an attempt never runs twice; a job pending longer than the
+//! configured startup limit is cancelled and reported as a capacity miss,
+//! so the engine places it elsewhere.
+//!
+//! **Shared filesystem.** Each job's directory `<jobs_dir>/<token>/` holds
+//! its `stdout.log`, `stderr.log`, `work/` and `outputs/` (the local
+//! provider's layout). Canopy reads logs and collects outputs from there
+//! through its own filesystem, so `jobs_dir` must be the same path on the
+//! Canopy host and on every node (NFS, Lustre… or one machine).
+//!
+//! This module owns the adapter's state (the token → job id cache) and its
+//! configuration. It must not decide retries, and the JWT never appears in
+//! a log line, an error or the journal. Version-specific wire types live
+//! in [`v0038`].
+
+pub mod map;
+pub mod script;
+pub mod v0038;
+
+use crate::config::SlurmEntry;
+use crate::failure::ProviderEnd;
+use crate::providers::local::layout::{AttemptDir, valid_token};
+use crate::providers::{
+    Artifact, AttemptStatus, Inventory, LaunchAck, LaunchError, LaunchRequest, LogChunk, LogStream, Owned,
+    Provider, ProviderError, SecretValue,
+};
+use crate::spec::Spec;
+use map::{JobStatus, JobView, NodeView, PoolSettings};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+use v0038::{Api, CallError, Job};
+
+/// A configured Slurm provider, token resolved.
+#[derive(Debug, Clone)]
+pub struct SlurmConfig {
+    pub name: String,
+    pub url: String,
+    pub user: String,
+    pub token: SecretValue,
+    pub jobs_dir: PathBuf,
+    pub lend_limit_gpus: Option<u32>,
+    /// Pending longer than this: cancelled, class capacity.
+    pub startup_limit: Duration,
+    pub pin_by_feature: bool,
+    pub pools: PoolSettings,
+    pub request_timeout: Duration,
+}
+
+impl SlurmConfig {
+    /// From a `[[slurm]]` entry, reading the JWT from the named variable.
+    pub fn from_entry(e: &SlurmEntry) -> Result<Self, String> {
+        let token = std::env::var(&e.token_env).map_err(|_| {
+            format!(
+                "provider {}: environment variable {} (token_env) is not set; export the slurmrestd JWT \
+                 there, e.g. `export {}=$(scontrol token lifespan=86400 | cut -d= -f2)`",
+                e.name, e.token_env, e.token_env
+            )
+        })?;
+        Ok(Self {
+            name: e.name.clone(),
+            url: e.url.clone(),
+            user: e.user.clone(),
+            token: SecretValue::new(token),
+            jobs_dir: e.jobs_dir.clone(),
+            lend_limit_gpus: e.lend_limit_gpus,
+            startup_limit: e.startup_limit.map_or(Duration::from_secs(600), |d| d.0),
+            pin_by_feature: e.pin_by_feature,
+            pools: PoolSettings {
+                region: e.region.clone().unwrap_or_else(|| "onprem".into()),
+                startup: Duration::from_secs(5),
+                partitions: e.partitions.clone(),
+            },
+            request_timeout: Duration::from_secs(30),
+        })
+    }
+}
+
+/// What the adapter remembers about a job it launched or adopted.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    id: u64,
+    /// When Slurm took the job (epoch seconds), for the startup limit.
+    submitted: i64,
+}
+
+pub struct SlurmProvider {
+    cfg: SlurmConfig,
+    api: Api,
+    /// Pool name → (partition, GRES type), from the last inventory.
+    pools: Mutex<HashMap<String, (String, Option<String>)>>,
+    jobs: Mutex<HashMap<String, Known>>,
+    /// Tokens whose launch began here, and when: until Slurm lists the
+    /// job, a status poll racing the launch reads pending, not "gone".
+    launching: Mutex<HashMap<String, std::time::Instant>>,
+}
+
+/// How long a launch begun here keeps an unlisted job pending.
+const LAUNCH_GRACE: Duration = Duration::from_secs(120);
+
+impl SlurmProvider {
+    pub fn new(cfg: SlurmConfig) -> Result<Self, String> {
+        let client = reqwest::Client::builder()
+            .timeout(cfg.request_timeout)
+            .build()
+            .map_err(|e| format!("provider {}: cannot build an HTTP client: {e}", cfg.name))?;
+        let api = Api::new(client, &cfg.url, &cfg.user, cfg.token.clone());
+        Ok(Self {
+            cfg,
+            api,
+            pools: Mutex::new(HashMap::new()),
+            jobs: Mutex::new(HashMap::new()),
+            launching: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn config(&self) -> &SlurmConfig {
+        &self.cfg
+    }
+
+    fn err(&self, what: &str, e: CallError) -> ProviderError {
+        ProviderError { provider: self.cfg.name.clone(), message: format!("{what} at {}: {e}", self.cfg.url) }
+    }
+
+    fn remember(&self, token: &str, k: Known) {
+        if let Ok(mut m) = self.jobs.lock() {
+            m.insert(token.to_string(), k);
+        }
+    }
+
+    fn known(&self, token: &str) -> Option<Known> {
+        self.jobs.lock().ok().and_then(|m| m.get(token).copied())
+    }
+
+    /// The newest job carrying `token`, asking Slurm when not cached.
+    async fn find(&self, token: &str) -> Result<Option<(Known, Job)>, CallError> {
+        if let Some(k) = self.known(token)
+            && let Some(job) = self.api.job(k.id).await?
+        {
+            return Ok(Some((k, job)));
+        }
+        let jobs = self.api.jobs().await?;
+        let found = jobs.into_iter().filter(|j| owns(j, token)).max_by_key(|j| j.job_id);
+        Ok(found.map(|j| {
+            let k = Known { id: j.job_id, submitted: j.submit_time };
+            self.remember(token, k);
+            (k, j)
+        }))
+    }
+
+    fn shaping(&self, req: &LaunchRequest) -> script::Shaping {
+        let (partition, gpu_type) = self
+            .pools
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&req.pool).cloned())
+            .map_or((None, None), |(p, t)| (Some(p), t));
+        let pin_node = self.cfg.pin_by_feature.then(|| req.node.clone());
+        script::Shaping { partition, gpu_type, pin_node }
+    }
+}
+
+fn owns(j: &Job, token: &str) -> bool {
+    j.name == token || j.comment.strip_prefix(script::COMMENT_PREFIX) == Some(token)
+}
+
+fn view(j: &Job) -> JobView {
+    JobView {
+        state: j.job_state.clone(),
+        reason: j.state_reason.clone(),
+        nodes: j.nodes.clone(),
+        exit_code: j.exit_code,
+        restart_cnt: j.restart_cnt,
+    }
+}
+
+fn epoch_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+#[async_trait::async_trait]
+impl Provider for SlurmProvider {
+    fn name(&self) -> &str {
+        &self.cfg.name
+    }
+
+    async fn inventory(&self) -> Result<Inventory, ProviderError> {
+        let nodes = self.api.nodes().await.map_err(|e| self.err("listing nodes", e))?;
+        let views: Vec<NodeView> = nodes
+            .iter()
+            .map(|n| NodeView {
+                name: n.name.clone(),
+                state: n.state.clone(),
+                flags: n.state_flags.clone(),
+                gres: n.gres.clone(),
+                gres_used: n.gres_used.clone(),
+                cpus: n.cpus,
+                alloc_cpus: n.alloc_cpus,
+                memory_mb: n.real_memory,
+                alloc_memory_mb: n.alloc_memory,
+                partitions: n.partitions.clone(),
+            })
+            .collect();
+        let pools = map::pools(&views, &self.cfg.pools);
+        if let Ok(mut m) = self.pools.lock() {
+            m.clear();
+            for p in &pools {
+                let partition = p
+                    .def
+                    .capabilities
+                    .iter()
+                    .find_map(|c| c.strip_prefix(map::PARTITION_TAG))
+                    .unwrap_or(&p.def.name)
+                    .to_string();
+                let kind =
+                    p.def.capabilities.iter().find_map(|c| c.strip_prefix(map::GRES_TAG)).map(str::to_string);
+                m.insert(p.def.name.clone(), (partition, kind));
+            }
+        }
+        Ok(Inventory { pools })
+    }
+
+    async fn launch(&self, req: &LaunchRequest) -> Result<LaunchAck, LaunchError> {
+        if !valid_token(&req.token) {
+            return Err(LaunchError::Invalid(format!("token {:?} cannot name a Slurm job", req.token)));
+        }
+        if let Ok(mut m) = self.launching.lock() {
+            m.insert(req.token.clone(), std::time::Instant::now());
+        }
+        if let Some((k, _)) = self.find(&req.token).await.map_err(|e| LaunchError::Api(e.to_string()))? {
+            return Ok(LaunchAck { provider_ref: k.id.to_string(), adopted: true });
+        }
+        let dir = AttemptDir::at(&self.cfg.jobs_dir, &req.token);
+        for d in [dir.path().to_path_buf(), dir.outputs(), dir.work()] {
+            std::fs::create_dir_all(&d).map_err(|e| {
+                LaunchError::Api(format!(
+                    "cannot create {}: {e}; jobs_dir must be writable and shared with the nodes",
+                    d.display()
+                ))
+            })?;
+        }
+        let props =
+            script::properties(req, &self.cfg.jobs_dir, &self.shaping(req)).map_err(LaunchError::Invalid)?;
+        let text = script::script(&req.spec.runtime.command, &script::workdir(req, &self.cfg.jobs_dir));
+        match self.api.submit(&text, &props).await {
+            Ok(id) => {
+                self.remember(&req.token, Known { id, submitted: epoch_now() });
+                Ok(LaunchAck { provider_ref: id.to_string(), adopted: false })
+            }
+            // "Requested node configuration is not available", bad partition.
+            Err(CallError::Slurm { numbers, message, .. })
+                if numbers.iter().any(|n| matches!(n, 2014 | 2000)) =>
+            {
+                Err(LaunchError::Capacity(format!("{}: {message}", self.cfg.name)))
+            }
+            Err(CallError::Slurm { status: 400, message, .. }) => Err(LaunchError::Rejected(message)),
+            Err(e) => Err(LaunchError::Api(e.to_string())),
+        }
+    }
+
+    async fn status(&self, token: &str) -> Result<AttemptStatus, ProviderError> {
+        let Some((k, job)) = self.find(token).await.map_err(|e| self.err("reading the job", e))? else {
+            let racing =
+                self.launching.lock().ok().and_then(|m| m.get(token).map(|t| t.elapsed() < LAUNCH_GRACE));
+            return Ok(if racing == Some(true) { AttemptStatus::Pending } else { AttemptStatus::NotFound });
+        };
+        match map::job_status(&view(&job)) {
+            JobStatus::Requeued(end) => {
+                if !map::is_final(&job.job_state) {
+                    self.api.cancel(k.id).await.map_err(|e| self.err("cancelling the requeued job", e))?;
+                }
+                Ok(AttemptStatus::Ended(end))
+            }
+            JobStatus::Status(AttemptStatus::Pending) => {
+                let since = if job.submit_time > 0 { job.submit_time } else { k.submitted };
+                let waited = epoch_now() - since;
+                if waited >= self.cfg.startup_limit.as_secs() as i64 {
+                    self.api.cancel(k.id).await.map_err(|e| self.err("cancelling the pending job", e))?;
+                    let message = format!(
+                        "{}: still pending after {waited}s (reason {}), past the startup limit of {}s",
+                        self.cfg.name,
+                        job.state_reason,
+                        self.cfg.startup_limit.as_secs()
+                    );
+                    return Ok(AttemptStatus::Ended(ProviderEnd::LaunchRejected { message, capacity: true }));
+                }
+                Ok(AttemptStatus::Pending)
+            }
+            JobStatus::Status(s) => Ok(s),
+        }
+    }
+
+    async fn logs(
+        &self,
+        token: &str,
+        stream: LogStream,
+        offset: u64,
+        max: usize,
+    ) -> Result<LogChunk, ProviderError> {
+        let dir = AttemptDir::at(&self.cfg.jobs_dir, token);
+        let path = match stream {
+            LogStream::Stdout => dir.stdout(),
+            LogStream::Stderr => dir.stderr(),
+        };
+        read_from(&path, offset, max)
+            .await
+            .map_err(|message| ProviderError { provider: self.cfg.name.clone(), message })
+    }
+
+    async fn outputs(&self, token: &str, spec: &Spec, dest: &Path) -> Result<Vec<Artifact>, ProviderError> {
+        let dir = AttemptDir::at(&self.cfg.jobs_dir, token);
+        let spec = spec.clone();
+        let dest = dest.to_path_buf();
+        tokio::task::spawn_blocking(move || crate::providers::local::outputs::collect(&dir, &spec, &dest))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r)
+            .map_err(|message| ProviderError { provider: self.cfg.name.clone(), message })
+    }
+
+    async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
+        match self.find(token).await.map_err(|e| self.err("finding the job", e))? {
+            Some((k, job)) if !map::is_final(&job.job_state) => {
+                self.api.cancel(k.id).await.map_err(|e| self.err("cancelling the job", e))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn list_owned(&self, store_id: &str) -> Result<Vec<Owned>, ProviderError> {
+        let prefix = format!("canopy-{store_id}-");
+        let jobs = self.api.jobs().await.map_err(|e| self.err("listing jobs", e))?;
+        Ok(jobs
+            .into_iter()
+            .filter(|j| j.name.starts_with(&prefix))
+            .map(|j| Owned {
+                running: !map::is_final(&j.job_state),
+                provider_ref: j.job_id.to_string(),
+                token: j.name,
+            })
+            .collect())
+    }
+}
+
+/// Up to `max` bytes of a file from `offset`; nothing yet when the file
+/// does not exist (the job has not started).
+pub async fn read_from(path: &Path, offset: u64, max: usize) -> Result<LogChunk, String> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let mut f = match tokio::fs::File::open(path).await {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(LogChunk { data: Vec::new(), next_offset: offset });
+        }
+        Err(e) => return Err(format!("cannot open {}: {e}", path.display())),
+    };
+    f.seek(std::io::SeekFrom::Start(offset))
+        .await
+        .map_err(|e| format!("cannot seek {}: {e}", path.display()))?;
+    let mut data = Vec::new();
+    f.take(max as u64)
+        .read_to_end(&mut data)
+        .await
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let next_offset = offset + data.len() as u64;
+    Ok(LogChunk { data, next_offset })
+}

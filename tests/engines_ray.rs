@@ -1,0 +1,136 @@
+//! Canopy against a real Ray head through the Jobs API (see
+//! `scripts/engines/`): submit, logs, stop, adoption of a duplicate
+//! launch, and a job Ray cannot fit, classed capacity and moved to Slurm.
+//! Skips visibly without the engines; fails under `CANOPY_ENGINES=require`.
+
+mod engines_support;
+
+use canopy::engine::model::{AttemptId, WorkloadId, WorkloadState};
+use canopy::failure::{FailureClass, ProviderEnd};
+use canopy::providers::ray::{RayConfig, RayProvider};
+use canopy::providers::{AttemptStatus, LaunchRequest, LogStream, Provider};
+use engines_support::*;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const LONG: Duration = Duration::from_secs(150);
+
+fn adapter(e: &Engines) -> RayProvider {
+    let entry = canopy::config::parse(&ray_toml(e, "")).unwrap().ray.remove(0);
+    RayProvider::new(RayConfig::from_entry(&entry).unwrap()).unwrap()
+}
+
+async fn status_until(p: &RayProvider, token: &str, ok: impl Fn(&AttemptStatus) -> bool) -> AttemptStatus {
+    let deadline = Instant::now() + LONG;
+    loop {
+        let s = p.status(token).await.unwrap();
+        if ok(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "{token}: last status {s:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ray_submit_logs_duplicate_and_stop() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("ray_submit_logs_duplicate_and_stop", "ray").await else { return };
+    let t = tempfile::tempdir().unwrap();
+    let p = adapter(&e);
+    let inv = p.inventory().await.unwrap();
+    let pool = inv.pools.iter().find(|p| p.def.name == "h100").expect("pool h100 from accelerator_type:H100");
+    assert_eq!(pool.def.shape.gpus_per_node, 4);
+    let token = format!("canopy-raytest{}-w1-a1", std::process::id());
+    let s = spec(json!({
+        "name": "ray",
+        "runtime": { "command": ["sh", "-c", "echo \"gpus=$CUDA_VISIBLE_DEVICES $0\"; sleep 300", "it's"] },
+        "resources": { "gpus": 1 },
+    }));
+    let req = LaunchRequest {
+        attempt: AttemptId { workload: WorkloadId(1), n: 1 },
+        token: token.clone(),
+        spec: Arc::new(s),
+        pool: "h100".into(),
+        node: "ray-127.0.0.1".into(),
+        secrets: Vec::new(),
+        artifact_dir: t.path().into(),
+    };
+    let first = p.launch(&req).await.unwrap();
+    let again = p.launch(&req).await.unwrap();
+    assert!(!first.adopted && again.adopted, "duplicate launch adopted: {first:?} {again:?}");
+    status_until(&p, &token, |s| *s == AttemptStatus::Running).await;
+    let deadline = Instant::now() + LONG;
+    let line = regex::Regex::new(r"gpus=\d it's\n").unwrap();
+    let logs = loop {
+        let chunk = p.logs(&token, LogStream::Stdout, 0, 1 << 20).await.unwrap();
+        let text = String::from_utf8_lossy(&chunk.data).into_owned();
+        if line.is_match(&text) {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "no output in Ray's logs: {text:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let at = logs.find("gpus=").unwrap() as u64;
+    let tail = p.logs(&token, LogStream::Stdout, at, 1 << 20).await.unwrap();
+    assert!(String::from_utf8_lossy(&tail.data).starts_with("gpus="));
+    assert!(p.list_owned("raytest").await.unwrap().is_empty(), "other stores' jobs are not listed");
+    p.terminate(&token).await.unwrap();
+    let end = status_until(&p, &token, |s| matches!(s, AttemptStatus::Ended(_))).await;
+    assert_eq!(end, AttemptStatus::Ended(ProviderEnd::Cancelled));
+}
+
+/// Holds Ray's GPUs outside Canopy; stops the job on drop.
+struct Hog(String, String);
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("curl")
+            .args(["-s", "-X", "POST", &format!("{}/api/jobs/{}/stop", self.0, self.1)])
+            .output();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unfittable_ray_job_is_capacity_and_moves_to_slurm() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("unfittable_ray_job_is_capacity_and_moves_to_slurm", "both").await else { return };
+    let hog = format!("hog-{}-{}", std::process::id(), Instant::now().elapsed().as_nanos());
+    let body = json!({ "entrypoint": "sleep 600", "submission_id": hog, "entrypoint_num_gpus": 4 });
+    let client = reqwest::Client::new();
+    let resp = client.post(format!("{}/api/jobs/", e.ray_url)).json(&body).send().await.unwrap();
+    assert!(resp.status().is_success(), "{:?}", resp.text().await);
+    let _hog = Hog(e.ray_url.clone(), hog.clone());
+    let deadline = Instant::now() + LONG;
+    loop {
+        let j: serde_json::Value =
+            client.get(format!("{}/api/jobs/{hog}", e.ray_url)).send().await.unwrap().json().await.unwrap();
+        if j["status"] == "RUNNING" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the hog did not start: {j}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "{}{}",
+        slurm_toml(&e, "[slurm.partitions.debug]\nprice_per_hour = 40.0\n"),
+        ray_toml(&e, "startup_limit = \"4s\"\ncapabilities = [\"ray-jobs\"]\n")
+    );
+    let r = start(t.path(), &toml).await;
+    let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
+    let s = spec(json!({
+        "name": "moves",
+        "runtime": { "command": ["sh", "-c", "echo moved"] },
+        "resources": { "gpus": 2, "accelerator": { "family": ["hopper"] }, "memory_gb": 0.5 },
+        "preferences": { "capabilities": ["ray-jobs"] },
+    }));
+    let id = submit(&r, s).await;
+    let (w, a) = wait(t.path(), id, LONG, "the move to Slurm", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert_eq!(a.len(), 2, "{a:#?}");
+    assert_eq!(a[0].pool, "ray/h100");
+    assert_eq!(a[0].class, Some(FailureClass::Capacity), "{a:#?}");
+    assert_eq!(a[1].pool, "slurm/debug");
+    r.handle.shutdown();
+}

@@ -1,0 +1,186 @@
+//! Canopy against a real Slurm 22.05 through slurmrestd (see
+//! `scripts/engines/`): capability placement, logs and outputs, a node
+//! taken down mid-run, cancel, and the adapter's own contract (adoption
+//! by token, exit codes). Skips visibly without the engines; fails under
+//! `CANOPY_ENGINES=require`.
+
+mod engines_support;
+
+use canopy::engine::model::{AttemptState, WorkloadState};
+use canopy::failure::{FailureClass, ProviderEnd};
+use canopy::providers::slurm::{SlurmConfig, SlurmProvider};
+use canopy::providers::{AttemptStatus, LaunchRequest, LogStream, Provider};
+use engines_support::*;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const LONG: Duration = Duration::from_secs(120);
+
+fn gpu_spec(name: &str, script: &str) -> canopy::spec::Spec {
+    spec(json!({
+        "name": name,
+        "runtime": { "command": ["sh", "-c", script] },
+        "resources": { "gpus": 2, "accelerator": { "family": ["hopper"] }, "memory_gb": 0.5 },
+        "outputs": [{ "name": "result", "path": "/result.txt", "required": true }],
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_gpu_workload_runs_on_slurm_with_logs_and_outputs() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("two_gpu_workload_runs_on_slurm_with_logs_and_outputs", "slurm").await else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &slurm_toml(&e, "")).await;
+    let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
+    let script = "echo \"gpus=$CUDA_VISIBLE_DEVICES node=$SLURMD_NODENAME\"; echo oops >&2; echo done > \"$CANOPY_OUTPUT_DIR/result.txt\"";
+    let id = submit(&r, gpu_spec("slurm-e2e", script)).await;
+    let (w, a) = wait(t.path(), id, LONG, "success", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].pool, "slurm/debug", "placed by capability on the Slurm h100 pool");
+    assert_eq!(a[0].gpus, 2);
+    let logs = find_files(&t.path().join("home"), "stdout.log");
+    let two_gpus = regex::Regex::new(r"gpus=\d,\d node=n\d").unwrap();
+    assert!(logs.iter().any(|(_, s)| two_gpus.is_match(s)), "stdout shipped through Canopy: {logs:?}");
+    let errs = find_files(&t.path().join("home"), "stderr.log");
+    assert!(errs.iter().any(|(_, s)| s.contains("oops")), "stderr shipped: {errs:?}");
+    let art = find_files(&t.path().join("home"), "result");
+    assert_eq!(art.len(), 1, "one artifact collected: {art:?}");
+    assert_eq!(art[0].1, "done\n");
+    r.handle.shutdown();
+}
+
+/// Puts the node back whatever happens to the test.
+struct Resume(String);
+impl Drop for Resume {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("scontrol")
+            .env("SLURM_CONF", slurm_conf())
+            .args(["update", &format!("nodename={}", self.0), "state=resume"])
+            .status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn node_taken_down_mid_run_reruns_once_elsewhere() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("node_taken_down_mid_run_reruns_once_elsewhere", "slurm").await else { return };
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &slurm_toml(&e, "")).await;
+    let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
+    let marker = e.jobs_dir.join(format!("finished-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    let script = format!(
+        "sleep 6; echo \"$SLURMD_NODENAME\" >> {m}; echo ok > \"$CANOPY_OUTPUT_DIR/result.txt\"",
+        m = marker.display()
+    );
+    let id = submit(&r, gpu_spec("slurm-node-down", &script)).await;
+    let (_, a) = wait(t.path(), id, LONG, "attempt 1 running", |_, a| {
+        a.first().is_some_and(|a| a.state == AttemptState::Running)
+    })
+    .await;
+    let node = a[0].node.clone();
+    let _resume = Resume(node.clone());
+    sh(&format!("scontrol update nodename={node} state=down reason=canopy-test"));
+    let (w, a) = wait(t.path(), id, LONG, "success after the node failure", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert_eq!(a.len(), 2, "one retry: {a:#?}");
+    assert_eq!(a[0].class, Some(FailureClass::Node), "{a:#?}");
+    assert_ne!(a[1].node, node, "the retry ran elsewhere");
+    let finished = std::fs::read_to_string(&marker).unwrap();
+    assert_eq!(finished.lines().count(), 1, "the work finished exactly once: {finished:?}");
+    assert_eq!(finished.trim(), a[1].node);
+    let health = journal(t.path()).health_observations(canopy::engine::model::Millis(0)).unwrap();
+    assert!(
+        health.iter().any(|h| h.node == node && h.class == Some(FailureClass::Node)),
+        "the lost node is charged: {health:?}"
+    );
+    r.handle.shutdown();
+    let _ = std::fs::remove_file(&marker);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_leaves_nothing_running_on_slurm() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("cancel_leaves_nothing_running_on_slurm", "slurm").await else { return };
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &slurm_toml(&e, "")).await;
+    let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
+    let id = submit(&r, gpu_spec("slurm-cancel", "sleep 300")).await;
+    wait(t.path(), id, LONG, "running", |w, _| w.state == WorkloadState::Running).await;
+    let res = r.handle.command(canopy::journal::Command::Cancel { id }).await;
+    assert!(!matches!(res, canopy::journal::CommandResult::Error { .. }), "{res:?}");
+    let (w, _) = wait(t.path(), id, LONG, "cancelled", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Cancelled);
+    let p = adapter(&e);
+    let deadline = Instant::now() + LONG;
+    loop {
+        let owned = p.list_owned(&r.store_id).await.unwrap();
+        assert!(!owned.is_empty(), "the cancelled job is still listed");
+        if owned.iter().all(|o| !o.running) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still running at Slurm: {owned:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    r.handle.shutdown();
+}
+
+fn adapter(e: &Engines) -> SlurmProvider {
+    let entry = canopy::config::parse(&slurm_toml(e, "")).unwrap().slurm.remove(0);
+    SlurmProvider::new(SlurmConfig::from_entry(&entry).unwrap()).unwrap()
+}
+
+fn request(token: &str, spec: canopy::spec::Spec, dir: &std::path::Path) -> LaunchRequest {
+    use canopy::engine::model::{AttemptId, WorkloadId};
+    LaunchRequest {
+        attempt: AttemptId { workload: WorkloadId(1), n: 1 },
+        token: token.into(),
+        spec: Arc::new(spec),
+        pool: "debug".into(),
+        node: "n1".into(),
+        secrets: Vec::new(),
+        artifact_dir: dir.to_path_buf(),
+    }
+}
+
+async fn end_of(p: &SlurmProvider, token: &str) -> ProviderEnd {
+    let deadline = Instant::now() + LONG;
+    loop {
+        if let AttemptStatus::Ended(end) = p.status(token).await.unwrap() {
+            return end;
+        }
+        assert!(Instant::now() < deadline, "{token} did not end");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn adapter_adopts_by_token_and_decodes_exit_codes() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("adapter_adopts_by_token_and_decodes_exit_codes", "slurm").await else { return };
+    let t = tempfile::tempdir().unwrap();
+    let p = adapter(&e);
+    let inv = p.inventory().await.unwrap();
+    let pool = inv.pools.iter().find(|p| p.def.name == "debug").expect("pool debug");
+    assert_eq!(pool.def.shape.gpus_per_node, 4);
+    assert_eq!(pool.nodes.len(), 2);
+    assert!(pool.def.capabilities.iter().any(|c| c == "gres:gpu:h100"));
+    let token = format!("canopy-adapter{}-w1-a1", std::process::id());
+    let s = spec(
+        json!({ "name": "x", "runtime": { "command": ["sh", "-c", "printf '%s|%s\\n' \"$0\" \"$1\"; exit 7", "it's", "a b"] } }),
+    );
+    let req = request(&token, s, t.path());
+    let first = p.launch(&req).await.unwrap();
+    let again = p.launch(&req).await.unwrap();
+    assert!(!first.adopted && again.adopted, "{first:?} {again:?}");
+    assert_eq!(first.provider_ref, again.provider_ref, "never submitted twice");
+    assert_eq!(end_of(&p, &token).await, ProviderEnd::Exited { code: 7 });
+    let out = p.logs(&token, LogStream::Stdout, 0, 1 << 20).await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.data), "it's|a b\n", "argv quoted safely");
+    let tail = p.logs(&token, LogStream::Stdout, 5, 1 << 20).await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&tail.data), "a b\n", "logs from an offset");
+}

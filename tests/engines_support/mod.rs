@@ -1,0 +1,204 @@
+//! Shared by `tests/engines_*.rs`: finding the engines that
+//! `scripts/engines/start.sh` runs, skipping visibly when they are not
+//! there (failing instead when `CANOPY_ENGINES=require`), starting an
+//! engine over a temporary store with a generated `canopy.toml`, and
+//! bounded waits on the journal. Nothing here asserts on elapsed time.
+#![allow(dead_code)]
+
+use canopy::app::{self, EngineOptions, Running};
+use canopy::engine::core::CoreConfig;
+use canopy::engine::model::{AttemptRecord, WorkloadId, WorkloadRecord};
+use canopy::home::Home;
+use canopy::journal::{Command, CommandResult, Journal};
+use canopy::providers::local::ShimCommand;
+use canopy::providers::sim::SimConfig;
+use canopy::spec::Spec;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub const JWT_VAR: &str = "CANOPY_TEST_SLURM_JWT";
+
+/// Where the engines are.
+#[derive(Debug, Clone)]
+pub struct Engines {
+    pub slurm_url: String,
+    pub ray_url: String,
+    pub dir: PathBuf,
+    pub jobs_dir: PathBuf,
+}
+
+/// Engines serialise: they share two Slurm nodes and one Ray head.
+pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn answers(url: &str) -> bool {
+    let c = reqwest::Client::builder().timeout(Duration::from_secs(3)).build().unwrap();
+    c.get(url).send().await.is_ok()
+}
+
+/// The engines, or `None` after printing `SKIPPED: …` (a panic under
+/// `CANOPY_ENGINES=require`). `need` is "slurm", "ray" or "both".
+pub async fn engines(test: &str, need: &str) -> Option<Engines> {
+    let dir =
+        PathBuf::from(std::env::var("CANOPY_ENGINES_DIR").unwrap_or_else(|_| "/tmp/canopy-engines".into()));
+    let e = Engines {
+        slurm_url: std::env::var("CANOPY_SLURM_URL").unwrap_or_else(|_| "http://127.0.0.1:6820".into()),
+        ray_url: std::env::var("CANOPY_RAY_URL").unwrap_or_else(|_| "http://127.0.0.1:8265".into()),
+        jobs_dir: dir.join("jobs"),
+        dir,
+    };
+    let mut missing = Vec::new();
+    if need != "ray" {
+        let jwt = std::env::var("CANOPY_SLURM_JWT")
+            .ok()
+            .or_else(|| std::fs::read_to_string(e.dir.join("slurm/rest/root.jwt")).ok())
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        match jwt {
+            // SAFETY (test only): set once, to the same value, before any
+            // engine reads it; no other thread reads this variable's old value.
+            Some(t) => unsafe { std::env::set_var(JWT_VAR, t) },
+            None => missing
+                .push("the slurmrestd JWT ($CANOPY_SLURM_JWT or <engines>/slurm/rest/root.jwt)".to_string()),
+        }
+        if !answers(&format!("{}/slurm/v0.0.38/ping", e.slurm_url)).await {
+            missing.push(format!("slurmrestd at {}", e.slurm_url));
+        }
+    }
+    if need != "slurm" && !answers(&format!("{}/api/version", e.ray_url)).await {
+        missing.push(format!("Ray at {}", e.ray_url));
+    }
+    if missing.is_empty() {
+        return Some(e);
+    }
+    let why =
+        format!("{test}: {} not reachable; start them with scripts/engines/start.sh", missing.join(", "));
+    if std::env::var("CANOPY_ENGINES").as_deref() == Ok("require") {
+        panic!("CANOPY_ENGINES=require but {why}");
+    }
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+pub fn slurm_toml(e: &Engines, extra: &str) -> String {
+    format!(
+        "[[slurm]]\nurl = {:?}\ntoken_env = {JWT_VAR:?}\njobs_dir = {:?}\npin_by_feature = true\n{extra}\n",
+        e.slurm_url,
+        e.jobs_dir.display().to_string()
+    )
+}
+
+pub fn ray_toml(e: &Engines, extra: &str) -> String {
+    format!("[[ray]]\nurl = {:?}\njobs_dir = {:?}\n{extra}\n", e.ray_url, e.jobs_dir.display().to_string())
+}
+
+/// An engine over a fresh store, with only `local` and the given engines.
+pub async fn start(root: &Path, toml: &str) -> Running {
+    let cfg = root.join("canopy.toml");
+    std::fs::write(&cfg, format!("include_demo_fleet = false\n{toml}")).unwrap();
+    let shim = ShimCommand { program: env!("CARGO_BIN_EXE_canopy-shim").into(), args: vec![] };
+    let opts = EngineOptions {
+        home: Home::new(root.join("home")),
+        fleet: None,
+        shim,
+        sim: SimConfig::no_faults(),
+        core: CoreConfig::default(),
+        poll_every: Some(Duration::from_millis(250)),
+        config: Some(cfg),
+    };
+    app::start(opts).await.unwrap()
+}
+
+pub fn spec(v: serde_json::Value) -> Spec {
+    serde_json::from_value(v).unwrap()
+}
+
+pub async fn submit(r: &Running, spec: Spec) -> WorkloadId {
+    match r.handle.command(Command::Submit { spec: Box::new(spec), idempotency_key: None }).await {
+        CommandResult::Submitted { id, .. } => id,
+        other => panic!("submit failed: {other:?}"),
+    }
+}
+
+pub fn journal(root: &Path) -> Journal {
+    Journal::open(&Home::new(root.join("home")).store()).unwrap()
+}
+
+/// Polls the journal until `ok` holds for the workload and its attempts.
+pub async fn wait(
+    root: &Path,
+    id: WorkloadId,
+    within: Duration,
+    what: &str,
+    ok: impl Fn(&WorkloadRecord, &[AttemptRecord]) -> bool,
+) -> (WorkloadRecord, Vec<AttemptRecord>) {
+    let deadline = Instant::now() + within;
+    loop {
+        let j = journal(root);
+        let w = j.workload(id).unwrap().unwrap();
+        let a = j.attempts(id).unwrap();
+        if ok(&w, &a) {
+            return (w, a);
+        }
+        if Instant::now() > deadline {
+            let events: Vec<String> = j.events(id).unwrap().into_iter().map(|e| e.message).collect();
+            panic!(
+                "{id}: gave up waiting for {what}; state {:?}, attempts {a:#?}, events {events:#?}",
+                w.state
+            );
+        }
+        drop(j);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Every file under `dir` whose name is `name`, with its content.
+pub fn find_files(dir: &Path, name: &str) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else { return out };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(find_files(&p, name));
+        } else if p.file_name().is_some_and(|n| n == name) {
+            out.push((p.clone(), std::fs::read_to_string(&p).unwrap_or_default()));
+        }
+    }
+    out
+}
+
+/// The test cluster's `slurm.conf`, for `scontrol`.
+pub fn slurm_conf() -> PathBuf {
+    let dir = std::env::var("CANOPY_ENGINES_DIR").unwrap_or_else(|_| "/tmp/canopy-engines".into());
+    PathBuf::from(dir).join("slurm/etc/slurm.conf")
+}
+
+/// Runs a command, panicking with its output when it fails.
+pub fn sh(cmd: &str) -> String {
+    let out =
+        std::process::Command::new("sh").env("SLURM_CONF", slurm_conf()).arg("-c").arg(cmd).output().unwrap();
+    assert!(out.status.success(), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Stops whatever a store left at the engines, even when the test panics
+/// (a failed assertion must not leave GPUs held for the next test).
+pub struct Cleanup {
+    pub store_id: String,
+    pub engines: Engines,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let prefix = format!("canopy-{}-", self.store_id);
+        let _ = std::process::Command::new("sh")
+            .env("SLURM_CONF", slurm_conf())
+            .arg("-c")
+            .arg(format!(
+                "squeue -h -o '%i %j' | awk '$2 ~ /^{prefix}/ {{print $1}}' | xargs -r scancel; \
+                 curl -s {u}/api/jobs/ | python3 -c 'import json,sys; [print(j[\"submission_id\"]) for j in json.load(sys.stdin) if (j.get(\"submission_id\") or \"\").startswith(\"{prefix}\") and j[\"status\"] in (\"PENDING\",\"RUNNING\")]' \
+                 | xargs -r -I{{}} curl -s -X POST {u}/api/jobs/{{}}/stop",
+                u = self.engines.ray_url
+            ))
+            .output();
+    }
+}
