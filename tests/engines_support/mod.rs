@@ -32,7 +32,19 @@ pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn answers(url: &str) -> bool {
     let c = reqwest::Client::builder().timeout(Duration::from_secs(3)).build().unwrap();
-    c.get(url).send().await.is_ok()
+    c.get(url).send().await.is_ok_and(|r| r.status().is_success())
+}
+
+/// slurmrestd answers its ping even when slurmctld is gone; the cluster is
+/// usable only when every controller pings `UP`.
+async fn slurm_up(url: &str, jwt: &str) -> bool {
+    let c = reqwest::Client::builder().timeout(Duration::from_secs(3)).build().unwrap();
+    let Ok(r) = c.get(url).header("X-SLURM-USER-NAME", "root").header("X-SLURM-USER-TOKEN", jwt).send().await
+    else {
+        return false;
+    };
+    let Ok(v) = r.json::<serde_json::Value>().await else { return false };
+    v["pings"].as_array().is_some_and(|p| !p.is_empty() && p.iter().all(|x| x["ping"] == "UP"))
 }
 
 /// The engines, or `None` after printing `SKIPPED: …` (a panic under
@@ -54,14 +66,16 @@ pub async fn engines(test: &str, need: &str) -> Option<Engines> {
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty());
         match jwt {
-            // SAFETY (test only): set once, to the same value, before any
-            // engine reads it; no other thread reads this variable's old value.
-            Some(t) => unsafe { std::env::set_var(JWT_VAR, t) },
+            Some(t) => {
+                if !slurm_up(&format!("{}/slurm/v0.0.38/ping", e.slurm_url), &t).await {
+                    missing.push(format!("slurmrestd with a controller that pings UP at {}", e.slurm_url));
+                }
+                // SAFETY (test only): set once, to the same value, before any
+                // engine reads it; no other thread reads this variable's old value.
+                unsafe { std::env::set_var(JWT_VAR, t) }
+            }
             None => missing
                 .push("the slurmrestd JWT ($CANOPY_SLURM_JWT or <engines>/slurm/rest/root.jwt)".to_string()),
-        }
-        if !answers(&format!("{}/slurm/v0.0.38/ping", e.slurm_url)).await {
-            missing.push(format!("slurmrestd at {}", e.slurm_url));
         }
     }
     if need != "slurm" && !answers(&format!("{}/api/version", e.ray_url)).await {
@@ -75,7 +89,10 @@ pub async fn engines(test: &str, need: &str) -> Option<Engines> {
     if std::env::var("CANOPY_ENGINES").as_deref() == Ok("require") {
         panic!("CANOPY_ENGINES=require but {why}");
     }
-    eprintln!("SKIPPED: {why}");
+    // Straight to the process's stderr: the test harness captures
+    // `eprintln!` of passing tests, and a skip must be visible.
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {why}");
     None
 }
 
