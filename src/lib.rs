@@ -12,6 +12,7 @@
 
 pub mod accel;
 pub mod app;
+pub mod console;
 pub mod engine;
 pub mod failure;
 pub mod fleet;
