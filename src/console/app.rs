@@ -749,13 +749,19 @@ impl App {
                 if self.history.last() != Some(&cmd) {
                     self.history.push(cmd.clone());
                 }
-                self.run_command(&cmd)
+                self.command_line(&cmd)
             }
         }
     }
 
-    /// Runs a `:` command.
+    /// Runs a `:` command, as if typed.
     pub fn run_command(&mut self, line: &str) -> Vec<Effect> {
+        let fx = self.command_line(line);
+        self.refresh();
+        fx
+    }
+
+    fn command_line(&mut self, line: &str) -> Vec<Effect> {
         let mut words = line.split_whitespace();
         let verb = words.next().unwrap_or("");
         let arg = words.collect::<Vec<_>>().join(" ");

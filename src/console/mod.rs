@@ -17,6 +17,7 @@ pub mod app;
 mod derive;
 pub mod editor;
 pub mod filter;
+pub mod fixture;
 pub mod keymap;
 pub mod logs;
 pub mod model;

@@ -61,6 +61,9 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
             v == app.view || (v == View::Workloads && matches!(app.view, View::Detail | View::Logs));
         if current {
             spans.push(Span::styled(format!("[{label}]"), t.selected));
+        } else if area.width < 100 {
+            // Narrow screens show only the current tab's name.
+            spans.push(Span::styled(format!(" {} ", &label[..1]), t.dim));
         } else {
             spans.push(Span::styled(format!(" {label} "), t.dim));
         }
