@@ -163,6 +163,10 @@ pub struct Derived {
     pub faults: Vec<WorkloadId>,
     pub nodes: Vec<u32>,
     pub by_node: HashMap<String, Vec<WorkloadId>>,
+    /// Triage groups: (class, count, where most of them failed), largest first.
+    pub by_class: Vec<(String, usize, String)>,
+    /// Triage groups: (node (pool), count, classes), largest first.
+    pub by_fault_node: Vec<(String, usize, String)>,
 }
 
 pub struct App {

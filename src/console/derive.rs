@@ -6,8 +6,10 @@
 use super::app::{App, Column, Derived};
 use super::filter::Filter;
 use super::model::WorkloadRow;
+use crate::failure::FailureClass;
 use crate::fleet::Fleet;
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 pub fn derive(app: &App, workload_filter: &str, node_filter: &str) -> Derived {
     let m = &app.model;
@@ -33,7 +35,10 @@ pub fn derive(app: &App, workload_filter: &str, node_filter: &str) -> Derived {
         Some(f) => node_rows(f, &Filter::parse(node_filter)),
         None => Vec::new(),
     };
+    let (by_class, by_fault_node) = triage_groups(&faults);
     Derived {
+        by_class,
+        by_fault_node,
         generation: m.generation,
         workloads: workloads.iter().map(|w| w.rec.id).collect(),
         faults: faults.iter().map(|w| w.rec.id).collect(),
@@ -102,4 +107,44 @@ fn node_rows(f: &Fleet, filter: &Filter) -> Vec<u32> {
             filter.matches(field, &format!("{} {} {}", n.name, pool, state))
         })
         .collect()
+}
+
+type Groups = Vec<(String, usize, String)>;
+
+/// Faults grouped by class and by node, largest group first, so one bad
+/// node or one bad image stands out.
+fn triage_groups(faults: &[&WorkloadRow]) -> (Groups, Groups) {
+    let mut by_class: BTreeMap<&str, (usize, BTreeMap<String, usize>)> = BTreeMap::new();
+    let mut by_node: BTreeMap<String, (usize, BTreeMap<&str, usize>)> = BTreeMap::new();
+    for w in faults {
+        let class = w.fault_class().map_or("unknown", FailureClass::as_str);
+        let a = w.attempts.iter().rev().find(|a| a.class.is_some()).or(w.last_attempt());
+        let node = a.map_or("-".to_string(), |a| format!("{} ({})", a.node, a.pool));
+        let c = by_class.entry(class).or_default();
+        c.0 += 1;
+        *c.1.entry(node.clone()).or_default() += 1;
+        let n = by_node.entry(node).or_default();
+        n.0 += 1;
+        *n.1.entry(class).or_default() += 1;
+    }
+    let mut classes: Groups = by_class
+        .into_iter()
+        .map(|(c, (n, nodes))| {
+            let top = nodes
+                .iter()
+                .max_by_key(|(_, k)| **k)
+                .map_or(String::new(), |(node, k)| format!("{k}× {node}"));
+            (c.to_string(), n, top)
+        })
+        .collect();
+    classes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut nodes: Groups = by_node
+        .into_iter()
+        .map(|(node, (n, cls))| {
+            let cls: Vec<String> = cls.iter().map(|(c, k)| format!("{c}:{k}")).collect();
+            (node, n, cls.join(" "))
+        })
+        .collect();
+    nodes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    (classes, nodes)
 }

@@ -9,52 +9,32 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table};
-use std::collections::BTreeMap;
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.config.theme;
     let ids = &app.derived.faults;
-    let mut by_class: BTreeMap<&str, (usize, BTreeMap<String, usize>)> = BTreeMap::new();
-    let mut by_node: BTreeMap<String, (usize, BTreeMap<&str, usize>)> = BTreeMap::new();
-    for id in ids {
-        let Some(w) = app.model.workloads.get(id) else { continue };
-        let class = w.fault_class().map_or("unknown", FailureClass::as_str);
-        let node = w.attempts.iter().rev().find(|a| a.class.is_some()).or(w.last_attempt());
-        let node = node.map_or("-".to_string(), |a| format!("{} ({})", a.node, a.pool));
-        let c = by_class.entry(class).or_default();
-        c.0 += 1;
-        *c.1.entry(node.clone()).or_default() += 1;
-        let n = by_node.entry(node).or_default();
-        n.0 += 1;
-        *n.1.entry(class).or_default() += 1;
-    }
+    let (by_class, by_node) = (&app.derived.by_class, &app.derived.by_fault_node);
     let [groups, list] = Layout::vertical([Constraint::Percentage(40), Constraint::Min(4)]).areas(area);
     let [left, right] = Layout::horizontal([Constraint::Percentage(45), Constraint::Min(10)]).areas(groups);
-    let top = |m: &BTreeMap<String, usize>| {
-        m.iter().max_by_key(|(_, n)| **n).map_or(String::new(), |(k, n)| format!("{n}× {k}"))
-    };
-    let mut classes: Vec<_> = by_class.iter().collect();
-    classes.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(b.0)));
-    let lines: Vec<Line> = classes
+    let lines: Vec<Line> = by_class
         .iter()
-        .map(|(c, (n, nodes))| {
+        .take(usize::from(groups.height))
+        .map(|(c, n, top)| {
             Line::from(vec![
                 Span::styled(format!("{n:>4} {c:<10}"), t.bad),
-                Span::styled(format!(" {}", top(nodes)), t.dim),
+                Span::styled(format!(" {top}"), t.dim),
             ])
         })
         .collect();
     f.render_widget(Paragraph::new(lines).block(block("by failure class".into(), t)), left);
-    let mut nodes: Vec<_> = by_node.iter().collect();
-    nodes.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(b.0)));
-    let lines: Vec<Line> = nodes
+    let lines: Vec<Line> = by_node
         .iter()
-        .map(|(node, (n, classes))| {
-            let cls: Vec<String> = classes.iter().map(|(c, k)| format!("{c}:{k}")).collect();
+        .take(usize::from(groups.height))
+        .map(|(node, n, classes)| {
             Line::from(vec![
                 Span::styled(format!("{n:>4} "), t.bad),
-                Span::raw((*node).clone()),
-                Span::styled(format!(" {}", cls.join(" ")), t.dim),
+                Span::raw(node.clone()),
+                Span::styled(format!(" {classes}"), t.dim),
             ])
         })
         .collect();
