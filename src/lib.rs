@@ -13,6 +13,7 @@
 pub mod accel;
 pub mod app;
 pub mod config;
+pub mod console;
 pub mod engine;
 pub mod failure;
 pub mod fleet;

@@ -6,6 +6,7 @@
 //! (`plan`), 4 no engine owns the store (the command waits in its inbox),
 //! 5 the workload failed (`submit --wait`), 6 it was cancelled.
 
+mod console;
 mod engine;
 mod fleet;
 mod plan;
@@ -36,8 +37,30 @@ pub const EXIT_CANCELLED: u8 = 6;
 pub struct Cli {
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub console: ConsoleArgs,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// How the console (`canopy` with no subcommand) looks and what it may do.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConsoleArgs {
+    /// Watch only: submit, retry, cancel, cordon and drain are refused.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Colour depth: auto (from NO_COLOR, COLORTERM, TERM), truecolor, 256, 16 or none.
+    #[arg(long, default_value = "auto", value_name = "WHEN")]
+    pub color: String,
+    /// Console theme: dark, light, high-contrast or monochrome.
+    #[arg(long, env = "CANOPY_THEME", default_value = "dark", value_name = "NAME")]
+    pub theme: String,
+    /// Fleet file for the simulated providers (the demo fleet by default).
+    #[arg(long = "fleet", env = "CANOPY_FLEET", value_name = "FILE")]
+    pub fleet: Option<PathBuf>,
+    /// Simulated providers never fail (for demos and tests).
+    #[arg(long)]
+    pub no_faults: bool,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -193,7 +216,7 @@ pub enum Command {
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        None => fleet::run(&load_fleet(None)?, false, false, false),
+        None => console::run(&cli.store, &cli.console),
         Some(Command::Fleet { fleet, nodes, wide, json }) => {
             fleet::run(&load_fleet(fleet.fleet.as_deref())?, nodes, wide, json)
         }

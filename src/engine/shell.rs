@@ -11,17 +11,18 @@
 
 use super::clock::Clock;
 use super::core::{Action, Core, Event, OutputsResult, Reply};
-use super::model::{AttemptId, Record, WorkloadId};
+use super::model::{AttemptId, AttemptRecord, EventRecord, Millis, Record, WorkloadId, WorkloadRecord};
 use crate::failure::ProviderEnd;
-use crate::fleet::NodeState;
-use crate::journal::{Command, CommandResult, Journal, JournalError, OwnerLock};
+use crate::fleet::{Fleet, NodeState};
+use crate::health::HealthView;
+use crate::journal::{Command, CommandResult, Journal, JournalError, OwnerLock, WorkloadFilter};
 use crate::providers::{LaunchError, LaunchRequest, LogStream, Provider, secrets};
 use crate::spec::Spec;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 /// How the shell paces itself.
 #[derive(Debug, Clone)]
@@ -61,10 +62,41 @@ impl ShellConfig {
 /// The providers the engine can drive, by provider name.
 pub type Providers = HashMap<String, Arc<dyn Provider>>;
 
+/// A read of the journal, run between batches; it answers on its own
+/// channel and never fails the engine.
+type Query = Box<dyn FnOnce(&mut Journal) + Send>;
+
 enum Msg {
     Event(Event),
     Command { cmd: Command, reply: oneshot::Sender<CommandResult> },
+    Query(Query),
     Shutdown,
+}
+
+/// The fleet as the engine sees it now, published for read models (the
+/// console) when it changes, at most about once a second.
+#[derive(Debug, Clone)]
+pub struct FleetStatus {
+    pub at: Millis,
+    /// Node states and allocations as the core holds them.
+    pub fleet: Fleet,
+    pub health: HealthView,
+    /// Workloads waiting because nothing fits them now.
+    pub blocked: usize,
+    /// Providers whose last status call failed, with the error; cleared
+    /// when one answers again.
+    pub unreachable: BTreeMap<String, String>,
+}
+
+/// What a read model starts from: recent workloads (final ones too), their
+/// attempts, and the newest events.
+#[derive(Debug, Clone, Default)]
+pub struct Recent {
+    /// Newest first.
+    pub workloads: Vec<WorkloadRecord>,
+    pub attempts: Vec<AttemptRecord>,
+    /// Oldest first.
+    pub events: Vec<EventRecord>,
 }
 
 /// A handle on a running engine: send commands, watch records go by.
@@ -72,6 +104,7 @@ enum Msg {
 pub struct EngineHandle {
     tx: mpsc::UnboundedSender<Msg>,
     updates: broadcast::Sender<Arc<Vec<Record>>>,
+    status: watch::Receiver<Option<Arc<FleetStatus>>>,
 }
 
 impl EngineHandle {
@@ -87,6 +120,48 @@ impl EngineHandle {
     /// Every batch of records, after it is durable.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Vec<Record>>> {
         self.updates.subscribe()
+    }
+
+    /// The fleet status as last published (`None` until the first one).
+    pub fn status(&self) -> watch::Receiver<Option<Arc<FleetStatus>>> {
+        self.status.clone()
+    }
+
+    /// The newest `limit` workloads with their attempts, and the newest
+    /// `events` events, read from the journal between batches.
+    pub async fn recent(&self, limit: usize, events: usize) -> Result<Recent, String> {
+        self.query(move |j| {
+            let filter = WorkloadFilter { limit: Some(limit), ..WorkloadFilter::default() };
+            let workloads = j.workloads(&filter)?;
+            let mut attempts = Vec::new();
+            for w in &workloads {
+                attempts.extend(j.attempts(w.id)?);
+            }
+            let last = j.last_event_seq()?;
+            let since = last.saturating_sub(i64::try_from(events).unwrap_or(i64::MAX));
+            let events = j.events_since(since, events)?.into_iter().map(|(_, e)| e).collect();
+            Ok(Recent { workloads, attempts, events })
+        })
+        .await
+    }
+
+    /// Every event of one workload, oldest first.
+    pub async fn events(&self, id: WorkloadId) -> Result<Vec<EventRecord>, String> {
+        self.query(move |j| j.events(id)).await
+    }
+
+    async fn query<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Journal) -> Result<T, JournalError> + Send + 'static,
+    ) -> Result<T, String> {
+        let (reply, rx) = oneshot::channel();
+        let q: Query = Box::new(move |j| {
+            let _ = reply.send(f(j).map_err(|e| e.to_string()));
+        });
+        if self.tx.send(Msg::Query(q)).is_err() {
+            return Err("the engine has stopped".into());
+        }
+        rx.await.unwrap_or_else(|_| Err("the engine stopped before answering".into()))
     }
 
     /// Asks the engine to stop after the current batch. Running attempts
@@ -125,6 +200,14 @@ struct Shell {
     specs: HashMap<WorkloadId, Arc<Spec>>,
     /// Commands received, waiting for `resolve_commands`.
     pending_commands: Vec<(u64, Command)>,
+    /// Journal reads received, run after the batch.
+    pending_queries: Vec<Query>,
+    /// Where fleet status goes, and whether it changed since last sent.
+    status: watch::Sender<Option<Arc<FleetStatus>>>,
+    status_dirty: bool,
+    /// The provider each polled attempt belongs to, and who did not answer.
+    polled: HashMap<AttemptId, String>,
+    unreachable: BTreeMap<String, String>,
 }
 
 /// Starts the engine on the current tokio runtime. The core must already
@@ -141,7 +224,8 @@ pub fn start(
 ) -> (EngineHandle, tokio::task::JoinHandle<Result<(), ShellError>>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let (updates, _) = broadcast::channel(1024);
-    let handle = EngineHandle { tx: tx.clone(), updates: updates.clone() };
+    let (status, status_rx) = watch::channel(None);
+    let handle = EngineHandle { tx: tx.clone(), updates: updates.clone(), status: status_rx };
     let shell = Shell {
         core,
         journal: Some(journal),
@@ -156,6 +240,11 @@ pub fn start(
         polling: HashSet::new(),
         specs: HashMap::new(),
         pending_commands: Vec::new(),
+        pending_queries: Vec::new(),
+        status,
+        status_dirty: true,
+        polled: HashMap::new(),
+        unreachable: BTreeMap::new(),
     };
     let task = tokio::spawn(shell.run(rx, restored));
     (handle, task)
@@ -174,7 +263,8 @@ impl Shell {
         let mut poll = tokio::time::interval(self.config.poll_every);
         let mut inbox = tokio::time::interval(self.config.inbox_every);
         let mut reconcile = tokio::time::interval(self.config.reconcile_every);
-        for t in [&mut poll, &mut inbox, &mut reconcile] {
+        let mut publish = tokio::time::interval(Duration::from_secs(1));
+        for t in [&mut poll, &mut inbox, &mut reconcile, &mut publish] {
             t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         }
         reconcile.reset();
@@ -202,6 +292,7 @@ impl Shell {
                 }
                 _ = tokio::time::sleep_until(sleep_until) => events.push(Event::Tick),
                 _ = poll.tick() => { self.spawn_polls(); continue; }
+                _ = publish.tick() => { self.publish_status(); continue; }
                 _ = inbox.tick() => { self.read_inbox(&mut events).await?; }
                 _ = reconcile.tick() => {
                     for p in self.providers.keys().cloned().collect::<Vec<_>>() {
@@ -217,7 +308,40 @@ impl Shell {
                 actions.extend(self.core.handle(ev, now));
             }
             self.perform(actions).await?;
+            self.run_queries().await?;
         }
+    }
+
+    /// Answers journal reads that arrived with this batch.
+    async fn run_queries(&mut self) -> Result<(), ShellError> {
+        if self.pending_queries.is_empty() {
+            return Ok(());
+        }
+        let queries = std::mem::take(&mut self.pending_queries);
+        self.with_journal(move |j| {
+            for q in queries {
+                q(j);
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Sends the fleet status when something changed since the last one.
+    fn publish_status(&mut self) {
+        if !self.status_dirty {
+            return;
+        }
+        self.status_dirty = false;
+        let now = self.clock.now();
+        let status = FleetStatus {
+            at: now,
+            fleet: self.core.fleet().clone(),
+            health: self.core.health().view(now),
+            blocked: self.core.blocked_count(),
+            unreachable: self.unreachable.clone(),
+        };
+        self.status.send_replace(Some(Arc::new(status)));
     }
 
     async fn stop(&mut self) -> Result<(), ShellError> {
@@ -232,6 +356,7 @@ impl Shell {
                 if let Event::Status { attempt, .. } | Event::StatusFailed { attempt, .. } = &e {
                     self.polling.remove(attempt);
                 }
+                self.note_reachability(&e);
                 events.push(e);
             }
             Msg::Command { cmd, reply } => {
@@ -240,9 +365,29 @@ impl Shell {
                 self.replies.insert(request, ReplyTo::Chan(reply));
                 self.pending_commands.push((request, cmd));
             }
+            Msg::Query(q) => self.pending_queries.push(q),
             Msg::Shutdown => return false,
         }
         true
+    }
+
+    /// Tracks which providers answer status calls, for [`FleetStatus`].
+    fn note_reachability(&mut self, e: &Event) {
+        self.status_dirty = true;
+        let (attempt, error) = match e {
+            Event::Status { attempt, .. } => (attempt, None),
+            Event::StatusFailed { attempt, error } => (attempt, Some(error.clone())),
+            _ => return,
+        };
+        let Some(provider) = self.polled.remove(attempt) else { return };
+        match error {
+            Some(err) => {
+                self.unreachable.insert(provider, err);
+            }
+            None => {
+                self.unreachable.remove(&provider);
+            }
+        }
     }
 
     async fn read_inbox(&mut self, events: &mut Vec<Event>) -> Result<(), ShellError> {
@@ -341,6 +486,7 @@ impl Shell {
         if actions.is_empty() {
             return Ok(());
         }
+        self.status_dirty = true;
         let (records, effects): (Vec<Action>, Vec<Action>) =
             actions.into_iter().partition(|a| matches!(a, Action::Record(_)));
         let records: Vec<Record> = records
@@ -460,6 +606,7 @@ impl Shell {
                 continue;
             };
             let logs = log_dir(&self.config.logs, attempt);
+            self.polled.insert(attempt, provider.clone());
             tokio::spawn(async move {
                 ship_logs(&*p, &token, &logs).await;
                 let e = match tokio::time::timeout(timeout, p.status(&token)).await {

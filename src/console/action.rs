@@ -1,0 +1,93 @@
+//! The central action layer: every operation that changes anything goes
+//! through [`request`], which refuses it in read-only mode and asks for
+//! confirmation when it is destructive. Views and keys never build engine
+//! commands themselves, so no view can bypass either rule.
+
+use super::app::{App, Effect};
+use crate::engine::model::WorkloadId;
+use crate::journal::Command;
+use crate::spec::Spec;
+
+/// Something the operator wants done to the engine.
+#[derive(Debug, Clone)]
+pub enum Op {
+    Submit { spec: Box<Spec>, key: String },
+    Retry(WorkloadId),
+    Cancel(WorkloadId),
+    Cordon(String),
+    Uncordon(String),
+    Drain(String),
+}
+
+impl Op {
+    /// Destructive operations ask first.
+    pub fn destructive(&self) -> bool {
+        matches!(self, Op::Cancel(_) | Op::Cordon(_) | Op::Drain(_))
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Op::Submit { spec, .. } => format!("submit {}", spec.name),
+            Op::Retry(id) => format!("retry {id}"),
+            Op::Cancel(id) => format!("cancel {id}"),
+            Op::Cordon(n) => format!("cordon {n}"),
+            Op::Uncordon(n) => format!("uncordon {n}"),
+            Op::Drain(n) => format!("drain {n}"),
+        }
+    }
+
+    fn command(self) -> Command {
+        match self {
+            Op::Submit { spec, key } => Command::Submit { spec, idempotency_key: Some(key) },
+            Op::Retry(id) => Command::Retry { id },
+            Op::Cancel(id) => Command::Cancel { id },
+            Op::Cordon(node) => Command::Cordon { node },
+            Op::Uncordon(node) => Command::Uncordon { node },
+            Op::Drain(node) => Command::Drain { node },
+        }
+    }
+}
+
+/// A destructive operation waiting for y/n.
+#[derive(Debug, Clone)]
+pub struct Confirm {
+    pub op: Op,
+}
+
+impl Confirm {
+    pub fn prompt(&self) -> String {
+        format!("{}? y/n", self.op.describe())
+    }
+}
+
+/// Asks for `op`: refused in read-only mode, held for confirmation when
+/// destructive, sent otherwise.
+pub fn request(app: &mut App, op: Op) -> Vec<Effect> {
+    if app.config.read_only {
+        app.flash_error(format!("read-only: {} is disabled (started with --read-only)", op.describe()));
+        return Vec::new();
+    }
+    if op.destructive() {
+        app.confirm = Some(Confirm { op });
+        return Vec::new();
+    }
+    send(app, op)
+}
+
+/// Answers the pending confirmation.
+pub fn answer(app: &mut App, yes: bool) -> Vec<Effect> {
+    match app.confirm.take() {
+        Some(c) if yes && !app.config.read_only => send(app, c.op),
+        Some(c) => {
+            app.flash(format!("{}: not done", c.op.describe()));
+            Vec::new()
+        }
+        None => Vec::new(),
+    }
+}
+
+fn send(app: &mut App, op: Op) -> Vec<Effect> {
+    let what = op.describe();
+    app.flash(format!("{what}…"));
+    vec![Effect::Command { what, cmd: op.command() }]
+}

@@ -1,0 +1,905 @@
+//! The console's state and its `update(msg) -> effects` function.
+//!
+//! Owns navigation, selection, filters, sorting, the command line, flash
+//! messages and the per-view states. Pure: no I/O, no clock (time arrives
+//! as [`Msg::Tick`]), no terminal. Whole-app tests feed it messages and
+//! draw it into a `TestBackend`; the run loop performs its [`Effect`]s.
+
+use super::action::{self, Confirm, Op};
+use super::editor::Editor;
+use super::keymap::{self, COMMANDS, Intent};
+use super::logs::{LogLine, Logs, Stamps};
+use super::model::Model;
+use super::theme::Theme;
+use crate::engine::model::{AttemptId, EventRecord, Millis, Record, WorkloadId};
+use crate::engine::shell::{FleetStatus, Recent};
+use crate::journal::{Command, CommandResult};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum View {
+    Overview,
+    Capacity,
+    Nodes,
+    Workloads,
+    Triage,
+    Detail,
+    Logs,
+    Editor,
+    Help,
+}
+
+impl View {
+    pub fn title(self) -> &'static str {
+        match self {
+            View::Overview => "overview",
+            View::Capacity => "capacity",
+            View::Nodes => "nodes",
+            View::Workloads => "workloads",
+            View::Triage => "triage",
+            View::Detail => "detail",
+            View::Logs => "logs",
+            View::Editor => "editor",
+            View::Help => "help",
+        }
+    }
+}
+
+/// Everything that can happen to the console.
+#[derive(Debug)]
+pub enum Msg {
+    Key(KeyEvent),
+    Paste(String),
+    Records(Arc<Vec<Record>>),
+    Status(Arc<FleetStatus>),
+    Recent(Recent),
+    Events(WorkloadId, Vec<EventRecord>),
+    Log(AttemptId, Vec<LogLine>),
+    Done { what: String, result: CommandResult },
+    Loaded { path: String, result: Result<String, String> },
+    Saved { path: String, result: Result<(), String> },
+    Edited(Result<String, String>),
+    Tick(Millis),
+    Resize(u16, u16),
+}
+
+/// What the run loop should do for the app.
+#[derive(Debug, Clone)]
+pub enum Effect {
+    Command {
+        what: String,
+        cmd: Command,
+    },
+    FetchEvents(WorkloadId),
+    /// Start tailing an attempt's logs (`None`: stop).
+    TailLogs(Option<AttemptId>),
+    Copy(String),
+    Load(PathBuf),
+    Save(PathBuf, String),
+    ExternalEditor(String),
+    Quit,
+}
+
+/// Workload table columns, for sorting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
+    Id,
+    Name,
+    State,
+    Attempt,
+    Pool,
+    Gpus,
+    Age,
+    Cost,
+}
+
+pub const COLUMNS: [Column; 8] = [
+    Column::Id,
+    Column::Name,
+    Column::State,
+    Column::Attempt,
+    Column::Pool,
+    Column::Gpus,
+    Column::Age,
+    Column::Cost,
+];
+
+impl Column {
+    pub fn name(self) -> &'static str {
+        match self {
+            Column::Id => "id",
+            Column::Name => "name",
+            Column::State => "state",
+            Column::Attempt => "attempt",
+            Column::Pool => "pool",
+            Column::Gpus => "gpus",
+            Column::Age => "age",
+            Column::Cost => "cost",
+        }
+    }
+}
+
+/// What the input line is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    Command,
+    Filter,
+    Search,
+}
+
+#[derive(Debug, Clone)]
+pub struct Input {
+    pub kind: InputKind,
+    pub text: String,
+    /// Position in history while browsing it with ↑/↓.
+    pub hist: Option<usize>,
+}
+
+/// Settings fixed at start.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub read_only: bool,
+    pub theme: Theme,
+    /// Local time's offset from UTC, for log timestamps.
+    pub utc_offset_s: i64,
+    /// Fleet status older than this is shown as stale.
+    pub stale_after_s: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self { read_only: false, theme: Theme::monochrome(), utc_offset_s: 0, stale_after_s: 10.0 }
+    }
+}
+
+/// Rows derived from the model, recomputed when it or the filter changes.
+#[derive(Debug, Default)]
+pub struct Derived {
+    pub generation: u64,
+    pub workloads: Vec<WorkloadId>,
+    pub faults: Vec<WorkloadId>,
+    pub nodes: Vec<u32>,
+    pub by_node: HashMap<String, Vec<WorkloadId>>,
+    /// Triage groups: (class, count, where most of them failed), largest first.
+    pub by_class: Vec<(String, usize, String)>,
+    /// Triage groups: (node (pool), count, classes), largest first.
+    pub by_fault_node: Vec<(String, usize, String)>,
+}
+
+pub struct App {
+    pub config: Config,
+    pub model: Model,
+    pub view: View,
+    back: Vec<View>,
+    pub now: Millis,
+    pub size: (u16, u16),
+    /// Selection per view (row index).
+    pub selected: HashMap<View, usize>,
+    pub filter_text: HashMap<View, String>,
+    pub faults_only: bool,
+    pub sort: Column,
+    pub sort_desc: bool,
+    pub derived: Derived,
+    derived_key: (u64, String, String, bool, Column, bool),
+    pub detail: Option<WorkloadId>,
+    pub detail_events: Vec<EventRecord>,
+    pub logs: Option<Logs>,
+    pub editor: Editor,
+    pub input: Option<Input>,
+    pub history: Vec<String>,
+    pub confirm: Option<Confirm>,
+    pub flash: Option<(String, bool)>,
+    pub dirty: bool,
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(config: Config, model: Model, now: Millis) -> Self {
+        let mut app = Self {
+            config,
+            model,
+            view: View::Overview,
+            back: Vec::new(),
+            now,
+            size: (80, 24),
+            selected: HashMap::new(),
+            filter_text: HashMap::new(),
+            faults_only: false,
+            sort: Column::Id,
+            sort_desc: true,
+            derived: Derived::default(),
+            derived_key: (u64::MAX, String::new(), String::new(), false, Column::Id, true),
+            detail: None,
+            detail_events: Vec::new(),
+            logs: None,
+            editor: Editor::new(now.0.to_string()),
+            input: None,
+            history: Vec::new(),
+            confirm: None,
+            flash: None,
+            dirty: true,
+            quit: false,
+        };
+        app.refresh();
+        app
+    }
+
+    pub fn flash(&mut self, s: String) {
+        self.flash = Some((s, false));
+    }
+    pub fn flash_error(&mut self, s: String) {
+        self.flash = Some((s, true));
+    }
+
+    /// Body height available to lists (screen minus header, footer, borders).
+    pub fn page(&self) -> usize {
+        usize::from(self.size.1.saturating_sub(6)).max(1)
+    }
+
+    pub fn sel(&self, v: View) -> usize {
+        self.selected.get(&v).copied().unwrap_or(0)
+    }
+
+    /// Whether the fleet status is missing or old.
+    pub fn stale(&self) -> bool {
+        self.model.status_age(self.now).is_none_or(|a| a > self.config.stale_after_s)
+    }
+
+    /// Recomputes derived rows when their inputs changed.
+    pub fn refresh(&mut self) {
+        let key = (
+            self.model.generation,
+            self.filter_text.get(&View::Workloads).cloned().unwrap_or_default(),
+            self.filter_text.get(&View::Nodes).cloned().unwrap_or_default(),
+            self.faults_only,
+            self.sort,
+            self.sort_desc,
+        );
+        if key == self.derived_key {
+            return;
+        }
+        self.derived = super::derive::derive(self, &key.1, &key.2);
+        self.derived_key = key;
+        for v in [View::Workloads, View::Nodes, View::Triage] {
+            let len = self.list_len(v);
+            let s = self.selected.entry(v).or_insert(0);
+            *s = (*s).min(len.saturating_sub(1));
+        }
+    }
+
+    fn list_len(&self, v: View) -> usize {
+        match v {
+            View::Workloads => self.derived.workloads.len(),
+            View::Triage => self.derived.faults.len(),
+            View::Nodes => self.derived.nodes.len(),
+            View::Capacity => self.model.fleet().map_or(0, |f| f.pools.len()),
+            _ => 0,
+        }
+    }
+
+    /// The workload under the cursor in the current view.
+    pub fn current_workload(&self) -> Option<WorkloadId> {
+        match self.view {
+            View::Workloads => self.derived.workloads.get(self.sel(View::Workloads)).copied(),
+            View::Triage => self.derived.faults.get(self.sel(View::Triage)).copied(),
+            View::Detail | View::Logs => self.detail,
+            _ => None,
+        }
+    }
+
+    /// The node under the cursor (nodes view) or of the current workload.
+    pub fn current_node(&self) -> Option<String> {
+        if self.view == View::Nodes {
+            let i = *self.derived.nodes.get(self.sel(View::Nodes))?;
+            return self.model.fleet().map(|f| f.nodes[i as usize].name.clone());
+        }
+        let w = self.model.workloads.get(&self.current_workload()?)?;
+        w.last_attempt().map(|a| a.node.clone())
+    }
+
+    fn go(&mut self, v: View) {
+        if self.view != v {
+            if self.view == View::Logs {
+                self.logs = None;
+            }
+            self.back.push(self.view);
+            if self.back.len() > 32 {
+                self.back.remove(0);
+            }
+            self.view = v;
+        }
+    }
+
+    /// Handles one message.
+    pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
+        self.dirty = true;
+        let fx = match msg {
+            Msg::Key(k) => self.on_key(k),
+            Msg::Paste(s) => {
+                if self.view == View::Editor {
+                    self.editor.text.insert_str(&s);
+                    self.refresh_editor();
+                } else if let Some(i) = &mut self.input {
+                    i.text.push_str(s.lines().next().unwrap_or(""));
+                }
+                Vec::new()
+            }
+            Msg::Records(r) => {
+                self.model.apply(&r);
+                if let Some(id) = self.detail {
+                    self.detail_events.extend(r.iter().filter_map(|x| match x {
+                        Record::Event(e) if e.workload == id => Some(e.clone()),
+                        _ => None,
+                    }));
+                }
+                Vec::new()
+            }
+            Msg::Status(s) => {
+                let first = self.model.status.is_none();
+                self.model.set_status(s);
+                if first || self.view == View::Editor {
+                    self.refresh_editor();
+                }
+                Vec::new()
+            }
+            Msg::Recent(r) => {
+                self.model.load_recent(r);
+                Vec::new()
+            }
+            Msg::Events(id, ev) => {
+                if self.detail == Some(id) {
+                    self.detail_events = ev;
+                }
+                Vec::new()
+            }
+            Msg::Log(a, lines) => {
+                let page = self.page();
+                if let Some(l) = self.logs.as_mut().filter(|l| l.attempt == a) {
+                    l.push(lines, page);
+                }
+                Vec::new()
+            }
+            Msg::Done { what, result } => {
+                match result {
+                    CommandResult::Submitted { id, existing: false } => {
+                        self.editor.submitted();
+                        self.flash(format!("{what}: submitted as {id}"));
+                    }
+                    CommandResult::Submitted { id, existing: true } => {
+                        self.flash(format!("{what}: already submitted as {id} (same idempotency key)"))
+                    }
+                    CommandResult::Ok { message } => self.flash(format!("{what}: {message}")),
+                    CommandResult::Error { message } => self.flash_error(format!("{what}: {message}")),
+                }
+                Vec::new()
+            }
+            Msg::Loaded { path, result } => {
+                match result {
+                    Ok(text) => {
+                        self.editor.set_text(&text);
+                        self.editor.path = Some(path.clone());
+                        self.refresh_editor();
+                        self.go(View::Editor);
+                        self.flash(format!("loaded {path}"));
+                    }
+                    Err(e) => self.flash_error(format!("cannot load {path}: {e}")),
+                }
+                Vec::new()
+            }
+            Msg::Saved { path, result } => {
+                match result {
+                    Ok(()) => {
+                        self.editor.path = Some(path.clone());
+                        self.flash(format!("saved {path}"));
+                    }
+                    Err(e) => self.flash_error(format!("cannot save {path}: {e}")),
+                }
+                Vec::new()
+            }
+            Msg::Edited(r) => {
+                match r {
+                    Ok(text) => {
+                        self.editor.set_text(&text);
+                        self.refresh_editor();
+                    }
+                    Err(e) => self.flash_error(format!("$EDITOR: {e}")),
+                }
+                Vec::new()
+            }
+            Msg::Tick(now) => {
+                let was_stale = self.stale();
+                self.now = now;
+                // Ages and staleness change with time; redraw only then.
+                self.dirty =
+                    was_stale != self.stale() || matches!(self.view, View::Workloads | View::Overview);
+                Vec::new()
+            }
+            Msg::Resize(w, h) => {
+                self.size = (w, h);
+                Vec::new()
+            }
+        };
+        self.refresh();
+        fx
+    }
+
+    fn refresh_editor(&mut self) {
+        let s = self.model.status.clone();
+        self.editor.refresh(s.as_ref().map(|s| &s.fleet), s.as_ref().map(|s| &s.health));
+    }
+
+    fn on_key(&mut self, k: KeyEvent) -> Vec<Effect> {
+        if k.kind == ratatui::crossterm::event::KeyEventKind::Release {
+            return Vec::new();
+        }
+        if self.confirm.is_some() {
+            return match k.code {
+                KeyCode::Char('y' | 'Y') => action::answer(self, true),
+                KeyCode::Char('n' | 'N') | KeyCode::Esc => action::answer(self, false),
+                _ => Vec::new(),
+            };
+        }
+        if self.input.is_some() {
+            return self.on_input_key(k);
+        }
+        if self.view == View::Help {
+            if matches!(k.code, KeyCode::Esc | KeyCode::Char('q' | '?')) {
+                self.back();
+            }
+            return Vec::new();
+        }
+        let Some(intent) = keymap::dispatch(self.view, &k) else {
+            if self.view == View::Editor {
+                self.editor.text.input(k);
+                self.refresh_editor();
+            }
+            return Vec::new();
+        };
+        self.flash = None;
+        self.on_intent(intent)
+    }
+
+    fn back(&mut self) {
+        if self.view == View::Logs {
+            self.logs = None;
+        }
+        self.view = self.back.pop().unwrap_or(View::Overview);
+    }
+
+    fn on_intent(&mut self, intent: Intent) -> Vec<Effect> {
+        let page = self.page();
+        match intent {
+            Intent::Quit => {
+                self.quit = true;
+                return vec![Effect::Quit];
+            }
+            Intent::Help => self.go(View::Help),
+            Intent::CommandLine => self.open_input(InputKind::Command),
+            Intent::Filter => {
+                let kind = if self.view == View::Logs { InputKind::Search } else { InputKind::Filter };
+                self.open_input(kind);
+            }
+            Intent::Back => {
+                let stop_logs = self.view == View::Logs;
+                if self.filter_text.get(&self.view).is_some_and(|f| !f.is_empty()) {
+                    self.filter_text.remove(&self.view);
+                } else {
+                    self.back();
+                }
+                if stop_logs && self.view != View::Logs {
+                    return vec![Effect::TailLogs(None)];
+                }
+            }
+            Intent::Up => self.move_by(-1),
+            Intent::Down => self.move_by(1),
+            Intent::PageUp => self.move_by(-(page as isize)),
+            Intent::PageDown => self.move_by(page as isize),
+            Intent::Top => self.move_by(isize::MIN / 2),
+            Intent::Bottom => self.move_by(isize::MAX / 2),
+            Intent::Go(v) => {
+                self.go(v);
+                if v == View::Editor {
+                    self.refresh_editor();
+                }
+            }
+            Intent::Open => return self.open(),
+            Intent::SortNext => {
+                let i = COLUMNS.iter().position(|c| *c == self.sort).unwrap_or(0);
+                self.sort = COLUMNS[(i + 1) % COLUMNS.len()];
+                self.flash(format!("sorted by {}", self.sort.name()));
+            }
+            Intent::SortReverse => self.sort_desc = !self.sort_desc,
+            Intent::Faults => {
+                self.faults_only = !self.faults_only;
+                self.flash(format!("faults only {}", if self.faults_only { "on" } else { "off" }));
+            }
+            Intent::Logs => return self.open_logs(self.current_workload()),
+            Intent::Retry => return self.op_on_workload(Op::Retry),
+            Intent::Cancel => return self.op_on_workload(Op::Cancel),
+            Intent::Cordon => return self.op_on_node(Op::Cordon),
+            Intent::Uncordon => return self.op_on_node(Op::Uncordon),
+            Intent::Drain => return self.op_on_node(Op::Drain),
+            Intent::Copy => return self.copy(),
+            Intent::Follow => {
+                if let Some(l) = &mut self.logs {
+                    l.follow = !l.follow;
+                    if l.follow {
+                        l.bottom(page);
+                    }
+                }
+            }
+            Intent::Wrap => {
+                if let Some(l) = &mut self.logs {
+                    l.wrap = !l.wrap;
+                }
+            }
+            Intent::Timestamps => {
+                if let Some(l) = &mut self.logs {
+                    l.stamps = match l.stamps {
+                        Stamps::Off => Stamps::Local,
+                        Stamps::Local => Stamps::Utc,
+                        Stamps::Utc => Stamps::Off,
+                    };
+                }
+            }
+            Intent::NextMatch | Intent::PrevMatch => {
+                if let Some(l) = &mut self.logs
+                    && !l.find(intent == Intent::NextMatch, page)
+                {
+                    self.flash_error("no match".into());
+                }
+            }
+            Intent::Evidence => {
+                if let Some(l) = &mut self.logs
+                    && !l.jump_evidence(page)
+                {
+                    self.flash_error("no evidence line in these logs".into());
+                }
+            }
+            Intent::Submit => return self.submit(),
+            Intent::NextTemplate => {
+                let name = self.editor.next_template();
+                self.refresh_editor();
+                self.flash(format!("template {name}"));
+            }
+            Intent::ExternalEditor => return vec![Effect::ExternalEditor(self.editor.contents())],
+        }
+        Vec::new()
+    }
+
+    fn move_by(&mut self, by: isize) {
+        if self.view == View::Logs {
+            let page = self.page();
+            if let Some(l) = &mut self.logs {
+                l.scroll(by.clamp(-(1 << 30), 1 << 30), page);
+            }
+            return;
+        }
+        let len = self.list_len(self.view);
+        let s = self.selected.entry(self.view).or_insert(0);
+        *s = (*s as isize).saturating_add(by).clamp(0, len.saturating_sub(1) as isize) as usize;
+    }
+
+    fn open(&mut self) -> Vec<Effect> {
+        match self.view {
+            View::Workloads | View::Triage => match self.current_workload() {
+                Some(id) => self.describe(id),
+                None => Vec::new(),
+            },
+            View::Capacity => {
+                if let Some(f) = self.model.fleet() {
+                    let label = f.pool_label(crate::fleet::PoolIdx(self.sel(View::Capacity) as u32));
+                    self.filter_text.insert(View::Nodes, format!("pool={label}"));
+                    self.go(View::Nodes);
+                }
+                Vec::new()
+            }
+            View::Nodes => {
+                if let Some(n) = self.current_node() {
+                    self.filter_text.insert(View::Workloads, format!("node={n}"));
+                    self.go(View::Workloads);
+                }
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn describe(&mut self, id: WorkloadId) -> Vec<Effect> {
+        self.detail = Some(id);
+        self.detail_events.clear();
+        self.go(View::Detail);
+        vec![Effect::FetchEvents(id)]
+    }
+
+    fn open_logs(&mut self, id: Option<WorkloadId>) -> Vec<Effect> {
+        let Some(w) = id.and_then(|id| self.model.workloads.get(&id)) else {
+            self.flash_error("no workload selected".into());
+            return Vec::new();
+        };
+        let Some(a) = w.last_attempt() else {
+            self.flash_error(format!("{} has not run yet: no logs", w.rec.id));
+            return Vec::new();
+        };
+        let (attempt, evidence) = (a.id, a.evidence.clone());
+        self.detail = Some(w.rec.id);
+        self.logs = Some(Logs::new(attempt, evidence));
+        self.go(View::Logs);
+        vec![Effect::TailLogs(Some(attempt))]
+    }
+
+    fn op_on_workload(&mut self, f: fn(WorkloadId) -> Op) -> Vec<Effect> {
+        match self.current_workload() {
+            Some(id) => action::request(self, f(id)),
+            None => {
+                self.flash_error("no workload selected".into());
+                Vec::new()
+            }
+        }
+    }
+
+    fn op_on_node(&mut self, f: fn(String) -> Op) -> Vec<Effect> {
+        match self.current_node() {
+            Some(n) => action::request(self, f(n)),
+            None => {
+                self.flash_error("no node selected".into());
+                Vec::new()
+            }
+        }
+    }
+
+    fn submit(&mut self) -> Vec<Effect> {
+        self.refresh_editor();
+        match self.editor.spec.clone() {
+            Some(spec) => {
+                let key = self.editor.key.clone();
+                action::request(self, Op::Submit { spec: Box::new(spec), key })
+            }
+            None => {
+                self.editor.jump_to_problem();
+                self.flash_error("fix the errors first (cursor moved to the first one)".into());
+                Vec::new()
+            }
+        }
+    }
+
+    fn copy(&mut self) -> Vec<Effect> {
+        let text = match self.view {
+            View::Logs => self.logs.as_ref().and_then(|l| l.lines.get(l.cursor)).map(|l| l.text.clone()),
+            View::Nodes => self.current_node(),
+            _ => self.current_workload().map(|w| w.to_string()),
+        };
+        match text {
+            Some(t) => {
+                self.flash(format!("copied {}", truncate(&t, 40)));
+                vec![Effect::Copy(t)]
+            }
+            None => Vec::new(),
+        }
+    }
+
+    fn open_input(&mut self, kind: InputKind) {
+        let text = match kind {
+            InputKind::Filter => self.filter_text.get(&self.view).cloned().unwrap_or_default(),
+            InputKind::Search => self.logs.as_ref().and_then(|l| l.search.clone()).unwrap_or_default(),
+            InputKind::Command => String::new(),
+        };
+        self.input = Some(Input { kind, text, hist: None });
+    }
+
+    fn on_input_key(&mut self, k: KeyEvent) -> Vec<Effect> {
+        let Some(mut input) = self.input.take() else { return Vec::new() };
+        let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+        match k.code {
+            KeyCode::Esc => {
+                if input.kind == InputKind::Filter {
+                    self.filter_text.remove(&self.view);
+                }
+                return Vec::new();
+            }
+            KeyCode::Enter => return self.finish_input(input),
+            KeyCode::Backspace => {
+                input.text.pop();
+            }
+            KeyCode::Char('u') if ctrl => input.text.clear(),
+            KeyCode::Char('c') if ctrl => return Vec::new(),
+            KeyCode::Tab if input.kind == InputKind::Command => input.text = complete(&input.text, self),
+            KeyCode::Up | KeyCode::Down if input.kind == InputKind::Command && !self.history.is_empty() => {
+                let n = self.history.len();
+                let i = match (input.hist, k.code) {
+                    (None, KeyCode::Up) => n - 1,
+                    (Some(i), KeyCode::Up) => i.saturating_sub(1),
+                    (Some(i), _) => (i + 1).min(n - 1),
+                    (None, _) => n - 1,
+                };
+                input.hist = Some(i);
+                input.text = self.history[i].clone();
+            }
+            KeyCode::Char(c) if !ctrl => input.text.push(c),
+            _ => {}
+        }
+        if input.kind == InputKind::Filter {
+            // Filter as you type.
+            self.filter_text.insert(self.view, input.text.clone());
+        }
+        self.input = Some(input);
+        Vec::new()
+    }
+
+    fn finish_input(&mut self, input: Input) -> Vec<Effect> {
+        match input.kind {
+            InputKind::Filter => {
+                self.filter_text.insert(self.view, input.text);
+                Vec::new()
+            }
+            InputKind::Search => {
+                let page = self.page();
+                if let Some(l) = &mut self.logs {
+                    l.search = Some(input.text).filter(|s| !s.is_empty());
+                    if l.search.is_some() && !l.find(true, page) {
+                        self.flash_error("no match".into());
+                    }
+                }
+                Vec::new()
+            }
+            InputKind::Command => {
+                let cmd = input.text.trim().to_string();
+                if cmd.is_empty() {
+                    return Vec::new();
+                }
+                if self.history.last() != Some(&cmd) {
+                    self.history.push(cmd.clone());
+                }
+                self.command_line(&cmd)
+            }
+        }
+    }
+
+    /// Runs a `:` command, as if typed.
+    pub fn run_command(&mut self, line: &str) -> Vec<Effect> {
+        let fx = self.command_line(line);
+        self.refresh();
+        fx
+    }
+
+    fn command_line(&mut self, line: &str) -> Vec<Effect> {
+        let mut words = line.split_whitespace();
+        let verb = words.next().unwrap_or("");
+        let arg = words.collect::<Vec<_>>().join(" ");
+        let matches: Vec<&str> = COMMANDS.iter().map(|(c, _)| *c).filter(|c| c.starts_with(verb)).collect();
+        let verb = match (COMMANDS.iter().find(|(c, _)| *c == verb), matches.as_slice()) {
+            (Some((c, _)), _) => *c,
+            (None, [one]) => *one,
+            (None, []) => {
+                self.flash_error(format!("unknown command :{verb}; ? lists them, tab completes"));
+                return Vec::new();
+            }
+            (None, many) => {
+                self.flash_error(format!(":{verb} is ambiguous: {}", many.join(", ")));
+                return Vec::new();
+            }
+        };
+        let id = || arg.parse::<WorkloadId>();
+        let need_arg = |app: &mut App, what: &str| {
+            app.flash_error(format!(":{verb} needs {what}"));
+            Vec::new()
+        };
+        match verb {
+            "overview" => self.on_intent(Intent::Go(View::Overview)),
+            "capacity" => self.on_intent(Intent::Go(View::Capacity)),
+            "nodes" => self.on_intent(Intent::Go(View::Nodes)),
+            "workloads" => self.on_intent(Intent::Go(View::Workloads)),
+            "triage" => self.on_intent(Intent::Go(View::Triage)),
+            "editor" => self.on_intent(Intent::Go(View::Editor)),
+            "quit" => self.on_intent(Intent::Quit),
+            "faults" => self.on_intent(Intent::Faults),
+            "new" => {
+                let name = if arg.is_empty() { "hello" } else { arg.as_str() };
+                if self.editor.use_template(name) {
+                    self.on_intent(Intent::Go(View::Editor))
+                } else {
+                    let names: Vec<_> = super::editor::TEMPLATES.iter().map(|(n, _)| *n).collect();
+                    self.flash_error(format!("no template {name:?}; one of {}", names.join(", ")));
+                    Vec::new()
+                }
+            }
+            "open" if arg.is_empty() => need_arg(self, "a path"),
+            "open" => vec![Effect::Load(PathBuf::from(arg))],
+            "save" => match (arg.is_empty(), self.editor.path.clone()) {
+                (false, _) => vec![Effect::Save(PathBuf::from(arg), self.editor.contents())],
+                (true, Some(p)) => vec![Effect::Save(PathBuf::from(p), self.editor.contents())],
+                (true, None) => need_arg(self, "a path"),
+            },
+            "sort" => match COLUMNS.iter().find(|c| c.name() == arg) {
+                Some(c) => {
+                    self.sort = *c;
+                    Vec::new()
+                }
+                None => {
+                    let names: Vec<_> = COLUMNS.iter().map(|c| c.name()).collect();
+                    self.flash_error(format!("sort by one of {}", names.join(", ")));
+                    Vec::new()
+                }
+            },
+            "cordon" | "uncordon" | "drain" if arg.is_empty() => need_arg(self, "a node name"),
+            "cordon" => action::request(self, Op::Cordon(arg)),
+            "uncordon" => action::request(self, Op::Uncordon(arg)),
+            "drain" => action::request(self, Op::Drain(arg)),
+            "logs" | "describe" | "cancel" | "retry" => match id() {
+                Ok(id) => match verb {
+                    "logs" => self.open_logs(Some(id)),
+                    "describe" => self.describe(id),
+                    "cancel" => action::request(self, Op::Cancel(id)),
+                    _ => action::request(self, Op::Retry(id)),
+                },
+                Err(e) => {
+                    self.flash_error(e);
+                    Vec::new()
+                }
+            },
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Completes the command word, or a node / workload id argument.
+fn complete(text: &str, app: &App) -> String {
+    match text.split_once(' ') {
+        None => {
+            let m: Vec<&str> = COMMANDS.iter().map(|(c, _)| *c).filter(|c| c.starts_with(text)).collect();
+            match m.as_slice() {
+                [one] => format!("{one} "),
+                [] => text.to_string(),
+                many => common_prefix(many),
+            }
+        }
+        Some((verb, arg)) => {
+            let names: Vec<String> = match verb {
+                "cordon" | "uncordon" | "drain" => app
+                    .model
+                    .fleet()
+                    .map(|f| f.nodes.iter().map(|n| n.name.clone()).collect())
+                    .unwrap_or_default(),
+                "new" => super::editor::TEMPLATES.iter().map(|(n, _)| n.to_string()).collect(),
+                _ => app.model.workloads.keys().rev().take(1000).map(|w| w.to_string()).collect(),
+            };
+            let m: Vec<&str> = names.iter().map(String::as_str).filter(|n| n.starts_with(arg)).collect();
+            match m.as_slice() {
+                [one] => format!("{verb} {one}"),
+                [] => text.to_string(),
+                many => format!("{verb} {}", common_prefix(many)),
+            }
+        }
+    }
+}
+
+fn common_prefix(words: &[&str]) -> String {
+    let first = words[0];
+    let mut n = first.len();
+    for w in &words[1..] {
+        n = n.min(first.bytes().zip(w.bytes()).take_while(|(a, b)| a == b).count());
+    }
+    first[..n].to_string()
+}
+
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(max - 1).collect::<String>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn common_prefix_and_truncate() {
+        assert_eq!(common_prefix(&["cordon", "cost"]), "co");
+        assert_eq!(truncate("abcdef", 4), "abc…");
+    }
+}

@@ -1,0 +1,150 @@
+//! Rows derived from the read model for the list views: the workloads
+//! table (filtered, faults-only, sorted), the triage list and the nodes
+//! table. Computed once per model change or filter change, never per frame.
+//! Pure.
+
+use super::app::{App, Column, Derived};
+use super::filter::Filter;
+use super::model::WorkloadRow;
+use crate::failure::FailureClass;
+use crate::fleet::Fleet;
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+pub fn derive(app: &App, workload_filter: &str, node_filter: &str) -> Derived {
+    let m = &app.model;
+    let wf = Filter::parse(workload_filter);
+    let mut workloads: Vec<&WorkloadRow> = m
+        .workloads
+        .values()
+        .filter(|w| !app.faults_only || w.is_fault())
+        .filter(|w| wf.is_empty() || workload_matches(&wf, w))
+        .collect();
+    workloads.sort_by(|a, b| {
+        let o = compare(app.sort, a, b).then(a.rec.id.cmp(&b.rec.id));
+        if app.sort_desc { o.reverse() } else { o }
+    });
+    let mut faults: Vec<&WorkloadRow> = m.workloads.values().filter(|w| w.is_fault()).collect();
+    faults.retain(|w| wf.is_empty() || workload_matches(&wf, w));
+    faults.sort_by(|a, b| {
+        let key =
+            |w: &WorkloadRow| (w.fault_class().map(|c| c.as_str()), w.last_attempt().map(|a| a.node.clone()));
+        key(a).cmp(&key(b)).then(b.rec.id.cmp(&a.rec.id))
+    });
+    let nodes = match m.fleet() {
+        Some(f) => node_rows(f, &Filter::parse(node_filter)),
+        None => Vec::new(),
+    };
+    let (by_class, by_fault_node) = triage_groups(&faults);
+    Derived {
+        by_class,
+        by_fault_node,
+        generation: m.generation,
+        workloads: workloads.iter().map(|w| w.rec.id).collect(),
+        faults: faults.iter().map(|w| w.rec.id).collect(),
+        nodes,
+        by_node: m.by_node(),
+    }
+}
+
+fn workload_matches(f: &Filter, w: &WorkloadRow) -> bool {
+    let a = w.last_attempt();
+    let class = w.fault_class().map(|c| c.as_str());
+    let field = |k: &str| -> Option<&str> {
+        match k {
+            "state" => Some(w.rec.state.as_str()),
+            "name" => Some(w.rec.name.as_str()),
+            "provider" => a.map(|a| a.provider.as_str()),
+            "pool" => a.map(|a| a.pool.as_str()),
+            "node" => a.map(|a| a.node.as_str()),
+            "class" => class,
+            "id" => None,
+            _ => None,
+        }
+    };
+    let text = format!(
+        "{} {} {} {} {}",
+        w.rec.id,
+        w.rec.name,
+        w.rec.state,
+        a.map_or("", |a| a.pool.as_str()),
+        class.unwrap_or("")
+    );
+    f.matches(field, &text)
+}
+
+fn compare(c: Column, a: &WorkloadRow, b: &WorkloadRow) -> Ordering {
+    match c {
+        Column::Id => a.rec.id.cmp(&b.rec.id),
+        Column::Name => a.rec.name.cmp(&b.rec.name),
+        Column::State => a.rec.state.as_str().cmp(b.rec.state.as_str()),
+        Column::Attempt => a.rec.attempts.cmp(&b.rec.attempts),
+        Column::Pool => a.last_attempt().map(|x| &x.pool).cmp(&b.last_attempt().map(|x| &x.pool)),
+        Column::Gpus => a.rec.spec.resources.gpus.cmp(&b.rec.spec.resources.gpus),
+        // Older first when ascending.
+        Column::Age => b.rec.submitted_at.cmp(&a.rec.submitted_at),
+        Column::Cost => a.rec.cost_usd.total_cmp(&b.rec.cost_usd),
+    }
+}
+
+fn node_rows(f: &Fleet, filter: &Filter) -> Vec<u32> {
+    (0..f.nodes.len() as u32)
+        .filter(|&i| {
+            if filter.is_empty() {
+                return true;
+            }
+            let n = &f.nodes[i as usize];
+            let pool = f.pool_label(n.pool);
+            let state = n.state.to_string();
+            let field = |k: &str| -> Option<&str> {
+                match k {
+                    "pool" => Some(pool.as_str()),
+                    "state" => Some(state.as_str()),
+                    "node" | "name" => Some(n.name.as_str()),
+                    _ => None,
+                }
+            };
+            filter.matches(field, &format!("{} {} {}", n.name, pool, state))
+        })
+        .collect()
+}
+
+type Groups = Vec<(String, usize, String)>;
+
+/// Faults grouped by class and by node, largest group first, so one bad
+/// node or one bad image stands out.
+fn triage_groups(faults: &[&WorkloadRow]) -> (Groups, Groups) {
+    let mut by_class: BTreeMap<&str, (usize, BTreeMap<String, usize>)> = BTreeMap::new();
+    let mut by_node: BTreeMap<String, (usize, BTreeMap<&str, usize>)> = BTreeMap::new();
+    for w in faults {
+        let class = w.fault_class().map_or("unknown", FailureClass::as_str);
+        let a = w.attempts.iter().rev().find(|a| a.class.is_some()).or(w.last_attempt());
+        let node = a.map_or("-".to_string(), |a| format!("{} ({})", a.node, a.pool));
+        let c = by_class.entry(class).or_default();
+        c.0 += 1;
+        *c.1.entry(node.clone()).or_default() += 1;
+        let n = by_node.entry(node).or_default();
+        n.0 += 1;
+        *n.1.entry(class).or_default() += 1;
+    }
+    let mut classes: Groups = by_class
+        .into_iter()
+        .map(|(c, (n, nodes))| {
+            let top = nodes
+                .iter()
+                .max_by_key(|(_, k)| **k)
+                .map_or(String::new(), |(node, k)| format!("{k}× {node}"));
+            (c.to_string(), n, top)
+        })
+        .collect();
+    classes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut nodes: Groups = by_node
+        .into_iter()
+        .map(|(node, (n, cls))| {
+            let cls: Vec<String> = cls.iter().map(|(c, k)| format!("{c}:{k}")).collect();
+            (node, n, cls.join(" "))
+        })
+        .collect();
+    nodes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    (classes, nodes)
+}

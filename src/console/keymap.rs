@@ -1,0 +1,319 @@
+//! The keymap: one table from keys to intents, per scope. Dispatch and the
+//! `?` help are both generated from [`BINDINGS`], so they cannot disagree.
+//!
+//! Owns key → intent only. What an intent does is the app's business; which
+//! intents are destructive or refused in read-only mode is the action
+//! layer's ([`super::action`]).
+
+use super::app::View;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// What the operator asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Intent {
+    Quit,
+    Help,
+    CommandLine,
+    Filter,
+    Back,
+    Open,
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+    Top,
+    Bottom,
+    Go(View),
+    SortNext,
+    SortReverse,
+    Faults,
+    Logs,
+    Retry,
+    Cancel,
+    Cordon,
+    Uncordon,
+    Drain,
+    Copy,
+    Follow,
+    Wrap,
+    Timestamps,
+    NextMatch,
+    PrevMatch,
+    Evidence,
+    Submit,
+    NextTemplate,
+    ExternalEditor,
+}
+
+/// Where a binding applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Everywhere except while typing in the editor.
+    Global,
+    /// Every list view.
+    List,
+    Workloads,
+    Nodes,
+    Triage,
+    Detail,
+    Logs,
+    Editor,
+}
+
+impl Scope {
+    fn applies(self, view: View) -> bool {
+        use View::*;
+        match self {
+            Scope::Global => view != Editor,
+            Scope::List => view != Editor,
+            Scope::Workloads => matches!(view, Workloads | Triage | Detail | Overview),
+            Scope::Nodes => matches!(view, Nodes),
+            Scope::Triage => matches!(view, Triage),
+            Scope::Detail => matches!(view, Detail),
+            Scope::Logs => matches!(view, Logs),
+            Scope::Editor => matches!(view, Editor),
+        }
+    }
+    pub fn title(self) -> &'static str {
+        match self {
+            Scope::Global => "everywhere",
+            Scope::List => "lists",
+            Scope::Workloads => "workloads, triage, detail",
+            Scope::Nodes => "nodes",
+            Scope::Triage => "triage",
+            Scope::Detail => "detail",
+            Scope::Logs => "logs",
+            Scope::Editor => "editor",
+        }
+    }
+}
+
+/// A key as the table spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    Char(char),
+    Ctrl(char),
+    Enter,
+    Esc,
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+    Home,
+    End,
+    Tab,
+}
+
+impl Key {
+    fn matches(self, k: &KeyEvent) -> bool {
+        let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+        match (self, k.code) {
+            (Key::Char(c), KeyCode::Char(x)) => !ctrl && c == x,
+            (Key::Ctrl(c), KeyCode::Char(x)) => ctrl && c == x.to_ascii_lowercase(),
+            (Key::Enter, KeyCode::Enter) => true,
+            (Key::Esc, KeyCode::Esc) => true,
+            (Key::Up, KeyCode::Up) => true,
+            (Key::Down, KeyCode::Down) => true,
+            (Key::PageUp, KeyCode::PageUp) => true,
+            (Key::PageDown, KeyCode::PageDown) => true,
+            (Key::Home, KeyCode::Home) => true,
+            (Key::End, KeyCode::End) => true,
+            (Key::Tab, KeyCode::Tab) => true,
+            _ => false,
+        }
+    }
+    pub fn label(self) -> String {
+        match self {
+            Key::Char(' ') => "space".into(),
+            Key::Char(c) => c.to_string(),
+            Key::Ctrl(c) => format!("ctrl-{c}"),
+            Key::Enter => "enter".into(),
+            Key::Esc => "esc".into(),
+            Key::Up => "↑".into(),
+            Key::Down => "↓".into(),
+            Key::PageUp => "pgup".into(),
+            Key::PageDown => "pgdn".into(),
+            Key::Home => "home".into(),
+            Key::End => "end".into(),
+            Key::Tab => "tab".into(),
+        }
+    }
+}
+
+pub struct Binding {
+    pub keys: &'static [Key],
+    pub intent: Intent,
+    pub scope: Scope,
+    pub help: &'static str,
+}
+
+use Intent as I;
+use Key as K;
+use Scope as S;
+
+/// Every binding. More specific scopes come first: the first match wins.
+pub const BINDINGS: &[Binding] = &[
+    Binding {
+        keys: &[K::Ctrl('s')],
+        intent: I::Submit,
+        scope: S::Editor,
+        help: "submit the spec (idempotent)",
+    },
+    Binding { keys: &[K::Ctrl('t')], intent: I::NextTemplate, scope: S::Editor, help: "next template" },
+    Binding { keys: &[K::Ctrl('o')], intent: I::ExternalEditor, scope: S::Editor, help: "edit in $EDITOR" },
+    Binding { keys: &[K::Esc], intent: I::Back, scope: S::Editor, help: "leave the editor (text is kept)" },
+    Binding { keys: &[K::Char('f')], intent: I::Follow, scope: S::Logs, help: "follow on/off" },
+    Binding { keys: &[K::Char('w')], intent: I::Wrap, scope: S::Logs, help: "wrap on/off" },
+    Binding {
+        keys: &[K::Char('z')],
+        intent: I::Timestamps,
+        scope: S::Logs,
+        help: "timestamps: off, local, UTC",
+    },
+    Binding { keys: &[K::Char('n')], intent: I::NextMatch, scope: S::Logs, help: "next match" },
+    Binding { keys: &[K::Char('N')], intent: I::PrevMatch, scope: S::Logs, help: "previous match" },
+    Binding { keys: &[K::Char('e')], intent: I::Evidence, scope: S::Logs, help: "jump to the evidence line" },
+    Binding { keys: &[K::Char('c')], intent: I::Cordon, scope: S::Nodes, help: "cordon the node (asks)" },
+    Binding { keys: &[K::Char('u')], intent: I::Uncordon, scope: S::Nodes, help: "uncordon the node" },
+    Binding { keys: &[K::Char('d')], intent: I::Drain, scope: S::Nodes, help: "drain the node (asks)" },
+    Binding {
+        keys: &[K::Char('c')],
+        intent: I::Cordon,
+        scope: S::Triage,
+        help: "cordon the workload's node (asks)",
+    },
+    Binding {
+        keys: &[K::Char('d')],
+        intent: I::Drain,
+        scope: S::Triage,
+        help: "drain the workload's node (asks)",
+    },
+    Binding {
+        keys: &[K::Char('l')],
+        intent: I::Logs,
+        scope: S::Workloads,
+        help: "logs (at the evidence line)",
+    },
+    Binding {
+        keys: &[K::Char('r')],
+        intent: I::Retry,
+        scope: S::Workloads,
+        help: "retry a finished workload",
+    },
+    Binding {
+        keys: &[K::Ctrl('k')],
+        intent: I::Cancel,
+        scope: S::Workloads,
+        help: "cancel the workload (asks)",
+    },
+    Binding {
+        keys: &[K::Char('F')],
+        intent: I::Faults,
+        scope: S::Workloads,
+        help: "faults only on/off (keeps the filter)",
+    },
+    Binding {
+        keys: &[K::Char('s')],
+        intent: I::SortNext,
+        scope: S::Workloads,
+        help: "sort by the next column",
+    },
+    Binding { keys: &[K::Char('S')], intent: I::SortReverse, scope: S::Workloads, help: "reverse the sort" },
+    Binding { keys: &[K::Char('q')], intent: I::Quit, scope: S::Global, help: "quit" },
+    Binding { keys: &[K::Ctrl('c')], intent: I::Quit, scope: S::Global, help: "quit" },
+    Binding { keys: &[K::Char('?')], intent: I::Help, scope: S::Global, help: "this help" },
+    Binding {
+        keys: &[K::Char(':')],
+        intent: I::CommandLine,
+        scope: S::Global,
+        help: "command line (tab completes, ↑ history)",
+    },
+    Binding {
+        keys: &[K::Char('/')],
+        intent: I::Filter,
+        scope: S::Global,
+        help: "filter / search: text, regex, state=failed, provider=…",
+    },
+    Binding { keys: &[K::Esc], intent: I::Back, scope: S::Global, help: "back / clear" },
+    Binding { keys: &[K::Char('1')], intent: I::Go(View::Overview), scope: S::Global, help: "overview" },
+    Binding { keys: &[K::Char('2')], intent: I::Go(View::Capacity), scope: S::Global, help: "capacity" },
+    Binding { keys: &[K::Char('3')], intent: I::Go(View::Nodes), scope: S::Global, help: "nodes" },
+    Binding { keys: &[K::Char('4')], intent: I::Go(View::Workloads), scope: S::Global, help: "workloads" },
+    Binding { keys: &[K::Char('5')], intent: I::Go(View::Triage), scope: S::Global, help: "triage" },
+    Binding { keys: &[K::Char('6')], intent: I::Go(View::Editor), scope: S::Global, help: "spec editor" },
+    Binding { keys: &[K::Char('y')], intent: I::Copy, scope: S::Global, help: "copy id / line (OSC52)" },
+    Binding { keys: &[K::Enter], intent: I::Open, scope: S::List, help: "open" },
+    Binding { keys: &[K::Char('k'), K::Up], intent: I::Up, scope: S::List, help: "up" },
+    Binding { keys: &[K::Char('j'), K::Down], intent: I::Down, scope: S::List, help: "down" },
+    Binding { keys: &[K::Ctrl('u'), K::PageUp], intent: I::PageUp, scope: S::List, help: "page up" },
+    Binding { keys: &[K::Ctrl('d'), K::PageDown], intent: I::PageDown, scope: S::List, help: "page down" },
+    Binding { keys: &[K::Char('g'), K::Home], intent: I::Top, scope: S::List, help: "top" },
+    Binding { keys: &[K::Char('G'), K::End], intent: I::Bottom, scope: S::List, help: "bottom" },
+];
+
+/// The intent for a key in a view, if any.
+pub fn dispatch(view: View, key: &KeyEvent) -> Option<Intent> {
+    BINDINGS.iter().find(|b| b.scope.applies(view) && b.keys.iter().any(|k| k.matches(key))).map(|b| b.intent)
+}
+
+/// Help lines, grouped by scope, generated from the table.
+pub fn help_lines() -> Vec<(Scope, String, &'static str)> {
+    let order = [S::Global, S::List, S::Workloads, S::Nodes, S::Triage, S::Logs, S::Editor];
+    let mut out = Vec::new();
+    for scope in order {
+        for b in BINDINGS.iter().filter(|b| b.scope == scope) {
+            let keys: Vec<String> = b.keys.iter().map(|k| k.label()).collect();
+            out.push((scope, keys.join(" "), b.help));
+        }
+    }
+    out
+}
+
+/// `:` commands, for completion and help.
+pub const COMMANDS: &[(&str, &str)] = &[
+    ("overview", "the overview"),
+    ("capacity", "capacity per pool"),
+    ("nodes", "nodes with health"),
+    ("workloads", "workloads"),
+    ("triage", "failures grouped by class and node"),
+    ("editor", "the spec editor"),
+    ("new", "new spec from a template: :new TEMPLATE"),
+    ("open", "load a spec file into the editor: :open PATH"),
+    ("save", "save the editor's spec: :save PATH"),
+    ("logs", "logs of a workload: :logs w-17"),
+    ("describe", "workload detail: :describe w-17"),
+    ("cordon", "cordon a node: :cordon NODE"),
+    ("uncordon", "uncordon a node: :uncordon NODE"),
+    ("drain", "drain a node: :drain NODE"),
+    ("cancel", "cancel a workload: :cancel w-17"),
+    ("retry", "retry a finished workload: :retry w-17"),
+    ("faults", "faults only on/off"),
+    ("sort", "sort workloads: :sort COLUMN"),
+    ("quit", "quit"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn vim_keys_and_arrows_move() {
+        assert_eq!(dispatch(View::Workloads, &key('j')), Some(Intent::Down));
+        assert_eq!(
+            dispatch(View::Workloads, &KeyEvent::new(KeyCode::Down, KeyModifiers::NONE)),
+            Some(Intent::Down)
+        );
+        assert_eq!(dispatch(View::Nodes, &key('c')), Some(Intent::Cordon));
+        assert_eq!(dispatch(View::Workloads, &key('c')), None);
+        assert_eq!(dispatch(View::Editor, &key('q')), None, "typing q in the editor must not quit");
+    }
+
+    #[test]
+    fn help_covers_every_binding() {
+        assert_eq!(help_lines().len(), BINDINGS.len());
+    }
+}

@@ -1,0 +1,184 @@
+//! The logs view's state: the lines of one attempt (arriving in batches
+//! from the run loop's tailer), follow, wrap, timestamps, search and the
+//! evidence line. Pure; the tailer that reads `<home>/logs` lives in
+//! [`super::run`].
+
+use crate::engine::model::{AttemptId, Millis};
+use regex::Regex;
+
+/// Lines kept per attempt; older ones are dropped.
+pub const MAX_LINES: usize = 200_000;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogLine {
+    /// When the console read it.
+    pub at: Millis,
+    pub stderr: bool,
+    pub text: String,
+}
+
+/// Off, local time, UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stamps {
+    Off,
+    Local,
+    Utc,
+}
+
+#[derive(Debug, Clone)]
+pub struct Logs {
+    pub attempt: AttemptId,
+    pub lines: Vec<LogLine>,
+    /// Index of the line at the top of the view.
+    pub top: usize,
+    /// The line the cursor is on (search hits, evidence).
+    pub cursor: usize,
+    pub follow: bool,
+    pub wrap: bool,
+    pub stamps: Stamps,
+    pub search: Option<String>,
+    pub evidence: Option<String>,
+    /// Lines dropped at the front to stay under [`MAX_LINES`].
+    pub dropped: usize,
+}
+
+impl Logs {
+    pub fn new(attempt: AttemptId, evidence: Option<String>) -> Self {
+        Self {
+            attempt,
+            lines: Vec::new(),
+            top: 0,
+            cursor: 0,
+            follow: evidence.is_none(),
+            wrap: false,
+            stamps: Stamps::Off,
+            search: None,
+            evidence,
+            dropped: 0,
+        }
+    }
+
+    /// Adds a batch; keeps the bottom in view while following.
+    pub fn push(&mut self, batch: Vec<LogLine>, height: usize) {
+        let had = self.lines.is_empty();
+        self.lines.extend(batch);
+        if self.lines.len() > MAX_LINES {
+            let cut = self.lines.len() - MAX_LINES;
+            self.lines.drain(..cut);
+            self.dropped += cut;
+            self.top = self.top.saturating_sub(cut);
+            self.cursor = self.cursor.saturating_sub(cut);
+        }
+        if self.follow {
+            self.bottom(height);
+        } else if had && self.evidence.is_some() {
+            self.jump_evidence(height);
+        }
+    }
+
+    pub fn bottom(&mut self, height: usize) {
+        self.cursor = self.lines.len().saturating_sub(1);
+        self.top = self.lines.len().saturating_sub(height.max(1));
+    }
+
+    pub fn scroll(&mut self, by: isize, height: usize) {
+        self.follow = false;
+        let max = self.lines.len().saturating_sub(1);
+        self.cursor = (self.cursor as isize + by).clamp(0, max as isize) as usize;
+        self.show(self.cursor, height);
+    }
+
+    fn show(&mut self, line: usize, height: usize) {
+        let h = height.max(1);
+        if line < self.top {
+            self.top = line;
+        } else if line >= self.top + h {
+            self.top = line + 1 - h;
+        }
+    }
+
+    fn matcher(&self) -> Option<Regex> {
+        let s = self.search.as_deref().filter(|s| !s.is_empty())?;
+        Regex::new(&format!("(?i){s}")).or_else(|_| Regex::new(&format!("(?i){}", regex::escape(s)))).ok()
+    }
+
+    pub fn is_match(&self, i: usize) -> bool {
+        self.matcher().is_some_and(|re| self.lines.get(i).is_some_and(|l| re.is_match(&l.text)))
+    }
+
+    /// Moves to the next (or previous) match; false when there is none.
+    pub fn find(&mut self, forward: bool, height: usize) -> bool {
+        let Some(re) = self.matcher() else { return false };
+        let n = self.lines.len();
+        if n == 0 {
+            return false;
+        }
+        self.follow = false;
+        for step in 1..=n {
+            let i = if forward { (self.cursor + step) % n } else { (self.cursor + n * 2 - step) % n };
+            if re.is_match(&self.lines[i].text) {
+                self.cursor = i;
+                self.show(i, height);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Moves to the (last) line that decided the failure class.
+    pub fn jump_evidence(&mut self, height: usize) -> bool {
+        let Some(ev) = self.evidence.as_deref().map(str::trim).filter(|e| !e.is_empty()) else {
+            return false;
+        };
+        match self.lines.iter().rposition(|l| l.text.contains(ev)) {
+            Some(i) => {
+                self.follow = false;
+                self.cursor = i;
+                self.top = i.saturating_sub(height / 2);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// `HH:MM:SS` of `at` shifted by `offset_s` seconds.
+pub fn clock(at: Millis, offset_s: i64) -> String {
+    let s = (at.0 / 1000 + offset_s).rem_euclid(86_400);
+    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::model::WorkloadId;
+
+    fn lines(n: usize) -> Vec<LogLine> {
+        (0..n).map(|i| LogLine { at: Millis(0), stderr: false, text: format!("line {i}") }).collect()
+    }
+
+    #[test]
+    fn search_wraps_and_evidence_jumps() {
+        let a = AttemptId { workload: WorkloadId(1), n: 1 };
+        let mut l = Logs::new(a, Some("line 7".into()));
+        l.push(lines(20), 5);
+        assert_eq!(l.cursor, 7, "opens at the evidence line");
+        l.search = Some("line 1[0-9]".into());
+        assert!(l.find(true, 5));
+        assert_eq!(l.cursor, 10);
+        assert!(l.find(false, 5));
+        assert_eq!(l.cursor, 19, "wraps backwards");
+        assert_eq!(clock(Millis(3_723_000), 0), "01:02:03");
+    }
+
+    #[test]
+    fn following_keeps_the_bottom_in_view_and_caps_memory() {
+        let a = AttemptId { workload: WorkloadId(1), n: 1 };
+        let mut l = Logs::new(a, None);
+        l.push(lines(100), 10);
+        assert_eq!(l.top, 90);
+        l.push(lines(MAX_LINES), 10);
+        assert_eq!(l.lines.len(), MAX_LINES);
+        assert_eq!(l.dropped, 100);
+    }
+}

@@ -1,0 +1,29 @@
+//! The operator console: a read model of what the engine reports, plus
+//! views of it, driven by keys.
+//!
+//! - [`model`]: the read model, built only from engine updates.
+//! - [`app`]: state and `update(msg) -> effects` (pure).
+//! - [`action`]: the one place that sends commands; read-only and
+//!   confirmation live there.
+//! - [`keymap`]: keys → intents; also generates `?` help.
+//! - [`views`]: drawing only.
+//! - [`run`]: the terminal, the event loop and the effects (the only I/O).
+//!
+//! The console never talks to providers or the database: the engine
+//! handle is its only source and sink.
+
+pub mod action;
+pub mod app;
+mod derive;
+pub mod editor;
+pub mod filter;
+pub mod fixture;
+pub mod keymap;
+pub mod logs;
+pub mod model;
+pub mod run;
+pub mod theme;
+pub mod views;
+
+pub use app::{App, Config, Effect, Msg, View};
+pub use model::Model;

@@ -1,0 +1,196 @@
+//! The console's read model: what the engine has told the console, kept in
+//! shapes the views can draw without searching.
+//!
+//! Owns workload rows (with their attempts), recent events, the last fleet
+//! status and short histories (free GPUs per pool, health per node). It is
+//! built only from engine updates ([`Record`] batches, [`FleetStatus`],
+//! [`Recent`]) or, in tests, from the same plain data. It must not do I/O,
+//! read a clock or talk to the engine.
+
+use crate::engine::model::{
+    AttemptRecord, EventRecord, Millis, Record, WorkloadId, WorkloadRecord, WorkloadState,
+};
+use crate::engine::shell::{FleetStatus, Recent};
+use crate::failure::FailureClass;
+use crate::fleet::Fleet;
+use crate::health::HealthView;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+/// Samples kept per history (one per fleet status, about a second apart).
+pub const HISTORY: usize = 60;
+/// Events kept for the overview and triage.
+const EVENTS: usize = 5_000;
+/// Failure classes remembered per node.
+const NODE_CLASSES: usize = 5;
+
+/// One workload and its attempts.
+#[derive(Debug, Clone)]
+pub struct WorkloadRow {
+    pub rec: WorkloadRecord,
+    pub attempts: Vec<AttemptRecord>,
+}
+
+impl WorkloadRow {
+    pub fn last_attempt(&self) -> Option<&AttemptRecord> {
+        self.attempts.last()
+    }
+    /// Failed, or waiting to retry after a failed attempt.
+    pub fn is_fault(&self) -> bool {
+        match self.rec.state {
+            WorkloadState::Failed => true,
+            s if s.is_final() => false,
+            _ => self.attempts.iter().any(|a| a.class.is_some_and(|c| c != FailureClass::Cancelled)),
+        }
+    }
+    /// The class of the newest failed attempt, or of the workload.
+    pub fn fault_class(&self) -> Option<FailureClass> {
+        self.attempts.iter().rev().find_map(|a| a.class).or(self.rec.class)
+    }
+}
+
+/// Everything the views draw from.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    pub workloads: BTreeMap<WorkloadId, WorkloadRow>,
+    /// Oldest first, capped.
+    pub events: VecDeque<EventRecord>,
+    pub status: Option<Arc<FleetStatus>>,
+    /// Free GPUs per pool label, oldest first.
+    pub free_history: HashMap<String, VecDeque<u32>>,
+    /// Health score per node, oldest first.
+    pub health_history: HashMap<String, VecDeque<f64>>,
+    /// Newest failure classes seen per node, newest last.
+    pub node_classes: HashMap<String, VecDeque<FailureClass>>,
+    /// Bumped on every change, so views can cache derived rows.
+    pub generation: u64,
+}
+
+impl Model {
+    /// A model from plain data: how tests and benchmarks build one.
+    pub fn from_parts(
+        fleet: Fleet,
+        health: HealthView,
+        workloads: Vec<WorkloadRecord>,
+        attempts: Vec<AttemptRecord>,
+        at: Millis,
+    ) -> Self {
+        let mut m = Model::default();
+        m.load_recent(Recent { workloads, attempts, events: Vec::new() });
+        m.set_status(Arc::new(FleetStatus { at, fleet, health, blocked: 0, unreachable: BTreeMap::new() }));
+        m
+    }
+
+    pub fn fleet(&self) -> Option<&Fleet> {
+        self.status.as_ref().map(|s| &s.fleet)
+    }
+
+    /// Takes the engine's starting point; records already applied win
+    /// (they are newer).
+    pub fn load_recent(&mut self, recent: Recent) {
+        let mut attempts: HashMap<WorkloadId, Vec<AttemptRecord>> = HashMap::new();
+        for a in recent.attempts {
+            attempts.entry(a.id.workload).or_default().push(a);
+        }
+        for rec in recent.workloads {
+            let id = rec.id;
+            let mut atts = attempts.remove(&id).unwrap_or_default();
+            atts.sort_by_key(|a| a.id.n);
+            self.workloads.entry(id).or_insert(WorkloadRow { rec, attempts: atts });
+        }
+        for e in recent.events {
+            self.push_event(e);
+        }
+        self.generation += 1;
+    }
+
+    /// Applies one durable batch from the engine.
+    pub fn apply(&mut self, records: &[Record]) {
+        for r in records {
+            match r {
+                Record::Workload(w) => {
+                    let w = (**w).clone();
+                    match self.workloads.get_mut(&w.id) {
+                        Some(row) => row.rec = w,
+                        None => {
+                            self.workloads.insert(w.id, WorkloadRow { rec: w, attempts: Vec::new() });
+                        }
+                    }
+                }
+                Record::Attempt(a) => {
+                    if let Some(row) = self.workloads.get_mut(&a.id.workload) {
+                        match row.attempts.iter_mut().find(|x| x.id == a.id) {
+                            Some(x) => *x = (**a).clone(),
+                            None => {
+                                row.attempts.push((**a).clone());
+                                row.attempts.sort_by_key(|x| x.id.n);
+                            }
+                        }
+                    }
+                }
+                Record::Event(e) => self.push_event(e.clone()),
+                Record::Health(h) => {
+                    if let Some(c) = h.class {
+                        let q = self.node_classes.entry(h.node.clone()).or_default();
+                        q.push_back(c);
+                        if q.len() > NODE_CLASSES {
+                            q.pop_front();
+                        }
+                    }
+                }
+            }
+        }
+        self.generation += 1;
+    }
+
+    fn push_event(&mut self, e: EventRecord) {
+        self.events.push_back(e);
+        if self.events.len() > EVENTS {
+            self.events.pop_front();
+        }
+    }
+
+    /// Takes a new fleet status and extends the histories.
+    pub fn set_status(&mut self, s: Arc<FleetStatus>) {
+        let fleet = &s.fleet;
+        for (i, pool) in fleet.pools.iter().enumerate() {
+            let free: u32 = fleet
+                .pool_nodes(crate::fleet::PoolIdx(i as u32))
+                .iter()
+                .filter(|n| n.state == crate::fleet::NodeState::Ready)
+                .map(|n| n.free.gpus)
+                .sum();
+            let label = fleet.pool_label(crate::fleet::PoolIdx(i as u32));
+            let _ = pool;
+            push_capped(self.free_history.entry(label).or_default(), free);
+        }
+        for (name, h) in &s.health.nodes {
+            push_capped(self.health_history.entry(name.clone()).or_default(), h.score);
+        }
+        self.status = Some(s);
+        self.generation += 1;
+    }
+
+    /// How old the fleet status is at `now`, in seconds; `None` before the first.
+    pub fn status_age(&self, now: Millis) -> Option<f64> {
+        self.status.as_ref().map(|s| now.secs_since(s.at).max(0.0))
+    }
+
+    /// Live workloads per node they run on, for the nodes view.
+    pub fn by_node(&self) -> HashMap<String, Vec<WorkloadId>> {
+        let mut m: HashMap<String, Vec<WorkloadId>> = HashMap::new();
+        for w in self.workloads.values().filter(|w| !w.rec.state.is_final()) {
+            if let Some(a) = w.last_attempt().filter(|a| !a.state.is_final()) {
+                m.entry(a.node.clone()).or_default().push(w.rec.id);
+            }
+        }
+        m
+    }
+}
+
+fn push_capped<T>(q: &mut VecDeque<T>, v: T) {
+    q.push_back(v);
+    if q.len() > HISTORY {
+        q.pop_front();
+    }
+}

@@ -1,0 +1,329 @@
+//! The console's edge: terminal set-up and tear-down, the panic hook, the
+//! event loop and the effects (engine commands, log tailing, files,
+//! clipboard, `$EDITOR`).
+//!
+//! One `tokio::select!` over terminal input, the engine's record batches
+//! and fleet status, effect results and a coarse one-second timer. The
+//! screen is redrawn only when something changed, at most 20 times a
+//! second; nothing here waits on the engine or on files inside the loop
+//! (those run as tasks that report back as [`Msg`]s).
+
+use super::app::{App, Effect, Msg};
+use super::views;
+use crate::console::logs::LogLine;
+use crate::engine::model::{AttemptId, Millis};
+use crate::engine::shell::{EngineHandle, log_dir};
+use futures::StreamExt;
+use ratatui::crossterm::event::{Event, EventStream};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::JoinHandle;
+
+/// The shortest time between two frames (20 fps).
+const FRAME: Duration = Duration::from_millis(50);
+/// How often a followed log is read.
+const LOG_EVERY: Duration = Duration::from_millis(100);
+/// The most a log read hands the UI at once.
+const LOG_BATCH_BYTES: usize = 512 * 1024;
+
+/// The wall clock, read only here.
+pub fn now() -> Millis {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Millis(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Local time's offset from UTC in seconds, now.
+pub fn local_offset_s() -> i64 {
+    let t: libc::time_t = (now().0 / 1000) as libc::time_t;
+    // SAFETY: localtime_r writes only into `tm`, which we own; both
+    // pointers are valid for the call.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&t, &mut tm).is_null() {
+            return 0;
+        }
+        tm.tm_gmtoff
+    }
+}
+
+/// Restores the terminal, prints the report and exits on any panic, on any
+/// thread: a panic in an engine task must not leave a half-working UI.
+fn install_panic_hook() {
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        ratatui::restore();
+        prev(info);
+        std::process::exit(101);
+    }));
+}
+
+/// Runs the console until the operator quits. The engine keeps running
+/// in the same runtime until then; `logs` is the engine's log store.
+pub async fn run(
+    app: &mut App,
+    engine: EngineHandle,
+    logs: PathBuf,
+    scratch: PathBuf,
+) -> std::io::Result<()> {
+    let mut terminal = ratatui::try_init()?;
+    install_panic_hook();
+    let r = event_loop(&mut terminal, app, engine, logs, scratch).await;
+    ratatui::restore();
+    r
+}
+
+async fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    app: &mut App,
+    engine: EngineHandle,
+    logs: PathBuf,
+    scratch: PathBuf,
+) -> std::io::Result<()> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
+    let mut input = EventStream::new();
+    let mut updates = engine.subscribe();
+    let mut status = engine.status();
+    let mut status_open = true;
+    let mut updates_open = true;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tailer: Option<JoinHandle<()>> = None;
+    let mut last_draw = tokio::time::Instant::now() - FRAME;
+    let size = terminal.size()?;
+    app.update(Msg::Resize(size.width, size.height));
+    fetch_recent(&engine, &tx);
+    loop {
+        if app.dirty {
+            let due = last_draw + FRAME;
+            if tokio::time::Instant::now() >= due {
+                terminal.draw(|f| views::draw(f, app))?;
+                app.dirty = false;
+                last_draw = tokio::time::Instant::now();
+            }
+        }
+        let redraw_at = app.dirty.then_some(last_draw + FRAME);
+        let msg = tokio::select! {
+            ev = input.next() => match ev {
+                Some(Ok(Event::Key(k))) => Some(Msg::Key(k)),
+                Some(Ok(Event::Paste(s))) => Some(Msg::Paste(s)),
+                Some(Ok(Event::Resize(w, h))) => Some(Msg::Resize(w, h)),
+                Some(Ok(_)) => None,
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            },
+            r = updates.recv(), if updates_open => match r {
+                Ok(batch) => Some(Msg::Records(batch)),
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    fetch_recent(&engine, &tx);
+                    None
+                }
+                Err(broadcast::error::RecvError::Closed) => {
+                    updates_open = false;
+                    app.flash_error("the engine stopped; data is frozen (see canopy.log)".into());
+                    None
+                }
+            },
+            r = status.changed(), if status_open => match r {
+                Ok(()) => status.borrow_and_update().clone().map(Msg::Status),
+                Err(_) => {
+                    status_open = false;
+                    None
+                }
+            },
+            Some(m) = rx.recv() => Some(m),
+            _ = tick.tick() => Some(Msg::Tick(now())),
+            _ = sleep_until(redraw_at) => None,
+        };
+        let Some(msg) = msg else { continue };
+        for fx in app.update(msg) {
+            match fx {
+                Effect::Quit => {
+                    if let Some(t) = tailer.take() {
+                        t.abort();
+                    }
+                    return Ok(());
+                }
+                Effect::ExternalEditor(text) => {
+                    let r = external_editor(terminal, &text, &scratch);
+                    app.update(Msg::Edited(r));
+                }
+                other => perform(other, &engine, &tx, &logs, &mut tailer),
+            }
+        }
+        if app.logs.is_none()
+            && let Some(t) = tailer.take()
+        {
+            t.abort();
+        }
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn fetch_recent(engine: &EngineHandle, tx: &mpsc::UnboundedSender<Msg>) {
+    let (engine, tx) = (engine.clone(), tx.clone());
+    tokio::spawn(async move {
+        match engine.recent(2_000, 2_000).await {
+            Ok(r) => {
+                let _ = tx.send(Msg::Recent(r));
+            }
+            Err(e) => tracing::warn!(error = %e, "console could not read recent workloads"),
+        }
+    });
+}
+
+fn perform(
+    fx: Effect,
+    engine: &EngineHandle,
+    tx: &mpsc::UnboundedSender<Msg>,
+    logs: &std::path::Path,
+    tailer: &mut Option<JoinHandle<()>>,
+) {
+    let (engine, tx2) = (engine.clone(), tx.clone());
+    match fx {
+        Effect::Command { what, cmd } => {
+            tokio::spawn(async move {
+                let result = engine.command(cmd).await;
+                let _ = tx2.send(Msg::Done { what, result });
+            });
+        }
+        Effect::FetchEvents(id) => {
+            tokio::spawn(async move {
+                if let Ok(ev) = engine.events(id).await {
+                    let _ = tx2.send(Msg::Events(id, ev));
+                }
+            });
+        }
+        Effect::TailLogs(a) => {
+            if let Some(t) = tailer.take() {
+                t.abort();
+            }
+            if let Some(a) = a {
+                *tailer = Some(tokio::spawn(tail(log_dir(logs, a), a, tx2)));
+            }
+        }
+        Effect::Copy(text) => copy_osc52(&text),
+        Effect::Load(path) => {
+            tokio::spawn(async move {
+                let result = tokio::fs::read_to_string(&path).await.map_err(|e| e.to_string());
+                let _ = tx2.send(Msg::Loaded { path: path.display().to_string(), result });
+            });
+        }
+        Effect::Save(path, text) => {
+            tokio::spawn(async move {
+                let result = tokio::fs::write(&path, text + "\n").await.map_err(|e| e.to_string());
+                let _ = tx2.send(Msg::Saved { path: path.display().to_string(), result });
+            });
+        }
+        Effect::ExternalEditor(_) | Effect::Quit => {}
+    }
+}
+
+/// Follows an attempt's shipped logs: reads what is new in both streams
+/// every [`LOG_EVERY`], at most [`LOG_BATCH_BYTES`] per stream per read,
+/// and sends whole lines as one batch.
+async fn tail(dir: PathBuf, attempt: AttemptId, tx: mpsc::UnboundedSender<Msg>) {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let mut offsets = [0u64; 2];
+    let mut partial = [Vec::new(), Vec::new()];
+    loop {
+        let mut batch = Vec::new();
+        let mut more = false;
+        for (i, name) in ["stdout.log", "stderr.log"].iter().enumerate() {
+            let Ok(mut f) = tokio::fs::File::open(dir.join(name)).await else { continue };
+            if f.seek(std::io::SeekFrom::Start(offsets[i])).await.is_err() {
+                continue;
+            }
+            let mut buf = Vec::new();
+            let Ok(n) = (&mut f).take(LOG_BATCH_BYTES as u64).read_to_end(&mut buf).await else { continue };
+            offsets[i] += n as u64;
+            more |= n == LOG_BATCH_BYTES;
+            partial[i].extend_from_slice(&buf);
+            let at = now();
+            if let Some(end) = partial[i].iter().rposition(|b| *b == b'\n') {
+                let rest = partial[i].split_off(end + 1);
+                let done = std::mem::replace(&mut partial[i], rest);
+                for l in String::from_utf8_lossy(&done).lines() {
+                    batch.push(LogLine { at, stderr: i == 1, text: l.to_string() });
+                }
+            }
+        }
+        if !batch.is_empty() && tx.send(Msg::Log(attempt, batch)).is_err() {
+            return;
+        }
+        if !more {
+            tokio::time::sleep(LOG_EVERY).await;
+        }
+    }
+}
+
+/// Copies to the operator's clipboard over SSH with OSC52 (wrapped for
+/// tmux), up to 64 KiB.
+fn copy_osc52(text: &str) {
+    let data = base64(&text.as_bytes()[..text.len().min(64 * 1024)]);
+    let seq = if std::env::var_os("TMUX").is_some() {
+        format!("\x1bPtmux;\x1b\x1b]52;c;{data}\x07\x1b\\")
+    } else {
+        format!("\x1b]52;c;{data}\x07")
+    };
+    let mut out = std::io::stdout();
+    let _ = out.write_all(seq.as_bytes());
+    let _ = out.flush();
+}
+
+pub fn base64(data: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let b = [c[0], *c.get(1).unwrap_or(&0), *c.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (i, shift) in [18, 12, 6, 0].iter().enumerate() {
+            s.push(if i <= c.len() { A[(n >> shift) as usize & 63] as char } else { '=' });
+        }
+    }
+    s
+}
+
+/// Suspends the console, edits `text` in `$EDITOR` (or `vi`), resumes.
+fn external_editor(
+    terminal: &mut ratatui::DefaultTerminal,
+    text: &str,
+    scratch: &std::path::Path,
+) -> Result<String, String> {
+    let path = scratch.join("console-spec.toml");
+    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let editor = std::env::var("VISUAL").or_else(|_| std::env::var("EDITOR")).unwrap_or_else(|_| "vi".into());
+    ratatui::restore();
+    let mut parts = editor.split_whitespace();
+    let status = match parts.next() {
+        Some(cmd) => std::process::Command::new(cmd)
+            .args(parts)
+            .arg(&path)
+            .status()
+            .map_err(|e| format!("{editor}: {e}")),
+        None => Err("$EDITOR is empty".into()),
+    };
+    *terminal = ratatui::try_init().map_err(|e| e.to_string())?;
+    let _ = terminal.clear();
+    match status? {
+        s if s.success() => std::fs::read_to_string(&path).map_err(|e| e.to_string()),
+        s => Err(format!("{editor} exited with {s}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64_matches_the_rfc() {
+        assert_eq!(super::base64(b"w-17"), "dy0xNw==");
+        assert_eq!(super::base64(b"foobar"), "Zm9vYmFy");
+        assert_eq!(super::base64(b"fo"), "Zm8=");
+    }
+}

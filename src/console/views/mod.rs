@@ -1,0 +1,157 @@
+//! Drawing: one module per view, plus the frame around them (tabs, stale
+//! banner, input line, confirmation, flash, key hints). Render only: views
+//! read [`App`] and never change it, do no I/O and never block.
+
+mod capacity;
+mod detail;
+mod editor;
+mod help;
+mod logs;
+mod nodes;
+mod overview;
+mod triage;
+mod workloads;
+
+use super::app::{App, InputKind, View};
+use super::theme::Theme;
+use crate::engine::model::{Millis, WorkloadState};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+
+const TABS: [(View, &str); 6] = [
+    (View::Overview, "1 overview"),
+    (View::Capacity, "2 capacity"),
+    (View::Nodes, "3 nodes"),
+    (View::Workloads, "4 workloads"),
+    (View::Triage, "5 triage"),
+    (View::Editor, "6 editor"),
+];
+
+/// Draws the whole console.
+pub fn draw(f: &mut Frame, app: &App) {
+    let area = f.area();
+    if area.width < 20 || area.height < 5 {
+        f.render_widget(Paragraph::new("canopy: window too small"), area);
+        return;
+    }
+    let [top, body, bottom] =
+        Layout::vertical([Constraint::Length(1), Constraint::Min(1), Constraint::Length(1)]).areas(area);
+    header(f, app, top);
+    match app.view {
+        View::Overview => overview::draw(f, app, body),
+        View::Capacity => capacity::draw(f, app, body),
+        View::Nodes => nodes::draw(f, app, body),
+        View::Workloads => workloads::draw(f, app, body),
+        View::Triage => triage::draw(f, app, body),
+        View::Detail => detail::draw(f, app, body),
+        View::Logs => logs::draw(f, app, body),
+        View::Editor => editor::draw(f, app, body),
+        View::Help => help::draw(f, app, body),
+    }
+    footer(f, app, bottom);
+}
+
+fn header(f: &mut Frame, app: &App, area: Rect) {
+    let t = &app.config.theme;
+    let mut spans = vec![Span::styled("canopy ", t.header)];
+    for (v, label) in TABS {
+        let current =
+            v == app.view || (v == View::Workloads && matches!(app.view, View::Detail | View::Logs));
+        if current {
+            spans.push(Span::styled(format!("[{label}]"), t.selected));
+        } else if area.width < 100 {
+            // Narrow screens show only the current tab's name.
+            spans.push(Span::styled(format!(" {} ", &label[..1]), t.dim));
+        } else {
+            spans.push(Span::styled(format!(" {label} "), t.dim));
+        }
+    }
+    if app.config.read_only {
+        spans.push(Span::styled(" READ-ONLY", t.warn));
+    }
+    if app.stale() {
+        let age = app.model.status_age(app.now).map_or("no data yet".to_string(), |a| format!("{a:.0}s old"));
+        spans.push(Span::styled(format!(" STALE ({age})"), t.bad));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn footer(f: &mut Frame, app: &App, area: Rect) {
+    let t = &app.config.theme;
+    let line = if let Some(c) = &app.confirm {
+        Line::from(vec![Span::styled(format!(" {} ", c.prompt()), t.warn.patch(t.selected))])
+    } else if let Some(i) = &app.input {
+        let p = match i.kind {
+            InputKind::Command => ":",
+            InputKind::Filter => "/",
+            InputKind::Search => "search /",
+        };
+        Line::from(vec![Span::styled(p, t.accent), Span::raw(i.text.clone()), Span::styled("█", t.dim)])
+    } else if let Some((msg, err)) = &app.flash {
+        Line::from(Span::styled(msg.clone(), if *err { t.bad } else { t.ok }))
+    } else {
+        Line::from(Span::styled(hints(app.view), t.dim))
+    };
+    f.render_widget(Paragraph::new(line), area);
+}
+
+fn hints(v: View) -> &'static str {
+    match v {
+        View::Workloads => {
+            "enter detail  l logs  / filter  F faults  s sort  r retry  ^k cancel  : cmd  ? help"
+        }
+        View::Triage => "enter detail  l logs@evidence  r retry  ^k cancel  c cordon  d drain  ? help",
+        View::Nodes => "enter workloads  c cordon  u uncordon  d drain  / filter  ? help",
+        View::Logs => "/ search  n/N next/prev  e evidence  f follow  w wrap  z time  y copy  esc back",
+        View::Editor => "^s submit  ^t template  ^o $EDITOR  :open/:save PATH  esc leave",
+        View::Detail => "l logs  r retry  ^k cancel  y copy id  esc back",
+        _ => "1-6 views  : command  / filter  ? help  q quit",
+    }
+}
+
+/// A bordered block with a title.
+pub(crate) fn block<'a>(title: String, t: &Theme) -> Block<'a> {
+    Block::default().borders(Borders::ALL).border_style(t.border).title(Span::styled(title, t.header))
+}
+
+/// A state word with a symbol, so it reads without colour.
+pub(crate) fn state_span(s: WorkloadState, t: &Theme) -> Span<'static> {
+    let (sym, style) = match s {
+        WorkloadState::Succeeded => ("✓", t.ok),
+        WorkloadState::Failed => ("✗", t.bad),
+        WorkloadState::Cancelled => ("⊘", t.dim),
+        WorkloadState::Running => ("▶", t.accent),
+        WorkloadState::Queued => ("…", t.warn),
+        WorkloadState::Placing | WorkloadState::Launching => ("↑", t.text),
+    };
+    Span::styled(format!("{sym} {s}"), style)
+}
+
+/// `0..1` values as a one-line sparkline.
+pub(crate) fn spark<I: IntoIterator<Item = f64>>(values: I, width: usize) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let v: Vec<f64> = values.into_iter().collect();
+    let v = &v[v.len().saturating_sub(width)..];
+    v.iter().map(|x| BARS[((x.clamp(0.0, 1.0) * 7.0).round()) as usize]).collect()
+}
+
+pub(crate) fn age(now: Millis, then: Millis) -> String {
+    let s = now.secs_since(then).max(0.0) as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+/// First visible row so that `sel` is on screen in `height` rows.
+pub(crate) fn window(sel: usize, height: usize) -> usize {
+    if height == 0 || sel < height { 0 } else { sel + 1 - height }
+}
+
+pub(crate) fn marker(selected: bool) -> &'static str {
+    if selected { ">" } else { " " }
+}

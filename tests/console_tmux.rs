@@ -1,0 +1,115 @@
+//! End to end: the real binary in tmux on the demo fleet. Waits for screen
+//! content, never for fixed times. Skipped (with a visible line) when tmux
+//! is not installed.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Session {
+    name: String,
+}
+
+impl Session {
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux").args(args).output().expect("tmux runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", &self.name])
+    }
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", &self.name];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+    fn text(&self, s: &str) {
+        self.tmux(&["send-keys", "-t", &self.name, "-l", s]);
+    }
+    fn wait_for(&self, what: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if s.contains(what) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "timed out waiting for {what:?}; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["kill-session", "-t", &self.name]).output();
+    }
+}
+
+#[test]
+fn the_console_end_to_end() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("SKIPPED console_tmux: tmux is not installed");
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let fail = home.path().join("fail.toml");
+    std::fs::write(
+        &fail,
+        "name = \"breaks\"\n[runtime]\ncommand = [\"sh\", \"-c\", \"echo 'ValueError: bad config' >&2; exit 3\"]\n[resources]\ngpus = 0\n",
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_canopy");
+    let name = format!("canopy-e2e-{}", std::process::id());
+    let cmd = format!(
+        "CANOPY_HOME={} {bin} --no-faults --color=none; echo CONSOLE-EXITED-$?; sleep 60",
+        home.path().display()
+    );
+    let out = Command::new("tmux")
+        .args(["new-session", "-d", "-s", &name, "-x", "100", "-y", "30", &cmd])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let s = Session { name };
+
+    s.wait_for("broken first");
+    s.keys(&["2"]);
+    s.wait_for("onprem-fra/h100-nvl");
+
+    // The editor: a mistake at its line:col, then the fix and the preview.
+    s.keys(&["6"]);
+    s.wait_for("placement preview");
+    s.text("oops ");
+    s.wait_for("error 1:6");
+    for _ in 0..5 {
+        s.keys(&["BSpace"]);
+    }
+    s.wait_for("placement preview");
+    s.keys(&["C-s"]);
+    s.wait_for("submitted as w-1");
+    s.keys(&["Escape"]);
+    s.keys(&["4"]);
+    s.wait_for("succeeded");
+    s.keys(&["l"]);
+    s.wait_for("hello from canopy");
+    s.keys(&["Escape"]);
+
+    // A failing workload shows in triage with its class.
+    s.text(&format!(":open {}", fail.display()));
+    s.keys(&["Enter"]);
+    s.wait_for("breaks");
+    s.keys(&["C-s"]);
+    s.wait_for("submitted as w-2");
+    s.keys(&["Escape"]);
+    s.keys(&["5"]);
+    s.wait_for("ValueError: bad config");
+    assert!(s.screen().contains("app"));
+
+    // Resize survives; quit restores the terminal.
+    s.tmux(&["resize-window", "-t", &s.name, "-x", "60", "-y", "15"]);
+    s.wait_for("faults");
+    s.keys(&["q"]);
+    let after = s.wait_for("CONSOLE-EXITED-0");
+    assert!(!after.contains("broken first"), "the alternate screen is gone:\n{after}");
+}
