@@ -210,6 +210,12 @@ impl Provider for LocalProvider {
             Observed::Launching => AttemptStatus::Pending,
             Observed::Running(_) => AttemptStatus::Running,
             Observed::Ended(exit) => AttemptStatus::Ended(exit.to_end()),
+            // The launcher (an engine that died mid-launch) never started
+            // the supervisor: nothing ran, and the machine is not to blame.
+            // A launch failure, so a retry may come back to this node.
+            Observed::Lost { message, pids: None } => {
+                AttemptStatus::Ended(ProviderEnd::LaunchRejected { message, capacity: false })
+            }
             Observed::Lost { message, .. } => AttemptStatus::Ended(ProviderEnd::NodeLost { message }),
         })
     }
@@ -291,4 +297,32 @@ async fn read_chunk(path: &Path, offset: u64, max: usize) -> std::io::Result<Log
     let mut data = Vec::with_capacity(max.min(1 << 20));
     f.take(max as u64).read_to_end(&mut data).await?;
     Ok(LogChunk { next_offset: offset + data.len() as u64, data })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::classify::classify;
+    use crate::failure::FailureClass;
+
+    #[tokio::test]
+    async fn an_interrupted_launch_is_a_launch_failure_not_a_lost_node() {
+        let tmp = tempfile::tempdir().unwrap();
+        let shim = ShimCommand { program: "/nonexistent".into(), args: vec![] };
+        let p = LocalProvider::new(LocalConfig::new(tmp.path(), shim));
+        // What a launcher killed between claiming the directory and
+        // starting the supervisor leaves: the directory, an unheld lock,
+        // no pid.
+        let token = "canopy-abc123-w1-a1";
+        let dir = AttemptDir::at(tmp.path(), token);
+        std::fs::create_dir_all(dir.path()).unwrap();
+        std::fs::File::create(dir.lock()).unwrap();
+        let AttemptStatus::Ended(end) = p.status(token).await.unwrap() else { panic!("not ended") };
+        assert_eq!(
+            end,
+            ProviderEnd::LaunchRejected { message: state::LAUNCH_INTERRUPTED.into(), capacity: false }
+        );
+        let c = classify(&end, &[]);
+        assert_eq!(c.class, FailureClass::Provider, "{c:?}");
+    }
 }
