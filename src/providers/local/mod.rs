@@ -165,6 +165,15 @@ impl LocalProvider {
         }
     }
 
+    /// Whether the attempt was claimed less than `launch_timeout` ago.
+    fn launch_may_be_starting(&self, dir: &AttemptDir) -> bool {
+        std::fs::metadata(dir.launch())
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age < self.cfg.launch_timeout)
+    }
+
     fn err(&self, message: impl Into<String>) -> ProviderError {
         ProviderError { provider: PROVIDER_NAME.into(), message: message.into() }
     }
@@ -210,6 +219,11 @@ impl Provider for LocalProvider {
             Observed::Launching => AttemptStatus::Pending,
             Observed::Running(_) => AttemptStatus::Running,
             Observed::Ended(exit) => AttemptStatus::Ended(exit.to_end()),
+            // No pid and no launcher: a supervisor its launcher started just
+            // before dying may still be on its way up (slow on a busy host).
+            // It gets the launcher's own allowance before the launch counts
+            // as interrupted, or a retry could run beside it.
+            Observed::Lost { pids: None, .. } if self.launch_may_be_starting(&dir) => AttemptStatus::Pending,
             // The launcher (an engine that died mid-launch) never started
             // the supervisor: nothing ran, and the machine is not to blame.
             // A launch failure, so a retry may come back to this node.
