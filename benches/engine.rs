@@ -15,14 +15,13 @@
 //! Journal appends and recovery are measured in `benches/journal.rs`.
 //!
 //! Measured 2026-11-29 on 2 shared cores (load average 6–8 from parallel
-//! builds): e2e about 40 workloads/s, below target. A profile puts the
-//! core, shell and journal under 5% of the CPU; the cost is the local
-//! provider's process model: fork+exec of a supervisor from the engine's
-//! large address space (~27%, page-table copy and teardown) and the
-//! attempt directory's mkdir/create/rename (~15%). Core cycle: ~29k
-//! events/s on the demo fleet, ~280 events/s on 10k nodes, where the
-//! snapshot rebuild (~19 ms at 10k nodes, ~110 µs on the demo fleet)
-//! is nearly all of it.
+//! builds): e2e about 180 workloads/s (40/s before the local provider
+//! stopped forking the engine for each supervisor; see `launch::start`).
+//! The core, shell and journal are under 5% of the CPU; the rest is the
+//! supervisor and workload processes and the attempt directory's files.
+//! Core cycle: ~29k events/s on the demo fleet, ~280 events/s on 10k
+//! nodes, where the snapshot rebuild (~19 ms at 10k nodes, ~110 µs on the
+//! demo fleet) is nearly all of it.
 
 use canopy::app::{self, EngineOptions};
 use canopy::engine::core::{Action, Core, CoreConfig, Event, OutputsResult};
