@@ -364,8 +364,11 @@ async fn a_failed_or_hung_supervisor_start_is_reported_and_never_retried_under_t
         Err(LaunchError::Api(m)) => assert!(m.contains("supervisor.log"), "{m}"),
         other => panic!("expected an API error, got {other:?}"),
     }
-    let interrupted =
-        ProviderEnd::NodeLost { message: "the launch was interrupted before the supervisor started".into() };
+    // Nothing ran and the machine is not to blame: a launch failure.
+    let interrupted = ProviderEnd::LaunchRejected {
+        message: "the launch was interrupted before the supervisor started".into(),
+        capacity: false,
+    };
     // Polled: processes other tests fork hold the launch lock until they exec.
     assert_eq!(wait_end(&p, &req.token).await, interrupted);
     assert!(p.launch(&req).await.unwrap().adopted);

@@ -6,7 +6,7 @@ use super::table::{new_table, usd};
 use super::{EXIT_CANCELLED, EXIT_ERROR, EXIT_NO_ENGINE, EXIT_WORKLOAD_FAILED, StoreArgs};
 use canopy::engine::model::{Millis, WorkloadId, WorkloadRecord, WorkloadState};
 use canopy::home::Home;
-use canopy::journal::{Command, CommandResult, Journal, WorkloadFilter, acquire_owner};
+use canopy::journal::{Command, CommandResult, Journal, WorkloadFilter, is_owned};
 use canopy::providers::Artifact;
 use canopy::spec::load;
 use color_eyre::eyre::{Result, WrapErr, eyre};
@@ -23,9 +23,10 @@ fn open(home: &Home) -> Result<Journal> {
     Journal::open(&home.store()).wrap_err("opening the store")
 }
 
-/// Whether an engine owns the store right now.
+/// Whether an engine owns the store right now. Asked without taking
+/// ownership: an engine starting at this moment must not fail because of us.
 fn engine_running(home: &Home) -> bool {
-    acquire_owner(&home.store(), now()).is_err()
+    is_owned(&home.store()).unwrap_or(true)
 }
 
 /// Sends a command and waits up to `wait` for the engine's answer.

@@ -30,7 +30,7 @@ mod schema;
 mod write;
 
 pub use inbox::{Command, CommandResult};
-pub use lock::{OwnerLock, acquire_owner, lock_path};
+pub use lock::{OwnerLock, acquire_owner, is_owned, lock_path};
 pub use read::{HealthWindow, Recovered, WorkloadFilter};
 pub use schema::SCHEMA_VERSION;
 

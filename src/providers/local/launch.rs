@@ -14,7 +14,6 @@ use super::LocalConfig;
 use super::layout::{AttemptDir, PidRecord, read_json, write_json};
 use super::outputs::copy_tree;
 use super::plan::Plan;
-use super::procfs;
 use super::state::{self, Observed};
 use crate::providers::{LaunchAck, LaunchError, SecretValue};
 use crate::spec::Spec;
@@ -147,7 +146,13 @@ async fn start(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(notes);
-    procfs::new_session_on_spawn(&mut cmd);
+    // The supervisor makes itself a session leader first thing
+    // (`supervise_main`). Not here with a pre-exec hook: any hook makes std
+    // fork() the engine, copying its page tables, which was most of the
+    // cost of a launch (benches/engine.rs: ~40 → ~180 workloads/s); without
+    // one it spawns with posix_spawn. A signal to the engine's process
+    // group in the instant before the supervisor's setsid ends the
+    // supervisor before it writes `pid`: a failed launch, never a lost run.
     let mut child = cmd.spawn().map_err(|e| {
         api(&format!("cannot start the supervisor {} (LocalConfig.shim)", cfg.shim.program.display()), e)
     })?;

@@ -165,6 +165,15 @@ impl LocalProvider {
         }
     }
 
+    /// Whether the attempt was claimed less than `launch_timeout` ago.
+    fn launch_may_be_starting(&self, dir: &AttemptDir) -> bool {
+        std::fs::metadata(dir.launch())
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age < self.cfg.launch_timeout)
+    }
+
     fn err(&self, message: impl Into<String>) -> ProviderError {
         ProviderError { provider: PROVIDER_NAME.into(), message: message.into() }
     }
@@ -210,6 +219,17 @@ impl Provider for LocalProvider {
             Observed::Launching => AttemptStatus::Pending,
             Observed::Running(_) => AttemptStatus::Running,
             Observed::Ended(exit) => AttemptStatus::Ended(exit.to_end()),
+            // No pid and no launcher: a supervisor its launcher started just
+            // before dying may still be on its way up (slow on a busy host).
+            // It gets the launcher's own allowance before the launch counts
+            // as interrupted, or a retry could run beside it.
+            Observed::Lost { pids: None, .. } if self.launch_may_be_starting(&dir) => AttemptStatus::Pending,
+            // The launcher (an engine that died mid-launch) never started
+            // the supervisor: nothing ran, and the machine is not to blame.
+            // A launch failure, so a retry may come back to this node.
+            Observed::Lost { message, pids: None } => {
+                AttemptStatus::Ended(ProviderEnd::LaunchRejected { message, capacity: false })
+            }
             Observed::Lost { message, .. } => AttemptStatus::Ended(ProviderEnd::NodeLost { message }),
         })
     }
@@ -291,4 +311,32 @@ async fn read_chunk(path: &Path, offset: u64, max: usize) -> std::io::Result<Log
     let mut data = Vec::with_capacity(max.min(1 << 20));
     f.take(max as u64).read_to_end(&mut data).await?;
     Ok(LogChunk { next_offset: offset + data.len() as u64, data })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::classify::classify;
+    use crate::failure::FailureClass;
+
+    #[tokio::test]
+    async fn an_interrupted_launch_is_a_launch_failure_not_a_lost_node() {
+        let tmp = tempfile::tempdir().unwrap();
+        let shim = ShimCommand { program: "/nonexistent".into(), args: vec![] };
+        let p = LocalProvider::new(LocalConfig::new(tmp.path(), shim));
+        // What a launcher killed between claiming the directory and
+        // starting the supervisor leaves: the directory, an unheld lock,
+        // no pid.
+        let token = "canopy-abc123-w1-a1";
+        let dir = AttemptDir::at(tmp.path(), token);
+        std::fs::create_dir_all(dir.path()).unwrap();
+        std::fs::File::create(dir.lock()).unwrap();
+        let AttemptStatus::Ended(end) = p.status(token).await.unwrap() else { panic!("not ended") };
+        assert_eq!(
+            end,
+            ProviderEnd::LaunchRejected { message: state::LAUNCH_INTERRUPTED.into(), capacity: false }
+        );
+        let c = classify(&end, &[]);
+        assert_eq!(c.class, FailureClass::Provider, "{c:?}");
+    }
 }

@@ -1,5 +1,5 @@
 //! The supervisor shim: a small process, one per attempt, that outlives the
-//! engine. The launcher starts it in its own session; it starts the
+//! engine. It makes itself a session leader at once; it starts the
 //! workload, waits for it and records how it ended.
 //!
 //! Invocation (after whatever leading arguments select the shim, such as
@@ -37,7 +37,9 @@ pub fn supervise_main(args: &[String]) -> i32 {
         return USAGE_ERROR;
     };
     let dir = AttemptDir::new(dir);
-    // Already a session leader when the launcher arranged it; harmless then.
+    // Its own session, so it outlives the launcher and its terminal. The
+    // launcher does not arrange this (see `launch::start`); a launcher that
+    // did makes this fail harmlessly.
     let _ = procfs::setsid();
     let mut log = Notes::open(&dir);
     match run(&dir, &argv, &mut log) {

@@ -1,0 +1,321 @@
+//! The engine end to end with real processes, through the real `canopy`
+//! binary: `canopy engine --no-faults` runs as a child process over a
+//! temporary store, and the tests drive it the way an operator would, with
+//! `canopy submit`, `status`, `logs`, `artifacts` and `cancel`. Workloads
+//! are pinned to the local provider, so their commands really run here.
+//!
+//! Every wait is a bounded poll for a condition; nothing is timed.
+
+use canopy::engine::model::{AttemptRecord, AttemptState, WorkloadId, WorkloadRecord, WorkloadState};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_canopy");
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A `canopy engine` child process over one store.
+struct Engine {
+    child: Option<Child>,
+    stderr: PathBuf,
+}
+
+impl Engine {
+    /// Starts the engine and waits until it owns the store and says so.
+    fn start(store: &Path, scratch: &Path, env: &[(&str, &str)]) -> Engine {
+        let n = std::fs::read_dir(scratch).map(|d| d.count()).unwrap_or(0);
+        let stderr = scratch.join(format!("engine-{n}.stderr"));
+        let stdout = scratch.join(format!("engine-{n}.stdout"));
+        let child = Command::new(BIN)
+            .arg("--store")
+            .arg(store)
+            .args(["engine", "--no-faults"])
+            .envs(env.iter().copied())
+            .env("CANOPY_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&stdout).unwrap())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let mut e = Engine { child: Some(child), stderr };
+        let path = e.stderr.clone();
+        wait_for("the engine to start", || {
+            if let Some(status) = e.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!(
+                    "the engine exited ({status}): {}",
+                    std::fs::read_to_string(&path).unwrap_or_default()
+                );
+            }
+            std::fs::read_to_string(&path).unwrap_or_default().contains("canopy engine: store")
+        });
+        e
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    /// SIGTERM, and wait for it to exit.
+    fn stop(mut self) {
+        let mut child = self.child.take().unwrap();
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let status = child.wait().unwrap();
+        assert!(status.success(), "the engine exited with {status} after SIGTERM");
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs `canopy --store <store> <args>`; every output is kept so the
+/// secrets test can search it.
+struct Cli {
+    store: PathBuf,
+    outputs: std::cell::RefCell<Vec<u8>>,
+}
+
+impl Cli {
+    fn new(store: &Path) -> Cli {
+        Cli { store: store.to_path_buf(), outputs: Default::default() }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let out = Command::new(BIN).arg("--store").arg(&self.store).args(args).output().unwrap();
+        let mut all = self.outputs.borrow_mut();
+        all.extend_from_slice(&out.stdout);
+        all.extend_from_slice(&out.stderr);
+        out
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "canopy {args:?} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn submit(&self, spec: &Path) -> WorkloadId {
+        let out = self.ok(&["submit", spec.to_str().unwrap(), "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["id"].as_str().unwrap().parse().unwrap()
+    }
+
+    fn status(&self, id: WorkloadId) -> (WorkloadRecord, Vec<AttemptRecord>) {
+        let out = self.ok(&["status", &id.to_string(), "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        (
+            serde_json::from_value(v["workload"].clone()).unwrap(),
+            serde_json::from_value(v["attempts"].clone()).unwrap(),
+        )
+    }
+
+    fn wait_state(&self, id: WorkloadId, ok: impl Fn(WorkloadState) -> bool) -> WorkloadRecord {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let (w, attempts) = self.status(id);
+            if ok(w.state) {
+                return w;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting on {id}: {w:?} {attempts:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn wait_final(&self, id: WorkloadId) -> WorkloadRecord {
+        self.wait_state(id, |s| s.is_final())
+    }
+}
+
+/// Writes a spec pinned to the local provider that runs `script` with `sh -c`.
+fn spec(dir: &Path, name: &str, script: &str, extra: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    let text = format!(
+        "name = {name:?}\n{extra}\n[runtime]\ncommand = [\"sh\", \"-c\", {script:?}]\n\n\
+         [resources]\ncpu_cores = 0.1\nmemory_gb = 0.1\n\n[constraints]\nproviders = [\"local\"]\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    store: PathBuf,
+    scratch: PathBuf,
+    specs: PathBuf,
+}
+
+fn setup() -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, scratch, specs) =
+        (tmp.path().join("home"), tmp.path().join("scratch"), tmp.path().join("specs"));
+    for d in [&scratch, &specs] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    Setup { store, scratch, specs, _tmp: tmp }
+}
+
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() && !p.is_symlink() {
+            files_under(&p, out);
+        } else if p.is_file() {
+            out.push(p);
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+#[test]
+fn logs_come_back_outputs_are_collected_and_secrets_never_leak() {
+    let s = setup();
+    let secret = format!("hf_canopy_test_{}_{}", std::process::id(), hex_sha256(b"not a real token"));
+    let engine = Engine::start(&s.store, &s.scratch, &[("HF_TOKEN", &secret)]);
+    let cli = Cli::new(&s.store);
+
+    let script = r#"echo "hello from stdout"; echo "hello from stderr" >&2
+printf %s "$HF_TOKEN" | sha256sum | cut -d' ' -f1 > "$CANOPY_OUTPUT_DIR/outputs/token.sha"
+printf 'weights' > "$CANOPY_OUTPUT_DIR/outputs/model.bin""#;
+    let extra = "[[outputs]]\nname = \"token\"\npath = \"/outputs/token.sha\"\nrequired = true\n\n\
+                 [[outputs]]\nname = \"model\"\npath = \"/outputs/model.bin\"\nrequired = true\n";
+    let path = spec(&s.specs, "with-secret", script, extra);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("[resources]", "secrets = [\"HF_TOKEN\"]\n\n[resources]")).unwrap();
+
+    let id = cli.submit(&path);
+    let w = cli.wait_final(id);
+    assert_eq!(w.state, WorkloadState::Succeeded, "{w:?}");
+    let (_, attempts) = cli.status(id);
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].provider, "local");
+
+    // Logs, both streams, through the CLI.
+    let logs = cli.ok(&["logs", &id.to_string()]);
+    assert!(logs.contains("hello from stdout"), "{logs}");
+    assert!(logs.contains("hello from stderr"), "{logs}");
+    let stderr_only = cli.ok(&["logs", &id.to_string(), "--stream", "stderr"]);
+    assert!(stderr_only.contains("hello from stderr") && !stderr_only.contains("hello from stdout"));
+
+    // Outputs, with checksums that match what landed in the artifact store.
+    let arts: serde_json::Value =
+        serde_json::from_str(&cli.ok(&["artifacts", &id.to_string(), "--json"])).unwrap();
+    let arts = arts.as_array().unwrap();
+    assert_eq!(arts.len(), 2, "{arts:?}");
+    for a in arts {
+        assert_eq!(a["attempt"], format!("{id}.1"));
+        let art = &a["artifact"];
+        let file = PathBuf::from(art["path"].as_str().unwrap());
+        let bytes = std::fs::read(&file).unwrap();
+        assert!(file.starts_with(s.store.join("artifacts")), "{file:?}");
+        assert_eq!(art["bytes"].as_u64().unwrap(), bytes.len() as u64);
+        assert_eq!(art["sha256"].as_str().unwrap(), hex_sha256(&bytes));
+        match art["name"].as_str().unwrap() {
+            "model" => assert_eq!(bytes, b"weights"),
+            // The workload saw the secret: it hashed the right value.
+            "token" => assert_eq!(String::from_utf8(bytes).unwrap().trim(), hex_sha256(secret.as_bytes())),
+            other => panic!("unexpected output {other}"),
+        }
+    }
+    let table = cli.ok(&["artifacts", &id.to_string()]);
+    assert!(table.contains("token") && table.contains("model"), "{table}");
+
+    // The secret's value appears nowhere: not in the store (SQLite files
+    // included), the logs, the artifacts, the engine's own output, or
+    // anything the CLI printed.
+    cli.ok(&["events", &id.to_string()]);
+    cli.ok(&["status"]);
+    engine.stop();
+    let mut files = Vec::new();
+    files_under(&s.store, &mut files);
+    files_under(&s.scratch, &mut files);
+    assert!(files.iter().any(|f| f.ends_with("canopy.db")), "{files:?}");
+    for f in &files {
+        let bytes = std::fs::read(f).unwrap();
+        assert!(!contains(&bytes, secret.as_bytes()), "the secret leaked into {}", f.display());
+    }
+    assert!(!contains(&cli.outputs.borrow(), secret.as_bytes()), "the secret leaked into CLI output");
+}
+
+#[test]
+fn cancel_ends_the_workload_and_its_process() {
+    let s = setup();
+    let _engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    let pid_file = s.scratch.join("sleeper.pid");
+    let script = format!("echo $$ > {}.tmp && mv {0}.tmp {0}; exec sleep 600", pid_file.display());
+    let id = cli.submit(&spec(&s.specs, "sleeper", &script, ""));
+    wait_for("the workload to write its pid", || pid_file.exists());
+    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    assert!(std::fs::read(proc_dir.join("cmdline")).map(|c| contains(&c, b"sleep")).unwrap_or(false));
+    cli.wait_state(id, |s| s == WorkloadState::Running);
+
+    let out = cli.ok(&["cancel", &id.to_string()]);
+    assert!(out.contains(&id.to_string()), "{out}");
+    let w = cli.wait_final(id);
+    assert_eq!(w.state, WorkloadState::Cancelled, "{w:?}");
+    let (_, attempts) = cli.status(id);
+    assert_eq!(attempts.len(), 1, "a cancelled workload is not retried");
+    assert_eq!(attempts[0].state, AttemptState::Cancelled);
+    // The process is gone (or at most a zombie nobody runs anymore).
+    wait_for("the cancelled process to be gone", || match std::fs::read_to_string(proc_dir.join("stat")) {
+        Err(_) => true,
+        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')),
+    });
+    let again = cli.run(&["cancel", &id.to_string()]);
+    assert!(!again.status.success(), "cancelling a final workload is an error");
+}
+
+#[test]
+fn a_running_workload_survives_an_engine_restart_and_runs_once() {
+    let s = setup();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    let marker = s.scratch.join("started");
+    let script = format!("echo started >> {}; sleep 3; echo done", marker.display());
+    let id = cli.submit(&spec(&s.specs, "survivor", &script, ""));
+    cli.wait_state(id, |s| s == WorkloadState::Running);
+    let first = engine.pid();
+    engine.stop();
+    // Still running with no engine at all.
+    let (w, _) = cli.status(id);
+    assert!(!w.state.is_final(), "{w:?}");
+
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    assert_ne!(engine.pid(), first);
+    let w = cli.wait_final(id);
+    assert_eq!(w.state, WorkloadState::Succeeded, "{w:?}");
+    let (_, attempts) = cli.status(id);
+    assert_eq!(attempts.len(), 1, "re-adopted, not relaunched: {attempts:?}");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "started\n", "the command ran exactly once");
+    let logs = cli.ok(&["logs", &id.to_string()]);
+    assert_eq!(logs.matches("done").count(), 1, "{logs}");
+    engine.stop();
+}
