@@ -123,7 +123,11 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
         Some(path) => load::load_file(path)?,
         None if config.include_demo_fleet => load::demo()?,
         None => Fleet::default(),
-    };
+    }
+    // A fleet file may mark GPUs as Canopy's (to show lend limits in
+    // `canopy fleet`), but a starting engine holds only what its live
+    // attempts hold: anything else in use belongs to someone else.
+    .with_canopy_holdings_as_others()?;
     let mut defs = vec![local_def];
     defs.extend(engines.iter().map(|(def, _)| def.clone()));
     let fleet = simulated.with_providers(defs)?;

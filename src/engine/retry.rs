@@ -153,15 +153,22 @@ pub fn decide(i: &RetryInput<'_>) -> RetryDecision {
         // Provider, node, comm, io, preempted: the infrastructure's fault.
         c => {
             let exclude_pool = i.failures_in_pool >= POOL_EXCLUDE_AFTER;
+            // The provider's API and the spot market say nothing against the
+            // node itself.
+            let exclude_node = c != C::Provider && c != C::Preempted;
             let delay = backoff_s(i.policy, i.counted_attempts);
-            let place = if exclude_pool { "outside this pool" } else { "on another node" };
+            let place = match (exclude_pool, exclude_node) {
+                (true, _) => "outside this pool",
+                (false, true) => "on another node",
+                (false, false) => "wherever fits best",
+            };
             RetryDecision {
                 retry: true,
                 rule: "retry.infra-elsewhere",
                 reason: format!("{c} failure; retrying {place} in {delay:.0}s"),
                 delay_s: delay,
                 counts: true,
-                exclude_node: c != C::Provider && c != C::Preempted,
+                exclude_node,
                 exclude_pool,
                 min_gpu_memory_exclusive: None,
             }

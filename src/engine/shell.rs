@@ -59,6 +59,10 @@ impl ShellConfig {
     }
 }
 
+/// The longest the engine stays silent on its fleet status; a read model
+/// that hears nothing for longer should call its data stale.
+pub const STATUS_HEARTBEAT_S: f64 = 3.0;
+
 /// The providers the engine can drive, by provider name.
 pub type Providers = HashMap<String, Arc<dyn Provider>>;
 
@@ -327,13 +331,17 @@ impl Shell {
         .await
     }
 
-    /// Sends the fleet status when something changed since the last one.
+    /// Sends the fleet status when something changed since the last one,
+    /// and at least every [`STATUS_HEARTBEAT_S`] seconds regardless, so a
+    /// read model can tell a quiet engine from a stuck one.
     fn publish_status(&mut self) {
-        if !self.status_dirty {
+        let now = self.clock.now();
+        let last = self.status.borrow().as_ref().map(|s| s.at);
+        let due = last.is_none_or(|t| now.secs_since(t) >= STATUS_HEARTBEAT_S);
+        if !self.status_dirty && !due {
             return;
         }
         self.status_dirty = false;
-        let now = self.clock.now();
         let status = FleetStatus {
             at: now,
             fleet: self.core.fleet().clone(),

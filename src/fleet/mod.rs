@@ -490,6 +490,29 @@ impl Fleet {
             .collect()
     }
 
+    /// The same fleet with every GPU marked as Canopy's counted as used by
+    /// someone else instead (usage unchanged).
+    pub fn with_canopy_holdings_as_others(&self) -> Result<Fleet, FleetError> {
+        let mut b = FleetBuilder::new();
+        self.add_to(&mut b, |n| NodeDef { canopy_gpus: 0, ..n })?;
+        Ok(b.build())
+    }
+
+    /// Adds this fleet's providers, pools and nodes to a builder, each node
+    /// through `node`.
+    fn add_to(&self, b: &mut FleetBuilder, node: impl Fn(NodeDef) -> NodeDef) -> Result<(), FleetError> {
+        for p in &self.providers {
+            b.provider(p.name.clone(), p.kind, p.lend_limit_gpus)?;
+            for i in p.pools.clone() {
+                b.pool(
+                    self.pool_def(PoolIdx(i)),
+                    self.node_defs(PoolIdx(i)).into_iter().map(&node).collect(),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     /// A new fleet: `extra` providers first, then this fleet's providers.
     /// Class ids are recomputed over the whole.
     pub fn with_providers(&self, extra: Vec<ProviderDef>) -> Result<Fleet, FleetError> {
@@ -500,12 +523,7 @@ impl Fleet {
                 b.pool(def, nodes)?;
             }
         }
-        for p in &self.providers {
-            b.provider(p.name.clone(), p.kind, p.lend_limit_gpus)?;
-            for i in p.pools.clone() {
-                b.pool(self.pool_def(PoolIdx(i)), self.node_defs(PoolIdx(i)))?;
-            }
-        }
+        self.add_to(&mut b, |n| n)?;
         Ok(b.build())
     }
 }
