@@ -7,7 +7,8 @@
 //! only called when the fast path found nothing. It never scores.
 
 use super::Requirements;
-use super::filter::{Filter, node_failure, num, plural, pool_checks, usd};
+use super::check::{PoolJudge, node_failure};
+use super::filter::{Filter, num, plural, usd};
 use super::snapshot::Snapshot;
 use crate::fleet::PoolIdx;
 use serde::Serialize;
@@ -88,65 +89,77 @@ impl fmt::Display for NearMiss {
 /// The full scan. Exact counts; see [`Explanation`].
 pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
     let fleet = snap.fleet();
-    let mut counts: Vec<(Filter, usize)> = Vec::new();
-    let mut add = |f: Filter, n: usize| match counts.iter_mut().find(|(g, _)| *g == f) {
-        Some((_, c)) => *c += n,
-        None => counts.push((f, n)),
-    };
-    // (failed filters, hourly share, label rank, pool)
-    let mut nearest: Option<(Vec<Filter>, f64, u32, PoolIdx)> = None;
+    let judge = PoolJudge::new(req, snap);
+    let mut by_filter = [0usize; Filter::COUNT];
+    // The nearest miss so far: its key and its most common node-level
+    // reason (for pools that pass every pool-level filter).
+    let mut nearest: Option<(NearKey, Option<Filter>)> = None;
     for (i, pool) in fleet.pools.iter().enumerate() {
         let p = PoolIdx(i as u32);
         let size = pool.nodes.len();
         if size == 0 {
             continue;
         }
-        let mut failed = Vec::new();
-        let _ = pool_checks(req, snap, p, &mut |f| {
-            failed.push(f);
+        let (mut first, mut failures, mut shape) = (None, 0usize, 0usize);
+        let _ = judge.checks(p, &mut |f| {
+            first.get_or_insert(f);
+            failures += 1;
+            shape += usize::from(f.is_shape());
             ControlFlow::Continue(())
         });
-        if let Some(&first) = failed.first() {
-            add(first, size);
+        let mut node_reason = None;
+        if let Some(first) = first {
+            by_filter[first as usize] += size;
         } else {
-            let mut local: Vec<(Filter, usize)> = Vec::new();
+            let mut local = [0usize; Filter::COUNT];
             for (j, node) in fleet.pool_nodes(p).iter().enumerate() {
                 let quarantined = snap.nodes[pool.nodes.start as usize + j].quarantined;
                 match node_failure(req, node, quarantined) {
-                    Some(f) => {
-                        add(f, 1);
-                        match local.iter_mut().find(|(g, _)| *g == f) {
-                            Some((_, c)) => *c += 1,
-                            None => local.push((f, 1)),
-                        }
-                    }
+                    Some(f) => local[f as usize] += 1,
                     // The fast path would have placed here; leaving it
                     // uncounted makes the totals disagree, which tests catch.
                     None => debug_assert!(false, "explain() called while {} fits", node.name),
                 }
             }
-            local.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            failed.extend(local.first().map(|(f, _)| *f));
+            for (total, n) in by_filter.iter_mut().zip(local) {
+                *total += n;
+            }
+            // The most common node-level reason; ties to the earlier filter.
+            node_reason = (0..Filter::COUNT)
+                .rev()
+                .max_by_key(|&f| local[f])
+                .filter(|&f| local[f] > 0)
+                .and_then(Filter::from_index);
+            failures += usize::from(node_reason.is_some());
         }
-        let hourly = pool.hourly_share(req.gpus, req.cpu_cores, req.memory_gb);
-        let key = (failed, hourly, snap.pools[i].label_rank, p);
-        // Fewest failures; then fewest the workload's own shape would have
-        // to give up (a limit is easier to loosen than hardware to change);
-        // then cheapest; then by label.
-        let better = nearest.as_ref().is_none_or(|b| {
-            key.0
-                .len()
-                .cmp(&b.0.len())
-                .then(shape_failures(&key.0).cmp(&shape_failures(&b.0)))
-                .then(key.1.total_cmp(&b.1))
-                .then(key.2.cmp(&b.2))
-                .is_lt()
-        });
-        if better {
-            nearest = Some(key);
+        let key = NearKey {
+            failures,
+            shape,
+            hourly: judge.hourly(p),
+            rank: snap.rows[i].label_rank,
+            pool: p,
+        };
+        if nearest
+            .as_ref()
+            .is_none_or(|(best, _)| key.better_than(best))
+        {
+            nearest = Some((key, node_reason));
         }
     }
+    let nearest = nearest.map(|(key, node_reason)| {
+        let mut failed = Vec::new();
+        let _ = judge.checks(key.pool, &mut |f| {
+            failed.push(f);
+            ControlFlow::Continue(())
+        });
+        failed.extend(node_reason);
+        (failed, key.pool)
+    });
 
+    let mut counts: Vec<(Filter, usize)> = (0..Filter::COUNT)
+        .filter_map(|i| Some((Filter::from_index(i)?, by_filter[i])))
+        .filter(|(_, n)| *n > 0)
+        .collect();
     counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut exhausted: Vec<(Filter, usize)> = counts
         .iter()
@@ -176,7 +189,7 @@ pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
                 )
             })
             .collect(),
-        nearest: nearest.map(|(failed, _, _, p)| NearMiss {
+        nearest: nearest.map(|(failed, p)| NearMiss {
             pool: snap.label(p).to_string(),
             pool_idx: p,
             needs: needs(req, snap, p, &failed),
@@ -185,8 +198,28 @@ pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
     }
 }
 
-fn shape_failures(failed: &[Filter]) -> usize {
-    failed.iter().filter(|f| f.is_shape()).count()
+/// How near a pool came to fitting; smaller is nearer.
+struct NearKey {
+    /// Filters failed (a pool whose nodes are all unusable counts one).
+    failures: usize,
+    /// Of those, hardware the workload's shape would have to give up: a
+    /// limit is easier to loosen than a machine to change.
+    shape: usize,
+    hourly: f64,
+    rank: u32,
+    pool: PoolIdx,
+}
+
+impl NearKey {
+    /// Fewest failures, then fewest shape failures, then cheapest, then by label.
+    fn better_than(&self, other: &NearKey) -> bool {
+        self.failures
+            .cmp(&other.failures)
+            .then(self.shape.cmp(&other.shape))
+            .then(self.hourly.total_cmp(&other.hourly))
+            .then(self.rank.cmp(&other.rank))
+            .is_lt()
+    }
 }
 
 /// What would have to change for pool `p` to pass `failed`, one phrase

@@ -131,3 +131,10 @@ fn quarantine_and_exclusion_wording() {
          nearest: cloud-a/us-east-l4 would fit if a node left quarantine"
     );
 }
+
+#[test]
+fn filters_are_listed_in_declaration_order() {
+    for (i, f) in Filter::ALL.iter().enumerate() {
+        assert_eq!(*f as usize, i, "{f}");
+    }
+}

@@ -1,4 +1,4 @@
-//! One test per hard filter, on the demo fleet.
+//! Pool-level hard filters, one test each, on the demo fleet.
 
 use super::*;
 
@@ -196,121 +196,6 @@ fn interconnect_applies_to_multi_gpu_work() {
 }
 
 #[test]
-fn node_shape_before_free_capacity() {
-    let req = Requirements {
-        cpu_cores: 100.0,
-        ..cpu_req()
-    };
-    let v = verdicts(&demo(), &HealthView::default(), &req);
-    assert_eq!(v["onprem/cpu"], Err(Filter::CpuShape));
-    // CPU work goes where the fewest GPUs are left idle.
-    assert_eq!(v["cloud-a/us-east-h100"], Ok("h100-2".into()));
-    let req = Requirements {
-        memory_gb: 300.0,
-        ..cpu_req()
-    };
-    assert_eq!(
-        verdict(&demo(), &req, "onprem/cpu"),
-        Err(Filter::MemoryShape)
-    );
-    let req = Requirements {
-        disk_gb: 1500.0,
-        ..cpu_req()
-    };
-    assert_eq!(verdict(&demo(), &req, "onprem/cpu"), Err(Filter::DiskShape));
-}
-
-#[test]
-fn free_cpu_memory_and_disk_on_the_node() {
-    let mut b = FleetBuilder::new();
-    b.provider("p", ProviderKind::Local, None).unwrap();
-    let busy = |name: &str, cpu, mem, disk| NodeDef {
-        used: Free {
-            gpus: 0,
-            cpu_cores: cpu,
-            memory_gb: mem,
-            disk_gb: disk,
-        },
-        ..NodeDef::idle(name)
-    };
-    b.pool(
-        pool("cpu", "r", cpus(16.0, 64.0, 100.0), 1.0),
-        vec![busy("n1", 14.0, 0.0, 0.0)],
-    )
-    .unwrap();
-    b.pool(
-        pool("mem", "r", cpus(16.0, 64.0, 100.0), 1.0),
-        vec![busy("n2", 0.0, 60.0, 0.0)],
-    )
-    .unwrap();
-    b.pool(
-        pool("disk", "r", cpus(16.0, 64.0, 100.0), 1.0),
-        vec![busy("n3", 0.0, 0.0, 90.0)],
-    )
-    .unwrap();
-    let f = b.build();
-    let req = Requirements {
-        cpu_cores: 4.0,
-        memory_gb: 8.0,
-        disk_gb: 20.0,
-        ..cpu_req()
-    };
-    let e = unschedulable(&f, &HealthView::default(), &req);
-    let got: Vec<_> = e.reasons.iter().map(|r| (r.filter, r.nodes)).collect();
-    assert_eq!(
-        got,
-        vec![
-            (Filter::FreeCpu, 1),
-            (Filter::FreeMemory, 1),
-            (Filter::FreeDisk, 1)
-        ]
-    );
-    assert_eq!(e.exhausted.len(), 3);
-}
-
-#[test]
-fn only_ready_nodes_are_used() {
-    // l4-2 is cordoned, r2 is down.
-    let req = Requirements {
-        providers: globs(&["cloud-a"]),
-        ..gpu_req(1)
-    };
-    assert_eq!(
-        verdict(&demo(), &req, "cloud-a/us-east-l4"),
-        Ok("l4-1".into())
-    );
-    // With l4-1 excluded the pool has no usable node; the fast path names
-    // the reason of its best ready node.
-    let req = Requirements {
-        exclude_nodes: vec!["l4-1".into()],
-        ..req
-    };
-    assert_eq!(
-        verdict(&demo(), &req, "cloud-a/us-east-l4"),
-        Err(Filter::NodeExcluded)
-    );
-
-    let mut b = FleetBuilder::new();
-    b.provider("p", ProviderKind::Local, None).unwrap();
-    let shape = cpus(4.0, 4.0, 4.0);
-    b.pool(
-        pool("x", "r", shape, 1.0),
-        vec![
-            in_state("a", NodeState::Cordoned),
-            in_state("b", NodeState::Draining),
-            in_state("c", NodeState::Down),
-            in_state("d", NodeState::Down),
-        ],
-    )
-    .unwrap();
-    let e = unschedulable(&b.build(), &HealthView::default(), &cpu_req());
-    assert_eq!(
-        e.to_string().lines().next().unwrap(),
-        "0/4 nodes fit: 2 down, 1 cordoned, 1 draining"
-    );
-}
-
-#[test]
 fn quarantine_at_every_level() {
     let req = gpu_req(1);
     let h = health_with(|h| {
@@ -437,29 +322,6 @@ fn estimated_cost_against_the_cap() {
         ..gpu_req(1)
     };
     assert!(verdict(&demo(), &req, "cloud-a/us-east-l4").is_ok());
-}
-
-#[test]
-fn best_fit_node_within_a_pool() {
-    // h100-2 has 2 free GPUs, h100-1 all 8: two GPUs go to h100-2, three to h100-1.
-    let only_h100 = |n| Requirements {
-        capabilities: vec!["long-training".into()],
-        ..gpu_req(n)
-    };
-    assert_eq!(
-        verdict(&demo(), &only_h100(2), "cloud-a/us-east-h100"),
-        Ok("h100-2".into())
-    );
-    assert_eq!(
-        verdict(&demo(), &only_h100(3), "cloud-a/us-east-h100"),
-        Ok("h100-1".into())
-    );
-    // Health comes before fit.
-    let h = health_with(|h| {
-        h.nodes.insert("h100-2".into(), bad(0.5));
-    });
-    let v = verdicts(&demo(), &h, &only_h100(2));
-    assert_eq!(v["cloud-a/us-east-h100"], Ok("h100-1".into()));
 }
 
 #[test]

@@ -3,6 +3,7 @@
 mod explain;
 mod factors;
 mod filters;
+mod nodes;
 
 use super::*;
 use crate::accel::{ComputeCapability, Family, Interconnect, Vendor};
@@ -232,10 +233,11 @@ pub(super) fn verdicts(
             }
         }
         Decision::Unschedulable(_) => {
+            let judge = check::PoolJudge::new(req, &snap);
             for i in 0..fleet.pools.len() {
                 let p = crate::fleet::PoolIdx(i as u32);
                 let mut first = None;
-                let _ = filter::pool_checks(req, &snap, p, &mut |f| {
+                let _ = judge.checks(p, &mut |f| {
                     first = Some(f);
                     std::ops::ControlFlow::Break(())
                 });
@@ -246,7 +248,7 @@ pub(super) fn verdicts(
                         .iter()
                         .enumerate()
                         .filter_map(|(j, n)| {
-                            filter::node_failure(req, n, snap.nodes[base + j].quarantined)
+                            check::node_failure(req, n, snap.nodes[base + j].quarantined)
                         })
                         .next()
                         .unwrap()
