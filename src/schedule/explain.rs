@@ -100,11 +100,12 @@ pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
         if size == 0 {
             continue;
         }
-        let (mut first, mut failures, mut shape) = (None, 0usize, 0usize);
+        let (mut first, mut failures, mut shape, mut gap) = (None, 0usize, 0usize, 0.0);
         let _ = judge.checks(p, &mut |f| {
             first.get_or_insert(f);
             failures += 1;
             shape += usize::from(f.is_shape());
+            gap += shape_gap(req, &pool.shape, f);
             ControlFlow::Continue(())
         });
         let mut node_reason = None;
@@ -135,6 +136,7 @@ pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
         let key = NearKey {
             failures,
             shape,
+            gap,
             hourly: judge.hourly(p),
             rank: snap.rows[i].label_rank,
             pool: p,
@@ -205,20 +207,50 @@ struct NearKey {
     /// Of those, hardware the workload's shape would have to give up: a
     /// limit is easier to loosen than a machine to change.
     shape: usize,
+    /// How far short its hardware falls, summed relative gaps.
+    gap: f64,
     hourly: f64,
     rank: u32,
     pool: PoolIdx,
 }
 
 impl NearKey {
-    /// Fewest failures, then fewest shape failures, then cheapest, then by label.
+    /// Fewest failures, then fewest shape failures, then the smallest
+    /// hardware gap, then cheapest, then by label.
     fn better_than(&self, other: &NearKey) -> bool {
         self.failures
             .cmp(&other.failures)
             .then(self.shape.cmp(&other.shape))
+            .then(self.gap.total_cmp(&other.gap))
             .then(self.hourly.total_cmp(&other.hourly))
             .then(self.rank.cmp(&other.rank))
             .is_lt()
+    }
+}
+
+/// For a failed hardware filter, how far short the shape falls relative to
+/// the request (0 for other filters): an 8-GPU node misses a 16-GPU request
+/// by less than a 1-GPU node does.
+fn shape_gap(req: &Requirements, shape: &crate::fleet::Shape, f: Filter) -> f64 {
+    let rel = |want: f64, have: f64| {
+        if want > 0.0 {
+            ((want - have) / want).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    };
+    let mem = shape.accelerator.as_ref().map_or(0.0, |a| a.memory_gb);
+    match f {
+        Filter::GpuCount => rel(req.gpus as f64, shape.gpus_per_node as f64),
+        Filter::GpuMemory => match (req.gpu_memory_gb.min, req.gpu_memory_gb.max) {
+            (Some(lo), _) if mem < lo => rel(lo, mem),
+            (_, Some(hi)) if mem > hi && mem > 0.0 => ((mem - hi) / mem).clamp(0.0, 1.0),
+            _ => 0.0,
+        },
+        Filter::CpuShape => rel(req.cpu_cores, shape.cpu_cores),
+        Filter::MemoryShape => rel(req.memory_gb, shape.memory_gb),
+        Filter::DiskShape => rel(req.disk_gb, shape.disk_gb),
+        _ => 0.0,
     }
 }
 
