@@ -141,7 +141,8 @@ fn top_k(
     k: usize,
 ) -> Vec<Feasible> {
     let snap = ctx.snap;
-    let mut top: Vec<Feasible> = Vec::with_capacity(k + 1);
+    // `k` may be usize::MAX ("everything"); the list never outgrows k + 1.
+    let mut top: Vec<Feasible> = Vec::with_capacity(k.min(64) + 1);
     feasible.for_each(|p| {
         let Some(row) = snap.rows.get(p) else { return };
         let hourly = ctx.hourly(p);

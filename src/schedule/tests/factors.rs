@@ -426,3 +426,27 @@ fn snapshot_caches_match_the_default_policy() {
         );
     }
 }
+
+#[test]
+fn top_k_of_everything() {
+    let p = placed(
+        &demo(),
+        &HealthView::default(),
+        &gpu_req(1),
+        &Policy {
+            top_k: usize::MAX,
+            ..Policy::default()
+        },
+    );
+    assert_eq!(p.candidates.len(), 4);
+    let p = placed(
+        &demo(),
+        &HealthView::default(),
+        &gpu_req(1),
+        &Policy {
+            top_k: 0,
+            ..Policy::default()
+        },
+    );
+    assert_eq!(p.candidates.len(), 1, "at least the placement itself");
+}
