@@ -528,6 +528,15 @@ proptest! {
         let b = place(&req, &Snapshot::new(&fleet, &health.clone()), &policy);
         prop_assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
 
+        // Keeping only the best k (and skipping pools whose score bound
+        // cannot make it) gives exactly the first k of the full ranking.
+        if let (Decision::Placed(x), Decision::Placed(all)) = (&a, place(&req, &snap, &all_policy())) {
+            let view = |cs: &[canopy::schedule::Candidate]| cs.iter()
+                .map(|c| (c.pool.clone(), c.node.clone(), c.score.to_bits()))
+                .collect::<Vec<_>>();
+            prop_assert_eq!(view(&x.candidates), view(&all.candidates[..k.min(all.candidates.len())]));
+        }
+
         let (fleet2, health2) = build(&spec, true);
         let c = place(&req, &Snapshot::new(&fleet2, &health2), &policy);
         match (&a, &c) {

@@ -174,13 +174,20 @@ impl Pool {
     /// What one workload's share of a node costs per hour: the largest of
     /// its GPU, CPU and memory fractions of the node's price.
     pub fn hourly_share(&self, gpus: u32, cpu_cores: f64, memory_gb: f64) -> f64 {
-        let s = &self.shape;
+        self.price_per_hour * self.shape.share(gpus, cpu_cores, memory_gb)
+    }
+}
+
+impl Shape {
+    /// The fraction of one node a workload takes: the largest of its GPU,
+    /// CPU and memory fractions, at most 1. The same for every pool of a
+    /// class, so the scheduler computes it once per class.
+    pub fn share(&self, gpus: u32, cpu_cores: f64, memory_gb: f64) -> f64 {
         let frac = |want: f64, have: f64| if have > 0.0 { want / have } else { 0.0 };
-        let share = frac(gpus as f64, s.gpus_per_node as f64)
-            .max(frac(cpu_cores, s.cpu_cores))
-            .max(frac(memory_gb, s.memory_gb))
-            .min(1.0);
-        self.price_per_hour * share
+        frac(gpus as f64, self.gpus_per_node as f64)
+            .max(frac(cpu_cores, self.cpu_cores))
+            .max(frac(memory_gb, self.memory_gb))
+            .min(1.0)
     }
 }
 

@@ -266,8 +266,41 @@ const PROVIDERS: [ProviderT; 6] = [
 /// Regions whose pools carry the `gdpr` compliance tag.
 const GDPR_REGIONS: [&str; 1] = ["eu-central"];
 
-/// A fleet of exactly `nodes` nodes, the same for the same `(nodes, seed)`.
+/// Knobs for [`synth_fleet_with`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SynthParams {
+    /// Exactly this many nodes.
+    pub nodes: usize,
+    pub seed: u64,
+    /// Smallest and largest pool, in nodes; sizes lean toward the small end.
+    pub pool_nodes: (usize, usize),
+}
+
+impl SynthParams {
+    /// Pools of 4–64 nodes.
+    pub fn new(nodes: usize, seed: u64) -> Self {
+        Self {
+            nodes,
+            seed,
+            pool_nodes: (4, 64),
+        }
+    }
+}
+
+/// A fleet of exactly `nodes` nodes in pools of 4–64, the same for the same
+/// `(nodes, seed)`.
 pub fn synth_fleet(nodes: usize, seed: u64) -> Fleet {
+    synth_fleet_with(&SynthParams::new(nodes, seed))
+}
+
+/// A fleet as `params` describe, the same for the same params.
+pub fn synth_fleet_with(params: &SynthParams) -> Fleet {
+    let SynthParams {
+        nodes,
+        seed,
+        pool_nodes: (min_pool, max_pool),
+    } = *params;
+    let (min_pool, max_pool) = (min_pool.max(1), max_pool.max(min_pool.max(1)));
     let mut rng = SplitMix64::new(seed);
     // The first four providers always; the others with a fair chance.
     let chosen: Vec<usize> = (0..PROVIDERS.len()).filter(|&i| i < 4 || rng.chance(0.6)).collect();
@@ -288,7 +321,10 @@ pub fn synth_fleet(nodes: usize, seed: u64) -> Fleet {
         }
         let t = &PROVIDERS[chosen[slot]];
         let skew = rng.unit();
-        let size = (4 + (skew * skew * 61.0) as usize).min(64).min(remaining);
+        let span = (max_pool - min_pool + 1) as f64;
+        let size = (min_pool + (skew * skew * span) as usize)
+            .min(max_pool)
+            .min(remaining);
         serial += 1;
         let (mut def, per_node_gpus) = pool_def(&mut rng, t, serial);
         let node_defs: Vec<NodeDef> =
@@ -446,6 +482,16 @@ mod tests {
             assert_eq!(f, synth_fleet(n, 42));
         }
         assert_ne!(synth_fleet(100, 1), synth_fleet(100, 2));
+        let big_pools = synth_fleet_with(&SynthParams {
+            pool_nodes: (200, 350),
+            ..SynthParams::new(10_000, 3)
+        });
+        assert_eq!(big_pools.nodes.len(), 10_000);
+        assert!(
+            big_pools.pools.len() < 60,
+            "{} pools",
+            big_pools.pools.len()
+        );
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! only called when the fast path found nothing. It never scores.
 
 use super::Requirements;
-use super::filter::{Filter, node_failure, num, plural, pool_checks, usd};
+use super::check::{PoolJudge, node_failure};
+use super::filter::{Filter, num, plural, usd};
 use super::snapshot::Snapshot;
 use crate::fleet::PoolIdx;
 use serde::Serialize;
@@ -77,65 +78,79 @@ impl fmt::Display for NearMiss {
 /// The full scan. Exact counts; see [`Explanation`].
 pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
     let fleet = snap.fleet();
-    let mut counts: Vec<(Filter, usize)> = Vec::new();
-    let mut add = |f: Filter, n: usize| match counts.iter_mut().find(|(g, _)| *g == f) {
-        Some((_, c)) => *c += n,
-        None => counts.push((f, n)),
-    };
-    // (failed filters, hourly share, label rank, pool)
-    let mut nearest: Option<(Vec<Filter>, f64, u32, PoolIdx)> = None;
+    let judge = PoolJudge::new(req, snap);
+    let mut by_filter = [0usize; Filter::COUNT];
+    // The nearest miss so far: its key and its most common node-level
+    // reason (for pools that pass every pool-level filter).
+    let mut nearest: Option<(NearKey, Option<Filter>)> = None;
     for (i, pool) in fleet.pools.iter().enumerate() {
         let p = PoolIdx(i as u32);
         let size = pool.nodes.len();
         if size == 0 {
             continue;
         }
-        let mut failed = Vec::new();
-        let _ = pool_checks(req, snap, p, &mut |f| {
-            failed.push(f);
+        let (mut first, mut failures, mut shape, mut gap) = (None, 0usize, 0usize, 0.0);
+        let _ = judge.checks(p, &mut |f| {
+            first.get_or_insert(f);
+            failures += 1;
+            shape += usize::from(f.is_shape());
+            gap += shape_gap(req, &pool.shape, f);
             ControlFlow::Continue(())
         });
-        if let Some(&first) = failed.first() {
-            add(first, size);
+        let mut node_reason = None;
+        if let Some(first) = first {
+            by_filter[first as usize] += size;
         } else {
-            let mut local: Vec<(Filter, usize)> = Vec::new();
+            let mut local = [0usize; Filter::COUNT];
             for (j, node) in fleet.pool_nodes(p).iter().enumerate() {
                 let quarantined = snap.nodes[pool.nodes.start as usize + j].quarantined;
                 match node_failure(req, node, quarantined) {
-                    Some(f) => {
-                        add(f, 1);
-                        match local.iter_mut().find(|(g, _)| *g == f) {
-                            Some((_, c)) => *c += 1,
-                            None => local.push((f, 1)),
-                        }
-                    }
+                    Some(f) => local[f as usize] += 1,
                     // The fast path would have placed here; leaving it
                     // uncounted makes the totals disagree, which tests catch.
                     None => debug_assert!(false, "explain() called while {} fits", node.name),
                 }
             }
-            local.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            failed.extend(local.first().map(|(f, _)| *f));
+            for (total, n) in by_filter.iter_mut().zip(local) {
+                *total += n;
+            }
+            // The most common node-level reason; ties to the earlier filter.
+            node_reason = (0..Filter::COUNT)
+                .rev()
+                .max_by_key(|&f| local[f])
+                .filter(|&f| local[f] > 0)
+                .and_then(Filter::from_index);
+            failures += usize::from(node_reason.is_some());
         }
-        let hourly = pool.hourly_share(req.gpus, req.cpu_cores, req.memory_gb);
-        let key = (failed, hourly, snap.pools[i].label_rank, p);
-        // Fewest failures; then fewest the workload's own shape would have
-        // to give up (a limit is easier to loosen than hardware to change);
-        // then cheapest; then by label.
-        let better = nearest.as_ref().is_none_or(|b| {
-            key.0
-                .len()
-                .cmp(&b.0.len())
-                .then(shape_failures(&key.0).cmp(&shape_failures(&b.0)))
-                .then(key.1.total_cmp(&b.1))
-                .then(key.2.cmp(&b.2))
-                .is_lt()
-        });
-        if better {
-            nearest = Some(key);
+        let key = NearKey {
+            failures,
+            shape,
+            gap,
+            hourly: judge.hourly(p),
+            rank: snap.rows[i].label_rank,
+            pool: p,
+        };
+        if nearest
+            .as_ref()
+            .is_none_or(|(best, _)| key.better_than(best))
+        {
+            nearest = Some((key, node_reason));
         }
     }
+    let nearest = nearest.map(|(key, node_reason)| {
+        let mut failed = Vec::new();
+        let _ = judge.checks(key.pool, &mut |f| {
+            failed.push(f);
+            ControlFlow::Continue(())
+        });
+        failed.extend(node_reason);
+        (failed, key.pool)
+    });
 
+    let mut counts: Vec<(Filter, usize)> = (0..Filter::COUNT)
+        .filter_map(|i| Some((Filter::from_index(i)?, by_filter[i])))
+        .filter(|(_, n)| *n > 0)
+        .collect();
     counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut exhausted: Vec<(Filter, usize)> =
         counts.iter().copied().filter(|(f, _)| f.is_exhaustion()).collect();
@@ -158,7 +173,7 @@ pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
                 )
             })
             .collect(),
-        nearest: nearest.map(|(failed, _, _, p)| NearMiss {
+        nearest: nearest.map(|(failed, p)| NearMiss {
             pool: snap.label(p).to_string(),
             pool_idx: p,
             needs: needs(req, snap, p, &failed),
@@ -167,8 +182,58 @@ pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
     }
 }
 
-fn shape_failures(failed: &[Filter]) -> usize {
-    failed.iter().filter(|f| f.is_shape()).count()
+/// How near a pool came to fitting; smaller is nearer.
+struct NearKey {
+    /// Filters failed (a pool whose nodes are all unusable counts one).
+    failures: usize,
+    /// Of those, hardware the workload's shape would have to give up: a
+    /// limit is easier to loosen than a machine to change.
+    shape: usize,
+    /// How far short its hardware falls, summed relative gaps.
+    gap: f64,
+    hourly: f64,
+    rank: u32,
+    pool: PoolIdx,
+}
+
+impl NearKey {
+    /// Fewest failures, then fewest shape failures, then the smallest
+    /// hardware gap, then cheapest, then by label.
+    fn better_than(&self, other: &NearKey) -> bool {
+        self.failures
+            .cmp(&other.failures)
+            .then(self.shape.cmp(&other.shape))
+            .then(self.gap.total_cmp(&other.gap))
+            .then(self.hourly.total_cmp(&other.hourly))
+            .then(self.rank.cmp(&other.rank))
+            .is_lt()
+    }
+}
+
+/// For a failed hardware filter, how far short the shape falls relative to
+/// the request (0 for other filters): an 8-GPU node misses a 16-GPU request
+/// by less than a 1-GPU node does.
+fn shape_gap(req: &Requirements, shape: &crate::fleet::Shape, f: Filter) -> f64 {
+    let rel = |want: f64, have: f64| {
+        if want > 0.0 {
+            ((want - have) / want).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    };
+    let mem = shape.accelerator.as_ref().map_or(0.0, |a| a.memory_gb);
+    match f {
+        Filter::GpuCount => rel(req.gpus as f64, shape.gpus_per_node as f64),
+        Filter::GpuMemory => match (req.gpu_memory_gb.min, req.gpu_memory_gb.max) {
+            (Some(lo), _) if mem < lo => rel(lo, mem),
+            (_, Some(hi)) if mem > hi && mem > 0.0 => ((mem - hi) / mem).clamp(0.0, 1.0),
+            _ => 0.0,
+        },
+        Filter::CpuShape => rel(req.cpu_cores, shape.cpu_cores),
+        Filter::MemoryShape => rel(req.memory_gb, shape.memory_gb),
+        Filter::DiskShape => rel(req.disk_gb, shape.disk_gb),
+        _ => 0.0,
+    }
 }
 
 /// What would have to change for pool `p` to pass `failed`, one phrase

@@ -1,21 +1,10 @@
-//! The hard filters: what they are ([`Filter`], in evaluation order), the
-//! plain per-class, per-pool and per-node predicates, and the words a
-//! failed filter is reported with.
-//!
-//! The predicates here are the single definition of feasibility. The fast
-//! path in `place.rs` evaluates the categorical ones on sets (per region,
-//! per provider, per class) instead of per pool, but calls these same
-//! functions for everything numeric; the explanation path calls them for
-//! every pool and node. Nothing here scores or allocates per node.
+//! The hard filters as a vocabulary: [`Filter`], in evaluation order, and
+//! the words a failed filter is reported with. The predicates themselves
+//! live in `check.rs`. Nothing here decides anything.
 
 use super::Requirements;
-use super::snapshot::Snapshot;
-use crate::accel::{Interconnect, family_mask};
-use crate::fleet::{Free, Node, NodeState, PoolIdx, Shape};
-use crate::units::allowed;
 use serde::Serialize;
 use std::fmt::Write as _;
-use std::ops::ControlFlow;
 
 /// One hard filter. The declaration order is the evaluation order: a node
 /// ruled out is counted under the first filter it fails. Categorical and
@@ -75,9 +64,53 @@ pub enum Filter {
 }
 
 impl Filter {
+    /// Every filter, in evaluation order.
+    pub const ALL: [Filter; 31] = [
+        Filter::Provider,
+        Filter::Region,
+        Filter::Compliance,
+        Filter::Interruptible,
+        Filter::Capability,
+        Filter::GpuCount,
+        Filter::Vendor,
+        Filter::Family,
+        Filter::ComputeCapability,
+        Filter::GpuMemory,
+        Filter::Interconnect,
+        Filter::CpuShape,
+        Filter::MemoryShape,
+        Filter::DiskShape,
+        Filter::ProviderQuarantined,
+        Filter::PoolQuarantined,
+        Filter::PoolExcluded,
+        Filter::HourlyPrice,
+        Filter::Cost,
+        Filter::PoolLendLimit,
+        Filter::ProviderLendLimit,
+        Filter::NoNodes,
+        Filter::Cordoned,
+        Filter::Draining,
+        Filter::Down,
+        Filter::NodeQuarantined,
+        Filter::NodeExcluded,
+        Filter::FreeGpus,
+        Filter::FreeCpu,
+        Filter::FreeMemory,
+        Filter::FreeDisk,
+    ];
+    pub(crate) const COUNT: usize = Filter::ALL.len();
+
+    /// The filter at position `i` of [`Filter::ALL`].
+    pub(crate) fn from_index(i: usize) -> Option<Filter> {
+        Filter::ALL.get(i).copied()
+    }
+
     /// True for the node-level filters that mean "right shape, but busy".
     pub fn is_exhaustion(self) -> bool {
-        matches!(self, Filter::FreeGpus | Filter::FreeCpu | Filter::FreeMemory | Filter::FreeDisk)
+        matches!(
+            self,
+            Filter::FreeGpus | Filter::FreeCpu | Filter::FreeMemory | Filter::FreeDisk
+        )
     }
 
     /// True for the class-level hardware filters: failing one means the
@@ -117,7 +150,11 @@ impl Filter {
             Filter::Compliance => format!("missing compliance [{}]", req.compliance.join(", ")),
             Filter::Interruptible => "interruptible (spot) not allowed".into(),
             Filter::Capability => format!("missing capability [{}]", req.capabilities.join(", ")),
-            Filter::GpuCount => format!("fewer than {} GPU{} per node", req.gpus, plural(req.gpus as usize)),
+            Filter::GpuCount => format!(
+                "fewer than {} GPU{} per node",
+                req.gpus,
+                plural(req.gpus as usize)
+            ),
             Filter::Vendor => match req.vendor {
                 Some(v) => format!("vendor not {v}"),
                 None => "wrong vendor".into(),
@@ -235,7 +272,12 @@ fn gpu_memory_reason(req: &Requirements) -> String {
         (Some((lo, false)), None) => format!("gpu memory ≤ {} GB", num(lo)),
         (None, Some(hi)) => format!("gpu memory > {} GB", num(hi)),
         (Some((lo, incl)), Some(hi)) => {
-            format!("gpu memory not in {}{}, {}] GB", if incl { "[" } else { "(" }, num(lo), num(hi))
+            format!(
+                "gpu memory not in {}{}, {}] GB",
+                if incl { "[" } else { "(" },
+                num(lo),
+                num(hi)
+            )
         }
         (None, None) => "gpu memory out of range".into(),
     }
@@ -243,7 +285,11 @@ fn gpu_memory_reason(req: &Requirements) -> String {
 
 /// A number without a needless `.0`: 24 → "24", 0.5 → "0.5".
 pub(crate) fn num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 { format!("{}", v as i64) } else { format!("{v}") }
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
 }
 
 pub(crate) fn usd(v: f64) -> String {
@@ -263,135 +309,4 @@ fn join<T: std::fmt::Display>(items: &[T]) -> String {
         let _ = write!(s, "{it}");
     }
     s
-}
-
-/// `Continue` when `ok`, else whatever `fail` decides.
-#[inline]
-fn check(ok: bool, f: Filter, fail: &mut impl FnMut(Filter) -> ControlFlow<()>) -> ControlFlow<()> {
-    if ok { ControlFlow::Continue(()) } else { fail(f) }
-}
-
-/// `have >= want`, false when either is NaN: one comparison for shape and
-/// free checks alike, so both paths agree on odd input.
-#[inline]
-fn at_least(have: f64, want: f64) -> bool {
-    have >= want
-}
-
-/// True when every tag in `want` (sorted or not) is in `have` (sorted).
-pub(crate) fn has_all(have: &[String], want: &[String]) -> bool {
-    want.iter().all(|w| have.binary_search(w).is_ok())
-}
-
-/// The class-level filters, in order, for a shape and its capability tags.
-pub(crate) fn class_checks(
-    req: &Requirements,
-    shape: &Shape,
-    caps: &[String],
-    fail: &mut impl FnMut(Filter) -> ControlFlow<()>,
-) -> ControlFlow<()> {
-    check(has_all(caps, &req.capabilities), Filter::Capability, fail)?;
-    if req.wants_gpus() {
-        check(shape.gpus_per_node >= req.gpus, Filter::GpuCount, fail)?;
-        let acc = shape.accelerator.as_ref();
-        check(req.vendor.is_none_or(|v| acc.is_some_and(|a| a.vendor == v)), Filter::Vendor, fail)?;
-        let mask = family_mask(&req.families);
-        check(mask == 0 || acc.is_some_and(|a| a.family.bit() & mask != 0), Filter::Family, fail)?;
-        check(
-            req.min_compute_capability.is_none_or(|m| acc.is_some_and(|a| a.compute_capability >= m)),
-            Filter::ComputeCapability,
-            fail,
-        )?;
-        let mem = acc.map_or(0.0, |a| a.memory_gb);
-        let mem_ok = acc.is_some()
-            && req.gpu_memory_gb.contains(mem)
-            && req.min_gpu_memory_exclusive.is_none_or(|x| mem > x);
-        check(mem_ok, Filter::GpuMemory, fail)?;
-        let ic_ok = match req.interconnect {
-            Some(want) if req.gpus > 1 && want != Interconnect::Pcie => shape.interconnect == want,
-            _ => true,
-        };
-        check(ic_ok, Filter::Interconnect, fail)?;
-    }
-    check(at_least(shape.cpu_cores, req.cpu_cores), Filter::CpuShape, fail)?;
-    check(at_least(shape.memory_gb, req.memory_gb), Filter::MemoryShape, fail)?;
-    check(at_least(shape.disk_gb, req.disk_gb), Filter::DiskShape, fail)
-}
-
-/// The pool-wide numeric limits (price, cost, lend limits), in order.
-pub(crate) fn pool_limit_checks(
-    req: &Requirements,
-    snap: &Snapshot,
-    p: PoolIdx,
-    hourly: f64,
-    fail: &mut impl FnMut(Filter) -> ControlFlow<()>,
-) -> ControlFlow<()> {
-    check(req.max_hourly_usd.is_none_or(|m| hourly <= m), Filter::HourlyPrice, fail)?;
-    let cost_ok = match (req.max_cost_usd, req.cost_runtime_hours()) {
-        (Some(cap), Some(h)) => hourly * h <= cap,
-        _ => true,
-    };
-    check(cost_ok, Filter::Cost, fail)?;
-    let (pool_ok, provider_ok) = snap.lend_room(p, req.gpus);
-    check(pool_ok, Filter::PoolLendLimit, fail)?;
-    check(provider_ok, Filter::ProviderLendLimit, fail)
-}
-
-/// Every pool-stage filter, in order: categorical, class, health and
-/// exclusions, limits. The plain form used by the explanation.
-pub(crate) fn pool_checks(
-    req: &Requirements,
-    snap: &Snapshot,
-    p: PoolIdx,
-    fail: &mut impl FnMut(Filter) -> ControlFlow<()>,
-) -> ControlFlow<()> {
-    let fleet = snap.fleet();
-    let pool = fleet.pool(p);
-    let provider = fleet.provider(pool.provider);
-    check(allowed(&req.providers, &provider.name), Filter::Provider, fail)?;
-    check(allowed(&req.regions, &pool.region), Filter::Region, fail)?;
-    check(has_all(&pool.compliance, &req.compliance), Filter::Compliance, fail)?;
-    check(!pool.interruptible || req.interruptible, Filter::Interruptible, fail)?;
-    class_checks(req, &pool.shape, &pool.capabilities, fail)?;
-    let (provider_q, pool_q) = snap.quarantine(p);
-    check(!provider_q, Filter::ProviderQuarantined, fail)?;
-    check(!pool_q, Filter::PoolQuarantined, fail)?;
-    let label = snap.label(p);
-    check(!req.exclude_pools.iter().any(|l| l == label), Filter::PoolExcluded, fail)?;
-    let hourly = pool.hourly_share(req.gpus, req.cpu_cores, req.memory_gb);
-    pool_limit_checks(req, snap, p, hourly, fail)?;
-    check(!pool.nodes.is_empty(), Filter::NoNodes, fail)
-}
-
-/// The first free-capacity dimension a node lacks, if any.
-#[inline]
-pub(crate) fn free_shortfall(req: &Requirements, free: &Free) -> Option<Filter> {
-    if free.gpus < req.gpus {
-        Some(Filter::FreeGpus)
-    } else if !at_least(free.cpu_cores, req.cpu_cores) {
-        Some(Filter::FreeCpu)
-    } else if !at_least(free.memory_gb, req.memory_gb) {
-        Some(Filter::FreeMemory)
-    } else if !at_least(free.disk_gb, req.disk_gb) {
-        Some(Filter::FreeDisk)
-    } else {
-        None
-    }
-}
-
-/// The first node-level filter a node fails, if any.
-pub(crate) fn node_failure(req: &Requirements, node: &Node, quarantined: bool) -> Option<Filter> {
-    match node.state {
-        NodeState::Ready => {}
-        NodeState::Cordoned => return Some(Filter::Cordoned),
-        NodeState::Draining => return Some(Filter::Draining),
-        NodeState::Down => return Some(Filter::Down),
-    }
-    if quarantined {
-        return Some(Filter::NodeQuarantined);
-    }
-    if req.exclude_nodes.contains(&node.name) {
-        return Some(Filter::NodeExcluded);
-    }
-    free_shortfall(req, &node.free)
 }

@@ -15,11 +15,14 @@
 //! How a decision stays cheap (Nomad's computed classes, Slurm's bitmaps):
 //! categorical constraints are checked once per region, provider,
 //! compliance tag and pool class and combined as pool sets; numeric limits
-//! per surviving pool; and each pool's ready nodes are pre-sorted per
-//! free-GPU count, so a pool's best node is found without a scan. Only the
-//! unschedulable path visits every node, to count reasons exactly.
+//! per surviving pool; each pool's ready nodes are pre-sorted per free-GPU
+//! count, so a pool's best node is found without a scan; and pools whose
+//! score bound cannot make the top k are never scored. A decision's cost
+//! grows with pools, not nodes. Only the unschedulable path visits every
+//! node, to count reasons exactly.
 
 mod bitset;
+mod check;
 mod decision;
 mod explain;
 mod filter;

@@ -1,17 +1,24 @@
 //! [`place`]: filter → score → pick, the fast path.
 //!
-//! Categorical filters run on pool sets (one glob match per region or
-//! provider, one shape check per class), numeric limits per surviving
-//! pool, and the node index hands each surviving pool its best node
-//! without a scan. Only when nothing fits does the explanation scan every
-//! node (`explain.rs`). No I/O, no clock, no randomness.
+//! 1. Categorical and shape filters on pool sets: one glob match per region
+//!    or provider, one check per class, set operations for the rest.
+//! 2. Per surviving pool: the numeric limits, then its best node from the
+//!    snapshot's index (usually one read). This fixes which pools are
+//!    feasible, exactly, and the cheapest price the cost factor needs.
+//! 3. Per feasible pool: an upper bound of its score; only pools whose
+//!    bound can still beat the current k-th best are scored in full
+//!    (branch and bound, exact).
+//!
+//! Only when nothing fits does the explanation scan every node
+//! (`explain.rs`). No I/O, no clock, no randomness.
 
 use super::bitset::PoolSet;
+use super::check::{Limits, class_checks, class_shares, free_shortfall};
 use super::decision::{Candidate, Considered, CostRange, Decision, Placement, RuledOut};
 use super::explain::explain;
-use super::filter::{Filter, class_checks, free_shortfall, pool_limit_checks};
-use super::score::{Feasible, Scorer};
-use super::snapshot::Snapshot;
+use super::filter::Filter;
+use super::score::{BOUND_SLACK, Feasible, Scorer};
+use super::snapshot::{ReadyNode, Snapshot};
 use super::{Policy, Requirements};
 use crate::fleet::{NodeIdx, PoolIdx};
 use crate::units::allowed;
@@ -22,69 +29,178 @@ use std::ops::ControlFlow;
 /// deterministic order (score desc, hourly asc, pool label, node name).
 pub fn place(req: &Requirements, snap: &Snapshot, policy: &Policy) -> Decision {
     let fleet = snap.fleet();
-    let mut ruled_out = Vec::new();
+    let mut ruled_out = Vec::with_capacity(fleet.pools.len());
     let remaining = categorical(req, snap, &mut ruled_out);
 
-    let excluded: Vec<u32> =
-        req.exclude_nodes.iter().filter_map(|n| snap.node_by_name(n)).map(|n| n.0).collect();
-    let mut feasible = Vec::new();
-    for p in remaining.iter() {
-        let pi = PoolIdx(p as u32);
-        let hourly = fleet.pools[p].hourly_share(req.gpus, req.cpu_cores, req.memory_gb);
-        let mut failed = None;
-        let _ = pool_limit_checks(req, snap, pi, hourly, &mut |f| {
-            failed = Some(f);
-            ControlFlow::Break(())
-        });
-        let pick = match failed {
-            Some(f) => Err(f),
-            None => pick_node(req, snap, pi, &excluded),
-        };
-        match pick {
-            Ok(node) => feasible.push(Feasible { pool: p as u32, node, hourly, score: 0.0 }),
-            Err(filter) => ruled_out.push(RuledOut { pool: pi, filter }),
-        }
-    }
-    if feasible.is_empty() {
+    let ctx = PoolContext::new(req, snap);
+    let (feasible, count, cheapest) = feasible_pools(&ctx, &remaining, &mut ruled_out);
+    if count == 0 {
         return Decision::Unschedulable(explain(req, snap));
     }
 
-    let scorer = Scorer::new(req, snap, policy, &feasible);
-    for f in &mut feasible {
-        f.score = scorer.score(f);
-    }
-    let order = |a: &Feasible, b: &Feasible| rank_order(snap, a, b);
-    let k = policy.top_k.max(1);
-    if feasible.len() > k {
-        feasible.select_nth_unstable_by(k - 1, order);
-        feasible.truncate(k);
-    }
-    feasible.sort_unstable_by(order);
-
+    let mut scorer = Scorer::new(req, snap, policy);
+    scorer.set_cheapest(cheapest);
+    let top = top_k(&ctx, &scorer, &feasible, policy.top_k.max(1));
     let considered = Considered {
         total_nodes: fleet.nodes.len(),
         total_pools: fleet.pools.len(),
-        // Every pool was either ruled out once or found feasible.
-        feasible_pools: fleet.pools.len() - ruled_out.len(),
+        feasible_pools: count,
         ruled_out,
     };
-    let candidates = feasible.iter().map(|f| candidate(req, snap, &scorer, f)).collect();
-    Decision::Placed(Placement { candidates, considered })
+    let candidates = top
+        .iter()
+        .map(|f| candidate(req, snap, &scorer, f))
+        .collect();
+    Decision::Placed(Placement {
+        candidates,
+        considered,
+    })
 }
 
-/// Records pools removed by filter `f`.
-fn push(out: &mut Vec<RuledOut>, f: Filter) -> impl FnMut(usize) + '_ {
-    move |p| out.push(RuledOut { pool: PoolIdx(p as u32), filter: f })
+/// What judging one pool needs, computed once per decision.
+struct PoolContext<'a> {
+    req: &'a Requirements,
+    snap: &'a Snapshot,
+    /// Each class's share of a node (a pool's hourly share is price × share).
+    share: Vec<f64>,
+    limits: Limits,
+    /// Excluded nodes, resolved to indices.
+    excluded: Vec<u32>,
+}
+
+impl<'a> PoolContext<'a> {
+    fn new(req: &'a Requirements, snap: &'a Snapshot) -> Self {
+        Self {
+            req,
+            snap,
+            share: class_shares(req, snap),
+            limits: Limits::new(req),
+            excluded: req
+                .exclude_nodes
+                .iter()
+                .filter_map(|n| snap.node_by_name(n))
+                .map(|n| n.0)
+                .collect(),
+        }
+    }
+
+    #[inline]
+    fn hourly(&self, p: usize) -> f64 {
+        self.snap.rows.get(p).map_or(f64::NAN, |row| {
+            row.price
+                * self
+                    .share
+                    .get(row.class as usize)
+                    .copied()
+                    .unwrap_or(f64::NAN)
+        })
+    }
+}
+
+/// Judges each pool that passed the categorical filters: the pool-wide
+/// limits, then whether it has a usable node. Returns the feasible pools,
+/// how many there are, and the cheapest hourly share among them; the rest
+/// go to `ruled_out`.
+fn feasible_pools(
+    ctx: &PoolContext<'_>,
+    remaining: &PoolSet,
+    ruled_out: &mut Vec<RuledOut>,
+) -> (PoolSet, usize, f64) {
+    let snap = ctx.snap;
+    let mut feasible = PoolSet::empty(snap.rows.len());
+    let (mut count, mut cheapest) = (0, f64::INFINITY);
+    remaining.for_each(|p| {
+        let Some(row) = snap.rows.get(p) else { return };
+        let hourly = ctx.hourly(p);
+        let pick = match ctx.limits.first_failure(snap, row, hourly) {
+            Some(f) => Err(f),
+            None => pick_node(ctx, p),
+        };
+        match pick {
+            Ok(_) => {
+                feasible.insert(p);
+                count += 1;
+                cheapest = cheapest.min(hourly);
+            }
+            Err(filter) => ruled_out.push(RuledOut {
+                pool: PoolIdx(p as u32),
+                filter,
+            }),
+        }
+    });
+    (feasible, count, cheapest)
+}
+
+/// The best `k` feasible (pool, node)s, scored, in rank order. A pool whose
+/// score bound cannot reach the current k-th best is not scored (branch and
+/// bound), so only a few pools are scored in full.
+fn top_k(
+    ctx: &PoolContext<'_>,
+    scorer: &Scorer<'_>,
+    feasible: &PoolSet,
+    k: usize,
+) -> Vec<Feasible> {
+    let snap = ctx.snap;
+    // `k` may be usize::MAX ("everything"); the list never outgrows k + 1.
+    let mut top: Vec<Feasible> = Vec::with_capacity(k.min(64) + 1);
+    feasible.for_each(|p| {
+        let Some(row) = snap.rows.get(p) else { return };
+        let hourly = ctx.hourly(p);
+        let full = top.len() == k;
+        if full
+            && top
+                .last()
+                .is_some_and(|last| scorer.bound(row, hourly) + BOUND_SLACK < last.score)
+        {
+            return;
+        }
+        // Feasible, so this finds the node pass one found.
+        let Ok((node, free_gpus)) = pick_node(ctx, p) else {
+            return;
+        };
+        let name_rank = snap
+            .nodes
+            .get(node as usize)
+            .map_or(u32::MAX, |n| n.name_rank);
+        let mut f = Feasible {
+            pool: p as u32,
+            node,
+            free_gpus,
+            hourly,
+            score: 0.0,
+            label_rank: row.label_rank,
+            name_rank,
+        };
+        f.score = scorer.score(&f);
+        if full && top.last().is_some_and(|last| rank_order(&f, last).is_ge()) {
+            return;
+        }
+        let at = top.partition_point(|t| rank_order(t, &f).is_lt());
+        top.insert(at, f);
+        top.truncate(k);
+    });
+    top
 }
 
 /// Score desc, hourly asc, pool label, node name: a total order that does
 /// not depend on insertion order.
-fn rank_order(snap: &Snapshot, a: &Feasible, b: &Feasible) -> Ordering {
+#[inline]
+fn rank_order(a: &Feasible, b: &Feasible) -> Ordering {
     b.score
         .total_cmp(&a.score)
         .then(a.hourly.total_cmp(&b.hourly))
-        .then(snap.pools[a.pool as usize].label_rank.cmp(&snap.pools[b.pool as usize].label_rank))
-        .then(snap.nodes[a.node as usize].name_rank.cmp(&snap.nodes[b.node as usize].name_rank))
+        .then(a.label_rank.cmp(&b.label_rank))
+        .then(a.name_rank.cmp(&b.name_rank))
+}
+
+/// Records pools removed by filter `f`.
+fn push(out: &mut Vec<RuledOut>, f: Filter) -> impl FnMut(usize) + '_ {
+    move |p| {
+        out.push(RuledOut {
+            pool: PoolIdx(p as u32),
+            filter: f,
+        })
+    }
 }
 
 /// The categorical and class filters on pool sets, in [`Filter`] order.
@@ -132,44 +248,64 @@ fn categorical(req: &Requirements, snap: &Snapshot, out: &mut Vec<RuledOut>) -> 
             rem.remove_all(&class.pools, push(out, f));
         }
     }
-    rem.remove_all(&snap.provider_quarantined, push(out, Filter::ProviderQuarantined));
+    rem.remove_all(
+        &snap.provider_quarantined,
+        push(out, Filter::ProviderQuarantined),
+    );
     rem.remove_all(&snap.pool_quarantined, push(out, Filter::PoolQuarantined));
     for label in &req.exclude_pools {
         if let Some(p) = snap.pool_by_label(label)
             && rem.contains(p.0 as usize)
         {
             rem.remove(p.0 as usize);
-            out.push(RuledOut { pool: p, filter: Filter::PoolExcluded });
+            out.push(RuledOut {
+                pool: p,
+                filter: Filter::PoolExcluded,
+            });
         }
     }
     rem
 }
 
-/// The pool's best usable node: the first in the ready index (healthiest,
-/// fewest free GPUs) that is not excluded and has the free CPU, memory and
-/// disk. On failure, why (see [`Considered::ruled_out`]).
-fn pick_node(req: &Requirements, snap: &Snapshot, p: PoolIdx, excluded: &[u32]) -> Result<u32, Filter> {
-    let list = snap.ready_nodes(p, req.gpus);
-    let nodes = &snap.fleet().nodes;
-    let mut first_failure = None;
-    for &n in list {
-        let why = if excluded.contains(&n) {
+/// The pool's best usable node and its free GPUs: the first in the ready
+/// index (healthiest, fewest free GPUs) that is not excluded and has the
+/// free CPU, memory and disk. On failure, why (see [`Considered::ruled_out`]).
+#[inline]
+fn pick_node(ctx: &PoolContext<'_>, p: usize) -> Result<(u32, u32), Filter> {
+    let (req, snap, excluded) = (ctx.req, ctx.snap, &ctx.excluded);
+    let pi = PoolIdx(p as u32);
+    // Work that asks for some CPU and memory cannot use the leading nodes
+    // that have none free (say, GPU-saturated ones), so it starts after them.
+    let needs_some = req.cpu_cores > 0.0 && req.memory_gb > 0.0;
+    // Usually the best usable node fits.
+    if needs_some
+        && excluded.is_empty()
+        && let Some(n) = snap
+            .rows
+            .get(p)
+            .and_then(|row| snap.best_usable_node(row, req.gpus))
+        && free_shortfall(req, &n.free).is_none()
+    {
+        return Ok((n.node, n.free.gpus));
+    }
+    let (list, unusable) = snap.ready_nodes(pi, req.gpus);
+    let skip = if needs_some { unusable } else { 0 };
+    let why = |n: &ReadyNode| {
+        if excluded.contains(&n.node) {
             Some(Filter::NodeExcluded)
         } else {
-            free_shortfall(req, &nodes[n as usize].free)
-        };
-        match why {
-            None => return Ok(n),
-            Some(f) => {
-                first_failure.get_or_insert(f);
-            }
+            free_shortfall(req, &n.free)
         }
+    };
+    if let Some(n) = list.iter().skip(skip).find(|n| why(n).is_none()) {
+        return Ok((n.node, n.free.gpus));
     }
-    Err(first_failure.unwrap_or_else(|| {
-        if snap.fleet().pool(p).nodes.is_empty() {
+    // Ruled out: report why its best-ranked node does not fit.
+    Err(list.first().and_then(why).unwrap_or_else(|| {
+        if snap.fleet().pool(pi).nodes.is_empty() {
             Filter::NoNodes
-        } else if snap.ready_nodes(p, 0).is_empty() {
-            snap.pools[p.0 as usize].unready
+        } else if snap.ready_nodes(pi, 0).0.is_empty() {
+            snap.pools[p].unready
         } else {
             Filter::FreeGpus
         }

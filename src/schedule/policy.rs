@@ -95,6 +95,9 @@ impl Policy {
 }
 
 impl Default for Policy {
+    /// Balanced weights. The success prior and startup reference are the
+    /// ones the snapshot precomputes for; other values are honoured but
+    /// computed per decision.
     fn default() -> Self {
         Self {
             weights: Weights::BALANCED,

@@ -6,10 +6,12 @@
 //! A factor that does not apply to a request (locality without located
 //! inputs, preference without preferences) is left out of the score and
 //! of the breakdown, and the other weights are renormalized.
+//!
+//! [`Scorer::bound`] gives an upper bound of a pool's score from pool-level
+//! data alone, so `place` can skip pools that cannot make its top k.
 
-use super::snapshot::Snapshot;
+use super::snapshot::{CACHED_PRIOR, CACHED_STARTUP_REFERENCE_S, PoolRow, Snapshot, unit};
 use super::{Policy, Requirements};
-use crate::fleet::PoolIdx;
 use crate::units::allowed;
 use serde::Serialize;
 
@@ -27,7 +29,10 @@ pub enum Factor {
     Startup,
     /// Share of the input data (by size, else by count) in the pool's region.
     Locality,
-    /// How little of the node's GPUs and GPU memory the work leaves idle.
+    /// How little of the node's GPUs and GPU memory the work leaves idle:
+    /// requested / free GPUs × needed / offered memory per GPU, where the
+    /// need is the request's lower bound, else the fleet's smallest card.
+    /// CPU work scores 1 on CPU nodes and 0.1 on GPU nodes.
     Fit,
     /// Preferred regions, preferred capability tags, reserved capacity.
     Preference,
@@ -71,31 +76,56 @@ pub struct FactorScore {
     pub raw: f64,
     /// The policy's weight for this factor.
     pub weight: f64,
-    /// Points of the 0..100 score; a candidate's contributions sum to its score.
+    /// Points of the 0..100 score; a candidate's contributions sum to its
+    /// score (up to floating-point rounding).
     pub contribution: f64,
 }
 
-/// A feasible (pool, node) with its hourly share and, once scored, score.
+/// A feasible (pool, node), its hourly share and, once scored, its score.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Feasible {
     pub pool: u32,
     pub node: u32,
+    pub free_gpus: u32,
     pub hourly: f64,
     pub score: f64,
+    /// Tie-break keys: the pool label's and node name's sorted positions.
+    pub label_rank: u32,
+    pub name_rank: u32,
 }
 
-/// Per-decision scoring context: what depends on the whole feasible set
-/// (cheapest price, smallest GPU memory) or on the request only (region
-/// shares), computed once and read per candidate.
+/// How far a [`Scorer::bound`] may fall below the score it bounds through
+/// rounding alone (scores are 0..100; rounding is ~1e-13).
+pub(crate) const BOUND_SLACK: f64 = 1e-9;
+
+/// Per-decision scoring context: what depends on the request only (region
+/// shares, per-class fit and preference) computed once, read per pool.
 pub(crate) struct Scorer<'a> {
     req: &'a Requirements,
     snap: &'a Snapshot,
     policy: &'a Policy,
     weights: [f64; 7],
     applies: [bool; 7],
-    weight_sum: f64,
-    min_hourly: f64,
-    min_gpu_memory: f64,
+    /// Points per unit of raw value: weight × 100 / (sum of applicable
+    /// weights), 0 for factors that do not apply.
+    coef: [f64; 7],
+    /// Cheapest feasible hourly share; set once all pools are judged.
+    cheapest: f64,
+    /// Whether the snapshot's cached smoothed success fits this policy.
+    cached_success: bool,
+    /// Whether the snapshot's cached startup score fits this request and policy.
+    cached_startup: bool,
+    /// Cached startup and neither locality nor preference: the pool-level
+    /// factors are one load.
+    pool_level_fast: bool,
+    /// `policy.cost_smoothing_usd`, at least 0.
+    cost_smoothing: f64,
+    /// GPU-memory fit per class (GPU work only).
+    memory_fit: Vec<f64>,
+    /// The most the fit factor can be per class, for any node.
+    fit_bound: Vec<f64>,
+    /// Share of preferred capability tags per class, when any are preferred.
+    preferred_caps: Vec<f64>,
     /// Input share per snapshot region, when any input has a region.
     locality: Option<Vec<f64>>,
     /// Whether each snapshot region is preferred, when preferences name regions.
@@ -103,139 +133,290 @@ pub(crate) struct Scorer<'a> {
 }
 
 impl<'a> Scorer<'a> {
-    pub fn new(req: &'a Requirements, snap: &'a Snapshot, policy: &'a Policy, feasible: &[Feasible]) -> Self {
+    pub fn new(req: &'a Requirements, snap: &'a Snapshot, policy: &'a Policy) -> Self {
         let w = &policy.weights;
-        let weights = [w.cost, w.health, w.success, w.startup, w.locality, w.fit, w.preference]
-            .map(|x| if x.is_finite() { x.max(0.0) } else { 0.0 });
+        let weights = [
+            w.cost,
+            w.health,
+            w.success,
+            w.startup,
+            w.locality,
+            w.fit,
+            w.preference,
+        ]
+        .map(|x| if x.is_finite() { x.max(0.0) } else { 0.0 });
         let locality = locality_shares(req, snap);
-        let has_pref =
-            !req.preferred_regions.is_empty() || !req.preferred_capabilities.is_empty() || req.reserved_first;
+        let has_pref = !req.preferred_regions.is_empty()
+            || !req.preferred_capabilities.is_empty()
+            || req.reserved_first;
         let applies = [true, true, true, true, locality.is_some(), true, has_pref];
-        let weight_sum = weights.iter().zip(applies).filter(|(_, a)| *a).map(|(w, _)| w).sum();
-        let fleet = snap.fleet();
-        let min_hourly = feasible.iter().map(|f| f.hourly).fold(f64::INFINITY, f64::min);
-        let min_gpu_memory = feasible
+        let weight_sum: f64 = weights
             .iter()
-            .map(|f| fleet.pools[f.pool as usize].gpu_memory_gb())
-            .fold(f64::INFINITY, f64::min);
-        let preferred_region = (!req.preferred_regions.is_empty())
-            .then(|| snap.regions.iter().map(|r| allowed(&req.preferred_regions, r)).collect());
+            .zip(applies)
+            .filter(|(_, a)| *a)
+            .map(|(w, _)| w)
+            .sum();
+        let fleet = snap.fleet();
+        let class_rep = |c: &super::snapshot::ClassInfo| fleet.pool(c.rep);
+        // The memory the work needs per GPU: its stated lower bound, else
+        // the smallest card in the fleet (any card would do).
+        let need = match (req.gpu_memory_gb.min, req.min_gpu_memory_exclusive) {
+            (Some(m), Some(x)) => m.max(x),
+            (Some(m), None) | (None, Some(m)) => m,
+            (None, None) => snap.min_gpu_memory,
+        };
+        let memory_fit = if req.gpus > 0 {
+            snap.classes
+                .iter()
+                .map(|c| {
+                    let mem = class_rep(c).gpu_memory_gb();
+                    if mem > 0.0 { need / mem } else { 1.0 }
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let fit_bound = snap
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match memory_fit.get(i) {
+                Some(&m) => unit(m),
+                None => cpu_fit(class_rep(c).shape.gpus_per_node),
+            })
+            .collect();
+        let preferred_caps = if req.preferred_capabilities.is_empty() {
+            Vec::new()
+        } else {
+            let want = &req.preferred_capabilities;
+            snap.classes
+                .iter()
+                .map(|c| {
+                    let have = want
+                        .iter()
+                        .filter(|t| class_rep(c).capabilities.binary_search(t).is_ok())
+                        .count();
+                    have as f64 / want.len() as f64
+                })
+                .collect()
+        };
+        let preferred_region = (!req.preferred_regions.is_empty()).then(|| {
+            snap.regions
+                .iter()
+                .map(|r| allowed(&req.preferred_regions, r))
+                .collect()
+        });
+        let scale = if weight_sum > 0.0 {
+            100.0 / weight_sum
+        } else {
+            0.0
+        };
+        let cached_startup = req.startup_within.is_none()
+            && policy.startup_reference_s == CACHED_STARTUP_REFERENCE_S;
+        let coef = std::array::from_fn(|i| if applies[i] { weights[i] * scale } else { 0.0 });
         Self {
             req,
             snap,
             policy,
             weights,
             applies,
-            weight_sum,
-            min_hourly,
-            min_gpu_memory,
+            coef,
+            cheapest: 0.0,
+            cached_success: (policy.success_prior, policy.success_prior_weight) == CACHED_PRIOR,
+            cached_startup,
+            pool_level_fast: cached_startup && !applies[4] && !applies[6],
+            cost_smoothing: policy.cost_smoothing_usd.max(0.0),
+            memory_fit,
+            fit_bound,
+            preferred_caps,
             locality,
             preferred_region,
         }
     }
 
-    /// Raw factor values, in [`Factor::ALL`] order (0 where a factor does not apply).
-    fn raws(&self, f: &Feasible) -> [f64; 7] {
-        let (req, snap, policy) = (self.req, self.snap, self.policy);
-        let fleet = snap.fleet();
-        let pool = &fleet.pools[f.pool as usize];
-        let info = &snap.pools[f.pool as usize];
-        let node = &fleet.nodes[f.node as usize];
-        let node_info = &snap.nodes[f.node as usize];
+    /// Records the cheapest feasible hourly share, which the cost factor
+    /// is relative to.
+    pub fn set_cheapest(&mut self, hourly: f64) {
+        self.cheapest = hourly;
+    }
 
-        let c = policy.cost_smoothing_usd.max(0.0);
-        let cost = if f.hourly + c > 0.0 { (self.min_hourly + c) / (f.hourly + c) } else { 1.0 };
-
-        let health = info.provider_health.score * info.health.score * node_info.health.score;
-
-        let (prior, weight) = (policy.success_prior, policy.success_prior_weight.max(0.0));
-        let provider_s = info.provider_health.smoothed_success(prior, weight);
-        let pool_s = info.health.smoothed_success(provider_s, weight);
-        let success = node_info.health.smoothed_success(pool_s, weight);
-
-        let s = pool.startup.as_secs_f64();
-        let startup = match req.startup_within {
-            Some(w) if s <= w.as_secs_f64() => 1.0,
-            Some(w) => w.as_secs_f64() / s,
-            None => {
-                let r = policy.startup_reference_s.max(0.0);
-                if r + s > 0.0 { r / (r + s) } else { 1.0 }
-            }
-        };
-
-        let locality = self.locality.as_ref().map_or(0.0, |l| l[info.region as usize]);
-
-        let fit = if req.gpus > 0 {
-            let count = req.gpus as f64 / node.free.gpus.max(1) as f64;
-            let mem = pool.gpu_memory_gb();
-            let memory = if mem > 0.0 { self.min_gpu_memory / mem } else { 1.0 };
-            count * memory
-        } else if pool.shape.gpus_per_node > 0 {
-            // CPU work on a GPU node strands the GPUs.
-            0.1
+    #[inline]
+    fn cost(&self, hourly: f64) -> f64 {
+        let c = self.cost_smoothing;
+        let raw = if hourly + c > 0.0 {
+            (self.cheapest + c) / (hourly + c)
         } else {
             1.0
         };
-
-        let preference = if self.applies[6] { self.preference(PoolIdx(f.pool)) } else { 0.0 };
-
-        [cost, health, success, startup, locality, fit, preference].map(|x| x.clamp(0.0, 1.0))
+        raw.clamp(0.0, 1.0)
     }
 
-    fn preference(&self, p: PoolIdx) -> f64 {
-        let req = self.req;
-        let pool = self.snap.fleet().pool(p);
+    /// Raw values of every factor but cost, in [`Factor::ALL`] order from
+    /// health on (0 where a factor does not apply).
+    #[inline]
+    fn others(&self, pool: u32, node: u32, free_gpus: u32) -> [f64; 6] {
+        let (req, snap, policy) = (self.req, self.snap, self.policy);
+        let row = &snap.rows[pool as usize];
+        let node_info = &snap.nodes[node as usize];
+
+        let health = row.health * node_info.health.score;
+
+        let success = if self.cached_success {
+            node_info.success
+        } else {
+            let info = &snap.pools[pool as usize];
+            let (prior, weight) = (policy.success_prior, policy.success_prior_weight.max(0.0));
+            let provider = info.provider_health.smoothed_success(prior, weight);
+            let pool_s = info.health.smoothed_success(provider, weight);
+            node_info.health.smoothed_success(pool_s, weight)
+        };
+
+        let fit = if req.gpus > 0 {
+            req.gpus as f64 / free_gpus.max(1) as f64 * self.memory_fit[row.class as usize]
+        } else {
+            cpu_fit(row.gpus_per_node)
+        };
+        let (startup, locality, preference) = self.pool_level(row);
+        [
+            unit(health),
+            unit(success),
+            startup,
+            locality,
+            unit(fit),
+            preference,
+        ]
+    }
+
+    /// The factors that depend on the pool alone: startup, locality, preference.
+    #[inline]
+    fn pool_level(&self, row: &PoolRow) -> (f64, f64, f64) {
+        let startup = if self.cached_startup {
+            row.startup_score
+        } else {
+            startup_score(row.startup_s, self.req, self.policy)
+        };
+        let locality = self
+            .locality
+            .as_ref()
+            .map_or(0.0, |l| l[row.region as usize]);
+        let preference = if self.applies[6] {
+            self.preference(row)
+        } else {
+            0.0
+        };
+        (unit(startup), unit(locality), unit(preference))
+    }
+
+    /// An upper bound of [`Scorer::score`] for any node of pool `pool` at
+    /// this hourly share (up to [`BOUND_SLACK`]): node health, success and
+    /// fit at their best for the pool, everything else exact.
+    #[inline]
+    pub fn bound(&self, row: &PoolRow, hourly: f64) -> f64 {
+        let c = &self.coef;
+        let success = if self.cached_success {
+            row.success_bound
+        } else {
+            1.0
+        };
+        let fit = self
+            .fit_bound
+            .get(row.class as usize)
+            .copied()
+            .unwrap_or(1.0);
+        let base = c[0] * self.cost(hourly) + c[1] * row.health_bound + c[2] * success + c[5] * fit;
+        if self.pool_level_fast {
+            base + c[3] * row.startup_score
+        } else {
+            let (startup, locality, preference) = self.pool_level(row);
+            base + c[3] * startup + c[4] * locality + c[6] * preference
+        }
+    }
+
+    fn preference(&self, row: &PoolRow) -> f64 {
         let (mut sum, mut parts) = (0.0, 0u32);
         if let Some(pref) = &self.preferred_region {
-            sum += f64::from(u8::from(pref[self.snap.pools[p.0 as usize].region as usize]));
+            sum += f64::from(u8::from(pref[row.region as usize]));
             parts += 1;
         }
-        if !req.preferred_capabilities.is_empty() {
-            let have = req
-                .preferred_capabilities
-                .iter()
-                .filter(|c| pool.capabilities.binary_search(c).is_ok())
-                .count();
-            sum += have as f64 / req.preferred_capabilities.len() as f64;
+        if !self.preferred_caps.is_empty() {
+            sum += self.preferred_caps[row.class as usize];
             parts += 1;
         }
-        if req.reserved_first {
-            sum += f64::from(u8::from(pool.reserved));
+        if self.req.reserved_first {
+            sum += f64::from(u8::from(row.reserved));
             parts += 1;
         }
         if parts == 0 { 0.0 } else { sum / parts as f64 }
     }
 
-    /// Each applicable factor's points, in [`Factor::ALL`] order.
-    fn contributions(&self, raws: &[f64; 7]) -> impl Iterator<Item = (usize, f64)> + '_ {
-        let scale = if self.weight_sum > 0.0 { 100.0 / self.weight_sum } else { 0.0 };
-        let raws = *raws;
-        (0..7).filter(|&i| self.applies[i]).map(move |i| (i, self.weights[i] * raws[i] * scale))
-    }
-
-    /// The 0..100 score: the sum of [`Scorer::breakdown`]'s contributions.
+    /// The 0..100 score, once [`Scorer::set_cheapest`] has been called.
+    /// The breakdown's contributions add up to it (up to rounding).
+    #[inline]
     pub fn score(&self, f: &Feasible) -> f64 {
-        self.contributions(&self.raws(f)).map(|(_, c)| c).sum()
+        let r = self.others(f.pool, f.node, f.free_gpus);
+        let c = &self.coef;
+        c[0] * self.cost(f.hourly)
+            + c[1] * r[0]
+            + c[2] * r[1]
+            + c[3] * r[2]
+            + c[4] * r[3]
+            + c[5] * r[4]
+            + c[6] * r[5]
     }
 
     pub fn breakdown(&self, f: &Feasible) -> Vec<FactorScore> {
-        let raws = self.raws(f);
-        self.contributions(&raws)
-            .map(|(i, contribution)| FactorScore {
+        let others = self.others(f.pool, f.node, f.free_gpus);
+        let raw = |i: usize| {
+            if i == 0 {
+                self.cost(f.hourly)
+            } else {
+                others[i - 1]
+            }
+        };
+        (0..7)
+            .filter(|&i| self.applies[i])
+            .map(|i| FactorScore {
                 factor: Factor::ALL[i],
-                raw: raws[i],
+                raw: raw(i),
                 weight: self.weights[i],
-                contribution,
+                contribution: self.coef[i] * raw(i),
             })
             .collect()
+    }
+}
+
+/// The fit of CPU work: 1 on CPU nodes, 0.1 on GPU nodes (it would strand
+/// their GPUs).
+fn cpu_fit(gpus_per_node: u32) -> f64 {
+    if gpus_per_node > 0 { 0.1 } else { 1.0 }
+}
+
+/// The startup factor: 1 within `startup_within`, then decaying as the
+/// target over the startup time; without a target, reference / (reference
+/// + startup), so the policy's reference time scores 0.5.
+pub(crate) fn startup_score(startup_s: f64, req: &Requirements, policy: &Policy) -> f64 {
+    match req.startup_within {
+        Some(w) if startup_s <= w.as_secs_f64() => 1.0,
+        Some(w) => w.as_secs_f64() / startup_s,
+        None => {
+            let r = policy.startup_reference_s.max(0.0);
+            if r + startup_s > 0.0 {
+                r / (r + startup_s)
+            } else {
+                1.0
+            }
+        }
     }
 }
 
 /// Share of the located input data per snapshot region: by size when every
 /// located input gives one, else by count. `None` when no input has a region.
 fn locality_shares(req: &Requirements, snap: &Snapshot) -> Option<Vec<f64>> {
-    let located: Vec<(&str, Option<f64>)> =
-        req.inputs.iter().filter_map(|i| i.region.as_deref().map(|r| (r, i.size_gb))).collect();
+    let located: Vec<(&str, Option<f64>)> = req
+        .inputs
+        .iter()
+        .filter_map(|i| i.region.as_deref().map(|r| (r, i.size_gb)))
+        .collect();
     if located.is_empty() {
         return None;
     }

@@ -3,24 +3,38 @@
 //!
 //! It owns the indexes: pools grouped by class, region, provider and
 //! compliance tag as [`PoolSet`]s; health and quarantine flags resolved
-//! from names to indices; lend-limit usage; and, per pool, its ready
-//! nodes bucketed by free GPU count and ordered by node health. Build a new
+//! from names to indices; lend-limit usage; compact per-pool rows for the
+//! hot loop; and, per pool, its ready nodes bucketed by free GPU count and
+//! ordered by node health, with their free capacity inline. Build a new
 //! one whenever the fleet or health view changes. No I/O, no clock.
 
 use super::bitset::PoolSet;
 use super::filter::Filter;
-use crate::fleet::{Fleet, NodeIdx, NodeState, PoolIdx};
+use crate::fleet::{Fleet, Free, NodeIdx, NodeState, PoolIdx};
 use crate::health::{Health, HealthView};
 use std::collections::HashMap;
+
+/// The success prior and weight the snapshot precomputes smoothed success
+/// for: [`super::Policy::default`]'s. Other policies compute it per decision.
+pub(crate) const CACHED_PRIOR: (f64, f64) = (0.95, 10.0);
+
+/// The startup reference time the snapshot precomputes the startup factor
+/// for: [`super::Policy::default`]'s, without `startup_within`.
+pub(crate) const CACHED_STARTUP_REFERENCE_S: f64 = 300.0;
 
 /// A prepared, indexed view of a fleet and its health.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     fleet: Fleet,
+    /// Per pool, what every decision reads, packed tight.
+    pub(crate) rows: Vec<PoolRow>,
+    /// Per pool, what only output and explanations read.
     pub(crate) pools: Vec<PoolInfo>,
+    /// Per provider: GPUs Canopy holds, and its lend limit (`u64::MAX`: none).
+    pub(crate) provider_lend: Vec<(u64, u64)>,
     pub(crate) classes: Vec<ClassInfo>,
     pub(crate) nodes: Vec<NodeInfo>,
-    /// Distinct region names, sorted; `PoolInfo::region` indexes this.
+    /// Distinct region names, sorted; `PoolRow::region` indexes this.
     pub(crate) regions: Vec<String>,
     pub(crate) region_pools: Vec<PoolSet>,
     pub(crate) provider_pools: Vec<PoolSet>,
@@ -29,31 +43,64 @@ pub struct Snapshot {
     pub(crate) provider_quarantined: PoolSet,
     pub(crate) pool_quarantined: PoolSet,
     pub(crate) all_pools: PoolSet,
+    /// Smallest GPU memory of any pool (0 without GPU pools).
+    pub(crate) min_gpu_memory: f64,
     pool_by_label: HashMap<String, PoolIdx>,
     node_by_name: HashMap<String, NodeIdx>,
-    /// GPUs Canopy holds per provider.
-    held_provider: Vec<u64>,
-    /// Node indices, pool by pool and free-GPU threshold by threshold.
-    index: Vec<u32>,
+    /// Ready nodes, pool by pool and free-GPU threshold by threshold.
+    index: Vec<ReadyNode>,
     /// Offsets into `index`; see [`Snapshot::ready_nodes`].
     index_at: Vec<u32>,
+    /// Per list (same positions as `index_at`): where its first node with
+    /// some free CPU and some free memory sits. Nodes before it can host no
+    /// work that asks for CPU and memory, so a pick for such work starts here.
+    usable_at: Vec<u32>,
+    /// The node at each `usable_at` ([`NO_NODE`] when none), dense so the
+    /// common pick reads one small array instead of the large index.
+    heads: Vec<ReadyNode>,
 }
 
-/// What a decision needs of a pool, precomputed.
+/// `ReadyNode::node` of an empty list's head.
+pub(crate) const NO_NODE: u32 = u32::MAX;
+
+/// What every decision reads of a pool.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PoolRow {
+    pub price: f64,
+    pub startup_s: f64,
+    /// The startup factor for [`CACHED_STARTUP_REFERENCE_S`].
+    pub startup_score: f64,
+    /// Provider score × pool score.
+    pub health: f64,
+    /// The most any node of the pool can score on health and (for
+    /// [`CACHED_PRIOR`]) success: upper bounds that let a decision skip
+    /// scoring pools that cannot make its top k.
+    pub health_bound: f64,
+    pub success_bound: f64,
+    /// Memory per GPU; 0 for CPU-only pools.
+    pub gpu_memory: f64,
+    /// GPUs Canopy holds in the pool, and the pool's lend limit (`u64::MAX`: none).
+    pub held: u64,
+    pub limit: u64,
+    pub provider: u32,
+    pub class: u32,
+    pub region: u32,
+    /// Position of the pool's label in sorted order, for tie-breaks.
+    pub label_rank: u32,
+    /// Start of this pool's offsets in `Snapshot::index_at`.
+    pub index_base: u32,
+    pub gpus_per_node: u32,
+    pub reserved: bool,
+}
+
+/// What output and explanations read of a pool.
 #[derive(Debug, Clone)]
 pub(crate) struct PoolInfo {
-    pub region: u32,
     pub label: String,
     /// "8× H100-SXM 80GB nvlink" or "cpu".
     pub accelerator: String,
-    /// Position of `label` in sorted order, for tie-breaks.
-    pub label_rank: u32,
     pub health: Health,
     pub provider_health: Health,
-    /// GPUs Canopy holds in the pool.
-    pub held: u64,
-    /// Start of this pool's offsets in `Snapshot::index_at`.
-    index_base: u32,
     /// Why the pool has no ready node, when it has none.
     pub unready: Filter,
 }
@@ -68,8 +115,18 @@ pub(crate) struct ClassInfo {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NodeInfo {
     pub health: Health,
+    /// Node success smoothed toward its pool's, for [`CACHED_PRIOR`].
+    pub success: f64,
     pub name_rank: u32,
     pub quarantined: bool,
+}
+
+/// A ready node in the index, its free capacity inline so that picking a
+/// node does not touch the fleet.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadyNode {
+    pub node: u32,
+    pub free: Free,
 }
 
 impl Snapshot {
@@ -93,31 +150,52 @@ impl Snapshot {
         // hand may give unequal shapes one class id; those are split here.
         let mut by_fleet_class: HashMap<u32, Vec<u32>> = HashMap::new();
 
-        let labels: Vec<String> = (0..n_pools).map(|i| fleet.pool_label(PoolIdx(i as u32))).collect();
+        let labels: Vec<String> = (0..n_pools)
+            .map(|i| fleet.pool_label(PoolIdx(i as u32)))
+            .collect();
         let label_rank = ranks(&labels);
-        let node_rank = ranks(&fleet.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>());
+        let node_names: Vec<String> = fleet.nodes.iter().map(|n| n.name.clone()).collect();
+        let node_rank = ranks(&node_names);
 
-        let nodes: Vec<NodeInfo> = fleet
+        let (prior, weight) = CACHED_PRIOR;
+        let cached = super::Requirements::default();
+        let cached_policy = super::Policy {
+            startup_reference_s: CACHED_STARTUP_REFERENCE_S,
+            ..super::Policy::default()
+        };
+        let mut nodes: Vec<NodeInfo> = fleet
             .nodes
             .iter()
             .enumerate()
             .map(|(i, n)| {
                 let h = health.node(&n.name);
-                NodeInfo { health: h, name_rank: node_rank[i], quarantined: h.quarantined }
+                NodeInfo {
+                    health: h,
+                    success: 0.0,
+                    name_rank: node_rank[i],
+                    quarantined: h.quarantined,
+                }
             })
             .collect();
 
+        let mut rows = Vec::with_capacity(n_pools);
         let mut pools = Vec::with_capacity(n_pools);
         let mut index = Vec::new();
         let mut index_at = Vec::new();
+        let mut heads = Vec::new();
+        let mut usable_at = Vec::new();
         for (i, pool) in fleet.pools.iter().enumerate() {
+            let p = PoolIdx(i as u32);
             let provider = fleet.provider(pool.provider);
             // Always found: `regions` was collected from these very pools.
             let region = regions.binary_search(&pool.region).unwrap_or(0) as u32;
             region_pools[region as usize].insert(i);
             provider_pools[pool.provider.0 as usize].insert(i);
             for tag in &pool.compliance {
-                compliance_pools.entry(tag.clone()).or_insert_with(|| PoolSet::empty(n_pools)).insert(i);
+                compliance_pools
+                    .entry(tag.clone())
+                    .or_insert_with(|| PoolSet::empty(n_pools))
+                    .insert(i);
             }
             if pool.interruptible {
                 interruptible.insert(i);
@@ -137,38 +215,99 @@ impl Snapshot {
                 rep.shape == pool.shape && rep.capabilities == pool.capabilities
             });
             let class = found.unwrap_or_else(|| {
-                classes.push(ClassInfo { rep: PoolIdx(i as u32), pools: PoolSet::empty(n_pools) });
+                classes.push(ClassInfo {
+                    rep: p,
+                    pools: PoolSet::empty(n_pools),
+                });
                 let c = classes.len() as u32 - 1;
                 same.push(c);
                 c
             });
             classes[class as usize].pools.insert(i);
 
+            let pool_success = pool_health
+                .smoothed_success(provider_health.smoothed_success(prior, weight), weight);
+            let health = provider_health.score * pool_health.score;
+            let (mut health_bound, mut success_bound) = (0.0f64, 0.0f64);
+            for n in pool.nodes.clone() {
+                let info = &mut nodes[n as usize];
+                info.success = info.health.smoothed_success(pool_success, weight);
+                health_bound = health_bound.max(unit(health * info.health.score));
+                success_bound = success_bound.max(unit(info.success));
+            }
             let index_base = index_at.len() as u32;
-            let unready = build_ready_index(&fleet, &nodes, PoolIdx(i as u32), &mut index, &mut index_at);
-            pools.push(PoolInfo {
+            let unready = build_ready_index(
+                &fleet,
+                &nodes,
+                p,
+                &mut index,
+                &mut index_at,
+                &mut usable_at,
+                &mut heads,
+            );
+            rows.push(PoolRow {
+                price: pool.price_per_hour,
+                startup_s: pool.startup.as_secs_f64(),
+                startup_score: super::score::startup_score(
+                    pool.startup.as_secs_f64(),
+                    &cached,
+                    &cached_policy,
+                ),
+                health,
+                health_bound,
+                success_bound,
+                gpu_memory: pool.gpu_memory_gb(),
+                held: fleet
+                    .pool_nodes(p)
+                    .iter()
+                    .map(|n| n.canopy_gpus as u64)
+                    .sum(),
+                limit: pool.lend_limit_gpus.map_or(u64::MAX, u64::from),
+                provider: pool.provider.0,
+                class,
                 region,
-                label: labels[i].clone(),
-                accelerator: accelerator_text(&fleet, PoolIdx(i as u32)),
                 label_rank: label_rank[i],
+                index_base,
+                gpus_per_node: pool.shape.gpus_per_node,
+                reserved: pool.reserved,
+            });
+            pools.push(PoolInfo {
+                label: labels[i].clone(),
+                accelerator: accelerator_text(&fleet, p),
                 health: pool_health,
                 provider_health,
-                held: fleet.pool_nodes(PoolIdx(i as u32)).iter().map(|n| n.canopy_gpus as u64).sum(),
-                index_base,
                 unready,
             });
         }
-        let mut held_provider = vec![0u64; fleet.providers.len()];
-        for (pi, p) in fleet.pools.iter().enumerate() {
-            held_provider[p.provider.0 as usize] += pools[pi].held;
+        let mut provider_lend: Vec<(u64, u64)> = fleet
+            .providers
+            .iter()
+            .map(|p| (0, p.lend_limit_gpus.map_or(u64::MAX, u64::from)))
+            .collect();
+        for (row, p) in rows.iter().zip(&fleet.pools) {
+            provider_lend[p.provider.0 as usize].0 += row.held;
         }
-        let pool_by_label = labels.into_iter().enumerate().map(|(i, l)| (l, PoolIdx(i as u32))).collect();
-        let node_by_name =
-            fleet.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), NodeIdx(i as u32))).collect();
+        let min_gpu_memory = rows
+            .iter()
+            .map(|r| r.gpu_memory)
+            .filter(|&m| m > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        let pool_by_label = labels
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| (l, PoolIdx(i as u32)))
+            .collect();
+        let node_by_name = node_names
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| (n, NodeIdx(i as u32)))
+            .collect();
         Self {
             all_pools: PoolSet::full(n_pools),
             fleet,
+            rows,
             pools,
+            provider_lend,
             classes,
             nodes,
             regions,
@@ -178,11 +317,17 @@ impl Snapshot {
             interruptible,
             provider_quarantined,
             pool_quarantined,
+            min_gpu_memory: if min_gpu_memory.is_finite() {
+                min_gpu_memory
+            } else {
+                0.0
+            },
             pool_by_label,
             node_by_name,
-            held_provider,
             index,
             index_at,
+            usable_at,
+            heads,
         }
     }
 
@@ -213,45 +358,36 @@ impl Snapshot {
         &self.pools[p.0 as usize].accelerator
     }
 
-    /// (provider quarantined, pool quarantined).
-    pub(crate) fn quarantine(&self, p: PoolIdx) -> (bool, bool) {
-        let i = &self.pools[p.0 as usize];
-        (i.provider_health.quarantined, i.health.quarantined)
-    }
-
-    /// Whether `gpus` more GPUs stay within the (pool, provider) lend
-    /// limits. Work without GPUs never counts against them.
-    pub(crate) fn lend_room(&self, p: PoolIdx, gpus: u32) -> (bool, bool) {
-        if gpus == 0 {
-            return (true, true);
-        }
-        let pool = self.fleet.pool(p);
-        let provider = self.fleet.provider(pool.provider);
-        let want = gpus as u64;
-        let held_pool = self.pools[p.0 as usize].held;
-        let held_provider = self.held_provider[pool.provider.0 as usize];
-        (
-            pool.lend_limit_gpus.is_none_or(|l| held_pool + want <= l as u64),
-            provider.lend_limit_gpus.is_none_or(|l| held_provider + want <= l as u64),
-        )
-    }
-
     /// GPUs Canopy holds in the pool and in its provider.
     pub(crate) fn held(&self, p: PoolIdx) -> (u64, u64) {
-        let provider = self.fleet.pool(p).provider;
-        (self.pools[p.0 as usize].held, self.held_provider[provider.0 as usize])
+        let row = &self.rows[p.0 as usize];
+        (row.held, self.provider_lend[row.provider as usize].0)
+    }
+
+    /// The first of [`Snapshot::ready_nodes`]`(p, gpus)` with some free CPU
+    /// and memory, if any, from the dense head array.
+    #[inline]
+    pub(crate) fn best_usable_node(&self, row: &PoolRow, gpus: u32) -> Option<&ReadyNode> {
+        if gpus > row.gpus_per_node {
+            return None;
+        }
+        self.heads
+            .get(row.index_base as usize + gpus as usize)
+            .filter(|h| h.node != NO_NODE)
     }
 
     /// Ready, unquarantined nodes of the pool with at least `gpus` free
-    /// GPUs, best first: healthiest, then fewest free GPUs, then by name.
-    pub(crate) fn ready_nodes(&self, p: PoolIdx, gpus: u32) -> &[u32] {
-        let pool = self.fleet.pool(p);
-        if gpus > pool.shape.gpus_per_node {
-            return &[];
+    /// GPUs, best first: healthiest, then fewest free GPUs, then by name;
+    /// and how many of them lead with no free CPU or no free memory.
+    #[inline]
+    pub(crate) fn ready_nodes(&self, p: PoolIdx, gpus: u32) -> (&[ReadyNode], usize) {
+        let row = &self.rows[p.0 as usize];
+        if gpus > row.gpus_per_node {
+            return (&[], 0);
         }
-        let at = self.pools[p.0 as usize].index_base as usize + gpus as usize;
+        let at = row.index_base as usize + gpus as usize;
         let (lo, hi) = (self.index_at[at] as usize, self.index_at[at + 1] as usize);
-        &self.index[lo..hi]
+        (&self.index[lo..hi], self.usable_at[at] as usize - lo)
     }
 }
 
@@ -262,13 +398,19 @@ fn build_ready_index(
     fleet: &Fleet,
     nodes: &[NodeInfo],
     p: PoolIdx,
-    index: &mut Vec<u32>,
+    index: &mut Vec<ReadyNode>,
     index_at: &mut Vec<u32>,
+    usable_at: &mut Vec<u32>,
+    heads: &mut Vec<ReadyNode>,
 ) -> Filter {
     let pool = fleet.pool(p);
     let mut ready: Vec<u32> = Vec::new();
-    let mut why: [(Filter, usize); 4] =
-        [(Filter::Cordoned, 0), (Filter::Draining, 0), (Filter::Down, 0), (Filter::NodeQuarantined, 0)];
+    let mut why = [
+        (Filter::Cordoned, 0),
+        (Filter::Draining, 0),
+        (Filter::Down, 0),
+        (Filter::NodeQuarantined, 0),
+    ];
     for i in pool.nodes.clone() {
         let n = &fleet.nodes[i as usize];
         let slot = match n.state {
@@ -285,22 +427,55 @@ fn build_ready_index(
     }
     ready.sort_by(|&a, &b| {
         let (na, nb) = (&nodes[a as usize], &nodes[b as usize]);
+        let free = |i: u32| fleet.nodes[i as usize].free.gpus;
         nb.health
             .score
             .total_cmp(&na.health.score)
-            .then(fleet.nodes[a as usize].free.gpus.cmp(&fleet.nodes[b as usize].free.gpus))
+            .then(free(a).cmp(&free(b)))
             .then(na.name_rank.cmp(&nb.name_rank))
     });
     for g in 0..=pool.shape.gpus_per_node {
-        index_at.push(index.len() as u32);
-        index.extend(ready.iter().copied().filter(|&i| fleet.nodes[i as usize].free.gpus >= g));
+        let at = index.len();
+        index_at.push(at as u32);
+        let free = |i: u32| fleet.nodes[i as usize].free;
+        index.extend(
+            ready
+                .iter()
+                .map(|&i| ReadyNode {
+                    node: i,
+                    free: free(i),
+                })
+                .filter(|r| r.free.gpus >= g),
+        );
+        let usable = index[at..]
+            .iter()
+            .position(|r| r.free.cpu_cores > 0.0 && r.free.memory_gb > 0.0);
+        let usable = at + usable.unwrap_or(index.len() - at);
+        usable_at.push(usable as u32);
+        heads.push(index.get(usable).copied().unwrap_or(ReadyNode {
+            node: NO_NODE,
+            free: Free::default(),
+        }));
     }
     index_at.push(index.len() as u32);
+    usable_at.push(index.len() as u32);
+    heads.push(ReadyNode {
+        node: NO_NODE,
+        free: Free::default(),
+    });
     if pool.nodes.is_empty() {
         return Filter::NoNodes;
     }
     // Most common; ties go to the earlier filter (max_by_key keeps the last max).
-    why.iter().rev().max_by_key(|(_, c)| *c).map_or(Filter::Down, |(f, _)| *f)
+    why.iter()
+        .rev()
+        .max_by_key(|(_, c)| *c)
+        .map_or(Filter::Down, |(f, _)| *f)
+}
+
+/// Clamped to 0..=1, the range of every raw factor value (NaN stays NaN).
+pub(crate) fn unit(x: f64) -> f64 {
+    x.clamp(0.0, 1.0)
 }
 
 /// Rank of each string in sorted order. Labels and node names are unique,

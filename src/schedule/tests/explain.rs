@@ -100,3 +100,20 @@ fn quarantine_and_exclusion_wording() {
          nearest: cloud-a/us-east-l4 would fit if a node left quarantine"
     );
 }
+
+#[test]
+fn filters_are_listed_in_declaration_order() {
+    for (i, f) in Filter::ALL.iter().enumerate() {
+        assert_eq!(*f as usize, i, "{f}");
+    }
+}
+
+#[test]
+fn nearest_miss_prefers_the_smaller_hardware_gap() {
+    // 16 GPUs: the 8-GPU pool misses by less than the 1-GPU or 4-GPU pools.
+    let e = unschedulable(&tiny(), &HealthView::default(), &gpu_req(16));
+    assert_eq!(
+        e.nearest.unwrap().to_string(),
+        "nearest: cloud-a/us-east-h100 would fit if gpus were ≤ 8"
+    );
+}

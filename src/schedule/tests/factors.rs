@@ -197,7 +197,7 @@ fn top_k_one_per_pool_and_scores_add_up() {
     assert!(p.candidates.windows(2).all(|w| w[0].score >= w[1].score));
     for c in &p.candidates {
         let sum: f64 = c.breakdown.iter().map(|b| b.contribution).sum();
-        assert_eq!(sum, c.score);
+        assert!((sum - c.score).abs() < 1e-9, "{sum} vs {}", c.score);
         assert!((0.0..=100.0).contains(&c.score));
     }
     assert_eq!(p.considered.total_nodes, 10);
@@ -250,4 +250,65 @@ fn same_input_same_output() {
             serde_json::to_string(&place(&req, &Snapshot::new(&f, &h.clone()), &Policy::default())).unwrap();
         assert_eq!(a, b);
     }
+}
+
+#[test]
+fn snapshot_caches_match_the_default_policy() {
+    use crate::schedule::snapshot::{CACHED_PRIOR, CACHED_STARTUP_REFERENCE_S};
+    let p = Policy::default();
+    assert_eq!((p.success_prior, p.success_prior_weight), CACHED_PRIOR);
+    assert_eq!(p.startup_reference_s, CACHED_STARTUP_REFERENCE_S);
+    // A policy that differs only in its prior computes the same as the cache would.
+    let f = crate::fleet::synth::synth_fleet(300, 9);
+    let h = crate::fleet::synth::synth_health(&f, 9);
+    let req = gpu_req(1);
+    let cached = placed(
+        &f,
+        &h,
+        &req,
+        &Policy {
+            top_k: 50,
+            ..Policy::default()
+        },
+    );
+    let nudged = Policy {
+        top_k: 50,
+        success_prior: 0.95 + 1e-15,
+        startup_reference_s: 300.0 + 1e-12,
+        ..Policy::default()
+    };
+    let uncached = placed(&f, &h, &req, &nudged);
+    for (a, b) in cached.candidates.iter().zip(&uncached.candidates) {
+        assert_eq!((&a.pool, &a.node), (&b.pool, &b.node));
+        assert!(
+            (a.score - b.score).abs() < 1e-9,
+            "{} vs {}",
+            a.score,
+            b.score
+        );
+    }
+}
+
+#[test]
+fn top_k_of_everything() {
+    let p = placed(
+        &demo(),
+        &HealthView::default(),
+        &gpu_req(1),
+        &Policy {
+            top_k: usize::MAX,
+            ..Policy::default()
+        },
+    );
+    assert_eq!(p.candidates.len(), 4);
+    let p = placed(
+        &demo(),
+        &HealthView::default(),
+        &gpu_req(1),
+        &Policy {
+            top_k: 0,
+            ..Policy::default()
+        },
+    );
+    assert_eq!(p.candidates.len(), 1, "at least the placement itself");
 }

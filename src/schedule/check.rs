@@ -1,0 +1,354 @@
+//! The hard filters as predicates: the single definition of feasibility.
+//!
+//! Shape and capability checks run per class ([`class_checks`]), numeric
+//! pool limits through [`Limits`], node checks through [`free_shortfall`]
+//! and [`node_failure`]. The fast path (`place.rs`) evaluates the
+//! categorical filters on pool sets; [`PoolJudge`] evaluates every
+//! pool-stage filter of one pool in order, for explanations. Both call the
+//! same predicates (the glob allow-lists per provider and region,
+//! [`class_checks`] per class, [`Limits`]), so they agree; the property
+//! tests check it. Nothing here scores, and nothing allocates per node.
+
+use super::Requirements;
+use super::bitset::PoolSet;
+use super::filter::Filter;
+use super::snapshot::{PoolRow, Snapshot};
+use crate::accel::{Interconnect, family_mask};
+use crate::fleet::{Free, Node, NodeState, PoolIdx, Shape};
+use crate::units::allowed;
+use std::ops::ControlFlow;
+
+/// `Continue` when `ok`, else whatever `fail` decides.
+#[inline]
+pub(crate) fn check(
+    ok: bool,
+    f: Filter,
+    fail: &mut impl FnMut(Filter) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    if ok {
+        ControlFlow::Continue(())
+    } else {
+        fail(f)
+    }
+}
+
+/// `have >= want`, false when either is NaN: one comparison for shape and
+/// free checks alike, so both paths agree on odd input.
+#[inline]
+pub(crate) fn at_least(have: f64, want: f64) -> bool {
+    have >= want
+}
+
+/// True when every tag in `want` is in `have` (sorted).
+pub(crate) fn has_all(have: &[String], want: &[String]) -> bool {
+    want.iter().all(|w| have.binary_search(w).is_ok())
+}
+
+/// The class-level filters, in order, for a shape and its capability tags.
+pub(crate) fn class_checks(
+    req: &Requirements,
+    shape: &Shape,
+    caps: &[String],
+    fail: &mut impl FnMut(Filter) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    check(has_all(caps, &req.capabilities), Filter::Capability, fail)?;
+    if req.wants_gpus() {
+        check(shape.gpus_per_node >= req.gpus, Filter::GpuCount, fail)?;
+        let acc = shape.accelerator.as_ref();
+        check(
+            req.vendor
+                .is_none_or(|v| acc.is_some_and(|a| a.vendor == v)),
+            Filter::Vendor,
+            fail,
+        )?;
+        let mask = family_mask(&req.families);
+        check(
+            mask == 0 || acc.is_some_and(|a| a.family.bit() & mask != 0),
+            Filter::Family,
+            fail,
+        )?;
+        check(
+            req.min_compute_capability
+                .is_none_or(|m| acc.is_some_and(|a| a.compute_capability >= m)),
+            Filter::ComputeCapability,
+            fail,
+        )?;
+        let mem = acc.map_or(0.0, |a| a.memory_gb);
+        let mem_ok = acc.is_some()
+            && req.gpu_memory_gb.contains(mem)
+            && req.min_gpu_memory_exclusive.is_none_or(|x| mem > x);
+        check(mem_ok, Filter::GpuMemory, fail)?;
+        let ic_ok = match req.interconnect {
+            Some(want) if req.gpus > 1 && want != Interconnect::Pcie => shape.interconnect == want,
+            _ => true,
+        };
+        check(ic_ok, Filter::Interconnect, fail)?;
+    }
+    check(
+        at_least(shape.cpu_cores, req.cpu_cores),
+        Filter::CpuShape,
+        fail,
+    )?;
+    check(
+        at_least(shape.memory_gb, req.memory_gb),
+        Filter::MemoryShape,
+        fail,
+    )?;
+    check(
+        at_least(shape.disk_gb, req.disk_gb),
+        Filter::DiskShape,
+        fail,
+    )
+}
+
+/// The pool-wide numeric limits of one request: price, cost, lend limits.
+///
+/// Plain initialised fields rather than `Option`s on purpose: with an
+/// `Option<f64>` the optimiser may multiply by the uninitialised payload of
+/// a `None` before branching, and when those bits are a subnormal every
+/// pool pays a microcode assist (measured: most of a decision's time).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    has_max_hourly: bool,
+    max_hourly: f64,
+    /// A cost cap and the runtime it is checked against, both known.
+    has_cost: bool,
+    cost_cap: f64,
+    cost_hours: f64,
+    gpus: u64,
+}
+
+impl Limits {
+    pub fn new(req: &Requirements) -> Self {
+        let cost = req.max_cost_usd.zip(req.cost_runtime_hours());
+        Self {
+            has_max_hourly: req.max_hourly_usd.is_some(),
+            max_hourly: req.max_hourly_usd.unwrap_or(f64::INFINITY),
+            has_cost: cost.is_some(),
+            cost_cap: cost.map_or(f64::INFINITY, |c| c.0),
+            cost_hours: cost.map_or(1.0, |c| c.1),
+            gpus: req.gpus as u64,
+        }
+    }
+
+    #[inline]
+    fn hourly_ok(&self, hourly: f64) -> bool {
+        !self.has_max_hourly || at_least(self.max_hourly, hourly)
+    }
+
+    #[inline]
+    fn cost_ok(&self, hourly: f64) -> bool {
+        !self.has_cost || at_least(self.cost_cap, hourly * self.cost_hours)
+    }
+
+    /// Work without GPUs never counts against GPU lend limits.
+    #[inline]
+    fn pool_lend_ok(&self, row: &PoolRow) -> bool {
+        self.gpus == 0 || row.held + self.gpus <= row.limit
+    }
+
+    #[inline]
+    fn provider_lend_ok(&self, snap: &Snapshot, row: &PoolRow) -> bool {
+        let (held, limit) = snap.provider_lend[row.provider as usize];
+        self.gpus == 0 || held + self.gpus <= limit
+    }
+
+    /// The first limit a pool with this hourly share breaks, if any.
+    #[inline]
+    pub fn first_failure(&self, snap: &Snapshot, row: &PoolRow, hourly: f64) -> Option<Filter> {
+        if !self.hourly_ok(hourly) {
+            Some(Filter::HourlyPrice)
+        } else if !self.cost_ok(hourly) {
+            Some(Filter::Cost)
+        } else if !self.pool_lend_ok(row) {
+            Some(Filter::PoolLendLimit)
+        } else if !self.provider_lend_ok(snap, row) {
+            Some(Filter::ProviderLendLimit)
+        } else {
+            None
+        }
+    }
+
+    fn checks(
+        &self,
+        snap: &Snapshot,
+        row: &PoolRow,
+        hourly: f64,
+        fail: &mut impl FnMut(Filter) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        check(self.hourly_ok(hourly), Filter::HourlyPrice, fail)?;
+        check(self.cost_ok(hourly), Filter::Cost, fail)?;
+        check(self.pool_lend_ok(row), Filter::PoolLendLimit, fail)?;
+        check(
+            self.provider_lend_ok(snap, row),
+            Filter::ProviderLendLimit,
+            fail,
+        )
+    }
+}
+
+/// Each class's share of one node for this request: a pool's hourly share
+/// is its price times its class's share, exactly `Pool::hourly_share`.
+pub(crate) fn class_shares(req: &Requirements, snap: &Snapshot) -> Vec<f64> {
+    let fleet = snap.fleet();
+    snap.classes
+        .iter()
+        .map(|c| {
+            fleet
+                .pool(c.rep)
+                .shape
+                .share(req.gpus, req.cpu_cores, req.memory_gb)
+        })
+        .collect()
+}
+
+/// Every pool-stage filter for one request, evaluated pool by pool in
+/// [`Filter`] order. Built once per decision on the explanation path.
+pub(crate) struct PoolJudge<'a> {
+    req: &'a Requirements,
+    snap: &'a Snapshot,
+    limits: Limits,
+    provider_ok: Vec<bool>,
+    region_ok: Vec<bool>,
+    compliance_ok: PoolSet,
+    /// Every class-level filter each class fails, in order.
+    class_failures: Vec<Vec<Filter>>,
+    excluded: PoolSet,
+    share: Vec<f64>,
+}
+
+impl<'a> PoolJudge<'a> {
+    pub fn new(req: &'a Requirements, snap: &'a Snapshot) -> Self {
+        let fleet = snap.fleet();
+        let n = fleet.pools.len();
+        let mut compliance_ok = snap.all_pools.clone();
+        for tag in &req.compliance {
+            match snap.compliance_pools.get(tag) {
+                Some(set) => compliance_ok.retain_in(set, |_| ()),
+                None => compliance_ok = PoolSet::empty(n),
+            }
+        }
+        let mut excluded = PoolSet::empty(n);
+        for p in req
+            .exclude_pools
+            .iter()
+            .filter_map(|l| snap.pool_by_label(l))
+        {
+            excluded.insert(p.0 as usize);
+        }
+        let class_failures = snap
+            .classes
+            .iter()
+            .map(|c| {
+                let rep = fleet.pool(c.rep);
+                let mut failed = Vec::new();
+                let _ = class_checks(req, &rep.shape, &rep.capabilities, &mut |f| {
+                    failed.push(f);
+                    ControlFlow::Continue(())
+                });
+                failed
+            })
+            .collect();
+        Self {
+            req,
+            snap,
+            limits: Limits::new(req),
+            provider_ok: fleet
+                .providers
+                .iter()
+                .map(|p| allowed(&req.providers, &p.name))
+                .collect(),
+            region_ok: snap
+                .regions
+                .iter()
+                .map(|r| allowed(&req.regions, r))
+                .collect(),
+            compliance_ok,
+            class_failures,
+            excluded,
+            share: class_shares(req, snap),
+        }
+    }
+
+    /// The request's hourly share of pool `p`.
+    pub fn hourly(&self, p: PoolIdx) -> f64 {
+        let row = &self.snap.rows[p.0 as usize];
+        row.price * self.share[row.class as usize]
+    }
+
+    /// Every pool-stage filter pool `p` fails, in order.
+    pub fn checks(
+        &self,
+        p: PoolIdx,
+        fail: &mut impl FnMut(Filter) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        let snap = self.snap;
+        let i = p.0 as usize;
+        let row = &snap.rows[i];
+        check(
+            self.provider_ok[row.provider as usize],
+            Filter::Provider,
+            fail,
+        )?;
+        check(self.region_ok[row.region as usize], Filter::Region, fail)?;
+        check(self.compliance_ok.contains(i), Filter::Compliance, fail)?;
+        check(
+            self.req.interruptible || !snap.interruptible.contains(i),
+            Filter::Interruptible,
+            fail,
+        )?;
+        for &f in &self.class_failures[row.class as usize] {
+            fail(f)?;
+        }
+        check(
+            !snap.provider_quarantined.contains(i),
+            Filter::ProviderQuarantined,
+            fail,
+        )?;
+        check(
+            !snap.pool_quarantined.contains(i),
+            Filter::PoolQuarantined,
+            fail,
+        )?;
+        check(!self.excluded.contains(i), Filter::PoolExcluded, fail)?;
+        self.limits.checks(snap, row, self.hourly(p), fail)?;
+        check(
+            !snap.fleet().pool(p).nodes.is_empty(),
+            Filter::NoNodes,
+            fail,
+        )
+    }
+}
+
+/// The first free-capacity dimension a node lacks, if any.
+#[inline]
+pub(crate) fn free_shortfall(req: &Requirements, free: &Free) -> Option<Filter> {
+    if free.gpus < req.gpus {
+        Some(Filter::FreeGpus)
+    } else if !at_least(free.cpu_cores, req.cpu_cores) {
+        Some(Filter::FreeCpu)
+    } else if !at_least(free.memory_gb, req.memory_gb) {
+        Some(Filter::FreeMemory)
+    } else if !at_least(free.disk_gb, req.disk_gb) {
+        Some(Filter::FreeDisk)
+    } else {
+        None
+    }
+}
+
+/// The first node-level filter a node fails, if any.
+pub(crate) fn node_failure(req: &Requirements, node: &Node, quarantined: bool) -> Option<Filter> {
+    match node.state {
+        NodeState::Ready => {}
+        NodeState::Cordoned => return Some(Filter::Cordoned),
+        NodeState::Draining => return Some(Filter::Draining),
+        NodeState::Down => return Some(Filter::Down),
+    }
+    if quarantined {
+        return Some(Filter::NodeQuarantined);
+    }
+    if req.exclude_nodes.contains(&node.name) {
+        return Some(Filter::NodeExcluded);
+    }
+    free_shortfall(req, &node.free)
+}
