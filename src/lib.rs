@@ -22,5 +22,6 @@ pub mod home;
 pub mod journal;
 pub mod providers;
 pub mod schedule;
+pub mod sim;
 pub mod spec;
 pub mod units;

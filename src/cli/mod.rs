@@ -10,6 +10,7 @@ mod console;
 mod engine;
 mod fleet;
 mod plan;
+mod sim;
 mod table;
 mod validate;
 mod workloads;
@@ -212,6 +213,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Simulate a trace over a fleet in virtual time and compare placement
+    /// policies (Canopy's, cheapest-first, blocklist, random).
+    Sim(sim::SimArgs),
 }
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
@@ -242,6 +246,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Some(Command::Cordon { node }) => workloads::command(&cli.store, JCommand::Cordon { node }),
         Some(Command::Uncordon { node }) => workloads::command(&cli.store, JCommand::Uncordon { node }),
         Some(Command::Drain { node }) => workloads::command(&cli.store, JCommand::Drain { node }),
+        Some(Command::Sim(args)) => sim::run(args).map(|()| ExitCode::SUCCESS),
         Some(Command::Schema) => {
             let schema = canopy::spec::load::schema();
             println!("{}", serde_json::to_string_pretty(&schema)?);

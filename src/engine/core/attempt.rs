@@ -8,7 +8,7 @@ use crate::engine::retry::{self, RetryInput};
 use crate::failure::{FailureClass, ProviderEnd};
 use crate::fleet::{Free, NodeIdx};
 use crate::providers::{AttemptStatus, LaunchAck, LaunchError};
-use crate::schedule::{Candidate, Decision, Policy, Requirements, place};
+use crate::schedule::{Candidate, Decision, Requirements, place};
 
 impl Core {
     /// Places ready workloads, highest priority first, until none is left.
@@ -18,14 +18,21 @@ impl Core {
             if e.live.is_some() || e.cancel_requested {
                 continue;
             }
-            let req = requirements(e);
-            let policy = Policy::for_optimize(e.spec.preferences.optimize);
+            let placement = self.config.placement;
+            let mut req = requirements(e, placement.keeps_exclusions());
+            if placement.on_demand_after_preemption()
+                && e.attempts.iter().any(|a| a.class == Some(FailureClass::Preempted))
+            {
+                req.interruptible = false;
+            }
+            let policy = placement.scheduler_policy(e.spec.preferences.optimize);
             let priority = e.rec.priority;
+            let next_attempt = e.rec.attempts + 1;
             let decision = place(&req, self.snapshot(now), &policy);
             match decision {
-                Decision::Placed(p) => match p.candidates.into_iter().next() {
+                Decision::Placed(p) => match placement.choose(p.candidates, id.0, next_attempt) {
                     Some(c) => self.start_attempt(id, c, now),
-                    None => self.queue.push_blocked(0, id),
+                    None => self.queue.push_blocked(priority, id),
                 },
                 Decision::Unschedulable(ex) => {
                     let text = ex.to_string();
@@ -386,12 +393,12 @@ impl Core {
             }
             self.snapshot = None;
         }
-        // What this attempt held is free again. When it actually ran, that
-        // is new capacity for everyone: earlier "no capacity" answers may no
-        // longer hold.
-        self.queue.unblock_all();
+        // What this attempt held is free again: wake the blocked work that
+        // fits where it was. When it actually ran, earlier "no capacity"
+        // answers may no longer hold either.
+        self.node_released(live.node);
         if launched && class != Some(FailureClass::Capacity) {
-            self.capacity_changed();
+            self.forget_capacity_misses();
         }
         let Some(class) = class else {
             return self.finish_workload(
@@ -594,10 +601,16 @@ impl Core {
 
 /// The scheduler's requirements for this workload's next attempt: the spec
 /// plus what its history rules out.
-fn requirements(e: &Entry) -> Requirements {
+/// Without `history` (policies that keep no per-workload memory), only
+/// this moment's capacity misses are excluded.
+fn requirements(e: &Entry, history: bool) -> Requirements {
     let mut req = Requirements::from_spec(&e.spec);
-    req.exclude_nodes = e.exclude_nodes.iter().cloned().collect();
-    req.exclude_pools = e.exclude_pools.union(&e.capacity_misses).cloned().collect();
+    if history {
+        req.exclude_nodes = e.exclude_nodes.iter().cloned().collect();
+        req.exclude_pools = e.exclude_pools.union(&e.capacity_misses).cloned().collect();
+    } else {
+        req.exclude_pools = e.capacity_misses.iter().cloned().collect();
+    }
     req.min_gpu_memory_exclusive = e.min_gpu_memory_exclusive;
     if let Some(cap) = req.max_cost_usd {
         req.max_cost_usd = Some((cap - e.rec.cost_usd).max(0.0));

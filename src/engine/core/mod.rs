@@ -17,6 +17,7 @@
 //!   the attempt closes.
 
 mod attempt;
+mod policy;
 mod queue;
 mod restore;
 
@@ -31,6 +32,7 @@ use queue::Queue;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+pub use policy::PlacementPolicy;
 pub use restore::Restore;
 
 /// Tunables of the core. Defaults suit real providers; the simulator and
@@ -51,6 +53,9 @@ pub struct CoreConfig {
     /// Unconfirmed terminations are re-sent this often.
     pub terminate_resend_s: f64,
     pub health: HealthConfig,
+    /// How placements are chosen; production keeps Canopy's health-aware
+    /// policy, the simulator compares it with others.
+    pub placement: PlacementPolicy,
 }
 
 impl Default for CoreConfig {
@@ -62,6 +67,7 @@ impl Default for CoreConfig {
             pending_timeout_s: 900.0,
             terminate_resend_s: 30.0,
             health: HealthConfig::default(),
+            placement: PlacementPolicy::default(),
         }
     }
 }
@@ -201,13 +207,17 @@ struct Entry {
     /// The last explanation journalled while unschedulable (to journal
     /// changes only).
     last_explanation: Option<String>,
+    /// What placement depends on in the spec (kind, resources, constraints,
+    /// preferences), hashed: workloads with equal keys and no history of
+    /// their own are placed alike, so one that cannot be placed speaks
+    /// for the others.
+    shape: u64,
 }
 
 impl Entry {
     fn new(rec: WorkloadRecord, spec: Arc<Spec>, attempts: Vec<AttemptRecord>) -> Self {
         Self {
             rec,
-            spec,
             attempts,
             live: None,
             exclude_nodes: BTreeSet::new(),
@@ -216,8 +226,40 @@ impl Entry {
             min_gpu_memory_exclusive: None,
             cancel_requested: false,
             last_explanation: None,
+            shape: shape_key(&spec),
+            spec,
         }
     }
+
+    /// The request class for capacity-aware unblocking: the shape, unless
+    /// this workload's own exclusions set it apart.
+    fn class(&self, id: WorkloadId) -> (u64, u64) {
+        if self.exclude_nodes.is_empty() && self.exclude_pools.is_empty() && self.capacity_misses.is_empty() {
+            (self.shape, 0)
+        } else {
+            (self.shape, id.0)
+        }
+    }
+}
+
+/// How many copies of a request fit in `room`, or `None` when not one does.
+/// Requests of nothing are capped, so a freed node never wakes a whole queue.
+fn copies_that_fit(room: &Free, gpus: u32, cpu: f64, mem: f64, disk: f64) -> Option<u32> {
+    const CAP: u32 = 64;
+    let per = |have: f64, want: f64| {
+        if want <= 1e-9 { CAP } else { ((have + 1e-9) / want).floor().min(CAP as f64) as u32 }
+    };
+    let g = room.gpus.checked_div(gpus).map_or(CAP, |n| n.min(CAP));
+    let n = g.min(per(room.cpu_cores, cpu)).min(per(room.memory_gb, mem)).min(per(room.disk_gb, disk));
+    (n > 0).then_some(n)
+}
+
+/// A stable hash of what placement reads from a spec.
+fn shape_key(spec: &Spec) -> u64 {
+    let text = serde_json::to_string(&(&spec.kind, &spec.resources, &spec.constraints, &spec.preferences))
+        .unwrap_or_default();
+    // FNV-1a: stable across runs and Rust versions.
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// The engine core. See the module docs.
@@ -519,14 +561,64 @@ impl Core {
     /// capacity" answers from before are forgotten.
     fn capacity_changed(&mut self) {
         self.queue.unblock_all();
+        self.forget_capacity_misses();
+    }
+
+    fn forget_capacity_misses(&mut self) {
         for e in self.entries.values_mut() {
             e.capacity_misses.clear();
         }
     }
 
+    /// One node's capacity was released: unblock only the blocked
+    /// workloads that the node's free resources can now host, oldest of
+    /// the highest priority first, and no more than those resources could
+    /// host together. Workloads that do not fit it stay blocked, waiting
+    /// for a node where they do (or for a fleet-wide change, which
+    /// unblocks everyone), so a large request is never overtaken by
+    /// smaller ones on capacity it could use. Where a lend limit applies to
+    /// the node, releasing it also makes room elsewhere in its pool or
+    /// provider, so everyone is unblocked as before.
+    fn node_released(&mut self, node: NodeIdx) {
+        let Some(n) = self.fleet.nodes.get(node.0 as usize) else { return };
+        let pool = self.fleet.pool(n.pool);
+        let limited =
+            pool.lend_limit_gpus.is_some() || self.fleet.provider(pool.provider).lend_limit_gpus.is_some();
+        if limited {
+            return self.queue.unblock_all();
+        }
+        if n.state != NodeState::Ready {
+            return;
+        }
+        let room = n.free;
+        // Per request class, how many more the freed room could host.
+        let mut left: HashMap<(u64, u64), u32> = HashMap::new();
+        let mut wake = Vec::new();
+        for id in self.queue.blocked_in_order() {
+            let Some(e) = self.entries.get(&id) else { continue };
+            let r = &e.spec.resources;
+            let Some(most) = copies_that_fit(&room, r.gpus, r.cpu_cores, r.memory_gb, r.disk_gb) else {
+                continue;
+            };
+            let n = left.entry(e.class(id)).or_insert(most);
+            if *n > 0 {
+                *n -= 1;
+                wake.push(id);
+            }
+        }
+        for id in wake {
+            self.queue.unblock(id);
+        }
+    }
+
     /// The scheduler's view, rebuilt after the fleet or health changed.
+    /// Policies without health see a neutral view: no scores, no quarantine.
     fn snapshot(&mut self, now: Millis) -> &Snapshot {
         let (fleet, health) = (&self.fleet, &self.health);
-        self.snapshot.get_or_insert_with(|| Snapshot::new(fleet, &health.view(now)))
+        let with_health = self.config.placement.uses_health();
+        self.snapshot.get_or_insert_with(|| {
+            let view = if with_health { health.view(now) } else { crate::health::HealthView::default() };
+            Snapshot::new(fleet, &view)
+        })
     }
 }

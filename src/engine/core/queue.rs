@@ -73,6 +73,20 @@ impl Queue {
         }
     }
 
+    /// Blocked workloads, highest priority then oldest first.
+    pub fn blocked_in_order(&self) -> Vec<WorkloadId> {
+        self.blocked.iter().map(|(_, id)| *id).collect()
+    }
+
+    /// Moves one blocked workload back to ready; others stay blocked.
+    pub fn unblock(&mut self, id: WorkloadId) {
+        if let Some(Slot::Blocked(p)) = self.at.get(&id).copied() {
+            self.blocked.remove(&(Reverse(p), id));
+            self.ready.insert((Reverse(p), id));
+            self.at.insert(id, Slot::Ready(p));
+        }
+    }
+
     /// Moves workloads whose backoff has passed to ready.
     pub fn release_backoff(&mut self, now: Millis) {
         while let Some(&(t, p, id)) = self.backoff.first() {

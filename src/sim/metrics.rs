@@ -1,0 +1,185 @@
+//! What a policy achieved, computed from the engine's own [`Record`]s:
+//! the same stream the journal stores, so the figures are what an operator
+//! would find in the store after the run.
+//!
+//! Owns the definitions of the reported figures; no I/O, no clock.
+
+use crate::engine::model::{AttemptState, Millis, Record, WorkloadId, WorkloadState};
+use crate::failure::FailureClass;
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// One policy's results. Times in hours, money in USD.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PolicyReport {
+    pub policy: String,
+    pub workloads: usize,
+    pub succeeded: usize,
+    pub failed: usize,
+    /// Never started: nothing in the fleet can host them (e.g. more GPUs
+    /// than any node has), or still queued when the run ended.
+    pub never_ran: usize,
+    /// Succeeded / workloads, in percent.
+    pub completed_pct: f64,
+    /// Workloads whose failed attempts were all infrastructure failures
+    /// (capacity misses at launch aside), at least one.
+    pub infra_only: usize,
+    /// Of those, how many succeeded, in percent.
+    pub infra_only_completed_pct: f64,
+    /// GPU-hours of attempts that ran and failed, any class but cancel.
+    pub wasted_gpu_h: f64,
+    /// The part of `wasted_gpu_h` lost to infrastructure failures.
+    pub wasted_infra_gpu_h: f64,
+    pub cost_usd: f64,
+    pub queue_p50_h: f64,
+    pub queue_p99_h: f64,
+    /// Submit to success, for succeeded workloads.
+    pub completion_p50_h: f64,
+    pub completion_p99_h: f64,
+    pub attempts_per_workload: f64,
+    /// Failed attempts per class, by class name.
+    pub failures_by_class: std::collections::BTreeMap<String, usize>,
+    /// Virtual time from the first submit to the last event, hours.
+    pub makespan_h: f64,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Seen {
+    submitted: Option<Millis>,
+    first_start: Option<Millis>,
+    finished: Option<(Millis, WorkloadState)>,
+    attempts: u32,
+    infra_failures: u32,
+    own_failures: u32,
+}
+
+/// Accumulates records into a [`PolicyReport`].
+#[derive(Debug, Default)]
+pub struct Tally {
+    seen: HashMap<WorkloadId, Seen>,
+    wasted: f64,
+    wasted_infra: f64,
+    cost: f64,
+    by_class: std::collections::BTreeMap<String, usize>,
+}
+
+impl Tally {
+    pub fn observe(&mut self, r: &Record) {
+        match r {
+            Record::Workload(w) => {
+                let s = self.seen.entry(w.id).or_default();
+                s.submitted.get_or_insert(w.submitted_at);
+                s.attempts = w.attempts;
+                if w.state.is_final() {
+                    s.finished = Some((w.updated_at, w.state));
+                }
+            }
+            Record::Attempt(a) => {
+                let s = self.seen.entry(a.id.workload).or_default();
+                if let Some(t) = a.started_at {
+                    s.first_start = Some(s.first_start.map_or(t, |f| f.min(t)));
+                }
+                if !a.state.is_final() {
+                    return;
+                }
+                self.cost += a.cost_usd;
+                let Some(class) = a.class else { return };
+                if class == FailureClass::Cancelled || a.state == AttemptState::Cancelled {
+                    return;
+                }
+                *self.by_class.entry(class.as_str().to_string()).or_default() += 1;
+                let ran_h = match (a.started_at, a.ended_at) {
+                    (Some(s), Some(e)) => e.secs_since(s).max(0.0) / 3600.0,
+                    _ => 0.0,
+                };
+                let gpu_h = f64::from(a.gpus) * ran_h;
+                self.wasted += gpu_h;
+                if class.is_infrastructure() {
+                    self.wasted_infra += gpu_h;
+                    if class != FailureClass::Capacity {
+                        s.infra_failures += 1;
+                    }
+                } else {
+                    s.own_failures += 1;
+                }
+            }
+            Record::Event(_) | Record::Health(_) => {}
+        }
+    }
+
+    pub fn report(&self, policy: &str, end: Millis) -> PolicyReport {
+        let n = self.seen.len();
+        let mut ids: Vec<&WorkloadId> = self.seen.keys().collect();
+        ids.sort();
+        let (mut ok, mut failed, mut never, mut infra_only, mut infra_ok, mut attempts) =
+            (0, 0, 0, 0, 0, 0u64);
+        let (mut queue, mut completion) = (Vec::new(), Vec::new());
+        let mut first_submit: Option<Millis> = None;
+        for id in ids {
+            let s = &self.seen[id];
+            attempts += u64::from(s.attempts);
+            if let Some(t) = s.submitted {
+                first_submit = Some(first_submit.map_or(t, |f| f.min(t)));
+            }
+            let succeeded = matches!(s.finished, Some((_, WorkloadState::Succeeded)));
+            match s.finished {
+                Some((_, WorkloadState::Succeeded)) => ok += 1,
+                Some(_) => failed += 1,
+                None => {}
+            }
+            match (s.submitted, s.first_start) {
+                (Some(sub), Some(start)) => queue.push(start.secs_since(sub) / 3600.0),
+                _ => never += 1,
+            }
+            if let (true, Some(sub), Some((at, _))) = (succeeded, s.submitted, s.finished) {
+                completion.push(at.secs_since(sub) / 3600.0);
+            }
+            if s.infra_failures > 0 && s.own_failures == 0 {
+                infra_only += 1;
+                infra_ok += usize::from(succeeded);
+            }
+        }
+        let pct = |a: usize, b: usize| if b == 0 { 100.0 } else { 100.0 * a as f64 / b as f64 };
+        PolicyReport {
+            policy: policy.to_string(),
+            workloads: n,
+            succeeded: ok,
+            failed,
+            never_ran: never,
+            completed_pct: pct(ok, n),
+            infra_only,
+            infra_only_completed_pct: pct(infra_ok, infra_only),
+            wasted_gpu_h: self.wasted,
+            wasted_infra_gpu_h: self.wasted_infra,
+            cost_usd: self.cost,
+            queue_p50_h: percentile(&mut queue, 0.50),
+            queue_p99_h: percentile(&mut queue, 0.99),
+            completion_p50_h: percentile(&mut completion, 0.50),
+            completion_p99_h: percentile(&mut completion, 0.99),
+            attempts_per_workload: if n == 0 { 0.0 } else { attempts as f64 / n as f64 },
+            failures_by_class: self.by_class.clone(),
+            makespan_h: first_submit.map_or(0.0, |f| end.secs_since(f) / 3600.0),
+        }
+    }
+}
+
+/// Nearest-rank percentile; 0 for no values.
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn nearest_rank() {
+        let mut v = vec![5.0, 1.0, 3.0, 2.0, 4.0];
+        assert_eq!(super::percentile(&mut v, 0.5), 3.0);
+        assert_eq!(super::percentile(&mut v, 0.99), 5.0);
+        assert_eq!(super::percentile(&mut [], 0.5), 0.0);
+    }
+}

@@ -1,0 +1,174 @@
+//! `canopy sim`: a discrete-event simulator that drives the production
+//! engine core, scheduler, health tracking and retry policy in virtual
+//! time, over a fleet, a fault model and a workload trace, and compares
+//! placement policies on the same workload and the same luck.
+//!
+//! It owns the trace formats ([`trace`]), the fault model ([`faults`]),
+//! the event loop ([`world`]), the figures ([`metrics`]) and their table
+//! ([`report`]). It must not do I/O (the CLI reads files and hands their
+//! text to the parsers here), read a clock, spawn threads or draw
+//! randomness other than from the seed: same inputs and seed, same report,
+//! byte for byte.
+//!
+//! It must not special-case a policy either: policies are the engine
+//! core's [`PlacementPolicy`], chosen through [`CoreConfig`], so what is
+//! measured here is what production would do.
+//!
+//! [`CoreConfig`]: crate::engine::core::CoreConfig
+
+pub mod faults;
+pub mod metrics;
+pub mod report;
+pub mod trace;
+pub mod world;
+
+pub use crate::engine::core::PlacementPolicy;
+pub use crate::engine::model::Record;
+pub use faults::FaultModel;
+pub use metrics::PolicyReport;
+pub use report::SimReport;
+pub use trace::{Format, Job, Outcome, TraceError};
+pub use world::{EPOCH, NoSink, RecordSink};
+
+use crate::accel::Family;
+use crate::fleet::Fleet;
+use crate::spec::{AcceleratorReq, GbRange, Spec};
+
+/// The policies compared by default, Canopy's first.
+pub fn default_policies(seed: u64) -> Vec<PlacementPolicy> {
+    vec![
+        PlacementPolicy::HealthAware,
+        PlacementPolicy::CheapestFirst,
+        PlacementPolicy::Blocklist,
+        PlacementPolicy::Random { seed },
+    ]
+}
+
+/// Parses a policy name as the CLI spells it.
+pub fn parse_policy(name: &str, seed: u64) -> Result<PlacementPolicy, String> {
+    default_policies(seed).into_iter().find(|p| p.name() == name).ok_or_else(|| {
+        format!("unknown policy {name:?}; expected one of: canopy, cheapest-first, blocklist, random")
+    })
+}
+
+/// A workload spec per job: its GPUs with 4 cores and 16 GB of host memory
+/// per GPU (2 cores and 8 GB without GPUs), interruptible capacity
+/// allowed (trace jobs are checkpointing training jobs), the default retry
+/// policy, and the GPU type and memory the trace names. A GPU type must
+/// name (part of) an accelerator model in the fleet; the spec then accepts
+/// that model's families.
+pub fn specs(jobs: &[Job], fleet: &Fleet) -> Result<Vec<Spec>, String> {
+    let mut base = Spec {
+        name: "job".into(),
+        kind: Default::default(),
+        priority: 50,
+        expected_runtime: None,
+        labels: Default::default(),
+        runtime: crate::spec::Runtime { command: vec!["train".into()], ..Default::default() },
+        resources: Default::default(),
+        constraints: Default::default(),
+        preferences: Default::default(),
+        retry: Default::default(),
+        inputs: Vec::new(),
+        outputs: Vec::new(),
+    };
+    base.constraints.interruptible = true;
+    jobs.iter()
+        .map(|j| {
+            let mut s = base.clone();
+            s.name = sanitize(&j.name);
+            let g = f64::from(j.gpus);
+            s.resources.gpus = j.gpus;
+            s.resources.cpu_cores = if j.gpus == 0 { 2.0 } else { 4.0 * g };
+            s.resources.memory_gb = if j.gpus == 0 { 8.0 } else { 16.0 * g };
+            if let Some(m) = j.gpu_memory_gb {
+                s.resources.gpu_memory_gb = Some(GbRange { min: Some(m), max: None });
+            }
+            if let Some(t) = &j.gpu_type {
+                s.resources.accelerator =
+                    Some(AcceleratorReq { family: families(fleet, t)?, ..Default::default() });
+            }
+            Ok(s)
+        })
+        .collect()
+}
+
+fn families(fleet: &Fleet, gpu_type: &str) -> Result<Vec<Family>, String> {
+    let want = gpu_type.to_ascii_lowercase();
+    let mut out: Vec<Family> = fleet
+        .pools
+        .iter()
+        .filter_map(|p| p.shape.accelerator.as_ref())
+        .filter(|a| a.model.to_ascii_lowercase().contains(&want))
+        .map(|a| a.family)
+        .collect();
+    out.sort_by_key(|f| f.to_string());
+    out.dedup();
+    if out.is_empty() {
+        let mut models: Vec<&str> = fleet
+            .pools
+            .iter()
+            .filter_map(|p| p.shape.accelerator.as_ref())
+            .map(|a| a.model.as_str())
+            .collect();
+        models.sort();
+        models.dedup();
+        return Err(format!(
+            "gpu_type {gpu_type:?} matches no accelerator in the fleet ({})",
+            models.join(", ")
+        ));
+    }
+    Ok(out)
+}
+
+/// Letters, digits, `-`, `_` and `.`; anything else becomes `-`.
+fn sanitize(name: &str) -> String {
+    let s: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '-' }).collect();
+    if s.is_empty() { "job".into() } else { s }
+}
+
+/// What a simulation needs: the fleet, the trace's jobs, the fault model,
+/// the seed and the policies to compare.
+pub struct Input<'a> {
+    pub fleet: &'a Fleet,
+    pub jobs: &'a [Job],
+    pub faults: &'a FaultModel,
+    pub seed: u64,
+    pub policies: &'a [PlacementPolicy],
+    /// Names for the report header.
+    pub fleet_name: &'a str,
+    pub trace_name: &'a str,
+}
+
+/// Runs every policy over the same trace and luck. `sink` sees the
+/// records of each run in turn (see [`RecordSink`]).
+pub fn simulate(input: &Input<'_>, sink: &mut dyn RecordSink) -> Result<SimReport, String> {
+    input.faults.validate()?;
+    let specs = specs(input.jobs, input.fleet)?;
+    let policies = input
+        .policies
+        .iter()
+        .map(|&policy| {
+            let run = world::Run {
+                fleet: input.fleet,
+                jobs: input.jobs,
+                specs: &specs,
+                faults: input.faults,
+                seed: input.seed,
+                policy,
+            };
+            world::run(&run, sink)
+        })
+        .collect();
+    Ok(SimReport {
+        seed: input.seed,
+        fleet: input.fleet_name.to_string(),
+        trace: input.trace_name.to_string(),
+        jobs: input.jobs.len(),
+        nodes: input.fleet.nodes.len(),
+        gpus: input.fleet.total_gpus(),
+        faults: input.faults.clone(),
+        policies,
+    })
+}

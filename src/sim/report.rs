@@ -1,0 +1,88 @@
+//! The comparison: every policy's figures side by side, as a Markdown
+//! table (readable in a terminal, pasteable into docs) or as JSON.
+//!
+//! Owns formatting only; no I/O.
+
+use super::faults::FaultModel;
+use super::metrics::PolicyReport;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// The result of `canopy sim`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimReport {
+    pub seed: u64,
+    pub fleet: String,
+    pub trace: String,
+    pub jobs: usize,
+    pub nodes: usize,
+    pub gpus: u64,
+    pub faults: FaultModel,
+    pub policies: Vec<PolicyReport>,
+}
+
+impl SimReport {
+    /// Pretty JSON. Serializing plain numbers and strings cannot fail; an
+    /// error would still come back as a JSON object rather than a panic.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": {:?}}}", e.to_string()))
+    }
+
+    /// The comparison table, one row per policy, plus ratios against the
+    /// first policy (Canopy's) and cheapest-first when both ran.
+    pub fn to_markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{} jobs from {} on {} ({} nodes, {} GPUs), seed {}\n",
+            self.jobs, self.trace, self.fleet, self.nodes, self.gpus, self.seed
+        );
+        s.push_str(
+            "| policy | completed | infra-only completed | GPU-h wasted (infra) | cost | queue p50 / p99 | completion p50 / p99 | attempts / workload | never ran |\n",
+        );
+        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for p in &self.policies {
+            let _ = writeln!(
+                s,
+                "| {} | {:.1}% | {:.1}% ({}/{}) | {:.0} ({:.0}) | ${:.0} | {} / {} | {} / {} | {:.2} | {} |",
+                p.policy,
+                p.completed_pct,
+                p.infra_only_completed_pct,
+                (p.infra_only_completed_pct / 100.0 * p.infra_only as f64).round(),
+                p.infra_only,
+                p.wasted_gpu_h,
+                p.wasted_infra_gpu_h,
+                p.cost_usd,
+                hours(p.queue_p50_h),
+                hours(p.queue_p99_h),
+                hours(p.completion_p50_h),
+                hours(p.completion_p99_h),
+                p.attempts_per_workload,
+                p.never_ran,
+            );
+        }
+        let find = |n: &str| self.policies.iter().find(|p| p.policy == n);
+        if let (Some(c), Some(b)) = (find("canopy"), find("cheapest-first")) {
+            let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+            let _ = writeln!(
+                s,
+                "\ncanopy vs cheapest-first: GPU-h wasted ×{:.2} (infra ×{:.2}), cost ×{:.3}",
+                ratio(c.wasted_gpu_h, b.wasted_gpu_h),
+                ratio(c.wasted_infra_gpu_h, b.wasted_infra_gpu_h),
+                ratio(c.cost_usd, b.cost_usd),
+            );
+        }
+        s
+    }
+}
+
+/// `42m`, `3.5h`, `2.1d`.
+fn hours(h: f64) -> String {
+    if h < 1.0 {
+        format!("{:.0}m", h * 60.0)
+    } else if h < 48.0 {
+        format!("{h:.1}h")
+    } else {
+        format!("{:.1}d", h / 24.0)
+    }
+}

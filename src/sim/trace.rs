@@ -1,0 +1,299 @@
+//! Workload traces: Gavel's TSV, Tiresias' CSV and a documented generic
+//! CSV, parsed from text into [`Job`]s.
+//!
+//! Owns parsing only: every function takes the file's text and a name for
+//! error messages; reading the file is the caller's (the CLI's) job. No
+//! clock, no randomness.
+//!
+//! # Formats
+//!
+//! **Gavel** (`*.trace`, tab-separated, no header; the format of
+//! `scheduler/traces/` in github.com/stanford-futuredata/gavel), 7 fields:
+//!
+//! | # | field | used as |
+//! |---|---|---|
+//! | 1 | job type, e.g. `ResNet-50 (batch size 64)` | name; duration scale |
+//! | 2 | command | ignored |
+//! | 3 | the command's step-count flag, e.g. `--num_steps` | ignored |
+//! | 4 | needs a data directory (`1`/`0`) | ignored |
+//! | 5 | total steps | duration (below) |
+//! | 6 | arrival time, seconds from the trace start | submit time |
+//! | 7 | scale factor: GPUs the job uses | GPUs |
+//!
+//! Gavel stores work as steps, not time: its generator drew a duration and
+//! multiplied it by the job type's throughput. Its throughput tables are
+//! not in the trace, so the loader inverts with an estimate taken from the
+//! trace itself: a job type's throughput is taken as proportional to the
+//! median step count of that type (the generator drew durations from one
+//! distribution for every type), scaled so that a median job of any type
+//! runs [`GAVEL_MEDIAN_DURATION_S`]. Durations therefore keep each type's
+//! spread and the trace's arrival pattern; their absolute scale is this
+//! one documented constant.
+//!
+//! **Tiresias** (`*.csv` with the header
+//! `job_id,num_gpu,submit_time,iterations,model_name,duration,interval`,
+//! as in github.com/SymbioticLab/Tiresias `simulator/*.csv`): submit time
+//! and duration in seconds, `num_gpu` GPUs, `model_name` the name.
+//!
+//! **Generic CSV** (any other `*.csv`): a header naming the columns, in
+//! any order. Required: `submit_s` (seconds from the trace start),
+//! `duration_s` (seconds of work on one attempt), `gpus`. Optional:
+//! `name`, `gpu_type` (an accelerator model as the fleet names it, e.g.
+//! `H100-SXM5`; a substring match against pool models is enough),
+//! `gpu_memory_gb` (minimum per GPU), `outcome` (`ok` or `completed`:
+//! the job's own code never fails; `failed`, `app` or `user`: it fails by
+//! its own error, where the fault model decides when). Empty optional
+//! cells mean "not given".
+
+use thiserror::Error;
+
+/// Median duration of a Gavel job type; see the module docs.
+pub const GAVEL_MEDIAN_DURATION_S: f64 = 3600.0;
+
+/// One job of a trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub name: String,
+    /// Seconds from the start of the trace.
+    pub submit_s: f64,
+    /// Seconds of work for one attempt that runs to the end.
+    pub duration_s: f64,
+    pub gpus: u32,
+    pub gpu_type: Option<String>,
+    pub gpu_memory_gb: Option<f64>,
+    /// The job's own fate when the trace says it; otherwise the fault
+    /// model draws it.
+    pub outcome: Option<Outcome>,
+}
+
+/// What a job's own code does, wherever it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Completes,
+    FailsOnItsOwn,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Gavel,
+    Tiresias,
+    Csv,
+}
+
+#[derive(Debug, Error, PartialEq)]
+pub enum TraceError {
+    #[error("{file}:{line}: {message}")]
+    Bad { file: String, line: usize, message: String },
+    #[error("{file}: the trace has no jobs")]
+    Empty { file: String },
+}
+
+fn bad(file: &str, line: usize, message: impl Into<String>) -> TraceError {
+    TraceError::Bad { file: file.to_string(), line, message: message.into() }
+}
+
+/// The format a file is in, from its name and first line.
+pub fn detect(file: &str, text: &str) -> Format {
+    let first = text.lines().next().unwrap_or_default().trim();
+    if first.starts_with("job_id,num_gpu,submit_time") {
+        Format::Tiresias
+    } else if file.ends_with(".csv") || (first.contains(',') && !first.contains('\t')) {
+        Format::Csv
+    } else {
+        Format::Gavel
+    }
+}
+
+/// Parses a trace in `format`; jobs come back in submit order (stable for
+/// equal times).
+pub fn parse(format: Format, text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
+    let mut jobs = match format {
+        Format::Gavel => parse_gavel(text, file)?,
+        Format::Tiresias => parse_tiresias(text, file)?,
+        Format::Csv => parse_csv(text, file)?,
+    };
+    if jobs.is_empty() {
+        return Err(TraceError::Empty { file: file.to_string() });
+    }
+    jobs.sort_by(|a, b| a.submit_s.total_cmp(&b.submit_s));
+    Ok(jobs)
+}
+
+fn num<T: std::str::FromStr>(s: &str, what: &str, file: &str, line: usize) -> Result<T, TraceError> {
+    s.trim().parse().map_err(|_| bad(file, line, format!("{what} {:?} is not a number", s.trim())))
+}
+
+fn non_negative(v: f64, what: &str, file: &str, line: usize) -> Result<f64, TraceError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(bad(file, line, format!("{what} must be ≥ 0, not {v}")))
+    }
+}
+
+fn parse_gavel(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
+    struct Row {
+        kind: String,
+        steps: f64,
+        arrival: f64,
+        gpus: u32,
+    }
+    let mut rows = Vec::new();
+    for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let line = i + 1;
+        let f: Vec<&str> = l.split('\t').collect();
+        if f.len() != 7 {
+            return Err(bad(
+                file,
+                line,
+                format!("expected 7 tab-separated fields (Gavel), found {}", f.len()),
+            ));
+        }
+        let steps = non_negative(num(f[4], "total steps", file, line)?, "total steps", file, line)?;
+        let arrival = non_negative(num(f[5], "arrival time", file, line)?, "arrival time", file, line)?;
+        let gpus = num(f[6], "scale factor", file, line)?;
+        rows.push(Row { kind: f[0].trim().to_string(), steps, arrival, gpus });
+    }
+    // Median steps per job type: the throughput estimate (module docs).
+    let mut by_kind: std::collections::BTreeMap<&str, Vec<f64>> = std::collections::BTreeMap::new();
+    for r in &rows {
+        by_kind.entry(r.kind.as_str()).or_default().push(r.steps);
+    }
+    let median: std::collections::BTreeMap<&str, f64> = by_kind
+        .into_iter()
+        .map(|(k, mut v)| {
+            v.sort_by(f64::total_cmp);
+            (k, v[v.len() / 2].max(1.0))
+        })
+        .collect();
+    Ok(rows
+        .iter()
+        .map(|r| Job {
+            name: r.kind.clone(),
+            submit_s: r.arrival,
+            duration_s: (r.steps / median.get(r.kind.as_str()).copied().unwrap_or(1.0)
+                * GAVEL_MEDIAN_DURATION_S)
+                .max(1.0),
+            gpus: r.gpus,
+            gpu_type: None,
+            gpu_memory_gb: None,
+            outcome: None,
+        })
+        .collect())
+}
+
+/// Splits a header line into trimmed column names.
+fn header(text: &str) -> Vec<String> {
+    text.lines().next().unwrap_or_default().split(',').map(|c| c.trim().to_ascii_lowercase()).collect()
+}
+
+fn parse_tiresias(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
+    let cols = header(text);
+    let at = |name: &str| cols.iter().position(|c| c == name);
+    let (Some(g), Some(s), Some(m), Some(d)) =
+        (at("num_gpu"), at("submit_time"), at("model_name"), at("duration"))
+    else {
+        return Err(bad(file, 1, "a Tiresias header needs num_gpu, submit_time, model_name and duration"));
+    };
+    let mut jobs = Vec::new();
+    for (i, l) in text.lines().enumerate().skip(1).filter(|(_, l)| !l.trim().is_empty()) {
+        let line = i + 1;
+        let f: Vec<&str> = l.split(',').collect();
+        if f.len() < cols.len() {
+            return Err(bad(file, line, format!("expected {} fields, found {}", cols.len(), f.len())));
+        }
+        jobs.push(Job {
+            name: f[m].trim().to_string(),
+            submit_s: non_negative(num(f[s], "submit_time", file, line)?, "submit_time", file, line)?,
+            duration_s: non_negative(num(f[d], "duration", file, line)?, "duration", file, line)?.max(1.0),
+            gpus: num(f[g], "num_gpu", file, line)?,
+            gpu_type: None,
+            gpu_memory_gb: None,
+            outcome: None,
+        });
+    }
+    Ok(jobs)
+}
+
+fn parse_csv(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
+    let cols = header(text);
+    let at = |name: &str| cols.iter().position(|c| c == name);
+    let (Some(s), Some(d), Some(g)) = (at("submit_s"), at("duration_s"), at("gpus")) else {
+        return Err(bad(
+            file,
+            1,
+            "the header must name submit_s, duration_s and gpus (optional: name, gpu_type, gpu_memory_gb, outcome)",
+        ));
+    };
+    let (name, ty, mem, out) = (at("name"), at("gpu_type"), at("gpu_memory_gb"), at("outcome"));
+    let mut jobs = Vec::new();
+    for (i, l) in text.lines().enumerate().skip(1).filter(|(_, l)| !l.trim().is_empty()) {
+        let line = i + 1;
+        let f: Vec<&str> = l.split(',').map(str::trim).collect();
+        if f.len() != cols.len() {
+            return Err(bad(file, line, format!("expected {} fields, found {}", cols.len(), f.len())));
+        }
+        let cell = |c: Option<usize>| c.map(|c| f[c]).filter(|v| !v.is_empty());
+        let outcome = match cell(out).map(str::to_ascii_lowercase).as_deref() {
+            None => None,
+            Some("ok" | "completed" | "complete" | "success" | "succeeded") => Some(Outcome::Completes),
+            Some("failed" | "fail" | "app" | "user") => Some(Outcome::FailsOnItsOwn),
+            Some(other) => {
+                return Err(bad(
+                    file,
+                    line,
+                    format!("outcome {other:?} is not one of ok, completed, failed, app, user"),
+                ));
+            }
+        };
+        let gpu_memory_gb = match cell(mem) {
+            Some(v) => Some(non_negative(num(v, "gpu_memory_gb", file, line)?, "gpu_memory_gb", file, line)?),
+            None => None,
+        };
+        jobs.push(Job {
+            name: cell(name).unwrap_or("job").to_string(),
+            submit_s: non_negative(num(f[s], "submit_s", file, line)?, "submit_s", file, line)?,
+            duration_s: non_negative(num(f[d], "duration_s", file, line)?, "duration_s", file, line)?
+                .max(1.0),
+            gpus: num(f[g], "gpus", file, line)?,
+            gpu_type: cell(ty).map(str::to_string),
+            gpu_memory_gb,
+            outcome,
+        });
+    }
+    Ok(jobs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gavel_rows_become_jobs_with_type_relative_durations() {
+        let text = "A\tcmd\t-n\t1\t100\t0.0\t1\nA\tcmd\t-n\t1\t300\t5.0\t8\nA\tcmd\t-n\t1\t200\t2.5\t4\n";
+        let jobs = parse(detect("x.trace", text), text, "x.trace").unwrap();
+        assert_eq!(jobs.len(), 3);
+        assert_eq!(jobs[1].submit_s, 2.5);
+        assert_eq!(jobs[1].gpus, 4);
+        // Median steps (200) run GAVEL_MEDIAN_DURATION_S.
+        assert_eq!(jobs[1].duration_s, GAVEL_MEDIAN_DURATION_S);
+        assert_eq!(jobs[0].duration_s, GAVEL_MEDIAN_DURATION_S / 2.0);
+        let err = parse(Format::Gavel, "A\tb\n", "y.trace").unwrap_err();
+        assert!(err.to_string().starts_with("y.trace:1: expected 7"));
+    }
+
+    #[test]
+    fn tiresias_and_generic_csv() {
+        let t =
+            "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,2,30,606,vgg19,164,30\n";
+        let jobs = parse(detect("t.csv", t), t, "t.csv").unwrap();
+        assert_eq!((jobs[0].gpus, jobs[0].submit_s, jobs[0].duration_s), (2, 30.0, 164.0));
+        let c = "gpus,submit_s,duration_s,gpu_type,outcome\n1,0,60,H100,failed\n2,10,120,,\n";
+        let jobs = parse(detect("c.csv", c), c, "c.csv").unwrap();
+        assert_eq!(jobs[0].outcome, Some(Outcome::FailsOnItsOwn));
+        assert_eq!(jobs[0].gpu_type.as_deref(), Some("H100"));
+        assert_eq!(jobs[1].gpu_type, None);
+        let e = parse(Format::Csv, "gpus,submit_s\n1,0\n", "c.csv").unwrap_err();
+        assert!(e.to_string().contains("duration_s"));
+    }
+}

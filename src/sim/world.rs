@@ -1,0 +1,419 @@
+//! The discrete-event loop: plays the providers' side of the engine core
+//! in virtual time, exactly as the scenario tests do by hand.
+//!
+//! Owns the event queue (ordered by virtual time, then by insertion, so a
+//! run is a pure function of its inputs), the simulated attempts and node
+//! outages. It hands every core event the virtual time, performs every
+//! action the core returns (launch, terminate, collect) by scheduling the
+//! provider's answer, and passes each batch of [`Record`]s to the metrics
+//! and to a [`RecordSink`]. No processes, no wall clock, no threads.
+
+use super::faults::{self, Fate, FaultModel};
+use super::metrics::{PolicyReport, Tally};
+use super::trace::Job;
+use crate::engine::core::{Action, Core, CoreConfig, Event, OutputsResult, PlacementPolicy, Reply};
+use crate::engine::model::{AttemptId, Millis, Record, WorkloadId};
+use crate::failure::ProviderEnd;
+use crate::fleet::{Fleet, Lifecycle, NodeState};
+use crate::providers::sim::faults::{FaultContext, LaunchFault, RunFault, launch_fault};
+use crate::providers::sim::rng::Rng;
+use crate::providers::sim::signature::{SignatureContext, stderr_tail};
+use crate::providers::{AttemptStatus, LaunchAck, LaunchError};
+use crate::spec::Spec;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
+
+/// Where a run's records go besides the metrics: the hook for replaying a
+/// run into the console (`canopy sim --watch`). Batches arrive in the
+/// order the engine produced them, each with its virtual time, exactly as
+/// the engine shell publishes them after journalling.
+pub trait RecordSink {
+    fn batch(&mut self, at: Millis, records: &[Record]);
+}
+
+/// Discards records.
+pub struct NoSink;
+
+impl RecordSink for NoSink {
+    fn batch(&mut self, _: Millis, _: &[Record]) {}
+}
+
+/// Virtual time of the trace's second 0 (2023-11-14T22:13:20Z): any fixed
+/// instant does; this one reads well in logs.
+pub const EPOCH: Millis = Millis(1_700_000_000_000);
+
+/// Seconds the simulated provider takes to answer a call.
+const API_LATENCY_S: f64 = 1.0;
+const TERMINATE_S: f64 = 5.0;
+/// A run stops this long after the last submit even with work left
+/// (work nothing can host stays queued forever).
+const HORIZON_AFTER_LAST_SUBMIT_S: f64 = 400.0 * 86_400.0;
+
+/// Everything one run needs.
+pub struct Run<'a> {
+    pub fleet: &'a Fleet,
+    pub jobs: &'a [Job],
+    pub specs: &'a [Spec],
+    pub faults: &'a FaultModel,
+    pub seed: u64,
+    pub policy: PlacementPolicy,
+}
+
+#[derive(Debug, Clone)]
+enum Ev {
+    Arrive(usize),
+    LaunchReply(AttemptId, Result<(), LaunchError>),
+    Running(AttemptId, u32),
+    End(AttemptId, u32),
+    Collected(AttemptId, ProviderEnd, bool),
+    Terminated(AttemptId),
+    Down(usize),
+    Up(usize),
+    Tick,
+}
+
+#[derive(Debug, Clone)]
+struct Att {
+    job: usize,
+    node: usize,
+    /// Bumped when the attempt is stopped, so its pending events lapse.
+    epoch: u32,
+    launch_calls: u32,
+    running: bool,
+    end: Option<(ProviderEnd, Vec<String>)>,
+}
+
+struct World<'a> {
+    run: &'a Run<'a>,
+    core: Core,
+    now: i64,
+    seq: u64,
+    heap: BinaryHeap<Reverse<(i64, u64)>>,
+    evs: HashMap<u64, Ev>,
+    ticks: BTreeSet<i64>,
+    atts: HashMap<AttemptId, Att>,
+    job_of: HashMap<WorkloadId, usize>,
+    pending_job: Option<usize>,
+    mult: Vec<f64>,
+    down: Vec<bool>,
+    tally: Tally,
+}
+
+/// Runs one policy over the trace and reports what it achieved.
+pub fn run(r: &Run<'_>, sink: &mut dyn RecordSink) -> PolicyReport {
+    let names: Vec<String> = r.fleet.nodes.iter().map(|n| n.name.clone()).collect();
+    let (mult, _) = faults::node_multipliers(r.seed, &names, r.faults);
+    let config = CoreConfig { placement: r.policy, ..CoreConfig::default() };
+    let mut w = World {
+        run: r,
+        core: Core::new("sim000", r.fleet.clone(), config),
+        now: EPOCH.0,
+        seq: 0,
+        heap: BinaryHeap::new(),
+        evs: HashMap::new(),
+        ticks: BTreeSet::new(),
+        atts: HashMap::new(),
+        job_of: HashMap::new(),
+        pending_job: None,
+        mult,
+        down: vec![false; r.fleet.nodes.len()],
+        tally: Tally::default(),
+    };
+    let last_submit = r.jobs.iter().map(|j| j.submit_s).fold(0.0, f64::max);
+    for (i, j) in r.jobs.iter().enumerate() {
+        w.at(j.submit_s, Ev::Arrive(i));
+    }
+    let horizon = last_submit + HORIZON_AFTER_LAST_SUBMIT_S;
+    for (i, n) in r.fleet.nodes.iter().enumerate() {
+        if n.state != NodeState::Ready {
+            continue;
+        }
+        for (a, b) in faults::churn_windows(r.seed, &n.name, last_submit, r.faults) {
+            w.at(a, Ev::Down(i));
+            w.at(b, Ev::Up(i));
+        }
+    }
+    while let Some(Reverse((t, seq))) = w.heap.pop() {
+        if t > EPOCH.plus_secs(horizon).0 {
+            break;
+        }
+        w.now = t;
+        let Some(ev) = w.evs.remove(&seq) else { continue };
+        w.step(ev, sink);
+    }
+    w.tally.report(r.policy.name(), Millis(w.now))
+}
+
+impl World<'_> {
+    /// Schedules `ev` at `secs` from the trace start.
+    fn at(&mut self, secs: f64, ev: Ev) {
+        let t = EPOCH.plus_secs(secs).0;
+        self.push(t, ev);
+    }
+
+    fn after(&mut self, secs: f64, ev: Ev) {
+        let t = Millis(self.now).plus_secs(secs).0;
+        self.push(t, ev);
+    }
+
+    fn push(&mut self, t: i64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq)));
+        self.evs.insert(self.seq, ev);
+    }
+
+    fn send(&mut self, e: Event, sink: &mut dyn RecordSink) {
+        let now = Millis(self.now);
+        let actions = self.core.handle(e, now);
+        let mut records = Vec::new();
+        for a in actions {
+            match a {
+                Action::Record(r) => {
+                    self.tally.observe(&r);
+                    records.push(r);
+                }
+                Action::Launch { attempt, node, .. } => self.launch(attempt, &node),
+                Action::Terminate { attempt, .. } => {
+                    if let Some(a) = self.atts.get_mut(&attempt) {
+                        a.epoch += 1;
+                        a.end = Some((ProviderEnd::Cancelled, Vec::new()));
+                    }
+                    self.after(TERMINATE_S, Ev::Terminated(attempt));
+                }
+                Action::Collect { attempt, end, outputs, .. } => {
+                    self.after(API_LATENCY_S, Ev::Collected(attempt, end, outputs));
+                }
+                Action::Reply { reply: Reply::Submitted { id, .. }, .. } => {
+                    if let Some(j) = self.pending_job.take() {
+                        self.job_of.insert(id, j);
+                    }
+                }
+                Action::Reply { .. } => {}
+            }
+        }
+        if !records.is_empty() {
+            sink.batch(now, &records);
+        }
+        if let Some(t) = self.core.next_wake() {
+            let t = t.0.max(self.now);
+            if self.ticks.first().is_none_or(|&f| t < f) {
+                self.ticks.insert(t);
+                self.push(t, Ev::Tick);
+            }
+        }
+    }
+
+    fn step(&mut self, ev: Ev, sink: &mut dyn RecordSink) {
+        match ev {
+            Ev::Arrive(i) => {
+                let spec = self.run.specs[i].clone();
+                self.pending_job = Some(i);
+                let hash = format!("sim-job-{i}");
+                self.send(
+                    Event::Submit {
+                        request: i as u64,
+                        spec: Box::new(spec),
+                        spec_hash: hash,
+                        idempotency_key: None,
+                    },
+                    sink,
+                );
+            }
+            Ev::LaunchReply(a, result) => {
+                let ok = result.is_ok();
+                let result = result.map(|()| LaunchAck {
+                    provider_ref: format!("job {}", 10_000 + a.workload.0),
+                    adopted: false,
+                });
+                self.send(Event::LaunchResult { attempt: a, result }, sink);
+                if !ok {
+                    // A definite refusal: the core closed the attempt.
+                    self.atts.remove(&a);
+                } else if let Some(att) = self.atts.get(&a) {
+                    let node = &self.run.fleet.nodes[att.node];
+                    let startup = self.run.fleet.pool(node.pool).startup.as_secs_f64();
+                    let epoch = att.epoch;
+                    self.after(startup, Ev::Running(a, epoch));
+                }
+            }
+            Ev::Running(a, epoch) => self.on_running(a, epoch, sink),
+            Ev::End(a, epoch) => {
+                let Some(att) = self.atts.get(&a).filter(|x| x.epoch == epoch) else { return };
+                let Some((end, _)) = att.end.clone() else { return };
+                self.send(Event::Status { attempt: a, status: AttemptStatus::Ended(end) }, sink);
+            }
+            Ev::Collected(a, end, outputs) => {
+                let tail = self.atts.remove(&a).and_then(|x| x.end).map(|(_, t)| t).unwrap_or_default();
+                let outputs =
+                    if outputs { OutputsResult::Collected { count: 0 } } else { OutputsResult::Skipped };
+                self.send(Event::Collected { attempt: a, end, log_tail: tail, outputs }, sink);
+            }
+            Ev::Terminated(a) => self.send(Event::Terminated { attempt: a, result: Ok(()) }, sink),
+            Ev::Down(n) => self.node_down(n, sink),
+            Ev::Up(n) => {
+                self.down[n] = false;
+                let node = self.run.fleet.nodes[n].name.clone();
+                self.send(Event::SetNodeState { request: 0, node, state: NodeState::Ready }, sink);
+            }
+            Ev::Tick => {
+                self.ticks.remove(&self.now);
+                self.send(Event::Tick, sink);
+            }
+        }
+    }
+
+    fn launch(&mut self, a: AttemptId, node: &str) {
+        let Some(n) = self.run.fleet.node_by_name(node).map(|n| n.0 as usize) else { return };
+        let Some(&job) = self.job_of.get(&a.workload) else { return };
+        let att = self.atts.entry(a).or_insert(Att {
+            job,
+            node: n,
+            epoch: 0,
+            launch_calls: 0,
+            running: false,
+            end: None,
+        });
+        let call = att.launch_calls;
+        att.launch_calls += 1;
+        let fleet = self.run.fleet;
+        let pool = fleet.pool(fleet.nodes[n].pool);
+        let fullness = pool_fullness(self.core.fleet(), fleet.nodes[n].pool);
+        let ctx = FaultContext {
+            interruptible: pool.interruptible,
+            fullness,
+            lemon: false,
+            lemon_multiplier: 1.0,
+            gpus: self.run.specs[job].resources.gpus,
+            nvidia: true,
+        };
+        let token = format!("{job}-{}", a.n);
+        match launch_fault(self.run.seed, &token, call, &ctx, &self.run.faults.launch_rates()) {
+            None => self.after(API_LATENCY_S, Ev::LaunchReply(a, Ok(()))),
+            Some(LaunchFault::Capacity) => {
+                let e = LaunchError::Capacity(format!("{}: insufficient capacity", pool.name));
+                self.after(API_LATENCY_S, Ev::LaunchReply(a, Err(e)));
+            }
+            Some(LaunchFault::Api) => {
+                let e = LaunchError::Api("503 Service Unavailable: please retry".into());
+                self.after(API_LATENCY_S, Ev::LaunchReply(a, Err(e)));
+            }
+            // No answer: the core re-sends after its launch timeout.
+            Some(LaunchFault::Timeout) => {}
+        }
+    }
+
+    fn on_running(&mut self, a: AttemptId, epoch: u32, sink: &mut dyn RecordSink) {
+        let Some(att) = self.atts.get(&a).filter(|x| x.epoch == epoch) else { return };
+        let (job, n) = (att.job, att.node);
+        let r = self.run;
+        let node = &r.fleet.nodes[n];
+        let pool = r.fleet.pool(node.pool);
+        let gpus = r.specs[job].resources.gpus;
+        let sig = SignatureContext {
+            lifecycle: pool.lifecycle,
+            node: &node.name,
+            provider_ref: "",
+            gpus,
+            nvidia: true,
+            gpu_memory_gb: pool.gpu_memory_gb(),
+            now: Millis(self.now),
+        };
+        if self.down[n] {
+            let end = fault_end(RunFault::NodeLost, &sig, r.seed, a);
+            self.finish_at(a, 0.0, end);
+            return;
+        }
+        self.send(Event::Status { attempt: a, status: AttemptStatus::Running }, sink);
+        let Some(att) = self.atts.get_mut(&a).filter(|x| x.epoch == epoch) else { return };
+        att.running = true;
+        let dur = r.jobs[job].duration_s;
+        let forced = r.jobs[job].outcome;
+        let mut end_s = dur;
+        let mut end = (ProviderEnd::Exited { code: 0 }, vec![format!("step {0}/{0}: done", dur.round())]);
+        match faults::fate(r.seed, job, r.faults, forced) {
+            Fate::Completes => {}
+            Fate::UserError { at, kind } => {
+                end_s = at * dur;
+                end = (ProviderEnd::Exited { code: 1 }, faults::user_error_tail(kind));
+            }
+            Fate::HostOom { at } => {
+                end_s = at * dur;
+                end = (ProviderEnd::OutOfMemory, vec!["Killed".into()]);
+            }
+        }
+        if let Some(s) = faults::strike(r.seed, job, a.n, gpus, self.mult[n], pool.interruptible, r.faults)
+            && s.after_s < end_s
+        {
+            end_s = s.after_s;
+            let sig = SignatureContext { now: Millis(self.now).plus_secs(end_s), ..sig };
+            end = fault_end(s.fault, &sig, r.seed, a);
+        }
+        self.finish_at(a, end_s, end);
+    }
+
+    fn finish_at(&mut self, a: AttemptId, after_s: f64, end: (ProviderEnd, Vec<String>)) {
+        let Some(att) = self.atts.get_mut(&a) else { return };
+        att.end = Some(end);
+        let epoch = att.epoch;
+        self.after(after_s, Ev::End(a, epoch));
+    }
+
+    /// A node goes away for maintenance: what runs there is lost.
+    fn node_down(&mut self, n: usize, sink: &mut dyn RecordSink) {
+        self.down[n] = true;
+        let name = self.run.fleet.nodes[n].name.clone();
+        self.send(Event::SetNodeState { request: 0, node: name.clone(), state: NodeState::Down }, sink);
+        let mut here: Vec<AttemptId> = self
+            .atts
+            .iter()
+            .filter(|(_, x)| x.node == n && x.running && x.end.is_some())
+            .map(|(a, _)| *a)
+            .collect();
+        here.sort();
+        let lifecycle = self.run.fleet.pool(self.run.fleet.nodes[n].pool).lifecycle;
+        for a in here {
+            let Some(att) = self.atts.get_mut(&a) else { continue };
+            att.epoch += 1;
+            let sig = SignatureContext {
+                lifecycle,
+                node: &name,
+                provider_ref: "",
+                gpus: 0,
+                nvidia: true,
+                gpu_memory_gb: 0.0,
+                now: Millis(self.now),
+            };
+            let end = fault_end(RunFault::NodeLost, &sig, self.run.seed, a);
+            self.finish_at(a, 0.0, end);
+        }
+    }
+}
+
+/// How a running fault ends the attempt and what its log says.
+fn fault_end(f: RunFault, sig: &SignatureContext<'_>, seed: u64, a: AttemptId) -> (ProviderEnd, Vec<String>) {
+    let provider_ref = format!("job {}", 10_000 + a.workload.0);
+    let sig = SignatureContext { provider_ref: &provider_ref, ..sig.clone() };
+    let key = format!("{}-{}", a.workload.0, a.n);
+    let tail = stderr_tail(f, &sig, &mut Rng::stream(seed, "signature", &key));
+    let mut lines: Vec<String> = tail.lines().map(str::to_string).collect();
+    if lines.is_empty() && sig.lifecycle != Lifecycle::Job {
+        lines.push("step 1200: loss 2.31".into());
+    }
+    (f.end(sig.node), lines)
+}
+
+/// Share of a pool's GPUs (or CPU cores) in use, 0..=1.
+fn pool_fullness(fleet: &Fleet, p: crate::fleet::PoolIdx) -> f64 {
+    let pool = fleet.pool(p);
+    let nodes = fleet.pool_nodes(p);
+    if pool.shape.gpus_per_node > 0 {
+        let total = f64::from(pool.shape.gpus_per_node) * nodes.len() as f64;
+        let free: f64 =
+            nodes.iter().filter(|n| n.state == NodeState::Ready).map(|n| f64::from(n.free.gpus)).sum();
+        if total > 0.0 { 1.0 - free / total } else { 1.0 }
+    } else {
+        let total = pool.shape.cpu_cores * nodes.len() as f64;
+        let free: f64 = nodes.iter().filter(|n| n.state == NodeState::Ready).map(|n| n.free.cpu_cores).sum();
+        if total > 0.0 { (1.0 - free / total).clamp(0.0, 1.0) } else { 1.0 }
+    }
+}
