@@ -53,10 +53,7 @@ fn placement(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("place/mix-large-pools");
     g.throughput(Throughput::Elements(mix.len() as u64));
-    let params = SynthParams {
-        pool_nodes: (200, 350),
-        ..SynthParams::new(10_000, SEED)
-    };
+    let params = SynthParams { pool_nodes: (200, 350), ..SynthParams::new(10_000, SEED) };
     let fleet = synth_fleet_with(&params);
     let snap = Snapshot::new(&fleet, &synth_health(&fleet, SEED));
     g.bench_with_input(BenchmarkId::from_parameter(10_000), &snap, |b, snap| {
@@ -90,11 +87,9 @@ fn placement(c: &mut Criterion) {
         let fleet = synth_fleet(n, SEED);
         let health = synth_health(&fleet, SEED);
         g.throughput(Throughput::Elements(n as u64));
-        g.bench_with_input(
-            BenchmarkId::from_parameter(n),
-            &(fleet, health),
-            |b, (f, h)| b.iter(|| Snapshot::new(f, h)),
-        );
+        g.bench_with_input(BenchmarkId::from_parameter(n), &(fleet, health), |b, (f, h)| {
+            b.iter(|| Snapshot::new(f, h))
+        });
     }
     g.finish();
 }

@@ -134,3 +134,76 @@ async fn unfittable_ray_job_is_capacity_and_moves_to_slurm() {
     assert_eq!(a[1].pool, "slurm/debug");
     r.handle.shutdown();
 }
+
+/// ray-project/ray#58353: a job given up on while pending (its stop is a
+/// no-op) may start once Ray frees GPUs. The adapter keeps stopping it, so
+/// it is stopped within moments of starting instead of running to the end.
+#[tokio::test(flavor = "multi_thread")]
+async fn abandoned_pending_ray_job_is_stopped_when_it_starts() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("abandoned_pending_ray_job_is_stopped_when_it_starts", "ray").await else { return };
+    let client = reqwest::Client::new();
+    let hog = format!("hog-{}-abandon", std::process::id());
+    let body = json!({ "entrypoint": "sleep 600", "submission_id": hog, "entrypoint_num_gpus": 4 });
+    let resp = client.post(format!("{}/api/jobs/", e.ray_url)).json(&body).send().await.unwrap();
+    assert!(resp.status().is_success(), "{:?}", resp.text().await);
+    let hog_guard = Hog(e.ray_url.clone(), hog.clone());
+    let job = |id: String| {
+        let (client, url) = (client.clone(), e.ray_url.clone());
+        async move {
+            let j: serde_json::Value =
+                client.get(format!("{url}/api/jobs/{id}")).send().await.unwrap().json().await.unwrap();
+            j["status"].as_str().unwrap_or_default().to_string()
+        }
+    };
+    let deadline = Instant::now() + LONG;
+    while job(hog.clone()).await != "RUNNING" {
+        assert!(Instant::now() < deadline, "the hog did not start");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let entry = canopy::config::parse(&ray_toml(&e, "startup_limit = \"2s\"\n")).unwrap().ray.remove(0);
+    let p = RayProvider::new(RayConfig::from_entry(&entry).unwrap()).unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let token = format!("canopy-raytest{}-w2-a1", std::process::id());
+    let req = LaunchRequest {
+        attempt: AttemptId { workload: WorkloadId(2), n: 1 },
+        token: token.clone(),
+        spec: Arc::new(spec(json!({
+            "name": "abandoned",
+            "runtime": { "command": ["sh", "-c", "sleep 20; echo ran-$((40+2))"] },
+            "resources": { "gpus": 1 },
+        }))),
+        pool: "h100".into(),
+        node: "ray-127.0.0.1".into(),
+        secrets: Vec::new(),
+        artifact_dir: t.path().into(),
+    };
+    p.inventory().await.unwrap();
+    p.launch(&req).await.unwrap();
+    let end = status_until(&p, &token, |s| matches!(s, AttemptStatus::Ended(_))).await;
+    assert!(
+        matches!(&end, AttemptStatus::Ended(ProviderEnd::LaunchRejected { capacity: true, .. })),
+        "{end:?}"
+    );
+    assert_eq!(p.abandoned(), vec![token.clone()]);
+    drop(hog_guard); // frees the GPUs: Ray now starts the abandoned job
+    let deadline = Instant::now() + LONG;
+    let last = loop {
+        let s = job(token.clone()).await;
+        if s == "STOPPED" || s == "SUCCEEDED" || s == "FAILED" {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "{token} still {s}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_ne!(last, "SUCCEEDED", "the abandoned job ran to its end untracked");
+    let logs = p.logs(&token, LogStream::Stdout, 0, 1 << 20).await.unwrap();
+    assert!(!String::from_utf8_lossy(&logs.data).contains("ran-42"));
+    // Once Ray reports it ended, the adapter forgets it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !p.abandoned().is_empty() {
+        p.list_owned("raytest-none").await.unwrap();
+        assert!(Instant::now() < deadline, "still abandoned: {:?}", p.abandoned());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

@@ -39,6 +39,8 @@ pub struct ShellConfig {
     pub inbox_every: Duration,
     /// Providers are asked for what they own (leak detection) this often.
     pub reconcile_every: Duration,
+    /// Each provider's inventory is taken again this often.
+    pub inventory_every: Duration,
     /// A provider call taking longer than this counts as no answer.
     pub call_timeout: Duration,
     /// Lines of log tail handed to the classifier.
@@ -53,6 +55,7 @@ impl ShellConfig {
             poll_every: Duration::from_millis(500),
             inbox_every: Duration::from_millis(100),
             reconcile_every: Duration::from_secs(60),
+            inventory_every: Duration::from_secs(30),
             call_timeout: Duration::from_secs(60),
             tail_lines: 200,
         }
@@ -268,10 +271,12 @@ impl Shell {
         let mut inbox = tokio::time::interval(self.config.inbox_every);
         let mut reconcile = tokio::time::interval(self.config.reconcile_every);
         let mut publish = tokio::time::interval(Duration::from_secs(1));
-        for t in [&mut poll, &mut inbox, &mut reconcile, &mut publish] {
+        let mut inventory = tokio::time::interval(self.config.inventory_every);
+        for t in [&mut poll, &mut inbox, &mut reconcile, &mut publish, &mut inventory] {
             t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         }
         reconcile.reset();
+        inventory.reset();
         loop {
             let wake = self.core.next_wake().map(|t| {
                 let ms = (t.0 - self.clock.now().0).max(0) as u64;
@@ -301,6 +306,12 @@ impl Shell {
                 _ = reconcile.tick() => {
                     for p in self.providers.keys().cloned().collect::<Vec<_>>() {
                         self.spawn_reconcile(p);
+                    }
+                    continue;
+                }
+                _ = inventory.tick() => {
+                    for p in self.providers.keys().cloned().collect::<Vec<_>>() {
+                        self.spawn_inventory(p);
                     }
                     continue;
                 }
@@ -638,6 +649,40 @@ impl Shell {
                     Self::send(&tx, Event::Owned { provider, tokens });
                 }
                 Err(e) => tracing::warn!(%provider, error = %e, "could not list owned resources"),
+            }
+        });
+    }
+
+    /// Takes a provider's inventory again and hands it to the core, which
+    /// replaces that provider's pools and nodes (keeping Canopy's own use).
+    fn spawn_inventory(&self, provider: String) {
+        let Some(p) = self.provider(&provider) else { return };
+        let tx = self.tx.clone();
+        let timeout = self.config.call_timeout;
+        tokio::spawn(async move {
+            match tokio::time::timeout(timeout, p.inventory()).await {
+                Ok(Ok(inv)) => {
+                    let pools = inv
+                        .pools
+                        .into_iter()
+                        .map(|p| {
+                            let nodes = p
+                                .nodes
+                                .into_iter()
+                                .map(|n| crate::fleet::NodeDef {
+                                    name: n.name,
+                                    state: n.state,
+                                    used: n.used_by_others,
+                                    canopy_gpus: 0,
+                                })
+                                .collect();
+                            (p.def, nodes)
+                        })
+                        .collect();
+                    Self::send(&tx, Event::Inventory { provider, pools });
+                }
+                Ok(Err(e)) => tracing::warn!(%provider, error = %e, "could not refresh the inventory"),
+                Err(_) => tracing::warn!(%provider, "inventory refresh timed out"),
             }
         });
     }

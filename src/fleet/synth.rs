@@ -279,11 +279,7 @@ pub struct SynthParams {
 impl SynthParams {
     /// Pools of 4–64 nodes.
     pub fn new(nodes: usize, seed: u64) -> Self {
-        Self {
-            nodes,
-            seed,
-            pool_nodes: (4, 64),
-        }
+        Self { nodes, seed, pool_nodes: (4, 64) }
     }
 }
 
@@ -295,11 +291,7 @@ pub fn synth_fleet(nodes: usize, seed: u64) -> Fleet {
 
 /// A fleet as `params` describe, the same for the same params.
 pub fn synth_fleet_with(params: &SynthParams) -> Fleet {
-    let SynthParams {
-        nodes,
-        seed,
-        pool_nodes: (min_pool, max_pool),
-    } = *params;
+    let SynthParams { nodes, seed, pool_nodes: (min_pool, max_pool) } = *params;
     let (min_pool, max_pool) = (min_pool.max(1), max_pool.max(min_pool.max(1)));
     let mut rng = SplitMix64::new(seed);
     // The first four providers always; the others with a fair chance.
@@ -322,9 +314,7 @@ pub fn synth_fleet_with(params: &SynthParams) -> Fleet {
         let t = &PROVIDERS[chosen[slot]];
         let skew = rng.unit();
         let span = (max_pool - min_pool + 1) as f64;
-        let size = (min_pool + (skew * skew * span) as usize)
-            .min(max_pool)
-            .min(remaining);
+        let size = (min_pool + (skew * skew * span) as usize).min(max_pool).min(remaining);
         serial += 1;
         let (mut def, per_node_gpus) = pool_def(&mut rng, t, serial);
         let node_defs: Vec<NodeDef> =
@@ -482,16 +472,10 @@ mod tests {
             assert_eq!(f, synth_fleet(n, 42));
         }
         assert_ne!(synth_fleet(100, 1), synth_fleet(100, 2));
-        let big_pools = synth_fleet_with(&SynthParams {
-            pool_nodes: (200, 350),
-            ..SynthParams::new(10_000, 3)
-        });
+        let big_pools =
+            synth_fleet_with(&SynthParams { pool_nodes: (200, 350), ..SynthParams::new(10_000, 3) });
         assert_eq!(big_pools.nodes.len(), 10_000);
-        assert!(
-            big_pools.pools.len() < 60,
-            "{} pools",
-            big_pools.pools.len()
-        );
+        assert!(big_pools.pools.len() < 60, "{} pools", big_pools.pools.len());
     }
 
     #[test]

@@ -25,11 +25,7 @@ pub(crate) fn check(
     f: Filter,
     fail: &mut impl FnMut(Filter) -> ControlFlow<()>,
 ) -> ControlFlow<()> {
-    if ok {
-        ControlFlow::Continue(())
-    } else {
-        fail(f)
-    }
+    if ok { ControlFlow::Continue(()) } else { fail(f) }
 }
 
 /// `have >= want`, false when either is NaN: one comparison for shape and
@@ -55,21 +51,11 @@ pub(crate) fn class_checks(
     if req.wants_gpus() {
         check(shape.gpus_per_node >= req.gpus, Filter::GpuCount, fail)?;
         let acc = shape.accelerator.as_ref();
-        check(
-            req.vendor
-                .is_none_or(|v| acc.is_some_and(|a| a.vendor == v)),
-            Filter::Vendor,
-            fail,
-        )?;
+        check(req.vendor.is_none_or(|v| acc.is_some_and(|a| a.vendor == v)), Filter::Vendor, fail)?;
         let mask = family_mask(&req.families);
+        check(mask == 0 || acc.is_some_and(|a| a.family.bit() & mask != 0), Filter::Family, fail)?;
         check(
-            mask == 0 || acc.is_some_and(|a| a.family.bit() & mask != 0),
-            Filter::Family,
-            fail,
-        )?;
-        check(
-            req.min_compute_capability
-                .is_none_or(|m| acc.is_some_and(|a| a.compute_capability >= m)),
+            req.min_compute_capability.is_none_or(|m| acc.is_some_and(|a| a.compute_capability >= m)),
             Filter::ComputeCapability,
             fail,
         )?;
@@ -84,21 +70,9 @@ pub(crate) fn class_checks(
         };
         check(ic_ok, Filter::Interconnect, fail)?;
     }
-    check(
-        at_least(shape.cpu_cores, req.cpu_cores),
-        Filter::CpuShape,
-        fail,
-    )?;
-    check(
-        at_least(shape.memory_gb, req.memory_gb),
-        Filter::MemoryShape,
-        fail,
-    )?;
-    check(
-        at_least(shape.disk_gb, req.disk_gb),
-        Filter::DiskShape,
-        fail,
-    )
+    check(at_least(shape.cpu_cores, req.cpu_cores), Filter::CpuShape, fail)?;
+    check(at_least(shape.memory_gb, req.memory_gb), Filter::MemoryShape, fail)?;
+    check(at_least(shape.disk_gb, req.disk_gb), Filter::DiskShape, fail)
 }
 
 /// The pool-wide numeric limits of one request: price, cost, lend limits.
@@ -179,11 +153,7 @@ impl Limits {
         check(self.hourly_ok(hourly), Filter::HourlyPrice, fail)?;
         check(self.cost_ok(hourly), Filter::Cost, fail)?;
         check(self.pool_lend_ok(row), Filter::PoolLendLimit, fail)?;
-        check(
-            self.provider_lend_ok(snap, row),
-            Filter::ProviderLendLimit,
-            fail,
-        )
+        check(self.provider_lend_ok(snap, row), Filter::ProviderLendLimit, fail)
     }
 }
 
@@ -193,12 +163,7 @@ pub(crate) fn class_shares(req: &Requirements, snap: &Snapshot) -> Vec<f64> {
     let fleet = snap.fleet();
     snap.classes
         .iter()
-        .map(|c| {
-            fleet
-                .pool(c.rep)
-                .shape
-                .share(req.gpus, req.cpu_cores, req.memory_gb)
-        })
+        .map(|c| fleet.pool(c.rep).shape.share(req.gpus, req.cpu_cores, req.memory_gb))
         .collect()
 }
 
@@ -229,11 +194,7 @@ impl<'a> PoolJudge<'a> {
             }
         }
         let mut excluded = PoolSet::empty(n);
-        for p in req
-            .exclude_pools
-            .iter()
-            .filter_map(|l| snap.pool_by_label(l))
-        {
+        for p in req.exclude_pools.iter().filter_map(|l| snap.pool_by_label(l)) {
             excluded.insert(p.0 as usize);
         }
         let class_failures = snap
@@ -253,16 +214,8 @@ impl<'a> PoolJudge<'a> {
             req,
             snap,
             limits: Limits::new(req),
-            provider_ok: fleet
-                .providers
-                .iter()
-                .map(|p| allowed(&req.providers, &p.name))
-                .collect(),
-            region_ok: snap
-                .regions
-                .iter()
-                .map(|r| allowed(&req.regions, r))
-                .collect(),
+            provider_ok: fleet.providers.iter().map(|p| allowed(&req.providers, &p.name)).collect(),
+            region_ok: snap.regions.iter().map(|r| allowed(&req.regions, r)).collect(),
             compliance_ok,
             class_failures,
             excluded,
@@ -277,46 +230,22 @@ impl<'a> PoolJudge<'a> {
     }
 
     /// Every pool-stage filter pool `p` fails, in order.
-    pub fn checks(
-        &self,
-        p: PoolIdx,
-        fail: &mut impl FnMut(Filter) -> ControlFlow<()>,
-    ) -> ControlFlow<()> {
+    pub fn checks(&self, p: PoolIdx, fail: &mut impl FnMut(Filter) -> ControlFlow<()>) -> ControlFlow<()> {
         let snap = self.snap;
         let i = p.0 as usize;
         let row = &snap.rows[i];
-        check(
-            self.provider_ok[row.provider as usize],
-            Filter::Provider,
-            fail,
-        )?;
+        check(self.provider_ok[row.provider as usize], Filter::Provider, fail)?;
         check(self.region_ok[row.region as usize], Filter::Region, fail)?;
         check(self.compliance_ok.contains(i), Filter::Compliance, fail)?;
-        check(
-            self.req.interruptible || !snap.interruptible.contains(i),
-            Filter::Interruptible,
-            fail,
-        )?;
+        check(self.req.interruptible || !snap.interruptible.contains(i), Filter::Interruptible, fail)?;
         for &f in &self.class_failures[row.class as usize] {
             fail(f)?;
         }
-        check(
-            !snap.provider_quarantined.contains(i),
-            Filter::ProviderQuarantined,
-            fail,
-        )?;
-        check(
-            !snap.pool_quarantined.contains(i),
-            Filter::PoolQuarantined,
-            fail,
-        )?;
+        check(!snap.provider_quarantined.contains(i), Filter::ProviderQuarantined, fail)?;
+        check(!snap.pool_quarantined.contains(i), Filter::PoolQuarantined, fail)?;
         check(!self.excluded.contains(i), Filter::PoolExcluded, fail)?;
         self.limits.checks(snap, row, self.hourly(p), fail)?;
-        check(
-            !snap.fleet().pool(p).nodes.is_empty(),
-            Filter::NoNodes,
-            fail,
-        )
+        check(!snap.fleet().pool(p).nodes.is_empty(), Filter::NoNodes, fail)
     }
 }
 

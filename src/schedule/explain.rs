@@ -122,18 +122,9 @@ pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
                 .and_then(Filter::from_index);
             failures += usize::from(node_reason.is_some());
         }
-        let key = NearKey {
-            failures,
-            shape,
-            gap,
-            hourly: judge.hourly(p),
-            rank: snap.rows[i].label_rank,
-            pool: p,
-        };
-        if nearest
-            .as_ref()
-            .is_none_or(|(best, _)| key.better_than(best))
-        {
+        let key =
+            NearKey { failures, shape, gap, hourly: judge.hourly(p), rank: snap.rows[i].label_rank, pool: p };
+        if nearest.as_ref().is_none_or(|(best, _)| key.better_than(best)) {
             nearest = Some((key, node_reason));
         }
     }
@@ -215,11 +206,7 @@ impl NearKey {
 /// by less than a 1-GPU node does.
 fn shape_gap(req: &Requirements, shape: &crate::fleet::Shape, f: Filter) -> f64 {
     let rel = |want: f64, have: f64| {
-        if want > 0.0 {
-            ((want - have) / want).clamp(0.0, 1.0)
-        } else {
-            0.0
-        }
+        if want > 0.0 { ((want - have) / want).clamp(0.0, 1.0) } else { 0.0 }
     };
     let mem = shape.accelerator.as_ref().map_or(0.0, |a| a.memory_gb);
     match f {

@@ -107,10 +107,7 @@ impl Filter {
 
     /// True for the node-level filters that mean "right shape, but busy".
     pub fn is_exhaustion(self) -> bool {
-        matches!(
-            self,
-            Filter::FreeGpus | Filter::FreeCpu | Filter::FreeMemory | Filter::FreeDisk
-        )
+        matches!(self, Filter::FreeGpus | Filter::FreeCpu | Filter::FreeMemory | Filter::FreeDisk)
     }
 
     /// True for the class-level hardware filters: failing one means the
@@ -150,11 +147,7 @@ impl Filter {
             Filter::Compliance => format!("missing compliance [{}]", req.compliance.join(", ")),
             Filter::Interruptible => "interruptible (spot) not allowed".into(),
             Filter::Capability => format!("missing capability [{}]", req.capabilities.join(", ")),
-            Filter::GpuCount => format!(
-                "fewer than {} GPU{} per node",
-                req.gpus,
-                plural(req.gpus as usize)
-            ),
+            Filter::GpuCount => format!("fewer than {} GPU{} per node", req.gpus, plural(req.gpus as usize)),
             Filter::Vendor => match req.vendor {
                 Some(v) => format!("vendor not {v}"),
                 None => "wrong vendor".into(),
@@ -272,12 +265,7 @@ fn gpu_memory_reason(req: &Requirements) -> String {
         (Some((lo, false)), None) => format!("gpu memory ≤ {} GB", num(lo)),
         (None, Some(hi)) => format!("gpu memory > {} GB", num(hi)),
         (Some((lo, incl)), Some(hi)) => {
-            format!(
-                "gpu memory not in {}{}, {}] GB",
-                if incl { "[" } else { "(" },
-                num(lo),
-                num(hi)
-            )
+            format!("gpu memory not in {}{}, {}] GB", if incl { "[" } else { "(" }, num(lo), num(hi))
         }
         (None, None) => "gpu memory out of range".into(),
     }
@@ -285,11 +273,7 @@ fn gpu_memory_reason(req: &Requirements) -> String {
 
 /// A number without a needless `.0`: 24 → "24", 0.5 → "0.5".
 pub(crate) fn num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
+    if v.fract() == 0.0 && v.abs() < 1e15 { format!("{}", v as i64) } else { format!("{v}") }
 }
 
 pub(crate) fn usd(v: f64) -> String {

@@ -47,14 +47,8 @@ pub fn place(req: &Requirements, snap: &Snapshot, policy: &Policy) -> Decision {
         feasible_pools: count,
         ruled_out,
     };
-    let candidates = top
-        .iter()
-        .map(|f| candidate(req, snap, &scorer, f))
-        .collect();
-    Decision::Placed(Placement {
-        candidates,
-        considered,
-    })
+    let candidates = top.iter().map(|f| candidate(req, snap, &scorer, f)).collect();
+    Decision::Placed(Placement { candidates, considered })
 }
 
 /// What judging one pool needs, computed once per decision.
@@ -75,24 +69,14 @@ impl<'a> PoolContext<'a> {
             snap,
             share: class_shares(req, snap),
             limits: Limits::new(req),
-            excluded: req
-                .exclude_nodes
-                .iter()
-                .filter_map(|n| snap.node_by_name(n))
-                .map(|n| n.0)
-                .collect(),
+            excluded: req.exclude_nodes.iter().filter_map(|n| snap.node_by_name(n)).map(|n| n.0).collect(),
         }
     }
 
     #[inline]
     fn hourly(&self, p: usize) -> f64 {
         self.snap.rows.get(p).map_or(f64::NAN, |row| {
-            row.price
-                * self
-                    .share
-                    .get(row.class as usize)
-                    .copied()
-                    .unwrap_or(f64::NAN)
+            row.price * self.share.get(row.class as usize).copied().unwrap_or(f64::NAN)
         })
     }
 }
@@ -122,10 +106,7 @@ fn feasible_pools(
                 count += 1;
                 cheapest = cheapest.min(hourly);
             }
-            Err(filter) => ruled_out.push(RuledOut {
-                pool: PoolIdx(p as u32),
-                filter,
-            }),
+            Err(filter) => ruled_out.push(RuledOut { pool: PoolIdx(p as u32), filter }),
         }
     });
     (feasible, count, cheapest)
@@ -134,12 +115,7 @@ fn feasible_pools(
 /// The best `k` feasible (pool, node)s, scored, in rank order. A pool whose
 /// score bound cannot reach the current k-th best is not scored (branch and
 /// bound), so only a few pools are scored in full.
-fn top_k(
-    ctx: &PoolContext<'_>,
-    scorer: &Scorer<'_>,
-    feasible: &PoolSet,
-    k: usize,
-) -> Vec<Feasible> {
+fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &PoolSet, k: usize) -> Vec<Feasible> {
     let snap = ctx.snap;
     // `k` may be usize::MAX ("everything"); the list never outgrows k + 1.
     let mut top: Vec<Feasible> = Vec::with_capacity(k.min(64) + 1);
@@ -147,21 +123,14 @@ fn top_k(
         let Some(row) = snap.rows.get(p) else { return };
         let hourly = ctx.hourly(p);
         let full = top.len() == k;
-        if full
-            && top
-                .last()
-                .is_some_and(|last| scorer.bound(row, hourly) + BOUND_SLACK < last.score)
-        {
+        if full && top.last().is_some_and(|last| scorer.bound(row, hourly) + BOUND_SLACK < last.score) {
             return;
         }
         // Feasible, so this finds the node pass one found.
         let Ok((node, free_gpus)) = pick_node(ctx, p) else {
             return;
         };
-        let name_rank = snap
-            .nodes
-            .get(node as usize)
-            .map_or(u32::MAX, |n| n.name_rank);
+        let name_rank = snap.nodes.get(node as usize).map_or(u32::MAX, |n| n.name_rank);
         let mut f = Feasible {
             pool: p as u32,
             node,
@@ -195,12 +164,7 @@ fn rank_order(a: &Feasible, b: &Feasible) -> Ordering {
 
 /// Records pools removed by filter `f`.
 fn push(out: &mut Vec<RuledOut>, f: Filter) -> impl FnMut(usize) + '_ {
-    move |p| {
-        out.push(RuledOut {
-            pool: PoolIdx(p as u32),
-            filter: f,
-        })
-    }
+    move |p| out.push(RuledOut { pool: PoolIdx(p as u32), filter: f })
 }
 
 /// The categorical and class filters on pool sets, in [`Filter`] order.
@@ -248,20 +212,14 @@ fn categorical(req: &Requirements, snap: &Snapshot, out: &mut Vec<RuledOut>) -> 
             rem.remove_all(&class.pools, push(out, f));
         }
     }
-    rem.remove_all(
-        &snap.provider_quarantined,
-        push(out, Filter::ProviderQuarantined),
-    );
+    rem.remove_all(&snap.provider_quarantined, push(out, Filter::ProviderQuarantined));
     rem.remove_all(&snap.pool_quarantined, push(out, Filter::PoolQuarantined));
     for label in &req.exclude_pools {
         if let Some(p) = snap.pool_by_label(label)
             && rem.contains(p.0 as usize)
         {
             rem.remove(p.0 as usize);
-            out.push(RuledOut {
-                pool: p,
-                filter: Filter::PoolExcluded,
-            });
+            out.push(RuledOut { pool: p, filter: Filter::PoolExcluded });
         }
     }
     rem
@@ -280,10 +238,7 @@ fn pick_node(ctx: &PoolContext<'_>, p: usize) -> Result<(u32, u32), Filter> {
     // Usually the best usable node fits.
     if needs_some
         && excluded.is_empty()
-        && let Some(n) = snap
-            .rows
-            .get(p)
-            .and_then(|row| snap.best_usable_node(row, req.gpus))
+        && let Some(n) = snap.rows.get(p).and_then(|row| snap.best_usable_node(row, req.gpus))
         && free_shortfall(req, &n.free).is_none()
     {
         return Ok((n.node, n.free.gpus));
@@ -291,11 +246,7 @@ fn pick_node(ctx: &PoolContext<'_>, p: usize) -> Result<(u32, u32), Filter> {
     let (list, unusable) = snap.ready_nodes(pi, req.gpus);
     let skip = if needs_some { unusable } else { 0 };
     let why = |n: &ReadyNode| {
-        if excluded.contains(&n.node) {
-            Some(Filter::NodeExcluded)
-        } else {
-            free_shortfall(req, &n.free)
-        }
+        if excluded.contains(&n.node) { Some(Filter::NodeExcluded) } else { free_shortfall(req, &n.free) }
     };
     if let Some(n) = list.iter().skip(skip).find(|n| why(n).is_none()) {
         return Ok((n.node, n.free.gpus));

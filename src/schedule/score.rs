@@ -135,27 +135,13 @@ pub(crate) struct Scorer<'a> {
 impl<'a> Scorer<'a> {
     pub fn new(req: &'a Requirements, snap: &'a Snapshot, policy: &'a Policy) -> Self {
         let w = &policy.weights;
-        let weights = [
-            w.cost,
-            w.health,
-            w.success,
-            w.startup,
-            w.locality,
-            w.fit,
-            w.preference,
-        ]
-        .map(|x| if x.is_finite() { x.max(0.0) } else { 0.0 });
+        let weights = [w.cost, w.health, w.success, w.startup, w.locality, w.fit, w.preference]
+            .map(|x| if x.is_finite() { x.max(0.0) } else { 0.0 });
         let locality = locality_shares(req, snap);
-        let has_pref = !req.preferred_regions.is_empty()
-            || !req.preferred_capabilities.is_empty()
-            || req.reserved_first;
+        let has_pref =
+            !req.preferred_regions.is_empty() || !req.preferred_capabilities.is_empty() || req.reserved_first;
         let applies = [true, true, true, true, locality.is_some(), true, has_pref];
-        let weight_sum: f64 = weights
-            .iter()
-            .zip(applies)
-            .filter(|(_, a)| *a)
-            .map(|(w, _)| w)
-            .sum();
+        let weight_sum: f64 = weights.iter().zip(applies).filter(|(_, a)| *a).map(|(w, _)| w).sum();
         let fleet = snap.fleet();
         let class_rep = |c: &super::snapshot::ClassInfo| fleet.pool(c.rep);
         // The memory the work needs per GPU: its stated lower bound, else
@@ -192,27 +178,17 @@ impl<'a> Scorer<'a> {
             snap.classes
                 .iter()
                 .map(|c| {
-                    let have = want
-                        .iter()
-                        .filter(|t| class_rep(c).capabilities.binary_search(t).is_ok())
-                        .count();
+                    let have =
+                        want.iter().filter(|t| class_rep(c).capabilities.binary_search(t).is_ok()).count();
                     have as f64 / want.len() as f64
                 })
                 .collect()
         };
-        let preferred_region = (!req.preferred_regions.is_empty()).then(|| {
-            snap.regions
-                .iter()
-                .map(|r| allowed(&req.preferred_regions, r))
-                .collect()
-        });
-        let scale = if weight_sum > 0.0 {
-            100.0 / weight_sum
-        } else {
-            0.0
-        };
-        let cached_startup = req.startup_within.is_none()
-            && policy.startup_reference_s == CACHED_STARTUP_REFERENCE_S;
+        let preferred_region = (!req.preferred_regions.is_empty())
+            .then(|| snap.regions.iter().map(|r| allowed(&req.preferred_regions, r)).collect());
+        let scale = if weight_sum > 0.0 { 100.0 / weight_sum } else { 0.0 };
+        let cached_startup =
+            req.startup_within.is_none() && policy.startup_reference_s == CACHED_STARTUP_REFERENCE_S;
         let coef = std::array::from_fn(|i| if applies[i] { weights[i] * scale } else { 0.0 });
         Self {
             req,
@@ -243,11 +219,7 @@ impl<'a> Scorer<'a> {
     #[inline]
     fn cost(&self, hourly: f64) -> f64 {
         let c = self.cost_smoothing;
-        let raw = if hourly + c > 0.0 {
-            (self.cheapest + c) / (hourly + c)
-        } else {
-            1.0
-        };
+        let raw = if hourly + c > 0.0 { (self.cheapest + c) / (hourly + c) } else { 1.0 };
         raw.clamp(0.0, 1.0)
     }
 
@@ -277,14 +249,7 @@ impl<'a> Scorer<'a> {
             cpu_fit(row.gpus_per_node)
         };
         let (startup, locality, preference) = self.pool_level(row);
-        [
-            unit(health),
-            unit(success),
-            startup,
-            locality,
-            unit(fit),
-            preference,
-        ]
+        [unit(health), unit(success), startup, locality, unit(fit), preference]
     }
 
     /// The factors that depend on the pool alone: startup, locality, preference.
@@ -295,15 +260,8 @@ impl<'a> Scorer<'a> {
         } else {
             startup_score(row.startup_s, self.req, self.policy)
         };
-        let locality = self
-            .locality
-            .as_ref()
-            .map_or(0.0, |l| l[row.region as usize]);
-        let preference = if self.applies[6] {
-            self.preference(row)
-        } else {
-            0.0
-        };
+        let locality = self.locality.as_ref().map_or(0.0, |l| l[row.region as usize]);
+        let preference = if self.applies[6] { self.preference(row) } else { 0.0 };
         (unit(startup), unit(locality), unit(preference))
     }
 
@@ -313,16 +271,8 @@ impl<'a> Scorer<'a> {
     #[inline]
     pub fn bound(&self, row: &PoolRow, hourly: f64) -> f64 {
         let c = &self.coef;
-        let success = if self.cached_success {
-            row.success_bound
-        } else {
-            1.0
-        };
-        let fit = self
-            .fit_bound
-            .get(row.class as usize)
-            .copied()
-            .unwrap_or(1.0);
+        let success = if self.cached_success { row.success_bound } else { 1.0 };
+        let fit = self.fit_bound.get(row.class as usize).copied().unwrap_or(1.0);
         let base = c[0] * self.cost(hourly) + c[1] * row.health_bound + c[2] * success + c[5] * fit;
         if self.pool_level_fast {
             base + c[3] * row.startup_score
@@ -367,11 +317,7 @@ impl<'a> Scorer<'a> {
     pub fn breakdown(&self, f: &Feasible) -> Vec<FactorScore> {
         let others = self.others(f.pool, f.node, f.free_gpus);
         let raw = |i: usize| {
-            if i == 0 {
-                self.cost(f.hourly)
-            } else {
-                others[i - 1]
-            }
+            if i == 0 { self.cost(f.hourly) } else { others[i - 1] }
         };
         (0..7)
             .filter(|&i| self.applies[i])
@@ -400,11 +346,7 @@ pub(crate) fn startup_score(startup_s: f64, req: &Requirements, policy: &Policy)
         Some(w) => w.as_secs_f64() / startup_s,
         None => {
             let r = policy.startup_reference_s.max(0.0);
-            if r + startup_s > 0.0 {
-                r / (r + startup_s)
-            } else {
-                1.0
-            }
+            if r + startup_s > 0.0 { r / (r + startup_s) } else { 1.0 }
         }
     }
 }
@@ -412,11 +354,8 @@ pub(crate) fn startup_score(startup_s: f64, req: &Requirements, policy: &Policy)
 /// Share of the located input data per snapshot region: by size when every
 /// located input gives one, else by count. `None` when no input has a region.
 fn locality_shares(req: &Requirements, snap: &Snapshot) -> Option<Vec<f64>> {
-    let located: Vec<(&str, Option<f64>)> = req
-        .inputs
-        .iter()
-        .filter_map(|i| i.region.as_deref().map(|r| (r, i.size_gb)))
-        .collect();
+    let located: Vec<(&str, Option<f64>)> =
+        req.inputs.iter().filter_map(|i| i.region.as_deref().map(|r| (r, i.size_gb))).collect();
     if located.is_empty() {
         return None;
     }

@@ -150,31 +150,22 @@ impl Snapshot {
         // hand may give unequal shapes one class id; those are split here.
         let mut by_fleet_class: HashMap<u32, Vec<u32>> = HashMap::new();
 
-        let labels: Vec<String> = (0..n_pools)
-            .map(|i| fleet.pool_label(PoolIdx(i as u32)))
-            .collect();
+        let labels: Vec<String> = (0..n_pools).map(|i| fleet.pool_label(PoolIdx(i as u32))).collect();
         let label_rank = ranks(&labels);
         let node_names: Vec<String> = fleet.nodes.iter().map(|n| n.name.clone()).collect();
         let node_rank = ranks(&node_names);
 
         let (prior, weight) = CACHED_PRIOR;
         let cached = super::Requirements::default();
-        let cached_policy = super::Policy {
-            startup_reference_s: CACHED_STARTUP_REFERENCE_S,
-            ..super::Policy::default()
-        };
+        let cached_policy =
+            super::Policy { startup_reference_s: CACHED_STARTUP_REFERENCE_S, ..super::Policy::default() };
         let mut nodes: Vec<NodeInfo> = fleet
             .nodes
             .iter()
             .enumerate()
             .map(|(i, n)| {
                 let h = health.node(&n.name);
-                NodeInfo {
-                    health: h,
-                    success: 0.0,
-                    name_rank: node_rank[i],
-                    quarantined: h.quarantined,
-                }
+                NodeInfo { health: h, success: 0.0, name_rank: node_rank[i], quarantined: h.quarantined }
             })
             .collect();
 
@@ -192,10 +183,7 @@ impl Snapshot {
             region_pools[region as usize].insert(i);
             provider_pools[pool.provider.0 as usize].insert(i);
             for tag in &pool.compliance {
-                compliance_pools
-                    .entry(tag.clone())
-                    .or_insert_with(|| PoolSet::empty(n_pools))
-                    .insert(i);
+                compliance_pools.entry(tag.clone()).or_insert_with(|| PoolSet::empty(n_pools)).insert(i);
             }
             if pool.interruptible {
                 interruptible.insert(i);
@@ -215,18 +203,15 @@ impl Snapshot {
                 rep.shape == pool.shape && rep.capabilities == pool.capabilities
             });
             let class = found.unwrap_or_else(|| {
-                classes.push(ClassInfo {
-                    rep: p,
-                    pools: PoolSet::empty(n_pools),
-                });
+                classes.push(ClassInfo { rep: p, pools: PoolSet::empty(n_pools) });
                 let c = classes.len() as u32 - 1;
                 same.push(c);
                 c
             });
             classes[class as usize].pools.insert(i);
 
-            let pool_success = pool_health
-                .smoothed_success(provider_health.smoothed_success(prior, weight), weight);
+            let pool_success =
+                pool_health.smoothed_success(provider_health.smoothed_success(prior, weight), weight);
             let health = provider_health.score * pool_health.score;
             let (mut health_bound, mut success_bound) = (0.0f64, 0.0f64);
             for n in pool.nodes.clone() {
@@ -236,15 +221,8 @@ impl Snapshot {
                 success_bound = success_bound.max(unit(info.success));
             }
             let index_base = index_at.len() as u32;
-            let unready = build_ready_index(
-                &fleet,
-                &nodes,
-                p,
-                &mut index,
-                &mut index_at,
-                &mut usable_at,
-                &mut heads,
-            );
+            let unready =
+                build_ready_index(&fleet, &nodes, p, &mut index, &mut index_at, &mut usable_at, &mut heads);
             rows.push(PoolRow {
                 price: pool.price_per_hour,
                 startup_s: pool.startup.as_secs_f64(),
@@ -257,11 +235,7 @@ impl Snapshot {
                 health_bound,
                 success_bound,
                 gpu_memory: pool.gpu_memory_gb(),
-                held: fleet
-                    .pool_nodes(p)
-                    .iter()
-                    .map(|n| n.canopy_gpus as u64)
-                    .sum(),
+                held: fleet.pool_nodes(p).iter().map(|n| n.canopy_gpus as u64).sum(),
                 limit: pool.lend_limit_gpus.map_or(u64::MAX, u64::from),
                 provider: pool.provider.0,
                 class,
@@ -279,29 +253,15 @@ impl Snapshot {
                 unready,
             });
         }
-        let mut provider_lend: Vec<(u64, u64)> = fleet
-            .providers
-            .iter()
-            .map(|p| (0, p.lend_limit_gpus.map_or(u64::MAX, u64::from)))
-            .collect();
+        let mut provider_lend: Vec<(u64, u64)> =
+            fleet.providers.iter().map(|p| (0, p.lend_limit_gpus.map_or(u64::MAX, u64::from))).collect();
         for (row, p) in rows.iter().zip(&fleet.pools) {
             provider_lend[p.provider.0 as usize].0 += row.held;
         }
-        let min_gpu_memory = rows
-            .iter()
-            .map(|r| r.gpu_memory)
-            .filter(|&m| m > 0.0)
-            .fold(f64::INFINITY, f64::min);
-        let pool_by_label = labels
-            .into_iter()
-            .enumerate()
-            .map(|(i, l)| (l, PoolIdx(i as u32)))
-            .collect();
-        let node_by_name = node_names
-            .into_iter()
-            .enumerate()
-            .map(|(i, n)| (n, NodeIdx(i as u32)))
-            .collect();
+        let min_gpu_memory =
+            rows.iter().map(|r| r.gpu_memory).filter(|&m| m > 0.0).fold(f64::INFINITY, f64::min);
+        let pool_by_label = labels.into_iter().enumerate().map(|(i, l)| (l, PoolIdx(i as u32))).collect();
+        let node_by_name = node_names.into_iter().enumerate().map(|(i, n)| (n, NodeIdx(i as u32))).collect();
         Self {
             all_pools: PoolSet::full(n_pools),
             fleet,
@@ -317,11 +277,7 @@ impl Snapshot {
             interruptible,
             provider_quarantined,
             pool_quarantined,
-            min_gpu_memory: if min_gpu_memory.is_finite() {
-                min_gpu_memory
-            } else {
-                0.0
-            },
+            min_gpu_memory: if min_gpu_memory.is_finite() { min_gpu_memory } else { 0.0 },
             pool_by_label,
             node_by_name,
             index,
@@ -371,9 +327,7 @@ impl Snapshot {
         if gpus > row.gpus_per_node {
             return None;
         }
-        self.heads
-            .get(row.index_base as usize + gpus as usize)
-            .filter(|h| h.node != NO_NODE)
+        self.heads.get(row.index_base as usize + gpus as usize).filter(|h| h.node != NO_NODE)
     }
 
     /// Ready, unquarantined nodes of the pool with at least `gpus` free
@@ -405,12 +359,8 @@ fn build_ready_index(
 ) -> Filter {
     let pool = fleet.pool(p);
     let mut ready: Vec<u32> = Vec::new();
-    let mut why = [
-        (Filter::Cordoned, 0),
-        (Filter::Draining, 0),
-        (Filter::Down, 0),
-        (Filter::NodeQuarantined, 0),
-    ];
+    let mut why =
+        [(Filter::Cordoned, 0), (Filter::Draining, 0), (Filter::Down, 0), (Filter::NodeQuarantined, 0)];
     for i in pool.nodes.clone() {
         let n = &fleet.nodes[i as usize];
         let slot = match n.state {
@@ -438,39 +388,21 @@ fn build_ready_index(
         let at = index.len();
         index_at.push(at as u32);
         let free = |i: u32| fleet.nodes[i as usize].free;
-        index.extend(
-            ready
-                .iter()
-                .map(|&i| ReadyNode {
-                    node: i,
-                    free: free(i),
-                })
-                .filter(|r| r.free.gpus >= g),
-        );
-        let usable = index[at..]
-            .iter()
-            .position(|r| r.free.cpu_cores > 0.0 && r.free.memory_gb > 0.0);
+        index
+            .extend(ready.iter().map(|&i| ReadyNode { node: i, free: free(i) }).filter(|r| r.free.gpus >= g));
+        let usable = index[at..].iter().position(|r| r.free.cpu_cores > 0.0 && r.free.memory_gb > 0.0);
         let usable = at + usable.unwrap_or(index.len() - at);
         usable_at.push(usable as u32);
-        heads.push(index.get(usable).copied().unwrap_or(ReadyNode {
-            node: NO_NODE,
-            free: Free::default(),
-        }));
+        heads.push(index.get(usable).copied().unwrap_or(ReadyNode { node: NO_NODE, free: Free::default() }));
     }
     index_at.push(index.len() as u32);
     usable_at.push(index.len() as u32);
-    heads.push(ReadyNode {
-        node: NO_NODE,
-        free: Free::default(),
-    });
+    heads.push(ReadyNode { node: NO_NODE, free: Free::default() });
     if pool.nodes.is_empty() {
         return Filter::NoNodes;
     }
     // Most common; ties go to the earlier filter (max_by_key keeps the last max).
-    why.iter()
-        .rev()
-        .max_by_key(|(_, c)| *c)
-        .map_or(Filter::Down, |(f, _)| *f)
+    why.iter().rev().max_by_key(|(_, c)| *c).map_or(Filter::Down, |(f, _)| *f)
 }
 
 /// Clamped to 0..=1, the range of every raw factor value (NaN stays NaN).

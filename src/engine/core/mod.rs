@@ -17,6 +17,7 @@
 //!   the attempt closes.
 
 mod attempt;
+mod inventory;
 mod policy;
 mod queue;
 mod restore;
@@ -121,6 +122,12 @@ pub enum Event {
     Owned {
         provider: String,
         tokens: Vec<String>,
+    },
+    /// A provider's fresh inventory: its pools with nodes, `used` = used by
+    /// others (see `inventory.rs`).
+    Inventory {
+        provider: String,
+        pools: Vec<(crate::fleet::PoolDef, Vec<crate::fleet::NodeDef>)>,
     },
     /// Time passed; deadlines and backoffs are checked.
     Tick,
@@ -279,6 +286,7 @@ pub struct Core {
     /// The time of the previous event, to notice quarantines ending.
     last_now: Millis,
     out: Vec<Action>,
+    inventory: inventory::Reported,
 }
 
 impl Core {
@@ -286,6 +294,7 @@ impl Core {
         Self {
             store_id: store_id.into(),
             health: HealthTracker::new(config.health.clone()),
+            inventory: inventory::Reported::from_fleet(&fleet),
             config,
             fleet,
             snapshot: None,
@@ -367,6 +376,7 @@ impl Core {
             }
             Event::Terminated { attempt, result } => self.on_terminated(attempt, result, now),
             Event::Owned { provider, tokens } => self.on_owned(&provider, &tokens, now),
+            Event::Inventory { provider, pools } => self.on_inventory(&provider, pools),
             Event::Tick => self.on_tick(now),
         }
         self.schedule_pass(now);

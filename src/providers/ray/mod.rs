@@ -7,7 +7,10 @@
 //! configured startup limit is asked to stop and reported as a capacity
 //! miss, so the engine places it elsewhere (Ray itself fails it after
 //! `RAY_JOB_START_TIMEOUT_SECONDS`; its stop of a pending job is a no-op,
-//! ray-project/ray#58353). Logs come from Ray's log endpoint (stdout and
+//! ray-project/ray#58353). Such a job is *abandoned*: the adapter remembers
+//! its token and keeps stopping it — a background re-stop every second,
+//! and again on every `list_owned` — until Ray reports it ended, so a job
+//! Canopy gave up on never runs untracked for more than a moment. Logs come from Ray's log endpoint (stdout and
 //! stderr interleaved, served as stdout); outputs are collected from
 //! `<jobs_dir>/<token>/outputs`, which, like Slurm's, must be a filesystem
 //! shared between Canopy and the Ray nodes.
@@ -30,9 +33,9 @@ use crate::providers::{
 };
 use crate::spec::Spec;
 use api::{Api, CallError, RuntimeEnv, Submit};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
@@ -79,6 +82,12 @@ impl RayConfig {
 /// How long a launch begun here keeps an unlisted job pending.
 const LAUNCH_GRACE: Duration = Duration::from_secs(120);
 
+/// How often an abandoned job is stopped again, and for how long at most
+/// (Ray fails a job pending past `RAY_JOB_START_TIMEOUT_SECONDS`, 15 min by
+/// default; a running one stops at the first re-stop).
+const RESTOP_EVERY: Duration = Duration::from_secs(1);
+const RESTOP_FOR: Duration = Duration::from_secs(3600);
+
 pub struct RayProvider {
     cfg: RayConfig,
     api: Api,
@@ -86,6 +95,9 @@ pub struct RayProvider {
     accel: Mutex<HashMap<String, String>>,
     /// First time this adapter saw each token pending.
     pending_since: Mutex<HashMap<String, Instant>>,
+    /// Tokens given up on while pending (Ray ignores their stop): stopped
+    /// again until Ray reports them ended.
+    abandoned: Arc<Mutex<HashSet<String>>>,
 }
 
 impl RayProvider {
@@ -95,9 +107,73 @@ impl RayProvider {
             .build()
             .map_err(|e| format!("provider {}: cannot build an HTTP client: {e}", cfg.name))?;
         let api = Api::new(client, &cfg.url, cfg.token.clone());
-        Ok(Self { cfg, api, accel: Mutex::new(HashMap::new()), pending_since: Mutex::new(HashMap::new()) })
+        Ok(Self {
+            cfg,
+            api,
+            accel: Mutex::new(HashMap::new()),
+            pending_since: Mutex::new(HashMap::new()),
+            abandoned: Arc::new(Mutex::new(HashSet::new())),
+        })
     }
 
+    /// Tokens given up on whose jobs Ray has not yet reported ended.
+    pub fn abandoned(&self) -> Vec<String> {
+        self.abandoned.lock().map(|s| s.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Gives up on a pending job: asks Ray to stop it now, and keeps asking
+    /// in the background (and on every `list_owned`) until it has ended.
+    async fn abandon(&self, token: &str) -> Result<(), CallError> {
+        let first = self.abandoned.lock().map(|mut s| s.insert(token.to_string())).unwrap_or(false);
+        if first && let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (api, set, token) = (self.api.clone(), self.abandoned.clone(), token.to_string());
+            let provider = self.cfg.name.clone();
+            rt.spawn(async move {
+                let until = Instant::now() + RESTOP_FOR;
+                while Instant::now() < until {
+                    tokio::time::sleep(RESTOP_EVERY).await;
+                    if !restop(&api, &set, &token).await {
+                        return;
+                    }
+                }
+                tracing::warn!(%provider, %token, "gave up re-stopping an abandoned Ray job");
+            });
+        }
+        self.api.stop(token).await
+    }
+
+    /// One re-stop of every abandoned job.
+    async fn restop_abandoned(&self) {
+        for token in self.abandoned() {
+            restop(&self.api, &self.abandoned, &token).await;
+        }
+    }
+}
+
+/// Stops an abandoned job again; false (and forgotten) once it has ended
+/// or Ray no longer knows it.
+async fn restop(api: &Api, set: &Mutex<HashSet<String>>, token: &str) -> bool {
+    let ended = match api.job(token).await {
+        Ok(Some(j)) => map::is_final(&j.status),
+        Ok(None) => true,
+        Err(e) => {
+            tracing::debug!(%token, error = %e, "re-stop of an abandoned Ray job: status unknown");
+            false
+        }
+    };
+    if ended {
+        if let Ok(mut s) = set.lock() {
+            s.remove(token);
+        }
+        return false;
+    }
+    if let Err(e) = api.stop(token).await {
+        tracing::debug!(%token, error = %e, "re-stop of an abandoned Ray job failed; will retry");
+    }
+    true
+}
+
+impl RayProvider {
     fn err(&self, what: &str, e: CallError) -> ProviderError {
         ProviderError { provider: self.cfg.name.clone(), message: format!("{what} at {}: {e}", self.cfg.url) }
     }
@@ -221,7 +297,7 @@ impl Provider for RayProvider {
         if waited < self.cfg.startup_limit {
             return Ok(AttemptStatus::Pending);
         }
-        self.api.stop(token).await.map_err(|e| self.err("stopping the pending job", e))?;
+        self.abandon(token).await.map_err(|e| self.err("stopping the pending job", e))?;
         let message = format!(
             "{}: still pending after {}s, past the startup limit of {}s (Ray cannot fit it now)",
             self.cfg.name,
@@ -263,6 +339,10 @@ impl Provider for RayProvider {
 
     async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
         match self.api.job(token).await.map_err(|e| self.err("reading the job", e))? {
+            // Ray ignores the stop of a pending job: keep stopping it.
+            Some(j) if j.status == "PENDING" => {
+                self.abandon(token).await.map_err(|e| self.err("stopping the job", e))
+            }
             Some(j) if !map::is_final(&j.status) => {
                 self.api.stop(token).await.map_err(|e| self.err("stopping the job", e))
             }
@@ -271,6 +351,7 @@ impl Provider for RayProvider {
     }
 
     async fn list_owned(&self, store_id: &str) -> Result<Vec<Owned>, ProviderError> {
+        self.restop_abandoned().await;
         let prefix = format!("canopy-{store_id}-");
         let jobs = self.api.jobs().await.map_err(|e| self.err("listing jobs", e))?;
         Ok(jobs

@@ -2,7 +2,10 @@
 //! slurmrestd (JWT auth), one job per attempt, named after its token.
 //!
 //! Launch looks the token up first and adopts an existing job instead of
-//! submitting twice. Status maps Slurm's states (see [`map`]); a job Slurm
+//! submitting twice: the job id is recorded in the token's directory right
+//! after the submit (see [`record`]), and the whole job list is searched
+//! only when that directory exists without an id (a launch interrupted
+//! between submit and record). Status maps Slurm's states (see [`map`]); a job Slurm
 //! requeued (a node failed under it) is cancelled and reported as a lost
 //! node, so an attempt never runs twice; a job pending longer than the
 //! configured startup limit is cancelled and reported as a capacity miss,
@@ -20,6 +23,7 @@
 //! in [`v0038`].
 
 pub mod map;
+pub mod record;
 pub mod script;
 pub mod v0038;
 
@@ -139,13 +143,33 @@ impl SlurmProvider {
         self.jobs.lock().ok().and_then(|m| m.get(token).copied())
     }
 
-    /// The newest job carrying `token`, asking Slurm when not cached.
+    /// The newest job carrying `token`: the cached or recorded id first,
+    /// the whole job list only when neither names a job Slurm knows.
     async fn find(&self, token: &str) -> Result<Option<(Known, Job)>, CallError> {
-        if let Some(k) = self.known(token)
-            && let Some(job) = self.api.job(k.id).await?
-        {
-            return Ok(Some((k, job)));
+        if let Some(found) = self.find_recorded(token).await? {
+            return Ok(Some(found));
         }
+        self.find_listed(token).await
+    }
+
+    /// The job by its cached or recorded id, without listing jobs.
+    async fn find_recorded(&self, token: &str) -> Result<Option<(Known, Job)>, CallError> {
+        let k = match self.known(token) {
+            Some(k) => Some(k),
+            None => record::read(&AttemptDir::at(&self.cfg.jobs_dir, token))
+                .ok()
+                .flatten()
+                .map(|r| Known { id: r.id, submitted: r.submitted }),
+        };
+        let Some(k) = k else { return Ok(None) };
+        Ok(self.api.job(k.id).await?.map(|job| {
+            self.remember(token, k);
+            (k, job)
+        }))
+    }
+
+    /// The newest job carrying `token`, from the whole job list.
+    async fn find_listed(&self, token: &str) -> Result<Option<(Known, Job)>, CallError> {
         let jobs = self.api.jobs().await?;
         let found = jobs.into_iter().filter(|j| owns(j, token)).max_by_key(|j| j.job_id);
         Ok(found.map(|j| {
@@ -153,6 +177,16 @@ impl SlurmProvider {
             self.remember(token, k);
             (k, j)
         }))
+    }
+
+    /// Records a job in the token's directory; a failure is only logged:
+    /// the directory then exists without an id, and the next launch of
+    /// the token searches the job list (idempotency holds either way).
+    fn record(&self, dir: &AttemptDir, token: &str, k: Known) {
+        self.remember(token, k);
+        if let Err(e) = record::write(dir, record::JobRecord { id: k.id, submitted: k.submitted }) {
+            tracing::warn!(provider = %self.cfg.name, %token, error = %e, "could not record the Slurm job id");
+        }
     }
 
     fn shaping(&self, req: &LaunchRequest) -> script::Shaping {
@@ -234,24 +268,45 @@ impl Provider for SlurmProvider {
         if let Ok(mut m) = self.launching.lock() {
             m.insert(req.token.clone(), std::time::Instant::now());
         }
-        if let Some((k, _)) = self.find(&req.token).await.map_err(|e| LaunchError::Api(e.to_string()))? {
-            return Ok(LaunchAck { provider_ref: k.id.to_string(), adopted: true });
-        }
         let dir = AttemptDir::at(&self.cfg.jobs_dir, &req.token);
-        for d in [dir.path().to_path_buf(), dir.outputs(), dir.work()] {
-            std::fs::create_dir_all(&d).map_err(|e| {
-                LaunchError::Api(format!(
-                    "cannot create {}: {e}; jobs_dir must be writable and shared with the nodes",
-                    d.display()
-                ))
-            })?;
+        let io = |what: &str, e: std::io::Error| {
+            LaunchError::Api(format!(
+                "{what} {}: {e}; jobs_dir must be writable and shared with the nodes",
+                dir.path().display()
+            ))
+        };
+        let fresh = record::claim(&dir).map_err(|e| io("cannot create", e))?;
+        // Held until this launch has submitted and recorded, so a second
+        // launch of the same token (a re-send) waits and then adopts.
+        let _lock = record::lock(&dir, self.cfg.request_timeout).await.map_err(|e| io("cannot lock", e))?;
+        let api_err = |e: CallError| LaunchError::Api(e.to_string());
+        let adopt = |k: Known| LaunchAck { provider_ref: k.id.to_string(), adopted: true };
+        if !fresh {
+            // A recorded job is adopted even when Slurm has forgotten it
+            // (finished past MinJobAge): it ran, it must not run again.
+            let recorded = record::read(&dir).map_err(|e| io("cannot read the job record in", e))?;
+            if let Some(k) =
+                self.known(&req.token).or(recorded.map(|r| Known { id: r.id, submitted: r.submitted }))
+            {
+                self.remember(&req.token, k);
+                return Ok(adopt(k));
+            }
+            // The directory exists without an id: a launch interrupted
+            // between submit and record. Only now search the job list.
+            if let Some((k, _)) = self.find_listed(&req.token).await.map_err(api_err)? {
+                self.record(&dir, &req.token, k);
+                return Ok(adopt(k));
+            }
+        }
+        for d in [dir.outputs(), dir.work()] {
+            std::fs::create_dir_all(&d).map_err(|e| io("cannot create directories in", e))?;
         }
         let props =
             script::properties(req, &self.cfg.jobs_dir, &self.shaping(req)).map_err(LaunchError::Invalid)?;
         let text = script::script(&req.spec.runtime.command, &script::workdir(req, &self.cfg.jobs_dir));
         match self.api.submit(&text, &props).await {
             Ok(id) => {
-                self.remember(&req.token, Known { id, submitted: epoch_now() });
+                self.record(&dir, &req.token, Known { id, submitted: epoch_now() });
                 Ok(LaunchAck { provider_ref: id.to_string(), adopted: false })
             }
             // "Requested node configuration is not available", bad partition.

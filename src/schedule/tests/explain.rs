@@ -112,8 +112,5 @@ fn filters_are_listed_in_declaration_order() {
 fn nearest_miss_prefers_the_smaller_hardware_gap() {
     // 16 GPUs: the 8-GPU pool misses by less than the 1-GPU or 4-GPU pools.
     let e = unschedulable(&tiny(), &HealthView::default(), &gpu_req(16));
-    assert_eq!(
-        e.nearest.unwrap().to_string(),
-        "nearest: cloud-a/us-east-h100 would fit if gpus were ≤ 8"
-    );
+    assert_eq!(e.nearest.unwrap().to_string(), "nearest: cloud-a/us-east-h100 would fit if gpus were ≤ 8");
 }

@@ -262,15 +262,7 @@ fn snapshot_caches_match_the_default_policy() {
     let f = crate::fleet::synth::synth_fleet(300, 9);
     let h = crate::fleet::synth::synth_health(&f, 9);
     let req = gpu_req(1);
-    let cached = placed(
-        &f,
-        &h,
-        &req,
-        &Policy {
-            top_k: 50,
-            ..Policy::default()
-        },
-    );
+    let cached = placed(&f, &h, &req, &Policy { top_k: 50, ..Policy::default() });
     let nudged = Policy {
         top_k: 50,
         success_prior: 0.95 + 1e-15,
@@ -280,12 +272,7 @@ fn snapshot_caches_match_the_default_policy() {
     let uncached = placed(&f, &h, &req, &nudged);
     for (a, b) in cached.candidates.iter().zip(&uncached.candidates) {
         assert_eq!((&a.pool, &a.node), (&b.pool, &b.node));
-        assert!(
-            (a.score - b.score).abs() < 1e-9,
-            "{} vs {}",
-            a.score,
-            b.score
-        );
+        assert!((a.score - b.score).abs() < 1e-9, "{} vs {}", a.score, b.score);
     }
 }
 
@@ -295,20 +282,9 @@ fn top_k_of_everything() {
         &demo(),
         &HealthView::default(),
         &gpu_req(1),
-        &Policy {
-            top_k: usize::MAX,
-            ..Policy::default()
-        },
+        &Policy { top_k: usize::MAX, ..Policy::default() },
     );
     assert_eq!(p.candidates.len(), 4);
-    let p = placed(
-        &demo(),
-        &HealthView::default(),
-        &gpu_req(1),
-        &Policy {
-            top_k: 0,
-            ..Policy::default()
-        },
-    );
+    let p = placed(&demo(), &HealthView::default(), &gpu_req(1), &Policy { top_k: 0, ..Policy::default() });
     assert_eq!(p.candidates.len(), 1, "at least the placement itself");
 }

@@ -4,10 +4,7 @@ use super::*;
 
 #[test]
 fn providers_are_an_allow_list_of_globs() {
-    let req = Requirements {
-        providers: globs(&["on*"]),
-        ..gpu_req(1)
-    };
+    let req = Requirements { providers: globs(&["on*"]), ..gpu_req(1) };
     let v = verdicts(&demo(), &HealthView::default(), &req);
     assert_eq!(v["cloud-a/us-east-l4"], Err(Filter::Provider));
     assert_eq!(v["lab/gdpr-l40s"], Err(Filter::Provider));
@@ -16,11 +13,7 @@ fn providers_are_an_allow_list_of_globs() {
 
 #[test]
 fn regions_are_an_allow_list_of_globs() {
-    let req = Requirements {
-        regions: globs(&["eu-*"]),
-        interruptible: true,
-        ..gpu_req(1)
-    };
+    let req = Requirements { regions: globs(&["eu-*"]), interruptible: true, ..gpu_req(1) };
     let v = verdicts(&demo(), &HealthView::default(), &req);
     assert_eq!(v["cloud-a/us-east-l4"], Err(Filter::Region));
     assert_eq!(v["onprem/rack-a"], Err(Filter::Region));
@@ -30,17 +23,11 @@ fn regions_are_an_allow_list_of_globs() {
 
 #[test]
 fn every_compliance_tag_is_required() {
-    let req = Requirements {
-        compliance: vec!["gdpr".into()],
-        ..gpu_req(1)
-    };
+    let req = Requirements { compliance: vec!["gdpr".into()], ..gpu_req(1) };
     let v = verdicts(&demo(), &HealthView::default(), &req);
     assert_eq!(v["lab/gdpr-l40s"], Ok("g1".into()));
     assert_eq!(v["onprem/rack-a"], Err(Filter::Compliance));
-    let req = Requirements {
-        compliance: vec!["gdpr".into(), "hipaa".into()],
-        ..gpu_req(1)
-    };
+    let req = Requirements { compliance: vec!["gdpr".into(), "hipaa".into()], ..gpu_req(1) };
     let e = unschedulable(&demo(), &HealthView::default(), &req);
     assert_eq!(e.reasons.len(), 1);
     assert_eq!(e.reasons[0].filter, Filter::Compliance);
@@ -48,33 +35,16 @@ fn every_compliance_tag_is_required() {
 
 #[test]
 fn interruptible_capacity_needs_consent() {
-    let req = Requirements {
-        gpu_memory_gb: crate::spec::GbRange {
-            min: Some(40.0),
-            max: None,
-        },
-        ..gpu_req(8)
-    };
-    assert_eq!(
-        verdict(&demo(), &req, "cloud-a/eu-west-a100-spot"),
-        Err(Filter::Interruptible)
-    );
-    let req = Requirements {
-        interruptible: true,
-        ..req
-    };
-    assert_eq!(
-        verdict(&demo(), &req, "cloud-a/eu-west-a100-spot"),
-        Ok("a100-1".into())
-    );
+    let req =
+        Requirements { gpu_memory_gb: crate::spec::GbRange { min: Some(40.0), max: None }, ..gpu_req(8) };
+    assert_eq!(verdict(&demo(), &req, "cloud-a/eu-west-a100-spot"), Err(Filter::Interruptible));
+    let req = Requirements { interruptible: true, ..req };
+    assert_eq!(verdict(&demo(), &req, "cloud-a/eu-west-a100-spot"), Ok("a100-1".into()));
 }
 
 #[test]
 fn capability_tags_are_required() {
-    let req = Requirements {
-        capabilities: vec!["long-training".into()],
-        ..gpu_req(1)
-    };
+    let req = Requirements { capabilities: vec!["long-training".into()], ..gpu_req(1) };
     let v = verdicts(&demo(), &HealthView::default(), &req);
     assert_eq!(v["cloud-a/us-east-h100"], Ok("h100-2".into()));
     assert_eq!(v["cloud-a/us-east-l4"], Err(Filter::Capability));
@@ -89,10 +59,7 @@ fn all_gpus_must_be_on_one_node() {
     // r1 has 2 of 4 GPUs in use, r2 is down.
     assert_eq!(v["onprem/rack-a"], Err(Filter::FreeGpus));
     assert_eq!(v["cloud-a/us-east-h100"], Ok("h100-1".into()));
-    let req = Requirements {
-        interruptible: true,
-        ..gpu_req(9)
-    };
+    let req = Requirements { interruptible: true, ..gpu_req(9) };
     let e = unschedulable(&demo(), &HealthView::default(), &req);
     assert_eq!(e.reasons[0].filter, Filter::GpuCount);
     assert_eq!(e.reasons[0].nodes, 10);
@@ -100,39 +67,20 @@ fn all_gpus_must_be_on_one_node() {
 
 #[test]
 fn vendor_family_and_compute_capability() {
-    let req = Requirements {
-        vendor: Some(Vendor::Amd),
-        interruptible: true,
-        ..gpu_req(1)
-    };
+    let req = Requirements { vendor: Some(Vendor::Amd), interruptible: true, ..gpu_req(1) };
     let e = unschedulable(&demo(), &HealthView::default(), &req);
-    assert!(
-        e.reasons
-            .iter()
-            .any(|r| r.filter == Filter::Vendor && r.nodes == 8),
-        "{e}"
-    );
+    assert!(e.reasons.iter().any(|r| r.filter == Filter::Vendor && r.nodes == 8), "{e}");
     // Accelerator requirements do not apply to CPU work.
-    let req = Requirements {
-        vendor: Some(Vendor::Amd),
-        ..cpu_req()
-    };
+    let req = Requirements { vendor: Some(Vendor::Amd), ..cpu_req() };
     assert_eq!(verdict(&demo(), &req, "onprem/cpu"), Ok("c1".into()));
 
-    let req = Requirements {
-        families: vec![Family::Ada],
-        interruptible: true,
-        ..gpu_req(1)
-    };
+    let req = Requirements { families: vec![Family::Ada], interruptible: true, ..gpu_req(1) };
     let v = verdicts(&demo(), &HealthView::default(), &req);
     assert_eq!(v["cloud-a/us-east-h100"], Err(Filter::Family));
     assert_eq!(v["cloud-a/eu-west-a100-spot"], Err(Filter::Family));
     assert!(v["cloud-a/us-east-l4"].is_ok());
 
-    let req = Requirements {
-        min_compute_capability: Some(ComputeCapability::new(9, 0)),
-        ..gpu_req(1)
-    };
+    let req = Requirements { min_compute_capability: Some(ComputeCapability::new(9, 0)), ..gpu_req(1) };
     let v = verdicts(&demo(), &HealthView::default(), &req);
     assert_eq!(v["cloud-a/us-east-l4"], Err(Filter::ComputeCapability));
     assert!(v["cloud-a/us-east-h100"].is_ok());
@@ -141,34 +89,16 @@ fn vendor_family_and_compute_capability() {
 #[test]
 fn gpu_memory_range_and_retry_minimum() {
     use crate::spec::GbRange;
-    let at_least = |m| Requirements {
-        gpu_memory_gb: GbRange {
-            min: Some(m),
-            max: None,
-        },
-        ..gpu_req(1)
-    };
+    let at_least = |m| Requirements { gpu_memory_gb: GbRange { min: Some(m), max: None }, ..gpu_req(1) };
     let v = verdicts(&demo(), &HealthView::default(), &at_least(48.0));
     assert_eq!(v["cloud-a/us-east-l4"], Err(Filter::GpuMemory));
     assert!(v["lab/gdpr-l40s"].is_ok(), "the minimum is inclusive");
 
-    let req = Requirements {
-        gpu_memory_gb: GbRange {
-            min: None,
-            max: Some(48.0),
-        },
-        ..gpu_req(1)
-    };
-    assert_eq!(
-        verdict(&demo(), &req, "cloud-a/us-east-h100"),
-        Err(Filter::GpuMemory)
-    );
+    let req = Requirements { gpu_memory_gb: GbRange { min: None, max: Some(48.0) }, ..gpu_req(1) };
+    assert_eq!(verdict(&demo(), &req, "cloud-a/us-east-h100"), Err(Filter::GpuMemory));
 
     // A gpu-oom retry from a 48 GB card needs strictly more.
-    let req = Requirements {
-        min_gpu_memory_exclusive: Some(48.0),
-        ..gpu_req(1)
-    };
+    let req = Requirements { min_gpu_memory_exclusive: Some(48.0), ..gpu_req(1) };
     let v = verdicts(&demo(), &HealthView::default(), &req);
     assert_eq!(v["lab/gdpr-l40s"], Err(Filter::GpuMemory));
     assert_eq!(v["cloud-a/us-east-l4"], Err(Filter::GpuMemory));
@@ -177,21 +107,15 @@ fn gpu_memory_range_and_retry_minimum() {
 
 #[test]
 fn interconnect_applies_to_multi_gpu_work() {
-    let nvlink = |n| Requirements {
-        interconnect: Some(Interconnect::Nvlink),
-        interruptible: true,
-        ..gpu_req(n)
-    };
+    let nvlink =
+        |n| Requirements { interconnect: Some(Interconnect::Nvlink), interruptible: true, ..gpu_req(n) };
     let v = verdicts(&demo(), &HealthView::default(), &nvlink(2));
     assert_eq!(v["onprem/rack-a"], Err(Filter::Interconnect));
     assert!(v["cloud-a/us-east-h100"].is_ok());
     assert!(v["cloud-a/eu-west-a100-spot"].is_ok());
     // One GPU has no link to use; PCIe is met by every node.
     assert!(verdict(&demo(), &nvlink(1), "cloud-a/us-east-l4").is_ok());
-    let pcie = Requirements {
-        interconnect: Some(Interconnect::Pcie),
-        ..gpu_req(2)
-    };
+    let pcie = Requirements { interconnect: Some(Interconnect::Pcie), ..gpu_req(2) };
     assert!(verdict(&demo(), &pcie, "cloud-a/us-east-h100").is_ok());
 }
 
@@ -199,12 +123,9 @@ fn interconnect_applies_to_multi_gpu_work() {
 fn quarantine_at_every_level() {
     let req = gpu_req(1);
     let h = health_with(|h| {
-        h.providers
-            .insert("lab".into(), Health::UNKNOWN.quarantined());
-        h.pools
-            .insert("cloud-a/us-east-l4".into(), Health::UNKNOWN.quarantined());
-        h.nodes
-            .insert("h100-2".into(), Health::UNKNOWN.quarantined());
+        h.providers.insert("lab".into(), Health::UNKNOWN.quarantined());
+        h.pools.insert("cloud-a/us-east-l4".into(), Health::UNKNOWN.quarantined());
+        h.nodes.insert("h100-2".into(), Health::UNKNOWN.quarantined());
     });
     let v = verdicts(&demo(), &h, &req);
     assert_eq!(v["lab/gdpr-l40s"], Err(Filter::ProviderQuarantined));
@@ -228,46 +149,25 @@ fn retry_exclusions() {
     let v = verdicts(&demo(), &HealthView::default(), &req);
     assert_eq!(v["lab/gdpr-l40s"], Err(Filter::PoolExcluded));
     assert_eq!(v["cloud-a/us-east-h100"], Ok("h100-1".into()));
-    let req = Requirements {
-        exclude_nodes: vec!["g1".into()],
-        ..req
-    };
-    let req = Requirements {
-        exclude_pools: vec![],
-        ..req
-    };
-    assert_eq!(
-        verdict(&demo(), &req, "lab/gdpr-l40s"),
-        Err(Filter::NodeExcluded)
-    );
+    let req = Requirements { exclude_nodes: vec!["g1".into()], ..req };
+    let req = Requirements { exclude_pools: vec![], ..req };
+    assert_eq!(verdict(&demo(), &req, "lab/gdpr-l40s"), Err(Filter::NodeExcluded));
 }
 
 #[test]
 fn lend_limits_cap_the_gpus_canopy_holds() {
     // onprem lends 16 GPUs and Canopy holds 2 (on r1).
-    let req = Requirements {
-        providers: globs(&["onprem"]),
-        ..gpu_req(2)
-    };
+    let req = Requirements { providers: globs(&["onprem"]), ..gpu_req(2) };
     assert_eq!(verdict(&demo(), &req, "onprem/rack-a"), Ok("r1".into()));
 
     let mut b = FleetBuilder::new();
     b.provider("onprem", ProviderKind::Slurm, Some(3)).unwrap();
-    let mut p = pool(
-        "rack-a",
-        "onprem-a",
-        gpus(l40s(), 4, Interconnect::Pcie, 48.0, 256.0, 2000.0),
-        2.0,
-    );
+    let mut p = pool("rack-a", "onprem-a", gpus(l40s(), 4, Interconnect::Pcie, 48.0, 256.0, 2000.0), 2.0);
     b.pool(p.clone(), vec![used("r1", 2, 2)]).unwrap();
     p.name = "rack-b".into();
     p.lend_limit_gpus = Some(2);
     b.pool(p, vec![used("s1", 1, 1)]).unwrap();
-    b.pool(
-        pool("cpu", "onprem-a", cpus(8.0, 8.0, 8.0), 1.0),
-        vec![node("c1")],
-    )
-    .unwrap();
+    b.pool(pool("cpu", "onprem-a", cpus(8.0, 8.0, 8.0), 1.0), vec![node("c1")]).unwrap();
     let f = b.build();
     // 3 held + 1 > 3 for the provider; rack-b's own cap (1 + 1 ≤ 2) is fine.
     let v = verdicts(&f, &HealthView::default(), &gpu_req(1));
@@ -282,18 +182,9 @@ fn lend_limits_cap_the_gpus_canopy_holds() {
 #[test]
 fn max_hourly_price_uses_the_workloads_share() {
     // h100: 1 of 8 GPUs of a $32 node = $4/h.
-    let req = Requirements {
-        max_hourly_usd: Some(3.99),
-        ..gpu_req(1)
-    };
-    assert_eq!(
-        verdict(&demo(), &req, "cloud-a/us-east-h100"),
-        Err(Filter::HourlyPrice)
-    );
-    let req = Requirements {
-        max_hourly_usd: Some(4.0),
-        ..gpu_req(1)
-    };
+    let req = Requirements { max_hourly_usd: Some(3.99), ..gpu_req(1) };
+    assert_eq!(verdict(&demo(), &req, "cloud-a/us-east-h100"), Err(Filter::HourlyPrice));
+    let req = Requirements { max_hourly_usd: Some(4.0), ..gpu_req(1) };
     assert!(verdict(&demo(), &req, "cloud-a/us-east-h100").is_ok());
 }
 
@@ -301,26 +192,13 @@ fn max_hourly_price_uses_the_workloads_share() {
 fn estimated_cost_against_the_cap() {
     let hours = |h: u64| Some(Duration::from_secs(h * 3600));
     // l4: $0.80/h.
-    let req = Requirements {
-        max_cost_usd: Some(5.0),
-        expected_runtime: hours(10),
-        ..gpu_req(1)
-    };
-    assert_eq!(
-        verdict(&demo(), &req, "cloud-a/us-east-l4"),
-        Err(Filter::Cost)
-    );
+    let req = Requirements { max_cost_usd: Some(5.0), expected_runtime: hours(10), ..gpu_req(1) };
+    assert_eq!(verdict(&demo(), &req, "cloud-a/us-east-l4"), Err(Filter::Cost));
     // The hard runtime limit wins over the expected one.
-    let req = Requirements {
-        max_runtime: hours(6),
-        ..req
-    };
+    let req = Requirements { max_runtime: hours(6), ..req };
     assert!(verdict(&demo(), &req, "cloud-a/us-east-l4").is_ok());
     // Without any runtime the cost cannot be estimated, so it does not exclude.
-    let req = Requirements {
-        max_cost_usd: Some(0.01),
-        ..gpu_req(1)
-    };
+    let req = Requirements { max_cost_usd: Some(0.01), ..gpu_req(1) };
     assert!(verdict(&demo(), &req, "cloud-a/us-east-l4").is_ok());
 }
 
@@ -348,11 +226,5 @@ fn from_spec_normalizes() {
     assert_eq!(r.expected_runtime, Some(Duration::from_secs(7200)));
     assert_eq!(r.optimize, crate::spec::Optimize::Speed);
     assert!(r.reserved_first && r.exclude_nodes.is_empty() && r.min_gpu_memory_exclusive.is_none());
-    assert_eq!(
-        r.inputs,
-        vec![InputSite {
-            region: Some("eu-west".into()),
-            size_gb: Some(10.0)
-        }]
-    );
+    assert_eq!(r.inputs, vec![InputSite { region: Some("eu-west".into()), size_gb: Some(10.0) }]);
 }

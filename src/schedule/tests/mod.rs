@@ -8,21 +8,14 @@ mod nodes;
 use super::*;
 use crate::accel::{ComputeCapability, Family, Interconnect, Vendor};
 use crate::fleet::{
-    Accelerator, Fleet, FleetBuilder, Free, Lifecycle, NodeDef, NodeState, PoolDef, ProviderKind,
-    Shape,
+    Accelerator, Fleet, FleetBuilder, Free, Lifecycle, NodeDef, NodeState, PoolDef, ProviderKind, Shape,
 };
 use crate::health::{Health, HealthView};
 use crate::units::Glob;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub(super) fn acc(
-    vendor: Vendor,
-    model: &str,
-    family: Family,
-    cc: (u8, u8),
-    mem: f64,
-) -> Accelerator {
+pub(super) fn acc(vendor: Vendor, model: &str, family: Family, cc: (u8, u8), mem: f64) -> Accelerator {
     Accelerator {
         vendor,
         model: model.into(),
@@ -45,14 +38,7 @@ pub(super) fn a100() -> Accelerator {
     acc(Vendor::Nvidia, "A100-SXM4", Family::Ampere, (8, 0), 40.0)
 }
 
-pub(super) fn gpus(
-    a: Accelerator,
-    n: u32,
-    ic: Interconnect,
-    cpu: f64,
-    mem: f64,
-    disk: f64,
-) -> Shape {
+pub(super) fn gpus(a: Accelerator, n: u32, ic: Interconnect, cpu: f64, mem: f64, disk: f64) -> Shape {
     Shape {
         accelerator: Some(a),
         gpus_per_node: n,
@@ -95,21 +81,11 @@ pub(super) fn node(name: &str) -> NodeDef {
 }
 
 pub(super) fn used(name: &str, gpus: u32, canopy: u32) -> NodeDef {
-    NodeDef {
-        used: Free {
-            gpus,
-            ..Free::default()
-        },
-        canopy_gpus: canopy,
-        ..NodeDef::idle(name)
-    }
+    NodeDef { used: Free { gpus, ..Free::default() }, canopy_gpus: canopy, ..NodeDef::idle(name) }
 }
 
 pub(super) fn in_state(name: &str, state: NodeState) -> NodeDef {
-    NodeDef {
-        state,
-        ..NodeDef::idle(name)
-    }
+    NodeDef { state, ..NodeDef::idle(name) }
 }
 
 /// Ten nodes in six pools across three providers:
@@ -125,56 +101,26 @@ pub(super) fn in_state(name: &str, state: NodeState) -> NodeDef {
 pub(super) fn demo_builder() -> FleetBuilder {
     let mut b = FleetBuilder::new();
     b.provider("cloud-a", ProviderKind::Cloud, None).unwrap();
-    let mut p = pool(
-        "us-east-h100",
-        "us-east",
-        gpus(h100(), 8, Interconnect::Nvlink, 128.0, 1024.0, 4000.0),
-        32.0,
-    );
+    let mut p =
+        pool("us-east-h100", "us-east", gpus(h100(), 8, Interconnect::Nvlink, 128.0, 1024.0, 4000.0), 32.0);
     p.capabilities = vec!["long-training".into()];
     p.startup = Duration::from_secs(300);
-    b.pool(p, vec![node("h100-1"), used("h100-2", 6, 0)])
-        .unwrap();
-    let p = pool(
-        "us-east-l4",
-        "us-east",
-        gpus(l4(), 1, Interconnect::Pcie, 8.0, 32.0, 200.0),
-        0.8,
-    );
-    b.pool(p, vec![node("l4-1"), in_state("l4-2", NodeState::Cordoned)])
-        .unwrap();
-    let mut p = pool(
-        "eu-west-a100-spot",
-        "eu-west",
-        gpus(a100(), 8, Interconnect::Nvlink, 96.0, 768.0, 2000.0),
-        8.0,
-    );
+    b.pool(p, vec![node("h100-1"), used("h100-2", 6, 0)]).unwrap();
+    let p = pool("us-east-l4", "us-east", gpus(l4(), 1, Interconnect::Pcie, 8.0, 32.0, 200.0), 0.8);
+    b.pool(p, vec![node("l4-1"), in_state("l4-2", NodeState::Cordoned)]).unwrap();
+    let mut p =
+        pool("eu-west-a100-spot", "eu-west", gpus(a100(), 8, Interconnect::Nvlink, 96.0, 768.0, 2000.0), 8.0);
     p.interruptible = true;
     b.pool(p, vec![node("a100-1")]).unwrap();
     b.provider("onprem", ProviderKind::Slurm, Some(16)).unwrap();
-    let mut p = pool(
-        "rack-a",
-        "onprem-a",
-        gpus(l40s(), 4, Interconnect::Pcie, 48.0, 256.0, 2000.0),
-        2.0,
-    );
+    let mut p = pool("rack-a", "onprem-a", gpus(l40s(), 4, Interconnect::Pcie, 48.0, 256.0, 2000.0), 2.0);
     p.reserved = true;
     p.compliance = vec!["hipaa".into()];
     p.lifecycle = Lifecycle::Job;
-    b.pool(p, vec![used("r1", 2, 2), in_state("r2", NodeState::Down)])
-        .unwrap();
-    b.pool(
-        pool("cpu", "onprem-a", cpus(64.0, 256.0, 1000.0), 1.0),
-        vec![node("c1"), node("c2")],
-    )
-    .unwrap();
+    b.pool(p, vec![used("r1", 2, 2), in_state("r2", NodeState::Down)]).unwrap();
+    b.pool(pool("cpu", "onprem-a", cpus(64.0, 256.0, 1000.0), 1.0), vec![node("c1"), node("c2")]).unwrap();
     b.provider("lab", ProviderKind::Kubernetes, None).unwrap();
-    let mut p = pool(
-        "gdpr-l40s",
-        "eu-central",
-        gpus(l40s(), 1, Interconnect::Pcie, 16.0, 64.0, 500.0),
-        1.2,
-    );
+    let mut p = pool("gdpr-l40s", "eu-central", gpus(l40s(), 1, Interconnect::Pcie, 16.0, 64.0, 500.0), 1.2);
     p.compliance = vec!["gdpr".into()];
     b.pool(p, vec![node("g1")]).unwrap();
     b
@@ -185,20 +131,11 @@ pub(super) fn demo() -> Fleet {
 }
 
 pub(super) fn gpu_req(n: u32) -> Requirements {
-    Requirements {
-        gpus: n,
-        cpu_cores: 1.0,
-        memory_gb: 1.0,
-        ..Requirements::default()
-    }
+    Requirements { gpus: n, cpu_cores: 1.0, memory_gb: 1.0, ..Requirements::default() }
 }
 
 pub(super) fn cpu_req() -> Requirements {
-    Requirements {
-        cpu_cores: 1.0,
-        memory_gb: 1.0,
-        ..Requirements::default()
-    }
+    Requirements { cpu_cores: 1.0, memory_gb: 1.0, ..Requirements::default() }
 }
 
 pub(super) fn globs(xs: &[&str]) -> Vec<Glob> {
@@ -214,10 +151,7 @@ pub(super) fn verdicts(
     req: &Requirements,
 ) -> BTreeMap<String, Result<String, Filter>> {
     let snap = Snapshot::new(fleet, health);
-    let policy = Policy {
-        top_k: 1000,
-        ..Policy::default()
-    };
+    let policy = Policy { top_k: 1000, ..Policy::default() };
     let mut out = BTreeMap::new();
     match place(req, &snap, &policy) {
         Decision::Placed(p) => {
@@ -226,8 +160,7 @@ pub(super) fn verdicts(
             }
             for r in p.considered.ruled_out {
                 assert!(
-                    out.insert(snap.label(r.pool).to_string(), Err(r.filter))
-                        .is_none(),
+                    out.insert(snap.label(r.pool).to_string(), Err(r.filter)).is_none(),
                     "pool judged twice"
                 );
             }
@@ -247,9 +180,7 @@ pub(super) fn verdicts(
                     nodes
                         .iter()
                         .enumerate()
-                        .filter_map(|(j, n)| {
-                            check::node_failure(req, n, snap.nodes[base + j].quarantined)
-                        })
+                        .filter_map(|(j, n)| check::node_failure(req, n, snap.nodes[base + j].quarantined))
                         .next()
                         .unwrap()
                 });
@@ -262,17 +193,10 @@ pub(super) fn verdicts(
 }
 
 pub(super) fn verdict(fleet: &Fleet, req: &Requirements, label: &str) -> Result<String, Filter> {
-    verdicts(fleet, &HealthView::default(), req)
-        .remove(label)
-        .unwrap()
+    verdicts(fleet, &HealthView::default(), req).remove(label).unwrap()
 }
 
-pub(super) fn placed(
-    fleet: &Fleet,
-    health: &HealthView,
-    req: &Requirements,
-    policy: &Policy,
-) -> Placement {
+pub(super) fn placed(fleet: &Fleet, health: &HealthView, req: &Requirements, policy: &Policy) -> Placement {
     match place(req, &Snapshot::new(fleet, health), policy) {
         Decision::Placed(p) => p,
         Decision::Unschedulable(e) => panic!("expected a placement, got:\n{e}"),

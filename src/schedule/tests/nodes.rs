@@ -4,26 +4,14 @@ use super::*;
 
 #[test]
 fn node_shape_before_free_capacity() {
-    let req = Requirements {
-        cpu_cores: 100.0,
-        ..cpu_req()
-    };
+    let req = Requirements { cpu_cores: 100.0, ..cpu_req() };
     let v = verdicts(&demo(), &HealthView::default(), &req);
     assert_eq!(v["onprem/cpu"], Err(Filter::CpuShape));
     // CPU work goes where the fewest GPUs are left idle.
     assert_eq!(v["cloud-a/us-east-h100"], Ok("h100-2".into()));
-    let req = Requirements {
-        memory_gb: 300.0,
-        ..cpu_req()
-    };
-    assert_eq!(
-        verdict(&demo(), &req, "onprem/cpu"),
-        Err(Filter::MemoryShape)
-    );
-    let req = Requirements {
-        disk_gb: 1500.0,
-        ..cpu_req()
-    };
+    let req = Requirements { memory_gb: 300.0, ..cpu_req() };
+    assert_eq!(verdict(&demo(), &req, "onprem/cpu"), Err(Filter::MemoryShape));
+    let req = Requirements { disk_gb: 1500.0, ..cpu_req() };
     assert_eq!(verdict(&demo(), &req, "onprem/cpu"), Err(Filter::DiskShape));
 }
 
@@ -32,70 +20,29 @@ fn free_cpu_memory_and_disk_on_the_node() {
     let mut b = FleetBuilder::new();
     b.provider("p", ProviderKind::Local, None).unwrap();
     let busy = |name: &str, cpu, mem, disk| NodeDef {
-        used: Free {
-            gpus: 0,
-            cpu_cores: cpu,
-            memory_gb: mem,
-            disk_gb: disk,
-        },
+        used: Free { gpus: 0, cpu_cores: cpu, memory_gb: mem, disk_gb: disk },
         ..NodeDef::idle(name)
     };
-    b.pool(
-        pool("cpu", "r", cpus(16.0, 64.0, 100.0), 1.0),
-        vec![busy("n1", 14.0, 0.0, 0.0)],
-    )
-    .unwrap();
-    b.pool(
-        pool("mem", "r", cpus(16.0, 64.0, 100.0), 1.0),
-        vec![busy("n2", 0.0, 60.0, 0.0)],
-    )
-    .unwrap();
-    b.pool(
-        pool("disk", "r", cpus(16.0, 64.0, 100.0), 1.0),
-        vec![busy("n3", 0.0, 0.0, 90.0)],
-    )
-    .unwrap();
+    b.pool(pool("cpu", "r", cpus(16.0, 64.0, 100.0), 1.0), vec![busy("n1", 14.0, 0.0, 0.0)]).unwrap();
+    b.pool(pool("mem", "r", cpus(16.0, 64.0, 100.0), 1.0), vec![busy("n2", 0.0, 60.0, 0.0)]).unwrap();
+    b.pool(pool("disk", "r", cpus(16.0, 64.0, 100.0), 1.0), vec![busy("n3", 0.0, 0.0, 90.0)]).unwrap();
     let f = b.build();
-    let req = Requirements {
-        cpu_cores: 4.0,
-        memory_gb: 8.0,
-        disk_gb: 20.0,
-        ..cpu_req()
-    };
+    let req = Requirements { cpu_cores: 4.0, memory_gb: 8.0, disk_gb: 20.0, ..cpu_req() };
     let e = unschedulable(&f, &HealthView::default(), &req);
     let got: Vec<_> = e.reasons.iter().map(|r| (r.filter, r.nodes)).collect();
-    assert_eq!(
-        got,
-        vec![
-            (Filter::FreeCpu, 1),
-            (Filter::FreeMemory, 1),
-            (Filter::FreeDisk, 1)
-        ]
-    );
+    assert_eq!(got, vec![(Filter::FreeCpu, 1), (Filter::FreeMemory, 1), (Filter::FreeDisk, 1)]);
     assert_eq!(e.exhausted.len(), 3);
 }
 
 #[test]
 fn only_ready_nodes_are_used() {
     // l4-2 is cordoned, r2 is down.
-    let req = Requirements {
-        providers: globs(&["cloud-a"]),
-        ..gpu_req(1)
-    };
-    assert_eq!(
-        verdict(&demo(), &req, "cloud-a/us-east-l4"),
-        Ok("l4-1".into())
-    );
+    let req = Requirements { providers: globs(&["cloud-a"]), ..gpu_req(1) };
+    assert_eq!(verdict(&demo(), &req, "cloud-a/us-east-l4"), Ok("l4-1".into()));
     // With l4-1 excluded the pool has no usable node; the fast path names
     // the reason of its best ready node.
-    let req = Requirements {
-        exclude_nodes: vec!["l4-1".into()],
-        ..req
-    };
-    assert_eq!(
-        verdict(&demo(), &req, "cloud-a/us-east-l4"),
-        Err(Filter::NodeExcluded)
-    );
+    let req = Requirements { exclude_nodes: vec!["l4-1".into()], ..req };
+    assert_eq!(verdict(&demo(), &req, "cloud-a/us-east-l4"), Err(Filter::NodeExcluded));
 
     let mut b = FleetBuilder::new();
     b.provider("p", ProviderKind::Local, None).unwrap();
@@ -111,27 +58,15 @@ fn only_ready_nodes_are_used() {
     )
     .unwrap();
     let e = unschedulable(&b.build(), &HealthView::default(), &cpu_req());
-    assert_eq!(
-        e.to_string().lines().next().unwrap(),
-        "0/4 nodes fit: 2 down, 1 cordoned, 1 draining"
-    );
+    assert_eq!(e.to_string().lines().next().unwrap(), "0/4 nodes fit: 2 down, 1 cordoned, 1 draining");
 }
 
 #[test]
 fn best_fit_node_within_a_pool() {
     // h100-2 has 2 free GPUs, h100-1 all 8: two GPUs go to h100-2, three to h100-1.
-    let only_h100 = |n| Requirements {
-        capabilities: vec!["long-training".into()],
-        ..gpu_req(n)
-    };
-    assert_eq!(
-        verdict(&demo(), &only_h100(2), "cloud-a/us-east-h100"),
-        Ok("h100-2".into())
-    );
-    assert_eq!(
-        verdict(&demo(), &only_h100(3), "cloud-a/us-east-h100"),
-        Ok("h100-1".into())
-    );
+    let only_h100 = |n| Requirements { capabilities: vec!["long-training".into()], ..gpu_req(n) };
+    assert_eq!(verdict(&demo(), &only_h100(2), "cloud-a/us-east-h100"), Ok("h100-2".into()));
+    assert_eq!(verdict(&demo(), &only_h100(3), "cloud-a/us-east-h100"), Ok("h100-1".into()));
     // Health comes before fit.
     let h = health_with(|h| {
         h.nodes.insert("h100-2".into(), bad(0.5));
@@ -146,53 +81,22 @@ fn picks_skip_nodes_with_nothing_free_but_stay_exact() {
     let mut b = FleetBuilder::new();
     b.provider("p", ProviderKind::Local, None).unwrap();
     let full_cpu = NodeDef {
-        used: Free {
-            gpus: 3,
-            cpu_cores: 16.0,
-            memory_gb: 64.0,
-            disk_gb: 0.0,
-        },
+        used: Free { gpus: 3, cpu_cores: 16.0, memory_gb: 64.0, disk_gb: 0.0 },
         ..NodeDef::idle("n1")
     };
     let half = NodeDef {
-        used: Free {
-            gpus: 2,
-            cpu_cores: 8.0,
-            memory_gb: 32.0,
-            disk_gb: 0.0,
-        },
+        used: Free { gpus: 2, cpu_cores: 8.0, memory_gb: 32.0, disk_gb: 0.0 },
         ..NodeDef::idle("n2")
     };
-    b.pool(
-        pool(
-            "x",
-            "r",
-            gpus(l4(), 4, Interconnect::Pcie, 16.0, 64.0, 100.0),
-            4.0,
-        ),
-        vec![full_cpu, half],
-    )
-    .unwrap();
+    b.pool(pool("x", "r", gpus(l4(), 4, Interconnect::Pcie, 16.0, 64.0, 100.0), 4.0), vec![full_cpu, half])
+        .unwrap();
     let f = b.build();
     assert_eq!(verdict(&f, &gpu_req(1), "p/x"), Ok("n2".into()));
     // Work that asks for no CPU and no memory can still use n1 (the tighter fit).
-    let nothing = Requirements {
-        gpus: 1,
-        ..Requirements::default()
-    };
+    let nothing = Requirements { gpus: 1, ..Requirements::default() };
     assert_eq!(verdict(&f, &nothing, "p/x"), Ok("n1".into()));
     // When nothing fits, the pool is ruled out by its best-ranked node's shortfall.
-    let big = Requirements {
-        cpu_cores: 12.0,
-        ..gpu_req(1)
-    };
-    let v = verdicts(
-        &f,
-        &HealthView::default(),
-        &Requirements {
-            providers: globs(&["p"]),
-            ..big
-        },
-    );
+    let big = Requirements { cpu_cores: 12.0, ..gpu_req(1) };
+    let v = verdicts(&f, &HealthView::default(), &Requirements { providers: globs(&["p"]), ..big });
     assert_eq!(v["p/x"], Err(Filter::FreeCpu));
 }

@@ -1,0 +1,130 @@
+//! Inventory refresh: a provider's fresh inventory replaces its pools and
+//! nodes in the fleet, while Canopy's own allocations are kept.
+//!
+//! Pure, like the rest of the core. A node's use becomes what the provider
+//! reports as used by others plus what Canopy's live attempts hold on it
+//! (capped at the node's shape, so nothing is ever overcommitted). Node
+//! states follow the provider (down, drained → cordoned); a state an
+//! operator set in Canopy (cordon, drain) is kept while the provider
+//! reports the node ready. Capacity that grew unblocks waiting work.
+//! Must not perform I/O; the shell takes the inventory.
+
+use super::Core;
+use crate::fleet::{Fleet, FleetBuilder, Free, NodeDef, NodeIdx, NodeState, PoolDef, PoolIdx};
+use std::collections::HashMap;
+
+/// What each provider last reported about its nodes' states, to tell a
+/// provider's change from an operator's.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Reported {
+    states: HashMap<String, NodeState>,
+}
+
+impl Reported {
+    /// The states the fleet starts with are taken as the providers' own.
+    pub(super) fn from_fleet(fleet: &Fleet) -> Self {
+        Self { states: fleet.nodes.iter().map(|n| (n.name.clone(), n.state)).collect() }
+    }
+}
+
+impl Core {
+    /// Replaces `provider`'s pools and nodes with `pools` (node `used` =
+    /// used by others). An unknown provider or an inventory that cannot
+    /// form a fleet (duplicate names…) leaves the fleet as it was.
+    pub(super) fn on_inventory(&mut self, provider: &str, pools: Vec<(PoolDef, Vec<NodeDef>)>) {
+        let Some(target) = self.fleet.providers.iter().position(|p| p.name == provider) else { return };
+        let mut ours: HashMap<String, Free> = HashMap::new();
+        for l in self.entries.values().filter_map(|e| e.live.as_ref()) {
+            if let Some(n) = self.fleet.nodes.get(l.node.0 as usize) {
+                let f = ours.entry(n.name.clone()).or_default();
+                f.gpus += l.alloc.gpus;
+                f.cpu_cores += l.alloc.cpu_cores;
+                f.memory_gb += l.alloc.memory_gb;
+                f.disk_gb += l.alloc.disk_gb;
+            }
+        }
+        let old: HashMap<String, (NodeState, Free)> = self
+            .fleet
+            .provider(crate::fleet::ProviderIdx(target as u32))
+            .pools
+            .clone()
+            .flat_map(|p| self.fleet.pool_nodes(PoolIdx(p)).iter())
+            .map(|n| (n.name.clone(), (n.state, n.free)))
+            .collect();
+        let mut b = FleetBuilder::new();
+        let mut grew = false;
+        for (i, p) in self.fleet.providers.iter().enumerate() {
+            if b.provider(p.name.clone(), p.kind, p.lend_limit_gpus).is_err() {
+                return;
+            }
+            if i != target {
+                for pool in p.pools.clone() {
+                    let pool = PoolIdx(pool);
+                    if b.pool(self.fleet.pool_def(pool), self.fleet.node_defs(pool)).is_err() {
+                        return;
+                    }
+                }
+                continue;
+            }
+            for (def, nodes) in &pools {
+                let s = &def.shape;
+                let mut merged = Vec::with_capacity(nodes.len());
+                for n in nodes {
+                    let mine = ours.get(&n.name).copied().unwrap_or_default();
+                    let used = Free {
+                        gpus: n.used.gpus.saturating_add(mine.gpus).min(s.gpus_per_node),
+                        cpu_cores: (n.used.cpu_cores + mine.cpu_cores).min(s.cpu_cores),
+                        memory_gb: (n.used.memory_gb + mine.memory_gb).min(s.memory_gb),
+                        disk_gb: (n.used.disk_gb + mine.disk_gb).min(s.disk_gb),
+                    };
+                    let previous = old.get(&n.name).copied();
+                    let last = self.inventory.states.get(&n.name).copied().or(previous.map(|p| p.0));
+                    let state = match previous {
+                        // Ready at the provider: an operator's cordon or drain stays.
+                        Some((was, _)) if n.state == NodeState::Ready && last != Some(was) => was,
+                        _ => n.state,
+                    };
+                    let free = Free {
+                        gpus: s.gpus_per_node - used.gpus,
+                        cpu_cores: s.cpu_cores - used.cpu_cores,
+                        memory_gb: s.memory_gb - used.memory_gb,
+                        disk_gb: s.disk_gb - used.disk_gb,
+                    };
+                    grew |= state == NodeState::Ready
+                        && previous.is_none_or(|(was, f)| {
+                            was != NodeState::Ready
+                                || free.gpus > f.gpus
+                                || free.cpu_cores > f.cpu_cores
+                                || free.memory_gb > f.memory_gb
+                        });
+                    merged.push(NodeDef {
+                        name: n.name.clone(),
+                        state,
+                        used,
+                        canopy_gpus: mine.gpus.min(used.gpus),
+                    });
+                }
+                if b.pool(def.clone(), merged).is_err() {
+                    return;
+                }
+            }
+        }
+        let fleet: Fleet = b.build();
+        for n in pools.iter().flat_map(|(_, nodes)| nodes) {
+            self.inventory.states.insert(n.name.clone(), n.state);
+        }
+        // Live attempts keep their node by name; one on a node the provider
+        // no longer lists holds nothing (its release is then a no-op).
+        for e in self.entries.values_mut() {
+            if let Some(l) = e.live.as_mut() {
+                let name = self.fleet.nodes.get(l.node.0 as usize).map(|n| n.name.as_str());
+                l.node = name.and_then(|n| fleet.node_by_name(n)).unwrap_or(NodeIdx(u32::MAX));
+            }
+        }
+        self.fleet = fleet;
+        self.snapshot = None;
+        if grew {
+            self.capacity_changed();
+        }
+    }
+}
