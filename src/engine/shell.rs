@@ -16,7 +16,7 @@ use crate::failure::ProviderEnd;
 use crate::fleet::{Fleet, NodeState};
 use crate::health::HealthView;
 use crate::journal::{Command, CommandResult, Journal, JournalError, OwnerLock, WorkloadFilter};
-use crate::providers::{LaunchError, LaunchRequest, LogStream, Provider, secrets};
+use crate::providers::{LaunchError, LaunchRequest, LogStream, Provider, SecretValue, secrets};
 use crate::spec::Spec;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -612,6 +612,20 @@ impl Shell {
         });
     }
 
+    /// The values of a workload's secrets, to mask them in shipped logs
+    /// should the workload print one. Read from the engine's environment,
+    /// as at launch; never stored.
+    fn secret_values(&self, w: WorkloadId) -> Arc<Vec<SecretValue>> {
+        let names = self
+            .specs
+            .get(&w)
+            .map(|s| s.runtime.secrets.clone())
+            .or_else(|| self.core.workload(w).map(|r| r.spec.runtime.secrets.clone()))
+            .unwrap_or_default();
+        let values = names.iter().filter_map(|n| std::env::var(n).ok()).map(SecretValue::new).collect();
+        Arc::new(values)
+    }
+
     fn spawn_polls(&mut self) {
         for (attempt, provider) in self.core.live_attempts() {
             if !self.polling.insert(attempt) {
@@ -625,9 +639,10 @@ impl Shell {
                 continue;
             };
             let logs = log_dir(&self.config.logs, attempt);
+            let mask = self.secret_values(attempt.workload);
             self.polled.insert(attempt, provider.clone());
             tokio::spawn(async move {
-                ship_logs(&*p, &token, &logs).await;
+                ship_logs(&*p, &token, &logs, &mask).await;
                 let e = match tokio::time::timeout(timeout, p.status(&token)).await {
                     Ok(Ok(status)) => Event::Status { attempt, status },
                     Ok(Err(e)) => Event::StatusFailed { attempt, error: e.to_string() },
@@ -704,8 +719,9 @@ impl Shell {
             );
         };
         let logs = log_dir(&self.config.logs, attempt);
+        let mask = self.secret_values(attempt.workload);
         tokio::spawn(async move {
-            ship_logs(&*p, &token, &logs).await;
+            ship_logs(&*p, &token, &logs, &mask).await;
             let mut log_tail = tail_lines_of(&logs.join("stdout.log"), tail_lines).await;
             log_tail.extend(tail_lines_of(&logs.join("stderr.log"), tail_lines).await);
             let outputs = match (outputs, spec) {
@@ -733,8 +749,9 @@ pub fn log_dir(root: &std::path::Path, attempt: AttemptId) -> PathBuf {
 /// Copies what is new in an attempt's logs since the last call into the
 /// log store. The shipped file's length is the offset, so shipping resumes
 /// where it stopped after a restart. At most 8 MiB per stream per call, so
-/// one chatty workload cannot hog the engine.
-async fn ship_logs(p: &dyn Provider, token: &str, dir: &std::path::Path) {
+/// one chatty workload cannot hog the engine. Secret values the workload
+/// prints are masked byte for byte (`*`), keeping lengths and offsets.
+async fn ship_logs(p: &dyn Provider, token: &str, dir: &std::path::Path, mask: &[SecretValue]) {
     use tokio::io::AsyncWriteExt;
     const CHUNK: usize = 256 * 1024;
     if tokio::fs::create_dir_all(dir).await.is_err() {
@@ -748,7 +765,8 @@ async fn ship_logs(p: &dyn Provider, token: &str, dir: &std::path::Path) {
         let mut offset = f.metadata().await.map(|m| m.len()).unwrap_or(0);
         for _ in 0..32 {
             match p.logs(token, stream, offset, CHUNK).await {
-                Ok(c) if !c.data.is_empty() => {
+                Ok(mut c) if !c.data.is_empty() => {
+                    mask_secrets(&mut c.data, mask);
                     if f.write_all(&c.data).await.is_err() {
                         break;
                     }
@@ -762,6 +780,28 @@ async fn ship_logs(p: &dyn Provider, token: &str, dir: &std::path::Path) {
             }
         }
         let _ = f.flush().await;
+    }
+}
+
+/// Overwrites every occurrence of each secret value with `*`. Values
+/// shorter than 4 bytes are left alone: masking them would shred ordinary
+/// text and protect nothing. (A value split across two chunks is not seen;
+/// chunks are 256 KiB, so that takes a workload printing it at a boundary.)
+pub fn mask_secrets(data: &mut [u8], secrets: &[SecretValue]) {
+    for s in secrets {
+        let v = s.expose().as_bytes();
+        if v.len() < 4 || data.len() < v.len() {
+            continue;
+        }
+        let mut i = 0;
+        while i + v.len() <= data.len() {
+            if &data[i..i + v.len()] == v {
+                data[i..i + v.len()].fill(b'*');
+                i += v.len();
+            } else {
+                i += 1;
+            }
+        }
     }
 }
 
@@ -802,4 +842,18 @@ fn command_event(request: u64, cmd: Command) -> Option<Event> {
         Command::Drain { node } => Event::SetNodeState { request, node, state: NodeState::Draining },
         Command::Retry { .. } => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printed_secrets_are_masked_in_place() {
+        let mut data = b"token=hf_abcdef123 and again hf_abcdef123.".to_vec();
+        let len = data.len();
+        mask_secrets(&mut data, &[SecretValue::new("hf_abcdef123"), SecretValue::new("ab")]);
+        assert_eq!(data.len(), len, "offsets stay valid");
+        assert_eq!(String::from_utf8(data).unwrap(), "token=************ and again ************.");
+    }
 }
