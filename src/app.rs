@@ -90,28 +90,7 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
 
     let local = LocalProvider::new(LocalConfig::new(home.attempts(), opts.shim.clone()));
     let local_def = match local.inventory().await {
-        Ok(inv) => ProviderDef {
-            name: local.name().to_string(),
-            kind: ProviderKind::Local,
-            lend_limit_gpus: None,
-            pools: inv
-                .pools
-                .into_iter()
-                .map(|p| {
-                    let nodes = p
-                        .nodes
-                        .into_iter()
-                        .map(|n| crate::fleet::NodeDef {
-                            name: n.name,
-                            state: n.state,
-                            used: n.used_by_others,
-                            canopy_gpus: 0,
-                        })
-                        .collect();
-                    (p.def, nodes)
-                })
-                .collect(),
-        },
+        Ok(inv) => provider_def(local.name(), ProviderKind::Local, None, inv),
         Err(e) => return Err(AppError::Setup(format!("cannot take this host's inventory: {e}"))),
     };
     let config = match crate::config::locate(opts.config.as_deref(), home.root()) {
@@ -207,26 +186,5 @@ pub fn provider_def(
     lend_limit_gpus: Option<u32>,
     inv: crate::providers::Inventory,
 ) -> ProviderDef {
-    ProviderDef {
-        name: name.to_string(),
-        kind,
-        lend_limit_gpus,
-        pools: inv
-            .pools
-            .into_iter()
-            .map(|p| {
-                let nodes = p
-                    .nodes
-                    .into_iter()
-                    .map(|n| crate::fleet::NodeDef {
-                        name: n.name,
-                        state: n.state,
-                        used: n.used_by_others,
-                        canopy_gpus: 0,
-                    })
-                    .collect();
-                (p.def, nodes)
-            })
-            .collect(),
-    }
+    ProviderDef { name: name.to_string(), kind, lend_limit_gpus, pools: inv.into_pool_defs() }
 }

@@ -677,24 +677,7 @@ impl Shell {
         tokio::spawn(async move {
             match tokio::time::timeout(timeout, p.inventory()).await {
                 Ok(Ok(inv)) => {
-                    let pools = inv
-                        .pools
-                        .into_iter()
-                        .map(|p| {
-                            let nodes = p
-                                .nodes
-                                .into_iter()
-                                .map(|n| crate::fleet::NodeDef {
-                                    name: n.name,
-                                    state: n.state,
-                                    used: n.used_by_others,
-                                    canopy_gpus: 0,
-                                })
-                                .collect();
-                            (p.def, nodes)
-                        })
-                        .collect();
-                    Self::send(&tx, Event::Inventory { provider, pools });
+                    Self::send(&tx, Event::Inventory { provider, pools: inv.into_pool_defs() });
                 }
                 Ok(Err(e)) => tracing::warn!(%provider, error = %e, "could not refresh the inventory"),
                 Err(_) => tracing::warn!(%provider, "inventory refresh timed out"),

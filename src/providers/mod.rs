@@ -174,6 +174,29 @@ pub struct Inventory {
     pub pools: Vec<InventoryPool>,
 }
 
+impl Inventory {
+    /// The pools as fleet definitions. Nothing is Canopy's yet: the engine
+    /// adds its own live allocations on top of what others use.
+    pub fn into_pool_defs(self) -> Vec<(PoolDef, Vec<crate::fleet::NodeDef>)> {
+        self.pools
+            .into_iter()
+            .map(|p| {
+                let nodes = p
+                    .nodes
+                    .into_iter()
+                    .map(|n| crate::fleet::NodeDef {
+                        name: n.name,
+                        state: n.state,
+                        used: n.used_by_others,
+                        canopy_gpus: 0,
+                    })
+                    .collect();
+                (p.def, nodes)
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct InventoryPool {
     pub def: PoolDef,
