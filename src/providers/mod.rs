@@ -9,6 +9,7 @@
 
 pub mod local;
 pub mod secrets;
+pub mod sim;
 
 use crate::engine::model::AttemptId;
 use crate::failure::ProviderEnd;
@@ -17,8 +18,6 @@ use crate::spec::Spec;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-pub mod sim;
 
 /// A secret's value, resolved at launch. Its `Debug` and `Display` never
 /// show the value, so it cannot leak through a log line or an error.
@@ -184,20 +183,11 @@ pub trait Provider: Send + Sync {
     async fn launch(&self, req: &LaunchRequest) -> Result<LaunchAck, LaunchError>;
     async fn status(&self, token: &str) -> Result<AttemptStatus, ProviderError>;
     /// Log bytes from `offset`, at most `max` bytes.
-    async fn logs(
-        &self,
-        token: &str,
-        stream: LogStream,
-        offset: u64,
-        max: usize,
-    ) -> Result<LogChunk, ProviderError>;
+    async fn logs(&self, token: &str, stream: LogStream, offset: u64, max: usize)
+    -> Result<LogChunk, ProviderError>;
     /// Copies the attempt's outputs into `dest` and describes them.
-    async fn outputs(
-        &self,
-        token: &str,
-        spec: &Spec,
-        dest: &std::path::Path,
-    ) -> Result<Vec<Artifact>, ProviderError>;
+    async fn outputs(&self, token: &str, spec: &Spec, dest: &std::path::Path)
+    -> Result<Vec<Artifact>, ProviderError>;
     /// Stops the attempt. Succeeds when it is already gone.
     async fn terminate(&self, token: &str) -> Result<(), ProviderError>;
     /// Everything this provider runs with a token of this store.
