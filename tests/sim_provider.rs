@@ -1,150 +1,16 @@
-//! The sim provider over an executor that really runs commands: what an
-//! engine sees through the `Provider` trait.
+//! The sim provider over the local provider, which really runs the
+//! commands: what an engine sees through the `Provider` trait. Waits on
+//! real processes are bounded polls; nothing asserts on elapsed time.
 
 use canopy::engine::model::{AttemptId, Millis, WorkloadId};
 use canopy::failure::ProviderEnd;
+use canopy::providers::local::{ContainerPolicy, LocalConfig, LocalProvider, ShimCommand};
 use canopy::providers::sim::{Clock, FaultRates, ManualClock, SimConfig, SimMarket, SimProvider};
 use canopy::providers::{AttemptStatus, LaunchError, LaunchRequest, LogStream, Provider};
 use canopy::spec::Spec;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-
-mod exec {
-    //! A small executor for these tests: runs the spec's command as a child
-    //! process and keeps its output in memory.
-    use async_trait::async_trait;
-    use canopy::failure::ProviderEnd;
-    use canopy::providers::*;
-    use canopy::spec::Spec;
-    use std::collections::HashMap;
-    use std::os::unix::process::ExitStatusExt;
-    use std::path::Path;
-    use std::sync::{Arc, Mutex};
-    use tokio::io::AsyncReadExt;
-
-    #[derive(Default)]
-    struct Proc {
-        out: Arc<Mutex<Vec<u8>>>,
-        err: Arc<Mutex<Vec<u8>>>,
-        end: Arc<Mutex<Option<ProviderEnd>>>,
-        kill: Arc<tokio::sync::Notify>,
-        pid: u32,
-    }
-
-    #[derive(Default)]
-    pub struct ProcExec {
-        procs: Mutex<HashMap<String, Proc>>,
-    }
-
-    fn pump(
-        mut from: impl tokio::io::AsyncRead + Unpin + Send + 'static,
-        to: Arc<Mutex<Vec<u8>>>,
-    ) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(async move {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = from.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-                to.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        })
-    }
-
-    #[async_trait]
-    impl Provider for ProcExec {
-        fn name(&self) -> &str {
-            "test-exec"
-        }
-        async fn inventory(&self) -> Result<Inventory, ProviderError> {
-            Ok(Inventory { pools: Vec::new() })
-        }
-        async fn launch(&self, req: &LaunchRequest) -> Result<LaunchAck, LaunchError> {
-            if let Some(p) = self.procs.lock().unwrap().get(&req.token) {
-                return Ok(LaunchAck { provider_ref: format!("pid {}", p.pid), adopted: true });
-            }
-            let argv = &req.spec.runtime.command;
-            let mut child = tokio::process::Command::new(&argv[0])
-                .args(&argv[1..])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .kill_on_drop(true)
-                .process_group(0)
-                .spawn()
-                .map_err(|e| LaunchError::Rejected(e.to_string()))?;
-            let p = Proc { pid: child.id().unwrap_or(0), ..Proc::default() };
-            let readers = [
-                pump(child.stdout.take().unwrap(), p.out.clone()),
-                pump(child.stderr.take().unwrap(), p.err.clone()),
-            ];
-            let (end, kill) = (p.end.clone(), p.kill.clone());
-            tokio::spawn(async move {
-                let status = tokio::select! {
-                    s = child.wait() => s,
-                    _ = kill.notified() => {
-                        // The whole group, so `sh -c '...; sleep'` leaves no orphan.
-                        let group = format!("-{}", child.id().unwrap_or(0));
-                        let _ = tokio::process::Command::new("kill").args(["-KILL", "--", &group]).status().await;
-                        child.wait().await
-                    }
-                };
-                for r in readers {
-                    let _ = r.await;
-                }
-                let e = match status {
-                    Ok(s) => match s.code() {
-                        Some(code) => ProviderEnd::Exited { code },
-                        None => ProviderEnd::Signaled { signal: s.signal().unwrap_or(9) },
-                    },
-                    Err(e) => ProviderEnd::Unknown { message: e.to_string() },
-                };
-                *end.lock().unwrap() = Some(e);
-            });
-            let provider_ref = format!("pid {}", p.pid);
-            self.procs.lock().unwrap().insert(req.token.clone(), p);
-            Ok(LaunchAck { provider_ref, adopted: false })
-        }
-        async fn status(&self, token: &str) -> Result<AttemptStatus, ProviderError> {
-            Ok(match self.procs.lock().unwrap().get(token) {
-                None => AttemptStatus::NotFound,
-                Some(p) => match p.end.lock().unwrap().clone() {
-                    Some(e) => AttemptStatus::Ended(e),
-                    None => AttemptStatus::Running,
-                },
-            })
-        }
-        async fn logs(
-            &self,
-            token: &str,
-            stream: LogStream,
-            offset: u64,
-            max: usize,
-        ) -> Result<LogChunk, ProviderError> {
-            let procs = self.procs.lock().unwrap();
-            let p = procs
-                .get(token)
-                .ok_or(ProviderError { provider: "test-exec".into(), message: "no such".into() })?;
-            let buf = if stream == LogStream::Stdout { &p.out } else { &p.err };
-            let buf = buf.lock().unwrap();
-            let from = (offset as usize).min(buf.len());
-            let to = (from + max).min(buf.len());
-            Ok(LogChunk { data: buf[from..to].to_vec(), next_offset: to as u64 })
-        }
-        async fn outputs(&self, _: &str, _: &Spec, _: &Path) -> Result<Vec<Artifact>, ProviderError> {
-            Ok(Vec::new())
-        }
-        async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
-            if let Some(p) = self.procs.lock().unwrap().get(token) {
-                p.kill.notify_one();
-            }
-            Ok(())
-        }
-        async fn list_owned(&self, _: &str) -> Result<Vec<Owned>, ProviderError> {
-            Ok(Vec::new())
-        }
-    }
-}
 
 /// Counts the launches that reach the executor.
 struct Counting {
@@ -206,11 +72,16 @@ struct World {
 
 impl World {
     fn new() -> World {
-        let exec: Arc<dyn Provider> = Arc::new(exec::ProcExec::default());
+        let tmp = tempfile::tempdir().unwrap();
+        let shim = ShimCommand { program: env!("CARGO_BIN_EXE_canopy-shim").into(), args: vec![] };
+        let mut cfg = LocalConfig::new(tmp.path().join("attempts"), shim);
+        cfg.grace = Duration::from_secs(1);
+        cfg.containers = ContainerPolicy::Disabled;
+        let exec: Arc<dyn Provider> = Arc::new(LocalProvider::new(cfg));
         World {
             clock: Arc::new(ManualClock::new(T0)),
             exec: Arc::new(Counting { inner: exec, launches: AtomicU32::new(0) }),
-            tmp: tempfile::tempdir().unwrap(),
+            tmp,
         }
     }
 
@@ -240,13 +111,13 @@ impl World {
 
 /// Polls until the attempt ends (the command runs in real time).
 async fn until_ended(p: &dyn Provider, token: &str) -> ProviderEnd {
-    for _ in 0..500 {
+    for _ in 0..600 {
         if let AttemptStatus::Ended(end) = p.status(token).await.unwrap() {
             return end;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("{token} did not end within 10 s");
+    panic!("{token} did not end within 30 s");
 }
 
 async fn read_all(p: &dyn Provider, token: &str, stream: LogStream, chunk: usize) -> String {
@@ -327,6 +198,29 @@ async fn an_injected_nccl_timeout_stops_the_process_and_signs_its_stderr() {
         AttemptStatus::Ended(ProviderEnd::Signaled { .. } | ProviderEnd::Cancelled) => {}
         other => panic!("the executor still has it: {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_process_that_ends_before_its_fault_keeps_its_own_end() {
+    let w = World::new();
+    let config =
+        SimConfig { faults: FaultRates { cuda_oom: 1.0, ..FaultRates::NONE }, ..SimConfig::no_faults() };
+    let window = config.fault_window;
+    let p = w.provider("market", config);
+    let r = w.req(STORE, 10, "rtx4090", "market-rtx4090-03", 1, &["sh", "-c", "echo done; echo warn >&2"]);
+    p.launch(&r).await.unwrap();
+    w.clock.advance(Duration::from_secs(600));
+    assert_eq!(p.status(&r.token).await.unwrap(), AttemptStatus::Running);
+    // Wait (in real time) for the executor to see the end, then let the fault's moment pass.
+    for _ in 0..600 {
+        if matches!(w.exec.status(&r.token).await.unwrap(), AttemptStatus::Ended(_)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    w.clock.advance(window);
+    assert_eq!(p.status(&r.token).await.unwrap(), AttemptStatus::Ended(ProviderEnd::Exited { code: 0 }));
+    assert_eq!(read_all(&p, &r.token, LogStream::Stderr, 4096).await, "warn\n", "no signature added");
 }
 
 #[tokio::test]

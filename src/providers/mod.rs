@@ -9,6 +9,7 @@
 
 pub mod local;
 pub mod secrets;
+pub mod sim;
 
 use crate::engine::model::AttemptId;
 use crate::failure::ProviderEnd;
@@ -19,7 +20,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub mod ray;
-pub mod sim;
 pub mod slurm;
 
 /// A secret's value, resolved at launch. Its `Debug` and `Display` never

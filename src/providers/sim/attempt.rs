@@ -105,6 +105,14 @@ pub(super) enum Poll {
     },
 }
 
+/// What to do once the executor has answered a start.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum AfterStart {
+    Answer(AttemptStatus),
+    /// A terminate came while it was starting: stop it at the executor.
+    StopExecutor,
+}
+
 /// Where an attempt's logs and outputs come from.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Source {
@@ -177,23 +185,41 @@ impl SimMarket {
         }
     }
 
-    /// Reports the executor's answer to a start. `true`: a terminate came
-    /// while starting, so the caller must stop the executor's attempt.
-    pub(super) fn started(&self, token: &str, now: Millis, result: Result<(), LaunchError>) -> bool {
+    /// Reports the executor's answer to a start.
+    pub(super) fn started(&self, token: &str, now: Millis, result: Result<(), LaunchError>) -> AfterStart {
         let mut st = self.lock();
-        let Some(a) = st.attempts.get_mut(token) else { return false };
+        let Some(a) = st.attempts.get_mut(token) else { return AfterStart::Answer(AttemptStatus::NotFound) };
+        let cancelled = |started| Phase::Ended { end: ProviderEnd::Cancelled, started, tail: None };
         match result {
             Ok(()) if a.cancel_requested => {
-                a.phase = Phase::Ended { end: ProviderEnd::Cancelled, started: true, tail: None };
-                return true;
+                a.phase = cancelled(true);
+                AfterStart::StopExecutor
             }
-            Ok(()) => a.phase = Phase::Running { since: now },
+            Ok(()) => {
+                a.phase = Phase::Running { since: now };
+                AfterStart::Answer(AttemptStatus::Running)
+            }
+            // The executor may have started it without saying so: stop it,
+            // or ask again at the next poll (it adopts the token).
+            Err(LaunchError::Timeout) if a.cancel_requested => {
+                a.phase = cancelled(true);
+                AfterStart::StopExecutor
+            }
+            Err(LaunchError::Timeout) => {
+                a.phase = Phase::Pending;
+                AfterStart::Answer(AttemptStatus::Pending)
+            }
+            Err(_) if a.cancel_requested => {
+                a.phase = cancelled(false);
+                AfterStart::Answer(AttemptStatus::Ended(ProviderEnd::Cancelled))
+            }
             Err(e) => {
                 tracing::debug!(token, error = %e, "sim: executor refused the start");
-                a.phase = Phase::Ended { end: e.to_end(), started: false, tail: None };
+                let end = e.to_end();
+                a.phase = Phase::Ended { end: end.clone(), started: false, tail: None };
+                AfterStart::Answer(AttemptStatus::Ended(end))
             }
         }
-        false
     }
 
     /// The fault has stopped the process; `real_len` is its stderr length.

@@ -55,7 +55,7 @@ pub use config::{SimConfig, SimError};
 pub use faults::FaultRates;
 pub use market::SimMarket;
 
-use attempt::{Poll, Source, StrikeOrder};
+use attempt::{AfterStart, Poll, Source, StrikeOrder};
 
 pub use crate::engine::clock::{Clock, ManualClock, SystemClock};
 
@@ -119,29 +119,31 @@ impl SimProvider {
     /// Starts the attempt on the executor; the status to answer.
     async fn start(&self, token: &str, req: &LaunchRequest) -> Result<AttemptStatus, ProviderError> {
         let result = self.exec.launch(req).await.map(|_| ());
-        let failed = result.as_ref().err().map(LaunchError::to_end);
-        if self.market.started(token, self.clock.now(), result) {
-            self.exec.terminate(token).await.map_err(|e| self.exec_err(e))?;
-            return Ok(AttemptStatus::Ended(crate::failure::ProviderEnd::Cancelled));
+        match self.market.started(token, self.clock.now(), result) {
+            AfterStart::Answer(status) => {
+                tracing::debug!(provider = %self.name, token, ?status, "sim: started on the executor");
+                Ok(status)
+            }
+            AfterStart::StopExecutor => {
+                self.exec.terminate(token).await.map_err(|e| self.exec_err(e))?;
+                Ok(AttemptStatus::Ended(crate::failure::ProviderEnd::Cancelled))
+            }
         }
-        tracing::debug!(provider = %self.name, token, "sim: started on the executor");
-        Ok(failed.map_or(AttemptStatus::Running, AttemptStatus::Ended))
     }
 
     /// Stops the process for a fault unless it has already ended.
     async fn strike(&self, token: &str, order: StrikeOrder) -> Result<AttemptStatus, ProviderError> {
-        let now = match self.exec.status(token).await {
+        match self.exec.status(token).await {
             Ok(s @ (AttemptStatus::Ended(_) | AttemptStatus::NotFound)) => {
                 self.market.strike_missed(token, true);
                 return Ok(s);
             }
-            Ok(s) => s,
+            Ok(AttemptStatus::Running | AttemptStatus::Pending) => {}
             Err(e) => {
                 self.market.strike_missed(token, false);
                 return Err(self.exec_err(e));
             }
-        };
-        debug_assert!(matches!(now, AttemptStatus::Running | AttemptStatus::Pending));
+        }
         if let Err(e) = self.exec.terminate(token).await {
             self.market.strike_missed(token, false);
             return Err(self.exec_err(e));

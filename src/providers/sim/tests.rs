@@ -2,7 +2,7 @@
 //! explicit times (the provider's async glue is covered by
 //! `tests/sim_provider.rs`).
 
-use super::attempt::Poll;
+use super::attempt::{AfterStart, Poll};
 use super::market::LaunchOutcome;
 use super::{ChurnConfig, FaultRates, SimConfig, SimMarket};
 use crate::engine::model::{AttemptId, Millis, WorkloadId};
@@ -104,7 +104,7 @@ fn pending_until_the_startup_moment_then_started_exactly_once() {
     assert!(matches!(m.poll("onprem-fra", &r.token, later), Poll::Start(_)));
     // A second poll while the executor's launch is in flight does not start it again.
     assert!(matches!(m.poll("onprem-fra", &r.token, later), Poll::Answer(AttemptStatus::Pending)));
-    assert!(!m.started(&r.token, later, Ok(())));
+    assert_eq!(m.started(&r.token, later, Ok(())), AfterStart::Answer(AttemptStatus::Running));
     assert!(matches!(m.poll("onprem-fra", &r.token, later), Poll::Delegate { strike: None }));
 }
 
@@ -187,4 +187,30 @@ fn lemons_and_configs() {
     let bad = SimConfig { faults: FaultRates { xid79: 1.5, ..FaultRates::NONE }, ..SimConfig::default() };
     let err = SimMarket::new(&crate::fleet::load::demo().expect("demo"), bad).expect_err("invalid");
     assert!(err.to_string().contains("xid79"), "{err}");
+}
+
+#[test]
+fn a_start_the_executor_did_not_answer_is_tried_again_and_a_cancel_wins() {
+    let m = market(SimConfig { time_scale: 0.0, ..SimConfig::no_faults() });
+    let r = req(1, "l40s", "iad-l40s-03", 1);
+    accepted(m.launch("ray-iad", &r, T0));
+    assert!(matches!(m.poll("ray-iad", &r.token, T0), Poll::Start(_)));
+    let again = m.started(&r.token, T0, Err(LaunchError::Timeout));
+    assert_eq!(again, AfterStart::Answer(AttemptStatus::Pending));
+    assert!(matches!(m.poll("ray-iad", &r.token, T0), Poll::Start(_)), "asked again; the executor adopts");
+    // A terminate arrives while the executor is starting it.
+    assert!(!m.terminate("ray-iad", &r.token));
+    assert_eq!(m.started(&r.token, T0, Ok(())), AfterStart::StopExecutor);
+    assert!(m.terminate("ray-iad", &r.token), "later terminates reach the executor too");
+    match m.poll("ray-iad", &r.token, T0) {
+        Poll::Answer(AttemptStatus::Ended(ProviderEnd::Cancelled)) => {}
+        other => panic!("{other:?}"),
+    }
+
+    let refused = req(2, "l40s", "iad-l40s-02", 1);
+    accepted(m.launch("ray-iad", &refused, T0));
+    assert!(matches!(m.poll("ray-iad", &refused.token, T0), Poll::Start(_)));
+    let e = LaunchError::Rejected("no such program".into());
+    let end = ProviderEnd::LaunchRejected { message: "no such program".into(), capacity: false };
+    assert_eq!(m.started(&refused.token, T0, Err(e)), AfterStart::Answer(AttemptStatus::Ended(end)));
 }
