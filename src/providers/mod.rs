@@ -8,8 +8,10 @@
 //! retries, and never log secret values.
 
 pub mod local;
+pub mod ray;
 pub mod secrets;
 pub mod sim;
+pub mod slurm;
 
 use crate::engine::model::AttemptId;
 use crate::failure::ProviderEnd;
@@ -18,9 +20,6 @@ use crate::spec::Spec;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-pub mod ray;
-pub mod slurm;
 
 /// A secret's value, resolved at launch. Its `Debug` and `Display` never
 /// show the value, so it cannot leak through a log line or an error.
