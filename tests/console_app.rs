@@ -174,3 +174,23 @@ fn stale_fleet_status_is_marked_and_the_console_keeps_working() {
     keys(&mut a, "2");
     assert!(screen(&a).contains("capacity"));
 }
+
+#[test]
+fn a_busy_large_store_folds_updates_into_one_recompute_per_tick_but_filters_apply_at_once() {
+    let fleet = canopy::fleet::load::demo().unwrap();
+    let mut a = App::new(Config::default(), model(fleet, 3_000), NOW);
+    a.update(Msg::Resize(80, 24));
+    keys(&mut a, "4");
+    let rows = a.derived.workloads.len();
+    let mut w = a.model.workloads[&WorkloadId(1)].rec.clone();
+    w.id = WorkloadId(99_999);
+    w.name = "fresh-one".into();
+    a.update(Msg::Records(Arc::new(vec![Record::Workload(Box::new(w))])));
+    assert_eq!(a.derived.workloads.len(), rows, "folded until the next tick");
+    a.update(Msg::Tick(canopy::engine::model::Millis(NOW.0 + 1_000)));
+    assert_eq!(a.derived.workloads.len(), rows + 1, "shown on the tick");
+    // The operator's own filter is never held back.
+    keys(&mut a, "/fresh-one");
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!(a.derived.workloads.len(), 1);
+}

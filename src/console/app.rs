@@ -155,6 +155,11 @@ impl Default for Config {
     }
 }
 
+/// From this many workloads on, data changes are folded into at most one
+/// recompute of the derived rows per tick (a second); below it, every
+/// change shows at once (deriving costs well under 10 ms).
+pub const THROTTLE_FROM_WORKLOADS: usize = 2_000;
+
 /// Rows derived from the model, recomputed when it or the filter changes.
 #[derive(Debug, Default)]
 pub struct Derived {
@@ -184,6 +189,10 @@ pub struct App {
     pub sort_desc: bool,
     pub derived: Derived,
     derived_key: (u64, String, String, bool, Column, bool),
+    /// When the rows were last derived, and whether a data change since is
+    /// waiting for the next tick (see [`THROTTLE_FROM_WORKLOADS`]).
+    derived_at: Millis,
+    derive_pending: bool,
     pub detail: Option<WorkloadId>,
     pub detail_events: Vec<EventRecord>,
     pub logs: Option<Logs>,
@@ -212,6 +221,8 @@ impl App {
             sort_desc: true,
             derived: Derived::default(),
             derived_key: (u64::MAX, String::new(), String::new(), false, Column::Id, true),
+            derived_at: Millis(i64::MIN),
+            derive_pending: false,
             detail: None,
             detail_events: Vec::new(),
             logs: None,
@@ -261,8 +272,20 @@ impl App {
         if key == self.derived_key {
             return;
         }
+        // A big store under a busy engine changes many times a second, and
+        // deriving 10,000 rows costs tens of milliseconds: data-only changes
+        // then wait for the next tick. What the operator does (filter, sort)
+        // always applies at once.
+        let (old, new) = (&self.derived_key, &key);
+        let data_only = (&old.1, &old.2, old.3, old.4, old.5) == (&new.1, &new.2, new.3, new.4, new.5);
+        if data_only && self.model.workloads.len() >= THROTTLE_FROM_WORKLOADS && self.now == self.derived_at {
+            self.derive_pending = true;
+            return;
+        }
         self.derived = super::derive::derive(self, &key.1, &key.2);
         self.derived_key = key;
+        self.derived_at = self.now;
+        self.derive_pending = false;
         for v in [View::Workloads, View::Nodes, View::Triage] {
             let len = self.list_len(v);
             let s = self.selected.entry(v).or_insert(0);
@@ -413,8 +436,9 @@ impl App {
                 let was_stale = self.stale();
                 self.now = now;
                 // Ages and staleness change with time; redraw only then.
-                self.dirty =
-                    was_stale != self.stale() || matches!(self.view, View::Workloads | View::Overview);
+                self.dirty = was_stale != self.stale()
+                    || self.derive_pending
+                    || matches!(self.view, View::Workloads | View::Overview);
                 Vec::new()
             }
             Msg::Resize(w, h) => {
