@@ -240,3 +240,23 @@ pub trait Provider: Send + Sync {
     /// Everything this provider runs with a token of this store.
     async fn list_owned(&self, store_id: &str) -> Result<Vec<Owned>, ProviderError>;
 }
+
+/// A failed HTTP call in a few words — what went wrong and the innermost
+/// cause — without the URL, so messages stay short and free of query
+/// strings. Shared by the HTTP adapters (Slurm, Ray).
+pub(crate) fn http_error_text(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "connection failed"
+    } else {
+        "request failed"
+    };
+    let mut src: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    let mut detail = String::new();
+    while let Some(s) = src {
+        detail = s.to_string();
+        src = s.source();
+    }
+    if detail.is_empty() { kind.to_string() } else { format!("{kind}: {detail}") }
+}

@@ -130,9 +130,11 @@ impl Api {
         if let Some(b) = body {
             req = req.header("Content-Type", "application/json").body(b);
         }
-        let resp = req.send().await.map_err(|e| CallError::Unreachable(short(&e)))?;
+        let resp =
+            req.send().await.map_err(|e| CallError::Unreachable(crate::providers::http_error_text(&e)))?;
         let status = resp.status();
-        let text = resp.text().await.map_err(|e| CallError::Unreachable(short(&e)))?;
+        let text =
+            resp.text().await.map_err(|e| CallError::Unreachable(crate::providers::http_error_text(&e)))?;
         match status {
             s if s.is_success() => Ok(text),
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(CallError::Auth(status.as_u16())),
@@ -189,21 +191,4 @@ impl Api {
             Err(e) => Err(e),
         }
     }
-}
-
-fn short(e: &reqwest::Error) -> String {
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "connection failed"
-    } else {
-        "request failed"
-    };
-    let mut src: Option<&dyn std::error::Error> = std::error::Error::source(e);
-    let mut detail = String::new();
-    while let Some(s) = src {
-        detail = s.to_string();
-        src = s.source();
-    }
-    if detail.is_empty() { kind.to_string() } else { format!("{kind}: {detail}") }
 }

@@ -213,9 +213,11 @@ impl Api {
         if let Some(b) = body {
             req = req.header("Content-Type", "application/json").body(b);
         }
-        let resp = req.send().await.map_err(|e| CallError::Unreachable(without_url(&e)))?;
+        let resp =
+            req.send().await.map_err(|e| CallError::Unreachable(crate::providers::http_error_text(&e)))?;
         let status = resp.status();
-        let text = resp.text().await.map_err(|e| CallError::Unreachable(without_url(&e)))?;
+        let text =
+            resp.text().await.map_err(|e| CallError::Unreachable(crate::providers::http_error_text(&e)))?;
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
             return Err(CallError::Auth(format!("HTTP {}", status.as_u16())));
         }
@@ -287,25 +289,6 @@ impl Api {
             Err(e) => Err(e),
         }
     }
-}
-
-/// reqwest's error text without the URL (which is harmless, but keep the
-/// message short and free of query strings).
-fn without_url(e: &reqwest::Error) -> String {
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "connection failed"
-    } else {
-        "request failed"
-    };
-    let mut src: Option<&dyn std::error::Error> = std::error::Error::source(e);
-    let mut detail = String::new();
-    while let Some(s) = src {
-        detail = s.to_string();
-        src = s.source();
-    }
-    if detail.is_empty() { kind.to_string() } else { format!("{kind}: {detail}") }
 }
 
 #[cfg(test)]
