@@ -157,6 +157,7 @@ fn recover(c: &mut Criterion) {
                     pool: "slurm-eu/h100-8x".into(),
                     node,
                     class: None,
+                    ran_s: 3600.0,
                 }));
             }
         }

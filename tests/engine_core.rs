@@ -231,7 +231,7 @@ fn node_lost_relocates_and_excludes_the_node() {
     assert_eq!(w.attempt(a1).class, Some(FailureClass::Node));
     assert_eq!(w.state(id), WorkloadState::Queued, "waits for its backoff");
     let retry = w.events(id, EventKind::Retry);
-    assert!(retry[0].contains("retry.infra-elsewhere"), "{retry:?}");
+    assert!(retry[0].contains("retry.infra-free"), "{retry:?}");
     assert_eq!(w.launches(id), 1, "no relaunch before the backoff");
     w.advance(10.0);
     let (a2, n2) = w.last_launch(id);
@@ -508,7 +508,7 @@ fn restart_replays_live_state_without_relaunching_running_work() {
 #[test]
 fn a_node_that_failed_is_avoided_by_the_next_placement() {
     let mut w = World::new();
-    let id = w.submit("[retry]\nmax_attempts = 1");
+    let id = w.submit("[retry]\nmax_attempts = 1\ninfra_retries = 0");
     let (a, n1) = w.last_launch(id);
     w.run(a);
     w.end(
@@ -529,7 +529,7 @@ fn repeated_node_failures_quarantine_the_node() {
         w.send(Event::SetNodeState { request: 1, node: n.into(), state: canopy::fleet::NodeState::Cordoned });
     }
     for _ in 0..2 {
-        let id = w.submit("[retry]\nmax_attempts = 1");
+        let id = w.submit("[retry]\nmax_attempts = 1\ninfra_retries = 0");
         let (a, n) = w.last_launch(id);
         assert_eq!(n, "s1");
         w.run(a);
@@ -543,4 +543,34 @@ fn repeated_node_failures_quarantine_the_node() {
     w.advance(1801.0);
     let (_, n) = w.last_launch(id);
     assert_eq!(n, "s1");
+}
+
+#[test]
+fn infrastructure_failures_do_not_spend_the_workloads_attempts() {
+    let mut w = World::new();
+    // One attempt for the workload's own errors; the infrastructure's
+    // failures come out of `infra_retries`.
+    let id = w.submit("[retry]\nmax_attempts = 1\ninfra_retries = 2");
+    for (i, end) in [ProviderEnd::Preempted, ProviderEnd::NodeLost { message: "host down".into() }]
+        .into_iter()
+        .enumerate()
+    {
+        let (a, _) = w.last_launch(id);
+        w.run(a);
+        w.advance(60.0);
+        w.end(a, end, &[]);
+        assert_eq!(w.state(id), WorkloadState::Queued, "infrastructure failure {} is retried", i + 1);
+        let retry = w.events(id, EventKind::Retry);
+        assert!(retry[i].contains("retry.infra-free"), "{retry:?}");
+        assert!(retry[i].contains(&format!("{} of 2 infrastructure retries", i + 1)), "{retry:?}");
+        w.advance(600.0);
+    }
+    // The budget is spent: the third counts as an attempt, and max_attempts = 1.
+    let (a, _) = w.last_launch(id);
+    assert_eq!(a.n, 3);
+    w.run(a);
+    w.end(a, ProviderEnd::Preempted, &[]);
+    assert_eq!(w.state(id), WorkloadState::Failed);
+    let retry = w.events(id, EventKind::Retry);
+    assert!(retry[2].contains("retry.max-attempts"), "{retry:?}");
 }

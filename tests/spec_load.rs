@@ -137,7 +137,7 @@ fn warnings_are_shown_but_do_not_block() {
                [resources]\ngpus = 1\ninterconnect = \"nvlink\"\n\
                [constraints]\nmax_cost_usd = 20.0\ninterruptible = true\nregions = [\"eu-*\"]\n\
                [preferences]\nregions = [\"us-east\"]\n\
-               [retry]\nmax_attempts = 1\napp_errors = 2\n";
+               [retry]\nmax_attempts = 1\napp_errors = 2\ninfra_retries = 0\n";
     let loaded = load::parse(src, "w.toml", Format::Toml).unwrap();
     let seen: Vec<(usize, usize, &str)> =
         loaded.warnings.iter().map(|d| (d.line, d.col, d.path.as_str())).collect();

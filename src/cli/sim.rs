@@ -4,6 +4,7 @@
 
 use canopy::fleet::load;
 use canopy::sim::{self, FaultModel, Input, NoSink, PlacementPolicy};
+use canopy::spec::Optimize;
 use color_eyre::eyre::{Result, WrapErr, eyre};
 use std::path::PathBuf;
 
@@ -29,6 +30,11 @@ pub struct SimArgs {
     /// canopy, cheapest-first, blocklist, random. Default: all four.
     #[arg(long, value_delimiter = ',')]
     pub policy: Vec<String>,
+    /// What the trace's jobs ask placement to favour
+    /// (`preferences.optimize`: balanced, cost, speed, reliability); only
+    /// Canopy's policy reads it.
+    #[arg(long, value_enum, default_value = "balanced")]
+    pub optimize: OptimizeArg,
     /// Only the first N jobs of the trace.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
@@ -74,6 +80,7 @@ pub fn run(args: SimArgs) -> Result<()> {
         faults: &faults,
         seed: args.seed,
         policies: &policies,
+        optimize: args.optimize.into(),
         fleet_name: &fleet_name,
         trace_name: &file,
     };
@@ -84,4 +91,24 @@ pub fn run(args: SimArgs) -> Result<()> {
         print!("{}", report.to_markdown());
     }
     Ok(())
+}
+
+/// `preferences.optimize` as a flag value.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum OptimizeArg {
+    Balanced,
+    Cost,
+    Speed,
+    Reliability,
+}
+
+impl From<OptimizeArg> for Optimize {
+    fn from(o: OptimizeArg) -> Self {
+        match o {
+            OptimizeArg::Balanced => Optimize::Balanced,
+            OptimizeArg::Cost => Optimize::Cost,
+            OptimizeArg::Speed => Optimize::Speed,
+            OptimizeArg::Reliability => Optimize::Reliability,
+        }
+    }
 }

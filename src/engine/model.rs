@@ -284,6 +284,10 @@ pub struct HealthObservation {
     pub node: String,
     /// `None` when the attempt succeeded.
     pub class: Option<FailureClass>,
+    /// How long the attempt ran (0 when it never started), for the rate
+    /// of interruptions per running hour.
+    #[serde(default)]
+    pub ran_s: f64,
 }
 
 /// Everything the core asks the journal to make durable.

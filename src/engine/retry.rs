@@ -3,8 +3,9 @@
 //!
 //! Owns the rules only; the core applies the decision and journals it.
 //! Infrastructure failures retry elsewhere with backoff, excluding the node
-//! (and the pool after repeats); capacity misses move on to the next
-//! candidate at once without spending an attempt; gpu-oom retries only
+//! (and the pool after repeats), from their own budget (`infra_retries`)
+//! before they spend the workload's attempts; capacity misses move on to
+//! the next candidate at once without spending an attempt; gpu-oom retries only
 //! where GPUs have more memory; the workload's own errors retry only as far
 //! as the spec allows; timeout, cost-cap and cancel are final.
 
@@ -16,8 +17,13 @@ use crate::spec::RetryPolicy;
 pub struct RetryInput<'a> {
     pub class: FailureClass,
     pub policy: &'a RetryPolicy,
-    /// Attempts that count toward `max_attempts`, including this one.
+    /// Attempts that count toward `max_attempts`, including this one:
+    /// every ended attempt but capacity misses and the infrastructure
+    /// failures `infra_retries` covers.
     pub counted_attempts: u32,
+    /// Infrastructure failures of this workload (capacity misses aside),
+    /// including this one if it is one.
+    pub infra_failures: u32,
     /// Failures classed `app`, including this one if it is one.
     pub app_failures: u32,
     /// Infrastructure failures of this workload in the failed attempt's
@@ -101,6 +107,11 @@ pub fn decide(i: &RetryInput<'_>) -> RetryDecision {
             exclude_pool: true,
             min_gpu_memory_exclusive: None,
         },
+        // Within the infrastructure budget: the workload is not to blame,
+        // so its attempts are not spent.
+        c if c.is_infrastructure() && i.infra_failures <= i.policy.infra_retries => {
+            infra_elsewhere(i, c, i.infra_failures, false)
+        }
         _ if i.counted_attempts >= max => RetryDecision::fin(
             "retry.max-attempts",
             format!("{} of {max} attempts used (retry.max_attempts)", i.counted_attempts),
@@ -150,29 +161,42 @@ pub fn decide(i: &RetryInput<'_>) -> RetryDecision {
             exclude_pool: false,
             min_gpu_memory_exclusive: None,
         },
-        // Provider, node, comm, io, preempted: the infrastructure's fault.
-        c => {
-            let exclude_pool = i.failures_in_pool >= POOL_EXCLUDE_AFTER;
-            // The provider's API and the spot market say nothing against the
-            // node itself.
-            let exclude_node = c != C::Provider && c != C::Preempted;
-            let delay = backoff_s(i.policy, i.counted_attempts);
-            let place = match (exclude_pool, exclude_node) {
-                (true, _) => "outside this pool",
-                (false, true) => "on another node",
-                (false, false) => "wherever fits best",
-            };
-            RetryDecision {
-                retry: true,
-                rule: "retry.infra-elsewhere",
-                reason: format!("{c} failure; retrying {place} in {delay:.0}s"),
-                delay_s: delay,
-                counts: true,
-                exclude_node,
-                exclude_pool,
-                min_gpu_memory_exclusive: None,
-            }
-        }
+        // Provider, node, comm, io, preempted past the budget: they spend
+        // attempts like any other failure.
+        c => infra_elsewhere(i, c, i.counted_attempts, true),
+    }
+}
+
+/// Retry an infrastructure failure away from where it happened: not on the
+/// node (unless the API or the market failed, which says nothing of the
+/// node), not in the pool after repeats; backoff by the `nth` retry.
+fn infra_elsewhere(i: &RetryInput<'_>, c: FailureClass, nth: u32, counts: bool) -> RetryDecision {
+    use FailureClass as C;
+    let exclude_pool = i.failures_in_pool >= POOL_EXCLUDE_AFTER;
+    let exclude_node = c != C::Provider && c != C::Preempted;
+    let delay = backoff_s(i.policy, nth);
+    let place = match (exclude_pool, exclude_node) {
+        (true, _) => "outside this pool",
+        (false, true) => "on another node",
+        (false, false) => "wherever fits best",
+    };
+    let (rule, budget) = if counts {
+        (
+            "retry.infra-elsewhere",
+            format!(", spending attempt {} of {}", i.counted_attempts + 1, i.policy.max_attempts),
+        )
+    } else {
+        ("retry.infra-free", format!(" ({nth} of {} infrastructure retries)", i.policy.infra_retries))
+    };
+    RetryDecision {
+        retry: true,
+        rule,
+        reason: format!("{c} failure; retrying {place} in {delay:.0}s{budget}"),
+        delay_s: delay,
+        counts,
+        exclude_node,
+        exclude_pool,
+        min_gpu_memory_exclusive: None,
     }
 }
 
@@ -189,6 +213,7 @@ mod tests {
             class,
             policy,
             counted_attempts: 1,
+            infra_failures: u32::from(class.is_infrastructure() && class != FailureClass::Capacity),
             app_failures: 0,
             failures_in_pool: 1,
             gpu_memory_gb: 24.0,
@@ -200,15 +225,38 @@ mod tests {
     fn infrastructure_retries_elsewhere_with_backoff() {
         let p = RetryPolicy::default();
         let d = decide(&input(FailureClass::Node, &p));
-        assert!(d.retry && d.exclude_node && !d.exclude_pool);
-        assert_eq!(d.rule, "retry.infra-elsewhere");
+        assert!(d.retry && d.exclude_node && !d.exclude_pool && !d.counts);
+        assert_eq!(d.rule, "retry.infra-free");
         assert_eq!(d.delay_s, 10.0);
         let mut i = input(FailureClass::Comm, &p);
         i.failures_in_pool = 2;
-        i.counted_attempts = 2;
+        i.infra_failures = 2;
         let d = decide(&i);
         assert!(d.exclude_pool);
         assert_eq!(d.delay_s, 20.0);
+        // A preemption says nothing against the node.
+        let d = decide(&input(FailureClass::Preempted, &p));
+        assert!(d.retry && !d.exclude_node);
+    }
+
+    #[test]
+    fn infrastructure_failures_spend_no_attempts_within_their_budget() {
+        let p = RetryPolicy { max_attempts: 1, infra_retries: 2, ..RetryPolicy::default() };
+        let mut i = input(FailureClass::Node, &p);
+        i.infra_failures = 2;
+        let d = decide(&i);
+        assert!(d.retry && !d.counts, "{d:?}");
+        // Past the budget they spend attempts like any other failure.
+        i.infra_failures = 3;
+        i.counted_attempts = 1;
+        assert_eq!(decide(&i).rule, "retry.max-attempts");
+        let p = RetryPolicy { infra_retries: 2, ..RetryPolicy::default() };
+        let mut i = input(FailureClass::Node, &p);
+        i.infra_failures = 3;
+        let d = decide(&i);
+        assert!(d.retry && d.counts);
+        assert_eq!(d.rule, "retry.infra-elsewhere");
+        assert!(d.reason.contains("spending attempt 2 of 3"), "{}", d.reason);
     }
 
     #[test]
@@ -243,7 +291,7 @@ mod tests {
         {
             assert!(!decide(&input(c, &p)).retry, "{c}");
         }
-        let mut i = input(FailureClass::Io, &p);
+        let mut i = input(FailureClass::App, &p);
         i.counted_attempts = 3;
         assert_eq!(decide(&i).rule, "retry.max-attempts");
         // Capacity misses never spend an attempt.

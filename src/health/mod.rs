@@ -24,16 +24,34 @@ pub struct Health {
     pub quarantined: bool,
     /// Back from quarantine and trusted only with probation work.
     pub probation: bool,
+    /// Hours attempts have run here (pools only).
+    pub exposure_h: f64,
+    /// Running attempts the provider reclaimed here (pools only).
+    pub preemptions: u32,
 }
 
 impl Health {
     /// What is assumed of something never observed: healthy, with no
     /// evidence either way.
-    pub const UNKNOWN: Health =
-        Health { score: 1.0, success_rate: 1.0, samples: 0, quarantined: false, probation: false };
+    pub const UNKNOWN: Health = Health {
+        score: 1.0,
+        success_rate: 1.0,
+        samples: 0,
+        quarantined: false,
+        probation: false,
+        exposure_h: 0.0,
+        preemptions: 0,
+    };
 
     pub fn new(score: f64, success_rate: f64, samples: u32) -> Self {
-        Self { score, success_rate, samples, quarantined: false, probation: false }
+        Self { score, success_rate, samples, ..Self::UNKNOWN }
+    }
+
+    /// With this record of running hours and preemptions.
+    pub fn with_exposure(mut self, hours: f64, preemptions: u32) -> Self {
+        self.exposure_h = hours;
+        self.preemptions = preemptions;
+        self
     }
 
     pub fn quarantined(mut self) -> Self {

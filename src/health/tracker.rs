@@ -48,6 +48,8 @@ struct Record {
     quarantines: u32,
     probation: bool,
     last_class: Option<FailureClass>,
+    exposure_h: f64,
+    preemptions: u32,
 }
 
 /// Nothing observed yet: a perfect score with no evidence behind it.
@@ -62,6 +64,8 @@ impl Default for Record {
             quarantines: 0,
             probation: false,
             last_class: None,
+            exposure_h: 0.0,
+            preemptions: 0,
         }
     }
 }
@@ -75,6 +79,8 @@ impl Record {
             samples: self.samples,
             quarantined,
             probation: self.probation && !quarantined,
+            exposure_h: self.exposure_h,
+            preemptions: self.preemptions,
         }
     }
 }
@@ -119,8 +125,15 @@ impl HealthTracker {
             // says nothing about where it ran.
             Some(_) => (None, None, None),
         };
+        let pool = self.pools.entry(obs.pool.clone()).or_default();
+        // Every attempt that ran is exposure, whoever ended it, so the
+        // pool's preemptions per running hour can be learned.
+        if obs.ran_s > 0.0 {
+            pool.exposure_h += obs.ran_s / 3600.0;
+            pool.preemptions += u32::from(obs.class == Some(FailureClass::Preempted));
+        }
         if let Some(ok) = pool_ev {
-            update(self.pools.entry(obs.pool.clone()).or_default(), ok, alpha, obs.class);
+            update(pool, ok, alpha, obs.class);
         }
         if let Some(ok) = provider_ev {
             update(self.providers.entry(obs.provider.clone()).or_default(), ok, alpha, obs.class);
@@ -197,7 +210,23 @@ mod tests {
             pool: "p/pool".into(),
             node: node.into(),
             class,
+            ran_s: 0.0,
         }
+    }
+
+    #[test]
+    fn pools_learn_running_hours_and_preemptions_from_every_outcome() {
+        let mut t = HealthTracker::default();
+        let ran = |class, hours: f64| HealthObservation { ran_s: hours * 3600.0, ..obs(0, "n1", class) };
+        t.observe(&ran(None, 10.0));
+        t.observe(&ran(Some(FailureClass::App), 2.0));
+        t.observe(&ran(Some(FailureClass::Preempted), 3.0));
+        t.observe(&ran(Some(FailureClass::Node), 1.0));
+        // A launch that never ran adds nothing.
+        t.observe(&obs(0, "n1", Some(FailureClass::Capacity)));
+        let p = t.view(Millis(1)).pool("p/pool");
+        assert!((p.exposure_h - 16.0).abs() < 1e-9, "{p:?}");
+        assert_eq!(p.preemptions, 1, "only the reclaim counts; hardware faults are node health");
     }
 
     #[test]

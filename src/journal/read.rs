@@ -54,7 +54,7 @@ const ATTEMPT_COLUMNS: &str = "workload, n, provider, pool, node, region, state,
 
 const EVENT_COLUMNS: &str = "seq, at, workload, attempt, kind, message";
 
-const HEALTH_COLUMNS: &str = "at, provider, pool, node, class";
+const HEALTH_COLUMNS: &str = "at, provider, pool, node, class, ran_s";
 
 impl Journal {
     /// Loads what the engine needs to resume, from one consistent snapshot.
@@ -266,5 +266,6 @@ fn health_row(r: &Row<'_>) -> rusqlite::Result<HealthObservation> {
         pool: r.get(2)?,
         node: r.get(3)?,
         class: opt_name(r, 4)?,
+        ran_s: r.get(5)?,
     })
 }

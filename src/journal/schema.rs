@@ -103,6 +103,9 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX inbox_untaken ON inbox (seq) WHERE taken_at IS NULL;
     ",
+    // 2: how long the attempt behind a health observation ran, so the
+    // scheduler can learn interruptions per running hour.
+    "ALTER TABLE health_observations ADD COLUMN ran_s REAL NOT NULL DEFAULT 0;",
 ];
 
 /// Per-connection settings.

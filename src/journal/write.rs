@@ -39,8 +39,7 @@ const UPSERT_ATTEMPT: &str = "
 const INSERT_EVENT: &str =
     "INSERT INTO events (at, workload, attempt, kind, message) VALUES (?1, ?2, ?3, ?4, ?5)";
 
-const INSERT_HEALTH: &str =
-    "INSERT INTO health_observations (at, provider, pool, node, class) VALUES (?1, ?2, ?3, ?4, ?5)";
+const INSERT_HEALTH: &str = "INSERT INTO health_observations (at, provider, pool, node, class, ran_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
 /// Kept apart from the rows so the highest id ever assigned survives even
 /// if old workloads are one day pruned.
@@ -166,6 +165,7 @@ fn insert_event(tx: &Transaction<'_>, e: &EventRecord, err: Wrap<'_>) -> Result<
 
 fn insert_health(tx: &Transaction<'_>, h: &HealthObservation, err: Wrap<'_>) -> Result<(), JournalError> {
     let mut stmt = tx.prepare_cached(INSERT_HEALTH).map_err(err)?;
-    stmt.execute(params![h.at.0, h.provider, h.pool, h.node, h.class.map(|c| c.as_str())]).map_err(err)?;
+    stmt.execute(params![h.at.0, h.provider, h.pool, h.node, h.class.map(|c| c.as_str()), h.ran_s])
+        .map_err(err)?;
     Ok(())
 }

@@ -39,7 +39,7 @@ pub use filter::Filter;
 pub use place::place;
 pub use policy::{Policy, Weights};
 pub use requirements::{InputSite, Requirements};
-pub use score::{Factor, FactorScore};
+pub use score::{Factor, FactorScore, Risk};
 pub use snapshot::Snapshot;
 
 #[cfg(test)]

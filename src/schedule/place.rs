@@ -33,12 +33,11 @@ pub fn place(req: &Requirements, snap: &Snapshot, policy: &Policy) -> Decision {
     let remaining = categorical(req, snap, &mut ruled_out);
 
     let ctx = PoolContext::new(req, snap);
-    let (feasible, count, cheapest) = feasible_pools(&ctx, &remaining, &mut ruled_out);
+    let mut scorer = Scorer::new(req, snap, policy);
+    let (feasible, count, cheapest) = feasible_pools(&ctx, &scorer, &remaining, &mut ruled_out);
     if count == 0 {
         return Decision::Unschedulable(explain(req, snap));
     }
-
-    let mut scorer = Scorer::new(req, snap, policy);
     scorer.set_cheapest(cheapest);
     let top = top_k(&ctx, &scorer, &feasible, policy.top_k.max(1));
     let considered = Considered {
@@ -83,10 +82,11 @@ impl<'a> PoolContext<'a> {
 
 /// Judges each pool that passed the categorical filters: the pool-wide
 /// limits, then whether it has a usable node. Returns the feasible pools,
-/// how many there are, and the cheapest hourly share among them; the rest
-/// go to `ruled_out`.
+/// how many there are, and the cheapest expected hourly share among them;
+/// the rest go to `ruled_out`.
 fn feasible_pools(
     ctx: &PoolContext<'_>,
+    scorer: &Scorer<'_>,
     remaining: &PoolSet,
     ruled_out: &mut Vec<RuledOut>,
 ) -> (PoolSet, usize, f64) {
@@ -104,7 +104,7 @@ fn feasible_pools(
             Ok(_) => {
                 feasible.insert(p);
                 count += 1;
-                cheapest = cheapest.min(hourly);
+                cheapest = cheapest.min(hourly * scorer.risk(row).paid_per_useful);
             }
             Err(filter) => ruled_out.push(RuledOut { pool: PoolIdx(p as u32), filter }),
         }
@@ -122,8 +122,11 @@ fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &PoolSet, k: usiz
     feasible.for_each(|p| {
         let Some(row) = snap.rows.get(p) else { return };
         let hourly = ctx.hourly(p);
+        let expected_hourly = hourly * scorer.risk(row).paid_per_useful;
         let full = top.len() == k;
-        if full && top.last().is_some_and(|last| scorer.bound(row, hourly) + BOUND_SLACK < last.score) {
+        if full
+            && top.last().is_some_and(|last| scorer.bound(row, expected_hourly) + BOUND_SLACK < last.score)
+        {
             return;
         }
         // Feasible, so this finds the node pass one found.
@@ -136,6 +139,7 @@ fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &PoolSet, k: usiz
             node,
             free_gpus,
             hourly,
+            expected_hourly,
             score: 0.0,
             label_rank: row.label_rank,
             name_rank,

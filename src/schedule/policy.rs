@@ -79,6 +79,10 @@ pub struct Policy {
     /// Added to both prices in the cost ratio, so free capacity does not
     /// drive every priced pool's cost score to zero.
     pub cost_smoothing_usd: f64,
+    /// Whether a pool's interruption rate weighs on work with an expected
+    /// runtime: cost compares the expected paid hours to finish, success
+    /// includes the chance the attempt survives ([`super::Risk`]).
+    pub interruption_risk: bool,
 }
 
 impl Policy {
@@ -106,6 +110,7 @@ impl Default for Policy {
             success_prior_weight: 10.0,
             startup_reference_s: 300.0,
             cost_smoothing_usd: 0.10,
+            interruption_risk: true,
         }
     }
 }

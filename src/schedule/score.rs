@@ -88,6 +88,9 @@ pub(crate) struct Feasible {
     pub node: u32,
     pub free_gpus: u32,
     pub hourly: f64,
+    /// `hourly` × the expected paid hours per useful hour here
+    /// ([`Risk::paid_per_useful`]): what the cost factor compares.
+    pub expected_hourly: f64,
     pub score: f64,
     /// Tie-break keys: the pool label's and node name's sorted positions.
     pub label_rank: u32,
@@ -120,6 +123,8 @@ pub(crate) struct Scorer<'a> {
     pool_level_fast: bool,
     /// `policy.cost_smoothing_usd`, at least 0.
     cost_smoothing: f64,
+    /// The request's expected runtime in hours, when it gives one.
+    runtime_h: Option<f64>,
     /// GPU-memory fit per class (GPU work only).
     memory_fit: Vec<f64>,
     /// The most the fit factor can be per class, for any node.
@@ -202,6 +207,7 @@ impl<'a> Scorer<'a> {
             cached_startup,
             pool_level_fast: cached_startup && !applies[4] && !applies[6],
             cost_smoothing: policy.cost_smoothing_usd.max(0.0),
+            runtime_h: if policy.interruption_risk { runtime_h(req) } else { None },
             memory_fit,
             fit_bound,
             preferred_caps,
@@ -210,8 +216,14 @@ impl<'a> Scorer<'a> {
         }
     }
 
-    /// Records the cheapest feasible hourly share, which the cost factor
-    /// is relative to.
+    /// The risk of an attempt of this request in a pool.
+    #[inline]
+    pub fn risk(&self, row: &PoolRow) -> Risk {
+        Risk::new(row.hazard_per_h, self.runtime_h)
+    }
+
+    /// Records the cheapest feasible expected hourly share, which the cost
+    /// factor is relative to.
     pub fn set_cheapest(&mut self, hourly: f64) {
         self.cheapest = hourly;
     }
@@ -233,15 +245,17 @@ impl<'a> Scorer<'a> {
 
         let health = row.health * node_info.health.score;
 
-        let success = if self.cached_success {
-            node_info.success
-        } else {
-            let info = &snap.pools[pool as usize];
-            let (prior, weight) = (policy.success_prior, policy.success_prior_weight.max(0.0));
-            let provider = info.provider_health.smoothed_success(prior, weight);
-            let pool_s = info.health.smoothed_success(provider, weight);
-            node_info.health.smoothed_success(pool_s, weight)
-        };
+        let survive = self.risk(row).survival;
+        let success = survive
+            * if self.cached_success {
+                node_info.success
+            } else {
+                let info = &snap.pools[pool as usize];
+                let (prior, weight) = (policy.success_prior, policy.success_prior_weight.max(0.0));
+                let provider = info.provider_health.smoothed_success(prior, weight);
+                let pool_s = info.health.smoothed_success(provider, weight);
+                node_info.health.smoothed_success(pool_s, weight)
+            };
 
         let fit = if req.gpus > 0 {
             req.gpus as f64 / free_gpus.max(1) as f64 * self.memory_fit[row.class as usize]
@@ -266,12 +280,12 @@ impl<'a> Scorer<'a> {
     }
 
     /// An upper bound of [`Scorer::score`] for any node of pool `pool` at
-    /// this hourly share (up to [`BOUND_SLACK`]): node health, success and
-    /// fit at their best for the pool, everything else exact.
+    /// this expected hourly share (up to [`BOUND_SLACK`]): node health,
+    /// success and fit at their best for the pool, everything else exact.
     #[inline]
     pub fn bound(&self, row: &PoolRow, hourly: f64) -> f64 {
         let c = &self.coef;
-        let success = if self.cached_success { row.success_bound } else { 1.0 };
+        let success = self.risk(row).survival * if self.cached_success { row.success_bound } else { 1.0 };
         let fit = self.fit_bound.get(row.class as usize).copied().unwrap_or(1.0);
         let base = c[0] * self.cost(hourly) + c[1] * row.health_bound + c[2] * success + c[5] * fit;
         if self.pool_level_fast {
@@ -305,7 +319,7 @@ impl<'a> Scorer<'a> {
     pub fn score(&self, f: &Feasible) -> f64 {
         let r = self.others(f.pool, f.node, f.free_gpus);
         let c = &self.coef;
-        c[0] * self.cost(f.hourly)
+        c[0] * self.cost(f.expected_hourly)
             + c[1] * r[0]
             + c[2] * r[1]
             + c[3] * r[2]
@@ -317,7 +331,7 @@ impl<'a> Scorer<'a> {
     pub fn breakdown(&self, f: &Feasible) -> Vec<FactorScore> {
         let others = self.others(f.pool, f.node, f.free_gpus);
         let raw = |i: usize| {
-            if i == 0 { self.cost(f.hourly) } else { others[i - 1] }
+            if i == 0 { self.cost(f.expected_hourly) } else { others[i - 1] }
         };
         (0..7)
             .filter(|&i| self.applies[i])
@@ -328,6 +342,37 @@ impl<'a> Scorer<'a> {
                 contribution: self.coef[i] * raw(i),
             })
             .collect()
+    }
+}
+
+fn runtime_h(req: &Requirements) -> Option<f64> {
+    req.expected_runtime.map(|d| d.as_secs_f64() / 3600.0).filter(|h| *h > 0.0)
+}
+
+/// What interruptions are expected to cost an attempt that restarts from
+/// scratch: with interruptions at rate `h` per hour and `D` hours of work,
+/// the attempt survives with probability `e^(-hD)`, and finishing the work
+/// takes `(e^(hD) - 1) / h` paid hours in expectation (each interruption
+/// loses the run so far). Without an expected runtime there is nothing to
+/// weigh: survival 1, no extra hours.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Risk {
+    pub survival: f64,
+    /// Expected paid hours per hour of useful work (≥ 1).
+    pub paid_per_useful: f64,
+}
+
+impl Risk {
+    pub fn new(hazard_per_h: f64, runtime_h: Option<f64>) -> Self {
+        let x = match runtime_h {
+            Some(d) if hazard_per_h > 0.0 && hazard_per_h.is_finite() => hazard_per_h * d,
+            _ => return Self { survival: 1.0, paid_per_useful: 1.0 },
+        };
+        // Past this the survival is nil and the expected cost astronomic;
+        // capping keeps both finite and the order among risky pools.
+        let x = x.min(30.0);
+        let paid = if x < 1e-6 { 1.0 + x / 2.0 } else { x.exp_m1() / x };
+        Self { survival: (-x).exp(), paid_per_useful: paid }
     }
 }
 

@@ -91,6 +91,11 @@ pub(crate) struct PoolRow {
     pub index_base: u32,
     pub gpus_per_node: u32,
     pub reserved: bool,
+    /// Expected preemptions per hour a workload runs here: observed, shrunk
+    /// toward a prior that depends on whether the capacity can be reclaimed.
+    /// (Hardware faults strike every pool; node health and quarantine deal
+    /// with those.)
+    pub hazard_per_h: f64,
 }
 
 /// What output and explanations read of a pool.
@@ -244,6 +249,7 @@ impl Snapshot {
                 index_base,
                 gpus_per_node: pool.shape.gpus_per_node,
                 reserved: pool.reserved,
+                hazard_per_h: hazard_per_h(&pool_health, pool.interruptible),
             });
             pools.push(PoolInfo {
                 label: labels[i].clone(),
@@ -406,6 +412,23 @@ fn build_ready_index(
 }
 
 /// Clamped to 0..=1, the range of every raw factor value (NaN stays NaN).
+/// Prior preemption rate per running hour of capacity that can be
+/// reclaimed (spot, market): about one run in five lost within a day.
+pub(crate) const INTERRUPTIBLE_PRIOR_PER_H: f64 = 0.01;
+/// How many running hours the prior is worth against observation.
+pub(crate) const HAZARD_PRIOR_H: f64 = 100.0;
+
+/// A pool's preemption rate per running hour: observed preemptions over
+/// observed running hours, shrunk toward the prior for its kind (a Gamma
+/// prior worth [`HAZARD_PRIOR_H`] hours), so a pool with little history is
+/// judged by its kind and a long record speaks for itself. Capacity that
+/// cannot be reclaimed starts at 0 and stays there unless a provider
+/// reclaims it anyway.
+pub(crate) fn hazard_per_h(health: &Health, interruptible: bool) -> f64 {
+    let prior = if interruptible { INTERRUPTIBLE_PRIOR_PER_H } else { 0.0 };
+    (f64::from(health.preemptions) + prior * HAZARD_PRIOR_H) / (health.exposure_h.max(0.0) + HAZARD_PRIOR_H)
+}
+
 pub(crate) fn unit(x: f64) -> f64 {
     x.clamp(0.0, 1.0)
 }

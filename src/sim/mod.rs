@@ -32,7 +32,7 @@ pub use world::{EPOCH, NoSink, RecordSink};
 
 use crate::accel::Family;
 use crate::fleet::Fleet;
-use crate::spec::{AcceleratorReq, GbRange, Spec};
+use crate::spec::{AcceleratorReq, GbRange, Optimize, Spec};
 
 /// The policies compared by default, Canopy's first.
 pub fn default_policies(seed: u64) -> Vec<PlacementPolicy> {
@@ -53,11 +53,12 @@ pub fn parse_policy(name: &str, seed: u64) -> Result<PlacementPolicy, String> {
 
 /// A workload spec per job: its GPUs with 4 cores and 16 GB of host memory
 /// per GPU (2 cores and 8 GB without GPUs), interruptible capacity
-/// allowed (trace jobs are checkpointing training jobs), the default retry
-/// policy, and the GPU type and memory the trace names. A GPU type must
-/// name (part of) an accelerator model in the fleet; the spec then accepts
-/// that model's families.
-pub fn specs(jobs: &[Job], fleet: &Fleet) -> Result<Vec<Spec>, String> {
+/// allowed, the default retry policy, `optimize` as given, the job's
+/// duration as its expected runtime (standing in for the estimate a user
+/// gives, as with Slurm's `--time`), and the GPU type and memory the trace
+/// names. A GPU type must name (part of) an accelerator model in the
+/// fleet; the spec then accepts that model's families.
+pub fn specs(jobs: &[Job], fleet: &Fleet, optimize: Optimize) -> Result<Vec<Spec>, String> {
     let mut base = Spec {
         name: "job".into(),
         kind: Default::default(),
@@ -73,10 +74,13 @@ pub fn specs(jobs: &[Job], fleet: &Fleet) -> Result<Vec<Spec>, String> {
         outputs: Vec::new(),
     };
     base.constraints.interruptible = true;
+    base.preferences.optimize = optimize;
     jobs.iter()
         .map(|j| {
             let mut s = base.clone();
             s.name = sanitize(&j.name);
+            s.expected_runtime =
+                Some(crate::units::HumanDuration::from_secs(j.duration_s.round().max(1.0) as u64));
             let g = f64::from(j.gpus);
             s.resources.gpus = j.gpus;
             s.resources.cpu_cores = if j.gpus == 0 { 2.0 } else { 4.0 * g };
@@ -136,6 +140,9 @@ pub struct Input<'a> {
     pub faults: &'a FaultModel,
     pub seed: u64,
     pub policies: &'a [PlacementPolicy],
+    /// What the trace's jobs ask placement to favour (`preferences.optimize`);
+    /// only Canopy's policy reads it.
+    pub optimize: Optimize,
     /// Names for the report header.
     pub fleet_name: &'a str,
     pub trace_name: &'a str,
@@ -145,7 +152,7 @@ pub struct Input<'a> {
 /// records of each run in turn (see [`RecordSink`]).
 pub fn simulate(input: &Input<'_>, sink: &mut dyn RecordSink) -> Result<SimReport, String> {
     input.faults.validate()?;
-    let specs = specs(input.jobs, input.fleet)?;
+    let specs = specs(input.jobs, input.fleet, input.optimize)?;
     let policies = input
         .policies
         .iter()
@@ -163,6 +170,7 @@ pub fn simulate(input: &Input<'_>, sink: &mut dyn RecordSink) -> Result<SimRepor
         .collect();
     Ok(SimReport {
         seed: input.seed,
+        optimize: input.optimize,
         fleet: input.fleet_name.to_string(),
         trace: input.trace_name.to_string(),
         jobs: input.jobs.len(),

@@ -12,6 +12,8 @@ use std::fmt::Write;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SimReport {
     pub seed: u64,
+    /// The jobs' `preferences.optimize`.
+    pub optimize: crate::spec::Optimize,
     pub fleet: String,
     pub trace: String,
     pub jobs: usize,
@@ -34,8 +36,17 @@ impl SimReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{} jobs from {} on {} ({} nodes, {} GPUs), seed {}\n",
-            self.jobs, self.trace, self.fleet, self.nodes, self.gpus, self.seed
+            "{} jobs from {} on {} ({} nodes, {} GPUs), seed {}, optimize {}\n",
+            self.jobs,
+            self.trace,
+            self.fleet,
+            self.nodes,
+            self.gpus,
+            self.seed,
+            serde_json::to_value(self.optimize)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
         );
         s.push_str(
             "| policy | completed | infra-only completed | GPU-h wasted (infra) | cost | queue p50 / p99 | completion p50 / p99 | attempts / workload | never ran |\n",

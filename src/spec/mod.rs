@@ -322,16 +322,25 @@ pub enum Optimize {
 }
 
 /// How failed attempts are retried. Infrastructure failures retry
-/// elsewhere; the workload's own errors only as far as `app_errors` allows.
+/// elsewhere from their own budget; the workload's own errors only as far
+/// as `app_errors` allows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetryPolicy {
-    /// Attempts in all, the first included.
+    /// Attempts the workload may spend, the first included. Attempts ended
+    /// by the infrastructure (see `infra_retries`) and launches refused for
+    /// lack of capacity do not spend one.
     #[serde(default = "default_max_attempts")]
     pub max_attempts: u32,
     /// How many failures classed `app` may be retried.
     #[serde(default)]
     pub app_errors: u32,
+    /// How many infrastructure failures (node, preempted, comm, io,
+    /// provider) are retried elsewhere without spending an attempt, as
+    /// Kubernetes ignores disruptions and SkyPilot recovers preemptions.
+    /// 0: the first one spends an attempt like any other failure.
+    #[serde(default = "default_infra_retries")]
+    pub infra_retries: u32,
     /// Delay before the first retry; doubles each time.
     #[serde(default = "default_backoff")]
     pub backoff: HumanDuration,
@@ -342,6 +351,9 @@ pub struct RetryPolicy {
 
 fn default_max_attempts() -> u32 {
     3
+}
+fn default_infra_retries() -> u32 {
+    10
 }
 fn default_backoff() -> HumanDuration {
     HumanDuration::from_secs(10)
@@ -355,6 +367,7 @@ impl Default for RetryPolicy {
         Self {
             max_attempts: default_max_attempts(),
             app_errors: 0,
+            infra_retries: default_infra_retries(),
             backoff: default_backoff(),
             backoff_max: default_backoff_max(),
         }

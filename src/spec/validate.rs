@@ -218,11 +218,12 @@ fn constraints(spec: &Spec, f: &mut Findings) {
     non_empty_entries(f, "constraints.regions", c.regions.iter().map(|g| g.as_str()), "region name or glob");
     non_empty_entries(f, "constraints.compliance", &c.compliance, "compliance tag");
     non_empty_entries(f, "constraints.capabilities", &c.capabilities, "capability tag");
-    if c.interruptible && spec.kind == WorkloadKind::Training && spec.retry.max_attempts <= 1 {
+    let r = &spec.retry;
+    if c.interruptible && spec.kind == WorkloadKind::Training && r.infra_retries == 0 && r.max_attempts <= 1 {
         f.warning(
             "constraints.interruptible",
             "training on interruptible capacity with no retries: one preemption fails the workload",
-            "raise retry.max_attempts (e.g. 3), or set interruptible = false",
+            "raise retry.infra_retries (e.g. 10), or set interruptible = false",
         );
     }
 }

@@ -19,12 +19,7 @@ impl Core {
                 continue;
             }
             let placement = self.config.placement;
-            let mut req = requirements(e, placement.keeps_exclusions());
-            if placement.on_demand_after_preemption()
-                && e.attempts.iter().any(|a| a.class == Some(FailureClass::Preempted))
-            {
-                req.interruptible = false;
-            }
+            let req = requirements(e, placement.keeps_exclusions());
             let policy = placement.scheduler_policy(e.spec.preferences.optimize);
             let priority = e.rec.priority;
             let next_attempt = e.rec.attempts + 1;
@@ -373,6 +368,7 @@ impl Core {
             Some(_) => AttemptState::Failed,
         };
         let (provider, pool, node) = (att.provider.clone(), att.pool.clone(), att.node.clone());
+        let started = att.started_at;
         let gpu_mem = att.gpu_memory_gb;
         let cancelled = e.cancel_requested;
         let launched = att.started_at.is_some() || live.acked;
@@ -384,7 +380,9 @@ impl Core {
         };
         self.event(now, a.workload, Some(a), EventKind::Ended, msg);
         if class != Some(FailureClass::Cancelled) && (launched || class == Some(FailureClass::Capacity)) {
-            let obs = HealthObservation { at: now, provider, pool: pool.clone(), node: node.clone(), class };
+            let ran_s = started.map_or(0.0, |t| now.secs_since(t).max(0.0));
+            let obs =
+                HealthObservation { at: now, provider, pool: pool.clone(), node: node.clone(), class, ran_s };
             self.record(Record::Health(obs.clone()));
             if let Some(q) = self.health.observe(&obs) {
                 let until = q.until;
@@ -436,11 +434,18 @@ impl Core {
         if class == FailureClass::App {
             e.rec.app_failures += 1;
         }
-        let counted = e
+        let ended = e
             .attempts
             .iter()
             .filter(|t| t.class != Some(FailureClass::Capacity) && t.state.is_final())
             .count() as u32;
+        let infra = e
+            .attempts
+            .iter()
+            .filter(|t| t.class.is_some_and(|c| c.is_infrastructure() && c != FailureClass::Capacity))
+            .count() as u32;
+        // Infrastructure failures the budget covers spend no attempt.
+        let counted = ended.saturating_sub(infra.min(e.spec.retry.infra_retries));
         let in_pool = e
             .attempts
             .iter()
@@ -453,6 +458,7 @@ impl Core {
             class,
             policy: &e.spec.retry,
             counted_attempts: counted,
+            infra_failures: infra,
             app_failures: e.rec.app_failures,
             failures_in_pool: in_pool,
             gpu_memory_gb: gpu_mem,

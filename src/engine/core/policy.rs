@@ -62,22 +62,20 @@ impl PlacementPolicy {
         matches!(self, Self::HealthAware | Self::Blocklist)
     }
 
-    /// Whether a workload that was preempted once is moved to capacity that
-    /// cannot be reclaimed for the rest of its life. A preemption says the
-    /// market wants that capacity back; trying spot again mostly buys
-    /// another lost run (the simulator's Gavel comparison: repeated
-    /// preemptions were most of the failed retries).
-    pub fn on_demand_after_preemption(self) -> bool {
-        matches!(self, Self::HealthAware)
-    }
-
     /// The scheduler policy for a spec's `optimize` preference.
     pub fn scheduler_policy(self, optimize: Optimize) -> Policy {
         match self {
             Self::HealthAware => Policy::for_optimize(optimize),
-            Self::CheapestFirst | Self::Blocklist => Policy { weights: PRICE_ONLY, ..Policy::default() },
+            Self::CheapestFirst | Self::Blocklist => {
+                Policy { weights: PRICE_ONLY, interruption_risk: false, ..Policy::default() }
+            }
             // Every feasible pool comes back; `choose` draws among them.
-            Self::Random { .. } => Policy { weights: PRICE_ONLY, top_k: usize::MAX, ..Policy::default() },
+            Self::Random { .. } => Policy {
+                weights: PRICE_ONLY,
+                top_k: usize::MAX,
+                interruption_risk: false,
+                ..Policy::default()
+            },
         }
     }
 

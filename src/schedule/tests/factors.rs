@@ -288,3 +288,50 @@ fn top_k_of_everything() {
     let p = placed(&demo(), &HealthView::default(), &gpu_req(1), &Policy { top_k: 0, ..Policy::default() });
     assert_eq!(p.candidates.len(), 1, "at least the placement itself");
 }
+
+#[test]
+fn long_work_weighs_a_pools_preemptions_short_work_takes_the_cheap_spot() {
+    // p1: spot capacity at a third of the price, preempted 30 times in 600
+    // running hours (≈ 0.044 an hour); p2: on-demand.
+    let f = twins(|p, first| {
+        if first {
+            p.interruptible = true;
+            p.price_per_hour = 0.5;
+        }
+    });
+    let h = health_with(|h| {
+        h.pools.insert("p1/x".into(), Health::UNKNOWN.with_exposure(600.0, 30));
+    });
+    let req = |hours: u64| Requirements {
+        interruptible: true,
+        expected_runtime: Some(Duration::from_secs(hours * 3600)),
+        ..cpu_req()
+    };
+    let best = |req: &Requirements, policy: Policy| all(&f, &h, req, policy)[0].pool.clone();
+    assert_eq!(best(&req(1), Policy::default()), "p1/x", "an hour's run: the saving wins");
+    assert_eq!(best(&req(48), Policy::default()), "p2/x", "two days: likely lost, dearer in expectation");
+    let price_blind = Policy { interruption_risk: false, ..Policy::default() };
+    assert_eq!(best(&req(48), price_blind), "p1/x", "without the risk only the list price counts");
+
+    // The factors say why: survival in success, expected paid hours in cost.
+    let cs = all(&f, &h, &req(48), Policy::default());
+    let spot = by_pool(&cs, "p1/x");
+    let risk = crate::schedule::Risk::new((30.0 + 1.0) / 700.0, Some(48.0));
+    assert!(raw(spot, Factor::Success).unwrap() < 0.13 && risk.survival < 0.13);
+    assert_eq!(raw(by_pool(&cs, "p2/x"), Factor::Cost), Some(1.0), "on-demand is cheaper in expectation");
+    let blind = all(&f, &h, &req(48), Policy { interruption_risk: false, ..Policy::default() });
+    assert_eq!(spot.hourly_usd, by_pool(&blind, "p1/x").hourly_usd, "the quoted price stays the list price");
+    assert!(spot.hourly_usd < by_pool(&cs, "p2/x").hourly_usd);
+}
+
+#[test]
+fn risk_is_neutral_without_an_expected_runtime_or_a_hazard() {
+    let r = crate::schedule::Risk::new(0.05, None);
+    assert_eq!((r.survival, r.paid_per_useful), (1.0, 1.0));
+    let r = crate::schedule::Risk::new(0.0, Some(100.0));
+    assert_eq!((r.survival, r.paid_per_useful), (1.0, 1.0));
+    // (e^x - 1) / x at x = 1.
+    let r = crate::schedule::Risk::new(0.1, Some(10.0));
+    assert!((r.paid_per_useful - (1f64.exp() - 1.0)).abs() < 1e-12);
+    assert!((r.survival - (-1f64).exp()).abs() < 1e-12);
+}
