@@ -1,6 +1,6 @@
-//! End to end: the real binary in tmux on the demo fleet. Waits for screen
-//! content, never for fixed times. Skipped (with a visible line) when tmux
-//! is not installed.
+//! End to end: the real binary in tmux on the demo fleet (the console,
+//! and `canopy sim --watch`). Waits for screen content, never for fixed
+//! times. Skipped (with a visible line) when tmux is not installed.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -112,4 +112,45 @@ fn the_console_end_to_end() {
     s.keys(&["q"]);
     let after = s.wait_for("CONSOLE-EXITED-0");
     assert!(!after.contains("broken first"), "the alternate screen is gone:\n{after}");
+}
+
+#[test]
+fn sim_watch_end_to_end() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("SKIPPED console_tmux: tmux is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("tiny.csv");
+    std::fs::write(
+        &trace,
+        "submit_s,duration_s,gpus,name,outcome\n0,600,1,warmup,ok\n60,1800,2,train-a,ok\n300,1200,1,bad-config,failed\n",
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_canopy");
+    let name = format!("canopy-watch-{}", std::process::id());
+    let cmd = format!(
+        "{bin} --color=none sim --watch --speed 100000 --trace {}; echo WATCH-EXITED-$?; sleep 60",
+        trace.display()
+    );
+    let out = Command::new("tmux")
+        .args(["new-session", "-d", "-s", &name, "-x", "100", "-y", "30", &cmd])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let s = Session { name };
+
+    s.wait_for("REPLAY");
+    s.wait_for("REPLAY done");
+    s.keys(&["4"]);
+    let screen = s.wait_for("train-a");
+    assert!(screen.contains("succeeded") && screen.contains("failed"), "{screen}");
+    // Read-only: cancel is refused where it is asked for.
+    s.keys(&["C-k"]);
+    s.wait_for("a replay is read-only");
+    s.keys(&["q"]);
+    // The console goes; the replayed policy's report follows.
+    let after = s.wait_for("WATCH-EXITED-0");
+    assert!(after.contains("| canopy |"), "{after}");
+    assert!(!after.contains("REPLAY"), "the alternate screen is gone:\n{after}");
 }

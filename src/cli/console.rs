@@ -13,7 +13,9 @@ use color_eyre::eyre::{Result, WrapErr, eyre};
 use std::process::ExitCode;
 use std::time::Duration;
 
-pub fn run(store: &StoreArgs, args: &ConsoleArgs) -> Result<ExitCode> {
+/// The theme `--theme` names at the colour depth `--color`, `NO_COLOR`,
+/// `COLORTERM` and `TERM` allow.
+pub fn theme(args: &ConsoleArgs) -> Result<Theme> {
     let env = |k: &str| std::env::var(k).ok();
     let depth = ColorDepth::detect(
         &args.color,
@@ -22,7 +24,11 @@ pub fn run(store: &StoreArgs, args: &ConsoleArgs) -> Result<ExitCode> {
         env("TERM").as_deref(),
     )
     .map_err(|e| eyre!(e))?;
-    let theme = Theme::named(&args.theme, depth).map_err(|e| eyre!(e))?;
+    Theme::named(&args.theme, depth).map_err(|e| eyre!(e))
+}
+
+pub fn run(store: &StoreArgs, args: &ConsoleArgs) -> Result<ExitCode> {
+    let theme = theme(args)?;
     let home = store.home();
     super::log_to_file(&home)?;
     let rt = tokio::runtime::Runtime::new().wrap_err("starting the async runtime")?;

@@ -214,7 +214,8 @@ pub enum Command {
         json: bool,
     },
     /// Simulate a trace over a fleet in virtual time and compare placement
-    /// policies (Canopy's, cheapest-first, blocklist, random).
+    /// policies (Canopy's, cheapest-first, blocklist, random), or watch one
+    /// in the console (--watch).
     Sim(sim::SimArgs),
 }
 
@@ -246,7 +247,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Some(Command::Cordon { node }) => workloads::command(&cli.store, JCommand::Cordon { node }),
         Some(Command::Uncordon { node }) => workloads::command(&cli.store, JCommand::Uncordon { node }),
         Some(Command::Drain { node }) => workloads::command(&cli.store, JCommand::Drain { node }),
-        Some(Command::Sim(args)) => sim::run(args).map(|()| ExitCode::SUCCESS),
+        Some(Command::Sim(args)) => sim::run(args, &cli.console).map(|()| ExitCode::SUCCESS),
         Some(Command::Schema) => {
             let schema = canopy::spec::load::schema();
             println!("{}", serde_json::to_string_pretty(&schema)?);

@@ -1,11 +1,16 @@
 //! `canopy sim`: run the discrete-event simulator over a fleet and a trace
-//! and print the policy comparison. Reads the files; everything else is
-//! `canopy::sim`.
+//! and print the policy comparison, or (`--watch`) replay one policy's run
+//! into the console. Reads the files; everything else is `canopy::sim`
+//! and `canopy::console::replay`.
 
-use canopy::fleet::load;
-use canopy::sim::{self, FaultModel, Input, NoSink, PlacementPolicy};
+use super::ConsoleArgs;
+use canopy::console::app::{App, Config};
+use canopy::console::model::Model;
+use canopy::console::{replay, run as console};
+use canopy::fleet::{Fleet, load};
+use canopy::sim::{self, FaultModel, Input, Job, NoSink, PlacementPolicy};
 use canopy::spec::Optimize;
-use color_eyre::eyre::{Result, WrapErr, eyre};
+use color_eyre::eyre::{Result, WrapErr, bail, eyre};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -27,7 +32,8 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Policies to compare, comma-separated:
-    /// canopy, cheapest-first, blocklist, random. Default: all four.
+    /// canopy, cheapest-first, blocklist, random. Default: all four
+    /// (with --watch: the one to watch, default canopy).
     #[arg(long, value_delimiter = ',')]
     pub policy: Vec<String>,
     /// What the trace's jobs ask placement to favour
@@ -41,9 +47,18 @@ pub struct SimArgs {
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
+    /// Replay the run into the console, paced by its virtual time, instead
+    /// of printing the comparison. Read-only; space pauses, + and - change
+    /// the speed, q quits.
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
+    /// Speed-up of the replay: 1440 (or 1440x) plays a day of the fleet in
+    /// a minute.
+    #[arg(long, value_name = "N", requires = "watch", value_parser = replay::parse_speed)]
+    pub speed: Option<f64>,
 }
 
-pub fn run(args: SimArgs) -> Result<()> {
+pub fn run(args: SimArgs, console: &ConsoleArgs) -> Result<()> {
     let (fleet, fleet_name) = match &args.fleet {
         Some(p) => (load::load_file(p)?, p.display().to_string()),
         None => (load::demo()?, "the demo fleet".to_string()),
@@ -64,6 +79,9 @@ pub fn run(args: SimArgs) -> Result<()> {
     let mut jobs = sim::trace::parse(sim::trace::detect(&file, &text), &text, &file)?;
     if let Some(n) = args.limit {
         jobs.truncate(n);
+    }
+    if args.watch {
+        return watch(args, fleet, fleet_name, jobs, faults, file, console);
     }
     let policies: Vec<PlacementPolicy> = if args.policy.is_empty() {
         sim::default_policies(args.seed)
@@ -89,6 +107,75 @@ pub fn run(args: SimArgs) -> Result<()> {
         println!("{}", report.to_json());
     } else {
         print!("{}", report.to_markdown());
+    }
+    Ok(())
+}
+
+/// `--watch`: the simulation runs on its own thread, paced into a
+/// read-only console until the operator quits; the policy's report is
+/// printed after, when the run had ended.
+fn watch(
+    args: SimArgs,
+    fleet: Fleet,
+    fleet_name: String,
+    jobs: Vec<Job>,
+    faults: FaultModel,
+    trace_name: String,
+    console_args: &ConsoleArgs,
+) -> Result<()> {
+    let name = match args.policy.as_slice() {
+        [] => "canopy",
+        [one] => one.trim(),
+        many => bail!(
+            "--watch replays one policy, got {} ({}); pick one with --policy NAME",
+            many.len(),
+            many.join(", ")
+        ),
+    };
+    let policy = sim::parse_policy(name, args.seed).map_err(|e| eyre!(e))?;
+    // What simulate would refuse, refused before the screen is taken.
+    faults.validate().map_err(|e| eyre!(e))?;
+    let optimize: Optimize = args.optimize.into();
+    sim::specs(&jobs, &fleet, optimize).map_err(|e| eyre!(e))?;
+    let theme = super::console::theme(console_args)?;
+    let speed = args.speed.unwrap_or(replay::DEFAULT_SPEED);
+    let (mut pacer, clock, handle) = replay::replay(policy.name(), speed);
+    let seed = args.seed;
+    let sim = std::thread::Builder::new()
+        .name("sim".into())
+        .spawn(move || {
+            let input = Input {
+                fleet: &fleet,
+                jobs: &jobs,
+                faults: &faults,
+                seed,
+                policies: &[policy],
+                optimize,
+                fleet_name: &fleet_name,
+                trace_name: &trace_name,
+            };
+            sim::simulate(&input, &mut pacer)
+        })
+        .wrap_err("starting the simulation")?;
+    let rt = tokio::runtime::Runtime::new().wrap_err("starting the async runtime")?;
+    rt.block_on(async move {
+        let config = Config {
+            read_only: true,
+            theme,
+            utc_offset_s: console::local_offset_s(),
+            stale_after_s: f64::INFINITY,
+        };
+        let mut app = App::new(config, Model::default(), sim::EPOCH);
+        console::run_replay(&mut app, handle, clock, std::env::temp_dir()).await
+    })
+    .wrap_err("the console's terminal failed")?;
+    // Quit before the end: the simulation thread goes with the process.
+    if sim.is_finished() {
+        match sim.join() {
+            Ok(Ok(report)) => print!("{}", report.to_markdown()),
+            Ok(Err(e)) => bail!(e),
+            Err(_) => bail!("the simulation panicked"),
+        }
     }
     Ok(())
 }

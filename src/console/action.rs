@@ -1,5 +1,6 @@
 //! The central action layer: every operation that changes anything goes
-//! through [`request`], which refuses it in read-only mode and asks for
+//! through [`request`], which refuses it in read-only mode (and in a
+//! replay, `canopy sim --watch`, which is always read-only) and asks for
 //! confirmation when it is destructive. Views and keys never build engine
 //! commands themselves, so no view can bypass either rule.
 
@@ -63,6 +64,10 @@ impl Confirm {
 /// Asks for `op`: refused in read-only mode, held for confirmation when
 /// destructive, sent otherwise.
 pub fn request(app: &mut App, op: Op) -> Vec<Effect> {
+    if app.replay.is_some() {
+        app.flash_error(format!("replay: {} is disabled (a replay is read-only)", op.describe()));
+        return Vec::new();
+    }
     if app.config.read_only {
         app.flash_error(format!("read-only: {} is disabled (started with --read-only)", op.describe()));
         return Vec::new();

@@ -10,6 +10,7 @@ use super::editor::Editor;
 use super::keymap::{self, COMMANDS, Intent};
 use super::logs::{LogLine, Logs, Stamps};
 use super::model::Model;
+use super::replay::{ReplayCtl, ReplayStatus};
 use super::theme::Theme;
 use crate::engine::model::{AttemptId, EventRecord, Millis, Record, WorkloadId};
 use crate::engine::shell::{FleetStatus, Recent};
@@ -58,12 +59,23 @@ pub enum Msg {
     Recent(Recent),
     Events(WorkloadId, Vec<EventRecord>),
     Log(AttemptId, Vec<LogLine>),
-    Done { what: String, result: CommandResult },
-    Loaded { path: String, result: Result<String, String> },
-    Saved { path: String, result: Result<(), String> },
+    Done {
+        what: String,
+        result: CommandResult,
+    },
+    Loaded {
+        path: String,
+        result: Result<String, String>,
+    },
+    Saved {
+        path: String,
+        result: Result<(), String>,
+    },
     Edited(Result<String, String>),
     Tick(Millis),
     Resize(u16, u16),
+    /// The state of the replay this console watches (`canopy sim --watch`).
+    Replay(ReplayStatus),
 }
 
 /// What the run loop should do for the app.
@@ -80,6 +92,8 @@ pub enum Effect {
     Load(PathBuf),
     Save(PathBuf, String),
     ExternalEditor(String),
+    /// Pause, resume or re-pace the replay.
+    Replay(ReplayCtl),
     Quit,
 }
 
@@ -201,6 +215,9 @@ pub struct App {
     pub history: Vec<String>,
     pub confirm: Option<Confirm>,
     pub flash: Option<(String, bool)>,
+    /// Set when watching a replay (`canopy sim --watch`): `now` is then
+    /// the simulation's virtual time.
+    pub replay: Option<ReplayStatus>,
     pub dirty: bool,
     pub quit: bool,
 }
@@ -231,6 +248,7 @@ impl App {
             history: Vec::new(),
             confirm: None,
             flash: None,
+            replay: None,
             dirty: true,
             quit: false,
         };
@@ -438,7 +456,19 @@ impl App {
                 // Ages and staleness change with time; redraw only then.
                 self.dirty = was_stale != self.stale()
                     || self.derive_pending
+                    || self.replay.is_some()
                     || matches!(self.view, View::Workloads | View::Overview);
+                Vec::new()
+            }
+            Msg::Replay(r) => {
+                if let Some(end) = r.ended.filter(|_| self.replay.as_ref().is_none_or(|o| o.ended.is_none()))
+                {
+                    self.flash(format!(
+                        "replay finished at sim {}: the data stays until you quit (q)",
+                        sim_time(end, true)
+                    ));
+                }
+                self.replay = Some(r);
                 Vec::new()
             }
             Msg::Resize(w, h) => {
@@ -590,6 +620,13 @@ impl App {
                 self.flash(format!("template {name}"));
             }
             Intent::ExternalEditor => return vec![Effect::ExternalEditor(self.editor.contents())],
+            Intent::Replay(ctl) => {
+                if self.replay.is_none() {
+                    self.flash_error("not a replay: space, + and - pace `canopy sim --watch`".into());
+                    return Vec::new();
+                }
+                return vec![Effect::Replay(ctl)];
+            }
         }
         Vec::new()
     }
@@ -634,7 +671,9 @@ impl App {
 
     fn describe(&mut self, id: WorkloadId) -> Vec<Effect> {
         self.detail = Some(id);
-        self.detail_events.clear();
+        // What the model holds shows at once; the engine's full list
+        // replaces it when it arrives (a replay has none to send).
+        self.detail_events = self.model.events.iter().filter(|e| e.workload == id).cloned().collect();
         self.go(View::Detail);
         vec![Effect::FetchEvents(id)]
     }
@@ -650,7 +689,18 @@ impl App {
         };
         let (attempt, evidence) = (a.id, a.evidence.clone());
         self.detail = Some(w.rec.id);
-        self.logs = Some(Logs::new(attempt, evidence));
+        let mut logs = Logs::new(attempt, evidence.clone());
+        if self.replay.is_some() {
+            // The simulator runs nothing, so there is nothing to tail.
+            logs.note = Some(match evidence.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
+                Some(e) => format!("no logs in a replay: the simulator writes none. Its evidence line: {e}"),
+                None => "no logs in a replay: the simulator writes none.".into(),
+            });
+            self.logs = Some(logs);
+            self.go(View::Logs);
+            return Vec::new();
+        }
+        self.logs = Some(logs);
         self.go(View::Logs);
         vec![Effect::TailLogs(Some(attempt))]
     }
@@ -909,6 +959,14 @@ fn common_prefix(words: &[&str]) -> String {
     first[..n].to_string()
 }
 
+/// A virtual time as the replay header shows it (UTC): `2023-11-15 04:12`,
+/// or `11-15 04:12` when `long` is false.
+pub fn sim_time(t: Millis, long: bool) -> String {
+    let iso = crate::providers::sim::signature::iso_utc(t);
+    let s = iso[..16].replace('T', " ");
+    if long { s } else { s[5..].to_string() }
+}
+
 pub fn truncate(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_string()
@@ -925,5 +983,7 @@ mod tests {
     fn common_prefix_and_truncate() {
         assert_eq!(common_prefix(&["cordon", "cost"]), "co");
         assert_eq!(truncate("abcdef", 4), "abc…");
+        assert_eq!(sim_time(crate::sim::EPOCH, true), "2023-11-14 22:13");
+        assert_eq!(sim_time(crate::sim::EPOCH, false), "11-14 22:13");
     }
 }

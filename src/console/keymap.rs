@@ -6,6 +6,7 @@
 //! layer's ([`super::action`]).
 
 use super::app::View;
+use super::replay::ReplayCtl;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// What the operator asked for.
@@ -43,6 +44,8 @@ pub enum Intent {
     Submit,
     NextTemplate,
     ExternalEditor,
+    /// Pace a replay (`canopy sim --watch`).
+    Replay(ReplayCtl),
 }
 
 /// Where a binding applies.
@@ -58,13 +61,15 @@ pub enum Scope {
     Detail,
     Logs,
     Editor,
+    /// Everywhere but the editor, in a replay (`canopy sim --watch`).
+    Replay,
 }
 
 impl Scope {
     fn applies(self, view: View) -> bool {
         use View::*;
         match self {
-            Scope::Global => view != Editor,
+            Scope::Global | Scope::Replay => view != Editor,
             Scope::List => view != Editor,
             Scope::Workloads => matches!(view, Workloads | Triage | Detail | Overview),
             Scope::Nodes => matches!(view, Nodes),
@@ -84,6 +89,7 @@ impl Scope {
             Scope::Detail => "detail",
             Scope::Logs => "logs",
             Scope::Editor => "editor",
+            Scope::Replay => "replay (canopy sim --watch)",
         }
     }
 }
@@ -219,6 +225,24 @@ pub const BINDINGS: &[Binding] = &[
         help: "sort by the next column",
     },
     Binding { keys: &[K::Char('S')], intent: I::SortReverse, scope: S::Workloads, help: "reverse the sort" },
+    Binding {
+        keys: &[K::Char(' ')],
+        intent: I::Replay(ReplayCtl::Pause),
+        scope: S::Replay,
+        help: "pause / resume",
+    },
+    Binding {
+        keys: &[K::Char('+'), K::Char('=')],
+        intent: I::Replay(ReplayCtl::Faster),
+        scope: S::Replay,
+        help: "twice as fast",
+    },
+    Binding {
+        keys: &[K::Char('-')],
+        intent: I::Replay(ReplayCtl::Slower),
+        scope: S::Replay,
+        help: "half as fast",
+    },
     Binding { keys: &[K::Char('q')], intent: I::Quit, scope: S::Global, help: "quit" },
     Binding { keys: &[K::Ctrl('c')], intent: I::Quit, scope: S::Global, help: "quit" },
     Binding { keys: &[K::Char('?')], intent: I::Help, scope: S::Global, help: "this help" },
@@ -258,7 +282,7 @@ pub fn dispatch(view: View, key: &KeyEvent) -> Option<Intent> {
 
 /// Help lines, grouped by scope, generated from the table.
 pub fn help_lines() -> Vec<(Scope, String, &'static str)> {
-    let order = [S::Global, S::List, S::Workloads, S::Nodes, S::Triage, S::Logs, S::Editor];
+    let order = [S::Global, S::Replay, S::List, S::Workloads, S::Nodes, S::Triage, S::Logs, S::Editor];
     let mut out = Vec::new();
     for scope in order {
         for b in BINDINGS.iter().filter(|b| b.scope == scope) {

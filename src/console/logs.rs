@@ -40,6 +40,8 @@ pub struct Logs {
     pub evidence: Option<String>,
     /// Lines dropped at the front to stay under [`MAX_LINES`].
     pub dropped: usize,
+    /// Why there are no lines to show, when that is known (a replay).
+    pub note: Option<String>,
 }
 
 impl Logs {
@@ -55,6 +57,7 @@ impl Logs {
             search: None,
             evidence,
             dropped: 0,
+            note: None,
         }
     }
 

@@ -8,6 +8,8 @@
 //! - [`keymap`]: keys → intents; also generates `?` help.
 //! - [`views`]: drawing only.
 //! - [`run`]: the terminal, the event loop and the effects (the only I/O).
+//! - [`replay`]: `canopy sim --watch`: paces a simulation into the same
+//!   read model, in virtual time.
 //!
 //! The console never talks to providers or the database: the engine
 //! handle is its only source and sink.
@@ -21,6 +23,7 @@ pub mod fixture;
 pub mod keymap;
 pub mod logs;
 pub mod model;
+pub mod replay;
 pub mod run;
 pub mod theme;
 pub mod views;

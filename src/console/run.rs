@@ -3,12 +3,14 @@
 //! clipboard, `$EDITOR`).
 //!
 //! One `tokio::select!` over terminal input, the engine's record batches
-//! and fleet status, effect results and a coarse one-second timer. The
+//! and fleet status, effect results and a coarse one-second timer (a
+//! quarter second in a replay, whose clock is the replay's virtual time). The
 //! screen is redrawn only when something changed, at most 20 times a
 //! second; nothing here waits on the engine or on files inside the loop
 //! (those run as tasks that report back as [`Msg`]s).
 
 use super::app::{App, Effect, Msg};
+use super::replay::Replay;
 use super::views;
 use crate::console::logs::LogLine;
 use crate::engine::model::{AttemptId, Millis};
@@ -23,6 +25,8 @@ use tokio::task::JoinHandle;
 
 /// The shortest time between two frames (20 fps).
 const FRAME: Duration = Duration::from_millis(50);
+/// How often the clock moves in a replay, whose virtual time runs fast.
+const REPLAY_TICK: Duration = Duration::from_millis(250);
 /// How often a followed log is read.
 const LOG_EVERY: Duration = Duration::from_millis(100);
 /// The most a log read hands the UI at once.
@@ -69,7 +73,24 @@ pub async fn run(
 ) -> std::io::Result<()> {
     let mut terminal = ratatui::try_init()?;
     install_panic_hook();
-    let r = event_loop(&mut terminal, app, engine, logs, scratch).await;
+    let r = event_loop(&mut terminal, app, engine, logs, scratch, None).await;
+    ratatui::restore();
+    r
+}
+
+/// Runs the console over a replay (`canopy sim --watch`) until the operator
+/// quits: `engine` is the replay's handle, and the clock is the replay's
+/// virtual time. Starts the replay once the console listens.
+pub async fn run_replay(
+    app: &mut App,
+    engine: EngineHandle,
+    replay: Replay,
+    scratch: PathBuf,
+) -> std::io::Result<()> {
+    let mut terminal = ratatui::try_init()?;
+    install_panic_hook();
+    let logs = scratch.clone();
+    let r = event_loop(&mut terminal, app, engine, logs, scratch, Some(&replay)).await;
     ratatui::restore();
     r
 }
@@ -80,6 +101,7 @@ async fn event_loop(
     engine: EngineHandle,
     logs: PathBuf,
     scratch: PathBuf,
+    replay: Option<&Replay>,
 ) -> std::io::Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
     let mut input = EventStream::new();
@@ -87,13 +109,22 @@ async fn event_loop(
     let mut status = engine.status();
     let mut status_open = true;
     let mut updates_open = true;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let clock = || replay.map_or_else(now, Replay::now);
+    if let Some(r) = replay {
+        // Subscribed: nothing the replay sends from here on is lost.
+        r.start();
+        app.update(Msg::Replay(r.status()));
+        app.update(Msg::Tick(clock()));
+    }
+    let mut tick = tokio::time::interval(if replay.is_some() { REPLAY_TICK } else { Duration::from_secs(1) });
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut tailer: Option<JoinHandle<()>> = None;
     let mut last_draw = tokio::time::Instant::now() - FRAME;
     let size = terminal.size()?;
     app.update(Msg::Resize(size.width, size.height));
-    fetch_recent(&engine, &tx);
+    if replay.is_none() {
+        fetch_recent(&engine, &tx);
+    }
     loop {
         if app.dirty {
             let due = last_draw + FRAME;
@@ -115,8 +146,13 @@ async fn event_loop(
             },
             r = updates.recv(), if updates_open => match r {
                 Ok(batch) => Some(Msg::Records(batch)),
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    fetch_recent(&engine, &tx);
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    if replay.is_some() {
+                        // No journal to catch up from.
+                        app.flash_error(format!("the console fell behind the replay: {n} updates lost"));
+                    } else {
+                        fetch_recent(&engine, &tx);
+                    }
                     None
                 }
                 Err(broadcast::error::RecvError::Closed) => {
@@ -133,7 +169,10 @@ async fn event_loop(
                 }
             },
             Some(m) = rx.recv() => Some(m),
-            _ = tick.tick() => Some(Msg::Tick(now())),
+            _ = tick.tick() => {
+                app.update(Msg::Tick(clock()));
+                replay.map(Replay::status).filter(|r| app.replay.as_ref() != Some(r)).map(Msg::Replay)
+            }
             _ = sleep_until(redraw_at) => None,
         };
         let Some(msg) = msg else { continue };
@@ -148,6 +187,13 @@ async fn event_loop(
                 Effect::ExternalEditor(text) => {
                     let r = external_editor(terminal, &text, &scratch);
                     app.update(Msg::Edited(r));
+                }
+                Effect::Replay(ctl) => {
+                    if let Some(r) = replay {
+                        r.apply(ctl);
+                        app.update(Msg::Replay(r.status()));
+                        app.update(Msg::Tick(clock()));
+                    }
                 }
                 other => perform(other, &engine, &tx, &logs, &mut tailer),
             }
@@ -222,7 +268,7 @@ fn perform(
                 let _ = tx2.send(Msg::Saved { path: path.display().to_string(), result });
             });
         }
-        Effect::ExternalEditor(_) | Effect::Quit => {}
+        Effect::ExternalEditor(_) | Effect::Replay(_) | Effect::Quit => {}
     }
 }
 

@@ -95,6 +95,21 @@ pub struct FleetStatus {
     pub unreachable: BTreeMap<String, String>,
 }
 
+impl FleetStatus {
+    /// The fleet status of `core` at `now`: what the shell publishes, and
+    /// what a replay (`canopy sim --watch`) publishes from the simulator's
+    /// core.
+    pub fn of(core: &Core, now: Millis, unreachable: BTreeMap<String, String>) -> Self {
+        FleetStatus {
+            at: now,
+            fleet: core.fleet().clone(),
+            health: core.health().view(now),
+            blocked: core.blocked_count(),
+            unreachable,
+        }
+    }
+}
+
 /// What a read model starts from: recent workloads (final ones too), their
 /// attempts, and the newest events.
 #[derive(Debug, Clone, Default)]
@@ -112,11 +127,44 @@ pub struct EngineHandle {
     tx: mpsc::UnboundedSender<Msg>,
     updates: broadcast::Sender<Arc<Vec<Record>>>,
     status: watch::Receiver<Option<Arc<FleetStatus>>>,
+    /// Fed by a replay: no core to command, no journal to read.
+    replay: bool,
 }
 
+/// Where a replay's records go (as [`EngineHandle::subscribe`] hands them on).
+pub type RecordSender = broadcast::Sender<Arc<Vec<Record>>>;
+/// Where a replay's fleet status goes (as [`EngineHandle::status`] hands it on).
+pub type StatusSender = watch::Sender<Option<Arc<FleetStatus>>>;
+
+/// Messages a replay's records channel holds for a slow subscriber.
+const REPLAY_BACKLOG: usize = 4096;
+
+/// What a command gets from a replay.
+pub const REPLAY_READ_ONLY: &str = "replay: read-only (this is `canopy sim --watch`, not an engine)";
+
 impl EngineHandle {
+    /// A handle fed by a replay (`canopy sim --watch`) instead of an engine:
+    /// records and fleet status arrive from the returned senders, commands
+    /// are refused with [`REPLAY_READ_ONLY`], and journal reads
+    /// ([`recent`](Self::recent), [`events`](Self::events)) fail: a replay
+    /// keeps no journal.
+    pub fn replay() -> (EngineHandle, RecordSender, StatusSender) {
+        let (tx, _) = mpsc::unbounded_channel();
+        let (updates, _) = broadcast::channel(REPLAY_BACKLOG);
+        let (status, status_rx) = watch::channel(None);
+        (EngineHandle { tx, updates: updates.clone(), status: status_rx, replay: true }, updates, status)
+    }
+
+    /// Whether this handle is fed by a replay.
+    pub fn is_replay(&self) -> bool {
+        self.replay
+    }
+
     /// Sends a command and waits for the core's answer.
     pub async fn command(&self, cmd: Command) -> CommandResult {
+        if self.replay {
+            return CommandResult::Error { message: REPLAY_READ_ONLY.into() };
+        }
         let (reply, rx) = oneshot::channel();
         if self.tx.send(Msg::Command { cmd, reply }).is_err() {
             return CommandResult::Error { message: "the engine has stopped".into() };
@@ -161,6 +209,9 @@ impl EngineHandle {
         &self,
         f: impl FnOnce(&mut Journal) -> Result<T, JournalError> + Send + 'static,
     ) -> Result<T, String> {
+        if self.replay {
+            return Err("replay: no journal to read".into());
+        }
         let (reply, rx) = oneshot::channel();
         let q: Query = Box::new(move |j| {
             let _ = reply.send(f(j).map_err(|e| e.to_string()));
@@ -232,7 +283,7 @@ pub fn start(
     let (tx, rx) = mpsc::unbounded_channel();
     let (updates, _) = broadcast::channel(1024);
     let (status, status_rx) = watch::channel(None);
-    let handle = EngineHandle { tx: tx.clone(), updates: updates.clone(), status: status_rx };
+    let handle = EngineHandle { tx: tx.clone(), updates: updates.clone(), status: status_rx, replay: false };
     let shell = Shell {
         core,
         journal: Some(journal),
@@ -353,13 +404,7 @@ impl Shell {
             return;
         }
         self.status_dirty = false;
-        let status = FleetStatus {
-            at: now,
-            fleet: self.core.fleet().clone(),
-            health: self.core.health().view(now),
-            blocked: self.core.blocked_count(),
-            unreachable: self.unreachable.clone(),
-        };
+        let status = FleetStatus::of(&self.core, now, self.unreachable.clone());
         self.status.send_replace(Some(Arc::new(status)));
     }
 

@@ -29,6 +29,16 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap};
 /// the engine shell publishes them after journalling.
 pub trait RecordSink {
     fn batch(&mut self, at: Millis, records: &[Record]);
+
+    /// Virtual time is about to move on from `at`: every event at `at` or
+    /// earlier has been handled and `core` is the state they left. `next`
+    /// is when the next event happens, `None` once the run has ended.
+    /// Called before the first event (at [`EPOCH`]), whenever time moves
+    /// on, and once at the end. A replay paces itself here and publishes
+    /// the fleet status from `core`.
+    fn settled(&mut self, at: Millis, next: Option<Millis>, core: &Core) {
+        let _ = (at, next, core);
+    }
 }
 
 /// Discards records.
@@ -133,14 +143,23 @@ pub fn run(r: &Run<'_>, sink: &mut dyn RecordSink) -> PolicyReport {
             w.at(b, Ev::Up(i));
         }
     }
+    let end = EPOCH.plus_secs(horizon).0;
+    let next = |w: &World<'_>| w.heap.peek().map(|r| (r.0).0).filter(|&t| t <= end);
+    if let Some(first) = next(&w) {
+        sink.settled(Millis(w.now), Some(Millis(first)), &w.core);
+    }
     while let Some(Reverse((t, seq))) = w.heap.pop() {
-        if t > EPOCH.plus_secs(horizon).0 {
+        if t > end {
             break;
         }
         w.now = t;
         let Some(ev) = w.evs.remove(&seq) else { continue };
         w.step(ev, sink);
+        if let Some(n) = next(&w).filter(|&n| n > w.now) {
+            sink.settled(Millis(w.now), Some(Millis(n)), &w.core);
+        }
     }
+    sink.settled(Millis(w.now), None, &w.core);
     w.tally.report(r.policy.name(), Millis(w.now))
 }
 

@@ -2,7 +2,7 @@
 
 use super::block;
 use crate::console::app::App;
-use crate::console::keymap::{COMMANDS, help_lines};
+use crate::console::keymap::{COMMANDS, Scope, help_lines};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -12,7 +12,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.config.theme;
     let mut lines = Vec::new();
     let mut scope = None;
-    for (s, keys, help) in help_lines() {
+    // Replay keys only where they do something.
+    let lines_for = help_lines().into_iter().filter(|(s, ..)| *s != Scope::Replay || app.replay.is_some());
+    for (s, keys, help) in lines_for {
         if scope != Some(s) {
             lines.push(Line::from(Span::styled(s.title().to_string(), t.header)));
             scope = Some(s);

@@ -16,6 +16,13 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         f.render_widget(Paragraph::new("no logs open").block(block("logs".into(), t)), area);
         return;
     };
+    if let Some(note) = l.note.as_ref().filter(|_| l.lines.is_empty()) {
+        let p = Paragraph::new(Line::from(Span::styled(note.clone(), t.dim)))
+            .wrap(Wrap { trim: false })
+            .block(block(format!("logs {}", l.attempt), t));
+        f.render_widget(p, area);
+        return;
+    }
     let height = usize::from(area.height.saturating_sub(2));
     let ev = l.evidence.as_deref().map(str::trim).filter(|e| !e.is_empty());
     let lines: Vec<Line> =

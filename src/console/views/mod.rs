@@ -12,7 +12,8 @@ mod overview;
 mod triage;
 mod workloads;
 
-use super::app::{App, InputKind, View};
+use super::app::{App, InputKind, View, sim_time};
+use super::replay::{ReplayStatus, speed_label};
 use super::theme::Theme;
 use crate::engine::model::{Millis, WorkloadState};
 use ratatui::Frame;
@@ -61,14 +62,20 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
             v == app.view || (v == View::Workloads && matches!(app.view, View::Detail | View::Logs));
         if current {
             spans.push(Span::styled(format!("[{label}]"), t.selected));
-        } else if area.width < 100 {
-            // Narrow screens show only the current tab's name.
+        } else if area.width < 100 || (app.replay.is_some() && area.width < 132) {
+            // Narrow screens (and a replay's, below 132 columns: its
+            // marker takes the room) show only the current tab's name.
             spans.push(Span::styled(format!(" {} ", &label[..1]), t.dim));
         } else {
             spans.push(Span::styled(format!(" {label} "), t.dim));
         }
     }
-    if app.config.read_only {
+    if let Some(r) = &app.replay {
+        let used: usize = spans.iter().map(Span::width).sum();
+        let room = usize::from(area.width).saturating_sub(used + 1);
+        spans.push(Span::raw(" "));
+        spans.extend(replay_spans(r, app.now, room, t));
+    } else if app.config.read_only {
         spans.push(Span::styled(" READ-ONLY", t.warn));
     }
     if app.stale() {
@@ -76,6 +83,37 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
         spans.push(Span::styled(format!(" STALE ({age})"), t.bad));
     }
     f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// `REPLAY ×1440  sim 2023-11-15 04:12  policy canopy`, shortened to fit
+/// `room` columns: the marker, then the virtual time, then the policy.
+fn replay_spans(r: &ReplayStatus, now: Millis, room: usize, t: &Theme) -> Vec<Span<'static>> {
+    let (tag, style) = if r.ended.is_some() {
+        ("REPLAY done".to_string(), t.ok)
+    } else if r.paused {
+        (format!("REPLAY {} paused", speed_label(r.speed)), t.warn)
+    } else {
+        (format!("REPLAY {}", speed_label(r.speed)), t.warn)
+    };
+    let p = &r.policy;
+    let variants = [
+        ("  ", format!("sim {}", sim_time(now, true)), format!("policy {p}")),
+        (" ", format!("sim {}", sim_time(now, false)), format!("policy {p}")),
+        (" ", format!("sim {}", sim_time(now, false)), p.clone()),
+        (" ", sim_time(now, false), p.clone()),
+        (" ", sim_time(now, false), String::new()),
+    ];
+    for (sep, time, policy) in variants {
+        let width = |s: &str| if s.is_empty() { 0 } else { sep.len() + s.chars().count() };
+        if tag.chars().count() + width(&time) + width(&policy) <= room {
+            let mut out = vec![Span::styled(tag, style), Span::styled(format!("{sep}{time}"), t.accent)];
+            if !policy.is_empty() {
+                out.push(Span::styled(format!("{sep}{policy}"), t.text));
+            }
+            return out;
+        }
+    }
+    vec![Span::styled(tag, style)]
 }
 
 fn footer(f: &mut Frame, app: &App, area: Rect) {
@@ -92,13 +130,16 @@ fn footer(f: &mut Frame, app: &App, area: Rect) {
     } else if let Some((msg, err)) = &app.flash {
         Line::from(Span::styled(msg.clone(), if *err { t.bad } else { t.ok }))
     } else {
-        Line::from(Span::styled(hints(app.view), t.dim))
+        Line::from(Span::styled(hints(app.view, app.replay.is_some()), t.dim))
     };
     f.render_widget(Paragraph::new(line), area);
 }
 
-fn hints(v: View) -> &'static str {
+fn hints(v: View, replay: bool) -> &'static str {
     match v {
+        View::Overview | View::Capacity if replay => {
+            "1-6 views  space pause  +/- speed  / filter  ? help  q quit"
+        }
         View::Workloads => {
             "enter detail  l logs  / filter  F faults  s sort  r retry  ^k cancel  : cmd  ? help"
         }
