@@ -10,6 +10,22 @@ struct Session {
 }
 
 impl Session {
+    /// Runs `cmd` in a detached 100×30 tmux session; `None` (with a visible
+    /// line) when tmux is not installed.
+    fn start(prefix: &str, cmd: &str) -> Option<Self> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            eprintln!("SKIPPED console_tmux: tmux is not installed");
+            return None;
+        }
+        let name = format!("{prefix}-{}", std::process::id());
+        let out = Command::new("tmux")
+            .args(["new-session", "-d", "-s", &name, "-x", "100", "-y", "30", cmd])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        Some(Session { name })
+    }
+
     fn tmux(&self, args: &[&str]) -> String {
         let out = Command::new("tmux").args(args).output().expect("tmux runs");
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -49,10 +65,6 @@ impl Drop for Session {
 
 #[test]
 fn the_console_end_to_end() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("SKIPPED console_tmux: tmux is not installed");
-        return;
-    }
     let home = tempfile::tempdir().unwrap();
     let fail = home.path().join("fail.toml");
     std::fs::write(
@@ -61,17 +73,11 @@ fn the_console_end_to_end() {
     )
     .unwrap();
     let bin = env!("CARGO_BIN_EXE_canopy");
-    let name = format!("canopy-e2e-{}", std::process::id());
     let cmd = format!(
         "CANOPY_HOME={} {bin} --no-faults --color=none; echo CONSOLE-EXITED-$?; sleep 60",
         home.path().display()
     );
-    let out = Command::new("tmux")
-        .args(["new-session", "-d", "-s", &name, "-x", "100", "-y", "30", &cmd])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let s = Session { name };
+    let Some(s) = Session::start("canopy-e2e", &cmd) else { return };
 
     s.wait_for("broken first");
     s.keys(&["2"]);
@@ -116,10 +122,6 @@ fn the_console_end_to_end() {
 
 #[test]
 fn sim_watch_end_to_end() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("SKIPPED console_tmux: tmux is not installed");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("tiny.csv");
     std::fs::write(
@@ -128,17 +130,11 @@ fn sim_watch_end_to_end() {
     )
     .unwrap();
     let bin = env!("CARGO_BIN_EXE_canopy");
-    let name = format!("canopy-watch-{}", std::process::id());
     let cmd = format!(
         "{bin} --color=none sim --watch --speed 100000 --trace {}; echo WATCH-EXITED-$?; sleep 60",
         trace.display()
     );
-    let out = Command::new("tmux")
-        .args(["new-session", "-d", "-s", &name, "-x", "100", "-y", "30", &cmd])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let s = Session { name };
+    let Some(s) = Session::start("canopy-watch", &cmd) else { return };
 
     s.wait_for("REPLAY");
     s.wait_for("REPLAY done");
