@@ -3,194 +3,26 @@
 //! checks what an operator would see: where attempts go, how they end,
 //! what is retried and why.
 
-use canopy::accel::{ComputeCapability, Family, Interconnect, Vendor};
-use canopy::engine::core::{Action, Core, CoreConfig, Event, OutputsResult, Reply, Restore};
+mod common;
+
+use canopy::engine::core::{Action, Core, CoreConfig, Event, Reply, Restore};
 use canopy::engine::model::*;
 use canopy::failure::{FailureClass, ProviderEnd};
-use canopy::fleet::{Accelerator, Fleet, FleetBuilder, Lifecycle, NodeDef, PoolDef, ProviderKind, Shape};
+use canopy::fleet::Fleet;
 use canopy::providers::{AttemptStatus, LaunchAck, LaunchError};
-use canopy::spec::{Format, load};
-use std::time::Duration;
-
-fn pool(name: &str, gpu_gb: f64, price: f64) -> PoolDef {
-    PoolDef {
-        name: name.into(),
-        region: "eu-west".into(),
-        shape: Shape {
-            accelerator: Some(Accelerator {
-                vendor: Vendor::Nvidia,
-                model: format!("GPU-{gpu_gb}"),
-                family: Family::Ampere,
-                compute_capability: ComputeCapability::new(8, 0),
-                memory_gb: gpu_gb,
-            }),
-            gpus_per_node: 1,
-            interconnect: Interconnect::Pcie,
-            cpu_cores: 16.0,
-            memory_gb: 64.0,
-            disk_gb: 500.0,
-        },
-        price_per_hour: price,
-        startup: Duration::from_secs(30),
-        capabilities: vec![],
-        compliance: vec![],
-        reserved: false,
-        interruptible: false,
-        lifecycle: Lifecycle::Vm,
-        lend_limit_gpus: None,
-    }
-}
+use common::{World, cloud_fleet, gpu_pool, submit_event, toml_spec};
 
 /// Two pools of two single-GPU nodes: cheap 24 GB and dearer 80 GB.
 fn fleet() -> Fleet {
-    let mut b = FleetBuilder::new();
-    b.provider("cloud", ProviderKind::Cloud, None).unwrap();
-    b.pool(pool("small", 24.0, 1.0), vec![NodeDef::idle("s1"), NodeDef::idle("s2")]).unwrap();
-    b.pool(pool("big", 80.0, 4.0), vec![NodeDef::idle("b1"), NodeDef::idle("b2")]).unwrap();
-    b.build()
-}
-
-const T0: i64 = 1_700_000_000_000;
-
-struct World {
-    core: Core,
-    now: i64,
-    actions: Vec<Action>,
-}
-
-impl World {
-    fn new() -> Self {
-        Self { core: Core::new("st0001", fleet(), CoreConfig::default()), now: T0, actions: vec![] }
-    }
-
-    fn advance(&mut self, secs: f64) {
-        self.now += (secs * 1000.0) as i64;
-        self.send(Event::Tick);
-    }
-
-    fn send(&mut self, e: Event) -> Vec<Action> {
-        let out = self.core.handle(e, Millis(self.now));
-        self.actions.extend(out.clone());
-        out
-    }
-
-    fn submit(&mut self, extra: &str) -> WorkloadId {
-        let text = format!(
-            "name = \"job\"\n{extra}\n[runtime]\ncommand = [\"train\"]\n[resources]\ngpus = 1\ncpu_cores = 4\nmemory_gb = 16\n"
-        );
-        let spec = load::parse(&text, "job.toml", Format::Toml).expect("valid spec").spec;
-        let hash = spec.content_hash();
-        let out = self.send(Event::Submit {
-            request: 1,
-            spec: Box::new(spec),
-            spec_hash: hash,
-            idempotency_key: None,
-        });
-        match out
-            .iter()
-            .find_map(|a| if let Action::Reply { reply, .. } = a { Some(reply.clone()) } else { None })
-        {
-            Some(Reply::Submitted { id, .. }) => id,
-            other => panic!("no submit reply: {other:?}"),
-        }
-    }
-
-    /// The last launch for this workload: (attempt, node).
-    fn last_launch(&self, id: WorkloadId) -> (AttemptId, String) {
-        self.actions
-            .iter()
-            .rev()
-            .find_map(|a| match a {
-                Action::Launch { attempt, node, .. } if attempt.workload == id => {
-                    Some((*attempt, node.clone()))
-                }
-                _ => None,
-            })
-            .expect("a launch")
-    }
-
-    fn launches(&self, id: WorkloadId) -> usize {
-        self.actions
-            .iter()
-            .filter(|a| matches!(a, Action::Launch { attempt, .. } if attempt.workload == id))
-            .count()
-    }
-
-    fn ack(&mut self, a: AttemptId) {
-        self.send(Event::LaunchResult {
-            attempt: a,
-            result: Ok(LaunchAck { provider_ref: "i-1".into(), adopted: false }),
-        });
-    }
-
-    fn run(&mut self, a: AttemptId) {
-        self.ack(a);
-        self.send(Event::Status { attempt: a, status: AttemptStatus::Running });
-    }
-
-    /// The provider reports an end; the shell collects and reports back.
-    fn end(&mut self, a: AttemptId, end: ProviderEnd, tail: &[&str]) {
-        let out = self.send(Event::Status { attempt: a, status: AttemptStatus::Ended(end.clone()) });
-        assert!(
-            out.iter().any(|x| matches!(x, Action::Collect { attempt, .. } if *attempt == a)),
-            "collect requested"
-        );
-        let outputs = if end == (ProviderEnd::Exited { code: 0 }) {
-            OutputsResult::Collected { count: 0 }
-        } else {
-            OutputsResult::Skipped
-        };
-        let log_tail = tail.iter().map(|s| s.to_string()).collect();
-        self.send(Event::Collected { attempt: a, end, log_tail, outputs });
-    }
-
-    fn state(&self, id: WorkloadId) -> WorkloadState {
-        self.workload(id).state
-    }
-
-    /// The workload's latest record as the journal would hold it.
-    fn workload(&self, id: WorkloadId) -> WorkloadRecord {
-        self.actions
-            .iter()
-            .rev()
-            .find_map(|a| match a {
-                Action::Record(Record::Workload(w)) if w.id == id => Some((**w).clone()),
-                _ => None,
-            })
-            .expect("a workload record")
-    }
-
-    fn attempt(&self, a: AttemptId) -> AttemptRecord {
-        self.actions
-            .iter()
-            .rev()
-            .find_map(|x| match x {
-                Action::Record(Record::Attempt(r)) if r.id == a => Some((**r).clone()),
-                _ => None,
-            })
-            .expect("an attempt record")
-    }
-
-    fn events(&self, id: WorkloadId, kind: EventKind) -> Vec<String> {
-        self.actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Record(Record::Event(e)) if e.workload == id && e.kind == kind => {
-                    Some(e.message.clone())
-                }
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn terminated(&self, a: AttemptId) -> bool {
-        self.actions.iter().any(|x| matches!(x, Action::Terminate { attempt, .. } if *attempt == a))
-    }
+    cloud_fleet(vec![
+        (gpu_pool("small", "GPU-24", 1, 24.0, 1.0), vec!["s1", "s2"]),
+        (gpu_pool("big", "GPU-80", 1, 80.0, 4.0), vec!["b1", "b2"]),
+    ])
 }
 
 #[test]
 fn success_goes_to_the_cheapest_fit_and_releases_capacity() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     let id = w.submit("");
     let (a, node) = w.last_launch(id);
     assert!(node.starts_with('s'), "cheap pool first, got {node}");
@@ -208,7 +40,7 @@ fn success_goes_to_the_cheapest_fit_and_releases_capacity() {
 
 #[test]
 fn capacity_error_moves_to_the_next_candidate_without_spending_an_attempt() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     let id = w.submit("[retry]\nmax_attempts = 1");
     let (a1, n1) = w.last_launch(id);
     w.send(Event::LaunchResult { attempt: a1, result: Err(LaunchError::Capacity("no H100s".into())) });
@@ -223,7 +55,7 @@ fn capacity_error_moves_to_the_next_candidate_without_spending_an_attempt() {
 
 #[test]
 fn node_lost_relocates_and_excludes_the_node() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     let id = w.submit("");
     let (a1, n1) = w.last_launch(id);
     w.run(a1);
@@ -241,7 +73,7 @@ fn node_lost_relocates_and_excludes_the_node() {
 
 #[test]
 fn gpu_oom_retries_on_larger_gpus() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     let id = w.submit("");
     let (a1, n1) = w.last_launch(id);
     assert!(n1.starts_with('s'));
@@ -259,7 +91,7 @@ fn gpu_oom_retries_on_larger_gpus() {
 
 #[test]
 fn app_error_fails_without_retry() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     let id = w.submit("");
     let (a1, _) = w.last_launch(id);
     w.run(a1);
@@ -275,7 +107,7 @@ fn app_error_fails_without_retry() {
 
 #[test]
 fn a_status_blip_is_not_a_failure_and_never_relaunches() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     let id = w.submit("");
     let (a1, _) = w.last_launch(id);
     w.run(a1);
@@ -292,7 +124,7 @@ fn a_status_blip_is_not_a_failure_and_never_relaunches() {
 
 #[test]
 fn sustained_unreachability_terminates_and_waits_for_confirmation() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     let id = w.submit("");
     let (a1, _) = w.last_launch(id);
     w.run(a1);
@@ -301,13 +133,7 @@ fn sustained_unreachability_terminates_and_waits_for_confirmation() {
     assert!(w.terminated(a1), "asked to stop after 5 minutes unreachable");
     w.advance(600.0);
     assert_eq!(w.launches(id), 1, "never launched again while the first may run");
-    w.send(Event::Terminated { attempt: a1, result: Ok(()) });
-    w.send(Event::Collected {
-        attempt: a1,
-        end: ProviderEnd::Cancelled,
-        log_tail: vec![],
-        outputs: OutputsResult::Skipped,
-    });
+    w.confirm_terminated(a1, ProviderEnd::Cancelled);
     assert_eq!(w.attempt(a1).class, Some(FailureClass::Provider));
     w.advance(30.0);
     assert_eq!(w.launches(id), 2, "relaunched once the first is confirmed gone");
@@ -315,7 +141,7 @@ fn sustained_unreachability_terminates_and_waits_for_confirmation() {
 
 #[test]
 fn a_lost_launch_response_is_resent_with_the_same_token_and_adopted() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     let id = w.submit("");
     let (a1, _) = w.last_launch(id);
     w.send(Event::LaunchResult { attempt: a1, result: Err(LaunchError::Timeout) });
@@ -334,23 +160,17 @@ fn a_lost_launch_response_is_resent_with_the_same_token_and_adopted() {
 
 #[test]
 fn cancel_terminates_the_running_attempt() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     let id = w.submit("");
     let (a1, _) = w.last_launch(id);
     w.run(a1);
     w.send(Event::Cancel { request: 9, id });
     assert!(w.terminated(a1));
-    w.send(Event::Terminated { attempt: a1, result: Ok(()) });
-    w.send(Event::Collected {
-        attempt: a1,
-        end: ProviderEnd::Signaled { signal: 15 },
-        log_tail: vec![],
-        outputs: OutputsResult::Skipped,
-    });
+    w.confirm_terminated(a1, ProviderEnd::Signaled { signal: 15 });
     assert_eq!(w.state(id), WorkloadState::Cancelled);
     assert_eq!(w.attempt(a1).class, Some(FailureClass::Cancelled));
     // A queued workload is cancelled at once.
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     for _ in 0..4 {
         w.submit("");
     }
@@ -362,7 +182,7 @@ fn cancel_terminates_the_running_attempt() {
 
 #[test]
 fn max_runtime_is_enforced_and_final() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     let id = w.submit("[constraints]\nmax_runtime = \"1h\"");
     let (a1, _) = w.last_launch(id);
     w.run(a1);
@@ -371,20 +191,14 @@ fn max_runtime_is_enforced_and_final() {
     assert!(w.core.next_wake().unwrap() <= Millis(w.now + 1000));
     w.advance(1.0);
     assert!(w.terminated(a1));
-    w.send(Event::Terminated { attempt: a1, result: Ok(()) });
-    w.send(Event::Collected {
-        attempt: a1,
-        end: ProviderEnd::Signaled { signal: 15 },
-        log_tail: vec![],
-        outputs: OutputsResult::Skipped,
-    });
+    w.confirm_terminated(a1, ProviderEnd::Signaled { signal: 15 });
     assert_eq!(w.state(id), WorkloadState::Failed);
     assert_eq!(w.workload(id).class, Some(FailureClass::Timeout));
 }
 
 #[test]
 fn cost_cap_is_enforced_at_the_price_recorded_at_launch() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     // $1/h on the small pool: $0.50 lasts 30 minutes. (With a max_runtime
     // the estimate would exceed the cap and nothing would be placed.)
     let id = w.submit("expected_runtime = \"20m\"\n[constraints]\nmax_cost_usd = 0.5");
@@ -394,13 +208,7 @@ fn cost_cap_is_enforced_at_the_price_recorded_at_launch() {
     assert!(!w.terminated(a1));
     w.advance(1.0);
     assert!(w.terminated(a1));
-    w.send(Event::Terminated { attempt: a1, result: Ok(()) });
-    w.send(Event::Collected {
-        attempt: a1,
-        end: ProviderEnd::Signaled { signal: 15 },
-        log_tail: vec![],
-        outputs: OutputsResult::Skipped,
-    });
+    w.confirm_terminated(a1, ProviderEnd::Signaled { signal: 15 });
     let rec = w.workload(id);
     assert_eq!(rec.class, Some(FailureClass::CostCap));
     assert!((rec.cost_usd - 0.5).abs() < 1e-3, "{}", rec.cost_usd);
@@ -408,33 +216,20 @@ fn cost_cap_is_enforced_at_the_price_recorded_at_launch() {
 
 #[test]
 fn idempotent_submit_returns_the_same_workload_or_a_conflict() {
-    let mut w = World::new();
-    let spec =
-        load::parse("name = \"a\"\n[runtime]\ncommand = [\"x\"]\n", "a.toml", Format::Toml).unwrap().spec;
-    let other =
-        load::parse("name = \"b\"\n[runtime]\ncommand = [\"y\"]\n", "b.toml", Format::Toml).unwrap().spec;
-    let submit = |w: &mut World, s: &canopy::spec::Spec| {
-        let out = w.send(Event::Submit {
-            request: 1,
-            spec: Box::new(s.clone()),
-            spec_hash: s.content_hash(),
-            idempotency_key: Some("k1".into()),
-        });
-        out.into_iter()
-            .find_map(|a| if let Action::Reply { reply, .. } = a { Some(reply) } else { None })
-            .unwrap()
-    };
-    let first = submit(&mut w, &spec);
-    let again = submit(&mut w, &spec);
+    let mut w = World::new(fleet());
+    let spec = toml_spec("name = \"a\"\n[runtime]\ncommand = [\"x\"]\n", "a.toml");
+    let other = toml_spec("name = \"b\"\n[runtime]\ncommand = [\"y\"]\n", "b.toml");
+    let first = w.submit_spec(&spec, Some("k1"));
+    let again = w.submit_spec(&spec, Some("k1"));
     let Reply::Submitted { id, existing: false } = first else { panic!("{first:?}") };
     assert_eq!(again, Reply::Submitted { id, existing: true });
-    let Reply::Error { message } = submit(&mut w, &other) else { panic!() };
+    let Reply::Error { message } = w.submit_spec(&other, Some("k1")) else { panic!() };
     assert!(message.contains("different spec"), "{message}");
 }
 
 #[test]
 fn restart_replays_live_state_without_relaunching_running_work() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     let running = w.submit("");
     let (a_run, node) = w.last_launch(running);
     w.run(a_run);
@@ -488,17 +283,8 @@ fn restart_replays_live_state_without_relaunching_running_work() {
     });
     assert!(next.is_some_and(|n| n != n_f));
     // New ids continue after the old ones.
-    let spec =
-        load::parse("name = \"n\"\n[runtime]\ncommand = [\"x\"]\n", "n.toml", Format::Toml).unwrap().spec;
-    let out = core.handle(
-        Event::Submit {
-            request: 1,
-            spec: Box::new(spec.clone()),
-            spec_hash: spec.content_hash(),
-            idempotency_key: None,
-        },
-        now,
-    );
+    let spec = toml_spec("name = \"n\"\n[runtime]\ncommand = [\"x\"]\n", "n.toml");
+    let out = core.handle(submit_event(&spec, None), now);
     assert!(
         out.iter()
             .any(|a| matches!(a, Action::Reply { reply: Reply::Submitted { id: WorkloadId(4), .. }, .. }))
@@ -507,7 +293,7 @@ fn restart_replays_live_state_without_relaunching_running_work() {
 
 #[test]
 fn a_node_that_failed_is_avoided_by_the_next_placement() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     let id = w.submit("[retry]\nmax_attempts = 1\ninfra_retries = 0");
     let (a, n1) = w.last_launch(id);
     w.run(a);
@@ -524,7 +310,7 @@ fn a_node_that_failed_is_avoided_by_the_next_placement() {
 
 #[test]
 fn repeated_node_failures_quarantine_the_node() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     for n in ["s2", "b1", "b2"] {
         w.send(Event::SetNodeState { request: 1, node: n.into(), state: canopy::fleet::NodeState::Cordoned });
     }
@@ -547,7 +333,7 @@ fn repeated_node_failures_quarantine_the_node() {
 
 #[test]
 fn infrastructure_failures_do_not_spend_the_workloads_attempts() {
-    let mut w = World::new();
+    let mut w = World::new(fleet());
     // One attempt for the workload's own errors; the infrastructure's
     // failures come out of `infra_retries`.
     let id = w.submit("[retry]\nmax_attempts = 1\ninfra_retries = 2");
