@@ -10,7 +10,7 @@
 use super::{Health, HealthView};
 use crate::engine::model::{HealthObservation, Millis};
 use crate::failure::FailureClass;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// Tunables, with defaults that suit fleets of hundreds of nodes.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,6 +100,9 @@ pub struct HealthTracker {
     nodes: HashMap<String, Record>,
     pools: HashMap<String, Record>,
     providers: HashMap<String, Record>,
+    /// Every node's current quarantine end, by time, so that the next
+    /// release is found without visiting every node.
+    releases: BTreeSet<(Millis, String)>,
 }
 
 impl HealthTracker {
@@ -156,7 +159,10 @@ impl HealthTracker {
         rec.probation = true;
         rec.consecutive_failures = 0;
         let until = now.plus_secs(cooldown);
-        rec.quarantined_until = Some(until);
+        if let Some(before) = rec.quarantined_until.replace(until) {
+            self.releases.remove(&(before, obs.node.clone()));
+        }
+        self.releases.insert((until, obs.node.clone()));
         let class = obs.class.map_or("unknown", |c| c.as_str());
         let reason = if was_probation {
             format!("failed again on probation ({class}); cool-down {}", human_secs(cooldown))
@@ -175,7 +181,32 @@ impl HealthTracker {
     /// The earliest moment a quarantine ends after `now`, so the engine can
     /// wake up and re-place work that was waiting for that node.
     pub fn next_release(&self, now: Millis) -> Option<Millis> {
-        self.nodes.values().filter_map(|r| r.quarantined_until).filter(|t| *t > now).min()
+        let after = Millis(now.0.checked_add(1)?);
+        self.releases.range((after, String::new())..).next().map(|(t, _)| *t)
+    }
+
+    /// Nodes whose quarantine ends after `after` and no later than `upto`.
+    pub fn released(&self, after: Millis, upto: Millis) -> impl Iterator<Item = &str> {
+        let from = Millis(after.0.saturating_add(1));
+        self.releases
+            .range((from, String::new())..)
+            .take_while(move |(t, _)| after < *t && *t <= upto)
+            .map(|(_, n)| n.as_str())
+    }
+
+    /// One node's health as of `now`: what [`HealthTracker::view`] holds for it.
+    pub fn node(&self, name: &str, now: Millis) -> Health {
+        self.nodes.get(name).map_or(Health::UNKNOWN, |r| r.health(now))
+    }
+
+    /// One pool's health (by `provider/pool` label) as of `now`.
+    pub fn pool(&self, label: &str, now: Millis) -> Health {
+        self.pools.get(label).map_or(Health::UNKNOWN, |r| r.health(now))
+    }
+
+    /// One provider's health as of `now`.
+    pub fn provider(&self, name: &str, now: Millis) -> Health {
+        self.providers.get(name).map_or(Health::UNKNOWN, |r| r.health(now))
     }
 
     pub fn node_history(&self, node: &str) -> Option<(Health, Option<FailureClass>)> {

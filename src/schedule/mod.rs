@@ -9,8 +9,10 @@
 //!
 //! It is pure: no I/O, no async, no clock, no randomness, and no mutation
 //! of the fleet. It does not reserve capacity, retry, or decide health;
-//! the engine does, and hands the scheduler a new snapshot when the fleet
-//! or health changes.
+//! the engine does, and tells the snapshot what changed (one node's
+//! capacity, state or health; one pool's or provider's health), which
+//! updates it in place to exactly what a fresh build would be, or builds a
+//! new one when the fleet itself changes.
 //!
 //! How a decision stays cheap (Nomad's computed classes, Slurm's bitmaps):
 //! categorical constraints are checked once per region, provider,

@@ -5,13 +5,18 @@
 //! compliance tag as [`PoolSet`]s; health and quarantine flags resolved
 //! from names to indices; lend-limit usage; compact per-pool rows for the
 //! hot loop; and, per pool, its ready nodes bucketed by free GPU count and
-//! ordered by node health, with their free capacity inline. Build a new
-//! one whenever the fleet or health view changes. No I/O, no clock.
+//! ordered by node health, with their free capacity inline. Build one per
+//! fleet and health view; when one node's capacity, state or health, or
+//! one pool's or provider's health changes, update it in place with the
+//! `set_*` methods, which touch only that node's lists (or that pool's or
+//! provider's figures) and leave the snapshot exactly as a fresh build of
+//! the changed fleet and view would be. No I/O, no clock.
 
 use super::bitset::PoolSet;
 use super::filter::Filter;
-use crate::fleet::{Fleet, Free, NodeIdx, NodeState, PoolIdx};
+use crate::fleet::{Fleet, Free, NodeIdx, NodeState, PoolIdx, ProviderIdx};
 use crate::health::{Health, HealthView};
+use std::cmp::Ordering;
 use std::collections::HashMap;
 
 /// The success prior and weight the snapshot precomputes smoothed success
@@ -47,10 +52,14 @@ pub struct Snapshot {
     pub(crate) min_gpu_memory: f64,
     pool_by_label: HashMap<String, PoolIdx>,
     node_by_name: HashMap<String, NodeIdx>,
-    /// Ready nodes, pool by pool and free-GPU threshold by threshold.
+    /// Ready nodes, pool by pool and free-GPU threshold by threshold. Each
+    /// list has room for every node of its pool, so that one node's change
+    /// moves entries within its lists only; unused room holds [`EMPTY`].
     index: Vec<ReadyNode>,
-    /// Offsets into `index`; see [`Snapshot::ready_nodes`].
+    /// Where each list starts in `index`; see [`Snapshot::ready_nodes`].
     index_at: Vec<u32>,
+    /// How many nodes each list holds.
+    index_len: Vec<u32>,
     /// Per list (same positions as `index_at`): where its first node with
     /// some free CPU and some free memory sits. Nodes before it can host no
     /// work that asks for CPU and memory, so a pick for such work starts here.
@@ -62,6 +71,10 @@ pub struct Snapshot {
 
 /// `ReadyNode::node` of an empty list's head.
 pub(crate) const NO_NODE: u32 = u32::MAX;
+
+/// An empty list's head, and unused room in the index.
+const EMPTY: ReadyNode =
+    ReadyNode { node: NO_NODE, free: Free { gpus: 0, cpu_cores: 0.0, memory_gb: 0.0, disk_gb: 0.0 } };
 
 /// What every decision reads of a pool.
 #[derive(Debug, Clone, Copy)]
@@ -178,6 +191,7 @@ impl Snapshot {
         let mut pools = Vec::with_capacity(n_pools);
         let mut index = Vec::new();
         let mut index_at = Vec::new();
+        let mut index_len = Vec::new();
         let mut heads = Vec::new();
         let mut usable_at = Vec::new();
         for (i, pool) in fleet.pools.iter().enumerate() {
@@ -225,9 +239,15 @@ impl Snapshot {
                 health_bound = health_bound.max(unit(health * info.health.score));
                 success_bound = success_bound.max(unit(info.success));
             }
+            // Room for the lists (one per free-GPU threshold); filled below.
             let index_base = index_at.len() as u32;
-            let unready =
-                build_ready_index(&fleet, &nodes, p, &mut index, &mut index_at, &mut usable_at, &mut heads);
+            for _ in 0..=pool.shape.gpus_per_node {
+                index_at.push(index.len() as u32);
+                index_len.push(0);
+                usable_at.push(index.len() as u32);
+                heads.push(EMPTY);
+                index.resize(index.len() + pool.nodes.len(), EMPTY);
+            }
             rows.push(PoolRow {
                 price: pool.price_per_hour,
                 startup_s: pool.startup.as_secs_f64(),
@@ -256,7 +276,8 @@ impl Snapshot {
                 accelerator: accelerator_text(&fleet, p),
                 health: pool_health,
                 provider_health,
-                unready,
+                // Set with the lists below.
+                unready: Filter::NoNodes,
             });
         }
         let mut provider_lend: Vec<(u64, u64)> =
@@ -268,7 +289,7 @@ impl Snapshot {
             rows.iter().map(|r| r.gpu_memory).filter(|&m| m > 0.0).fold(f64::INFINITY, f64::min);
         let pool_by_label = labels.into_iter().enumerate().map(|(i, l)| (l, PoolIdx(i as u32))).collect();
         let node_by_name = node_names.into_iter().enumerate().map(|(i, n)| (n, NodeIdx(i as u32))).collect();
-        Self {
+        let mut snap = Self {
             all_pools: PoolSet::full(n_pools),
             fleet,
             rows,
@@ -288,9 +309,15 @@ impl Snapshot {
             node_by_name,
             index,
             index_at,
+            index_len,
             usable_at,
             heads,
+        };
+        for p in 0..n_pools {
+            snap.fill_lists(p);
+            snap.pools[p].unready = unready(&snap.fleet, &snap.nodes, p);
         }
+        snap
     }
 
     pub fn fleet(&self) -> &Fleet {
@@ -346,66 +373,365 @@ impl Snapshot {
             return (&[], 0);
         }
         let at = row.index_base as usize + gpus as usize;
-        let (lo, hi) = (self.index_at[at] as usize, self.index_at[at + 1] as usize);
+        let lo = self.index_at[at] as usize;
+        let hi = lo + self.index_len[at] as usize;
         (&self.index[lo..hi], self.usable_at[at] as usize - lo)
     }
 }
 
-/// Appends the pool's ready-node lists (one per free-GPU threshold
-/// `0..=gpus_per_node`) and returns why the pool has no ready node, for
-/// when it has none: the most common node state or quarantine.
-fn build_ready_index(
-    fleet: &Fleet,
-    nodes: &[NodeInfo],
-    p: PoolIdx,
-    index: &mut Vec<ReadyNode>,
-    index_at: &mut Vec<u32>,
-    usable_at: &mut Vec<u32>,
-    heads: &mut Vec<ReadyNode>,
-) -> Filter {
-    let pool = fleet.pool(p);
-    let mut ready: Vec<u32> = Vec::new();
+/// Updating in place. Each method leaves the snapshot as
+/// [`Snapshot::new`] would build it from the changed fleet and health
+/// view, field for field; `tests/snapshot_updates.rs` checks that.
+impl Snapshot {
+    /// A node's free capacity and the GPUs Canopy holds on it changed
+    /// (an allocation or a release). O(log n + GPUs per node) for a pool of
+    /// n nodes, plus a move of the entries after it in its lists.
+    pub fn set_node_capacity(&mut self, node: NodeIdx, free: Free, canopy_gpus: u32) {
+        let Some(n) = self.fleet.nodes.get(node.0 as usize) else { return };
+        let (state, health) = (n.state, self.nodes[node.0 as usize].health);
+        self.update_node(node, state, free, canopy_gpus, health);
+    }
+
+    /// A node's state changed (cordon, drain, down, ready).
+    pub fn set_node_state(&mut self, node: NodeIdx, state: NodeState) {
+        let Some(n) = self.fleet.nodes.get(node.0 as usize) else { return };
+        let (free, canopy_gpus, health) = (n.free, n.canopy_gpus, self.nodes[node.0 as usize].health);
+        self.update_node(node, state, free, canopy_gpus, health);
+    }
+
+    /// A node's health changed (score, success, quarantine).
+    pub fn set_node_health(&mut self, node: NodeIdx, health: Health) {
+        let Some(n) = self.fleet.nodes.get(node.0 as usize) else { return };
+        let (state, free, canopy_gpus) = (n.state, n.free, n.canopy_gpus);
+        self.update_node(node, state, free, canopy_gpus, health);
+    }
+
+    /// A pool's health changed. O(nodes of the pool).
+    pub fn set_pool_health(&mut self, pool: PoolIdx, health: Health) {
+        let p = pool.0 as usize;
+        let Some(info) = self.pools.get_mut(p) else { return };
+        if same_health(&info.health, &health) {
+            return;
+        }
+        info.health = health;
+        if health.quarantined {
+            self.pool_quarantined.insert(p);
+        } else {
+            self.pool_quarantined.remove(p);
+        }
+        self.refresh_pool_health(p);
+    }
+
+    /// A provider's health changed. O(nodes of the provider).
+    pub fn set_provider_health(&mut self, provider: ProviderIdx, health: Health) {
+        let Some(pools) = self.fleet.providers.get(provider.0 as usize).map(|p| p.pools.clone()) else {
+            return;
+        };
+        for p in pools.map(|p| p as usize) {
+            if same_health(&self.pools[p].provider_health, &health) {
+                continue;
+            }
+            self.pools[p].provider_health = health;
+            if health.quarantined {
+                self.provider_quarantined.insert(p);
+            } else {
+                self.provider_quarantined.remove(p);
+            }
+            self.refresh_pool_health(p);
+        }
+    }
+
+    /// The health a node has in this snapshot.
+    pub fn node_health(&self, node: NodeIdx) -> Option<Health> {
+        self.nodes.get(node.0 as usize).map(|n| n.health)
+    }
+
+    fn update_node(&mut self, node: NodeIdx, state: NodeState, free: Free, canopy_gpus: u32, health: Health) {
+        let i = node.0 as usize;
+        let Some(old) = self.fleet.nodes.get(i) else { return };
+        let p = old.pool.0 as usize;
+        let (old_state, old_free, old_canopy) = (old.state, old.free, old.canopy_gpus);
+        let old_info = self.nodes[i];
+        let was_ready = old_state == NodeState::Ready && !old_info.quarantined;
+        let is_ready = state == NodeState::Ready && !health.quarantined;
+        let health_changed = !same_health(&old_info.health, &health);
+        let row = self.rows[p];
+        let (base, gpn) = (row.index_base as usize, row.gpus_per_node);
+        let old_key = ReadyNode { node: node.0, free: old_free };
+        let new_key = ReadyNode { node: node.0, free };
+        let capacity_changed = !same_free(&old_free, &free);
+        let lists_change = was_ready != is_ready || health_changed || capacity_changed;
+
+        if was_ready && is_ready && !health_changed && old_free.gpus == free.gpus {
+            // Same place in the same lists: only the free capacity inline changes.
+            if capacity_changed {
+                for g in 0..=gpn.min(free.gpus) {
+                    let at = base + g as usize;
+                    if let Some(k) = self.find(at, &old_key) {
+                        self.index[k] = new_key;
+                    }
+                    self.refresh_head(at);
+                }
+            }
+        } else if lists_change {
+            if was_ready {
+                for g in 0..=gpn.min(old_free.gpus) {
+                    self.remove(base + g as usize, &old_key);
+                }
+            }
+            // The order reads the node's health: change it between the two.
+            self.nodes[i].health = health;
+            self.nodes[i].quarantined = health.quarantined;
+            if is_ready {
+                for g in 0..=gpn.min(free.gpus) {
+                    self.insert(base + g as usize, new_key);
+                }
+            }
+            for g in 0..=gpn {
+                self.refresh_head(base + g as usize);
+            }
+        }
+
+        let n = &mut self.fleet.nodes[i];
+        n.state = state;
+        n.free = free;
+        n.canopy_gpus = canopy_gpus;
+        self.nodes[i].health = health;
+        self.nodes[i].quarantined = health.quarantined;
+        if canopy_gpus != old_canopy {
+            let provider = row.provider as usize;
+            let (was, now) = (u64::from(old_canopy), u64::from(canopy_gpus));
+            self.rows[p].held = self.rows[p].held - was + now;
+            self.provider_lend[provider].0 = self.provider_lend[provider].0 - was + now;
+        }
+        if health_changed {
+            self.refresh_pool_health(p);
+        }
+        if old_state != state || old_info.quarantined != health.quarantined {
+            self.pools[p].unready = unready(&self.fleet, &self.nodes, p);
+        }
+    }
+
+    /// Recomputes what a pool's row and nodes derive from the provider's,
+    /// the pool's and the nodes' health, exactly as [`Snapshot::new`] does.
+    fn refresh_pool_health(&mut self, p: usize) {
+        let (prior, weight) = CACHED_PRIOR;
+        let info = &self.pools[p];
+        let (pool_health, provider_health) = (info.health, info.provider_health);
+        let pool_success =
+            pool_health.smoothed_success(provider_health.smoothed_success(prior, weight), weight);
+        let health = provider_health.score * pool_health.score;
+        let (mut health_bound, mut success_bound) = (0.0f64, 0.0f64);
+        for n in self.fleet.pools[p].nodes.clone() {
+            let info = &mut self.nodes[n as usize];
+            info.success = info.health.smoothed_success(pool_success, weight);
+            health_bound = health_bound.max(unit(health * info.health.score));
+            success_bound = success_bound.max(unit(info.success));
+        }
+        let interruptible = self.fleet.pools[p].interruptible;
+        let row = &mut self.rows[p];
+        row.health = health;
+        row.health_bound = health_bound;
+        row.success_bound = success_bound;
+        row.hazard_per_h = hazard_per_h(&pool_health, interruptible);
+    }
+
+    /// Fills the pool's lists (one per free-GPU threshold
+    /// `0..=gpus_per_node`) from scratch: its ready, unquarantined nodes,
+    /// best first.
+    fn fill_lists(&mut self, p: usize) {
+        let pool = &self.fleet.pools[p];
+        let mut ready: Vec<ReadyNode> = pool
+            .nodes
+            .clone()
+            .filter(|&i| {
+                self.fleet.nodes[i as usize].state == NodeState::Ready && !self.nodes[i as usize].quarantined
+            })
+            .map(|i| ReadyNode { node: i, free: self.fleet.nodes[i as usize].free })
+            .collect();
+        ready.sort_by(|a, b| ready_order(&self.nodes, a, b));
+        let base = self.rows[p].index_base as usize;
+        for g in 0..=pool.shape.gpus_per_node {
+            let at = base + g as usize;
+            let start = self.index_at[at] as usize;
+            let mut len = 0;
+            for r in ready.iter().filter(|r| r.free.gpus >= g) {
+                self.index[start + len] = *r;
+                len += 1;
+            }
+            self.index_len[at] = len as u32;
+            self.refresh_head(at);
+        }
+    }
+
+    /// List `at` as a range of `index`.
+    fn list(&self, at: usize) -> std::ops::Range<usize> {
+        let start = self.index_at[at] as usize;
+        start..start + self.index_len[at] as usize
+    }
+
+    /// Where `key`'s node sits in list `at`, found by its order.
+    fn find(&self, at: usize, key: &ReadyNode) -> Option<usize> {
+        let range = self.list(at);
+        let list = &self.index[range.clone()];
+        match list.binary_search_by(|x| ready_order(&self.nodes, x, key)) {
+            Ok(k) if list[k].node == key.node => Some(range.start + k),
+            // Not where its order says (it cannot be, but never lose track).
+            _ => list.iter().position(|x| x.node == key.node).map(|k| range.start + k),
+        }
+    }
+
+    fn remove(&mut self, at: usize, key: &ReadyNode) {
+        let Some(k) = self.find(at, key) else { return };
+        let end = self.list(at).end;
+        self.index.copy_within(k + 1..end, k);
+        self.index[end - 1] = EMPTY;
+        self.index_len[at] -= 1;
+    }
+
+    fn insert(&mut self, at: usize, key: ReadyNode) {
+        let range = self.list(at);
+        // Every list has room for all its pool's nodes, this one included.
+        let room = self.index_at.get(at + 1).map_or(self.index.len(), |&next| next as usize);
+        if range.end >= room {
+            debug_assert!(false, "list {at} is full");
+            return;
+        }
+        let k = range.start
+            + self.index[range.clone()].partition_point(|x| ready_order(&self.nodes, x, &key).is_lt());
+        self.index.copy_within(k..range.end, k + 1);
+        self.index[k] = key;
+        self.index_len[at] += 1;
+    }
+
+    /// Recomputes list `at`'s first usable node and the dense head.
+    fn refresh_head(&mut self, at: usize) {
+        let range = self.list(at);
+        let list = &self.index[range.clone()];
+        let usable = list.iter().position(|r| r.free.cpu_cores > 0.0 && r.free.memory_gb > 0.0);
+        let usable = usable.unwrap_or(list.len());
+        self.usable_at[at] = (range.start + usable) as u32;
+        self.heads[at] = list.get(usable).copied().unwrap_or(EMPTY);
+    }
+
+    /// The first difference between two snapshots in anything a decision,
+    /// an explanation or an update reads, or `None` when they agree. For
+    /// tests of the in-place updates against fresh builds.
+    #[doc(hidden)]
+    pub fn diff(&self, other: &Snapshot) -> Option<String> {
+        if self.fleet != other.fleet {
+            let n = self.fleet.nodes.iter().zip(&other.fleet.nodes).position(|(a, b)| a != b);
+            return Some(format!("fleets differ (first node: {n:?})"));
+        }
+        let tags = |m: &HashMap<String, PoolSet>| {
+            let mut v: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+            v.sort();
+            v
+        };
+        let sorted = |m: &HashMap<String, u32>| {
+            let mut v: Vec<(String, u32)> = m.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            v.sort();
+            v
+        };
+        let pools = |m: &HashMap<String, PoolIdx>| sorted(&m.iter().map(|(k, v)| (k.clone(), v.0)).collect());
+        let nodes = |m: &HashMap<String, NodeIdx>| sorted(&m.iter().map(|(k, v)| (k.clone(), v.0)).collect());
+        let one = |a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| (format!("{a:?}"), format!("{b:?}"));
+        let scalars = [
+            ("interruptible", one(&self.interruptible, &other.interruptible)),
+            ("provider_quarantined", one(&self.provider_quarantined, &other.provider_quarantined)),
+            ("pool_quarantined", one(&self.pool_quarantined, &other.pool_quarantined)),
+            ("all_pools", one(&self.all_pools, &other.all_pools)),
+            ("min_gpu_memory", one(&self.min_gpu_memory, &other.min_gpu_memory)),
+        ];
+        for (what, (a, b)) in scalars {
+            if a != b {
+                return Some(format!("{what}: {a} != {b}"));
+            }
+        }
+        first_diff("rows", &self.rows, &other.rows)
+            .or_else(|| first_diff("pools", &self.pools, &other.pools))
+            .or_else(|| first_diff("provider_lend", &self.provider_lend, &other.provider_lend))
+            .or_else(|| first_diff("classes", &self.classes, &other.classes))
+            .or_else(|| first_diff("nodes", &self.nodes, &other.nodes))
+            .or_else(|| first_diff("regions", &self.regions, &other.regions))
+            .or_else(|| first_diff("region_pools", &self.region_pools, &other.region_pools))
+            .or_else(|| first_diff("provider_pools", &self.provider_pools, &other.provider_pools))
+            .or_else(|| {
+                first_diff("compliance_pools", &tags(&self.compliance_pools), &tags(&other.compliance_pools))
+            })
+            .or_else(|| {
+                first_diff("pool_by_label", &pools(&self.pool_by_label), &pools(&other.pool_by_label))
+            })
+            .or_else(|| first_diff("node_by_name", &nodes(&self.node_by_name), &nodes(&other.node_by_name)))
+            .or_else(|| first_diff("index_at", &self.index_at, &other.index_at))
+            .or_else(|| first_diff("index_len", &self.index_len, &other.index_len))
+            .or_else(|| first_diff("usable_at", &self.usable_at, &other.usable_at))
+            .or_else(|| first_diff("heads", &self.heads, &other.heads))
+            .or_else(|| first_diff("index", &self.index, &other.index))
+    }
+}
+
+/// The first position where two lists differ in their debug form (exact
+/// for floats: it prints the shortest form that reads back the same).
+fn first_diff<T: std::fmt::Debug>(what: &str, a: &[T], b: &[T]) -> Option<String> {
+    if a.len() != b.len() {
+        return Some(format!("{what}: {} entries != {}", a.len(), b.len()));
+    }
+    a.iter().zip(b).enumerate().find_map(|(i, (x, y))| {
+        let (x, y) = (format!("{x:?}"), format!("{y:?}"));
+        (x != y).then(|| format!("{what}[{i}]: {x} != {y}"))
+    })
+}
+
+/// The order of a pool's ready nodes: healthiest first, then fewest free
+/// GPUs, then by name. Total: names are unique.
+#[inline]
+fn ready_order(nodes: &[NodeInfo], a: &ReadyNode, b: &ReadyNode) -> Ordering {
+    let (na, nb) = (&nodes[a.node as usize], &nodes[b.node as usize]);
+    nb.health
+        .score
+        .total_cmp(&na.health.score)
+        .then(a.free.gpus.cmp(&b.free.gpus))
+        .then(na.name_rank.cmp(&nb.name_rank))
+}
+
+/// Equal to the bit, so that a change that makes no difference is skipped
+/// and any other (NaN included) is applied.
+fn same_health(a: &Health, b: &Health) -> bool {
+    a.score.to_bits() == b.score.to_bits()
+        && a.success_rate.to_bits() == b.success_rate.to_bits()
+        && a.samples == b.samples
+        && a.quarantined == b.quarantined
+        && a.probation == b.probation
+        && a.exposure_h.to_bits() == b.exposure_h.to_bits()
+        && a.preemptions == b.preemptions
+}
+
+fn same_free(a: &Free, b: &Free) -> bool {
+    a.gpus == b.gpus
+        && a.cpu_cores.to_bits() == b.cpu_cores.to_bits()
+        && a.memory_gb.to_bits() == b.memory_gb.to_bits()
+        && a.disk_gb.to_bits() == b.disk_gb.to_bits()
+}
+
+/// Why the pool has no ready node, for when it has none: the most common
+/// node state or quarantine.
+fn unready(fleet: &Fleet, nodes: &[NodeInfo], p: usize) -> Filter {
+    let pool = &fleet.pools[p];
+    if pool.nodes.is_empty() {
+        return Filter::NoNodes;
+    }
     let mut why =
         [(Filter::Cordoned, 0), (Filter::Draining, 0), (Filter::Down, 0), (Filter::NodeQuarantined, 0)];
     for i in pool.nodes.clone() {
-        let n = &fleet.nodes[i as usize];
-        let slot = match n.state {
+        let slot = match fleet.nodes[i as usize].state {
             NodeState::Ready if nodes[i as usize].quarantined => 3,
-            NodeState::Ready => {
-                ready.push(i);
-                continue;
-            }
+            NodeState::Ready => continue,
             NodeState::Cordoned => 0,
             NodeState::Draining => 1,
             NodeState::Down => 2,
         };
         why[slot].1 += 1;
-    }
-    ready.sort_by(|&a, &b| {
-        let (na, nb) = (&nodes[a as usize], &nodes[b as usize]);
-        let free = |i: u32| fleet.nodes[i as usize].free.gpus;
-        nb.health
-            .score
-            .total_cmp(&na.health.score)
-            .then(free(a).cmp(&free(b)))
-            .then(na.name_rank.cmp(&nb.name_rank))
-    });
-    for g in 0..=pool.shape.gpus_per_node {
-        let at = index.len();
-        index_at.push(at as u32);
-        let free = |i: u32| fleet.nodes[i as usize].free;
-        index
-            .extend(ready.iter().map(|&i| ReadyNode { node: i, free: free(i) }).filter(|r| r.free.gpus >= g));
-        let usable = index[at..].iter().position(|r| r.free.cpu_cores > 0.0 && r.free.memory_gb > 0.0);
-        let usable = at + usable.unwrap_or(index.len() - at);
-        usable_at.push(usable as u32);
-        heads.push(index.get(usable).copied().unwrap_or(ReadyNode { node: NO_NODE, free: Free::default() }));
-    }
-    index_at.push(index.len() as u32);
-    usable_at.push(index.len() as u32);
-    heads.push(ReadyNode { node: NO_NODE, free: Free::default() });
-    if pool.nodes.is_empty() {
-        return Filter::NoNodes;
     }
     // Most common; ties go to the earlier filter (max_by_key keeps the last max).
     why.iter().rev().max_by_key(|(_, c)| *c).map_or(Filter::Down, |(f, _)| *f)

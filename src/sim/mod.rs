@@ -19,6 +19,7 @@
 pub mod faults;
 pub mod metrics;
 pub mod report;
+pub mod scale;
 pub mod trace;
 pub mod world;
 

@@ -107,10 +107,32 @@ struct World<'a> {
     mult: Vec<f64>,
     down: Vec<bool>,
     tally: Tally,
+    /// Node index by name, for the core's launches.
+    node_at: HashMap<String, usize>,
+    /// Check the core's indexes after every event ([`run_checked`]).
+    check: bool,
+    /// The first failed check.
+    broken: Option<String>,
 }
 
 /// Runs one policy over the trace and reports what it achieved.
 pub fn run(r: &Run<'_>, sink: &mut dyn RecordSink) -> PolicyReport {
+    run_with(r, sink, false).0
+}
+
+/// Runs like [`run`], checking after every event that the engine core's
+/// incremental indexes (scheduler snapshot, deadlines) match a rebuild
+/// ([`Core::check_indexes`]). Slow; for tests. The error is the first
+/// mismatch, with the virtual time it was found at.
+#[doc(hidden)]
+pub fn run_checked(r: &Run<'_>, sink: &mut dyn RecordSink) -> Result<PolicyReport, String> {
+    match run_with(r, sink, true) {
+        (report, None) => Ok(report),
+        (_, Some(e)) => Err(e),
+    }
+}
+
+fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyReport, Option<String>) {
     let names: Vec<String> = r.fleet.nodes.iter().map(|n| n.name.clone()).collect();
     let (mult, _) = faults::node_multipliers(r.seed, &names, r.faults);
     let config = CoreConfig { placement: r.policy, ..CoreConfig::default() };
@@ -128,6 +150,9 @@ pub fn run(r: &Run<'_>, sink: &mut dyn RecordSink) -> PolicyReport {
         mult,
         down: vec![false; r.fleet.nodes.len()],
         tally: Tally::default(),
+        node_at: r.fleet.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect(),
+        check,
+        broken: None,
     };
     let last_submit = r.jobs.iter().map(|j| j.submit_s).fold(0.0, f64::max);
     for (i, j) in r.jobs.iter().enumerate() {
@@ -155,12 +180,15 @@ pub fn run(r: &Run<'_>, sink: &mut dyn RecordSink) -> PolicyReport {
         w.now = t;
         let Some(ev) = w.evs.remove(&seq) else { continue };
         w.step(ev, sink);
+        if w.broken.is_some() {
+            break;
+        }
         if let Some(n) = next(&w).filter(|&n| n > w.now) {
             sink.settled(Millis(w.now), Some(Millis(n)), &w.core);
         }
     }
     sink.settled(Millis(w.now), None, &w.core);
-    w.tally.report(r.policy.name(), Millis(w.now))
+    (w.tally.report(r.policy.name(), Millis(w.now)), w.broken)
 }
 
 impl World<'_> {
@@ -184,6 +212,12 @@ impl World<'_> {
     fn send(&mut self, e: Event, sink: &mut dyn RecordSink) {
         let now = Millis(self.now);
         let actions = self.core.handle(e, now);
+        if self.check
+            && self.broken.is_none()
+            && let Err(e) = self.core.check_indexes(now)
+        {
+            self.broken = Some(format!("at {} ms: {e}", now.0 - EPOCH.0));
+        }
         let mut records = Vec::new();
         for a in actions {
             match a {
@@ -282,7 +316,7 @@ impl World<'_> {
     }
 
     fn launch(&mut self, a: AttemptId, node: &str) {
-        let Some(n) = self.run.fleet.node_by_name(node).map(|n| n.0 as usize) else { return };
+        let Some(&n) = self.node_at.get(node) else { return };
         let Some(&job) = self.job_of.get(&a.workload) else { return };
         let att = self.atts.entry(a).or_insert(Att {
             job,

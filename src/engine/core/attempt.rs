@@ -49,6 +49,7 @@ impl Core {
     }
 
     fn start_attempt(&mut self, id: WorkloadId, c: Candidate, now: Millis) {
+        self.touched.push(id);
         let node = c.node_idx;
         let gpu_memory_gb = self.fleet.pool(c.pool_idx).gpu_memory_gb();
         let pool_name = self.fleet.pool(c.pool_idx).name.clone();
@@ -121,10 +122,13 @@ impl Core {
         n.free.memory_gb -= s * a.memory_gb;
         n.free.disk_gb -= s * a.disk_gb;
         n.canopy_gpus = n.canopy_gpus.saturating_add_signed(sign * a.gpus as i32);
-        self.snapshot = None;
+        if let Some(snap) = self.snapshot.as_mut() {
+            snap.set_node_capacity(node, n.free, n.canopy_gpus);
+        }
     }
 
     fn live_mut(&mut self, a: AttemptId) -> Option<(&mut Entry, usize)> {
+        self.touched.push(a.workload);
         let e = self.entries.get_mut(&a.workload)?;
         let idx = e.live.as_ref()?.idx;
         (e.attempts[idx].id == a).then_some((e, idx))
@@ -299,6 +303,7 @@ impl Core {
 
     /// Asks the provider to stop the live attempt; it closes once confirmed.
     pub(super) fn terminate_live(&mut self, id: WorkloadId, reason: ProviderEnd, now: Millis) {
+        self.touched.push(id);
         let Some(e) = self.entries.get_mut(&id) else { return };
         let Some(live) = e.live.as_mut() else { return };
         if live.terminating.is_some() && live.terminate_sent_at.is_some() {
@@ -334,7 +339,7 @@ impl Core {
         outputs: OutputsResult,
         now: Millis,
     ) {
-        let fleet_max_mem = self.fleet.pools.iter().map(|p| p.gpu_memory_gb()).fold(0.0, f64::max);
+        let fleet_max_mem = self.max_gpu_memory;
         let Some((e, idx)) = self.live_mut(a) else { return };
         let Some(live) = e.live.take() else { return };
         let att = &mut e.attempts[idx];
@@ -389,7 +394,7 @@ impl Core {
                 let m = format!("node {} quarantined until {} ms: {}", q.node, until.0, q.reason);
                 self.event(now, a.workload, Some(a), EventKind::Quarantined, m);
             }
-            self.snapshot = None;
+            self.observed(&obs, now);
         }
         // What this attempt held is free again: wake the blocked work that
         // fits where it was. When it actually ran, earlier "no capacity"
@@ -477,6 +482,7 @@ impl Core {
         if d.exclude_pool {
             if class == FailureClass::Capacity {
                 e.capacity_misses.insert(pool.to_string());
+                self.with_misses.push(a.workload);
             } else {
                 e.exclude_pools.insert(pool.to_string());
             }
@@ -534,18 +540,13 @@ impl Core {
 
     pub(super) fn on_tick(&mut self, now: Millis) {
         self.queue.release_backoff(now);
-        let due: Vec<WorkloadId> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| self.attempt_deadline(e).is_some_and(|t| t <= now))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in due {
+        for id in self.due(now) {
             self.on_deadline(id, now);
         }
     }
 
     fn on_deadline(&mut self, id: WorkloadId, now: Millis) {
+        self.touched.push(id);
         let cfg = self.config.clone();
         let Some(e) = self.entries.get_mut(&id) else { return };
         let Some(live) = e.live.as_mut() else { return };

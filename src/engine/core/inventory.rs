@@ -122,6 +122,7 @@ impl Core {
             }
         }
         self.fleet = fleet;
+        self.max_gpu_memory = super::max_gpu_memory(&self.fleet);
         self.snapshot = None;
         if grew {
             self.capacity_changed();

@@ -24,7 +24,7 @@ mod restore;
 
 use super::model::*;
 use crate::failure::ProviderEnd;
-use crate::fleet::{Fleet, Free, NodeIdx, NodeState};
+use crate::fleet::{Fleet, Free, NodeIdx, NodeState, ProviderIdx};
 use crate::health::{HealthConfig, HealthTracker};
 use crate::providers::{AttemptStatus, LaunchAck, LaunchError};
 use crate::schedule::Snapshot;
@@ -249,6 +249,11 @@ impl Entry {
     }
 }
 
+/// The largest GPU memory of any pool (0 without GPU pools).
+fn max_gpu_memory(fleet: &Fleet) -> f64 {
+    fleet.pools.iter().map(|p| p.gpu_memory_gb()).fold(0.0, f64::max)
+}
+
 /// How many copies of a request fit in `room`, or `None` when not one does.
 /// Requests of nothing are capped, so a freed node never wakes a whole queue.
 fn copies_that_fit(room: &Free, gpus: u32, cpu: f64, mem: f64, disk: f64) -> Option<u32> {
@@ -287,6 +292,20 @@ pub struct Core {
     last_now: Millis,
     out: Vec<Action>,
     inventory: inventory::Reported,
+    /// The largest GPU memory of any pool, for retry decisions after an
+    /// out-of-memory failure.
+    max_gpu_memory: f64,
+    /// Live attempts by their next deadline ([`Core::attempt_deadline`]),
+    /// and each one's entry there, so `next_wake` and `Tick` do not visit
+    /// every workload.
+    deadlines: BTreeSet<(Millis, WorkloadId)>,
+    deadline_of: HashMap<WorkloadId, Millis>,
+    /// Workloads whose live attempt may have changed during this event;
+    /// their deadlines are recomputed before the event returns.
+    touched: Vec<WorkloadId>,
+    /// Workloads that may hold capacity misses, to forget them without
+    /// visiting every workload.
+    with_misses: Vec<WorkloadId>,
 }
 
 impl Core {
@@ -295,6 +314,7 @@ impl Core {
             store_id: store_id.into(),
             health: HealthTracker::new(config.health.clone()),
             inventory: inventory::Reported::from_fleet(&fleet),
+            max_gpu_memory: max_gpu_memory(&fleet),
             config,
             fleet,
             snapshot: None,
@@ -305,6 +325,10 @@ impl Core {
             finished_keys: HashMap::new(),
             last_now: Millis(i64::MIN),
             out: Vec::new(),
+            deadlines: BTreeSet::new(),
+            deadline_of: HashMap::new(),
+            touched: Vec::new(),
+            with_misses: Vec::new(),
         }
     }
 
@@ -358,7 +382,15 @@ impl Core {
     pub fn handle(&mut self, event: Event, now: Millis) -> Vec<Action> {
         // A quarantine that ended since the last event frees its node.
         if self.health.next_release(self.last_now).is_some_and(|t| t <= now) {
-            self.snapshot = None;
+            if self.config.placement.uses_health()
+                && let Some(snap) = self.snapshot.as_mut()
+            {
+                for name in self.health.released(self.last_now, now) {
+                    if let Some(n) = snap.node_by_name(name) {
+                        snap.set_node_health(n, self.health.node(name, now));
+                    }
+                }
+            }
             self.capacity_changed();
         }
         self.last_now = self.last_now.max(now);
@@ -380,6 +412,7 @@ impl Core {
             Event::Tick => self.on_tick(now),
         }
         self.schedule_pass(now);
+        self.update_deadlines();
         std::mem::take(&mut self.out)
     }
 
@@ -390,12 +423,68 @@ impl Core {
         if let Some(t) = self.health.next_release(self.last_now) {
             consider(t);
         }
-        for e in self.entries.values() {
-            if let Some(t) = self.attempt_deadline(e) {
-                consider(t);
-            }
+        if let Some(&(t, _)) = self.deadlines.first() {
+            consider(t);
         }
         next
+    }
+
+    /// Re-files the deadlines of the workloads this event touched.
+    fn update_deadlines(&mut self) {
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.sort_unstable();
+        touched.dedup();
+        for id in touched.drain(..) {
+            let next = self.entries.get(&id).and_then(|e| self.attempt_deadline(e));
+            let before = self.deadline_of.get(&id).copied();
+            if before == next {
+                continue;
+            }
+            if let Some(t) = before {
+                self.deadlines.remove(&(t, id));
+                self.deadline_of.remove(&id);
+            }
+            if let Some(t) = next {
+                self.deadlines.insert((t, id));
+                self.deadline_of.insert(id, t);
+            }
+        }
+        self.touched = touched;
+    }
+
+    /// Workloads whose live attempt is due at or before `now`, in id order.
+    fn due(&self, now: Millis) -> Vec<WorkloadId> {
+        let mut due: Vec<WorkloadId> =
+            self.deadlines.iter().take_while(|(t, _)| *t <= now).map(|(_, id)| *id).collect();
+        due.sort_unstable();
+        due
+    }
+
+    /// Checks the core's indexes against what they index: the scheduler
+    /// snapshot against a fresh build, the deadline index against every
+    /// live attempt. Slow (a full rebuild); for tests.
+    #[doc(hidden)]
+    pub fn check_indexes(&self, now: Millis) -> Result<(), String> {
+        if let Some(snap) = &self.snapshot {
+            let view = if self.config.placement.uses_health() {
+                self.health.view(now)
+            } else {
+                crate::health::HealthView::default()
+            };
+            if let Some(d) = snap.diff(&Snapshot::new(&self.fleet, &view)) {
+                return Err(format!("snapshot differs from a fresh build: {d}"));
+            }
+        }
+        let scan: BTreeSet<(Millis, WorkloadId)> =
+            self.entries.iter().filter_map(|(id, e)| self.attempt_deadline(e).map(|t| (t, *id))).collect();
+        if scan != self.deadlines {
+            let missing: Vec<_> = scan.symmetric_difference(&self.deadlines).take(3).collect();
+            return Err(format!("deadline index differs from a scan: {missing:?}"));
+        }
+        if self.max_gpu_memory.to_bits() != max_gpu_memory(&self.fleet).to_bits() {
+            return Err("cached max GPU memory is stale".into());
+        }
+        Ok(())
     }
 
     fn record(&mut self, r: Record) {
@@ -518,7 +607,9 @@ impl Core {
                 .reply(request, Reply::Error { message: format!("no node named {node:?} in the fleet") });
         };
         self.fleet.nodes[idx.0 as usize].state = state;
-        self.snapshot = None;
+        if let Some(snap) = self.snapshot.as_mut() {
+            snap.set_node_state(idx, state);
+        }
         if state == NodeState::Ready {
             self.capacity_changed();
         }
@@ -546,6 +637,7 @@ impl Core {
         reason: String,
         now: Millis,
     ) {
+        self.touched.push(id);
         let Some(e) = self.entries.get_mut(&id) else { return };
         e.rec.state = state;
         e.rec.class = class;
@@ -567,6 +659,25 @@ impl Core {
         self.queue.remove(id);
     }
 
+    /// Mirrors a health observation into the snapshot, when there is one
+    /// and the policy reads health: the node's, its pool's and its
+    /// provider's health as the tracker now has them.
+    fn observed(&mut self, obs: &HealthObservation, now: Millis) {
+        if !self.config.placement.uses_health() {
+            return;
+        }
+        let Some(snap) = self.snapshot.as_mut() else { return };
+        if let Some(i) = self.fleet.providers.iter().position(|p| p.name == obs.provider) {
+            snap.set_provider_health(ProviderIdx(i as u32), self.health.provider(&obs.provider, now));
+        }
+        if let Some(p) = snap.pool_by_label(&obs.pool) {
+            snap.set_pool_health(p, self.health.pool(&obs.pool, now));
+        }
+        if let Some(n) = snap.node_by_name(&obs.node) {
+            snap.set_node_health(n, self.health.node(&obs.node, now));
+        }
+    }
+
     /// Capacity appeared: blocked workloads get another chance, and "no
     /// capacity" answers from before are forgotten.
     fn capacity_changed(&mut self) {
@@ -575,8 +686,10 @@ impl Core {
     }
 
     fn forget_capacity_misses(&mut self) {
-        for e in self.entries.values_mut() {
-            e.capacity_misses.clear();
+        for id in std::mem::take(&mut self.with_misses) {
+            if let Some(e) = self.entries.get_mut(&id) {
+                e.capacity_misses.clear();
+            }
         }
     }
 

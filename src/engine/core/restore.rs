@@ -94,9 +94,11 @@ impl Core {
                 }
             }
             self.entries.insert(id, entry);
+            self.touched.push(id);
         }
         self.snapshot = None;
         self.schedule_pass(now);
+        self.update_deadlines();
         std::mem::take(&mut self.out)
     }
 }

@@ -1,0 +1,87 @@
+//! Large scenarios for measuring the simulator itself: a real trace tiled
+//! into many jobs over a synthetic fleet (`benches/sim.rs`,
+//! `examples/sim_scale.rs`).
+//!
+//! Owns how a trace is tiled; the fleet comes from
+//! [`crate::fleet::synth`]. Pure and seeded: the same arguments give the
+//! same jobs.
+
+use super::trace::Job;
+use crate::providers::sim::rng::Rng;
+
+/// `count` jobs made of copies of `base` laid over one another: copy `k`
+/// is `base` shifted by a seeded offset in `[0, period)` and wrapped
+/// around the period (so every copy covers it evenly; the period is the
+/// base's span plus one mean gap between arrivals, and copy 0 is the base
+/// unshifted), then every
+/// arrival time is divided by `speedup`. Durations, GPU counts and names
+/// are the base's. With `c` copies over a fleet `f` times the size the
+/// base was meant for, `speedup = f / c` keeps the base's load (busy
+/// GPUs over all GPUs); larger values queue more work.
+///
+/// The jobs come back in submit order (stable: copy, then base order, for
+/// equal times).
+pub fn tile(base: &[Job], count: usize, speedup: f64, seed: u64) -> Vec<Job> {
+    if base.is_empty() {
+        return Vec::new();
+    }
+    let span = base.iter().map(|j| j.submit_s).fold(0.0, f64::max).max(1.0);
+    let period = span + span / base.len() as f64;
+    let speedup = if speedup > 0.0 { speedup } else { 1.0 };
+    let copies = count.div_ceil(base.len());
+    let offsets: Vec<f64> = (0..copies)
+        .map(|k| if k == 0 { 0.0 } else { Rng::stream_n(seed, "tile", "offset", k as u64).unit() * period })
+        .collect();
+    let mut jobs: Vec<Job> = (0..count)
+        .map(|i| {
+            let (k, j) = (i / base.len(), i % base.len());
+            let mut job = base[j].clone();
+            job.submit_s = ((job.submit_s + offsets[k]) % period) / speedup;
+            job
+        })
+        .collect();
+    jobs.sort_by(|a, b| a.submit_s.total_cmp(&b.submit_s));
+    jobs
+}
+
+/// GPU-seconds of work the jobs ask for, over `gpus × span`: the share of
+/// the fleet's GPUs the trace keeps busy if nothing fails or waits.
+pub fn offered_load(jobs: &[Job], gpus: u64) -> f64 {
+    let first = jobs.iter().map(|j| j.submit_s).fold(f64::INFINITY, f64::min);
+    let last = jobs.iter().map(|j| j.submit_s).fold(0.0, f64::max);
+    let work: f64 = jobs.iter().map(|j| f64::from(j.gpus) * j.duration_s).sum();
+    let span = (last - first).max(1.0);
+    if gpus == 0 { f64::INFINITY } else { work / (span * gpus as f64) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(t: f64) -> Job {
+        Job {
+            name: "j".into(),
+            submit_s: t,
+            duration_s: 10.0,
+            gpus: 1,
+            gpu_type: None,
+            gpu_memory_gb: None,
+            outcome: None,
+        }
+    }
+
+    #[test]
+    fn tiles_are_sorted_repeatable_and_compressed() {
+        let base: Vec<Job> = (0..10).map(|i| job(f64::from(i) * 100.0)).collect();
+        let a = tile(&base, 35, 2.0, 7);
+        assert_eq!(a.len(), 35);
+        assert_eq!(a, tile(&base, 35, 2.0, 7));
+        assert_ne!(a, tile(&base, 35, 2.0, 8));
+        assert!(a.windows(2).all(|w| w[0].submit_s <= w[1].submit_s));
+        assert!(a.iter().all(|j| j.submit_s >= 0.0 && j.submit_s < 990.0 / 2.0));
+        // The first copy is the base, compressed.
+        assert!(base.iter().all(|b| a.iter().any(|j| j.submit_s == b.submit_s / 2.0)));
+        let load = offered_load(&base, 1);
+        assert!((load - 100.0 / 900.0).abs() < 1e-9, "{load}");
+    }
+}
