@@ -10,7 +10,8 @@
 //!
 //! Options: `--policy NAME` (default `canopy`; `all` for the four),
 //! `--seed N`, `--digest` (also print an FNV-1a digest of every record the
-//! engine produced, to check that a change keeps the output identical).
+//! engine produced, to check that a change keeps the output identical),
+//! `--dump FILE` (write every record, one a line, to compare two runs).
 //!
 //! The large scenario: `fleet::synth::synth_fleet(nodes, 1)` and the Gavel
 //! trace tiled with `sim::scale::tile(jobs, n, speedup, seed)`: copies of
@@ -32,12 +33,19 @@ struct Digest {
     hash: u64,
     batches: u64,
     records: u64,
+    dump: Option<std::io::BufWriter<std::fs::File>>,
 }
 
 impl RecordSink for Digest {
     fn batch(&mut self, at: Millis, records: &[Record]) {
         self.batches += 1;
         self.records += records.len() as u64;
+        if let Some(out) = self.dump.as_mut() {
+            use std::io::Write;
+            for r in records {
+                let _ = writeln!(out, "{} {r:?}", at.0);
+            }
+        }
         if self.on {
             let text = format!("{}{records:?}", at.0);
             self.hash =
@@ -91,11 +99,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         fleet_name: &fleet_name,
         trace_name: "gavel",
     };
+    let dump = match flag("--dump") {
+        Some(path) => Some(std::io::BufWriter::new(std::fs::File::create(path)?)),
+        None => None,
+    };
     let mut sink = Digest {
         on: args.iter().any(|a| a == "--digest"),
         hash: 0xcbf2_9ce4_8422_2325,
         batches: 0,
         records: 0,
+        dump,
     };
     let t0 = Instant::now();
     let report = sim::simulate(&input, &mut sink)?;

@@ -34,6 +34,7 @@ mod policy;
 mod requirements;
 mod score;
 mod snapshot;
+mod unfit;
 
 pub use decision::{Candidate, Considered, CostRange, Decision, Placement, RuledOut};
 pub use explain::{Explanation, NearMiss, ReasonCount};
@@ -43,6 +44,7 @@ pub use policy::{Policy, Weights};
 pub use requirements::{InputSite, Requirements};
 pub use score::{Factor, FactorScore, Risk};
 pub use snapshot::Snapshot;
+pub use unfit::UnfitCache;
 
 #[cfg(test)]
 mod tests;

@@ -67,6 +67,17 @@ pub struct Snapshot {
     /// The node at each `usable_at` ([`NO_NODE`] when none), dense so the
     /// common pick reads one small array instead of the large index.
     heads: Vec<ReadyNode>,
+    /// What changed since when, for [`super::UnfitCache`]: `stamp` counts
+    /// in-place updates; `node_stamp` is, per pool, the `stamp` of the last
+    /// change to one of its nodes; `quarantine_stamp` that of the last
+    /// change to the pool or provider quarantine sets. Not part of what a
+    /// decision reads (a fresh build starts them at 0).
+    pub(crate) stamp: u64,
+    pub(crate) node_stamp: Vec<u64>,
+    pub(crate) quarantine_stamp: u64,
+    /// Pools and providers with a lend limit.
+    pub(crate) limited_pools: Vec<u32>,
+    pub(crate) limited_providers: Vec<u32>,
 }
 
 /// `ReadyNode::node` of an empty list's head.
@@ -289,7 +300,15 @@ impl Snapshot {
             rows.iter().map(|r| r.gpu_memory).filter(|&m| m > 0.0).fold(f64::INFINITY, f64::min);
         let pool_by_label = labels.into_iter().enumerate().map(|(i, l)| (l, PoolIdx(i as u32))).collect();
         let node_by_name = node_names.into_iter().enumerate().map(|(i, n)| (n, NodeIdx(i as u32))).collect();
+        let limited_pools = (0..n_pools as u32).filter(|&p| rows[p as usize].limit != u64::MAX).collect();
+        let limited_providers =
+            (0..provider_lend.len() as u32).filter(|&p| provider_lend[p as usize].1 != u64::MAX).collect();
         let mut snap = Self {
+            stamp: 0,
+            node_stamp: vec![0; n_pools],
+            quarantine_stamp: 0,
+            limited_pools,
+            limited_providers,
             all_pools: PoolSet::full(n_pools),
             fleet,
             rows,
@@ -413,7 +432,12 @@ impl Snapshot {
         if same_health(&info.health, &health) {
             return;
         }
+        let quarantine_changed = info.health.quarantined != health.quarantined;
         info.health = health;
+        self.stamp += 1;
+        if quarantine_changed {
+            self.quarantine_stamp = self.stamp;
+        }
         if health.quarantined {
             self.pool_quarantined.insert(p);
         } else {
@@ -430,6 +454,10 @@ impl Snapshot {
         for p in pools.map(|p| p as usize) {
             if same_health(&self.pools[p].provider_health, &health) {
                 continue;
+            }
+            self.stamp += 1;
+            if self.pools[p].provider_health.quarantined != health.quarantined {
+                self.quarantine_stamp = self.stamp;
             }
             self.pools[p].provider_health = health;
             if health.quarantined {
@@ -450,6 +478,8 @@ impl Snapshot {
         let i = node.0 as usize;
         let Some(old) = self.fleet.nodes.get(i) else { return };
         let p = old.pool.0 as usize;
+        self.stamp += 1;
+        self.node_stamp[p] = self.stamp;
         let (old_state, old_free, old_canopy) = (old.state, old.free, old.canopy_gpus);
         let old_info = self.nodes[i];
         let was_ready = old_state == NodeState::Ready && !old_info.quarantined;
@@ -663,6 +693,8 @@ impl Snapshot {
                 first_diff("pool_by_label", &pools(&self.pool_by_label), &pools(&other.pool_by_label))
             })
             .or_else(|| first_diff("node_by_name", &nodes(&self.node_by_name), &nodes(&other.node_by_name)))
+            .or_else(|| first_diff("limited_pools", &self.limited_pools, &other.limited_pools))
+            .or_else(|| first_diff("limited_providers", &self.limited_providers, &other.limited_providers))
             .or_else(|| first_diff("index_at", &self.index_at, &other.index_at))
             .or_else(|| first_diff("index_len", &self.index_len, &other.index_len))
             .or_else(|| first_diff("usable_at", &self.usable_at, &other.usable_at))

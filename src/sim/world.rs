@@ -136,9 +136,11 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
     let names: Vec<String> = r.fleet.nodes.iter().map(|n| n.name.clone()).collect();
     let (mult, _) = faults::node_multipliers(r.seed, &names, r.faults);
     let config = CoreConfig { placement: r.policy, ..CoreConfig::default() };
+    let mut core = Core::new("sim000", r.fleet.clone(), config);
+    core.set_self_check(check);
     let mut w = World {
         run: r,
-        core: Core::new("sim000", r.fleet.clone(), config),
+        core,
         now: EPOCH.0,
         seq: 0,
         heap: BinaryHeap::new(),

@@ -12,25 +12,59 @@ use crate::schedule::{Candidate, Decision, Requirements, place};
 
 impl Core {
     /// Places ready workloads, highest priority first, until none is left.
+    ///
+    /// Workloads blocked because nothing fitted them are not placed again
+    /// while the answer that blocked them provably still holds (see
+    /// `queue.rs`): that would give the same answer and change nothing.
     pub(super) fn schedule_pass(&mut self, now: Millis) {
-        while let Some(id) = self.queue.pop_ready() {
+        loop {
+            self.forget_emptied_groups();
+            let (unfit, snapshot) = (&mut self.unfit, &self.snapshot);
+            let holds = |g: u64| snapshot.as_ref().is_some_and(|s| unfit.revalidate(g, s));
+            let Some(id) = self.queue.pop_ready_checking(holds) else { break };
             let Some(e) = self.entries.get(&id) else { continue };
             if e.live.is_some() || e.cancel_requested {
                 continue;
             }
             let placement = self.config.placement;
-            let req = requirements(e, placement.keeps_exclusions());
+            let req = self.placement_request(e);
             let policy = placement.scheduler_policy(e.spec.preferences.optimize);
             let priority = e.rec.priority;
             let next_attempt = e.rec.attempts + 1;
-            let decision = place(&req, self.snapshot(now), &policy);
-            match decision {
-                Decision::Placed(p) => match placement.choose(p.candidates, id.0, next_attempt) {
+            self.snapshot(now);
+            let Some(snap) = self.snapshot.as_ref() else { continue };
+            // Nothing fitted this request before, and nothing it depends on
+            // changed since: the answer is the one remembered (exactly).
+            let known = self.unfit.find(&req, snap).and_then(|g| self.unfit.get(g).map(|(_, t)| (g, t)));
+            let outcome = match known {
+                Some((group, text)) => {
+                    if self.self_check {
+                        let fresh = match place(&req, snap, &policy) {
+                            Decision::Placed(_) => "placed".to_string(),
+                            Decision::Unschedulable(ex) => ex.to_string(),
+                        };
+                        if fresh != text && self.check_failure.is_none() {
+                            self.check_failure = Some(format!(
+                                "remembered unfit answer for {id} is stale: {text:?} != {fresh:?}"
+                            ));
+                        }
+                    }
+                    Err((group, text.to_string()))
+                }
+                None => match place(&req, snap, &policy) {
+                    Decision::Placed(p) => Ok(p),
+                    Decision::Unschedulable(ex) => {
+                        let text = ex.to_string();
+                        Err((self.unfit.insert(&req, snap, ex), text))
+                    }
+                },
+            };
+            match outcome {
+                Ok(p) => match placement.choose(p.candidates, id.0, next_attempt) {
                     Some(c) => self.start_attempt(id, c, now),
                     None => self.queue.push_blocked(priority, id),
                 },
-                Decision::Unschedulable(ex) => {
-                    let text = ex.to_string();
+                Err((group, text)) => {
                     let e = self.entries.get_mut(&id).map(|e| {
                         let changed = e.last_explanation.as_deref() != Some(text.as_str());
                         e.last_explanation = Some(text.clone());
@@ -38,7 +72,7 @@ impl Core {
                         e.rec.reason = Some(first_line(&text));
                         changed
                     });
-                    self.queue.push_blocked(priority, id);
+                    self.queue.push_unfit(priority, id, group);
                     if e == Some(true) {
                         self.save_workload(id, now);
                         self.event(now, id, None, EventKind::Unschedulable, text);
@@ -46,6 +80,11 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// What the scheduler is asked for this workload's next attempt.
+    pub(super) fn placement_request(&self, e: &Entry) -> Requirements {
+        requirements(e, self.config.placement.keeps_exclusions())
     }
 
     fn start_attempt(&mut self, id: WorkloadId, c: Candidate, now: Millis) {

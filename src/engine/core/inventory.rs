@@ -123,7 +123,7 @@ impl Core {
         }
         self.fleet = fleet;
         self.max_gpu_memory = super::max_gpu_memory(&self.fleet);
-        self.snapshot = None;
+        self.drop_snapshot();
         if grew {
             self.capacity_changed();
         }

@@ -27,7 +27,7 @@ use crate::failure::ProviderEnd;
 use crate::fleet::{Fleet, Free, NodeIdx, NodeState, ProviderIdx};
 use crate::health::{HealthConfig, HealthTracker};
 use crate::providers::{AttemptStatus, LaunchAck, LaunchError};
-use crate::schedule::Snapshot;
+use crate::schedule::{Snapshot, UnfitCache};
 use crate::spec::Spec;
 use queue::Queue;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -306,6 +306,13 @@ pub struct Core {
     /// Workloads that may hold capacity misses, to forget them without
     /// visiting every workload.
     with_misses: Vec<WorkloadId>,
+    /// Requests nothing fitted, for as long as that provably still holds.
+    /// Follows `snapshot`; cleared with it.
+    unfit: UnfitCache,
+    /// Verify every answer taken from `unfit` against a fresh decision
+    /// ([`Core::set_self_check`]); the first mismatch.
+    self_check: bool,
+    check_failure: Option<String>,
 }
 
 impl Core {
@@ -329,6 +336,9 @@ impl Core {
             deadline_of: HashMap::new(),
             touched: Vec::new(),
             with_misses: Vec::new(),
+            unfit: UnfitCache::new(),
+            self_check: false,
+            check_failure: None,
         }
     }
 
@@ -412,6 +422,7 @@ impl Core {
             Event::Tick => self.on_tick(now),
         }
         self.schedule_pass(now);
+        self.forget_emptied_groups();
         self.update_deadlines();
         std::mem::take(&mut self.out)
     }
@@ -460,11 +471,22 @@ impl Core {
         due
     }
 
+    /// Makes the core verify each remembered "nothing fits" answer against
+    /// a fresh decision (slow; for tests). Mismatches surface through
+    /// [`Core::check_indexes`].
+    #[doc(hidden)]
+    pub fn set_self_check(&mut self, on: bool) {
+        self.self_check = on;
+    }
+
     /// Checks the core's indexes against what they index: the scheduler
     /// snapshot against a fresh build, the deadline index against every
     /// live attempt. Slow (a full rebuild); for tests.
     #[doc(hidden)]
     pub fn check_indexes(&self, now: Millis) -> Result<(), String> {
+        if let Some(f) = &self.check_failure {
+            return Err(f.clone());
+        }
         if let Some(snap) = &self.snapshot {
             let view = if self.config.placement.uses_health() {
                 self.health.view(now)
@@ -483,6 +505,36 @@ impl Core {
         }
         if self.max_gpu_memory.to_bits() != max_gpu_memory(&self.fleet).to_bits() {
             return Err("cached max GPU memory is stale".into());
+        }
+        // Every grouped workload asks for what its group's answer is about,
+        // was told that answer, and, while it holds, would be told it again.
+        for (g, members) in self.queue.groups_with_ids() {
+            let (Some(req), Some((_, text))) = (self.unfit.request(g), self.unfit.get(g)) else {
+                return Err(format!("group {g} has no remembered answer"));
+            };
+            let holds = self.snapshot.as_ref().filter(|s| self.unfit.holds(g, s));
+            for &(_, id) in members {
+                let Some(e) = self.entries.get(&id) else {
+                    return Err(format!("{id} is blocked in group {g} but not live"));
+                };
+                let mine = self.placement_request(e);
+                if mine != *req {
+                    return Err(format!("{id} is blocked in group {g} but asks for something else"));
+                }
+                if e.last_explanation.as_deref() != Some(text) {
+                    return Err(format!("{id} is blocked in group {g} but was told something else"));
+                }
+                if let Some(snap) = holds {
+                    let fresh = match crate::schedule::place(&mine, snap, &crate::schedule::Policy::default())
+                    {
+                        crate::schedule::Decision::Placed(_) => "placed".to_string(),
+                        crate::schedule::Decision::Unschedulable(ex) => ex.to_string(),
+                    };
+                    if fresh != text {
+                        return Err(format!("group {g}'s answer holds but {id} would now get {fresh:?}"));
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -687,9 +739,21 @@ impl Core {
 
     fn forget_capacity_misses(&mut self) {
         for id in std::mem::take(&mut self.with_misses) {
-            if let Some(e) = self.entries.get_mut(&id) {
+            if let Some(e) = self.entries.get_mut(&id)
+                && !e.capacity_misses.is_empty()
+            {
                 e.capacity_misses.clear();
+                // It asks for something else now: no longer blocked by the
+                // answer its group shares.
+                self.queue.ungroup(id);
             }
+        }
+    }
+
+    /// Forgets the remembered answers no blocked workload waits on.
+    fn forget_emptied_groups(&mut self) {
+        for g in self.queue.take_emptied() {
+            self.unfit.remove(g);
         }
     }
 
@@ -714,15 +778,26 @@ impl Core {
             return;
         }
         let room = n.free;
+        let entries = &self.entries;
+        let fits = |id: &WorkloadId| {
+            let r = &entries.get(id)?.spec.resources;
+            copies_that_fit(&room, r.gpus, r.cpu_cores, r.memory_gb, r.disk_gb)
+        };
+        // The blocked workloads that fit the room, in queue order, with how
+        // many copies of each fit. A group's members ask for the same
+        // resources, so its first member answers for the group.
+        let mut fitting: Vec<(queue::Key, u32)> =
+            self.queue.blocked_in_order().filter_map(|k| fits(&k.1).map(|most| (k, most))).collect();
+        for members in self.queue.groups() {
+            let Some(most) = members.first().and_then(|k| fits(&k.1)) else { continue };
+            fitting.extend(members.iter().map(|&k| (k, most)));
+        }
+        fitting.sort_unstable_by_key(|(k, _)| *k);
         // Per request class, how many more the freed room could host.
         let mut left: HashMap<(u64, u64), u32> = HashMap::new();
         let mut wake = Vec::new();
-        for id in self.queue.blocked_in_order() {
+        for ((_, id), most) in fitting {
             let Some(e) = self.entries.get(&id) else { continue };
-            let r = &e.spec.resources;
-            let Some(most) = copies_that_fit(&room, r.gpus, r.cpu_cores, r.memory_gb, r.disk_gb) else {
-                continue;
-            };
             let n = left.entry(e.class(id)).or_insert(most);
             if *n > 0 {
                 *n -= 1;
@@ -732,6 +807,15 @@ impl Core {
         for id in wake {
             self.queue.unblock(id);
         }
+    }
+
+    /// Forgets the scheduler's view (the fleet itself changed); the next
+    /// placement builds a new one.
+    fn drop_snapshot(&mut self) {
+        self.snapshot = None;
+        self.unfit.clear();
+        self.queue.ungroup_all();
+        self.queue.take_emptied();
     }
 
     /// The scheduler's view, rebuilt after the fleet or health changed.

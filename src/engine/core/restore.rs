@@ -96,7 +96,7 @@ impl Core {
             self.entries.insert(id, entry);
             self.touched.push(id);
         }
-        self.snapshot = None;
+        self.drop_snapshot();
         self.schedule_pass(now);
         self.update_deadlines();
         std::mem::take(&mut self.out)
