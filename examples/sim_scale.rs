@@ -5,7 +5,7 @@
 //! # the 2,000-job Gavel trace over the demo fleet, Canopy's policy
 //! cargo run --release --example sim_scale -- gavel
 //! # 100,000 jobs over a 10,000-node synthetic fleet (the defaults)
-//! cargo run --release --example sim_scale -- large [--jobs N] [--nodes N] [--speedup X]
+//! cargo run --release --example sim_scale -- large [--jobs N] [--nodes N] [--load X | --speedup X]
 //! ```
 //!
 //! Options: `--policy NAME` (default `canopy`; `all` for the four),
@@ -13,15 +13,15 @@
 //! engine produced, to check that a change keeps the output identical),
 //! `--dump FILE` (write every record, one a line, to compare two runs).
 //!
-//! The large scenario: `fleet::synth::synth_fleet(nodes, 1)` and the Gavel
-//! trace tiled with `sim::scale::tile(jobs, n, speedup, seed)`: copies of
-//! the trace laid over one another with seeded offsets, arrivals
-//! compressed by `speedup` (default: the fleet's GPUs over the demo
-//! fleet's, divided by the number of copies, times 1.5: the demo fleet's
-//! load, scaled up half again so that work queues at times).
+//! The large scenario is `sim::scale::scenario`: `fleet::synth::synth_fleet(nodes, 1)`
+//! and the Gavel trace tiled with `sim::scale::tile`: copies of the trace
+//! laid over one another with seeded offsets, arrivals compressed so that
+//! the jobs offer `--load` (default `sim::scale::LOAD`, 0.35: that share of
+//! all GPUs busy with them on average, three quarters of the fleet with
+//! the other tenants' use), or by `--speedup` when given.
 
 use canopy::engine::model::{Millis, Record};
-use canopy::fleet::{load, synth};
+use canopy::fleet::load;
 use canopy::sim::{self, FaultModel, Input, RecordSink, scale};
 use std::time::Instant;
 
@@ -71,11 +71,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "large" => {
             let nodes: usize = flag("--nodes").map_or(Ok(10_000), |s| s.parse())?;
             let n: usize = flag("--jobs").map_or(Ok(100_000), |s| s.parse())?;
-            let fleet = synth::synth_fleet(nodes, 1);
-            let copies = n.div_ceil(base.len()) as f64;
-            let default = fleet.total_gpus() as f64 / demo.total_gpus() as f64 / copies * 1.5;
-            let speedup: f64 = flag("--speedup").map_or(Ok(default), |s| s.parse())?;
-            let jobs = scale::tile(&base, n, speedup, seed);
+            let load: f64 = flag("--load").map_or(Ok(scale::LOAD), |s| s.parse())?;
+            let (fleet, mut jobs, mut speedup) = scale::scenario(&base, n, nodes, load, seed);
+            if let Some(s) = flag("--speedup") {
+                speedup = s.parse()?;
+                jobs = scale::tile(&base, n, speedup, seed);
+            }
             eprintln!(
                 "{} jobs (speedup {speedup:.3}, offered load {:.2}; Gavel on the demo fleet: {:.2}) over {} nodes, {} GPUs",
                 jobs.len(),

@@ -2,11 +2,13 @@
 //! into many jobs over a synthetic fleet (`benches/sim.rs`,
 //! `examples/sim_scale.rs`).
 //!
-//! Owns how a trace is tiled; the fleet comes from
-//! [`crate::fleet::synth`]. Pure and seeded: the same arguments give the
-//! same jobs.
+//! Owns how a trace is tiled and the large scenario built from it; the
+//! fleet comes from [`crate::fleet::synth`]. Pure and seeded: the same
+//! arguments give the same jobs.
 
 use super::trace::Job;
+use crate::fleet::Fleet;
+use crate::fleet::synth::synth_fleet;
 use crate::providers::sim::rng::Rng;
 
 /// `count` jobs made of copies of `base` laid over one another: copy `k`
@@ -42,6 +44,24 @@ pub fn tile(base: &[Job], count: usize, speedup: f64, seed: u64) -> Vec<Job> {
         .collect();
     jobs.sort_by(|a, b| a.submit_s.total_cmp(&b.submit_s));
     jobs
+}
+
+/// The offered load of the large scenario ([`scenario`]): the tiled
+/// trace keeps this share of all the fleet's GPUs busy on average. The
+/// synthetic fleet's other tenants use about 40% of its GPUs, so with this
+/// about three quarters of the fleet is busy, and work queues at peaks.
+pub const LOAD: f64 = 0.35;
+
+/// The simulator's scale benchmark: `count` jobs from `base` (the Gavel
+/// trace) tiled with [`tile`] over `synth_fleet(nodes, 1)`, arriving
+/// `speedup` times faster so that they offer `load` ([`offered_load`]).
+/// Returns the fleet, the jobs and the speedup.
+pub fn scenario(base: &[Job], count: usize, nodes: usize, load: f64, seed: u64) -> (Fleet, Vec<Job>, f64) {
+    let fleet = synth_fleet(nodes, 1);
+    let at_1 = offered_load(&tile(base, count, 1.0, seed), fleet.total_gpus());
+    let speedup = if at_1 > 0.0 && at_1.is_finite() { load / at_1 } else { 1.0 };
+    let jobs = tile(base, count, speedup, seed);
+    (fleet, jobs, speedup)
 }
 
 /// GPU-seconds of work the jobs ask for, over `gpus × span`: the share of
@@ -83,5 +103,15 @@ mod tests {
         assert!(base.iter().all(|b| a.iter().any(|j| j.submit_s == b.submit_s / 2.0)));
         let load = offered_load(&base, 1);
         assert!((load - 100.0 / 900.0).abs() < 1e-9, "{load}");
+    }
+
+    #[test]
+    fn the_scenario_offers_the_load_asked_for() {
+        let base: Vec<Job> = (0..50).map(|i| job(f64::from(i) * 3600.0)).collect();
+        let (fleet, jobs, speedup) = scenario(&base, 500, 40, 0.3, 1);
+        assert_eq!((fleet.nodes.len(), jobs.len()), (40, 500));
+        assert!(speedup > 0.0);
+        let load = offered_load(&jobs, fleet.total_gpus());
+        assert!((load - 0.3).abs() < 1e-9, "{load}");
     }
 }
