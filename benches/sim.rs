@@ -38,6 +38,7 @@ fn run(fleet: &canopy::fleet::Fleet, jobs: &[Job]) -> sim::SimReport {
         faults: &faults,
         seed: 0,
         policies: &[PlacementPolicy::HealthAware],
+        optimize: Default::default(),
         fleet_name: "bench",
         trace_name: "gavel",
     };
