@@ -122,10 +122,13 @@ fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &PoolSet, k: usiz
     feasible.for_each(|p| {
         let Some(row) = snap.rows.get(p) else { return };
         let hourly = ctx.hourly(p);
-        let expected_hourly = hourly * scorer.risk(row).paid_per_useful;
+        let risk = scorer.risk(row);
+        let expected_hourly = hourly * risk.paid_per_useful;
         let full = top.len() == k;
         if full
-            && top.last().is_some_and(|last| scorer.bound(row, expected_hourly) + BOUND_SLACK < last.score)
+            && top
+                .last()
+                .is_some_and(|last| scorer.bound(row, risk, expected_hourly) + BOUND_SLACK < last.score)
         {
             return;
         }
@@ -140,6 +143,7 @@ fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &PoolSet, k: usiz
             free_gpus,
             hourly,
             expected_hourly,
+            survival: risk.survival,
             score: 0.0,
             label_rank: row.label_rank,
             name_rank,

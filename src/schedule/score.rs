@@ -91,6 +91,8 @@ pub(crate) struct Feasible {
     /// `hourly` × the expected paid hours per useful hour here
     /// ([`Risk::paid_per_useful`]): what the cost factor compares.
     pub expected_hourly: f64,
+    /// The chance an attempt here survives ([`Risk::survival`]).
+    pub survival: f64,
     pub score: f64,
     /// Tie-break keys: the pool label's and node name's sorted positions.
     pub label_rank: u32,
@@ -238,15 +240,15 @@ impl<'a> Scorer<'a> {
     /// Raw values of every factor but cost, in [`Factor::ALL`] order from
     /// health on (0 where a factor does not apply).
     #[inline]
-    fn others(&self, pool: u32, node: u32, free_gpus: u32) -> [f64; 6] {
+    fn others(&self, f: &Feasible) -> [f64; 6] {
+        let (pool, node, free_gpus) = (f.pool, f.node, f.free_gpus);
         let (req, snap, policy) = (self.req, self.snap, self.policy);
         let row = &snap.rows[pool as usize];
         let node_info = &snap.nodes[node as usize];
 
         let health = row.health * node_info.health.score;
 
-        let survive = self.risk(row).survival;
-        let success = survive
+        let success = f.survival
             * if self.cached_success {
                 node_info.success
             } else {
@@ -280,14 +282,15 @@ impl<'a> Scorer<'a> {
     }
 
     /// An upper bound of [`Scorer::score`] for any node of pool `pool` at
-    /// this expected hourly share (up to [`BOUND_SLACK`]): node health,
-    /// success and fit at their best for the pool, everything else exact.
+    /// this risk and expected hourly share (up to [`BOUND_SLACK`]): node
+    /// health, success and fit at their best for the pool, everything else
+    /// exact.
     #[inline]
-    pub fn bound(&self, row: &PoolRow, hourly: f64) -> f64 {
+    pub fn bound(&self, row: &PoolRow, risk: Risk, expected_hourly: f64) -> f64 {
         let c = &self.coef;
-        let success = self.risk(row).survival * if self.cached_success { row.success_bound } else { 1.0 };
+        let success = risk.survival * if self.cached_success { row.success_bound } else { 1.0 };
         let fit = self.fit_bound.get(row.class as usize).copied().unwrap_or(1.0);
-        let base = c[0] * self.cost(hourly) + c[1] * row.health_bound + c[2] * success + c[5] * fit;
+        let base = c[0] * self.cost(expected_hourly) + c[1] * row.health_bound + c[2] * success + c[5] * fit;
         if self.pool_level_fast {
             base + c[3] * row.startup_score
         } else {
@@ -317,7 +320,7 @@ impl<'a> Scorer<'a> {
     /// The breakdown's contributions add up to it (up to rounding).
     #[inline]
     pub fn score(&self, f: &Feasible) -> f64 {
-        let r = self.others(f.pool, f.node, f.free_gpus);
+        let r = self.others(f);
         let c = &self.coef;
         c[0] * self.cost(f.expected_hourly)
             + c[1] * r[0]
@@ -329,7 +332,7 @@ impl<'a> Scorer<'a> {
     }
 
     pub fn breakdown(&self, f: &Feasible) -> Vec<FactorScore> {
-        let others = self.others(f.pool, f.node, f.free_gpus);
+        let others = self.others(f);
         let raw = |i: usize| {
             if i == 0 { self.cost(f.expected_hourly) } else { others[i - 1] }
         };
