@@ -27,13 +27,14 @@
 //! on the demo fleet and ~114k events/s on 10k nodes.
 
 use canopy::app::{self, EngineOptions};
+use canopy::engine::command::{Command, CommandResult};
 use canopy::engine::core::{Action, Core, CoreConfig, Event, OutputsResult};
 use canopy::engine::model::{Millis, Record, WorkloadId, WorkloadState};
 use canopy::failure::ProviderEnd;
 use canopy::fleet::Fleet;
 use canopy::health::{HealthConfig, HealthTracker};
 use canopy::home::Home;
-use canopy::journal::{Command, CommandResult, Journal};
+use canopy::journal::Journal;
 use canopy::providers::local::ShimCommand;
 use canopy::providers::sim::SimConfig;
 use canopy::providers::{AttemptStatus, LaunchAck};
@@ -104,7 +105,7 @@ async fn run_batch(handle: &canopy::engine::shell::EngineHandle, spec: &Spec, ho
     while !waiting.iter().all(|id| done.contains(id)) {
         match updates.recv().await {
             Ok(batch) => {
-                for r in batch.iter() {
+                for r in batch.records.iter() {
                     if let Record::Workload(w) = r {
                         assert_ne!(w.state, WorkloadState::Failed, "{w:?}");
                         if w.state == WorkloadState::Succeeded {
@@ -142,6 +143,7 @@ fn cycle(core: &mut Core, spec: &Spec, hash: &str, now: &mut i64) {
             spec: Box::new(spec.clone()),
             spec_hash: hash.into(),
             idempotency_key: None,
+            by: None,
         },
     );
     let attempt = out

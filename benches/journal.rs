@@ -41,6 +41,7 @@ fn workload(id: u64, state: WorkloadState, spec: &Spec) -> Record {
         name: spec.name.clone(),
         spec: spec.clone(),
         spec_hash: format!("{id:064x}"),
+        submitted_by: None,
         idempotency_key: Some(format!("key-{id}")),
         priority: 60,
         state,

@@ -16,6 +16,7 @@ use crate::journal::{HealthWindow, Journal, JournalError, acquire_owner};
 use crate::providers::Provider;
 use crate::providers::local::{LocalConfig, LocalProvider, ShimCommand};
 use crate::providers::sim::{SimConfig, SimMarket, SimProvider};
+use crate::server::{ServerOptions, Serving};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -34,6 +35,9 @@ pub struct EngineOptions {
     /// `canopy.toml` given by `--config`; else `$CANOPY_CONFIG`, else
     /// `<home>/canopy.toml` when present (see [`crate::config`]).
     pub config: Option<PathBuf>,
+    /// How the API is served: always on the store's socket, on TCP when
+    /// asked.
+    pub server: ServerOptions,
 }
 
 impl EngineOptions {
@@ -49,6 +53,7 @@ impl EngineOptions {
             core: CoreConfig::default(),
             poll_every: None,
             config: None,
+            server: ServerOptions::default(),
         })
     }
 }
@@ -65,15 +70,33 @@ pub enum AppError {
     Setup(String),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Serve(#[from] crate::server::ServeError),
 }
 
-/// A started engine.
+/// A started engine, serving its API.
 pub struct Running {
     pub handle: EngineHandle,
     pub task: tokio::task::JoinHandle<Result<(), ShellError>>,
     /// The fleet it started with.
     pub fleet: Fleet,
     pub store_id: String,
+    /// The API on the store's socket (and TCP when asked).
+    pub serving: Serving,
+}
+
+impl Running {
+    /// Stops serving, then stops the engine and waits for it (at most
+    /// `wait`). Running attempts stay with their providers.
+    pub async fn stop(self, wait: std::time::Duration) -> Result<(), ShellError> {
+        self.serving.stop().await;
+        self.handle.shutdown();
+        match tokio::time::timeout(wait, self.task).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => Err(ShellError::Join(e.to_string())),
+            Err(_) => Ok(()),
+        }
+    }
 }
 
 /// Starts the engine. Fails with a clear message when another engine owns
@@ -85,8 +108,7 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let now = clock.now();
     let lock = acquire_owner(&home.store(), now)?;
-    let mut journal = Journal::open(&home.store())?;
-    journal.requeue_unfinished()?;
+    let journal = Journal::open(&home.store())?;
 
     let local = LocalProvider::new(LocalConfig::new(home.attempts(), opts.shim.clone()));
     let local_def = match local.inventory().await {
@@ -143,7 +165,17 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
         cfg.poll_every = p;
     }
     let (handle, task) = shell::start(core, journal, lock, providers, cfg, clock, restored);
-    Ok(Running { handle, task, fleet, store_id })
+    let serving =
+        match crate::server::serve(handle.clone(), home.clone(), store_id.clone(), opts.server.clone()).await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                handle.shutdown();
+                let _ = task.await;
+                return Err(e.into());
+            }
+        };
+    Ok(Running { handle, task, fleet, store_id, serving })
 }
 
 /// The real engines `canopy.toml` names, each with the fleet entry built

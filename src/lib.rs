@@ -12,6 +12,7 @@
 
 pub mod accel;
 pub mod app;
+pub mod client;
 pub mod config;
 pub mod console;
 pub mod engine;
@@ -22,6 +23,7 @@ pub mod home;
 pub mod journal;
 pub mod providers;
 pub mod schedule;
+pub mod server;
 pub mod sim;
 pub mod spec;
 pub mod units;

@@ -4,8 +4,8 @@
 use canopy::console::app::{App, Config, Effect, Msg, View};
 use canopy::console::fixture::{NOW, model};
 use canopy::console::views;
-use canopy::engine::model::{Record, WorkloadId};
-use canopy::journal::{Command, CommandResult};
+use canopy::engine::command::{Command, CommandResult};
+use canopy::engine::model::{Batch, Record, WorkloadId};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -132,7 +132,7 @@ fn engine_updates_reach_the_views() {
     let mut w = a.model.workloads[&WorkloadId(1)].rec.clone();
     w.id = WorkloadId(99);
     w.name = "fresh-one".into();
-    a.update(Msg::Records(Arc::new(vec![Record::Workload(Box::new(w))])));
+    a.update(Msg::Records(Arc::new(Batch { seq: 1, records: vec![Record::Workload(Box::new(w))] })));
     assert!(screen(&a).contains("fresh-one"));
 }
 
@@ -185,7 +185,7 @@ fn a_busy_large_store_folds_updates_into_one_recompute_per_tick_but_filters_appl
     let mut w = a.model.workloads[&WorkloadId(1)].rec.clone();
     w.id = WorkloadId(99_999);
     w.name = "fresh-one".into();
-    a.update(Msg::Records(Arc::new(vec![Record::Workload(Box::new(w))])));
+    a.update(Msg::Records(Arc::new(Batch { seq: 1, records: vec![Record::Workload(Box::new(w))] })));
     assert_eq!(a.derived.workloads.len(), rows, "folded until the next tick");
     a.update(Msg::Tick(canopy::engine::model::Millis(NOW.0 + 1_000)));
     assert_eq!(a.derived.workloads.len(), rows + 1, "shown on the tick");
@@ -193,4 +193,160 @@ fn a_busy_large_store_folds_updates_into_one_recompute_per_tick_but_filters_appl
     keys(&mut a, "/fresh-one");
     code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
     assert_eq!(a.derived.workloads.len(), 1);
+}
+
+#[test]
+fn quitting_a_console_that_runs_the_engine_asks_whether_to_leave_it_running() {
+    let mut a = app(false);
+    a.owns_engine = true;
+    let live = a.model.live();
+    assert!(live > 0, "the fixture has live work");
+    // q asks instead of quitting; esc stays.
+    assert!(keys(&mut a, "q").is_empty());
+    assert!(!a.quit);
+    let s = screen(&a);
+    assert!(
+        s.contains(&format!(
+            "{live} live workloads: keep the engine running in the background? y/n (esc: stay)"
+        )),
+        "{s}"
+    );
+    assert!(code(&mut a, KeyCode::Esc, KeyModifiers::NONE).is_empty());
+    assert!(!a.quit && a.leave_running.is_none());
+    // Other keys do nothing while it asks.
+    keys(&mut a, "q");
+    assert!(keys(&mut a, "4").is_empty());
+    assert_eq!(a.view, View::Overview);
+    // y: quit, leaving the engine in the background.
+    assert!(matches!(keys(&mut a, "y")[..], [Effect::Detach]));
+    assert!(a.quit);
+    // n: quit, stopping it.
+    let mut b = app(false);
+    b.owns_engine = true;
+    b.run_command("quit");
+    assert!(b.leave_running.is_some(), ":quit asks too");
+    assert!(matches!(keys(&mut b, "n")[..], [Effect::Quit]));
+}
+
+#[test]
+fn quitting_asks_nothing_when_attached_or_when_nothing_is_live() {
+    // Attached: the engine is not this console's to stop or keep.
+    let mut a = app(false);
+    assert!(matches!(keys(&mut a, "q")[..], [Effect::Quit]));
+    // Owned, but only final work.
+    let mut b = App::new(Config::default(), Default::default(), NOW);
+    b.owns_engine = true;
+    assert_eq!(b.model.live(), 0);
+    assert!(matches!(keys(&mut b, "q")[..], [Effect::Quit]));
+}
+
+#[test]
+fn a_lost_engine_is_said_in_words_and_clears_when_it_is_back() {
+    use canopy::engine::handle::Link;
+    use canopy::engine::model::Millis;
+    let mut a = app(false);
+    let since = Millis(NOW.0 + 3_723_000); // 01:02:03 UTC after NOW's 23:20:00
+    a.update(Msg::Link(Link::Down { since, error: "connection refused".into() }));
+    let at = canopy::console::logs::clock(since, 0);
+    let s = screen(&a);
+    assert!(s.contains(&format!("disconnected — reconnecting (since {at})")), "{s}");
+    assert!(s.contains("lost the engine: connection refused"), "{s}");
+    // Time passes: the status gets old, but the header says why.
+    a.update(Msg::Tick(Millis(NOW.0 + 60_000)));
+    let s = screen(&a);
+    assert!(s.contains("disconnected") && !s.contains("STALE"), "{s}");
+    // Commands still go to the handle, which answers for itself.
+    keys(&mut a, "4");
+    assert!(screen(&a).lines().next().unwrap().contains("disconnected"));
+    a.update(Msg::Link(Link::Up { reloads: 2 }));
+    let s = screen(&a);
+    assert!(!s.contains("disconnected"), "{s}");
+    assert!(s.contains("reconnected"), "{s}");
+}
+
+#[test]
+fn a_reload_takes_newer_rows_keeps_newer_ones_and_adds_no_event_twice() {
+    use canopy::engine::model::{EventKind, EventRecord, Millis, WorkloadState};
+    use canopy::engine::shell::Recent;
+    let mut a = app(false);
+    let mut newer = a.model.workloads[&WorkloadId(1)].rec.clone();
+    newer.state = WorkloadState::Succeeded;
+    newer.updated_at = Millis(newer.updated_at.0 + 1_000);
+    let mut older = a.model.workloads[&WorkloadId(2)].rec.clone();
+    older.state = WorkloadState::Queued;
+    older.updated_at = Millis(older.updated_at.0 - 1_000);
+    let held = a.model.workloads[&WorkloadId(2)].rec.state;
+    let ev = EventRecord {
+        at: NOW,
+        workload: WorkloadId(1),
+        attempt: None,
+        kind: EventKind::Submitted,
+        message: "submitted".into(),
+    };
+    let recent = Recent { workloads: vec![newer, older], attempts: vec![], events: vec![ev.clone()] };
+    a.update(Msg::Recent(recent.clone()));
+    assert_eq!(a.model.workloads[&WorkloadId(1)].rec.state, WorkloadState::Succeeded, "newer wins");
+    assert!(!a.model.workloads[&WorkloadId(1)].attempts.is_empty(), "attempts the load lacks stay");
+    assert_eq!(a.model.workloads[&WorkloadId(2)].rec.state, held, "older loses");
+    a.update(Msg::Recent(recent));
+    assert_eq!(a.model.events.iter().filter(|e| **e == ev).count(), 1);
+}
+
+#[test]
+fn the_audit_view_loads_once_and_lists_newest_first_without_duplicates() {
+    use canopy::console::app::{AUDIT_LOAD, AuditLoad};
+    use canopy::console::fixture::audit;
+    use canopy::engine::handle::Link;
+    let mut a = app(false);
+    a.update(Msg::Link(Link::Up { reloads: 0 }));
+    let trail = audit();
+    // One record arrived live before the view was opened: the load holds
+    // it too, and it shows once.
+    let live = trail[1].clone();
+    a.update(Msg::Records(Arc::new(Batch { seq: 1, records: vec![Record::Audit(Box::new(live))] })));
+    let fx = keys(&mut a, "7");
+    assert!(matches!(fx[..], [Effect::LoadAudit(n)] if n == AUDIT_LOAD), "{fx:?}");
+    assert_eq!(a.view, View::Audit);
+    assert!(screen(&a).contains("loading"), "{}", screen(&a));
+    a.update(Msg::Audit(Ok(trail.clone())));
+    assert_eq!(a.audit_load, AuditLoad::Loaded);
+    assert_eq!(a.model.audit.len(), trail.len(), "no record twice");
+    let s = screen(&a);
+    let row =
+        |needle: &str| s.lines().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle}: {s}"));
+    // Newest first: ops' refused retry, alice's cordon, ci's denied
+    // cancel, then the day before's token.
+    assert!(row("ops-oncall") < row("fra-h100-04"), "{s}");
+    assert!(row("fra-h100-04") < row("cleanup"), "{s}");
+    assert!(row("cleanup") < row("token-create"), "{s}");
+    assert!(s.contains(&format!("audit {n}/{n} newest first", n = trail.len())), "{s}");
+    // A record that arrives live goes on top.
+    let mut newer = trail[2].clone();
+    newer.at = canopy::engine::model::Millis(NOW.0 + 1_000);
+    newer.action = "uncordon".into();
+    a.update(Msg::Records(Arc::new(Batch { seq: 2, records: vec![Record::Audit(Box::new(newer))] })));
+    assert!(screen(&a).lines().nth(3).unwrap().contains("uncordon"), "{}", screen(&a));
+    // Leaving and coming back does not load again; `:audit` neither.
+    keys(&mut a, "1");
+    assert!(keys(&mut a, "7").is_empty());
+    assert!(a.run_command("audit").is_empty());
+    // Only denied ones: the filter reuses the lists' `/`.
+    keys(&mut a, "/outcome=denied");
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!(a.derived.audit.len(), 2);
+    assert!(a.derived.audit.iter().all(|r| r.outcome.starts_with("denied")));
+    // A reconnection loads it again (records may have been missed).
+    a.update(Msg::Link(Link::Down { since: NOW, error: "gone".into() }));
+    let fx = a.update(Msg::Link(Link::Up { reloads: 1 }));
+    assert!(matches!(fx[..], [Effect::LoadAudit(_)]), "{fx:?}");
+}
+
+#[test]
+fn a_failed_audit_load_is_tried_again_on_the_next_visit() {
+    let mut a = app(false);
+    assert!(matches!(keys(&mut a, "7")[..], [Effect::LoadAudit(_)]));
+    a.update(Msg::Audit(Err("the operator role is needed".into())));
+    assert!(screen(&a).contains("the operator role is needed"));
+    keys(&mut a, "1");
+    assert!(matches!(keys(&mut a, "7")[..], [Effect::LoadAudit(_)]));
 }

@@ -1,9 +1,27 @@
 //! End to end: the real binary in tmux on the demo fleet (the console,
-//! and `canopy sim --watch`). Waits for screen content, never for fixed
-//! times. Skipped (with a visible line) when tmux is not installed.
+//! consoles attached to a running engine, a console's engine handed over
+//! to `canopy serve` when its terminal goes, and `canopy sim --watch`).
+//! Waits for screen content or process state, never for fixed times.
+//! Skipped (with a visible line) when tmux is not installed.
 
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// How long any one wait may take before the test fails.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Polls `f` until it returns `Some`, failing with `what` after [`WAIT`].
+fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
 
 struct Session {
     name: String,
@@ -13,8 +31,7 @@ impl Session {
     /// Runs `cmd` in a detached 100×30 tmux session; `None` (with a visible
     /// line) when tmux is not installed.
     fn start(prefix: &str, cmd: &str) -> Option<Self> {
-        if Command::new("tmux").arg("-V").output().is_err() {
-            eprintln!("SKIPPED console_tmux: tmux is not installed");
+        if !has_tmux() {
             return None;
         }
         let name = format!("{prefix}-{}", std::process::id());
@@ -48,13 +65,145 @@ impl Session {
             if s.contains(what) {
                 return s;
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "timed out waiting for {what:?}; screen:\n{s}"
-            );
+            assert!(start.elapsed() < WAIT, "timed out waiting for {what:?}; screen:\n{s}");
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+    /// Waits until `what` is off the screen.
+    fn wait_gone(&self, what: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if !s.contains(what) {
+                return s;
+            }
+            assert!(start.elapsed() < WAIT, "timed out waiting for {what:?} to go; screen:\n{s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn has_tmux() -> bool {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("SKIPPED console_tmux: tmux is not installed");
+        return false;
+    }
+    true
+}
+
+/// `canopy --store ROOT serve --no-faults`, stopped (SIGTERM) when dropped.
+struct Server {
+    child: Child,
+    /// What it said when it was ready.
+    said: String,
+}
+
+impl Server {
+    /// Starts it and waits until it says it serves.
+    fn start(root: &Path, n: u32) -> Server {
+        Server::start_with(root, n, &[])
+    }
+
+    fn start_with(root: &Path, n: u32, extra: &[&str]) -> Server {
+        let err = root.join(format!("serve-{n}.err"));
+        let child = Command::new(env!("CARGO_BIN_EXE_canopy"))
+            .arg("--store")
+            .arg(root)
+            .args(["serve", "--no-faults"])
+            .args(extra)
+            .env_remove("CANOPY_SERVER")
+            .env_remove("CANOPY_HOME")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        let mut s = Server { child, said: String::new() };
+        s.said = wait_until("canopy serve to start", || {
+            if let Ok(Some(status)) = s.child.try_wait() {
+                panic!(
+                    "canopy serve exited ({status}): {}",
+                    std::fs::read_to_string(&err).unwrap_or_default()
+                );
+            }
+            std::fs::read_to_string(&err).ok().filter(|t| t.contains("canopy serve: store"))
+        });
+        s
+    }
+
+    fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// SIGTERM, then waits for it to exit.
+    fn stop(&mut self) {
+        if self.running() {
+            terminate(self.child.id());
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn terminate(pid: u32) {
+    // SAFETY: kill(2) with a pid this test started and SIGTERM.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGTERM);
+    }
+}
+
+/// `canopy --store ROOT ARGS…`: (success, stdout + stderr).
+fn cli(root: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_canopy"))
+        .arg("--store")
+        .arg(root)
+        .args(args)
+        .env_remove("CANOPY_SERVER")
+        .env_remove("CANOPY_HOME")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// A spec file `NAME.toml` running `command` on this host.
+fn spec(dir: &Path, name: &str, command: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"{name}\"\n[runtime]\ncommand = [\"sh\", \"-c\", \"{command}\"]\n[resources]\ngpus = 0\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The console, on the store at `root`, with what it exits with.
+fn console_cmd(root: &Path) -> String {
+    format!(
+        "{} --store {} --no-faults --color=none; echo CONSOLE-EXITED-$?; sleep 60",
+        env!("CARGO_BIN_EXE_canopy"),
+        root.display()
+    )
+}
+
+/// The pid the store's lock file names as its owner (the engine's process).
+fn owner_pid(root: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(root.join("canopy.db.lock")).ok()?;
+    text.lines().find_map(|l| l.strip_prefix("pid="))?.trim().parse().ok()
+}
+
+/// The command line of a live process, words joined by spaces.
+fn cmdline(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(String::from_utf8_lossy(&raw).replace('\0', " "))
 }
 
 impl Drop for Session {
@@ -149,4 +298,155 @@ fn sim_watch_end_to_end() {
     let after = s.wait_for("WATCH-EXITED-0");
     assert!(after.contains("| canopy |"), "{after}");
     assert!(!after.contains("REPLAY"), "the alternate screen is gone:\n{after}");
+}
+
+#[test]
+fn consoles_attach_to_a_running_engine_and_ride_out_its_restart() {
+    if !has_tmux() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path();
+    let mut server = Server::start(root, 1);
+
+    // Two consoles attach: neither starts an engine of its own.
+    let one = Session::start("canopy-attach-a", &console_cmd(root)).unwrap();
+    let two = Session::start("canopy-attach-b", &console_cmd(root)).unwrap();
+    for s in [&one, &two] {
+        s.wait_for("attached to");
+        s.keys(&["4"]);
+        s.wait_for("[4 workloads]");
+    }
+
+    // Submitted from the CLI: both consoles show it.
+    let (ok, out) = cli(root, &["submit", spec(root, "from-cli", "echo hi").to_str().unwrap()]);
+    assert!(ok, "{out}");
+    one.wait_for("from-cli");
+    two.wait_for("from-cli");
+
+    // Quitting an attached console asks nothing and leaves the engine and
+    // the other console as they were.
+    one.keys(&["q"]);
+    one.wait_for("CONSOLE-EXITED-0");
+    assert!(server.running(), "quitting an attached console stopped the engine");
+    let (ok, out) = cli(root, &["status"]);
+    assert!(ok && out.contains("from-cli"), "{out}");
+    assert!(!two.screen().contains("disconnected"));
+
+    // The engine goes away: the console says so, in words.
+    server.stop();
+    let screen = two.wait_for("disconnected");
+    assert!(screen.contains("reconnecting (since "), "{screen}");
+    assert!(screen.contains("from-cli"), "the data stays on screen:\n{screen}");
+
+    // It comes back: the console reconnects by itself and follows again.
+    let _server = Server::start(root, 2);
+    two.wait_gone("disconnected");
+    let (ok, out) = cli(root, &["submit", spec(root, "after-restart", "echo again").to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let screen = two.wait_for("after-restart");
+    assert!(screen.contains("from-cli"), "{screen}");
+    two.keys(&["q"]);
+    two.wait_for("CONSOLE-EXITED-0");
+}
+
+/// Cancels the workload and stops the background engine, however the test
+/// ends.
+struct Handed<'a> {
+    root: &'a Path,
+}
+
+impl Drop for Handed<'_> {
+    fn drop(&mut self) {
+        let _ = cli(self.root, &["cancel", "w-1"]);
+        if let Some(pid) = owner_pid(self.root)
+            && cmdline(pid)
+                .is_some_and(|c| c.contains(" serve") && c.contains(&self.root.display().to_string()))
+        {
+            terminate(pid);
+            wait_until("the background engine to stop", || cmdline(pid).is_none().then_some(()));
+        }
+    }
+}
+
+#[test]
+fn a_console_that_loses_its_terminal_hands_its_engine_over() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path();
+    let Some(s) = Session::start("canopy-hangup", &console_cmd(root)) else { return };
+    s.wait_for("broken first");
+    let _cleanup = Handed { root };
+    let console = owner_pid(root).expect("the console's engine owns the store");
+
+    // Work that outlives the console, submitted through the console's own
+    // engine (which serves the store's socket).
+    let (ok, out) = cli(root, &["submit", spec(root, "long-one", "sleep 60").to_str().unwrap()]);
+    assert!(ok, "{out}");
+    s.keys(&["4"]);
+    s.wait_for("long-one");
+    s.wait_for("▶ running");
+
+    // The terminal goes (tmux sends SIGHUP): no question asked, a
+    // background `canopy serve` takes the engine over.
+    drop(s);
+    let serve = wait_until("a background `canopy serve` to own the store", || {
+        owner_pid(root).filter(|pid| *pid != console && cmdline(*pid).is_some_and(|c| c.contains(" serve")))
+    });
+    let out = wait_until("`canopy status` from the new engine", || {
+        let (ok, out) = cli(root, &["status"]);
+        (ok && out.contains("long-one")).then_some(out)
+    });
+    let row = out.lines().find(|l| l.contains("long-one")).unwrap();
+    assert!(row.contains("running") || row.contains("succeeded"), "{out}");
+    wait_until("the console to exit", || {
+        cmdline(console).is_none_or(|c| !c.contains("--color=none")).then_some(())
+    });
+    let log = std::fs::read_to_string(root.join("canopy.log")).unwrap();
+    assert!(log.contains("handing the engine over"), "{log}");
+
+    // A new console attaches to it and shows the work.
+    let again = Session::start("canopy-hangup-again", &console_cmd(root)).unwrap();
+    again.wait_for("attached to");
+    again.keys(&["4"]);
+    again.wait_for("long-one");
+    again.wait_for("▶ running");
+    assert_eq!(owner_pid(root), Some(serve));
+}
+
+#[test]
+fn a_console_with_a_viewer_token_is_read_only_by_itself() {
+    if !has_tmux() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path();
+    let server = Server::start_with(root, 1, &["--listen", "127.0.0.1:0"]);
+    let url = server
+        .said
+        .split([',', ' ', ';'])
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no TCP address in {:?}", server.said))
+        .trim_end_matches('.')
+        .to_string();
+    let (ok, token) = cli(root, &["token", "create", "--name", "watcher", "--role", "viewer"]);
+    assert!(ok, "{token}");
+    let token = token.lines().next().unwrap().trim().to_string();
+    let (ok, out) = cli(root, &["submit", spec(root, "watched", "echo hi").to_str().unwrap()]);
+    assert!(ok, "{out}");
+
+    // No --read-only: the token's role decides.
+    let cmd = format!(
+        "CANOPY_TOKEN={token} {} --server {url} --color=none; echo CONSOLE-EXITED-$?; sleep 60",
+        env!("CARGO_BIN_EXE_canopy")
+    );
+    let s = Session::start("canopy-viewer", &cmd).unwrap();
+    let screen = s.wait_for("attached to");
+    assert!(screen.contains(&format!("attached to {url} as watcher (viewer); read-only")), "{screen}");
+    assert!(screen.lines().next().unwrap().contains("READ-ONLY"), "{screen}");
+    s.keys(&["4"]);
+    s.wait_for("watched");
+    s.keys(&["C-k"]);
+    s.wait_for("read-only: cancel w-1 is disabled");
+    s.keys(&["q"]);
+    s.wait_for("CONSOLE-EXITED-0");
 }

@@ -142,7 +142,8 @@ fn selection_is_reverse_video_not_colour_alone() {
 #[test]
 fn small_and_tiny_screens_do_not_panic() {
     let mut a = app();
-    for v in ['1', '2', '3', '4', '5', '6', '?'] {
+    a.update(Msg::Audit(Ok(canopy::console::fixture::audit())));
+    for v in ['1', '2', '3', '4', '5', '6', '7', '?'] {
         key(&mut a, v);
         for (w, h) in [(80, 24), (60, 15), (30, 8), (10, 3), (1, 1)] {
             a.update(Msg::Resize(w, h));
@@ -151,4 +152,55 @@ fn small_and_tiny_screens_do_not_panic() {
         key(&mut a, '\u{1b}');
         a.update(Msg::Key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)));
     }
+}
+
+#[test]
+fn disconnected() {
+    // An attached console whose engine went away: said in words in the
+    // header (reverse video, not colour alone), and the quit prompt of a
+    // console that runs the engine itself in the footer.
+    let mut a = app();
+    let since = canopy::engine::model::Millis(NOW.0 - 5_000);
+    a.update(Msg::Link(canopy::engine::handle::Link::Down { since, error: "connection refused".into() }));
+    a.owns_engine = true;
+    key(&mut a, 'q');
+    snap("disconnected", &a);
+    let t = render(&a, 80, 24);
+    let buf = t.backend().buffer();
+    let x = (0..80).find(|x| buf[(*x, 0)].symbol() == "d").expect("the marker");
+    assert!(buf[(x, 0)].modifier.contains(Modifier::REVERSED));
+}
+
+#[test]
+fn audit() {
+    // Loaded newest first; a denied, a refused and a hostile record (its
+    // escape sequence, bidi override and line break drawn as `�` and a
+    // space); the one from the day before shows its date.
+    let mut a = app();
+    key(&mut a, '7');
+    a.update(Msg::Audit(Ok(canopy::console::fixture::audit())));
+    key(&mut a, 'j');
+    key(&mut a, 'j');
+    key(&mut a, 'j');
+    snap("audit", &a);
+    let t = render(&a, 80, 24);
+    let buf = t.backend().buffer();
+    // Denied is a symbol, not a colour alone: row 3 is the hostile denied
+    // record, row 6 (selected) the denied cancel by ci.
+    assert_eq!(buf[(2, 3)].symbol(), "✗");
+    assert_eq!(buf[(1, 6)].symbol(), ">");
+    assert_eq!(buf[(2, 6)].symbol(), "✗");
+    assert_eq!(buf[(2, 4)].symbol(), "!", "refused");
+    let text = t.backend().to_string();
+    assert!(!text.contains('\u{1b}') && !text.contains('\u{202E}') && !text.contains('\u{7}'), "{text}");
+}
+
+#[test]
+fn audit_for_a_viewer_says_why_instead_of_a_table() {
+    let mut a = app();
+    key(&mut a, '7');
+    a.update(Msg::Audit(Err("the audit trail needs the operator role (token viewer is a viewer)".into())));
+    let s = render(&a, 80, 24).backend().to_string();
+    assert!(s.contains("cannot load the audit trail: the audit trail needs the operator role"), "{s}");
+    assert!(!s.contains("OUTCOME"), "{s}");
 }

@@ -223,7 +223,7 @@ fn idempotent_submit_returns_the_same_workload_or_a_conflict() {
     let again = w.submit_spec(&spec, Some("k1"));
     let Reply::Submitted { id, existing: false } = first else { panic!("{first:?}") };
     assert_eq!(again, Reply::Submitted { id, existing: true });
-    let Reply::Error { message } = w.submit_spec(&other, Some("k1")) else { panic!() };
+    let Reply::Error { message, .. } = w.submit_spec(&other, Some("k1")) else { panic!() };
     assert!(message.contains("different spec"), "{message}");
 }
 

@@ -52,7 +52,7 @@ fn start_engine(store: &Path, scratch: &Path, n: usize) -> Child {
         if let Some(status) = child.try_wait().unwrap() {
             panic!("engine #{n} exited ({status}): {}", std::fs::read_to_string(&stderr).unwrap_or_default());
         }
-        if std::fs::read_to_string(&stderr).unwrap_or_default().contains("canopy engine: store") {
+        if std::fs::read_to_string(&stderr).unwrap_or_default().contains("canopy serve: store") {
             return child;
         }
         assert!(Instant::now() < deadline, "engine #{n} did not start");
@@ -61,9 +61,9 @@ fn start_engine(store: &Path, scratch: &Path, n: usize) -> Child {
 }
 
 /// Submits through the CLI until the engine answers. A submit that found
-/// no engine (exit 4) left its command in the inbox, and one interrupted by
-/// a kill may or may not have been taken: sending it again with the same
-/// key is safe either way.
+/// no engine exits 4 having done nothing, and one interrupted by a kill may
+/// or may not have been committed: sending it again with the same key is
+/// safe either way.
 fn submit(store: &Path, spec: &Path, key: &str, stop: &AtomicBool) -> String {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
@@ -150,7 +150,7 @@ fn killing_the_engine_at_random_never_loses_or_repeats_a_workload() {
         std::thread::sleep(Duration::from_millis(100 + rng.below(900)));
         engine.kill().unwrap();
         engine.wait().unwrap();
-        // Sometimes stay down a moment: submits then wait in the inbox.
+        // Sometimes stay down a moment: submits then find no engine and retry.
         if rng.below(3) == 0 {
             std::thread::sleep(Duration::from_millis(rng.below(500)));
         }

@@ -8,10 +8,11 @@
 //! the node that failed, and the workload's own errors were not retried.
 
 use canopy::app::{self, EngineOptions};
+use canopy::engine::command::{Command, CommandResult};
 use canopy::engine::model::{AttemptRecord, WorkloadRecord, WorkloadState};
 use canopy::failure::FailureClass;
 use canopy::home::Home;
-use canopy::journal::{Command, CommandResult, Journal, WorkloadFilter};
+use canopy::journal::{Journal, WorkloadFilter};
 use canopy::providers::local::ShimCommand;
 use canopy::providers::sim::{FaultRates, SimConfig};
 use canopy::spec::{Format, load};

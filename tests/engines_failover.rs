@@ -5,9 +5,9 @@
 
 mod engines_support;
 
+use canopy::engine::command::Command;
 use canopy::engine::model::WorkloadState;
 use canopy::health::HealthView;
-use canopy::journal::Command;
 use canopy::providers::Provider;
 use canopy::schedule::{Decision, Policy, Requirements, Snapshot, place};
 use engines_support::*;

@@ -111,8 +111,8 @@ async fn cancel_leaves_nothing_running_on_slurm() {
     let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
     let id = submit(&r, gpu_spec("slurm-cancel", "sleep 300")).await;
     wait(t.path(), id, LONG, "running", |w, _| w.state == WorkloadState::Running).await;
-    let res = r.handle.command(canopy::journal::Command::Cancel { id }).await;
-    assert!(!matches!(res, canopy::journal::CommandResult::Error { .. }), "{res:?}");
+    let res = r.handle.command(canopy::engine::command::Command::Cancel { id }).await;
+    assert!(!matches!(res, canopy::engine::command::CommandResult::Error { .. }), "{res:?}");
     let (w, _) = wait(t.path(), id, LONG, "cancelled", |w, _| w.state.is_final()).await;
     assert_eq!(w.state, WorkloadState::Cancelled);
     let p = adapter(&e);

@@ -2,9 +2,7 @@
 
 use canopy::engine::model::*;
 use canopy::failure::FailureClass;
-use canopy::journal::{
-    Command, CommandResult, HealthWindow, Journal, JournalError, SCHEMA_VERSION, WorkloadFilter,
-};
+use canopy::journal::{HealthWindow, Journal, JournalError, SCHEMA_VERSION, WorkloadFilter};
 use canopy::spec::Spec;
 
 fn spec(name: &str) -> Spec {
@@ -24,6 +22,7 @@ fn workload(id: u64, state: WorkloadState) -> WorkloadRecord {
         name: format!("train-{id}"),
         spec: spec(&format!("train-{id}")),
         spec_hash: format!("{id:064x}"),
+        submitted_by: None,
         idempotency_key: None,
         priority: 70,
         state,
@@ -325,71 +324,43 @@ fn workloads_can_be_listed_by_state_name_and_time() {
 }
 
 #[test]
-fn the_inbox_carries_commands_from_the_cli_to_the_engine() {
+fn every_commit_is_a_numbered_batch_a_reader_can_resume_from() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("canopy.db");
-    let mut engine = Journal::open(&path).unwrap();
-    let mut cli = Journal::open(&path).unwrap();
-    assert_eq!(cli.store_id(), engine.store_id());
-
-    let submit = Command::Submit { spec: Box::new(spec("train")), idempotency_key: Some("k1".into()) };
-    let s1 = cli.push_command(&submit, Millis(1)).unwrap();
-    let s2 = cli.push_command(&Command::Cordon { node: "gpu-7".into() }, Millis(2)).unwrap();
-    let s3 = cli.push_command(&Command::Cancel { id: WorkloadId(4) }, Millis(3)).unwrap();
-    assert!(s1 < s2 && s2 < s3);
-    assert_eq!(cli.command_result(s1).unwrap(), None);
-
-    let taken = engine.take_commands(2, Millis(10)).unwrap();
-    assert_eq!(taken, vec![(s1, submit), (s2, Command::Cordon { node: "gpu-7".into() })]);
-    // Taken once only; the rest comes next.
-    assert_eq!(
-        engine.take_commands(10, Millis(11)).unwrap(),
-        vec![(s3, Command::Cancel { id: WorkloadId(4) })]
-    );
-    assert!(engine.take_commands(10, Millis(12)).unwrap().is_empty());
-
-    let done = CommandResult::Submitted { id: WorkloadId(9), existing: false };
-    engine.complete_command(s1, &done, Millis(20)).unwrap();
-    assert_eq!(cli.command_result(s1).unwrap(), Some(done));
-    assert_eq!(cli.command_result(s2).unwrap(), None);
-
-    // The engine dies holding s2 and s3; its successor gets them again.
-    engine.complete_command(s3, &CommandResult::Ok { message: "cancelling w-4".into() }, Millis(21)).unwrap();
-    drop(engine);
-    let mut successor = Journal::open(&path).unwrap();
-    assert_eq!(successor.requeue_unfinished().unwrap(), 1);
-    assert_eq!(
-        successor.take_commands(10, Millis(30)).unwrap(),
-        vec![(s2, Command::Cordon { node: "gpu-7".into() })]
-    );
-
-    let missing = cli.command_result(999).unwrap_err();
-    assert!(matches!(missing, JournalError::NoSuchCommand { seq: 999, .. }), "{missing}");
-    assert!(
-        successor.complete_command(999, &CommandResult::Ok { message: String::new() }, Millis(1)).is_err()
-    );
+    let mut j = Journal::open(&path).unwrap();
+    assert_eq!(j.append(&[]).unwrap(), 0, "an empty batch writes nothing");
+    let s1 = j.append(&[w(workload(1, WorkloadState::Queued))]).unwrap();
+    let s2 =
+        j.append(&[w(workload(2, WorkloadState::Queued)), w(workload(1, WorkloadState::Running))]).unwrap();
+    let s3 = j.append(&[w(workload(2, WorkloadState::Failed))]).unwrap();
+    assert!(s1 < s2 && s2 < s3, "sequence numbers only grow: {s1} {s2} {s3}");
+    // A second connection (another process) reads them back in order.
+    let reader = Journal::open(&path).unwrap();
+    let after_first = reader.batches_since(s1, 100).unwrap();
+    assert_eq!(after_first.iter().map(|b| b.seq).collect::<Vec<_>>(), [s2, s3]);
+    assert_eq!(after_first[0].records.len(), 2, "a batch keeps every record of its commit");
+    assert_eq!(reader.batch_range().unwrap(), (s1, s3));
 }
 
 #[test]
-fn an_unreadable_command_is_answered_not_stuck() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("canopy.db");
-    let mut engine = Journal::open(&path).unwrap();
-    // What a newer CLI might send.
-    let raw = rusqlite::Connection::open(&path).unwrap();
-    raw.execute("INSERT INTO inbox (command, pushed_at) VALUES ('{\"command\":\"teleport\"}', 1)", [])
-        .unwrap();
-    let seq = raw.last_insert_rowid();
-    let after = engine.push_command(&Command::Drain { node: "gpu-1".into() }, Millis(2)).unwrap();
-
-    assert_eq!(
-        engine.take_commands(10, Millis(3)).unwrap(),
-        vec![(after, Command::Drain { node: "gpu-1".into() })]
-    );
-    match engine.command_result(seq).unwrap() {
-        Some(CommandResult::Error { message }) => assert!(message.contains("teleport"), "{message}"),
-        other => panic!("expected an error result, got {other:?}"),
-    }
+fn audit_records_and_who_submitted_are_kept() {
+    use canopy::engine::model::AuditRecord;
+    let mut j = Journal::open_in_memory().unwrap();
+    let mut rec = workload(1, WorkloadState::Queued);
+    rec.submitted_by = Some("ci-bot".into());
+    let audit = AuditRecord {
+        at: Millis(5),
+        principal: "ci-bot".into(),
+        origin: "127.0.0.1:5000".into(),
+        action: "submit".into(),
+        target: Some("w-1".into()),
+        outcome: "ok".into(),
+        reason: None,
+    };
+    j.append(&[w(rec), Record::Audit(Box::new(audit.clone()))]).unwrap();
+    assert_eq!(j.workload(WorkloadId(1)).unwrap().unwrap().submitted_by.as_deref(), Some("ci-bot"));
+    let trail = j.audit(&canopy::journal::AuditFilter::default()).unwrap();
+    assert_eq!(trail, [audit]);
 }
 
 #[test]

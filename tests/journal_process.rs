@@ -56,6 +56,7 @@ fn batch(id: u64) -> Vec<Record> {
         name: "train".into(),
         spec,
         spec_hash: "0".repeat(64),
+        submitted_by: None,
         idempotency_key: Some(format!("key-{id}")),
         priority: 50,
         state: WorkloadState::Placing,

@@ -6,10 +6,10 @@
 use canopy::console::app::{App, Config, Effect, Msg, View};
 use canopy::console::replay::{Control, FRAME, Pacer, ReplayCtl, Wall, wall_delay};
 use canopy::console::views;
+use canopy::engine::command::{Command, CommandResult};
 use canopy::engine::core::Core;
 use canopy::engine::model::{Millis, Record, WorkloadState};
 use canopy::engine::shell::{EngineHandle, REPLAY_READ_ONLY};
-use canopy::journal::{Command, CommandResult};
 use canopy::sim::{self, EPOCH, FaultModel, Input, PlacementPolicy, RecordSink};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -176,7 +176,7 @@ fn a_replay_is_read_only_and_has_no_logs() {
     // And the handle refuses whatever gets through.
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let r = rt.block_on(w.handle.command(Command::Cordon { node: "fra-h100-01".into() }));
-    assert!(matches!(&r, CommandResult::Error { message } if message == REPLAY_READ_ONLY), "{r:?}");
+    assert!(matches!(&r, CommandResult::Error { message, .. } if message == REPLAY_READ_ONLY), "{r:?}");
     assert!(rt.block_on(w.handle.recent(10, 10)).is_err());
 
     // Logs: a clear empty state, and nothing to tail.

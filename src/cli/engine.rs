@@ -1,58 +1,95 @@
-//! `canopy engine`: run the engine without the console, until Ctrl-C or
-//! SIGTERM. Running attempts keep running and are re-adopted next start.
+//! `canopy serve` (alias `canopy engine`): the engine as a service, until
+//! Ctrl-C or SIGTERM. The API is served on the store's socket and, with
+//! `--listen`, on TCP. Running attempts keep running when it stops and
+//! are re-adopted next start.
 
 use super::StoreArgs;
 use canopy::app::{self, EngineOptions};
 use canopy::providers::sim::SimConfig;
+use canopy::server::ServerOptions;
 use color_eyre::eyre::{Result, WrapErr, eyre};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-pub fn run(
-    store: &StoreArgs,
-    fleet: Option<PathBuf>,
-    seed: Option<u64>,
-    no_faults: bool,
-) -> Result<ExitCode> {
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub fleet: super::FleetArg,
+    /// Seed of the simulated providers' faults and churn.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Simulated providers never fail (for demos and tests).
+    #[arg(long)]
+    pub no_faults: bool,
+    /// Also serve the API on TCP here (e.g. 127.0.0.1:7878); every request
+    /// there needs a bearer token (`canopy token create`).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// TLS certificate (PEM) for --listen.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for --listen.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Allow --listen on a non-loopback address without TLS.
+    #[arg(long)]
+    pub insecure_listen: bool,
+    /// Batches an event-stream client may fall behind before it is told
+    /// to reload.
+    #[arg(long, default_value_t = 1024, hide = true)]
+    pub stream_buffer: usize,
+}
+
+pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
     let home = store.home();
     super::log_to_file(&home)?;
     let rt = tokio::runtime::Runtime::new().wrap_err("starting the async runtime")?;
     rt.block_on(async move {
         let mut opts = EngineOptions::embedded(home.clone())?;
-        opts.fleet = fleet;
+        opts.fleet = args.fleet.fleet;
         opts.config = store.config.clone();
-        if no_faults {
+        if args.no_faults {
             opts.sim = SimConfig::no_faults();
         }
-        if let Some(s) = seed {
+        if let Some(s) = args.seed {
             opts.sim.seed = s;
         }
-        let running = app::start(opts).await?;
+        let tls = args.tls_cert.is_some();
+        opts.server = ServerOptions {
+            listen: args.listen,
+            tls: args.tls_cert.zip(args.tls_key),
+            insecure_listen: args.insecure_listen,
+            stream_buffer: args.stream_buffer,
+        };
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut running = app::start(opts).await?;
+        let tcp = running
+            .serving
+            .tcp
+            .map(|a| format!(", {}://{a}", if tls { "https" } else { "http" }))
+            .unwrap_or_default();
         eprintln!(
-            "canopy engine: store {} (id {}), {} providers, {} nodes. Ctrl-C stops the engine; workloads keep running.",
+            "canopy serve: store {} (id {}), {} providers, {} nodes; API on {}{tcp}. Ctrl-C stops the engine; workloads keep running.",
             home.store().display(),
             running.store_id,
             running.fleet.providers.len(),
-            running.fleet.nodes.len()
+            running.fleet.nodes.len(),
+            running.serving.socket.display(),
         );
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let task = running.task;
-        tokio::pin!(task);
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => running.handle.shutdown(),
-            _ = term.recv() => running.handle.shutdown(),
-            r = &mut task => {
-                return match r {
-                    Ok(Ok(())) => Ok(ExitCode::SUCCESS),
-                    Ok(Err(e)) => Err(eyre!(e)),
-                    Err(e) => Err(eyre!("the engine task failed: {e}")),
-                };
+        let stopped = tokio::select! {
+            _ = tokio::signal::ctrl_c() => None,
+            _ = term.recv() => None,
+            r = &mut running.task => Some(r),
+        };
+        let result = match stopped {
+            Some(r) => {
+                running.serving.stop().await;
+                r.map_err(|e| eyre!("the engine task failed: {e}"))?
             }
-        }
-        match task.await {
-            Ok(Ok(())) => Ok(ExitCode::SUCCESS),
-            Ok(Err(e)) => Err(eyre!(e)),
-            Err(e) => Err(eyre!("the engine task failed: {e}")),
-        }
+            None => running.stop(std::time::Duration::from_secs(10)).await,
+        };
+        result.map_err(|e| eyre!(e))?;
+        Ok(ExitCode::SUCCESS)
     })
 }

@@ -3,9 +3,10 @@
 //! Each subcommand lives in its own file and prints for people (tables) or
 //! for scripts (`--json`). Exit codes are part of the interface:
 //! 0 success, 1 bad input or failure, 2 usage error (clap), 3 nothing fits
-//! (`plan`), 4 no engine owns the store (the command waits in its inbox),
+//! (`plan`), 4 no engine owns the store (or `--server` does not answer),
 //! 5 the workload failed (`submit --wait`), 6 it was cancelled.
 
+mod admin;
 mod console;
 mod engine;
 mod fleet;
@@ -15,9 +16,9 @@ mod table;
 mod validate;
 mod workloads;
 
+use canopy::engine::command::Command as JCommand;
 use canopy::engine::model::{WorkloadId, WorkloadState};
 use canopy::home::Home;
-use canopy::journal::Command as JCommand;
 use clap::{Parser, Subcommand};
 use color_eyre::eyre::{Result, WrapErr};
 use std::path::{Path, PathBuf};
@@ -74,11 +75,32 @@ pub struct StoreArgs {
     /// $CANOPY_CONFIG, else <store>/canopy.toml when present.
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// A remote Canopy server (http://HOST:PORT or https://…) instead of
+    /// the store's socket; with a token from $CANOPY_TOKEN.
+    #[arg(long, global = true, env = "CANOPY_SERVER", value_name = "URL")]
+    pub server: Option<String>,
+    /// Bearer token for --server (prefer the environment variable: a
+    /// command line is visible to other users).
+    #[arg(long, global = true, env = "CANOPY_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub token: Option<String>,
 }
 
 impl StoreArgs {
     pub fn home(&self) -> Home {
         self.store.clone().map(Home::new).unwrap_or_else(Home::from_env)
+    }
+
+    /// Where the API is: `--server` when given, else the store's socket.
+    pub fn target(&self) -> canopy::client::Target {
+        match &self.server {
+            Some(url) => canopy::client::Target::Url { base: url.clone(), token: self.token.clone() },
+            None => canopy::client::Target::Socket(canopy::server::listen::socket_path(self.home().root())),
+        }
+    }
+
+    /// A client for [`target`](Self::target).
+    pub fn client(&self) -> Result<canopy::client::Client> {
+        canopy::client::Client::new(self.target()).map_err(|e| color_eyre::eyre::eyre!(e))
     }
 }
 
@@ -130,18 +152,12 @@ pub enum Command {
     },
     /// Print the JSON Schema of the workload spec, for editors.
     Schema,
-    /// Run the engine without the console until Ctrl-C. Workloads keep
+    /// Run the engine as a service until Ctrl-C or SIGTERM: the HTTP API on
+    /// <store>/canopy.sock (the store's owner, as admin) and, with
+    /// --listen, on TCP for everyone else (bearer tokens). Workloads keep
     /// running when it stops and are re-adopted when it starts again.
-    Engine {
-        #[command(flatten)]
-        fleet: FleetArg,
-        /// Seed of the simulated providers' faults and churn.
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Simulated providers never fail (for demos and tests).
-        #[arg(long)]
-        no_faults: bool,
-    },
+    #[command(alias = "engine")]
+    Serve(engine::ServeArgs),
     /// Submit a workload spec to the engine that owns the store.
     Submit {
         spec: PathBuf,
@@ -192,13 +208,41 @@ pub enum Command {
         json: bool,
     },
     /// Cancel a workload: its running attempt is terminated.
-    Cancel { id: WorkloadId },
+    Cancel {
+        id: WorkloadId,
+        /// Why, for the audit trail.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Submit an ended workload's spec again, as a new workload.
+    Retry {
+        id: WorkloadId,
+        #[arg(long)]
+        reason: Option<String>,
+    },
     /// Stop placing new work on a node.
-    Cordon { node: String },
+    Cordon {
+        node: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
     /// Let a cordoned or drained node take work again.
-    Uncordon { node: String },
+    Uncordon {
+        node: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
     /// Stop placing work on a node and move its running work elsewhere.
-    Drain { node: String },
+    Drain {
+        node: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// API tokens: create (the secret is shown once), list, revoke.
+    #[command(subcommand)]
+    Token(admin::TokenCommand),
+    /// The audit trail: who changed what, from where, and the outcome.
+    Audit(admin::AuditArgs),
     /// Show the fleet: providers, pools, capacity and prices.
     Fleet {
         #[command(flatten)]
@@ -229,9 +273,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             plan::run(&spec, &load_fleet(fleet.fleet.as_deref())?, json)
         }
         Some(Command::Validate { specs, json }) => validate::run(&specs, json),
-        Some(Command::Engine { fleet, seed, no_faults }) => {
-            engine::run(&cli.store, fleet.fleet, seed, no_faults)
-        }
+        Some(Command::Serve(args)) => engine::run(&cli.store, args),
         Some(Command::Submit { spec, idempotency_key, wait, json }) => {
             workloads::submit(&cli.store, &spec, idempotency_key, wait, json)
         }
@@ -243,10 +285,21 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
         Some(Command::Events { id, json }) => workloads::events(&cli.store, id, json),
         Some(Command::Artifacts { id, json }) => workloads::artifacts(&cli.store, id, json),
-        Some(Command::Cancel { id }) => workloads::command(&cli.store, JCommand::Cancel { id }),
-        Some(Command::Cordon { node }) => workloads::command(&cli.store, JCommand::Cordon { node }),
-        Some(Command::Uncordon { node }) => workloads::command(&cli.store, JCommand::Uncordon { node }),
-        Some(Command::Drain { node }) => workloads::command(&cli.store, JCommand::Drain { node }),
+        Some(Command::Cancel { id, reason }) => {
+            workloads::command(&cli.store, JCommand::Cancel { id }, reason)
+        }
+        Some(Command::Retry { id, reason }) => workloads::command(&cli.store, JCommand::Retry { id }, reason),
+        Some(Command::Cordon { node, reason }) => {
+            workloads::command(&cli.store, JCommand::Cordon { node }, reason)
+        }
+        Some(Command::Uncordon { node, reason }) => {
+            workloads::command(&cli.store, JCommand::Uncordon { node }, reason)
+        }
+        Some(Command::Drain { node, reason }) => {
+            workloads::command(&cli.store, JCommand::Drain { node }, reason)
+        }
+        Some(Command::Token(t)) => admin::token(&cli.store, t),
+        Some(Command::Audit(a)) => admin::audit(&cli.store, a),
         Some(Command::Sim(args)) => sim::run(args, &cli.console).map(|()| ExitCode::SUCCESS),
         Some(Command::Schema) => {
             let schema = canopy::spec::load::schema();

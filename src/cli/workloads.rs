@@ -1,57 +1,88 @@
-//! Headless workload commands against a store: submit, status, events,
-//! artifacts, logs, cancel and node commands. They read the store directly
-//! and send commands through its inbox to the engine that owns it.
+//! Workload and node commands through the API: submit, status, events,
+//! artifacts, logs, cancel, retry, cordon, uncordon, drain. They talk to
+//! whatever engine owns the store (its socket) or to `--server URL`; with
+//! none answering they say so and exit 4.
 
 use super::table::{new_table, usd};
 use super::{EXIT_CANCELLED, EXIT_ERROR, EXIT_NO_ENGINE, EXIT_WORKLOAD_FAILED, StoreArgs};
-use canopy::engine::model::{Millis, WorkloadId, WorkloadRecord, WorkloadState};
-use canopy::home::Home;
-use canopy::journal::{Command, CommandResult, Journal, WorkloadFilter, is_owned};
-use canopy::providers::Artifact;
-use canopy::spec::load;
-use color_eyre::eyre::{Result, WrapErr, eyre};
+use canopy::client::{Client, ClientError, new_key};
+use canopy::engine::command::{Command, CommandResult};
+use canopy::engine::handle::Stream;
+use canopy::engine::model::{AttemptId, EventRecord, Millis, WorkloadId, WorkloadRecord, WorkloadState};
+use canopy::server::api::{ArtifactView, Page, WorkloadView};
+use canopy::spec::load::{self, Format};
+use color_eyre::eyre::{Result, WrapErr};
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn now() -> Millis {
     use canopy::engine::clock::{Clock, SystemClock};
     SystemClock.now()
 }
 
-fn open(home: &Home) -> Result<Journal> {
-    Journal::open(&home.store()).wrap_err("opening the store")
+/// Runs one API conversation on a small runtime. A server that does not
+/// answer is exit 4 with what to do; an API error is printed, exit 1.
+pub fn with_api<T>(
+    store: &StoreArgs,
+    f: impl AsyncFnOnce(Client) -> Result<T, ClientError>,
+) -> Result<Result<T, ExitCode>> {
+    let client = store.client()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .wrap_err("starting the async runtime")?;
+    Ok(rt.block_on(async move { f(client).await }).map_err(|e| report(store, &e)))
 }
 
-/// Whether an engine owns the store right now. Asked without taking
-/// ownership: an engine starting at this moment must not fail because of us.
-fn engine_running(home: &Home) -> bool {
-    is_owned(&home.store()).unwrap_or(true)
-}
-
-/// Sends a command and waits up to `wait` for the engine's answer.
-fn send(home: &Home, cmd: Command, wait: Duration) -> Result<Option<CommandResult>> {
-    let mut j = open(home)?;
-    let seq = j.push_command(&cmd, now())?;
-    if !engine_running(home) {
-        eprintln!(
-            "No engine owns {}; the command waits in its inbox (#{seq}) until one starts (`canopy engine` or `canopy`).",
-            home.store().display()
-        );
-        return Ok(None);
-    }
-    let deadline = Instant::now() + wait;
-    while Instant::now() < deadline {
-        if let Some(r) = j.command_result(seq)? {
-            return Ok(Some(r));
+/// Prints a client error for people; returns the exit code it means.
+pub fn report(store: &StoreArgs, e: &ClientError) -> ExitCode {
+    match e {
+        ClientError::Unreachable { target, detail } => {
+            if store.server.is_some() {
+                eprintln!(
+                    "error: no Canopy server answers at {target} ({detail}); check --server and that it runs"
+                );
+            } else {
+                eprintln!(
+                    "error: no engine owns the store {} (nothing answers on {target}: {detail}); start one with `canopy serve` or `canopy`",
+                    store.home().root().display()
+                );
+            }
+            ExitCode::from(EXIT_NO_ENGINE)
         }
-        std::thread::sleep(Duration::from_millis(50));
+        ClientError::Api { message, body, .. } => {
+            eprintln!("error: {message}");
+            if let Some(problems) = body["error"]["problems"].as_array() {
+                for p in problems.iter().skip(1) {
+                    eprintln!(
+                        "  {}:{}:{}: {}",
+                        p["file"].as_str().unwrap_or(""),
+                        p["line"],
+                        p["col"],
+                        p["message"].as_str().unwrap_or("")
+                    );
+                }
+            }
+            ExitCode::from(EXIT_ERROR)
+        }
+        ClientError::Decode(m) => {
+            eprintln!("error: {m}");
+            ExitCode::from(EXIT_ERROR)
+        }
     }
-    Err(eyre!(
-        "the engine did not answer command #{seq} within {}s; is it stuck? see {}",
-        wait.as_secs(),
-        home.log_file().display()
-    ))
+}
+
+/// Runs `f` and turns its outcome into the command's exit code.
+fn run<T>(
+    store: &StoreArgs,
+    f: impl AsyncFnOnce(Client) -> Result<T, ClientError>,
+    done: impl FnOnce(T) -> Result<ExitCode>,
+) -> Result<ExitCode> {
+    match with_api(store, f)? {
+        Ok(v) => done(v),
+        Err(code) => Ok(code),
+    }
 }
 
 pub fn submit(
@@ -61,8 +92,8 @@ pub fn submit(
     wait: bool,
     json: bool,
 ) -> Result<ExitCode> {
-    let home = store.home();
     let source = std::fs::read_to_string(spec_path).unwrap_or_default();
+    // Validated here first, so problems are shown against the user's file.
     let loaded = match load::load_file(spec_path) {
         Ok(l) => l,
         Err(e) => {
@@ -73,34 +104,31 @@ pub fn submit(
     for w in &loaded.warnings {
         eprintln!("{}\n", w.render(&source));
     }
-    // Always keyed, so an engine that crashes mid-command and replays it
-    // cannot submit twice.
-    let key = key.unwrap_or_else(|| {
-        format!("cli-{}-{}-{}", std::process::id(), now().0, &loaded.spec.content_hash()[..12])
-    });
-    let cmd = Command::Submit { spec: Box::new(loaded.spec), idempotency_key: Some(key) };
-    let id = match send(&home, cmd, Duration::from_secs(30))? {
-        None => return Ok(ExitCode::from(EXIT_NO_ENGINE)),
-        Some(CommandResult::Submitted { id, existing }) => {
-            if json && !wait {
-                println!("{}", serde_json::json!({ "id": id.to_string(), "existing": existing }));
-            } else if existing {
-                println!("{id} (already submitted with this idempotency key)");
-            } else {
-                println!("{id}");
-            }
-            id
-        }
-        Some(CommandResult::Error { message }) => return Err(eyre!(message)),
-        Some(CommandResult::Ok { message }) => return Err(eyre!("unexpected answer: {message}")),
+    // Always keyed, so a request retried after a lost answer never submits
+    // twice.
+    let key = key.unwrap_or_else(new_key);
+    let is_json = Format::from_path(spec_path) == Format::Json;
+    let submitted = with_api(store, async |c| c.submit(&source, is_json, &key).await)?;
+    let v = match submitted {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
     };
+    let id = v.workload.id;
+    if json && !wait {
+        println!("{}", serde_json::json!({ "id": id.to_string(), "existing": v.existing }));
+    } else if v.existing {
+        println!("{id} (already submitted with this idempotency key)");
+    } else {
+        println!("{id}");
+    }
     if !wait {
         return Ok(ExitCode::SUCCESS);
     }
-    let j = open(&home)?;
-    let mut last: Option<WorkloadState> = None;
-    loop {
-        if let Some(w) = j.workload(id)? {
+    let followed = with_api(store, async |c| {
+        let mut last: Option<WorkloadState> = None;
+        loop {
+            let v = c.workload(id).await?;
+            let w = v.workload;
             if last != Some(w.state) {
                 eprintln!(
                     "{id}: {}{}",
@@ -110,13 +138,19 @@ pub fn submit(
                 last = Some(w.state);
             }
             if w.state.is_final() {
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&w)?);
-                }
-                return Ok(exit_for(w.state));
+                return Ok(w);
             }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        std::thread::sleep(Duration::from_millis(200));
+    })?;
+    match followed {
+        Ok(w) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&w)?);
+            }
+            Ok(exit_for(w.state))
+        }
+        Err(code) => Ok(code),
     }
 }
 
@@ -145,43 +179,87 @@ pub fn status(
     limit: usize,
     json: bool,
 ) -> Result<ExitCode> {
-    let home = store.home();
-    let j = open(&home)?;
     if let Some(id) = id {
-        let Some(w) = j.workload(id)? else {
-            return Err(eyre!("no workload {id} in {}", home.store().display()));
-        };
-        let attempts = j.attempts(id)?;
-        if json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&serde_json::json!({ "workload": w, "attempts": attempts }))?
-            );
-            return Ok(ExitCode::SUCCESS);
-        }
-        println!("{}  {}  {}  priority {}  cost {}", w.id, w.name, w.state, w.priority, usd(w.cost_usd));
-        if let Some(r) = &w.reason {
-            println!("  {r}");
-        }
-        let mut t = new_table(&["ATTEMPT", "STATE", "POOL", "NODE", "$/H", "COST", "CLASS", "EVIDENCE"]);
-        for a in &attempts {
-            t.add_row(vec![
-                a.id.to_string(),
-                a.state.to_string(),
-                a.pool.clone(),
-                a.node.clone(),
-                usd(a.price_per_hour),
-                usd(a.cost_usd),
-                a.class.map(|c| c.to_string()).unwrap_or_default(),
-                a.evidence.clone().unwrap_or_default().chars().take(80).collect(),
-            ]);
-        }
-        println!("{t}");
-        return Ok(ExitCode::SUCCESS);
+        return run(
+            store,
+            async |c| c.workload(id).await,
+            |v| {
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(
+                            &serde_json::json!({ "workload": v.workload, "attempts": v.attempts })
+                        )?
+                    );
+                    return Ok(ExitCode::SUCCESS);
+                }
+                let w = &v.workload;
+                println!(
+                    "{}  {}  {}  priority {}  cost {}",
+                    w.id,
+                    w.name,
+                    w.state,
+                    w.priority,
+                    usd(w.cost_usd)
+                );
+                if let Some(by) = &w.submitted_by {
+                    println!("  submitted by {by}");
+                }
+                if let Some(r) = &w.reason {
+                    println!("  {r}");
+                }
+                let mut t =
+                    new_table(&["ATTEMPT", "STATE", "POOL", "NODE", "$/H", "COST", "CLASS", "EVIDENCE"]);
+                for a in &v.attempts {
+                    t.add_row(vec![
+                        a.id.to_string(),
+                        a.state.to_string(),
+                        a.pool.clone(),
+                        a.node.clone(),
+                        usd(a.price_per_hour),
+                        usd(a.cost_usd),
+                        a.class.map(|c| c.to_string()).unwrap_or_default(),
+                        a.evidence.clone().unwrap_or_default().chars().take(80).collect(),
+                    ]);
+                }
+                println!("{t}");
+                Ok(ExitCode::SUCCESS)
+            },
+        );
     }
-    let list = j.workloads(&WorkloadFilter { states, limit: Some(limit), ..WorkloadFilter::default() })?;
+    let state_q: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
+    let fetched = with_api(store, async |c| {
+        let mut out: Vec<WorkloadRecord> = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut more = false;
+        while out.len() < limit {
+            let page_size = (limit - out.len()).min(1000);
+            let mut q = format!("limit={page_size}");
+            if !state_q.is_empty() {
+                q.push_str(&format!("&state={}", state_q.join(",")));
+            }
+            if let Some(c) = &cursor {
+                q.push_str(&format!("&cursor={c}"));
+            }
+            let page: Page = c.workloads(&q).await?;
+            out.extend(page.workloads.into_iter().map(|v| v.workload));
+            more = page.next_cursor.is_some();
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        Ok((out, more))
+    })?;
+    let (list, more) = match fetched {
+        Ok(x) => x,
+        Err(code) => return Ok(code),
+    };
     if json {
         println!("{}", serde_json::to_string_pretty(&list)?);
+        if more {
+            eprintln!("(only the newest {limit}; use --limit to see more)");
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let now = now();
@@ -199,29 +277,33 @@ pub fn status(
         ]);
     }
     println!("{t}");
+    if more {
+        println!("(the newest {limit} shown; --limit N shows more)");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn events(store: &StoreArgs, id: WorkloadId, json: bool) -> Result<ExitCode> {
-    let j = open(&store.home())?;
-    let events = j.events(id)?;
-    if events.is_empty() && j.workload(id)?.is_none() {
-        return Err(eyre!("no workload {id}"));
-    }
-    if json {
-        println!("{}", serde_json::to_string_pretty(&events)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    for e in &events {
-        let t = chrono_like(e.at);
-        let a = e.attempt.map(|a| a.to_string()).unwrap_or_default();
-        println!("{t}  {a:<8} {:<18} {}", e.kind.as_str(), e.message);
-    }
-    Ok(ExitCode::SUCCESS)
+    run(
+        store,
+        async |c| c.get::<Vec<EventRecord>>(&format!("/v1/workloads/{id}/events")).await,
+        |events| {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&events)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            for e in &events {
+                let t = chrono_like(e.at);
+                let a = e.attempt.map(|a| a.to_string()).unwrap_or_default();
+                println!("{t}  {a:<8} {:<18} {}", e.kind.as_str(), e.message);
+            }
+            Ok(ExitCode::SUCCESS)
+        },
+    )
 }
 
 /// `2026-11-29 18:20:11` in UTC, without a date-time dependency.
-fn chrono_like(t: Millis) -> String {
+pub fn chrono_like(t: Millis) -> String {
     let secs = t.0.div_euclid(1000);
     let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
     // Civil-from-days (Howard Hinnant's algorithm).
@@ -239,39 +321,32 @@ fn chrono_like(t: Millis) -> String {
 }
 
 pub fn artifacts(store: &StoreArgs, id: WorkloadId, json: bool) -> Result<ExitCode> {
-    let home = store.home();
-    let j = open(&home)?;
-    let attempts = j.attempts(id)?;
-    let mut all: Vec<(String, Artifact)> = Vec::new();
-    for a in &attempts {
-        let manifest = home.artifacts().join(id.to_string()).join(a.id.n.to_string()).join("manifest.json");
-        if let Ok(text) = std::fs::read_to_string(&manifest) {
-            let arts: Vec<Artifact> =
-                serde_json::from_str(&text).wrap_err_with(|| format!("reading {}", manifest.display()))?;
-            all.extend(arts.into_iter().map(|x| (a.id.to_string(), x)));
-        }
-    }
-    if json {
-        let v: Vec<_> = all.iter().map(|(a, x)| serde_json::json!({ "attempt": a, "artifact": x })).collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    if all.is_empty() {
-        println!("{id} has no collected outputs.");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let mut t = new_table(&["ATTEMPT", "OUTPUT", "BYTES", "SHA256", "PATH"]);
-    for (a, x) in &all {
-        t.add_row(vec![
-            a.clone(),
-            x.name.clone(),
-            x.bytes.to_string(),
-            x.sha256[..16].to_string(),
-            x.path.display().to_string(),
-        ]);
-    }
-    println!("{t}");
-    Ok(ExitCode::SUCCESS)
+    run(
+        store,
+        async |c| c.get::<Vec<ArtifactView>>(&format!("/v1/workloads/{id}/artifacts")).await,
+        |all| {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&all)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            if all.is_empty() {
+                println!("{id} has no collected outputs.");
+                return Ok(ExitCode::SUCCESS);
+            }
+            let mut t = new_table(&["ATTEMPT", "OUTPUT", "BYTES", "SHA256", "DOWNLOAD"]);
+            for x in &all {
+                t.add_row(vec![
+                    format!("{id}.{}", x.attempt),
+                    x.name.clone(),
+                    x.bytes.to_string(),
+                    x.sha256.chars().take(16).collect(),
+                    x.download.clone().unwrap_or_else(|| "(directory)".into()),
+                ]);
+            }
+            println!("{t}");
+            Ok(ExitCode::SUCCESS)
+        },
+    )
 }
 
 pub fn logs(
@@ -281,66 +356,80 @@ pub fn logs(
     follow: bool,
     stream: &str,
 ) -> Result<ExitCode> {
-    use std::io::{Read, Seek, Write};
-    let home = store.home();
-    let j = open(&home)?;
-    let Some(w) = j.workload(id)? else { return Err(eyre!("no workload {id}")) };
-    let n = match attempt {
-        Some(n) => n,
-        None if w.attempts == 0 => {
-            println!("{id} has not started an attempt yet ({}).", w.state);
-            return Ok(ExitCode::SUCCESS);
-        }
-        None => w.attempts,
+    use std::io::Write;
+    let streams: Vec<Stream> = match stream {
+        "stdout" => vec![Stream::Stdout],
+        "stderr" => vec![Stream::Stderr],
+        _ => vec![Stream::Stdout, Stream::Stderr],
     };
-    let dir = home.logs().join(id.to_string()).join(n.to_string());
-    let files: Vec<_> = match stream {
-        "stdout" => vec!["stdout.log"],
-        "stderr" => vec!["stderr.log"],
-        _ => vec!["stdout.log", "stderr.log"],
-    };
-    let mut offsets = vec![0u64; files.len()];
-    let mut out = std::io::stdout().lock();
-    loop {
-        let mut grew = false;
-        for (i, f) in files.iter().enumerate() {
-            let Ok(mut file) = std::fs::File::open(dir.join(f)) else { continue };
-            file.seek(std::io::SeekFrom::Start(offsets[i]))?;
-            let mut buf = Vec::new();
-            file.read_to_end(&mut buf)?;
-            if !buf.is_empty() {
-                grew = true;
-                offsets[i] += buf.len() as u64;
-                out.write_all(&buf)?;
+    let outcome = with_api(store, async |c| {
+        let v: WorkloadView = c.workload(id).await?;
+        let n = match attempt {
+            Some(n) => n,
+            None if v.workload.attempts == 0 => return Ok(Some(v.workload.state)),
+            None => v.workload.attempts,
+        };
+        let a = AttemptId { workload: id, n };
+        let mut offsets = vec![0u64; streams.len()];
+        loop {
+            let mut grew = false;
+            for (i, s) in streams.iter().enumerate() {
+                loop {
+                    let chunk = c.log_bytes(a, *s, offsets[i], 1 << 20).await?;
+                    if chunk.data.is_empty() {
+                        break;
+                    }
+                    grew = true;
+                    offsets[i] = chunk.next_offset;
+                    let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(&chunk.data);
+                    let _ = out.flush();
+                }
             }
+            if !follow {
+                return Ok(None);
+            }
+            let done = c
+                .workload(id)
+                .await?
+                .attempts
+                .iter()
+                .find(|x| x.id.n == n)
+                .is_some_and(|x| x.state.is_final());
+            if done && !grew {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        out.flush()?;
-        if !follow {
-            return Ok(ExitCode::SUCCESS);
+    })?;
+    match outcome {
+        Ok(Some(state)) => {
+            println!("{id} has not started an attempt yet ({state}).");
+            Ok(ExitCode::SUCCESS)
         }
-        let done = j.attempts(id)?.iter().find(|a| a.id.n == n).is_some_and(|a| a.state.is_final());
-        if done && !grew {
-            return Ok(ExitCode::SUCCESS);
-        }
-        std::thread::sleep(Duration::from_millis(250));
+        Ok(None) => Ok(ExitCode::SUCCESS),
+        Err(code) => Ok(code),
     }
 }
 
-pub fn command(store: &StoreArgs, cmd: Command) -> Result<ExitCode> {
-    let home = store.home();
-    match send(&home, cmd, Duration::from_secs(30))? {
-        None => Ok(ExitCode::from(EXIT_NO_ENGINE)),
-        Some(CommandResult::Ok { message }) => {
-            println!("{message}");
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(CommandResult::Submitted { id, .. }) => {
-            println!("{id}");
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(CommandResult::Error { message }) => {
-            eprintln!("error: {message}");
-            Ok(ExitCode::from(EXIT_ERROR))
-        }
-    }
+/// A command on a workload or node, with the operator's reason.
+pub fn command(store: &StoreArgs, cmd: Command, reason: Option<String>) -> Result<ExitCode> {
+    run(
+        store,
+        async |c| c.run(&cmd, reason).await,
+        |r| match r {
+            CommandResult::Ok { message } => {
+                println!("{message}");
+                Ok(ExitCode::SUCCESS)
+            }
+            CommandResult::Submitted { id, .. } => {
+                println!("{id}");
+                Ok(ExitCode::SUCCESS)
+            }
+            CommandResult::Error { message, .. } => {
+                eprintln!("error: {message}");
+                Ok(ExitCode::from(EXIT_ERROR))
+            }
+        },
+    )
 }

@@ -5,8 +5,8 @@
 //! commands themselves, so no view can bypass either rule.
 
 use super::app::{App, Effect};
+use crate::engine::command::Command;
 use crate::engine::model::WorkloadId;
-use crate::journal::Command;
 use crate::spec::Spec;
 
 /// Something the operator wants done to the engine.

@@ -12,10 +12,12 @@ use super::logs::{LogLine, Logs, Stamps};
 use super::model::Model;
 use super::replay::{ReplayCtl, ReplayStatus};
 use super::theme::Theme;
-use crate::engine::model::{AttemptId, EventRecord, Millis, Record, WorkloadId};
+use crate::engine::command::{Command, CommandResult};
+use crate::engine::handle::Link;
+use crate::engine::model::{AttemptId, AuditRecord, Batch, EventRecord, Millis, Record, WorkloadId};
 use crate::engine::shell::{FleetStatus, Recent};
-use crate::journal::{Command, CommandResult};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,6 +32,7 @@ pub enum View {
     Detail,
     Logs,
     Editor,
+    Audit,
     Help,
 }
 
@@ -44,6 +47,7 @@ impl View {
             View::Detail => "detail",
             View::Logs => "logs",
             View::Editor => "editor",
+            View::Audit => "audit",
             View::Help => "help",
         }
     }
@@ -54,7 +58,7 @@ impl View {
 pub enum Msg {
     Key(KeyEvent),
     Paste(String),
-    Records(Arc<Vec<Record>>),
+    Records(Arc<Batch>),
     Status(Arc<FleetStatus>),
     Recent(Recent),
     Events(WorkloadId, Vec<EventRecord>),
@@ -76,6 +80,11 @@ pub enum Msg {
     Resize(u16, u16),
     /// The state of the replay this console watches (`canopy sim --watch`).
     Replay(ReplayStatus),
+    /// Whether the engine can be reached (it changes for a remote engine).
+    Link(Link),
+    /// The engine's newest audit records, newest first, or why it would
+    /// not give them (a viewer's token: the operator role reads them).
+    Audit(Result<Vec<AuditRecord>, String>),
 }
 
 /// What the run loop should do for the app.
@@ -92,9 +101,15 @@ pub enum Effect {
     Load(PathBuf),
     Save(PathBuf, String),
     ExternalEditor(String),
+    /// Load the newest this many audit records ([`Msg::Audit`] answers).
+    LoadAudit(usize),
     /// Pause, resume or re-pace the replay.
     Replay(ReplayCtl),
+    /// Quit; an engine this console started stops with it.
     Quit,
+    /// Quit, leaving the engine this console started running in the
+    /// background (the operator said so).
+    Detach,
 }
 
 /// Workload table columns, for sorting.
@@ -152,6 +167,22 @@ pub struct Input {
     pub hist: Option<usize>,
 }
 
+/// How many audit records the audit view loads from the engine (the
+/// model keeps as many).
+pub const AUDIT_LOAD: usize = 500;
+
+/// Where the audit view's load from the engine stands.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AuditLoad {
+    /// The view was never opened: only what arrived live is held.
+    #[default]
+    NotAsked,
+    Loading,
+    Loaded,
+    /// The engine would not give them (a viewer), or could not be reached.
+    Failed(String),
+}
+
 /// Settings fixed at start.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -186,6 +217,8 @@ pub struct Derived {
     pub by_class: Vec<(String, usize, String)>,
     /// Triage groups: (node (pool), count, classes), largest first.
     pub by_fault_node: Vec<(String, usize, String)>,
+    /// Audit records that pass the audit view's filter, newest first.
+    pub audit: Vec<AuditRecord>,
 }
 
 pub struct App {
@@ -202,7 +235,7 @@ pub struct App {
     pub sort: Column,
     pub sort_desc: bool,
     pub derived: Derived,
-    derived_key: (u64, String, String, bool, Column, bool),
+    derived_key: (u64, String, String, bool, Column, bool, String),
     /// When the rows were last derived, and whether a data change since is
     /// waiting for the next tick (see [`THROTTLE_FROM_WORKLOADS`]).
     derived_at: Millis,
@@ -218,6 +251,21 @@ pub struct App {
     /// Set when watching a replay (`canopy sim --watch`): `now` is then
     /// the simulation's virtual time.
     pub replay: Option<ReplayStatus>,
+    /// This console started the engine it shows (in its own process):
+    /// quitting while work is live asks whether to leave it running in the
+    /// background. An attached console never stops its engine.
+    pub owns_engine: bool,
+    /// Asked on quit while this many workloads are live: leave the engine
+    /// running in the background (y), stop it (n), or stay (esc)?
+    pub leave_running: Option<usize>,
+    /// Since when the engine cannot be reached (a remote engine that went
+    /// away; the handle keeps reconnecting).
+    pub link_down: Option<Millis>,
+    /// The link's reload count last seen: a change (a reconnection or a
+    /// resync) reloads the audit trail if the audit view loaded it.
+    link_reloads: Option<u64>,
+    /// The audit view's load from the engine.
+    pub audit_load: AuditLoad,
     pub dirty: bool,
     pub quit: bool,
 }
@@ -237,7 +285,7 @@ impl App {
             sort: Column::Id,
             sort_desc: true,
             derived: Derived::default(),
-            derived_key: (u64::MAX, String::new(), String::new(), false, Column::Id, true),
+            derived_key: (u64::MAX, String::new(), String::new(), false, Column::Id, true, String::new()),
             derived_at: Millis(i64::MIN),
             derive_pending: false,
             detail: None,
@@ -249,6 +297,11 @@ impl App {
             confirm: None,
             flash: None,
             replay: None,
+            owns_engine: false,
+            leave_running: None,
+            link_down: None,
+            link_reloads: None,
+            audit_load: AuditLoad::NotAsked,
             dirty: true,
             quit: false,
         };
@@ -286,6 +339,7 @@ impl App {
             self.faults_only,
             self.sort,
             self.sort_desc,
+            self.filter_text.get(&View::Audit).cloned().unwrap_or_default(),
         );
         if key == self.derived_key {
             return;
@@ -295,16 +349,17 @@ impl App {
         // then wait for the next tick. What the operator does (filter, sort)
         // always applies at once.
         let (old, new) = (&self.derived_key, &key);
-        let data_only = (&old.1, &old.2, old.3, old.4, old.5) == (&new.1, &new.2, new.3, new.4, new.5);
+        let data_only =
+            (&old.1, &old.2, old.3, old.4, old.5, &old.6) == (&new.1, &new.2, new.3, new.4, new.5, &new.6);
         if data_only && self.model.workloads.len() >= THROTTLE_FROM_WORKLOADS && self.now == self.derived_at {
             self.derive_pending = true;
             return;
         }
-        self.derived = super::derive::derive(self, &key.1, &key.2);
+        self.derived = super::derive::derive(self, &key.1, &key.2, &key.6);
         self.derived_key = key;
         self.derived_at = self.now;
         self.derive_pending = false;
-        for v in [View::Workloads, View::Nodes, View::Triage] {
+        for v in [View::Workloads, View::Nodes, View::Triage, View::Audit] {
             let len = self.list_len(v);
             let s = self.selected.entry(v).or_insert(0);
             *s = (*s).min(len.saturating_sub(1));
@@ -317,6 +372,7 @@ impl App {
             View::Triage => self.derived.faults.len(),
             View::Nodes => self.derived.nodes.len(),
             View::Capacity => self.model.fleet().map_or(0, |f| f.pools.len()),
+            View::Audit => self.derived.audit.len(),
             _ => 0,
         }
     }
@@ -369,9 +425,9 @@ impl App {
                 Vec::new()
             }
             Msg::Records(r) => {
-                self.model.apply(&r);
+                self.model.apply(&r.records);
                 if let Some(id) = self.detail {
-                    self.detail_events.extend(r.iter().filter_map(|x| match x {
+                    self.detail_events.extend(r.records.iter().filter_map(|x| match x {
                         Record::Event(e) if e.workload == id => Some(e.clone()),
                         _ => None,
                     }));
@@ -413,7 +469,7 @@ impl App {
                         self.flash(format!("{what}: already submitted as {id} (same idempotency key)"))
                     }
                     CommandResult::Ok { message } => self.flash(format!("{what}: {message}")),
-                    CommandResult::Error { message } => self.flash_error(format!("{what}: {message}")),
+                    CommandResult::Error { message, .. } => self.flash_error(format!("{what}: {message}")),
                 }
                 Vec::new()
             }
@@ -475,6 +531,34 @@ impl App {
                 self.size = (w, h);
                 Vec::new()
             }
+            Msg::Link(link) => match link {
+                Link::Down { since, error } => {
+                    if self.link_down.is_none() {
+                        self.link_down = Some(since);
+                        self.flash_error(format!("lost the engine: {error}; reconnecting"));
+                    }
+                    Vec::new()
+                }
+                Link::Up { reloads } => {
+                    if self.link_down.take().is_some() {
+                        self.flash("reconnected to the engine".into());
+                    }
+                    // A reconnection or a resync: what the audit view
+                    // loaded may have missed records, so load it again.
+                    let changed = self.link_reloads.replace(reloads).is_some_and(|r| r != reloads);
+                    if changed { self.reload_audit() } else { Vec::new() }
+                }
+            },
+            Msg::Audit(result) => {
+                match result {
+                    Ok(records) => {
+                        self.model.load_audit(records);
+                        self.audit_load = AuditLoad::Loaded;
+                    }
+                    Err(e) => self.audit_load = AuditLoad::Failed(e),
+                }
+                Vec::new()
+            }
         };
         self.refresh();
         fx
@@ -488,6 +572,26 @@ impl App {
     fn on_key(&mut self, k: KeyEvent) -> Vec<Effect> {
         if k.kind == ratatui::crossterm::event::KeyEventKind::Release {
             return Vec::new();
+        }
+        if self.leave_running.is_some() {
+            return match k.code {
+                KeyCode::Char('y' | 'Y') => {
+                    self.leave_running = None;
+                    self.quit = true;
+                    vec![Effect::Detach]
+                }
+                KeyCode::Char('n' | 'N') => {
+                    self.leave_running = None;
+                    self.quit = true;
+                    vec![Effect::Quit]
+                }
+                KeyCode::Esc => {
+                    self.leave_running = None;
+                    self.flash("not quitting".into());
+                    Vec::new()
+                }
+                _ => Vec::new(),
+            };
         }
         if self.confirm.is_some() {
             return match k.code {
@@ -527,6 +631,11 @@ impl App {
         let page = self.page();
         match intent {
             Intent::Quit => {
+                let live = self.model.live();
+                if self.owns_engine && live > 0 {
+                    self.leave_running = Some(live);
+                    return Vec::new();
+                }
                 self.quit = true;
                 return vec![Effect::Quit];
             }
@@ -557,6 +666,9 @@ impl App {
                 self.go(v);
                 if v == View::Editor {
                     self.refresh_editor();
+                }
+                if v == View::Audit {
+                    return self.enter_audit();
                 }
             }
             Intent::Open => return self.open(),
@@ -665,8 +777,64 @@ impl App {
                 }
                 Vec::new()
             }
+            View::Audit => {
+                // The target, when the console knows it: a workload's
+                // detail, or a node in the nodes view.
+                let Some(target) = self.current_audit().and_then(|a| a.target.clone()) else {
+                    return Vec::new();
+                };
+                if let Ok(id) = target.parse::<WorkloadId>()
+                    && self.model.workloads.contains_key(&id)
+                {
+                    return self.describe(id);
+                }
+                if self.model.fleet().is_some_and(|f| f.nodes.iter().any(|n| n.name == target)) {
+                    self.filter_text.insert(View::Nodes, format!("node={target}"));
+                    self.go(View::Nodes);
+                } else {
+                    self.flash_error(format!(
+                        "{}: not a workload or node this console shows",
+                        sanitize(&target)
+                    ));
+                }
+                Vec::new()
+            }
             _ => Vec::new(),
         }
+    }
+
+    /// Entering the audit view loads the engine's newest records the
+    /// first time (and again after a failed load); from then on they
+    /// arrive live. A replay has no audit trail to load.
+    fn enter_audit(&mut self) -> Vec<Effect> {
+        if self.replay.is_some() {
+            self.audit_load =
+                AuditLoad::Failed("a replay has no audit trail: the simulator records none".into());
+            return Vec::new();
+        }
+        match self.audit_load {
+            AuditLoad::NotAsked | AuditLoad::Failed(_) => {
+                self.audit_load = AuditLoad::Loading;
+                vec![Effect::LoadAudit(AUDIT_LOAD)]
+            }
+            AuditLoad::Loading | AuditLoad::Loaded => Vec::new(),
+        }
+    }
+
+    /// Loads the audit trail again if the audit view loaded it (or tried):
+    /// after a reconnection, or when this console fell behind the
+    /// engine's updates and may have missed records.
+    pub fn reload_audit(&mut self) -> Vec<Effect> {
+        if self.audit_load == AuditLoad::NotAsked || self.replay.is_some() {
+            return Vec::new();
+        }
+        self.audit_load = AuditLoad::Loading;
+        vec![Effect::LoadAudit(AUDIT_LOAD)]
+    }
+
+    /// The audit record under the cursor.
+    pub fn current_audit(&self) -> Option<&AuditRecord> {
+        self.derived.audit.get(self.sel(View::Audit))
     }
 
     fn describe(&mut self, id: WorkloadId) -> Vec<Effect> {
@@ -744,6 +912,9 @@ impl App {
         let text = match self.view {
             View::Logs => self.logs.as_ref().and_then(|l| l.lines.get(l.cursor)).map(|l| l.text.clone()),
             View::Nodes => self.current_node(),
+            View::Audit => self
+                .current_audit()
+                .map(|a| sanitize(a.target.as_deref().unwrap_or(&a.principal)).into_owned()),
             _ => self.current_workload().map(|w| w.to_string()),
         };
         match text {
@@ -868,6 +1039,7 @@ impl App {
             "workloads" => self.on_intent(Intent::Go(View::Workloads)),
             "triage" => self.on_intent(Intent::Go(View::Triage)),
             "editor" => self.on_intent(Intent::Go(View::Editor)),
+            "audit" => self.on_intent(Intent::Go(View::Audit)),
             "quit" => self.on_intent(Intent::Quit),
             "faults" => self.on_intent(Intent::Faults),
             "new" => {
@@ -967,6 +1139,42 @@ pub fn sim_time(t: Millis, long: bool) -> String {
     if long { s } else { s[5..].to_string() }
 }
 
+/// Text that someone else chose (a principal, an origin, a target, a
+/// reason, an error a server sent), made safe to draw. Control characters
+/// (escape sequences, C1, DEL) and the invisible format characters that
+/// reorder or hide text (bidi overrides and isolates, zero-width spaces
+/// and joiners, the BOM, soft hyphens) become `�`, so they show instead of
+/// acting; line and tab breaks become a space, so a cell stays one line.
+/// Borrowed when there is nothing to replace.
+pub fn sanitize(s: &str) -> Cow<'_, str> {
+    fn hidden(c: char) -> bool {
+        c.is_control()
+            || matches!(
+                c,
+                '\u{00AD}'
+                    | '\u{061C}'
+                    | '\u{180E}'
+                    | '\u{200B}'..='\u{200F}'
+                    | '\u{2028}'..='\u{202E}'
+                    | '\u{2060}'..='\u{206F}'
+                    | '\u{FEFF}'
+                    | '\u{FFF9}'..='\u{FFFB}'
+            )
+    }
+    if !s.chars().any(hidden) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(
+        s.chars()
+            .map(|c| match c {
+                '\t' | '\n' | '\r' | '\u{2028}' | '\u{2029}' => ' ',
+                c if hidden(c) => '\u{FFFD}',
+                c => c,
+            })
+            .collect(),
+    )
+}
+
 pub fn truncate(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_string()
@@ -985,5 +1193,16 @@ mod tests {
         assert_eq!(truncate("abcdef", 4), "abc…");
         assert_eq!(sim_time(crate::sim::EPOCH, true), "2023-11-14 22:13");
         assert_eq!(sim_time(crate::sim::EPOCH, false), "11-14 22:13");
+    }
+
+    #[test]
+    fn sanitize_shows_what_would_act_on_the_terminal() {
+        assert!(matches!(sanitize("local:alice"), Cow::Borrowed("local:alice")));
+        assert_eq!(sanitize("a\x1b[2Jb"), "a\u{FFFD}[2Jb");
+        assert_eq!(sanitize("x\u{9b}31m\u{7f}"), "x\u{FFFD}31m\u{FFFD}");
+        assert_eq!(sanitize("evil\u{202E}txt.exe"), "evil\u{FFFD}txt.exe");
+        assert_eq!(sanitize("a\u{200B}b\u{2066}c\u{FEFF}"), "a\u{FFFD}b\u{FFFD}c\u{FFFD}");
+        assert_eq!(sanitize("one\ntwo\tthree\r"), "one two three ");
+        assert_eq!(sanitize("ünïcödé ✓ 日本"), "ünïcödé ✓ 日本");
     }
 }

@@ -3,15 +3,16 @@
 //! table. Computed once per model change or filter change, never per frame.
 //! Pure.
 
-use super::app::{App, Column, Derived};
+use super::app::{App, Column, Derived, sanitize};
 use super::filter::Filter;
 use super::model::WorkloadRow;
+use crate::engine::model::AuditRecord;
 use crate::failure::FailureClass;
 use crate::fleet::Fleet;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-pub fn derive(app: &App, workload_filter: &str, node_filter: &str) -> Derived {
+pub fn derive(app: &App, workload_filter: &str, node_filter: &str, audit_filter: &str) -> Derived {
     let m = &app.model;
     let wf = Filter::parse(workload_filter);
     let mut workloads: Vec<&WorkloadRow> = m
@@ -36,6 +37,8 @@ pub fn derive(app: &App, workload_filter: &str, node_filter: &str) -> Derived {
         None => Vec::new(),
     };
     let (by_class, by_fault_node) = triage_groups(&faults);
+    let af = Filter::parse(audit_filter);
+    let audit = m.audit.iter().rev().filter(|a| af.is_empty() || audit_matches(&af, a)).cloned().collect();
     Derived {
         by_class,
         by_fault_node,
@@ -44,7 +47,32 @@ pub fn derive(app: &App, workload_filter: &str, node_filter: &str) -> Derived {
         faults: faults.iter().map(|w| w.rec.id).collect(),
         nodes,
         by_node: m.by_node(),
+        audit,
     }
+}
+
+/// An audit record against the `/` filter: `who=`, `from=`, `action=`,
+/// `target=`, `outcome=` (`outcome=denied`), `reason=`, or text over the
+/// row as shown (sanitized, as drawn).
+fn audit_matches(f: &Filter, a: &AuditRecord) -> bool {
+    let who = sanitize(&a.principal);
+    let from = sanitize(&a.origin);
+    let action = sanitize(&a.action);
+    let target = sanitize(a.target.as_deref().unwrap_or(""));
+    let outcome = sanitize(&a.outcome);
+    let reason = sanitize(a.reason.as_deref().unwrap_or(""));
+    let field = |k: &str| -> Option<&str> {
+        match k {
+            "who" | "principal" => Some(who.as_ref()),
+            "from" | "origin" => Some(from.as_ref()),
+            "action" => Some(action.as_ref()),
+            "target" => Some(target.as_ref()),
+            "outcome" => Some(outcome.as_ref()),
+            "reason" => Some(reason.as_ref()),
+            _ => None,
+        }
+    };
+    f.matches(field, &format!("{who} {from} {action} {target} {outcome} {reason}"))
 }
 
 fn workload_matches(f: &Filter, w: &WorkloadRow) -> bool {

@@ -4,7 +4,7 @@
 
 use super::model::Model;
 use crate::engine::model::{
-    AttemptId, AttemptRecord, AttemptState, Millis, WorkloadId, WorkloadRecord, WorkloadState,
+    AttemptId, AttemptRecord, AttemptState, AuditRecord, Millis, WorkloadId, WorkloadRecord, WorkloadState,
 };
 use crate::failure::FailureClass;
 use crate::fleet::Fleet;
@@ -92,6 +92,7 @@ pub fn model(fleet: Fleet, n: usize) -> Model {
             name,
             spec: spec.clone(),
             spec_hash: String::new(),
+            submitted_by: None,
             idempotency_key: None,
             priority: 0,
             state,
@@ -112,4 +113,70 @@ pub fn model(fleet: Fleet, n: usize) -> Model {
         health.nodes.insert(n.name.clone(), Health::new(0.2, 0.3, 9).quarantined());
     }
     Model::from_parts(fleet, health, workloads, attempts, NOW)
+}
+
+/// An audit trail as `EngineHandle::audit` answers it (newest first): done,
+/// refused and denied requests from the socket and over TCP, one from the
+/// day before, and one whose principal, target and reason try to act on
+/// the terminal (an escape sequence, a bidi override, a line break).
+pub fn audit() -> Vec<AuditRecord> {
+    let rec = |ago_s: i64,
+               who: &str,
+               from: &str,
+               action: &str,
+               target: Option<&str>,
+               outcome: &str,
+               reason: Option<&str>| {
+        AuditRecord {
+            at: Millis(NOW.0 - ago_s * 1000),
+            principal: who.into(),
+            origin: from.into(),
+            action: action.into(),
+            target: target.map(Into::into),
+            outcome: outcome.into(),
+            reason: reason.map(Into::into),
+        }
+    };
+    let socket = "socket (uid 1000)";
+    vec![
+        rec(
+            30,
+            "evil\x1b[2J\x1b]0;pwned\x07",
+            "10.0.0.9:40112",
+            "cancel",
+            Some("w-1\u{202E}exe.txt"),
+            "denied: token evil (viewer) may not cancel",
+            Some("line one\nline two"),
+        ),
+        rec(
+            90,
+            "ops-oncall",
+            "10.0.0.7:41000",
+            "retry",
+            Some("w-7"),
+            "refused: w-7 is not final (running)",
+            None,
+        ),
+        rec(
+            180,
+            "local:alice",
+            socket,
+            "cordon",
+            Some("fra-h100-04"),
+            "ok",
+            Some("Xid 79 twice; RMA ticket 4411"),
+        ),
+        rec(
+            240,
+            "ci",
+            "127.0.0.1:53122",
+            "cancel",
+            Some("w-4"),
+            "denied: token ci (submitter) may not cancel",
+            Some("cleanup"),
+        ),
+        rec(300, "ci", "127.0.0.1:53122", "submit", Some("w-40"), "existing", None),
+        rec(360, "local:alice", socket, "submit", Some("w-40"), "ok", None),
+        rec(86_400 + 600, "local:alice", socket, "token-create", Some("ci"), "ok", Some("nightly pipeline")),
+    ]
 }

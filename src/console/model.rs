@@ -8,7 +8,7 @@
 //! read a clock or talk to the engine.
 
 use crate::engine::model::{
-    AttemptRecord, EventRecord, Millis, Record, WorkloadId, WorkloadRecord, WorkloadState,
+    AttemptRecord, AuditRecord, EventRecord, Millis, Record, WorkloadId, WorkloadRecord, WorkloadState,
 };
 use crate::engine::shell::{FleetStatus, Recent};
 use crate::failure::FailureClass;
@@ -62,9 +62,14 @@ pub struct Model {
     pub health_history: HashMap<String, VecDeque<f64>>,
     /// Newest failure classes seen per node, newest last.
     pub node_classes: HashMap<String, VecDeque<FailureClass>>,
+    /// Audit records seen since the console started, oldest first, capped.
+    pub audit: VecDeque<AuditRecord>,
     /// Bumped on every change, so views can cache derived rows.
     pub generation: u64,
 }
+
+/// Audit records a console keeps.
+const AUDIT_KEPT: usize = 500;
 
 impl Model {
     /// A model from plain data: how tests and benchmarks build one.
@@ -85,8 +90,11 @@ impl Model {
         self.status.as_ref().map(|s| &s.fleet)
     }
 
-    /// Takes the engine's starting point; records already applied win
-    /// (they are newer).
+    /// Takes the engine's starting point, or a fresh load of it (after a
+    /// remote engine came back, or when this console fell behind). A row
+    /// already held is replaced only by a newer one (`updated_at`): a batch
+    /// applied while the load was on its way may be newer than the load.
+    /// Events already held are not added twice.
     pub fn load_recent(&mut self, recent: Recent) {
         let mut attempts: HashMap<WorkloadId, Vec<AttemptRecord>> = HashMap::new();
         for a in recent.attempts {
@@ -96,12 +104,72 @@ impl Model {
             let id = rec.id;
             let mut atts = attempts.remove(&id).unwrap_or_default();
             atts.sort_by_key(|a| a.id.n);
-            self.workloads.entry(id).or_insert(WorkloadRow { rec, attempts: atts });
+            match self.workloads.get_mut(&id) {
+                Some(row) if rec.updated_at > row.rec.updated_at => {
+                    // Attempts the load lacks (newer than it) stay.
+                    for a in std::mem::take(&mut row.attempts) {
+                        if !atts.iter().any(|x| x.id == a.id) {
+                            atts.push(a);
+                        }
+                    }
+                    atts.sort_by_key(|a| a.id.n);
+                    *row = WorkloadRow { rec, attempts: atts };
+                }
+                Some(_) => {}
+                None => {
+                    self.workloads.insert(id, WorkloadRow { rec, attempts: atts });
+                }
+            }
         }
-        for e in recent.events {
-            self.push_event(e);
+        if !recent.events.is_empty() {
+            let held: std::collections::HashSet<(i64, WorkloadId, String)> =
+                self.events.iter().map(|e| (e.at.0, e.workload, e.message.clone())).collect();
+            let fresh = !held.is_empty();
+            for e in recent.events {
+                if !held.contains(&(e.at.0, e.workload, e.message.clone())) {
+                    self.push_event(e);
+                }
+            }
+            if fresh {
+                // Loaded events may be older than those the stream brought.
+                self.events.make_contiguous().sort_by_key(|e| e.at);
+            }
         }
         self.generation += 1;
+    }
+
+    /// Takes the engine's newest audit records (newest first, as
+    /// `EngineHandle::audit` answers) into those held: a record already
+    /// held (the same time, principal, action and target) is not added
+    /// twice, the list stays oldest first and keeps the newest
+    /// [`AUDIT_KEPT`].
+    pub fn load_audit(&mut self, newest_first: Vec<AuditRecord>) {
+        type Key = (Millis, String, String, Option<String>);
+        let key =
+            |a: &AuditRecord| -> Key { (a.at, a.principal.clone(), a.action.clone(), a.target.clone()) };
+        let held: std::collections::HashSet<Key> = self.audit.iter().map(key).collect();
+        let before = self.audit.len();
+        for a in newest_first.into_iter().rev() {
+            if !held.contains(&key(&a)) {
+                self.audit.push_back(a);
+            }
+        }
+        if self.audit.len() > before {
+            // Loaded records may be older than those the stream brought;
+            // the sort is stable, so records of one millisecond keep
+            // their order.
+            self.audit.make_contiguous().sort_by_key(|a| a.at);
+            while self.audit.len() > AUDIT_KEPT {
+                self.audit.pop_front();
+            }
+        }
+        self.generation += 1;
+    }
+
+    /// Workloads that are not final yet (queued, placing, launching,
+    /// running): work an engine still has to see through.
+    pub fn live(&self) -> usize {
+        self.workloads.values().filter(|w| !w.rec.state.is_final()).count()
     }
 
     /// Applies one durable batch from the engine.
@@ -129,6 +197,12 @@ impl Model {
                     }
                 }
                 Record::Event(e) => self.push_event(e.clone()),
+                Record::Audit(a) => {
+                    self.audit.push_back((**a).clone());
+                    if self.audit.len() > AUDIT_KEPT {
+                        self.audit.pop_front();
+                    }
+                }
                 Record::Health(h) => {
                     if let Some(c) = h.class {
                         let q = self.node_classes.entry(h.node.clone()).or_default();

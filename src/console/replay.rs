@@ -15,7 +15,7 @@
 //! that jumps instead of sleeping.
 
 use crate::engine::core::Core;
-use crate::engine::model::{Millis, Record};
+use crate::engine::model::{Batch, Millis, Record};
 use crate::engine::shell::{EngineHandle, FleetStatus, RecordSender, StatusSender};
 use crate::sim::RecordSink;
 use std::collections::BTreeMap;
@@ -308,6 +308,8 @@ pub struct Pacer<W: Wall> {
     records: RecordSender,
     status: StatusSender,
     pending: Vec<Record>,
+    /// The number of the next batch handed on.
+    seq: u64,
     last_flush: Duration,
     last_status: Option<Duration>,
 }
@@ -315,7 +317,7 @@ pub struct Pacer<W: Wall> {
 impl<W: Wall> Pacer<W> {
     pub fn new(control: Arc<Control>, wall: W, records: RecordSender, status: StatusSender) -> Self {
         let last_flush = wall.now();
-        Self { control, wall, records, status, pending: Vec::new(), last_flush, last_status: None }
+        Self { control, wall, records, status, pending: Vec::new(), seq: 1, last_flush, last_status: None }
     }
 
     /// Hands on the records held back, and the fleet status of `core` at
@@ -324,7 +326,9 @@ impl<W: Wall> Pacer<W> {
         let now = self.wall.now();
         if !self.pending.is_empty() {
             // No receiver (the console has gone) is not the replay's problem.
-            let _ = self.records.send(Arc::new(std::mem::take(&mut self.pending)));
+            let records = std::mem::take(&mut self.pending);
+            let _ = self.records.send(Arc::new(Batch { seq: self.seq, records }));
+            self.seq += 1;
         }
         if status || self.last_status.is_none_or(|t| now >= t + STATUS_EVERY) {
             self.status.send_replace(Some(Arc::new(FleetStatus::of(core, at, BTreeMap::new()))));

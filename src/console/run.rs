@@ -2,24 +2,28 @@
 //! event loop and the effects (engine commands, log tailing, files,
 //! clipboard, `$EDITOR`).
 //!
-//! One `tokio::select!` over terminal input, the engine's record batches
-//! and fleet status, effect results and a coarse one-second timer (a
-//! quarter second in a replay, whose clock is the replay's virtual time). The
+//! One `tokio::select!` over terminal input, the engine's record batches,
+//! fleet status and link (a remote engine can go away and come back),
+//! effect results, SIGHUP/SIGTERM and a coarse one-second timer (a quarter
+//! second in a replay, whose clock is the replay's virtual time). The
 //! screen is redrawn only when something changed, at most 20 times a
 //! second; nothing here waits on the engine or on files inside the loop
-//! (those run as tasks that report back as [`Msg`]s).
+//! (those run as tasks that report back as [`Msg`]s). Everything the
+//! console reads comes through the [`EngineHandle`] (logs too), so it works
+//! the same on an engine in this process and on one it attached to.
 
 use super::app::{App, Effect, Msg};
 use super::replay::Replay;
 use super::views;
 use crate::console::logs::LogLine;
+use crate::engine::handle::{EngineHandle, Link, Stream};
 use crate::engine::model::{AttemptId, Millis};
-use crate::engine::shell::{EngineHandle, log_dir};
 use futures::StreamExt;
 use ratatui::crossterm::event::{Event, EventStream};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 
@@ -27,8 +31,10 @@ use tokio::task::JoinHandle;
 const FRAME: Duration = Duration::from_millis(50);
 /// How often the clock moves in a replay, whose virtual time runs fast.
 const REPLAY_TICK: Duration = Duration::from_millis(250);
-/// How often a followed log is read.
+/// How often a followed log is read (from an engine in this process).
 const LOG_EVERY: Duration = Duration::from_millis(100);
+/// How often a followed log is read from a remote engine (two requests).
+const LOG_EVERY_REMOTE: Duration = Duration::from_millis(250);
 /// The most a log read hands the UI at once.
 const LOG_BATCH_BYTES: usize = 512 * 1024;
 
@@ -57,25 +63,80 @@ pub fn local_offset_s() -> i64 {
 fn install_panic_hook() {
     let prev = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        ratatui::restore();
+        // Not `ratatui::restore`: it reports a failure with `eprintln!`,
+        // which panics (inside this hook) when the terminal hung up.
+        let _ = ratatui::try_restore();
         prev(info);
         std::process::exit(101);
     }));
 }
 
-/// Runs the console until the operator quits. The engine keeps running
-/// in the same runtime until then; `logs` is the engine's log store.
-pub async fn run(
-    app: &mut App,
-    engine: EngineHandle,
-    logs: PathBuf,
-    scratch: PathBuf,
-) -> std::io::Result<()> {
+/// How a console ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// The operator quit (or SIGTERM asked it to).
+    Quit,
+    /// The operator quit and asked to leave the engine this console
+    /// started running in the background ([`Effect::Detach`]).
+    Detach,
+    /// The terminal went away (SIGHUP: the SSH session or tmux pane is
+    /// gone; or it can no longer be read or written), with what said so.
+    /// Nobody sees the screen any more, nor stderr.
+    Hangup(String),
+}
+
+/// The signals a console answers: SIGHUP (its terminal is gone) and
+/// SIGTERM (stop as if quit). Installed before the terminal is taken, so
+/// neither kills the process outright from then on.
+struct Signals {
+    hangup: Signal,
+    term: Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        Ok(Signals { hangup: signal(SignalKind::hangup())?, term: signal(SignalKind::terminate())? })
+    }
+}
+
+/// Runs the console until the operator quits or the terminal goes away,
+/// reading `engine` (in this process, or a remote one it attached to).
+/// `scratch` holds the spec file `$EDITOR` edits.
+pub async fn run(app: &mut App, engine: EngineHandle, scratch: PathBuf) -> std::io::Result<Exit> {
+    let mut signals = Signals::install()?;
     let mut terminal = ratatui::try_init()?;
     install_panic_hook();
-    let r = event_loop(&mut terminal, app, engine, logs, scratch, None).await;
-    ratatui::restore();
+    let r = event_loop(&mut terminal, app, engine, scratch, None, Some(&mut signals)).await;
+    if matches!(r, Ok(Exit::Hangup(_))) {
+        // Writing to a terminal that hung up fails, and `eprintln!` (which
+        // ratatui uses when it cannot restore, and which a panic report
+        // uses) panics on that: from here on, output goes nowhere.
+        silence_terminal();
+    }
+    restore();
+    drop(terminal);
     r
+}
+
+/// Points stdout and stderr at /dev/null (best effort).
+fn silence_terminal() {
+    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else { return };
+    use std::os::fd::AsRawFd;
+    for fd in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {
+        // SAFETY: dup2 only replaces descriptor `fd` (stdout or stderr)
+        // with a copy of `null`, which is open for the whole call.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), fd);
+        }
+    }
+}
+
+/// Gives the terminal back. Errors are only logged: the terminal may be
+/// gone (a hang-up), and then stderr is too.
+fn restore() {
+    if let Err(e) = ratatui::try_restore() {
+        tracing::info!(error = %e, "could not restore the terminal");
+    }
 }
 
 /// Runs the console over a replay (`canopy sim --watch`) until the operator
@@ -89,26 +150,39 @@ pub async fn run_replay(
 ) -> std::io::Result<()> {
     let mut terminal = ratatui::try_init()?;
     install_panic_hook();
-    let logs = scratch.clone();
-    let r = event_loop(&mut terminal, app, engine, logs, scratch, Some(&replay)).await;
-    ratatui::restore();
-    r
+    let r = event_loop(&mut terminal, app, engine, scratch, Some(&replay), None).await;
+    restore();
+    match r? {
+        // No report to print on a terminal that is gone.
+        Exit::Hangup(why) => Err(std::io::Error::other(why)),
+        Exit::Quit | Exit::Detach => Ok(()),
+    }
 }
 
 async fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
     app: &mut App,
     engine: EngineHandle,
-    logs: PathBuf,
     scratch: PathBuf,
     replay: Option<&Replay>,
-) -> std::io::Result<()> {
+    signals: Option<&mut Signals>,
+) -> std::io::Result<Exit> {
+    let (mut hangup, mut term) = match signals {
+        Some(s) => (Some(&mut s.hangup), Some(&mut s.term)),
+        None => (None, None),
+    };
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
     let mut input = EventStream::new();
     let mut updates = engine.subscribe();
     let mut status = engine.status();
     let mut status_open = true;
     let mut updates_open = true;
+    let mut link = engine.link();
+    // A replay has no link to watch; an in-process engine's never changes
+    // (its sender is gone, so `changed` ends at once).
+    let mut link_open = replay.is_none();
+    // The reload count the model was last loaded for.
+    let mut loaded: Option<u64> = None;
     let clock = || replay.map_or_else(now, Replay::now);
     if let Some(r) = replay {
         // Subscribed: nothing the replay sends from here on is lost.
@@ -123,13 +197,18 @@ async fn event_loop(
     let size = terminal.size()?;
     app.update(Msg::Resize(size.width, size.height));
     if replay.is_none() {
-        fetch_recent(&engine, &tx);
+        let now = link.borrow_and_update().clone();
+        for fx in on_link(app, now, &mut loaded, &engine, &tx) {
+            perform(fx, &engine, &tx, &mut tailer);
+        }
     }
     loop {
         if app.dirty {
             let due = last_draw + FRAME;
             if tokio::time::Instant::now() >= due {
-                terminal.draw(|f| views::draw(f, app))?;
+                if let Err(e) = terminal.draw(|f| views::draw(f, app)) {
+                    return Ok(Exit::Hangup(format!("cannot draw on the terminal: {e}")));
+                }
                 app.dirty = false;
                 last_draw = tokio::time::Instant::now();
             }
@@ -141,9 +220,25 @@ async fn event_loop(
                 Some(Ok(Event::Paste(s))) => Some(Msg::Paste(s)),
                 Some(Ok(Event::Resize(w, h))) => Some(Msg::Resize(w, h)),
                 Some(Ok(_)) => None,
-                Some(Err(e)) => return Err(e),
-                None => return Ok(()),
+                Some(Err(e)) => return Ok(Exit::Hangup(format!("cannot read the terminal: {e}"))),
+                None => return Ok(Exit::Hangup("the terminal closed".into())),
             },
+            Some(()) = recv(hangup.as_deref_mut()) => {
+                return Ok(Exit::Hangup("SIGHUP: the terminal went away".into()));
+            }
+            Some(()) = recv(term.as_deref_mut()) => return Ok(Exit::Quit),
+            r = link.changed(), if link_open => {
+                match r {
+                    Ok(()) => {
+                        let now = link.borrow_and_update().clone();
+                        for fx in on_link(app, now, &mut loaded, &engine, &tx) {
+                            perform(fx, &engine, &tx, &mut tailer);
+                        }
+                    }
+                    Err(_) => link_open = false,
+                }
+                None
+            }
             r = updates.recv(), if updates_open => match r {
                 Ok(batch) => Some(Msg::Records(batch)),
                 Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -152,6 +247,9 @@ async fn event_loop(
                         app.flash_error(format!("the console fell behind the replay: {n} updates lost"));
                     } else {
                         fetch_recent(&engine, &tx);
+                        for fx in app.reload_audit() {
+                            perform(fx, &engine, &tx, &mut tailer);
+                        }
                     }
                     None
                 }
@@ -178,11 +276,11 @@ async fn event_loop(
         let Some(msg) = msg else { continue };
         for fx in app.update(msg) {
             match fx {
-                Effect::Quit => {
+                Effect::Quit | Effect::Detach => {
                     if let Some(t) = tailer.take() {
                         t.abort();
                     }
-                    return Ok(());
+                    return Ok(if matches!(fx, Effect::Detach) { Exit::Detach } else { Exit::Quit });
                 }
                 Effect::ExternalEditor(text) => {
                     let r = external_editor(terminal, &text, &scratch);
@@ -195,7 +293,7 @@ async fn event_loop(
                         app.update(Msg::Tick(clock()));
                     }
                 }
-                other => perform(other, &engine, &tx, &logs, &mut tailer),
+                other => perform(other, &engine, &tx, &mut tailer),
             }
         }
         if app.logs.is_none()
@@ -204,6 +302,37 @@ async fn event_loop(
             t.abort();
         }
     }
+}
+
+/// The next delivery of a signal; never, without one.
+async fn recv(s: Option<&mut Signal>) -> Option<()> {
+    match s {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Shows the link's state, and (re)loads the model when the handle says
+/// to: once at the start for an engine in this process; for a remote one,
+/// on every `reloads` it counts (the first connection, and every
+/// reconnection or resync), so nothing that happened while it was away is
+/// missed. A remote handle's count is 0 until it first connects. Returns
+/// the app's effects (it reloads the audit trail it showed).
+fn on_link(
+    app: &mut App,
+    link: Link,
+    loaded: &mut Option<u64>,
+    engine: &EngineHandle,
+    tx: &mpsc::UnboundedSender<Msg>,
+) -> Vec<Effect> {
+    if let Link::Up { reloads } = link
+        && (reloads > 0 || !engine.is_remote())
+        && *loaded != Some(reloads)
+    {
+        *loaded = Some(reloads);
+        fetch_recent(engine, tx);
+    }
+    app.update(Msg::Link(link))
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {
@@ -229,7 +358,6 @@ fn perform(
     fx: Effect,
     engine: &EngineHandle,
     tx: &mpsc::UnboundedSender<Msg>,
-    logs: &std::path::Path,
     tailer: &mut Option<JoinHandle<()>>,
 ) {
     let (engine, tx2) = (engine.clone(), tx.clone());
@@ -252,8 +380,13 @@ fn perform(
                 t.abort();
             }
             if let Some(a) = a {
-                *tailer = Some(tokio::spawn(tail(log_dir(logs, a), a, tx2)));
+                *tailer = Some(tokio::spawn(tail(engine, a, tx2)));
             }
+        }
+        Effect::LoadAudit(limit) => {
+            tokio::spawn(async move {
+                let _ = tx2.send(Msg::Audit(engine.audit(limit).await));
+            });
         }
         Effect::Copy(text) => copy_osc52(&text),
         Effect::Load(path) => {
@@ -268,30 +401,34 @@ fn perform(
                 let _ = tx2.send(Msg::Saved { path: path.display().to_string(), result });
             });
         }
-        Effect::ExternalEditor(_) | Effect::Replay(_) | Effect::Quit => {}
+        Effect::ExternalEditor(_) | Effect::Replay(_) | Effect::Quit | Effect::Detach => {}
     }
 }
 
-/// Follows an attempt's shipped logs: reads what is new in both streams
-/// every [`LOG_EVERY`], at most [`LOG_BATCH_BYTES`] per stream per read,
-/// and sends whole lines as one batch.
-async fn tail(dir: PathBuf, attempt: AttemptId, tx: mpsc::UnboundedSender<Msg>) {
-    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+/// Follows an attempt's shipped logs through the engine: reads what is new
+/// in both streams every [`LOG_EVERY`] ([`LOG_EVERY_REMOTE`] from a remote
+/// engine), at most [`LOG_BATCH_BYTES`] per stream per read, and sends
+/// whole lines as one batch. A read that fails (a remote engine away) is
+/// tried again next time from the same offset.
+async fn tail(engine: EngineHandle, attempt: AttemptId, tx: mpsc::UnboundedSender<Msg>) {
+    let every = if engine.is_remote() { LOG_EVERY_REMOTE } else { LOG_EVERY };
     let mut offsets = [0u64; 2];
     let mut partial = [Vec::new(), Vec::new()];
     loop {
         let mut batch = Vec::new();
         let mut more = false;
-        for (i, name) in ["stdout.log", "stderr.log"].iter().enumerate() {
-            let Ok(mut f) = tokio::fs::File::open(dir.join(name)).await else { continue };
-            if f.seek(std::io::SeekFrom::Start(offsets[i])).await.is_err() {
-                continue;
-            }
-            let mut buf = Vec::new();
-            let Ok(n) = (&mut f).take(LOG_BATCH_BYTES as u64).read_to_end(&mut buf).await else { continue };
-            offsets[i] += n as u64;
-            more |= n == LOG_BATCH_BYTES;
-            partial[i].extend_from_slice(&buf);
+        for (i, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
+            let got = match engine.logs(attempt, stream, offsets[i], LOG_BATCH_BYTES).await {
+                Ok(got) => got,
+                Err(e) => {
+                    tracing::debug!(%attempt, ?stream, error = %e, "console could not read a log");
+                    continue;
+                }
+            };
+            let n = got.data.len();
+            offsets[i] = got.next_offset.max(offsets[i]);
+            more |= n >= LOG_BATCH_BYTES;
+            partial[i].extend_from_slice(&got.data);
             let at = now();
             if let Some(end) = partial[i].iter().rposition(|b| *b == b'\n') {
                 let rest = partial[i].split_off(end + 1);
@@ -305,7 +442,7 @@ async fn tail(dir: PathBuf, attempt: AttemptId, tx: mpsc::UnboundedSender<Msg>) 
             return;
         }
         if !more {
-            tokio::time::sleep(LOG_EVERY).await;
+            tokio::time::sleep(every).await;
         }
     }
 }

@@ -10,7 +10,10 @@
 
 pub mod classify;
 pub mod clock;
+pub mod command;
 pub mod core;
+pub mod handle;
+pub mod metrics;
 pub mod model;
 pub mod retry;
 mod rules;

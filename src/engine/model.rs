@@ -24,9 +24,39 @@ impl Millis {
 }
 
 /// A workload's id, shown as `w-17`. Assigned by the owning engine in
-/// submission order; unique within a store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// submission order; unique within a store. In JSON it is the same
+/// string, `"w-17"`, everywhere (the API, the CLI's `--json`, the event
+/// stream); a bare number or `"17"` is accepted too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct WorkloadId(pub u64);
+
+impl Serialize for WorkloadId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for WorkloadId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = WorkloadId;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a workload id like \"w-17\"")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<WorkloadId, E> {
+                Ok(WorkloadId(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<WorkloadId, E> {
+                u64::try_from(v).map(WorkloadId).map_err(|_| E::custom("a workload id is not negative"))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<WorkloadId, E> {
+                v.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
 
 impl fmt::Display for WorkloadId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -180,6 +210,10 @@ pub struct WorkloadRecord {
     pub reason: Option<String>,
     /// Final failure class, when it failed.
     pub class: Option<FailureClass>,
+    /// Who submitted it: a token's name, or `local:USER` for the store's
+    /// owner on the socket; `None` for workloads from before principals.
+    #[serde(default)]
+    pub submitted_by: Option<String>,
 }
 
 /// The durable row of one attempt.
@@ -290,6 +324,26 @@ pub struct HealthObservation {
     pub ran_s: f64,
 }
 
+/// One state-changing request, as the audit trail keeps it: who asked,
+/// from where, what, and what came of it. Written by the engine shell in
+/// the same transaction as the change it answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub at: Millis,
+    /// A token's name, or `local:USER` for the store's owner on the socket.
+    pub principal: String,
+    /// Where the request came from: `socket (uid 1000)`, `127.0.0.1:53122`.
+    pub origin: String,
+    /// What was asked: `submit`, `cancel`, `cordon`, `token-create`…
+    pub action: String,
+    /// What it was asked of: a workload id, a node, a token's name.
+    pub target: Option<String>,
+    /// `ok`, `existing`, or `refused: …` with the reason.
+    pub outcome: String,
+    /// The operator's reason, when the request carried one.
+    pub reason: Option<String>,
+}
+
 /// Everything the core asks the journal to make durable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Record {
@@ -297,6 +351,16 @@ pub enum Record {
     Attempt(Box<AttemptRecord>),
     Event(EventRecord),
     Health(HealthObservation),
+    Audit(Box<AuditRecord>),
+}
+
+/// One journal commit: its records and the sequence number the journal
+/// gave it. Sequence numbers only grow, so a client that saw `seq` resumes
+/// from `seq + 1` and misses nothing (`GET /v1/stream`, `Last-Event-ID`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Batch {
+    pub seq: u64,
+    pub records: Vec<Record>,
 }
 
 #[cfg(test)]
@@ -313,5 +377,14 @@ mod tests {
         assert_eq!(AttemptId::from_token("someone-elses-job", "3f9a1c"), None);
         assert_eq!(a.to_string(), "w-17.2");
         assert_eq!("w-17".parse::<WorkloadId>().unwrap(), WorkloadId(17));
+    }
+
+    #[test]
+    fn workload_ids_are_the_same_string_in_json_and_read_back_in_any_form() {
+        assert_eq!(serde_json::to_string(&WorkloadId(17)).unwrap(), "\"w-17\"");
+        for json in ["\"w-17\"", "\"17\"", "17"] {
+            assert_eq!(serde_json::from_str::<WorkloadId>(json).unwrap(), WorkloadId(17), "{json}");
+        }
+        assert!(serde_json::from_str::<WorkloadId>("\"job-17\"").is_err());
     }
 }

@@ -2,20 +2,26 @@
 //! actions.
 //!
 //! Owns the loop that turns the outside world into core events — provider
-//! results, the store's inbox, in-process commands, status polls and timer
-//! wake-ups — and the core's actions into effects. Every batch of records is
-//! written to the journal (one transaction) *before* any effect of the same
-//! batch is performed or any update is published: durable before visible.
+//! results, commands from the handle (the API server, an in-process
+//! console), status polls and timer wake-ups — and the core's actions into
+//! effects. Every batch of records is written to the journal (one
+//! transaction, fsync'd) *before* any effect of the same batch is
+//! performed, any update is published or any command is answered: durable
+//! before visible. Everything that arrived together shares that one commit
+//! (group commit), with the audit record of each command it answers.
 //! Provider calls run as spawned tasks that report back; nothing slow runs
 //! on the loop itself. It never decides: the core does.
 
 use super::clock::Clock;
+use super::command::{Caller, Command, CommandResult, Refusal, shown_key};
 use super::core::{Action, Core, Event, OutputsResult, Reply};
-use super::model::{AttemptId, AttemptRecord, EventRecord, Millis, Record, WorkloadId, WorkloadRecord};
+pub use super::handle::{EngineHandle, FleetStatus, REPLAY_READ_ONLY, Recent, RecordSender, StatusSender};
+use super::handle::{Msg, Query};
+use super::metrics::EngineMetrics;
+use super::model::{AttemptId, AuditRecord, Batch, Record, WorkloadId, WorkloadRecord};
 use crate::failure::ProviderEnd;
-use crate::fleet::{Fleet, NodeState};
-use crate::health::HealthView;
-use crate::journal::{Command, CommandResult, Journal, JournalError, OwnerLock, WorkloadFilter};
+use crate::fleet::NodeState;
+use crate::journal::{Journal, JournalError, OwnerLock};
 use crate::providers::{LaunchError, LaunchRequest, LogStream, Provider, SecretValue, secrets};
 use crate::spec::Spec;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -35,8 +41,6 @@ pub struct ShellConfig {
     pub logs: PathBuf,
     /// Status of every live attempt is polled this often.
     pub poll_every: Duration,
-    /// The store's inbox is read this often.
-    pub inbox_every: Duration,
     /// Providers are asked for what they own (leak detection) this often.
     pub reconcile_every: Duration,
     /// Each provider's inventory is taken again this often.
@@ -53,7 +57,6 @@ impl ShellConfig {
             artifacts,
             logs,
             poll_every: Duration::from_millis(500),
-            inbox_every: Duration::from_millis(100),
             reconcile_every: Duration::from_secs(60),
             inventory_every: Duration::from_secs(30),
             call_timeout: Duration::from_secs(60),
@@ -62,172 +65,12 @@ impl ShellConfig {
     }
 }
 
-/// The longest the engine stays silent on its fleet status; a read model
-/// that hears nothing for longer should call its data stale.
-pub const STATUS_HEARTBEAT_S: f64 = 3.0;
-
 /// The providers the engine can drive, by provider name.
 pub type Providers = HashMap<String, Arc<dyn Provider>>;
 
-/// A read of the journal, run between batches; it answers on its own
-/// channel and never fails the engine.
-type Query = Box<dyn FnOnce(&mut Journal) + Send>;
-
-enum Msg {
-    Event(Event),
-    Command { cmd: Command, reply: oneshot::Sender<CommandResult> },
-    Query(Query),
-    Shutdown,
-}
-
-/// The fleet as the engine sees it now, published for read models (the
-/// console) when it changes, at most about once a second.
-#[derive(Debug, Clone)]
-pub struct FleetStatus {
-    pub at: Millis,
-    /// Node states and allocations as the core holds them.
-    pub fleet: Fleet,
-    pub health: HealthView,
-    /// Workloads waiting because nothing fits them now.
-    pub blocked: usize,
-    /// Providers whose last status call failed, with the error; cleared
-    /// when one answers again.
-    pub unreachable: BTreeMap<String, String>,
-}
-
-impl FleetStatus {
-    /// The fleet status of `core` at `now`: what the shell publishes, and
-    /// what a replay (`canopy sim --watch`) publishes from the simulator's
-    /// core.
-    pub fn of(core: &Core, now: Millis, unreachable: BTreeMap<String, String>) -> Self {
-        FleetStatus {
-            at: now,
-            fleet: core.fleet().clone(),
-            health: core.health().view(now),
-            blocked: core.blocked_count(),
-            unreachable,
-        }
-    }
-}
-
-/// What a read model starts from: recent workloads (final ones too), their
-/// attempts, and the newest events.
-#[derive(Debug, Clone, Default)]
-pub struct Recent {
-    /// Newest first.
-    pub workloads: Vec<WorkloadRecord>,
-    pub attempts: Vec<AttemptRecord>,
-    /// Oldest first.
-    pub events: Vec<EventRecord>,
-}
-
-/// A handle on a running engine: send commands, watch records go by.
-#[derive(Clone)]
-pub struct EngineHandle {
-    tx: mpsc::UnboundedSender<Msg>,
-    updates: broadcast::Sender<Arc<Vec<Record>>>,
-    status: watch::Receiver<Option<Arc<FleetStatus>>>,
-    /// Fed by a replay: no core to command, no journal to read.
-    replay: bool,
-}
-
-/// Where a replay's records go (as [`EngineHandle::subscribe`] hands them on).
-pub type RecordSender = broadcast::Sender<Arc<Vec<Record>>>;
-/// Where a replay's fleet status goes (as [`EngineHandle::status`] hands it on).
-pub type StatusSender = watch::Sender<Option<Arc<FleetStatus>>>;
-
-/// Messages a replay's records channel holds for a slow subscriber.
-const REPLAY_BACKLOG: usize = 4096;
-
-/// What a command gets from a replay.
-pub const REPLAY_READ_ONLY: &str = "replay: read-only (this is `canopy sim --watch`, not an engine)";
-
-impl EngineHandle {
-    /// A handle fed by a replay (`canopy sim --watch`) instead of an engine:
-    /// records and fleet status arrive from the returned senders, commands
-    /// are refused with [`REPLAY_READ_ONLY`], and journal reads
-    /// ([`recent`](Self::recent), [`events`](Self::events)) fail: a replay
-    /// keeps no journal.
-    pub fn replay() -> (EngineHandle, RecordSender, StatusSender) {
-        let (tx, _) = mpsc::unbounded_channel();
-        let (updates, _) = broadcast::channel(REPLAY_BACKLOG);
-        let (status, status_rx) = watch::channel(None);
-        (EngineHandle { tx, updates: updates.clone(), status: status_rx, replay: true }, updates, status)
-    }
-
-    /// Whether this handle is fed by a replay.
-    pub fn is_replay(&self) -> bool {
-        self.replay
-    }
-
-    /// Sends a command and waits for the core's answer.
-    pub async fn command(&self, cmd: Command) -> CommandResult {
-        if self.replay {
-            return CommandResult::Error { message: REPLAY_READ_ONLY.into() };
-        }
-        let (reply, rx) = oneshot::channel();
-        if self.tx.send(Msg::Command { cmd, reply }).is_err() {
-            return CommandResult::Error { message: "the engine has stopped".into() };
-        }
-        rx.await.unwrap_or(CommandResult::Error { message: "the engine stopped before answering".into() })
-    }
-
-    /// Every batch of records, after it is durable.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Vec<Record>>> {
-        self.updates.subscribe()
-    }
-
-    /// The fleet status as last published (`None` until the first one).
-    pub fn status(&self) -> watch::Receiver<Option<Arc<FleetStatus>>> {
-        self.status.clone()
-    }
-
-    /// The newest `limit` workloads with their attempts, and the newest
-    /// `events` events, read from the journal between batches.
-    pub async fn recent(&self, limit: usize, events: usize) -> Result<Recent, String> {
-        self.query(move |j| {
-            let filter = WorkloadFilter { limit: Some(limit), ..WorkloadFilter::default() };
-            let workloads = j.workloads(&filter)?;
-            let mut attempts = Vec::new();
-            for w in &workloads {
-                attempts.extend(j.attempts(w.id)?);
-            }
-            let last = j.last_event_seq()?;
-            let since = last.saturating_sub(i64::try_from(events).unwrap_or(i64::MAX));
-            let events = j.events_since(since, events)?.into_iter().map(|(_, e)| e).collect();
-            Ok(Recent { workloads, attempts, events })
-        })
-        .await
-    }
-
-    /// Every event of one workload, oldest first.
-    pub async fn events(&self, id: WorkloadId) -> Result<Vec<EventRecord>, String> {
-        self.query(move |j| j.events(id)).await
-    }
-
-    async fn query<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Journal) -> Result<T, JournalError> + Send + 'static,
-    ) -> Result<T, String> {
-        if self.replay {
-            return Err("replay: no journal to read".into());
-        }
-        let (reply, rx) = oneshot::channel();
-        let q: Query = Box::new(move |j| {
-            let _ = reply.send(f(j).map_err(|e| e.to_string()));
-        });
-        if self.tx.send(Msg::Query(q)).is_err() {
-            return Err("the engine has stopped".into());
-        }
-        rx.await.unwrap_or_else(|_| Err("the engine stopped before answering".into()))
-    }
-
-    /// Asks the engine to stop after the current batch. Running attempts
-    /// keep running at their providers and are re-adopted on the next start.
-    pub fn shutdown(&self) {
-        let _ = self.tx.send(Msg::Shutdown);
-    }
-}
+/// The longest the engine stays silent on its fleet status; a read model
+/// that hears nothing for longer should call its data stale.
+pub const STATUS_HEARTBEAT_S: f64 = 3.0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ShellError {
@@ -237,9 +80,12 @@ pub enum ShellError {
     Join(String),
 }
 
-enum ReplyTo {
-    Inbox(i64),
-    Chan(oneshot::Sender<CommandResult>),
+/// Who waits for a command's answer, and what the audit trail says of it.
+struct Pending {
+    reply: oneshot::Sender<CommandResult>,
+    caller: Caller,
+    action: &'static str,
+    target: Option<String>,
 }
 
 struct Shell {
@@ -250,8 +96,11 @@ struct Shell {
     config: ShellConfig,
     clock: Arc<dyn Clock>,
     tx: mpsc::UnboundedSender<Msg>,
-    updates: broadcast::Sender<Arc<Vec<Record>>>,
-    replies: HashMap<u64, ReplyTo>,
+    updates: RecordSender,
+    replies: HashMap<u64, Pending>,
+    /// Answers decided outside the core (from the journal), sent with the
+    /// next batch so their audit records commit with it.
+    early_replies: Vec<(u64, Reply)>,
     next_request: u64,
     polling: HashSet<AttemptId>,
     /// Specs of live attempts, for output collection.
@@ -263,6 +112,7 @@ struct Shell {
     /// Where fleet status goes, and whether it changed since last sent.
     status: watch::Sender<Option<Arc<FleetStatus>>>,
     status_dirty: bool,
+    metrics: Arc<EngineMetrics>,
     /// The provider each polled attempt belongs to, and who did not answer.
     polled: HashMap<AttemptId, String>,
     unreachable: BTreeMap<String, String>,
@@ -281,9 +131,11 @@ pub fn start(
     restored: Vec<Action>,
 ) -> (EngineHandle, tokio::task::JoinHandle<Result<(), ShellError>>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let (updates, _) = broadcast::channel(1024);
+    let (updates, _) = broadcast::channel(super::handle::BACKLOG);
     let (status, status_rx) = watch::channel(None);
-    let handle = EngineHandle { tx: tx.clone(), updates: updates.clone(), status: status_rx, replay: false };
+    let metrics = Arc::new(EngineMetrics::default());
+    let handle =
+        EngineHandle::local(tx.clone(), config.logs.clone(), updates.clone(), status_rx, metrics.clone());
     let shell = Shell {
         core,
         journal: Some(journal),
@@ -294,6 +146,7 @@ pub fn start(
         tx,
         updates,
         replies: HashMap::new(),
+        early_replies: Vec::new(),
         next_request: 1,
         polling: HashSet::new(),
         specs: HashMap::new(),
@@ -301,6 +154,7 @@ pub fn start(
         pending_queries: Vec::new(),
         status,
         status_dirty: true,
+        metrics: metrics.clone(),
         polled: HashMap::new(),
         unreachable: BTreeMap::new(),
     };
@@ -319,11 +173,10 @@ impl Shell {
             self.spawn_reconcile(p);
         }
         let mut poll = tokio::time::interval(self.config.poll_every);
-        let mut inbox = tokio::time::interval(self.config.inbox_every);
         let mut reconcile = tokio::time::interval(self.config.reconcile_every);
         let mut publish = tokio::time::interval(Duration::from_secs(1));
         let mut inventory = tokio::time::interval(self.config.inventory_every);
-        for t in [&mut poll, &mut inbox, &mut reconcile, &mut publish, &mut inventory] {
+        for t in [&mut poll, &mut reconcile, &mut publish, &mut inventory] {
             t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         }
         reconcile.reset();
@@ -353,7 +206,6 @@ impl Shell {
                 _ = tokio::time::sleep_until(sleep_until) => events.push(Event::Tick),
                 _ = poll.tick() => { self.spawn_polls(); continue; }
                 _ = publish.tick() => { self.publish_status(); continue; }
-                _ = inbox.tick() => { self.read_inbox(&mut events).await?; }
                 _ = reconcile.tick() => {
                     for p in self.providers.keys().cloned().collect::<Vec<_>>() {
                         self.spawn_reconcile(p);
@@ -423,10 +275,11 @@ impl Shell {
                 self.note_reachability(&e);
                 events.push(e);
             }
-            Msg::Command { cmd, reply } => {
+            Msg::Command { cmd, caller, reply } => {
                 let request = self.next_request;
                 self.next_request += 1;
-                self.replies.insert(request, ReplyTo::Chan(reply));
+                let (action, target) = (cmd.action(), cmd.target());
+                self.replies.insert(request, Pending { reply, caller, action, target });
                 self.pending_commands.push((request, cmd));
             }
             Msg::Query(q) => self.pending_queries.push(q),
@@ -454,74 +307,98 @@ impl Shell {
         }
     }
 
-    async fn read_inbox(&mut self, events: &mut Vec<Event>) -> Result<(), ShellError> {
-        let now = self.clock.now();
-        let taken = self.with_journal(move |j| j.take_commands(256, now)).await?;
-        for (seq, cmd) in taken {
-            let request = self.next_request;
-            self.next_request += 1;
-            self.replies.insert(request, ReplyTo::Inbox(seq));
-            self.pending_commands.push((request, cmd));
-        }
-        self.resolve_commands(events).await
-    }
-
     /// Turns commands into core events. Two need the journal first: a
     /// submit whose key belongs to a workload that already ended (the core
-    /// only knows live ones), and a retry of an ended workload.
+    /// only knows live ones), and a retry of an ended workload. Whatever
+    /// arrived together is looked up in one read.
     async fn resolve_commands(&mut self, events: &mut Vec<Event>) -> Result<(), ShellError> {
-        for (request, cmd) in std::mem::take(&mut self.pending_commands) {
+        let pending = std::mem::take(&mut self.pending_commands);
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<String> = pending
+            .iter()
+            .filter_map(|(_, c)| match c {
+                Command::Submit { idempotency_key: Some(k), .. } => Some(k.clone()),
+                _ => None,
+            })
+            .collect();
+        let retries: Vec<WorkloadId> = pending
+            .iter()
+            .filter_map(|(_, c)| if let Command::Retry { id } = c { Some(*id) } else { None })
+            .collect();
+        let (by_key, by_id) = if keys.is_empty() && retries.is_empty() {
+            (HashMap::new(), HashMap::new())
+        } else {
+            self.with_journal(move |j| {
+                let mut by_key: HashMap<String, WorkloadRecord> = HashMap::new();
+                for k in keys {
+                    if let Some(w) = j.workload_by_key(&k)? {
+                        by_key.insert(k, w);
+                    }
+                }
+                let mut by_id: HashMap<WorkloadId, WorkloadRecord> = HashMap::new();
+                for id in retries {
+                    if let Some(w) = j.workload(id)? {
+                        by_id.insert(id, w);
+                    }
+                }
+                Ok((by_key, by_id))
+            })
+            .await?
+        };
+        for (request, cmd) in pending {
+            let by = self.replies.get(&request).map(|p| p.caller.principal.clone());
             match cmd {
                 Command::Submit { spec, idempotency_key: Some(key) } => {
-                    let k = key.clone();
-                    let known = self.with_journal(move |j| j.workload_by_key(&k)).await?;
                     let hash = spec.content_hash();
-                    match known {
+                    match by_key.get(&key) {
                         Some(w) if w.state.is_final() && w.spec_hash == hash => {
-                            self.send_reply(request, Reply::Submitted { id: w.id, existing: true }).await?
+                            self.early_replies.push((request, Reply::Submitted { id: w.id, existing: true }))
                         }
                         Some(w) if w.state.is_final() => {
                             let message = format!(
-                                "idempotency key {key:?} was already used for {} with a different spec; \
+                                "idempotency key {:?} was already used for {} with a different spec; \
                                  use a new key to submit a different workload",
+                                shown_key(&key),
                                 w.id
                             );
-                            self.send_reply(request, Reply::Error { message }).await?
+                            self.early_replies
+                                .push((request, Reply::Error { code: Refusal::Conflict, message }))
                         }
                         _ => events.push(Event::Submit {
                             request,
                             spec,
                             spec_hash: hash,
                             idempotency_key: Some(key),
+                            by,
                         }),
                     }
                 }
-                Command::Retry { id } => {
-                    let old = self.with_journal(move |j| j.workload(id)).await?;
-                    match old {
-                        Some(w) if w.state.is_final() => {
-                            let mut spec = w.spec;
-                            spec.labels.insert("canopy.retry-of".into(), id.to_string());
-                            let spec_hash = spec.content_hash();
-                            events.push(Event::Submit {
-                                request,
-                                spec: Box::new(spec),
-                                spec_hash,
-                                idempotency_key: None,
-                            })
-                        }
-                        Some(w) => {
-                            let message =
-                                format!("{id} is still {}; cancel it first or wait for it to end", w.state);
-                            self.send_reply(request, Reply::Error { message }).await?
-                        }
-                        None => {
-                            let message = format!("no workload {id} in this store");
-                            self.send_reply(request, Reply::Error { message }).await?
-                        }
+                Command::Retry { id } => match by_id.get(&id) {
+                    Some(w) if w.state.is_final() => {
+                        let mut spec = w.spec.clone();
+                        spec.labels.insert("canopy.retry-of".into(), id.to_string());
+                        let spec_hash = spec.content_hash();
+                        events.push(Event::Submit {
+                            request,
+                            spec: Box::new(spec),
+                            spec_hash,
+                            idempotency_key: None,
+                            by,
+                        })
                     }
-                }
-                other => events.extend(command_event(request, other)),
+                    Some(w) => {
+                        let message =
+                            format!("{id} is still {}; cancel it first or wait for it to end", w.state);
+                        self.early_replies.push((request, Reply::Error { code: Refusal::Conflict, message }))
+                    }
+                    None => {
+                        let message = format!("no workload {id} in this store");
+                        self.early_replies.push((request, Reply::Error { code: Refusal::NotFound, message }))
+                    }
+                },
+                other => events.extend(command_event(request, other, by)),
             }
         }
         Ok(())
@@ -545,27 +422,75 @@ impl Shell {
         Ok(r?)
     }
 
-    /// Records first, in one transaction; then replies, updates and effects.
+    /// Records first, in one transaction with the audit records of the
+    /// commands it answers; then updates, replies and effects.
     async fn perform(&mut self, actions: Vec<Action>) -> Result<(), ShellError> {
-        if actions.is_empty() {
+        if actions.is_empty() && self.early_replies.is_empty() {
             return Ok(());
         }
         self.status_dirty = true;
-        let (records, effects): (Vec<Action>, Vec<Action>) =
-            actions.into_iter().partition(|a| matches!(a, Action::Record(_)));
-        let records: Vec<Record> = records
-            .into_iter()
-            .filter_map(|a| if let Action::Record(r) = a { Some(r) } else { None })
-            .collect();
+        let mut records = Vec::new();
+        let mut replies = std::mem::take(&mut self.early_replies);
+        let mut effects = Vec::new();
+        for a in actions {
+            match a {
+                Action::Record(r) => records.push(r),
+                Action::Reply { request, reply } => replies.push((request, reply)),
+                other => effects.push(other),
+            }
+        }
+        let now = self.clock.now();
+        let mut answers = Vec::with_capacity(replies.len());
+        for (request, reply) in replies {
+            let result = match reply {
+                Reply::Submitted { id, existing } => CommandResult::Submitted { id, existing },
+                Reply::Done { message } => CommandResult::Ok { message },
+                Reply::Error { code, message } => CommandResult::Error { code, message },
+            };
+            if let Some(p) = self.replies.remove(&request) {
+                let target = match &result {
+                    CommandResult::Submitted { id, .. } => Some(id.to_string()),
+                    _ => p.target.clone(),
+                };
+                records.push(Record::Audit(Box::new(AuditRecord {
+                    at: now,
+                    principal: p.caller.principal.clone(),
+                    origin: p.caller.origin.clone(),
+                    action: p.action.to_string(),
+                    target,
+                    outcome: result.outcome(),
+                    reason: p.caller.reason.clone(),
+                })));
+                answers.push((p.reply, result));
+            }
+        }
         if !records.is_empty() {
-            let batch = records.clone();
-            self.with_journal(move |j| j.append(&batch)).await?;
-            let _ = self.updates.send(Arc::new(records));
+            let started = std::time::Instant::now();
+            let (seq, records) = self
+                .with_journal(move |j| {
+                    let seq = j.append(&records)?;
+                    Ok((seq, records))
+                })
+                .await?;
+            self.metrics.journal_write.observe(started.elapsed());
+            for r in &records {
+                if let Record::Attempt(a) = r
+                    && a.id.n == 1
+                    && a.state == super::model::AttemptState::Placing
+                    && let Some(w) = self.core.workload(a.id.workload)
+                {
+                    let ms = u64::try_from(a.placed_at.0 - w.submitted_at.0).unwrap_or(0);
+                    self.metrics.placement.observe(Duration::from_millis(ms));
+                }
+            }
+            let _ = self.updates.send(Arc::new(Batch { seq, records }));
+        }
+        for (reply, result) in answers {
+            let _ = reply.send(result);
         }
         for a in effects {
             match a {
-                Action::Record(_) => {}
-                Action::Reply { request, reply } => self.send_reply(request, reply).await?,
+                Action::Record(_) | Action::Reply { .. } => {}
                 Action::Launch { attempt, provider, pool, node, spec } => {
                     self.specs.insert(attempt.workload, spec.clone());
                     self.spawn_launch(attempt, provider, pool, node, spec);
@@ -575,25 +500,6 @@ impl Shell {
                     self.spawn_collect(attempt, provider, end, outputs)
                 }
             }
-        }
-        Ok(())
-    }
-
-    async fn send_reply(&mut self, request: u64, reply: Reply) -> Result<(), ShellError> {
-        let result = match reply {
-            Reply::Submitted { id, existing } => CommandResult::Submitted { id, existing },
-            Reply::Done { message } => CommandResult::Ok { message },
-            Reply::Error { message } => CommandResult::Error { message },
-        };
-        match self.replies.remove(&request) {
-            Some(ReplyTo::Chan(tx)) => {
-                let _ = tx.send(result);
-            }
-            Some(ReplyTo::Inbox(seq)) => {
-                let now = self.clock.now();
-                self.with_journal(move |j| j.complete_command(seq, &result, now)).await?
-            }
-            None => {}
         }
         Ok(())
     }
@@ -857,12 +763,12 @@ pub async fn tail_lines_of(path: &std::path::Path, lines: usize) -> Vec<String> 
 
 /// Commands that need no journal look-up; `None` for those that do
 /// (keyed submits and retries, which `resolve_commands` handles itself).
-fn command_event(request: u64, cmd: Command) -> Option<Event> {
+fn command_event(request: u64, cmd: Command, by: Option<String>) -> Option<Event> {
     Some(match cmd {
         Command::Submit { idempotency_key: Some(_), .. } => return None,
         Command::Submit { spec, idempotency_key } => {
             let spec_hash = spec.content_hash();
-            Event::Submit { request, spec, spec_hash, idempotency_key }
+            Event::Submit { request, spec, spec_hash, idempotency_key, by }
         }
         Command::Cancel { id } => Event::Cancel { request, id },
         Command::Cordon { node } => Event::SetNodeState { request, node, state: NodeState::Cordoned },

@@ -128,7 +128,7 @@ pub struct NodeIdx(pub u32);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ClassId(pub u32);
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Provider {
     pub name: String,
     pub kind: ProviderKind,
@@ -138,7 +138,7 @@ pub struct Provider {
     pub pools: Range<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pool {
     /// Unique within its provider.
     pub name: String,
@@ -200,7 +200,7 @@ pub struct Free {
     pub disk_gb: f64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
     /// Unique across the fleet.
     pub name: String,
@@ -212,7 +212,7 @@ pub struct Node {
 }
 
 /// The whole fleet. Build it with [`FleetBuilder`] so the invariants hold.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Fleet {
     pub providers: Vec<Provider>,
     pub pools: Vec<Pool>,

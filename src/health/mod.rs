@@ -12,7 +12,7 @@ pub mod tracker;
 pub use tracker::{HealthConfig, HealthTracker, Quarantine};
 
 /// Health of one node, pool or provider.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Health {
     /// 0.0 (broken) to 1.0 (healthy), recent outcomes weighted more.
     pub score: f64,
@@ -76,7 +76,7 @@ impl Default for Health {
 
 /// Observed health keyed by name: node names, `provider/pool` labels and
 /// provider names. Anything absent is [`Health::UNKNOWN`].
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HealthView {
     pub nodes: HashMap<String, Health>,
     pub pools: HashMap<String, Health>,

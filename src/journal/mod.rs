@@ -1,9 +1,9 @@
 //! The journal: Canopy's durable memory, one SQLite file per store.
 //!
 //! It owns the store file and its schema: the current row of every workload
-//! and attempt, the append-only event log, health observations, and the
-//! inbox through which other processes (the CLI, a second console) send
-//! commands to the engine that owns the store.
+//! and attempt, the append-only event log, health observations, every
+//! commit as a numbered batch (what the API's event stream resumes from),
+//! the audit trail, and API tokens (salted hashes).
 //!
 //! It stores and reads; it must not decide: no state changes, retries or
 //! placement happen here, and times arrive as [`Millis`] from the caller
@@ -17,22 +17,25 @@
 //! `spawn_blocking` or a dedicated thread, never from an async loop.
 //!
 //! Layout: `schema` (pragmas, migrations), `write` ([`Journal::append`]),
-//! `read` (recovery and the CLI's readers), `inbox` (commands), `lock`
-//! (exclusive ownership), `codec` (column encodings).
+//! `read` (recovery and readers), `stream` (batches and the audit trail),
+//! `tokens` (API tokens), `lock` (exclusive ownership), `codec` (column
+//! encodings).
 //!
 //! [`Record`]: crate::engine::model::Record
 
 mod codec;
-mod inbox;
 mod lock;
 mod read;
 mod schema;
+mod stream;
+mod tokens;
 mod write;
 
-pub use inbox::{Command, CommandResult};
 pub use lock::{OwnerLock, acquire_owner, is_owned, lock_path};
 pub use read::{HealthWindow, Recovered, WorkloadFilter};
 pub use schema::SCHEMA_VERSION;
+pub use stream::{AuditFilter, BATCHES_KEPT};
+pub use tokens::TokenRow;
 
 #[cfg(doc)]
 use crate::engine::model::Millis;
@@ -129,8 +132,6 @@ pub enum JournalError {
     },
     #[error("cannot record {what}: {detail}; this is a bug in Canopy, please report it")]
     Invalid { what: String, detail: String },
-    #[error("the inbox of {store} has no command {seq}; check the number, or the store (--store)")]
-    NoSuchCommand { store: String, seq: i64 },
     #[error(
         "the store {store} is owned by another engine ({owner}); stop it or use --store to pick another store"
     )]

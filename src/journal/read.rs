@@ -43,10 +43,18 @@ pub struct WorkloadFilter {
     pub updated_since: Option<Millis>,
     /// At most this many, newest (highest id) first.
     pub limit: Option<usize>,
+    /// Only ids below this one: the cursor of the next page.
+    pub before: Option<WorkloadId>,
+    /// Carrying this label with this value.
+    pub label: Option<(String, String)>,
+    /// With an attempt at this provider.
+    pub provider: Option<String>,
+    /// Submitted by this principal.
+    pub submitted_by: Option<String>,
 }
 
 const WORKLOAD_COLUMNS: &str = "id, name, state, priority, submitted_at, updated_at, attempts, app_failures, \
-     not_before, cost_usd, est_cost_usd, reason, class, idempotency_key, spec_hash, spec";
+     not_before, cost_usd, est_cost_usd, reason, class, idempotency_key, spec_hash, spec, submitted_by";
 
 const ATTEMPT_COLUMNS: &str = "workload, n, provider, pool, node, region, state, price_per_hour, est_cost_usd, \
      gpus, gpu_memory_gb, score, score_breakdown, placed_at, started_at, ended_at, exit_code, class, rule, \
@@ -128,7 +136,17 @@ impl Journal {
     pub fn workloads(&self, filter: &WorkloadFilter) -> Result<Vec<WorkloadRecord>, JournalError> {
         let mut clauses = Vec::new();
         let mut args: Vec<Value> = Vec::new();
-        if !filter.states.is_empty() {
+        let live =
+            [WorkloadState::Queued, WorkloadState::Placing, WorkloadState::Launching, WorkloadState::Running];
+        let mut asked = filter.states.clone();
+        asked.sort_by_key(|s| s.as_str());
+        asked.dedup();
+        let mut live_sorted = live.to_vec();
+        live_sorted.sort_by_key(|s| s.as_str());
+        if asked == live_sorted {
+            // Exactly the live states: the partial index keeps id order.
+            clauses.push("live = 1".into());
+        } else if !filter.states.is_empty() {
             let marks = vec!["?"; filter.states.len()].join(", ");
             clauses.push(format!("state IN ({marks})"));
             args.extend(filter.states.iter().map(|s| Value::Text(s.as_str().into())));
@@ -140,6 +158,24 @@ impl Journal {
         if let Some(since) = filter.updated_since {
             clauses.push("updated_at >= ?".into());
             args.push(Value::Integer(since.0));
+        }
+        if let Some(before) = filter.before {
+            clauses.push("id < ?".into());
+            args.push(Value::Integer(id_to_sql(before)?));
+        }
+        if let Some((key, value)) = &filter.label {
+            // A JSON path with the key quoted, so dots in it stay literal.
+            clauses.push("json_extract(spec, ?) = ?".into());
+            args.push(Value::Text(format!("$.labels.\"{}\"", key.replace('"', ""))));
+            args.push(Value::Text(value.clone()));
+        }
+        if let Some(provider) = &filter.provider {
+            clauses.push("id IN (SELECT workload FROM attempts WHERE provider = ?)".into());
+            args.push(Value::Text(provider.clone()));
+        }
+        if let Some(by) = &filter.submitted_by {
+            clauses.push("submitted_by = ?".into());
+            args.push(Value::Text(by.clone()));
         }
         let limit = filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
         args.push(Value::Integer(limit));
@@ -154,6 +190,20 @@ impl Journal {
     pub fn attempts(&self, id: WorkloadId) -> Result<Vec<AttemptRecord>, JournalError> {
         let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE workload = ?1 ORDER BY n");
         query(&self.conn, &sql, [id_to_sql(id)?], attempt_row).map_err(failed(&self.store, "read attempts"))
+    }
+
+    /// The attempts of the workloads with ids in `lo..=hi`, by workload
+    /// then attempt: one query for a page of workloads.
+    pub fn attempts_between(
+        &self,
+        lo: WorkloadId,
+        hi: WorkloadId,
+    ) -> Result<Vec<AttemptRecord>, JournalError> {
+        let sql = format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE workload BETWEEN ?1 AND ?2 ORDER BY workload, n"
+        );
+        query(&self.conn, &sql, [id_to_sql(lo)?, id_to_sql(hi)?], attempt_row)
+            .map_err(failed(&self.store, "read attempts"))
     }
 
     /// The events of one workload in the order they were appended.
@@ -217,6 +267,7 @@ fn workload_row(r: &Row<'_>) -> rusqlite::Result<WorkloadRecord> {
         idempotency_key: r.get(13)?,
         spec_hash: r.get(14)?,
         spec: json(r, 15)?,
+        submitted_by: r.get(16)?,
     })
 }
 

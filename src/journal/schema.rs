@@ -106,18 +106,59 @@ const MIGRATIONS: &[&str] = &[
     // 2: how long the attempt behind a health observation ran, so the
     // scheduler can learn interruptions per running hour.
     "ALTER TABLE health_observations ADD COLUMN ran_s REAL NOT NULL DEFAULT 0;",
+    // 3: Canopy as a service. Who submitted each workload; every commit as
+    // a numbered batch, so clients of the event stream resume by number;
+    // the audit trail; API tokens (salted hashes only, never the secret).
+    // The inbox table stays for old stores but is no longer read.
+    "
+    ALTER TABLE workloads ADD COLUMN submitted_by TEXT;
+
+    -- One row per journal commit, its records as JSON. seq only grows; old
+    -- rows are pruned (a client asking for one gets a resync).
+    CREATE TABLE batches (
+        seq     INTEGER PRIMARY KEY,
+        at      INTEGER NOT NULL,
+        records TEXT    NOT NULL
+    );
+
+    -- Append-only: every state-changing request, who, from where, outcome.
+    CREATE TABLE audit (
+        seq       INTEGER PRIMARY KEY,
+        at        INTEGER NOT NULL,
+        principal TEXT    NOT NULL,
+        origin    TEXT    NOT NULL,
+        action    TEXT    NOT NULL,
+        target    TEXT,
+        outcome   TEXT    NOT NULL,
+        reason    TEXT
+    );
+    CREATE INDEX audit_by_time ON audit (at);
+
+    -- Bearer tokens. The secret is shown once at creation; only
+    -- sha256(salt || secret) is kept.
+    CREATE TABLE tokens (
+        id         TEXT    PRIMARY KEY,    -- public part of the token
+        name       TEXT    NOT NULL,
+        role       TEXT    NOT NULL,
+        scopes     TEXT    NOT NULL,       -- JSON list of scopes
+        salt       TEXT    NOT NULL,
+        hash       TEXT    NOT NULL,
+        created_at INTEGER NOT NULL,
+        created_by TEXT    NOT NULL,
+        expires_at INTEGER,
+        revoked_at INTEGER
+    );
+    CREATE UNIQUE INDEX tokens_live_name ON tokens (name) WHERE revoked_at IS NULL;
+    ",
 ];
 
 /// Per-connection settings.
 ///
-/// Durability: WAL with `synchronous=NORMAL` syncs the WAL at checkpoints,
-/// not at every commit. A committed transaction survives the process
-/// crashing or being killed (kill -9): it is in the OS's page cache. Power
-/// loss or an OS crash may lose the last transactions, never corrupt the
-/// store. For a scheduler's journal that is the right trade: commits cost
-/// microseconds instead of an fsync each, and what a power loss forgets is
-/// reconciled against the providers on restart (attempt tokens make
-/// relaunches adopt rather than duplicate).
+/// Durability: WAL with `synchronous=FULL` syncs the WAL at every commit,
+/// so a committed transaction survives kill -9, an OS crash and power
+/// loss. That is what an API acknowledgement promises. The engine shell
+/// commits everything that arrived together in one transaction (group
+/// commit), so the fsync is paid once per batch, not once per request.
 pub(super) fn configure(conn: &Connection, store: &str) -> Result<(), JournalError> {
     let open = |source| JournalError::open(store, source);
     conn.busy_timeout(BUSY_TIMEOUT).map_err(open)?;
@@ -130,7 +171,7 @@ pub(super) fn configure(conn: &Connection, store: &str) -> Result<(), JournalErr
             "the store's file system does not support WAL; readers may wait on the engine"
         );
     }
-    conn.pragma_update(None, "synchronous", "NORMAL").map_err(open)?;
+    conn.pragma_update(None, "synchronous", "FULL").map_err(open)?;
     // More statements than rusqlite's default 16 are prepared; keep them all.
     conn.set_prepared_statement_cache_capacity(64);
     Ok(())

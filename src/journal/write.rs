@@ -7,8 +7,9 @@ use rusqlite::{Transaction, TransactionBehavior, params};
 
 const UPSERT_WORKLOAD: &str = "
     INSERT INTO workloads (id, name, state, live, priority, submitted_at, updated_at, attempts,
-        app_failures, not_before, cost_usd, est_cost_usd, reason, class, idempotency_key, spec_hash, spec)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+        app_failures, not_before, cost_usd, est_cost_usd, reason, class, idempotency_key, spec_hash, spec,
+        submitted_by)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
     ON CONFLICT (id) DO UPDATE SET
         name = excluded.name, state = excluded.state, live = excluded.live,
         priority = excluded.priority, submitted_at = excluded.submitted_at,
@@ -17,7 +18,7 @@ const UPSERT_WORKLOAD: &str = "
         cost_usd = excluded.cost_usd, est_cost_usd = excluded.est_cost_usd,
         reason = excluded.reason, class = excluded.class,
         idempotency_key = excluded.idempotency_key, spec_hash = excluded.spec_hash,
-        spec = excluded.spec";
+        spec = excluded.spec, submitted_by = excluded.submitted_by";
 
 const UPSERT_ATTEMPT: &str = "
     INSERT INTO attempts (workload, n, provider, pool, node, region, state, price_per_hour,
@@ -39,6 +40,15 @@ const UPSERT_ATTEMPT: &str = "
 const INSERT_EVENT: &str =
     "INSERT INTO events (at, workload, attempt, kind, message) VALUES (?1, ?2, ?3, ?4, ?5)";
 
+const INSERT_AUDIT: &str = "INSERT INTO audit (at, principal, origin, action, target, outcome, reason) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+
+const INSERT_BATCH: &str = "INSERT INTO batches (at, records) VALUES (?1, ?2)";
+
+/// Batches kept for clients resuming the event stream; older ones are
+/// pruned every [`PRUNE_EVERY`] commits.
+const PRUNE_EVERY: u64 = 256;
+
 const INSERT_HEALTH: &str = "INSERT INTO health_observations (at, provider, pool, node, class, ran_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
 /// Kept apart from the rows so the highest id ever assigned survives even
@@ -51,34 +61,120 @@ impl Journal {
     /// Makes `records` durable in one transaction: all or none.
     ///
     /// Workload and attempt records replace the current row with the same
-    /// id (last write wins); events and health observations are appended in
-    /// the order given. Returns once the transaction is committed.
-    pub fn append(&mut self, records: &[Record]) -> Result<(), JournalError> {
+    /// id (last write wins); events, health observations and audit records
+    /// are appended in the order given. The batch as a whole is kept under
+    /// a new sequence number, which is returned once the transaction is
+    /// committed (and, on the engine's connection, fsync'd). An empty batch
+    /// writes nothing and returns 0.
+    pub fn append(&mut self, records: &[Record]) -> Result<u64, JournalError> {
+        self.append_at(records, None)
+    }
+
+    /// [`append`](Self::append), stamping the batch row with `at` (the
+    /// time of its newest record when `None`).
+    pub fn append_at(&mut self, records: &[Record], at: Option<i64>) -> Result<u64, JournalError> {
         if records.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
+        let batch_json = serde_json::to_string(records).map_err(|e| JournalError::Invalid {
+            what: "a batch of records".into(),
+            detail: e.to_string(),
+        })?;
+        let at = at.unwrap_or_else(|| records.iter().map(record_time).max().unwrap_or(0));
         let store = self.store.as_str();
         let err = failed(store, "append records");
         // IMMEDIATE takes the write lock up front, so a busy store makes us
         // wait (busy_timeout) instead of failing on the first write.
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&err)?;
-        let mut max_id = None;
-        for record in records {
-            match record {
-                Record::Workload(w) => {
-                    let id = upsert_workload(&tx, w, &err)?;
-                    max_id = max_id.max(Some(id));
-                }
-                Record::Attempt(a) => upsert_attempt(&tx, a, &err)?,
-                Record::Event(e) => insert_event(&tx, e, &err)?,
-                Record::Health(h) => insert_health(&tx, h, &err)?,
+        let seq = write_batch(&tx, store, records, &batch_json, at)?;
+        // Dropping `tx` on an early return above rolls the batch back.
+        tx.commit().map_err(&err)?;
+        Ok(seq)
+    }
+
+    /// Runs `change` and appends `records` in one transaction: for changes
+    /// outside the records (tokens) that must commit with their audit.
+    /// Returns the batch's sequence number and what `change` returned.
+    pub(super) fn append_with<T>(
+        &mut self,
+        records: &[Record],
+        action: &'static str,
+        change: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
+    ) -> Result<(u64, T), JournalError> {
+        let batch_json = serde_json::to_string(records).map_err(|e| JournalError::Invalid {
+            what: "a batch of records".into(),
+            detail: e.to_string(),
+        })?;
+        let at = records.iter().map(record_time).max().unwrap_or(0);
+        let store = self.store.as_str();
+        let err = failed(store, action);
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&err)?;
+        let out = change(&tx).map_err(&err)?;
+        let seq = if records.is_empty() { 0 } else { write_batch(&tx, store, records, &batch_json, at)? };
+        tx.commit().map_err(&err)?;
+        Ok((seq, out))
+    }
+}
+
+/// Writes one batch inside `tx` (the caller commits) and returns its
+/// sequence number.
+pub(super) fn write_batch(
+    tx: &Transaction<'_>,
+    store: &str,
+    records: &[Record],
+    batch_json: &str,
+    at: i64,
+) -> Result<u64, JournalError> {
+    let err = failed(store, "append records");
+    let mut max_id = None;
+    for record in records {
+        match record {
+            Record::Workload(w) => {
+                let id = upsert_workload(tx, w, &err)?;
+                max_id = max_id.max(Some(id));
+            }
+            Record::Attempt(a) => upsert_attempt(tx, a, &err)?,
+            Record::Event(e) => insert_event(tx, e, &err)?,
+            Record::Health(h) => insert_health(tx, h, &err)?,
+            Record::Audit(a) => {
+                tx.prepare_cached(INSERT_AUDIT)
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            a.at.0,
+                            a.principal,
+                            a.origin,
+                            a.action,
+                            a.target,
+                            a.outcome,
+                            a.reason
+                        ])
+                    })
+                    .map_err(&err)?;
             }
         }
-        if let Some(id) = max_id {
-            tx.prepare_cached(RAISE_MAX_ID).and_then(|mut s| s.execute([id])).map_err(&err)?;
-        }
-        // Dropping `tx` on an early return above rolls the batch back.
-        tx.commit().map_err(&err)
+    }
+    if let Some(id) = max_id {
+        tx.prepare_cached(RAISE_MAX_ID).and_then(|mut s| s.execute([id])).map_err(&err)?;
+    }
+    tx.prepare_cached(INSERT_BATCH).and_then(|mut s| s.execute(params![at, batch_json])).map_err(&err)?;
+    let seq = u64::try_from(tx.last_insert_rowid()).unwrap_or(0);
+    if seq.is_multiple_of(PRUNE_EVERY) {
+        let keep_from = seq.saturating_sub(super::BATCHES_KEPT) as i64;
+        tx.prepare_cached("DELETE FROM batches WHERE seq < ?1")
+            .and_then(|mut s| s.execute([keep_from]))
+            .map_err(&err)?;
+    }
+    Ok(seq)
+}
+
+/// When a record happened, for the batch's row.
+fn record_time(r: &Record) -> i64 {
+    match r {
+        Record::Workload(w) => w.updated_at.0,
+        Record::Attempt(a) => a.ended_at.or(a.started_at).unwrap_or(a.placed_at).0,
+        Record::Event(e) => e.at.0,
+        Record::Health(h) => h.at.0,
+        Record::Audit(a) => a.at.0,
     }
 }
 
@@ -110,6 +206,7 @@ fn upsert_workload(tx: &Transaction<'_>, w: &WorkloadRecord, err: Wrap<'_>) -> R
         w.idempotency_key,
         w.spec_hash,
         spec,
+        w.submitted_by,
     ])
     .map_err(err)?;
     Ok(id)

@@ -270,6 +270,7 @@ impl World<'_> {
                         spec: Box::new(spec),
                         spec_hash: hash,
                         idempotency_key: None,
+                        by: None,
                     },
                     sink,
                 );

@@ -87,6 +87,7 @@ pub fn submit_event(spec: &Spec, idempotency_key: Option<&str>) -> Event {
         spec: Box::new(spec.clone()),
         spec_hash: spec.content_hash(),
         idempotency_key: idempotency_key.map(Into::into),
+        by: None,
     }
 }
 

@@ -6,10 +6,11 @@
 #![allow(dead_code)]
 
 use canopy::app::{self, EngineOptions, Running};
+use canopy::engine::command::{Command, CommandResult};
 use canopy::engine::core::CoreConfig;
 use canopy::engine::model::{AttemptRecord, WorkloadId, WorkloadRecord};
 use canopy::home::Home;
-use canopy::journal::{Command, CommandResult, Journal};
+use canopy::journal::Journal;
 use canopy::providers::local::ShimCommand;
 use canopy::providers::sim::SimConfig;
 use canopy::spec::Spec;
@@ -121,6 +122,7 @@ pub async fn start(root: &Path, toml: &str) -> Running {
         core: CoreConfig::default(),
         poll_every: Some(Duration::from_millis(250)),
         config: Some(cfg),
+        server: canopy::server::ServerOptions::default(),
     };
     app::start(opts).await.unwrap()
 }

@@ -2,6 +2,7 @@
 //! banner, input line, confirmation, flash, key hints). Render only: views
 //! read [`App`] and never change it, do no I/O and never block.
 
+mod audit;
 mod capacity;
 mod detail;
 mod editor;
@@ -21,13 +22,14 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-const TABS: [(View, &str); 6] = [
+const TABS: [(View, &str); 7] = [
     (View::Overview, "1 overview"),
     (View::Capacity, "2 capacity"),
     (View::Nodes, "3 nodes"),
     (View::Workloads, "4 workloads"),
     (View::Triage, "5 triage"),
     (View::Editor, "6 editor"),
+    (View::Audit, "7 audit"),
 ];
 
 /// Draws the whole console.
@@ -49,6 +51,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         View::Detail => detail::draw(f, app, body),
         View::Logs => logs::draw(f, app, body),
         View::Editor => editor::draw(f, app, body),
+        View::Audit => audit::draw(f, app, body),
         View::Help => help::draw(f, app, body),
     }
     footer(f, app, bottom);
@@ -56,16 +59,23 @@ pub fn draw(f: &mut Frame, app: &App) {
 
 fn header(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.config.theme;
-    let mut spans = vec![Span::styled("canopy ", t.header)];
+    // Narrow screens (and a replay's, below 132 columns, or a lost
+    // engine's, below 140: their marker takes the room) show only the
+    // current tab's name, the others' numbers one space apart.
+    let narrow = area.width < 100
+        || (app.replay.is_some() && area.width < 132)
+        || (app.link_down.is_some() && area.width < 140);
+    let mut spans = vec![Span::styled(if narrow { "canopy" } else { "canopy " }, t.header)];
     for (v, label) in TABS {
         let current =
             v == app.view || (v == View::Workloads && matches!(app.view, View::Detail | View::Logs));
         if current {
+            if narrow {
+                spans.push(Span::raw(" "));
+            }
             spans.push(Span::styled(format!("[{label}]"), t.selected));
-        } else if area.width < 100 || (app.replay.is_some() && area.width < 132) {
-            // Narrow screens (and a replay's, below 132 columns: its
-            // marker takes the room) show only the current tab's name.
-            spans.push(Span::styled(format!(" {} ", &label[..1]), t.dim));
+        } else if narrow {
+            spans.push(Span::styled(format!(" {}", &label[..1]), t.dim));
         } else {
             spans.push(Span::styled(format!(" {label} "), t.dim));
         }
@@ -78,7 +88,19 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
     } else if app.config.read_only {
         spans.push(Span::styled(" READ-ONLY", t.warn));
     }
-    if app.stale() {
+    if let Some(since) = app.link_down {
+        // In words, so it reads without colour; shortened to fit.
+        let used: usize = spans.iter().map(Span::width).sum();
+        let room = usize::from(area.width).saturating_sub(used + 1);
+        let at = super::logs::clock(since, app.config.utc_offset_s);
+        let text =
+            [format!("disconnected — reconnecting (since {at})"), format!("disconnected (since {at})")]
+                .into_iter()
+                .find(|s| s.chars().count() <= room)
+                .unwrap_or_else(|| "disconnected".to_string());
+        spans.push(Span::raw(" "));
+        spans.push(Span::styled(text, t.bad.patch(t.selected)));
+    } else if app.stale() {
         let age = app.model.status_age(app.now).map_or("no data yet".to_string(), |a| format!("{a:.0}s old"));
         spans.push(Span::styled(format!(" STALE ({age})"), t.bad));
     }
@@ -118,7 +140,11 @@ fn replay_spans(r: &ReplayStatus, now: Millis, room: usize, t: &Theme) -> Vec<Sp
 
 fn footer(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.config.theme;
-    let line = if let Some(c) = &app.confirm {
+    let line = if let Some(live) = app.leave_running {
+        let work = if live == 1 { "1 live workload".to_string() } else { format!("{live} live workloads") };
+        let prompt = format!(" {work}: keep the engine running in the background? y/n (esc: stay) ");
+        Line::from(vec![Span::styled(prompt, t.warn.patch(t.selected))])
+    } else if let Some(c) = &app.confirm {
         Line::from(vec![Span::styled(format!(" {} ", c.prompt()), t.warn.patch(t.selected))])
     } else if let Some(i) = &app.input {
         let p = match i.kind {
@@ -138,7 +164,7 @@ fn footer(f: &mut Frame, app: &App, area: Rect) {
 fn hints(v: View, replay: bool) -> &'static str {
     match v {
         View::Overview | View::Capacity if replay => {
-            "1-6 views  space pause  +/- speed  / filter  ? help  q quit"
+            "1-7 views  space pause  +/- speed  / filter  ? help  q quit"
         }
         View::Workloads => {
             "enter detail  l logs  / filter  F faults  s sort  r retry  ^k cancel  : cmd  ? help"
@@ -148,7 +174,8 @@ fn hints(v: View, replay: bool) -> &'static str {
         View::Logs => "/ search  n/N next/prev  e evidence  f follow  w wrap  z time  y copy  esc back",
         View::Editor => "^s submit  ^t template  ^o $EDITOR  :open/:save PATH  esc leave",
         View::Detail => "l logs  r retry  ^k cancel  y copy id  esc back",
-        _ => "1-6 views  : command  / filter  ? help  q quit",
+        View::Audit => "enter open target  / filter (outcome=denied)  y copy  ? help  esc back",
+        _ => "1-7 views  : command  / filter  ? help  q quit",
     }
 }
 

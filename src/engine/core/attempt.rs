@@ -123,6 +123,7 @@ impl Core {
             cost_usd: 0.0,
             provider_ref: None,
         });
+        self.live_ids.insert(id);
         e.live = Some(Live {
             idx: e.attempts.len() - 1,
             node,
@@ -379,6 +380,11 @@ impl Core {
         now: Millis,
     ) {
         let fleet_max_mem = self.max_gpu_memory;
+        if self.live_mut(a).is_none() {
+            return;
+        }
+        // `a` is the live attempt (just checked): it stops being live here.
+        self.live_ids.remove(&a.workload);
         let Some((e, idx)) = self.live_mut(a) else { return };
         let Some(live) = e.live.take() else { return };
         let att = &mut e.attempts[idx];

@@ -22,6 +22,7 @@ mod policy;
 mod queue;
 mod restore;
 
+pub use super::command::Refusal;
 use super::model::*;
 use crate::failure::ProviderEnd;
 use crate::fleet::{Fleet, Free, NodeIdx, NodeState, ProviderIdx};
@@ -82,6 +83,8 @@ pub enum Event {
         spec: Box<Spec>,
         spec_hash: String,
         idempotency_key: Option<String>,
+        /// Who submitted it (recorded on the workload).
+        by: Option<String>,
     },
     Cancel {
         request: u64,
@@ -178,7 +181,7 @@ pub enum Action {
 pub enum Reply {
     Submitted { id: WorkloadId, existing: bool },
     Done { message: String },
-    Error { message: String },
+    Error { code: Refusal, message: String },
 }
 
 /// Runtime facts about a live attempt that are not part of its record.
@@ -282,6 +285,9 @@ pub struct Core {
     snapshot: Option<Snapshot>,
     health: HealthTracker,
     entries: BTreeMap<WorkloadId, Entry>,
+    /// Workloads with a live attempt: what the shell polls, without a scan
+    /// of every queued workload.
+    live_ids: BTreeSet<WorkloadId>,
     keys: HashMap<String, WorkloadId>,
     queue: Queue,
     next_id: u64,
@@ -326,6 +332,7 @@ impl Core {
             fleet,
             snapshot: None,
             entries: BTreeMap::new(),
+            live_ids: BTreeSet::new(),
             keys: HashMap::new(),
             queue: Queue::default(),
             next_id: 1,
@@ -381,8 +388,9 @@ impl Core {
 
     /// Live attempts with their provider, for the shell's status polling.
     pub fn live_attempts(&self) -> Vec<(AttemptId, String)> {
-        self.entries
-            .values()
+        self.live_ids
+            .iter()
+            .filter_map(|id| self.entries.get(id))
             .filter_map(|e| e.live.as_ref().map(|l| &e.attempts[l.idx]))
             .map(|a| (a.id, a.provider.clone()))
             .collect()
@@ -405,8 +413,8 @@ impl Core {
         }
         self.last_now = self.last_now.max(now);
         match event {
-            Event::Submit { request, spec, spec_hash, idempotency_key } => {
-                self.submit(request, *spec, spec_hash, idempotency_key, now)
+            Event::Submit { request, spec, spec_hash, idempotency_key, by } => {
+                self.submit(request, *spec, spec_hash, idempotency_key, by, now)
             }
             Event::Cancel { request, id } => self.cancel(request, id, now),
             Event::SetNodeState { request, node, state } => self.set_node_state(request, &node, state, now),
@@ -497,6 +505,12 @@ impl Core {
                 return Err(format!("snapshot differs from a fresh build: {d}"));
             }
         }
+        let live: BTreeSet<WorkloadId> =
+            self.entries.iter().filter(|(_, e)| e.live.is_some()).map(|(id, _)| *id).collect();
+        if live != self.live_ids {
+            let missing: Vec<_> = live.symmetric_difference(&self.live_ids).take(3).collect();
+            return Err(format!("live-attempt index differs from a scan: {missing:?}"));
+        }
         let scan: BTreeSet<(Millis, WorkloadId)> =
             self.entries.iter().filter_map(|(id, e)| self.attempt_deadline(e).map(|t| (t, *id))).collect();
         if scan != self.deadlines {
@@ -573,7 +587,15 @@ impl Core {
         self.out.push(Action::Reply { request, reply });
     }
 
-    fn submit(&mut self, request: u64, spec: Spec, spec_hash: String, key: Option<String>, now: Millis) {
+    fn submit(
+        &mut self,
+        request: u64,
+        spec: Spec,
+        spec_hash: String,
+        key: Option<String>,
+        by: Option<String>,
+        now: Millis,
+    ) {
         if let Some(k) = &key {
             let known = self
                 .keys
@@ -585,9 +607,11 @@ impl Core {
                     Reply::Submitted { id, existing: true }
                 } else {
                     Reply::Error {
+                        code: Refusal::Conflict,
                         message: format!(
-                            "idempotency key {k:?} was already used for {id} with a different spec; \
-                             use a new key to submit a different workload"
+                            "idempotency key {:?} was already used for {id} with a different spec; \
+                             use a new key to submit a different workload",
+                            super::command::shown_key(k)
                         ),
                     }
                 };
@@ -612,6 +636,7 @@ impl Core {
             est_cost_usd: 0.0,
             reason: None,
             class: None,
+            submitted_by: by,
             spec: spec.clone(),
         };
         if let Some(k) = key {
@@ -628,7 +653,10 @@ impl Core {
         let Some(e) = self.entries.get_mut(&id) else {
             return self.reply(
                 request,
-                Reply::Error { message: format!("{id} is not live (unknown or already final)") },
+                Reply::Error {
+                    code: Refusal::Conflict,
+                    message: format!("{id} is not live (unknown or already final)"),
+                },
             );
         };
         if e.cancel_requested {
@@ -655,8 +683,13 @@ impl Core {
 
     fn set_node_state(&mut self, request: u64, node: &str, state: NodeState, now: Millis) {
         let Some(idx) = self.fleet.node_by_name(node) else {
-            return self
-                .reply(request, Reply::Error { message: format!("no node named {node:?} in the fleet") });
+            return self.reply(
+                request,
+                Reply::Error {
+                    code: Refusal::NotFound,
+                    message: format!("no node named {node:?} in the fleet"),
+                },
+            );
         };
         self.fleet.nodes[idx.0 as usize].state = state;
         if let Some(snap) = self.snapshot.as_mut() {
@@ -702,6 +735,7 @@ impl Core {
         };
         self.save_workload(id, now);
         self.event(now, id, None, kind, reason);
+        self.live_ids.remove(&id);
         if let Some(e) = self.entries.remove(&id)
             && let Some(k) = e.rec.idempotency_key
         {

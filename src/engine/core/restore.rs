@@ -65,6 +65,7 @@ impl Core {
                 if let Some(n) = node {
                     self.allocate(n, alloc, 1);
                 }
+                self.live_ids.insert(id);
                 entry.live = Some(Live {
                     idx,
                     node: node.unwrap_or(crate::fleet::NodeIdx(u32::MAX)),

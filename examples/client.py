@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""A Canopy API client in plain Python (standard library only).
+
+Submits a workload spec (TOML) to a Canopy server, follows the workload
+until it ends, prints its stdout log, lists its artifacts and downloads
+the first file among them.
+
+    canopy serve --listen 127.0.0.1:7878          # on the server
+    canopy token create --name ci --role submitter # prints the token once
+
+    export CANOPY_URL=http://127.0.0.1:7878
+    export CANOPY_TOKEN=canopy_...
+    python3 examples/client.py assets/specs/hello.toml --out ./downloads
+
+The submit carries an Idempotency-Key (a fresh one unless --key is
+given): if the answer is lost and the script is run again with the same
+key and spec, the server returns the same workload instead of running it
+twice.
+
+Exit status: 0 when the workload succeeded, 1 when it failed or was
+cancelled, 2 when the server refused a request or could not be reached.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+
+FINAL = {"succeeded", "failed", "cancelled"}
+
+
+def record(view):
+    """The workload record of a workload view ({"workload": {...}, "attempts": [...]})."""
+    return view.get("workload", view)
+
+
+def workload_id(view):
+    """The id as paths and messages show it: w-17."""
+    return record(view)["id"]
+
+
+class ApiError(Exception):
+    """The server's error shape: {"error": {"code", "message", "problems"?}}."""
+
+    def __init__(self, status, code, message, problems=None):
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message, self.problems = status, code, message, problems or []
+
+
+class Canopy:
+    def __init__(self, base, token, timeout=30):
+        self.base = base.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def request(self, method, path, body=None, headers=None):
+        """Sends one request; returns (status, headers, body bytes)."""
+        req = urllib.request.Request(self.base + path, data=body, method=method)
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return resp.status, resp.headers, resp.read()
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                err = json.loads(raw)["error"]
+            except (ValueError, KeyError, TypeError):
+                err = {"code": "unknown", "message": raw.decode("utf-8", "replace") or e.reason}
+            raise ApiError(e.code, err.get("code"), err.get("message"), err.get("problems")) from None
+        except urllib.error.URLError as e:
+            raise ApiError(0, "unreachable", f"no Canopy server answers at {self.base}: {e.reason}") from None
+
+    def json(self, method, path, body=None, headers=None):
+        _, _, raw = self.request(method, path, body, headers)
+        return json.loads(raw)
+
+    def submit(self, spec_toml, key):
+        status, _, raw = self.request(
+            "POST",
+            "/v1/workloads",
+            spec_toml.encode("utf-8"),
+            {"Content-Type": "application/toml", "Idempotency-Key": key},
+        )
+        return status, json.loads(raw)
+
+    def workload(self, wid):
+        return self.json("GET", f"/v1/workloads/{wid}")
+
+    def wait(self, wid, poll=0.25, max_poll=2.0):
+        """Polls until the workload is final; prints each new state."""
+        last = None
+        while True:
+            w = self.workload(wid)
+            rec = record(w)
+            if rec["state"] != last:
+                last = rec["state"]
+                why = f" ({rec['reason']})" if rec.get("reason") else ""
+                print(f"{wid}: {last}{why}", file=sys.stderr, flush=True)
+            if last in FINAL:
+                return w
+            time.sleep(poll)
+            poll = min(poll * 1.5, max_poll)
+
+    def log(self, wid, stream="stdout"):
+        _, _, raw = self.request("GET", f"/v1/workloads/{wid}/logs?stream={stream}")
+        return raw.decode("utf-8", "replace")
+
+    def artifacts(self, wid):
+        return self.json("GET", f"/v1/workloads/{wid}/artifacts")
+
+    def download(self, artifact, out_dir):
+        """Downloads one file artifact into out_dir; checks its SHA-256."""
+        _, _, data = self.request("GET", artifact["download"])
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != artifact["sha256"]:
+            raise ApiError(0, "corrupt", f"{artifact['name']}: sha256 {digest}, expected {artifact['sha256']}")
+        os.makedirs(out_dir, exist_ok=True)
+        # The name comes from the server: keep only its last component.
+        path = os.path.join(out_dir, os.path.basename(artifact["name"]) or "artifact")
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Submit a Canopy workload and follow it to the end.")
+    p.add_argument("spec", help="the workload spec (TOML); '-' reads standard input")
+    p.add_argument("--key", help="the Idempotency-Key (default: a fresh one)")
+    p.add_argument("--out", default=".", help="where to download the first file artifact (default: .)")
+    args = p.parse_args(argv)
+
+    base = os.environ.get("CANOPY_URL")
+    if not base:
+        print("error: set CANOPY_URL (e.g. http://127.0.0.1:7878) and CANOPY_TOKEN", file=sys.stderr)
+        return 2
+    api = Canopy(base, os.environ.get("CANOPY_TOKEN"))
+    spec = sys.stdin.read() if args.spec == "-" else open(args.spec, encoding="utf-8").read()
+    key = args.key or f"client-py-{uuid.uuid4()}"
+
+    try:
+        status, w = api.submit(spec, key)
+        wid = workload_id(w)
+        again = " (already submitted with this key)" if status == 200 else ""
+        print(f"submitted {wid} as {record(w).get('submitted_by')}{again}", flush=True)
+        state = record(api.wait(wid))["state"]
+        print(f"{wid} {state}", flush=True)
+        print("--- stdout ---", flush=True)
+        sys.stdout.write(api.log(wid))
+        print("--- artifacts ---", flush=True)
+        arts = api.artifacts(wid)
+        for a in arts:
+            print(f"{a['attempt']}  {a['name']}  {a['bytes']} bytes  sha256 {a['sha256'][:12]}", flush=True)
+        if not arts:
+            print("(none)", flush=True)
+        first = next((a for a in arts if a.get("download")), None)
+        if first:
+            print(f"downloaded {api.download(first, args.out)}", flush=True)
+    except ApiError as e:
+        print(f"error: {e}", file=sys.stderr)
+        for d in e.problems:
+            print(f"  {d.get('file')}:{d.get('line')}:{d.get('col')}: {d.get('message')}", file=sys.stderr)
+        return 2
+    return 0 if state == "succeeded" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

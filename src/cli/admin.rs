@@ -1,0 +1,178 @@
+//! `canopy token` and `canopy audit`: managing who may call the API, and
+//! reading what they did. Both go through the API (the socket, as the
+//! store's owner, or `--server` with an admin or operator token).
+
+use super::StoreArgs;
+use super::table::new_table;
+use super::workloads::{chrono_like, with_api};
+use canopy::console::app::sanitize;
+use canopy::engine::model::{AuditRecord, Millis};
+use canopy::journal::TokenRow;
+use canopy::server::api::{NewTokenRequest, NewTokenResponse};
+use canopy::server::auth::Role;
+use color_eyre::eyre::{Result, eyre};
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TokenCommand {
+    /// Make a token. Its secret is printed once; only a salted hash is kept.
+    Create {
+        #[arg(long)]
+        name: String,
+        /// viewer, submitter, operator or admin.
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        /// Limit an operator to a provider or pool (repeatable):
+        /// provider=NAME or pool=PROVIDER/POOL.
+        #[arg(long = "scope", value_name = "SCOPE")]
+        scopes: Vec<String>,
+        /// Lifetime, e.g. 30d, 12h.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        expires: Option<std::time::Duration>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List tokens (never their secrets).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a token by name: it stops working at once.
+    Revoke { name: String },
+}
+
+fn parse_role(s: &str) -> Result<Role, String> {
+    s.parse()
+}
+
+fn now() -> Millis {
+    use canopy::engine::clock::{Clock, SystemClock};
+    SystemClock.now()
+}
+
+pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
+    match cmd {
+        TokenCommand::Create { name, role, scopes, expires, json } => {
+            let expires_at = match expires {
+                Some(d) => {
+                    Some(now().0 + i64::try_from(d.as_millis()).map_err(|_| eyre!("--expires is too long"))?)
+                }
+                None => None,
+            };
+            let req = NewTokenRequest { name, role, scopes, expires_at };
+            match with_api(store, async |c| c.post::<_, NewTokenResponse>("/v1/tokens", &req).await)? {
+                Ok(t) if json => println!("{}", serde_json::to_string_pretty(&t)?),
+                Ok(t) => {
+                    println!("{}", t.token);
+                    eprintln!(
+                        "token {:?} ({}{}) created. This is the only time it is shown: keep it in a secret store and pass it as CANOPY_TOKEN.",
+                        t.name,
+                        t.role,
+                        if t.scopes.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", {}", t.scopes.join(", "))
+                        }
+                    );
+                }
+                Err(code) => return Ok(code),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TokenCommand::List { json } => {
+            let rows = match with_api(store, async |c| c.get::<Vec<TokenRow>>("/v1/tokens").await)? {
+                Ok(r) => r,
+                Err(code) => return Ok(code),
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let now = now();
+            let mut t = new_table(&["NAME", "ROLE", "SCOPES", "CREATED", "BY", "STATE"]);
+            for r in &rows {
+                let state = match (r.revoked_at, r.expires_at) {
+                    (Some(at), _) => format!("revoked {}", chrono_like(at)),
+                    (None, Some(e)) if e <= now => format!("expired {}", chrono_like(e)),
+                    (None, Some(e)) => format!("expires {}", chrono_like(e)),
+                    (None, None) => "active".into(),
+                };
+                t.add_row(vec![
+                    r.name.clone(),
+                    r.role.clone(),
+                    r.scopes.join(", "),
+                    chrono_like(r.created_at),
+                    r.created_by.clone(),
+                    state,
+                ]);
+            }
+            println!("{t}");
+            Ok(ExitCode::SUCCESS)
+        }
+        TokenCommand::Revoke { name } => {
+            let path = format!("/v1/tokens/{name}");
+            match with_api(store, async |c| c.delete::<serde_json::Value>(&path).await)? {
+                Ok(v) => println!("{}", v["message"].as_str().unwrap_or("revoked")),
+                Err(code) => return Ok(code),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// Only what happened within this long (e.g. 1h, 7d).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    since: Option<std::time::Duration>,
+    /// Only this principal's requests.
+    #[arg(long)]
+    principal: Option<String>,
+    #[arg(long, default_value_t = 200)]
+    limit: usize,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn audit(store: &StoreArgs, a: AuditArgs) -> Result<ExitCode> {
+    let mut q = format!("/v1/audit?limit={}", a.limit);
+    if let Some(d) = a.since {
+        q.push_str(&format!("&since={}", now().0 - i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2)));
+    }
+    if let Some(p) = &a.principal {
+        q.push_str(&format!("&principal={}", url_escape(p)));
+    }
+    let rows = match with_api(store, async |c| c.get::<Vec<AuditRecord>>(&q).await)? {
+        Ok(r) => r,
+        Err(code) => return Ok(code),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = new_table(&["AT (UTC)", "WHO", "FROM", "ACTION", "TARGET", "OUTCOME", "REASON"]);
+    for r in &rows {
+        // Reasons and targets are other people's text: never raw to a terminal.
+        t.add_row(vec![
+            chrono_like(r.at),
+            sanitize(&r.principal).into_owned(),
+            sanitize(&r.origin).into_owned(),
+            sanitize(&r.action).into_owned(),
+            sanitize(r.target.as_deref().unwrap_or_default()).into_owned(),
+            sanitize(&r.outcome).chars().take(60).collect(),
+            sanitize(r.reason.as_deref().unwrap_or_default()).into_owned(),
+        ]);
+    }
+    println!("{t}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Percent-encodes what a query value cannot hold as is.
+fn url_escape(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -1,0 +1,355 @@
+//! The API client the CLI and an attached console use: HTTP/JSON over the
+//! store's socket, or over TCP (with a bearer token) to a remote server.
+//!
+//! [`Client`] makes requests and turns the API's error shape back into a
+//! [`ClientError`]; [`attach`] builds an [`EngineHandle`] on a server, fed
+//! by its event stream, so a console reads a remote engine exactly as it
+//! reads one in its own process. It holds no state of its own.
+
+mod attach;
+mod sse;
+
+pub use attach::attach;
+
+use crate::engine::command::{Command, CommandResult, Refusal};
+use crate::engine::handle::{LogBytes, Recent, Remote, Stream};
+use crate::engine::model::{AttemptId, AuditRecord, EventRecord, WorkloadId};
+use crate::server::api::{NEXT_OFFSET, Page, WorkloadView};
+use reqwest::{Method, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where a client connects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The store's socket: the caller is the store's owner.
+    Socket(PathBuf),
+    /// `http://host:port` or `https://…`, with a token.
+    Url { base: String, token: Option<String> },
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Socket(p) => write!(f, "{}", p.display()),
+            Target::Url { base, .. } => f.write_str(base),
+        }
+    }
+}
+
+/// Why a request did not get an answer it could use.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClientError {
+    /// Nothing listens there: no engine owns the store, or the server is down.
+    #[error("no Canopy server answers at {target}: {detail}")]
+    Unreachable { target: String, detail: String },
+    /// The server answered with an error.
+    #[error("{message}")]
+    Api { status: u16, code: String, message: String, field: Option<String>, body: serde_json::Value },
+    #[error("the server's answer could not be read: {0}")]
+    Decode(String),
+}
+
+impl ClientError {
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// A connection to one Canopy server.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+    target: Target,
+}
+
+/// How long a request (not a stream) may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Client {
+    /// A client for `target`. Over the socket no TLS is set up at all (a
+    /// CLI command pays nothing for certificates it will not use); over
+    /// https the system's roots are trusted, plus the PEM certificates in
+    /// `$CANOPY_CA_CERT` (a server with a private CA or a self-signed one).
+    pub fn new(target: Target) -> Result<Client, ClientError> {
+        let config = |e: String| ClientError::Decode(format!("cannot set up the HTTP client: {e}"));
+        let mut b = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .pool_idle_timeout(Duration::from_secs(30));
+        let (base, token) = match &target {
+            Target::Socket(p) => {
+                b = b.unix_socket(p.clone()).no_proxy().tls_certs_only(std::iter::empty());
+                ("http://canopy".to_string(), None)
+            }
+            Target::Url { base, token } => {
+                if let Some(path) = std::env::var_os("CANOPY_CA_CERT") {
+                    let pem = std::fs::read(&path).map_err(|e| {
+                        config(format!("cannot read $CANOPY_CA_CERT ({}): {e}", path.display()))
+                    })?;
+                    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                        .map_err(|e| config(format!("$CANOPY_CA_CERT ({}): {e}", path.display())))?;
+                    b = b.tls_certs_merge(certs);
+                }
+                (base.trim_end_matches('/').to_string(), token.clone())
+            }
+        };
+        let http = b.build().map_err(|e| config(e.to_string()))?;
+        Ok(Client { http, base, token, target })
+    }
+
+    /// The store's socket under `root`.
+    pub fn for_store(root: &Path) -> Result<Client, ClientError> {
+        Client::new(Target::Socket(crate::server::listen::socket_path(root)))
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// A request; `streaming` ones (logs followed, the event stream) have
+    /// no overall time limit.
+    fn request(&self, streaming: bool, method: Method, path: &str) -> reqwest::RequestBuilder {
+        let mut r = self.http.request(method, format!("{}{path}", self.base));
+        if !streaming {
+            r = r.timeout(REQUEST_TIMEOUT);
+        }
+        if let Some(t) = &self.token {
+            r = r.bearer_auth(t);
+        }
+        r
+    }
+
+    async fn send(&self, r: reqwest::RequestBuilder) -> Result<reqwest::Response, ClientError> {
+        let resp = r.send().await.map_err(|e| ClientError::Unreachable {
+            target: self.target.to_string(),
+            detail: root_cause(&e),
+        })?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        Err(api_error(resp).await)
+    }
+
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        let resp = self.send(self.request(false, Method::GET, path)).await?;
+        resp.json().await.map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    pub async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ClientError> {
+        let resp = self.send(self.request(false, Method::POST, path).json(body)).await?;
+        resp.json().await.map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    pub async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        let resp = self.send(self.request(false, Method::DELETE, path)).await?;
+        resp.json().await.map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    /// Submits spec text (`json`: JSON, else TOML) with an idempotency key.
+    /// Returns the workload and whether the key matched an earlier submit.
+    pub async fn submit(&self, spec: &str, json: bool, key: &str) -> Result<WorkloadView, ClientError> {
+        let ct = if json { "application/json" } else { "application/toml" };
+        let r = self
+            .request(false, Method::POST, "/v1/workloads")
+            .header("content-type", ct)
+            .header("idempotency-key", key)
+            .body(spec.to_string());
+        let resp = self.send(r).await?;
+        resp.json().await.map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    pub async fn workload(&self, id: WorkloadId) -> Result<WorkloadView, ClientError> {
+        self.get(&format!("/v1/workloads/{id}")).await
+    }
+
+    /// A page of workloads; `query` is the URL's query string (without `?`).
+    pub async fn workloads(&self, query: &str) -> Result<Page, ClientError> {
+        self.get(&format!("/v1/workloads?{query}")).await
+    }
+
+    /// A command, as the API carries it.
+    pub async fn run(&self, cmd: &Command, reason: Option<String>) -> Result<CommandResult, ClientError> {
+        let body = serde_json::json!({ "reason": reason });
+        let (path, spec) = match cmd {
+            Command::Submit { spec, idempotency_key } => {
+                let text = serde_json::to_string(spec).map_err(|e| ClientError::Decode(e.to_string()))?;
+                let key = idempotency_key.clone().unwrap_or_else(new_key);
+                let v = self.submit(&text, true, &key).await?;
+                return Ok(CommandResult::Submitted { id: v.workload.id, existing: v.existing });
+            }
+            Command::Cancel { id } => (format!("/v1/workloads/{id}/cancel"), None::<()>),
+            Command::Retry { id } => (format!("/v1/workloads/{id}/retry"), None),
+            Command::Cordon { node } => (format!("/v1/nodes/{node}/cordon"), None),
+            Command::Uncordon { node } => (format!("/v1/nodes/{node}/uncordon"), None),
+            Command::Drain { node } => (format!("/v1/nodes/{node}/drain"), None),
+        };
+        let _ = spec;
+        let v: serde_json::Value = self.post(&path, &body).await?;
+        if let Some(id) = v.get("id").and_then(|x| x.as_str()).and_then(|x| x.parse().ok()) {
+            return Ok(CommandResult::Submitted { id, existing: v["existing"].as_bool().unwrap_or(false) });
+        }
+        Ok(CommandResult::Ok { message: v["message"].as_str().unwrap_or("done").to_string() })
+    }
+
+    /// Up to `max` bytes of a log from `offset`.
+    pub async fn log_bytes(
+        &self,
+        attempt: AttemptId,
+        stream: Stream,
+        offset: u64,
+        max: usize,
+    ) -> Result<LogBytes, ClientError> {
+        let s = match stream {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        };
+        let path = format!(
+            "/v1/workloads/{}/logs?attempt={}&stream={s}&offset={offset}&limit={max}",
+            attempt.workload, attempt.n
+        );
+        let resp = self.send(self.request(false, Method::GET, &path)).await?;
+        let next = resp.headers().get(NEXT_OFFSET).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+        let data = resp.bytes().await.map_err(|e| ClientError::Decode(e.to_string()))?.to_vec();
+        Ok(LogBytes { next_offset: next.unwrap_or(offset + data.len() as u64), data })
+    }
+
+    /// A streaming GET (logs with follow, the event stream).
+    pub async fn open_stream(
+        &self,
+        path: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<reqwest::Response, ClientError> {
+        let mut r = self.request(true, Method::GET, path);
+        if let Some(id) = last_event_id {
+            r = r.header("last-event-id", id);
+        }
+        self.send(r).await
+    }
+}
+
+/// An idempotency key no one else will make: time, process and randomness.
+pub fn new_key() -> String {
+    let mut b = [0u8; 8];
+    let _ = getrandom::fill(&mut b);
+    format!("k-{}-{}", std::process::id(), hex::encode(b))
+}
+
+fn root_cause(e: &reqwest::Error) -> String {
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        msg = s.to_string();
+        src = s.source();
+    }
+    msg
+}
+
+async fn api_error(resp: reqwest::Response) -> ClientError {
+    let status = resp.status();
+    let body: serde_json::Value = resp.json().await.unwrap_or(serde_json::Value::Null);
+    let e = &body["error"];
+    let message = e["message"].as_str().map(str::to_string).unwrap_or_else(|| {
+        format!(
+            "the server answered {status}{}",
+            if status == StatusCode::NOT_FOUND { " (is it a Canopy server?)" } else { "" }
+        )
+    });
+    ClientError::Api {
+        status: status.as_u16(),
+        code: e["code"].as_str().unwrap_or("unknown").to_string(),
+        message,
+        field: e["field"].as_str().map(str::to_string),
+        body,
+    }
+}
+
+fn refusal(status: u16) -> Refusal {
+    match status {
+        404 => Refusal::NotFound,
+        409 => Refusal::Conflict,
+        503 => Refusal::Unavailable,
+        _ => Refusal::Invalid,
+    }
+}
+
+#[async_trait::async_trait]
+impl Remote for Client {
+    async fn command(&self, cmd: Command, reason: Option<String>) -> CommandResult {
+        match self.run(&cmd, reason).await {
+            Ok(r) => r,
+            Err(ClientError::Api { status, message, .. }) => CommandResult::error(refusal(status), message),
+            Err(e) => CommandResult::error(Refusal::Unavailable, e.to_string()),
+        }
+    }
+
+    async fn recent(&self, limit: usize, events: usize) -> Result<Recent, String> {
+        // Every live workload whatever its age, the newest `limit`, and
+        // the newest events, asked for at once.
+        let live = async {
+            let mut all = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let mut q = "state=queued,placing,launching,running&limit=1000".to_string();
+                if let Some(c) = &cursor {
+                    q.push_str(&format!("&cursor={c}"));
+                }
+                let page = self.workloads(&q).await?;
+                all.extend(page.workloads);
+                match page.next_cursor {
+                    Some(c) => cursor = Some(c),
+                    None => return Ok::<_, ClientError>(all),
+                }
+            }
+        };
+        let (newest_q, events_q) =
+            (format!("limit={}", limit.clamp(1, 1000)), format!("/v1/events?limit={events}"));
+        let newest = self.workloads(&newest_q);
+        let events = self.get::<Vec<EventRecord>>(&events_q);
+        let (live, newest, events) = tokio::join!(live, newest, events);
+        let (live, newest, events) = (
+            live.map_err(|e| e.to_string())?,
+            newest.map_err(|e| e.to_string())?,
+            events.map_err(|e| e.to_string())?,
+        );
+        let mut seen = std::collections::HashSet::new();
+        let mut workloads = Vec::new();
+        let mut attempts = Vec::new();
+        for v in live.into_iter().chain(newest.workloads) {
+            if seen.insert(v.workload.id) {
+                attempts.extend(v.attempts);
+                workloads.push(v.workload);
+            }
+        }
+        workloads.sort_by_key(|w| std::cmp::Reverse(w.id));
+        Ok(Recent { workloads, attempts, events })
+    }
+
+    async fn events(&self, id: WorkloadId) -> Result<Vec<EventRecord>, String> {
+        self.get(&format!("/v1/workloads/{id}/events")).await.map_err(|e| e.to_string())
+    }
+
+    async fn logs(
+        &self,
+        attempt: AttemptId,
+        stream: Stream,
+        offset: u64,
+        max: usize,
+    ) -> Result<LogBytes, String> {
+        self.log_bytes(attempt, stream, offset, max).await.map_err(|e| e.to_string())
+    }
+
+    async fn audit(&self, limit: usize) -> Result<Vec<AuditRecord>, String> {
+        self.get(&format!("/v1/audit?limit={limit}")).await.map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,403 @@
+//! The one seam every client reads an engine through: commands, a stream
+//! of durable record batches, fleet status, journal queries and logs.
+//!
+//! Three things sit behind an [`EngineHandle`]: the engine shell in this
+//! process, a simulator replay (`canopy sim --watch`), or a remote server
+//! reached over HTTP (`client::attach`). Views never know which.
+
+use super::command::{Caller, Command, CommandResult, Refusal};
+use super::core::Core;
+use super::metrics::EngineMetrics;
+use super::model::{
+    AttemptId, AttemptRecord, AuditRecord, Batch, EventRecord, Millis, Record, WorkloadId, WorkloadRecord,
+};
+use crate::fleet::Fleet;
+use crate::health::HealthView;
+use crate::journal::{Journal, JournalError, WorkloadFilter};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+/// The fleet as the engine sees it now, published for read models (the
+/// console) when it changes, at most about once a second.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FleetStatus {
+    pub at: Millis,
+    /// Node states and allocations as the core holds them.
+    pub fleet: Fleet,
+    pub health: HealthView,
+    /// Workloads waiting because nothing fits them now.
+    pub blocked: usize,
+    /// Providers whose last status call failed, with the error; cleared
+    /// when one answers again.
+    pub unreachable: BTreeMap<String, String>,
+}
+
+impl FleetStatus {
+    /// The fleet status of `core` at `now`: what the shell publishes, and
+    /// what a replay (`canopy sim --watch`) publishes from the simulator's
+    /// core.
+    pub fn of(core: &Core, now: Millis, unreachable: BTreeMap<String, String>) -> Self {
+        FleetStatus {
+            at: now,
+            fleet: core.fleet().clone(),
+            health: core.health().view(now),
+            blocked: core.blocked_count(),
+            unreachable,
+        }
+    }
+}
+
+/// What a read model starts from: recent workloads (final ones too), their
+/// attempts, and the newest events.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Recent {
+    /// Newest first.
+    pub workloads: Vec<WorkloadRecord>,
+    pub attempts: Vec<AttemptRecord>,
+    /// Oldest first.
+    pub events: Vec<EventRecord>,
+}
+
+/// Which of an attempt's log streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout.log",
+            Stream::Stderr => "stderr.log",
+        }
+    }
+}
+
+/// Bytes of a shipped log from an offset: `data` ends at `next_offset`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogBytes {
+    pub data: Vec<u8>,
+    pub next_offset: u64,
+}
+
+/// Whether a handle can reach its engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Link {
+    /// In-process, or connected to the server. `reloads` counts the times
+    /// the reader must load its data afresh (on connecting, and when the
+    /// server said this client fell behind); watch it and reload when it
+    /// changes.
+    Up { reloads: u64 },
+    /// The server went away at `since`; the handle reconnects by itself.
+    Down { since: Millis, error: String },
+}
+
+/// What a remote engine (an HTTP server) does for a handle; implemented by
+/// `client::Client`.
+#[async_trait::async_trait]
+pub trait Remote: Send + Sync {
+    async fn command(&self, cmd: Command, reason: Option<String>) -> CommandResult;
+    async fn recent(&self, limit: usize, events: usize) -> Result<Recent, String>;
+    async fn events(&self, id: WorkloadId) -> Result<Vec<EventRecord>, String>;
+    async fn logs(
+        &self,
+        attempt: AttemptId,
+        stream: Stream,
+        offset: u64,
+        max: usize,
+    ) -> Result<LogBytes, String>;
+    async fn audit(&self, limit: usize) -> Result<Vec<AuditRecord>, String>;
+}
+
+/// A read of the journal, run between batches; it answers on its own
+/// channel and never fails the engine.
+pub(super) type Query = Box<dyn FnOnce(&mut Journal) + Send>;
+
+pub(super) enum Msg {
+    Event(super::core::Event),
+    Command { cmd: Command, caller: Caller, reply: oneshot::Sender<CommandResult> },
+    Query(Query),
+    Shutdown,
+}
+
+#[derive(Clone)]
+enum Backend {
+    /// The engine shell in this process, its log store and its counters.
+    Local {
+        tx: mpsc::UnboundedSender<Msg>,
+        logs: PathBuf,
+        metrics: Arc<EngineMetrics>,
+    },
+    /// Fed by a replay: no core to command, no journal to read.
+    Replay,
+    Remote(Arc<dyn Remote>),
+}
+
+/// A handle on a running engine: send commands, watch records go by.
+#[derive(Clone)]
+pub struct EngineHandle {
+    backend: Backend,
+    updates: broadcast::Sender<Arc<Batch>>,
+    status: watch::Receiver<Option<Arc<FleetStatus>>>,
+    link: watch::Receiver<Link>,
+}
+
+/// Where a replay's or a remote's batches go (as [`EngineHandle::subscribe`] hands them on).
+pub type RecordSender = broadcast::Sender<Arc<Batch>>;
+/// Where a replay's fleet status goes (as [`EngineHandle::status`] hands it on).
+pub type StatusSender = watch::Sender<Option<Arc<FleetStatus>>>;
+/// Where a remote handle's connection state goes.
+pub type LinkSender = watch::Sender<Link>;
+
+/// Batches a records channel holds for a slow subscriber before it lags.
+pub const BACKLOG: usize = 4096;
+
+/// What a command gets from a replay.
+pub const REPLAY_READ_ONLY: &str = "replay: read-only (this is `canopy sim --watch`, not an engine)";
+
+impl EngineHandle {
+    pub(super) fn local(
+        tx: mpsc::UnboundedSender<Msg>,
+        logs: PathBuf,
+        updates: RecordSender,
+        status: watch::Receiver<Option<Arc<FleetStatus>>>,
+        metrics: Arc<EngineMetrics>,
+    ) -> EngineHandle {
+        let (_, link) = watch::channel(Link::Up { reloads: 0 });
+        EngineHandle { backend: Backend::Local { tx, logs, metrics }, updates, status, link }
+    }
+
+    /// The in-process engine's own counters (`None` for a replay or remote).
+    pub fn metrics(&self) -> Option<Arc<EngineMetrics>> {
+        match &self.backend {
+            Backend::Local { metrics, .. } => Some(metrics.clone()),
+            _ => None,
+        }
+    }
+
+    /// A handle fed by a replay (`canopy sim --watch`) instead of an engine:
+    /// records and fleet status arrive from the returned senders, commands
+    /// are refused with [`REPLAY_READ_ONLY`], and journal reads
+    /// ([`recent`](Self::recent), [`events`](Self::events)) fail: a replay
+    /// keeps no journal.
+    pub fn replay() -> (EngineHandle, RecordSender, StatusSender) {
+        let (updates, _) = broadcast::channel(BACKLOG);
+        let (status, status_rx) = watch::channel(None);
+        let (_, link) = watch::channel(Link::Up { reloads: 0 });
+        (
+            EngineHandle { backend: Backend::Replay, updates: updates.clone(), status: status_rx, link },
+            updates,
+            status,
+        )
+    }
+
+    /// A handle on a remote engine: commands and reads go to `remote`;
+    /// batches, fleet status and the connection's state arrive from the
+    /// returned senders, which the caller feeds from the server's stream.
+    pub fn remote(remote: Arc<dyn Remote>) -> (EngineHandle, RecordSender, StatusSender, LinkSender) {
+        let (updates, _) = broadcast::channel(BACKLOG);
+        let (status, status_rx) = watch::channel(None);
+        let (link, link_rx) = watch::channel(Link::Up { reloads: 0 });
+        let handle = EngineHandle {
+            backend: Backend::Remote(remote),
+            updates: updates.clone(),
+            status: status_rx,
+            link: link_rx,
+        };
+        (handle, updates, status, link)
+    }
+
+    /// Whether this handle is fed by a replay.
+    pub fn is_replay(&self) -> bool {
+        matches!(self.backend, Backend::Replay)
+    }
+
+    /// Whether this handle talks to a server in another process.
+    pub fn is_remote(&self) -> bool {
+        matches!(self.backend, Backend::Remote(_))
+    }
+
+    /// Sends a command as the user running this process and waits for the
+    /// engine's answer.
+    pub async fn command(&self, cmd: Command) -> CommandResult {
+        self.command_as(cmd, Caller::local("console")).await
+    }
+
+    /// Sends a command on behalf of `caller` and waits for the engine's
+    /// answer, which comes once the change and its audit record are
+    /// durable. A remote server decides the caller itself from the
+    /// connection; only the reason travels.
+    pub async fn command_as(&self, cmd: Command, caller: Caller) -> CommandResult {
+        match &self.backend {
+            Backend::Replay => CommandResult::error(Refusal::Unavailable, REPLAY_READ_ONLY),
+            Backend::Remote(r) => r.command(cmd, caller.reason).await,
+            Backend::Local { tx, .. } => {
+                let (reply, rx) = oneshot::channel();
+                if tx.send(Msg::Command { cmd, caller, reply }).is_err() {
+                    return CommandResult::error(Refusal::Unavailable, "the engine has stopped");
+                }
+                rx.await.unwrap_or(CommandResult::error(
+                    Refusal::Unavailable,
+                    "the engine stopped before answering",
+                ))
+            }
+        }
+    }
+
+    /// Every batch of records, after it is durable.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Batch>> {
+        self.updates.subscribe()
+    }
+
+    /// The fleet status as last published (`None` until the first one).
+    pub fn status(&self) -> watch::Receiver<Option<Arc<FleetStatus>>> {
+        self.status.clone()
+    }
+
+    /// Whether the engine can be reached (always, in-process).
+    pub fn link(&self) -> watch::Receiver<Link> {
+        self.link.clone()
+    }
+
+    /// The newest `limit` workloads with their attempts — and every
+    /// workload that is not final, whatever its age — and the newest
+    /// `events` events.
+    pub async fn recent(&self, limit: usize, events: usize) -> Result<Recent, String> {
+        if let Backend::Remote(r) = &self.backend {
+            return r.recent(limit, events).await;
+        }
+        self.read(move |j| recent(j, limit, events)).await
+    }
+
+    /// Every event of one workload, oldest first.
+    pub async fn events(&self, id: WorkloadId) -> Result<Vec<EventRecord>, String> {
+        if let Backend::Remote(r) = &self.backend {
+            return r.events(id).await;
+        }
+        self.read(move |j| j.events(id)).await
+    }
+
+    /// The newest `limit` audit records, newest first.
+    pub async fn audit(&self, limit: usize) -> Result<Vec<AuditRecord>, String> {
+        if let Backend::Remote(r) = &self.backend {
+            return r.audit(limit).await;
+        }
+        let filter = crate::journal::AuditFilter { limit: Some(limit), ..Default::default() };
+        self.read(move |j| j.audit(&filter)).await
+    }
+
+    /// Up to `max` bytes of an attempt's shipped log from `offset`.
+    pub async fn logs(
+        &self,
+        attempt: AttemptId,
+        stream: Stream,
+        offset: u64,
+        max: usize,
+    ) -> Result<LogBytes, String> {
+        match &self.backend {
+            Backend::Remote(r) => r.logs(attempt, stream, offset, max).await,
+            Backend::Replay => Err("replay: no logs".into()),
+            Backend::Local { logs, .. } => {
+                let path = super::shell::log_dir(logs, attempt).join(stream.file_name());
+                read_log(&path, offset, max).await
+            }
+        }
+    }
+
+    /// Runs a read of the journal between the engine's batches (in-process
+    /// engines only).
+    pub async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Journal) -> Result<T, JournalError> + Send + 'static,
+    ) -> Result<T, String> {
+        let tx = match &self.backend {
+            Backend::Local { tx, .. } => tx,
+            Backend::Replay => return Err("replay: no journal to read".into()),
+            Backend::Remote(_) => return Err("a remote engine's journal is read through its API".into()),
+        };
+        let (reply, rx) = oneshot::channel();
+        let q: Query = Box::new(move |j| {
+            let _ = reply.send(f(j).map_err(|e| e.to_string()));
+        });
+        if tx.send(Msg::Query(q)).is_err() {
+            return Err("the engine has stopped".into());
+        }
+        rx.await.unwrap_or_else(|_| Err("the engine stopped before answering".into()))
+    }
+
+    /// Commits a batch the engine's core did not make (audit records of
+    /// requests refused before the engine, token changes) in the engine's
+    /// journal, between its own batches, and publishes it to subscribers
+    /// like any other: no reader of the stream misses it. `write` makes
+    /// exactly `records` durable (with whatever else belongs in the same
+    /// transaction) and returns the batch's sequence number.
+    pub async fn commit<T: Send + 'static>(
+        &self,
+        records: Vec<Record>,
+        write: impl FnOnce(&mut Journal, &[Record]) -> Result<(u64, T), JournalError> + Send + 'static,
+    ) -> Result<T, String> {
+        let updates = self.updates.clone();
+        self.read(move |j| {
+            let (seq, out) = write(j, &records)?;
+            if seq > 0 {
+                let _ = updates.send(Arc::new(Batch { seq, records }));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Asks the engine to stop after the current batch. Running attempts
+    /// keep running at their providers and are re-adopted on the next start.
+    /// A no-op on a replay or remote handle.
+    pub fn shutdown(&self) {
+        if let Backend::Local { tx, .. } = &self.backend {
+            let _ = tx.send(Msg::Shutdown);
+        }
+    }
+}
+
+/// The newest `limit` workloads, every live one, their attempts, and the
+/// newest `events` events.
+pub fn recent(j: &mut Journal, limit: usize, events: usize) -> Result<Recent, JournalError> {
+    use super::model::WorkloadState as S;
+    let filter = WorkloadFilter { limit: Some(limit), ..WorkloadFilter::default() };
+    let mut workloads = j.workloads(&filter)?;
+    let live = WorkloadFilter {
+        states: vec![S::Queued, S::Placing, S::Launching, S::Running],
+        ..WorkloadFilter::default()
+    };
+    let seen: std::collections::HashSet<WorkloadId> = workloads.iter().map(|w| w.id).collect();
+    workloads.extend(j.workloads(&live)?.into_iter().filter(|w| !seen.contains(&w.id)));
+    workloads.sort_by_key(|w| std::cmp::Reverse(w.id));
+    let mut attempts = Vec::new();
+    for w in &workloads {
+        attempts.extend(j.attempts(w.id)?);
+    }
+    let last = j.last_event_seq()?;
+    let since = last.saturating_sub(i64::try_from(events).unwrap_or(i64::MAX));
+    let events = j.events_since(since, events)?.into_iter().map(|(_, e)| e).collect();
+    Ok(Recent { workloads, attempts, events })
+}
+
+/// Up to `max` bytes of a file from `offset`; an absent file is empty.
+pub async fn read_log(path: &std::path::Path, offset: u64, max: usize) -> Result<LogBytes, String> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let mut f = match tokio::fs::File::open(path).await {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(LogBytes { data: Vec::new(), next_offset: offset });
+        }
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    f.seek(std::io::SeekFrom::Start(offset)).await.map_err(|e| e.to_string())?;
+    let mut data = Vec::new();
+    (&mut f).take(max as u64).read_to_end(&mut data).await.map_err(|e| e.to_string())?;
+    let next_offset = offset + data.len() as u64;
+    Ok(LogBytes { data, next_offset })
+}

@@ -1,0 +1,116 @@
+//! Reading commits back as numbered batches (what the API's event stream
+//! resumes from) and the audit trail.
+
+use super::codec::millis;
+use super::{Journal, JournalError, failed};
+use crate::engine::model::{AuditRecord, Batch, Millis, Record};
+use rusqlite::{OptionalExtension, params};
+
+/// How many of the newest batches the store keeps for clients that resume
+/// the event stream; a client further behind reloads (resync).
+pub const BATCHES_KEPT: u64 = 20_000;
+
+/// Which audit records [`Journal::audit`] lists.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AuditFilter {
+    /// At or after this.
+    pub since: Option<Millis>,
+    /// Of this principal.
+    pub principal: Option<String>,
+    /// At most this many, newest first.
+    pub limit: Option<usize>,
+}
+
+impl Journal {
+    /// Up to `limit` batches committed after `after`, oldest first.
+    pub fn batches_since(&self, after: u64, limit: usize) -> Result<Vec<Batch>, JournalError> {
+        let err = failed(&self.store, "read batches");
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT seq, records FROM batches WHERE seq > ?1 ORDER BY seq LIMIT ?2")
+            .map_err(&err)?;
+        let rows: Vec<(i64, String)> = stmt
+            .query_map(params![after, limit], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(&err)?;
+        rows.into_iter()
+            .map(|(seq, json)| {
+                let records: Vec<Record> = serde_json::from_str(&json).map_err(|e| {
+                    err(rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, e.into()))
+                })?;
+                Ok(Batch { seq: u64::try_from(seq).unwrap_or(0), records })
+            })
+            .collect()
+    }
+
+    /// The oldest batch still kept and the newest; `(0, 0)` in a new store.
+    pub fn batch_range(&self) -> Result<(u64, u64), JournalError> {
+        let (lo, hi): (Option<i64>, Option<i64>) = self
+            .conn
+            .query_row("SELECT min(seq), max(seq) FROM batches", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(failed(&self.store, "read batches"))?;
+        let u = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok()).unwrap_or(0);
+        Ok((u(lo), u(hi)))
+    }
+
+    /// The audit trail, newest first.
+    pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, JournalError> {
+        let err = failed(&self.store, "read the audit trail");
+        let limit = filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT at, principal, origin, action, target, outcome, reason FROM audit \
+                 WHERE at >= ?1 AND (?2 IS NULL OR principal = ?2) ORDER BY seq DESC LIMIT ?3",
+            )
+            .map_err(&err)?;
+        let since = filter.since.map_or(i64::MIN, |m| m.0);
+        stmt.query_map(params![since, filter.principal, limit], |r| {
+            Ok(AuditRecord {
+                at: millis(r, 0)?,
+                principal: r.get(1)?,
+                origin: r.get(2)?,
+                action: r.get(3)?,
+                target: r.get(4)?,
+                outcome: r.get(5)?,
+                reason: r.get(6)?,
+            })
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(&err)
+    }
+
+    /// Whether any audit record exists; for tests and `canopy audit`.
+    pub fn has_audit(&self) -> Result<bool, JournalError> {
+        self.conn
+            .query_row("SELECT 1 FROM audit LIMIT 1", [], |_| Ok(()))
+            .optional()
+            .map(|r| r.is_some())
+            .map_err(failed(&self.store, "read the audit trail"))
+    }
+}
+
+impl Journal {
+    /// How many workloads are in each state.
+    pub fn count_by_state(&self) -> Result<Vec<(String, u64)>, JournalError> {
+        self.counts("SELECT state, count(*) FROM workloads GROUP BY state ORDER BY state")
+    }
+
+    /// How many ended attempts each failure class has (`none` for successes).
+    pub fn attempts_by_class(&self) -> Result<Vec<(String, u64)>, JournalError> {
+        self.counts(
+            "SELECT coalesce(class, 'none'), count(*) FROM attempts WHERE ended_at IS NOT NULL \
+             GROUP BY 1 ORDER BY 1",
+        )
+    }
+
+    fn counts(&self, sql: &str) -> Result<Vec<(String, u64)>, JournalError> {
+        let err = failed(&self.store, "count rows");
+        let mut stmt = self.conn.prepare_cached(sql).map_err(&err)?;
+        stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64)))
+            .and_then(|rows| rows.collect())
+            .map_err(&err)
+    }
+}

@@ -1,0 +1,760 @@
+//! The API's handlers: `/v1` routes over the engine handle and the
+//! journal's readers. Each handler parses, calls, and shapes the answer;
+//! who may call it was settled by `authz` before it runs.
+
+use super::auth::{self, Principal, Role, Scope};
+use super::authz;
+use super::error::{ApiError, ApiResult};
+use super::{Served, ServerState};
+use crate::engine::command::{Caller, Command, CommandResult, scoped_key, shown_key};
+use crate::engine::handle::Stream as LogStream;
+use crate::engine::model::{
+    AttemptRecord, EventRecord, Millis, Record, WorkloadId, WorkloadRecord, WorkloadState,
+};
+use crate::journal::{AuditFilter, WorkloadFilter};
+use crate::spec::load::{self, Format};
+use crate::spec::validate::MAX_SPEC_BYTES;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Extension, Json, Router};
+use serde::{Deserialize, Serialize};
+
+/// The API's router, every route behind the authorization middleware.
+pub fn router(state: Served) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(super::metrics::metrics))
+        .route("/v1/openapi.json", get(openapi))
+        .route("/v1/whoami", get(whoami))
+        .route("/v1/workloads", post(submit).get(list))
+        .route("/v1/workloads/{id}", get(show))
+        .route("/v1/workloads/{id}/events", get(events))
+        .route("/v1/workloads/{id}/logs", get(logs))
+        .route("/v1/workloads/{id}/artifacts", get(artifacts))
+        .route("/v1/workloads/{id}/artifacts/{attempt}/{name}", get(artifact))
+        .route("/v1/workloads/{id}/{op}", post(command))
+        .route("/v1/plan", post(plan))
+        .route("/v1/fleet", get(fleet))
+        .route("/v1/events", get(recent_events))
+        .route("/v1/nodes/{name}/{op}", post(command))
+        .route("/v1/stream", get(super::sse::stream))
+        .route("/v1/audit", get(audit))
+        .route("/v1/tokens", get(tokens).post(create_token))
+        .route("/v1/tokens/{name}", delete(revoke_token))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), authz::middleware))
+        // Bodies are read by the handlers with the spec's own limit.
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .fallback(not_found)
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such endpoint; GET /v1/openapi.json lists them")
+}
+
+async fn healthz(State(s): State<Served>) -> Response {
+    let up = s.engine.status().borrow().is_some();
+    let body = serde_json::json!({ "status": if up { "ok" } else { "starting" }, "store_id": s.store_id });
+    (if up { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, Json(body)).into_response()
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], super::openapi::document()).into_response()
+}
+
+/// The caller as the server sees it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct WhoAmI {
+    pub principal: String,
+    pub role: Role,
+    pub scopes: Vec<String>,
+    pub origin: String,
+    pub store_id: String,
+}
+
+async fn whoami(State(s): State<Served>, Extension(p): Extension<Principal>) -> Json<WhoAmI> {
+    Json(WhoAmI {
+        principal: p.name.clone(),
+        role: p.role,
+        scopes: p.scopes.iter().map(ToString::to_string).collect(),
+        origin: p.origin.clone(),
+        store_id: s.store_id.clone(),
+    })
+}
+
+/// A workload with its attempts, as every workload endpoint returns it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct WorkloadView {
+    pub workload: WorkloadRecord,
+    pub attempts: Vec<AttemptRecord>,
+    /// On a submit: true when the idempotency key matched an earlier one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub existing: bool,
+}
+
+fn view(mut w: WorkloadRecord, attempts: Vec<AttemptRecord>, existing: bool) -> WorkloadView {
+    // Keys are scoped to their principal inside the store; show them as sent.
+    w.idempotency_key = w.idempotency_key.as_deref().map(|k| shown_key(k).to_string());
+    WorkloadView { workload: w, attempts, existing }
+}
+
+/// Reads a body of at most the spec size limit; one byte more is 413.
+async fn spec_body(body: Body) -> ApiResult<Bytes> {
+    axum::body::to_bytes(body, MAX_SPEC_BYTES).await.map_err(|_| {
+        ApiError::too_large(format!(
+            "the spec is larger than {} KiB, the most a spec may be; move data to inputs",
+            MAX_SPEC_BYTES / 1024
+        ))
+    })
+}
+
+/// Parses and validates a spec body: JSON when the Content-Type says so,
+/// TOML otherwise. Every problem comes back with its line and column.
+fn parse_spec(headers: &HeaderMap, body: &[u8]) -> ApiResult<load::Loaded> {
+    let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let format = if ct.contains("json") { Format::Json } else { Format::Toml };
+    let file = if format == Format::Json { "request.json" } else { "request.toml" };
+    let text = std::str::from_utf8(body)
+        .map_err(|e| ApiError::unprocessable(format!("the spec is not UTF-8 (byte {})", e.valid_up_to())))?;
+    load::parse(text, file, format).map_err(|e| {
+        let first = e.diagnostics.first();
+        let message = match first {
+            Some(d) if d.line > 0 => format!("{}:{}:{}: {}", d.file, d.line, d.col, d.message),
+            Some(d) => d.message.clone(),
+            None => "the spec is not valid".into(),
+        };
+        let mut err = ApiError::unprocessable(message);
+        if let Some(d) = first.filter(|d| !d.path.is_empty()) {
+            err = err.field(&d.path);
+        }
+        err.body.problems = Some(e.diagnostics);
+        err
+    })
+}
+
+fn caller(p: &Principal, reason: Option<String>) -> Caller {
+    Caller { principal: p.name.clone(), origin: p.origin.clone(), reason }
+}
+
+async fn load_view(s: &ServerState, id: WorkloadId) -> ApiResult<WorkloadView> {
+    let found = s
+        .read(move |j| Ok(j.workload(id)?.map(|w| (w, j.attempts(id)))))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    match found {
+        Some((w, attempts)) => Ok(view(w, attempts.map_err(|e| ApiError::internal(e.to_string()))?, false)),
+        None => Err(ApiError::not_found(format!("no workload {id} in this store"))),
+    }
+}
+
+async fn submit(
+    State(s): State<Served>,
+    Extension(p): Extension<Principal>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let body = spec_body(body).await?;
+    let loaded = parse_spec(&headers, &body)?;
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => {
+            let k = v.to_str().ok().filter(|k| !k.is_empty() && k.len() <= 256).ok_or_else(|| {
+                ApiError::bad_request("the Idempotency-Key header must be 1 to 256 visible ASCII characters")
+                    .field("Idempotency-Key")
+            })?;
+            Some(scoped_key(&p.name, k))
+        }
+    };
+    let cmd = Command::Submit { spec: Box::new(loaded.spec), idempotency_key: key };
+    match s.engine.command_as(cmd, caller(&p, None)).await {
+        CommandResult::Submitted { id, existing } => {
+            let mut v = load_view(&s, id).await?;
+            v.existing = existing;
+            let status = if existing { StatusCode::OK } else { StatusCode::CREATED };
+            let location = HeaderValue::from_str(&format!("/v1/workloads/{id}")).ok();
+            let mut resp = (status, Json(v)).into_response();
+            if let Some(l) = location {
+                resp.headers_mut().insert(header::LOCATION, l);
+            }
+            Ok(resp)
+        }
+        CommandResult::Error { code, message } => Err(ApiError::refused(code, message)),
+        CommandResult::Ok { message } => {
+            Err(ApiError::internal(format!("unexpected answer to a submit: {message}")))
+        }
+    }
+}
+
+/// `GET /v1/workloads` filters.
+#[derive(Debug, Default, Deserialize)]
+pub struct ListQuery {
+    /// Comma-separated states.
+    pub state: Option<String>,
+    /// Names containing this.
+    pub name: Option<String>,
+    /// `key=value`.
+    pub label: Option<String>,
+    pub provider: Option<String>,
+    pub submitted_by: Option<String>,
+    /// At most this many (default 100, at most 1000).
+    pub limit: Option<usize>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// A page of workloads.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Page {
+    pub workloads: Vec<WorkloadView>,
+    /// Pass as `cursor` for the next page; absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+pub fn parse_states(s: &str) -> Result<Vec<WorkloadState>, String> {
+    use WorkloadState::*;
+    s.split(',')
+        .filter(|x| !x.is_empty())
+        .map(|x| {
+            [Queued, Placing, Launching, Running, Succeeded, Failed, Cancelled]
+                .into_iter()
+                .find(|st| st.as_str() == x)
+                .ok_or_else(|| format!("unknown state {x:?}; one of queued, placing, launching, running, succeeded, failed, cancelled"))
+        })
+        .collect()
+}
+
+async fn list(State(s): State<Served>, Query(q): Query<ListQuery>) -> ApiResult<Json<Page>> {
+    let states = parse_states(q.state.as_deref().unwrap_or(""))
+        .map_err(|e| ApiError::bad_request(e).field("state"))?;
+    let label = match &q.label {
+        None => None,
+        Some(l) => Some(
+            l.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| ApiError::bad_request("label must be KEY=VALUE").field("label"))?,
+        ),
+    };
+    let before = match &q.cursor {
+        None => None,
+        Some(c) => Some(c.parse::<WorkloadId>().map_err(|e| ApiError::bad_request(e).field("cursor"))?),
+    };
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let filter = WorkloadFilter {
+        states,
+        name_contains: q.name.clone(),
+        limit: Some(limit + 1),
+        before,
+        label,
+        provider: q.provider.clone(),
+        submitted_by: q.submitted_by.clone(),
+        ..WorkloadFilter::default()
+    };
+    let rows = s
+        .read(move |j| {
+            let ws = j.workloads(&filter)?;
+            let (Some(lo), Some(hi)) = (ws.iter().map(|w| w.id).min(), ws.iter().map(|w| w.id).max()) else {
+                return Ok(Vec::new());
+            };
+            // One query for the page's attempts, not one per workload.
+            let mut by_id: std::collections::HashMap<WorkloadId, Vec<AttemptRecord>> = Default::default();
+            for a in j.attempts_between(lo, hi)? {
+                by_id.entry(a.id.workload).or_default().push(a);
+            }
+            Ok(ws
+                .into_iter()
+                .map(|w| {
+                    let a = by_id.remove(&w.id).unwrap_or_default();
+                    (w, a)
+                })
+                .collect())
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let more = rows.len() > limit;
+    let workloads: Vec<WorkloadView> = rows.into_iter().take(limit).map(|(w, a)| view(w, a, false)).collect();
+    let next_cursor = if more { workloads.last().map(|v| v.workload.id.to_string()) } else { None };
+    Ok(Json(Page { workloads, next_cursor }))
+}
+
+fn workload_id(raw: &str) -> ApiResult<WorkloadId> {
+    raw.parse().map_err(|e: String| ApiError::bad_request(e).field("id"))
+}
+
+async fn show(State(s): State<Served>, Path(id): Path<String>) -> ApiResult<Json<WorkloadView>> {
+    Ok(Json(load_view(&s, workload_id(&id)?).await?))
+}
+
+async fn events(State(s): State<Served>, Path(id): Path<String>) -> ApiResult<Json<Vec<EventRecord>>> {
+    let id = workload_id(&id)?;
+    load_view(&s, id).await?;
+    s.read(move |j| j.events(id)).await.map(Json).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// `GET …/logs` parameters.
+#[derive(Debug, Default, Deserialize)]
+pub struct LogQuery {
+    /// `stdout` (default) or `stderr`.
+    pub stream: Option<String>,
+    /// The attempt's number; the latest by default.
+    pub attempt: Option<u32>,
+    /// Byte offset to start from.
+    pub offset: Option<u64>,
+    /// At most this many bytes (without follow; default 1 MiB).
+    pub limit: Option<usize>,
+    /// Keep the response open, sending what is new, until the attempt ends.
+    pub follow: Option<bool>,
+}
+
+/// The header carrying where the next read of a log should start.
+pub const NEXT_OFFSET: &str = "x-canopy-next-offset";
+
+async fn logs(
+    State(s): State<Served>,
+    Path(id): Path<String>,
+    Query(q): Query<LogQuery>,
+) -> ApiResult<Response> {
+    let id = workload_id(&id)?;
+    let stream = match q.stream.as_deref().unwrap_or("stdout") {
+        "stdout" => LogStream::Stdout,
+        "stderr" => LogStream::Stderr,
+        other => {
+            return Err(
+                ApiError::bad_request(format!("unknown stream {other:?}; stdout or stderr")).field("stream")
+            );
+        }
+    };
+    let v = load_view(&s, id).await?;
+    let n = match q.attempt {
+        Some(n) => n,
+        None => v
+            .attempts
+            .last()
+            .map(|a| a.id.n)
+            .ok_or_else(|| ApiError::not_found(format!("{id} has no attempts yet")))?,
+    };
+    let Some(attempt) = v.attempts.iter().find(|a| a.id.n == n).map(|a| a.id) else {
+        return Err(ApiError::not_found(format!("{id} has no attempt {n}")).field("attempt"));
+    };
+    let offset = q.offset.unwrap_or(0);
+    let headers =
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")];
+    if !q.follow.unwrap_or(false) {
+        let max = q.limit.unwrap_or(1 << 20).min(8 << 20);
+        let chunk = s.engine.logs(attempt, stream, offset, max).await.map_err(ApiError::internal)?;
+        let mut resp = (headers, chunk.data).into_response();
+        resp.headers_mut().insert(NEXT_OFFSET, HeaderValue::from(chunk.next_offset));
+        return Ok(resp);
+    }
+    // Follow: what is there, then what comes, until the attempt has ended
+    // and everything shipped has been sent.
+    let st = s.clone();
+    let body = async_stream(move |tx| async move {
+        let mut offset = offset;
+        loop {
+            let ended = st
+                .read(move |j| {
+                    Ok(j.attempts(id)?
+                        .into_iter()
+                        .find(|a| a.id == attempt)
+                        .is_none_or(|a| a.state.is_final()))
+                })
+                .await
+                .unwrap_or(true);
+            loop {
+                match st.engine.logs(attempt, stream, offset, 256 * 1024).await {
+                    Ok(c) if !c.data.is_empty() => {
+                        offset = c.next_offset;
+                        if tx.send(Ok(Bytes::from(c.data))).await.is_err() {
+                            return;
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            if ended || *st.stopping.borrow() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+    });
+    Ok((headers, body).into_response())
+}
+
+/// A response body fed by a task through a small channel.
+fn async_stream<F, Fut>(f: F) -> Body
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    tokio::spawn(f(tx));
+    Body::from_stream(tokio_stream(rx))
+}
+
+fn tokio_stream<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// One collected output of one attempt.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ArtifactView {
+    pub attempt: u32,
+    pub name: String,
+    pub bytes: u64,
+    pub sha256: String,
+    /// Where it is kept in the server's artifact store.
+    pub path: std::path::PathBuf,
+    /// Where to download it (files only).
+    pub download: Option<String>,
+}
+
+async fn manifest(s: &ServerState, id: WorkloadId) -> ApiResult<Vec<(u32, crate::providers::Artifact)>> {
+    let v = load_view(s, id).await?;
+    let mut out = Vec::new();
+    for a in &v.attempts {
+        let path = s.home.artifacts().join(id.to_string()).join(a.id.n.to_string()).join("manifest.json");
+        if let Ok(text) = tokio::fs::read_to_string(&path).await {
+            let arts: Vec<crate::providers::Artifact> = serde_json::from_str(&text)
+                .map_err(|e| ApiError::internal(format!("reading {}: {e}", path.display())))?;
+            out.extend(arts.into_iter().map(|x| (a.id.n, x)));
+        }
+    }
+    Ok(out)
+}
+
+async fn artifacts(State(s): State<Served>, Path(id): Path<String>) -> ApiResult<Json<Vec<ArtifactView>>> {
+    let id = workload_id(&id)?;
+    let all = manifest(&s, id).await?;
+    let views = all
+        .into_iter()
+        .map(|(n, a)| {
+            let is_file = std::fs::symlink_metadata(&a.path).is_ok_and(|m| m.is_file());
+            ArtifactView {
+                attempt: n,
+                download: is_file.then(|| format!("/v1/workloads/{id}/artifacts/{n}/{}", a.name)),
+                name: a.name,
+                bytes: a.bytes,
+                sha256: a.sha256,
+                path: a.path,
+            }
+        })
+        .collect();
+    Ok(Json(views))
+}
+
+async fn artifact(
+    State(s): State<Served>,
+    Path((id, attempt, name)): Path<(String, u32, String)>,
+) -> ApiResult<Response> {
+    let id = workload_id(&id)?;
+    let all = manifest(&s, id).await?;
+    let Some((_, a)) = all.into_iter().find(|(n, a)| *n == attempt && a.name == name) else {
+        return Err(ApiError::not_found(format!("{id} attempt {attempt} has no output {name:?}")));
+    };
+    // Only regular files inside this workload's part of the artifact
+    // store; never a link, whatever the manifest says.
+    let root = s.home.artifacts().join(id.to_string()).join(attempt.to_string());
+    let meta = tokio::fs::symlink_metadata(&a.path)
+        .await
+        .map_err(|_| ApiError::not_found("the output file is gone"))?;
+    if !meta.is_file() {
+        return Err(ApiError::unprocessable(format!(
+            "{name:?} is a directory; download its files one by one"
+        )));
+    }
+    let (canon, canon_root) = (std::fs::canonicalize(&a.path), std::fs::canonicalize(&root));
+    if !matches!((&canon, &canon_root), (Ok(c), Ok(r)) if c.starts_with(r)) {
+        return Err(ApiError::forbidden("the output is outside the artifact store"));
+    }
+    let file = tokio::fs::File::open(&a.path).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    let body = Body::from_stream(tokio_util_stream(file));
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (header::CONTENT_LENGTH, meta.len().to_string()),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// A file as a stream of chunks.
+fn tokio_util_stream(
+    mut f: tokio::fs::File,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    use tokio::io::AsyncReadExt;
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        loop {
+            let mut buf = vec![0u8; 64 * 1024];
+            match f.read(&mut buf).await {
+                Ok(0) => return,
+                Ok(n) => {
+                    buf.truncate(n);
+                    if tx.send(Ok(Bytes::from(buf))).await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+            }
+        }
+    });
+    tokio_stream(rx)
+}
+
+/// The body of a command on a workload or node: why, and until when.
+#[derive(Debug, Default, Deserialize, Serialize)]
+pub struct Reason {
+    pub reason: Option<String>,
+    /// RFC 3339 or a duration (`2h`): when a cordon lapses. Carried to
+    /// the engine with the reason.
+    pub until: Option<String>,
+}
+
+async fn reason_body(body: Bytes) -> ApiResult<Reason> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Reason::default());
+    }
+    serde_json::from_slice(&body).map_err(|e| {
+        ApiError::unprocessable(format!(
+            "the body is not JSON of the form {{\"reason\": \"…\"}}: {e} (line {}, column {})",
+            e.line(),
+            e.column()
+        ))
+    })
+}
+
+async fn run_command(
+    s: &ServerState,
+    p: &Principal,
+    cmd: Command,
+    r: Reason,
+) -> ApiResult<Json<serde_json::Value>> {
+    let reason = match (r.reason, r.until) {
+        (Some(why), Some(until)) => Some(format!("{why} (until {until})")),
+        (why, until) => why.or(until.map(|u| format!("until {u}"))),
+    };
+    match s.engine.command_as(cmd, caller(p, reason)).await {
+        CommandResult::Ok { message } => Ok(Json(serde_json::json!({ "message": message }))),
+        CommandResult::Submitted { id, existing } => Ok(Json(
+            serde_json::json!({ "id": id.to_string(), "existing": existing, "message": format!("submitted {id}") }),
+        )),
+        CommandResult::Error { code, message } => Err(ApiError::refused(code, message)),
+    }
+}
+
+async fn body_bytes(req: Request) -> ApiResult<Bytes> {
+    axum::body::to_bytes(req.into_body(), 64 * 1024)
+        .await
+        .map_err(|_| ApiError::too_large("the body is over 64 KiB"))
+}
+
+/// A command on the workload or node the path names, with the body's
+/// reason: one handler for cancel, retry, cordon, uncordon and drain.
+async fn command(
+    State(s): State<Served>,
+    Extension(p): Extension<Principal>,
+    Path((target, op)): Path<(String, String)>,
+    req: Request,
+) -> ApiResult<Json<serde_json::Value>> {
+    let cmd = match op.as_str() {
+        "cancel" => Command::Cancel { id: workload_id(&target)? },
+        "retry" => Command::Retry { id: workload_id(&target)? },
+        "cordon" => Command::Cordon { node: target },
+        "uncordon" => Command::Uncordon { node: target },
+        "drain" => Command::Drain { node: target },
+        other => return Err(ApiError::not_found(format!("no command {other:?}"))),
+    };
+    let r = reason_body(body_bytes(req).await?).await?;
+    run_command(&s, &p, cmd, r).await
+}
+
+async fn plan(State(s): State<Served>, headers: HeaderMap, body: Body) -> ApiResult<Json<serde_json::Value>> {
+    use crate::schedule::{Decision, Policy, Requirements, Snapshot, place};
+    let body = spec_body(body).await?;
+    let loaded = parse_spec(&headers, &body)?;
+    let status = s.engine.status().borrow().clone().ok_or_else(|| {
+        ApiError::unavailable("the engine has not published its fleet yet; try again in a second")
+    })?;
+    let spec = &loaded.spec;
+    let req = Requirements::from_spec(spec);
+    let policy = Policy::for_optimize(spec.preferences.optimize);
+    let snap = Snapshot::new(&status.fleet, &status.health);
+    let decision = place(&req, &snap, &policy);
+    let fits = matches!(decision, Decision::Placed(_));
+    let mut v = serde_json::to_value(&decision).map_err(|e| ApiError::internal(e.to_string()))?;
+    if let Some(o) = v.as_object_mut() {
+        o.insert("spec".into(), spec.name.clone().into());
+        o.insert("fits".into(), fits.into());
+        o.insert("warnings".into(), serde_json::to_value(&loaded.warnings).unwrap_or_default());
+    }
+    Ok(Json(v))
+}
+
+async fn fleet(State(s): State<Served>) -> ApiResult<Json<serde_json::Value>> {
+    let status = s.engine.status().borrow().clone().ok_or_else(|| {
+        ApiError::unavailable("the engine has not published its fleet yet; try again in a second")
+    })?;
+    serde_json::to_value(&*status).map(Json).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// `GET /v1/events` parameters.
+#[derive(Debug, Default, Deserialize)]
+pub struct EventsQuery {
+    /// At most this many (default 200, at most 10,000).
+    pub limit: Option<usize>,
+}
+
+async fn recent_events(
+    State(s): State<Served>,
+    Query(q): Query<EventsQuery>,
+) -> ApiResult<Json<Vec<EventRecord>>> {
+    let limit = q.limit.unwrap_or(200).min(10_000);
+    s.read(move |j| {
+        let last = j.last_event_seq()?;
+        let since = last.saturating_sub(i64::try_from(limit).unwrap_or(i64::MAX));
+        Ok(j.events_since(since, limit)?.into_iter().map(|(_, e)| e).collect())
+    })
+    .await
+    .map(Json)
+    .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// `GET /v1/audit` filters.
+#[derive(Debug, Default, Deserialize)]
+pub struct AuditQuery {
+    /// Milliseconds since the epoch.
+    pub since: Option<i64>,
+    pub principal: Option<String>,
+    pub limit: Option<usize>,
+}
+
+async fn audit(
+    State(s): State<Served>,
+    Query(q): Query<AuditQuery>,
+) -> ApiResult<Json<Vec<crate::engine::model::AuditRecord>>> {
+    let f = AuditFilter {
+        since: q.since.map(Millis),
+        principal: q.principal,
+        limit: Some(q.limit.unwrap_or(200).min(10_000)),
+    };
+    s.read(move |j| j.audit(&f)).await.map(Json).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+async fn tokens(State(s): State<Served>) -> Json<Vec<crate::journal::TokenRow>> {
+    Json(s.tokens.list())
+}
+
+/// `POST /v1/tokens`.
+#[derive(Debug, Deserialize, Serialize)]
+pub struct NewTokenRequest {
+    pub name: String,
+    pub role: Role,
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Milliseconds since the epoch.
+    pub expires_at: Option<i64>,
+}
+
+/// The answer to `POST /v1/tokens`: the only time the secret is shown.
+#[derive(Debug, Deserialize, Serialize)]
+pub struct NewTokenResponse {
+    pub name: String,
+    pub role: Role,
+    pub scopes: Vec<String>,
+    pub expires_at: Option<i64>,
+    pub token: String,
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.starts_with("local:")
+}
+
+async fn create_token(
+    State(s): State<Served>,
+    Extension(p): Extension<Principal>,
+    req: Request,
+) -> ApiResult<Response> {
+    let body = body_bytes(req).await?;
+    let r: NewTokenRequest = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::unprocessable(format!("{e} (line {}, column {})", e.line(), e.column())))?;
+    if !valid_name(&r.name) {
+        return Err(ApiError::unprocessable("a token's name is 1 to 64 letters, digits, '-', '_' or '.'")
+            .field("name"));
+    }
+    let scopes: Vec<Scope> = r
+        .scopes
+        .iter()
+        .map(|x| x.parse::<Scope>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| ApiError::unprocessable(e).field("scopes"))?;
+    if !scopes.is_empty() && r.role != Role::Operator {
+        return Err(ApiError::unprocessable("scopes limit operators; give --role operator with --scope")
+            .field("scopes"));
+    }
+    let now = authz::now();
+    if r.expires_at.is_some_and(|t| t <= now.0) {
+        return Err(ApiError::unprocessable("the token would expire before it is made").field("expires_at"));
+    }
+    if s.tokens.has_live(&r.name) {
+        return Err(ApiError::conflict(format!(
+            "a token named {:?} exists; revoke it first or pick another name",
+            r.name
+        )));
+    }
+    let minted = auth::mint(&r.name, r.role, &scopes, r.expires_at.map(Millis), &p.name, now)
+        .map_err(ApiError::internal)?;
+    let audit = auth::audit(&p, "token-create", Some(r.name.clone()), format!("ok: role {}", r.role), now);
+    let row = minted.row.clone();
+    let records = vec![Record::Audit(Box::new(audit.clone()))];
+    s.engine
+        .commit(records, move |j, _| Ok((j.insert_token(&row, &audit)?, ())))
+        .await
+        .map_err(ApiError::internal)?;
+    s.tokens.insert(minted.row);
+    let resp = NewTokenResponse {
+        name: r.name,
+        role: r.role,
+        scopes: r.scopes,
+        expires_at: r.expires_at,
+        token: minted.secret,
+    };
+    Ok((StatusCode::CREATED, Json(resp)).into_response())
+}
+
+async fn revoke_token(
+    State(s): State<Served>,
+    Extension(p): Extension<Principal>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let now = authz::now();
+    let known = s.tokens.has_live(&name);
+    let outcome = if known { "ok".to_string() } else { "refused: no such live token".to_string() };
+    let audit = auth::audit(&p, "token-revoke", Some(name.clone()), outcome, now);
+    let n = name.clone();
+    let revoked = s
+        .engine
+        .commit(vec![Record::Audit(Box::new(audit.clone()))], move |j, _| {
+            let (revoked, seq) = j.revoke_token(&n, now, &audit)?;
+            Ok((seq, revoked))
+        })
+        .await
+        .map_err(ApiError::internal)?;
+    s.tokens.revoke(&name, now);
+    if !revoked {
+        return Err(ApiError::not_found(format!("no live token named {name:?}")));
+    }
+    Ok(Json(serde_json::json!({ "message": format!("token {name} revoked") })))
+}

@@ -1,0 +1,336 @@
+//! Authorization: the one place that decides whether a principal may make
+//! a request. Every route is listed in [`ROUTES`] with what it needs; the
+//! middleware finds the caller (peer credentials on the socket, a bearer
+//! token on TCP), looks up the facts a decision needs (who submitted a
+//! workload, which pool a node is in), and asks [`decide`]. Handlers never
+//! check roles themselves.
+
+use super::auth::{Principal, Role};
+use super::error::ApiError;
+use super::listen::Peer;
+use super::{Served, ServerState};
+use crate::engine::command::current_user;
+use crate::engine::model::{Millis, WorkloadId};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+/// What a route needs of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Anyone, even without a token.
+    Public,
+    /// Any principal (viewer and up).
+    Read,
+    /// Submitter and up.
+    Submit,
+    /// Operator and up: the audit trail.
+    Audit,
+    /// A submitter's own workload; an operator's within its scopes; any for admins.
+    OwnWorkload,
+    /// An operator whose scopes cover the node's pool; any for admins.
+    Node,
+    /// Admins only.
+    Admin,
+}
+
+/// One route of the API.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    pub method: &'static str,
+    /// As axum matches it (`{id}` for a parameter).
+    pub path: &'static str,
+    pub need: Need,
+    pub summary: &'static str,
+}
+
+const fn r(method: &'static str, path: &'static str, need: Need, summary: &'static str) -> Route {
+    Route { method, path, need, summary }
+}
+
+/// Every route, with what it needs. The router, the middleware and the
+/// OpenAPI document all read this table.
+pub const ROUTES: &[Route] = &[
+    r("GET", "/healthz", Need::Public, "Liveness: 200 while the engine runs"),
+    r("GET", "/metrics", Need::Read, "Prometheus metrics"),
+    r("GET", "/v1/openapi.json", Need::Public, "This API's OpenAPI 3.1 document"),
+    r("GET", "/v1/whoami", Need::Read, "The caller's principal, role and scopes"),
+    r("POST", "/v1/workloads", Need::Submit, "Submit a workload (TOML or JSON spec)"),
+    r("GET", "/v1/workloads", Need::Read, "List workloads, newest first, with a cursor"),
+    r("GET", "/v1/workloads/{id}", Need::Read, "One workload with its attempts and placements"),
+    r("GET", "/v1/workloads/{id}/events", Need::Read, "A workload's events, oldest first"),
+    r("GET", "/v1/workloads/{id}/logs", Need::Read, "An attempt's log, from an offset; follow streams it"),
+    r("GET", "/v1/workloads/{id}/artifacts", Need::Read, "A workload's collected outputs"),
+    r(
+        "GET",
+        "/v1/workloads/{id}/artifacts/{attempt}/{name}",
+        Need::Read,
+        "Download one collected output file",
+    ),
+    r("POST", "/v1/workloads/{id}/cancel", Need::OwnWorkload, "Cancel a workload"),
+    r("POST", "/v1/workloads/{id}/retry", Need::OwnWorkload, "Submit an ended workload's spec again"),
+    r("POST", "/v1/plan", Need::Read, "Where a spec would run now (dry run)"),
+    r("GET", "/v1/fleet", Need::Read, "The live fleet: node states, health, quarantines"),
+    r("GET", "/v1/events", Need::Read, "The newest events across all workloads, oldest first"),
+    r("POST", "/v1/nodes/{name}/cordon", Need::Node, "Stop placing new work on a node"),
+    r("POST", "/v1/nodes/{name}/uncordon", Need::Node, "Let a cordoned or drained node take work"),
+    r("POST", "/v1/nodes/{name}/drain", Need::Node, "Stop placing work on a node and move its work"),
+    r("GET", "/v1/stream", Need::Read, "Server-sent events: every durable batch and fleet status"),
+    r("GET", "/v1/audit", Need::Audit, "The audit trail, newest first"),
+    r("GET", "/v1/tokens", Need::Admin, "List tokens (never their secrets)"),
+    r("POST", "/v1/tokens", Need::Admin, "Create a token; its secret is in this answer only"),
+    r("DELETE", "/v1/tokens/{name}", Need::Admin, "Revoke a token"),
+];
+
+/// The route `method matched` is, if it is one of ours. Commands share
+/// one router entry (`…/{op}`); each has its own line in the table, found
+/// by the request's last path segment.
+pub fn route(method: &Method, matched: &str, uri_path: &str) -> Option<&'static Route> {
+    let path = match matched.strip_suffix("/{op}") {
+        Some(prefix) => format!("{prefix}/{}", uri_path.rsplit('/').next().unwrap_or_default()),
+        None => matched.to_string(),
+    };
+    ROUTES.iter().find(|r| r.path == path && r.method == method.as_str())
+}
+
+/// Facts about what a request acts on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Facts {
+    /// Nothing to know, or it does not exist (the handler answers 404).
+    #[default]
+    None,
+    Workload {
+        submitted_by: Option<String>,
+        /// `(provider, provider/pool)` of each attempt.
+        pools: Vec<(String, String)>,
+    },
+    Node {
+        provider: String,
+        pool: String,
+    },
+}
+
+/// Whether `p` may make a request that needs `need`, given `facts`; the
+/// reason when not.
+pub fn decide(p: &Principal, need: Need, facts: &Facts) -> Result<(), String> {
+    let role = p.role;
+    let at_least = |min: Role| {
+        if role >= min { Ok(()) } else { Err(format!("{} is a {role}; this needs the {min} role", p.name)) }
+    };
+    match need {
+        Need::Public => Ok(()),
+        Need::Read => at_least(Role::Viewer),
+        Need::Submit => at_least(Role::Submitter),
+        Need::Audit => at_least(Role::Operator),
+        Need::Admin => at_least(Role::Admin),
+        Need::OwnWorkload => {
+            at_least(Role::Submitter)?;
+            let Facts::Workload { submitted_by, pools } = facts else { return Ok(()) };
+            let own = submitted_by.as_deref() == Some(p.name.as_str());
+            let in_scope = role >= Role::Operator && pools.iter().any(|(prov, pool)| p.in_scope(prov, pool));
+            let unscoped_operator = role >= Role::Operator && p.scopes.is_empty();
+            if role == Role::Admin || own || unscoped_operator || in_scope {
+                Ok(())
+            } else if role == Role::Submitter {
+                Err(format!("{} may cancel or retry only the workloads it submitted", p.name))
+            } else {
+                Err(format!("{} may act only on work within its scopes ({})", p.name, scopes(p)))
+            }
+        }
+        Need::Node => {
+            at_least(Role::Operator)?;
+            match facts {
+                Facts::Node { provider, pool } if role < Role::Admin && !p.in_scope(provider, pool) => {
+                    Err(format!(
+                        "{} may act only on nodes within its scopes ({}); this node is in {pool}",
+                        p.name,
+                        scopes(p)
+                    ))
+                }
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+fn scopes(p: &Principal) -> String {
+    p.scopes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// The principal of the store's owner on the socket.
+pub fn owner(uid: u32) -> Principal {
+    let user = if uid == current_uid() { current_user() } else { crate::engine::command::user_name(uid) };
+    Principal {
+        name: format!("local:{user}"),
+        role: Role::Admin,
+        scopes: Vec::new(),
+        origin: format!("socket (uid {uid})"),
+    }
+}
+
+fn current_uid() -> u32 {
+    // SAFETY: getuid cannot fail and touches no memory.
+    unsafe { libc::getuid() }
+}
+
+/// The middleware: who is calling, may they, and who they are for the
+/// handler (an `Extension<Principal>`).
+pub async fn middleware(
+    State(state): State<Arc<ServerState>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    matched: MatchedPath,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let Some(route) = route(req.method(), matched.as_str(), req.uri().path()) else {
+        return ApiError::not_found(format!("no such endpoint: {} {}", req.method(), req.uri().path()))
+            .into_response();
+    };
+    if route.need == Need::Public {
+        return next.run(req).await;
+    }
+    let now = now();
+    let principal = match &peer {
+        Peer::Socket { uid } => owner(*uid),
+        Peer::Tcp { addr, .. } => {
+            let bearer = req
+                .headers()
+                .get(axum::http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+                .map(str::trim);
+            let verified = match bearer {
+                None => Err(super::auth::TokenError::Missing),
+                Some(b) => state.tokens.verify(b, &addr.to_string(), now),
+            };
+            match verified {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(%addr, path = matched.as_str(), error = %e, "refused a request without a valid token");
+                    return ApiError::unauthorized(e.to_string()).into_response();
+                }
+            }
+        }
+    };
+    let path = req.uri().path().to_string();
+    let facts = facts(&state, route.need, &path).await;
+    if let Err(why) = decide(&principal, route.need, &facts) {
+        if route.method != "GET" {
+            let a = super::auth::audit(
+                &principal,
+                &format!("{} {}", route.method, route.path),
+                Some(path),
+                format!("denied: {why}"),
+                now,
+            );
+            state.write_audit(a).await;
+        }
+        return ApiError::forbidden(why).into_response();
+    }
+    req.extensions_mut().insert(principal);
+    next.run(req).await
+}
+
+/// Looks up what a decision about `need` depends on.
+async fn facts(state: &Served, need: Need, path: &str) -> Facts {
+    let segment = |i: usize| path.split('/').nth(i).map(str::to_string);
+    match need {
+        Need::OwnWorkload => {
+            let Some(id) = segment(3).and_then(|s| s.parse::<WorkloadId>().ok()) else { return Facts::None };
+            let read = state
+                .read(move |j| {
+                    let w = j.workload(id)?;
+                    let attempts = j.attempts(id)?;
+                    Ok(w.map(|w| (w.submitted_by, attempts)))
+                })
+                .await;
+            match read {
+                Ok(Some((submitted_by, attempts))) => Facts::Workload {
+                    submitted_by,
+                    pools: attempts.into_iter().map(|a| (a.provider, a.pool)).collect(),
+                },
+                _ => Facts::None,
+            }
+        }
+        Need::Node => {
+            let Some(name) = segment(3) else { return Facts::None };
+            let status = state.engine.status().borrow().clone();
+            let Some(status) = status else { return Facts::None };
+            let fleet = &status.fleet;
+            match fleet.node_by_name(&name) {
+                Some(i) => {
+                    let pool = fleet.node(i).pool;
+                    Facts::Node {
+                        provider: fleet.provider_of(pool).name.clone(),
+                        pool: fleet.pool_label(pool),
+                    }
+                }
+                None => Facts::None,
+            }
+        }
+        _ => Facts::None,
+    }
+}
+
+/// The wall clock, read at the edge.
+pub fn now() -> Millis {
+    use crate::engine::clock::{Clock, SystemClock};
+    SystemClock.now()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::auth::Scope;
+
+    fn p(name: &str, role: Role, scopes: &[&str]) -> Principal {
+        Principal {
+            name: name.into(),
+            role,
+            scopes: scopes.iter().map(|s| s.parse::<Scope>().unwrap()).collect(),
+            origin: "test".into(),
+        }
+    }
+
+    fn workload(by: &str, pools: &[(&str, &str)]) -> Facts {
+        Facts::Workload {
+            submitted_by: Some(by.into()),
+            pools: pools.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
+        }
+    }
+
+    #[test]
+    fn every_route_is_in_the_table_once() {
+        let mut seen = std::collections::HashSet::new();
+        for r in ROUTES {
+            assert!(seen.insert((r.method, r.path)), "{} {} twice", r.method, r.path);
+        }
+    }
+
+    #[test]
+    fn ownership_and_scopes_decide_cancels_and_node_commands() {
+        let alice = p("alice", Role::Submitter, &[]);
+        let fra = p("fra-owner", Role::Operator, &["provider=onprem-fra"]);
+        let ops = p("ops", Role::Operator, &[]);
+        let viewer = p("v", Role::Viewer, &[]);
+        let on_fra = workload("bob", &[("onprem-fra", "onprem-fra/a100-40")]);
+        assert!(decide(&alice, Need::OwnWorkload, &workload("alice", &[])).is_ok());
+        assert!(decide(&alice, Need::OwnWorkload, &on_fra).is_err(), "not alice's");
+        assert!(decide(&fra, Need::OwnWorkload, &on_fra).is_ok(), "in its scope");
+        assert!(decide(&fra, Need::OwnWorkload, &workload("bob", &[("cloud-a", "cloud-a/x")])).is_err());
+        assert!(decide(&ops, Need::OwnWorkload, &on_fra).is_ok());
+        assert!(
+            decide(&viewer, Need::OwnWorkload, &workload("v", &[])).is_err(),
+            "viewers never change state"
+        );
+        let fra_node = Facts::Node { provider: "onprem-fra".into(), pool: "onprem-fra/a100-40".into() };
+        let other_node = Facts::Node { provider: "cloud-a".into(), pool: "cloud-a/x".into() };
+        assert!(decide(&fra, Need::Node, &fra_node).is_ok());
+        assert!(decide(&fra, Need::Node, &other_node).unwrap_err().contains("within its scopes"));
+        assert!(decide(&alice, Need::Node, &fra_node).is_err());
+        assert!(decide(&ops, Need::Audit, &Facts::None).is_ok());
+        assert!(decide(&ops, Need::Admin, &Facts::None).is_err());
+    }
+}

@@ -1,0 +1,83 @@
+//! The API's one error shape: `{ "error": { "code", "message", "field"? } }`
+//! with the status code that fits.
+
+use crate::engine::command::Refusal;
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorBody {
+    /// Stable, machine-readable: `unauthorized`, `forbidden`, `not-found`…
+    pub code: &'static str,
+    /// For people: what was wrong and what to do.
+    pub message: String,
+    /// The request field at fault, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// Every problem of a spec that did not validate, with line and column.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problems: Option<Vec<crate::spec::load::Diagnostic>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub body: ErrorBody,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, body: ErrorBody { code, message: message.into(), field: None, problems: None } }
+    }
+    pub fn field(mut self, field: &str) -> Self {
+        self.body.field = Some(field.to_string());
+        self
+    }
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad-request", message)
+    }
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not-found", message)
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", message)
+    }
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too-large", message)
+    }
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    /// The engine's refusal of a command.
+    pub fn refused(code: Refusal, message: String) -> Self {
+        match code {
+            Refusal::Invalid => Self::unprocessable(message),
+            Refusal::NotFound => Self::not_found(message),
+            Refusal::Conflict => Self::conflict(message),
+            Refusal::Unavailable => Self::unavailable(message),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(serde_json::json!({ "error": self.body }))).into_response()
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

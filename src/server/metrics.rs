@@ -1,0 +1,82 @@
+//! `GET /metrics`: Prometheus text exposition. Counts come from the
+//! journal's readers and the engine's own counters; never a token, a
+//! secret or a workload's text.
+
+use super::Served;
+use crate::engine::metrics::Histogram;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use std::fmt::Write;
+
+pub async fn metrics(State(s): State<Served>) -> Response {
+    let counts = s.read(|j| Ok((j.count_by_state()?, j.attempts_by_class()?))).await;
+    let mut out = String::new();
+    let (states, classes) = counts.unwrap_or_default();
+    family(&mut out, "canopy_workloads", "gauge", "Workloads by state.");
+    for st in ["queued", "placing", "launching", "running", "succeeded", "failed", "cancelled"] {
+        let n = states.iter().find(|(k, _)| k == st).map_or(0, |(_, n)| *n);
+        let _ = writeln!(out, "canopy_workloads{{state=\"{st}\"}} {n}");
+    }
+    family(
+        &mut out,
+        "canopy_attempts_ended_total",
+        "counter",
+        "Ended attempts by failure class (none: succeeded).",
+    );
+    for (class, n) in &classes {
+        let _ = writeln!(out, "canopy_attempts_ended_total{{class=\"{}\"}} {n}", label(class));
+    }
+    let queued = states.iter().filter(|(k, _)| k == "queued").map(|(_, n)| *n).sum::<u64>();
+    family(&mut out, "canopy_queue_depth", "gauge", "Workloads waiting to be placed.");
+    let _ = writeln!(out, "canopy_queue_depth {queued}");
+    let status = s.engine.status().borrow().clone();
+    if let Some(st) = status {
+        family(&mut out, "canopy_blocked_workloads", "gauge", "Queued workloads nothing fits now.");
+        let _ = writeln!(out, "canopy_blocked_workloads {}", st.blocked);
+        family(
+            &mut out,
+            "canopy_provider_reachable",
+            "gauge",
+            "1 when the provider's last status call answered.",
+        );
+        for p in &st.fleet.providers {
+            let up = u8::from(!st.unreachable.contains_key(&p.name));
+            let _ = writeln!(out, "canopy_provider_reachable{{provider=\"{}\"}} {up}", label(&p.name));
+        }
+    }
+    if let Some(m) = s.engine.metrics() {
+        histogram(
+            &mut out,
+            "canopy_journal_write_seconds",
+            "Journal commit time, fsync included.",
+            &m.journal_write,
+        );
+        histogram(
+            &mut out,
+            "canopy_placement_latency_seconds",
+            "From submission to first placement.",
+            &m.placement,
+        );
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], out).into_response()
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
+    family(out, name, "histogram", help);
+    let (buckets, sum, count) = h.snapshot();
+    for (le, n) in buckets {
+        let le = if le.is_infinite() { "+Inf".to_string() } else { le.to_string() };
+        let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {n}");
+    }
+    let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+}
+
+/// A label value with `\`, `"` and newlines escaped, as the format wants.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}

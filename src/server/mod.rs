@@ -1,0 +1,220 @@
+//! Canopy as a service: the HTTP/JSON API over the store's socket and,
+//! when asked, TCP (with TLS), in front of an engine in this process.
+//!
+//! It owns authentication (`auth`: tokens, principals), authorization
+//! (`authz`: one table, one decision), the API's handlers (`api`), the
+//! event stream (`sse`), metrics (`metrics`) and the OpenAPI document
+//! (`openapi`). It never decides what happens to work: commands go to the
+//! engine through its handle, and a 2xx to one means the change and its
+//! audit record are committed to the journal (fsync'd). Reads go to the
+//! journal through a pool of reader connections, never through the
+//! engine's loop.
+
+pub mod api;
+pub mod auth;
+pub mod authz;
+pub mod error;
+pub mod listen;
+pub mod metrics;
+pub mod openapi;
+pub mod sse;
+
+use crate::engine::handle::EngineHandle;
+use crate::engine::model::AuditRecord;
+use crate::home::Home;
+use crate::journal::{Journal, JournalError};
+use auth::Tokens;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// How the server listens and paces its clients.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Also listen on TCP here (every other user and application comes in
+    /// this way, with a token).
+    pub listen: Option<SocketAddr>,
+    /// TLS on the TCP listener: certificate and key, PEM.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Allow a non-loopback TCP listener without TLS.
+    pub insecure_listen: bool,
+    /// Batches one event-stream client may be behind before it is sent a
+    /// `resync` and dropped.
+    pub stream_buffer: usize,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions { listen: None, tls: None, insecure_listen: false, stream_buffer: 1024 }
+    }
+}
+
+/// What handlers share.
+pub struct ServerState {
+    pub engine: EngineHandle,
+    pub home: Home,
+    pub store_id: String,
+    pub tokens: Tokens,
+    pub options: ServerOptions,
+    /// Turns true when the server stops; event streams end on it.
+    pub stopping: tokio::sync::watch::Receiver<bool>,
+    readers: Mutex<Vec<Journal>>,
+}
+
+pub type Served = Arc<ServerState>;
+
+impl ServerState {
+    /// Runs a read of the store on a reader connection, off the async loop.
+    pub async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Journal) -> Result<T, JournalError> + Send + 'static,
+    ) -> Result<T, JournalError> {
+        let taken = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let store = self.home.store();
+        let (j, r) = tokio::task::spawn_blocking(move || {
+            let j = match taken {
+                Some(j) => j,
+                None => Journal::open(&store)?,
+            };
+            let r = f(&j);
+            Ok::<_, JournalError>((j, r))
+        })
+        .await
+        .map_err(|e| JournalError::Invalid { what: "a read".into(), detail: e.to_string() })??;
+        let mut pool = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < 8 {
+            pool.push(j);
+        }
+        r
+    }
+
+    /// Writes an audit record for a request the engine never saw (refused
+    /// before it, or about tokens), through the engine's journal.
+    pub async fn write_audit(&self, a: AuditRecord) {
+        let r =
+            self.engine.read(move |j| j.append(&[crate::engine::model::Record::Audit(Box::new(a))])).await;
+        if let Err(e) = r {
+            tracing::error!(error = %e, "could not write an audit record");
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {what}: {source}")]
+    Bind {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing to listen on {0} without TLS: tokens would cross the network in clear text; give --tls-cert and --tls-key, or --insecure-listen if the network is trusted"
+    )]
+    Insecure(SocketAddr),
+    #[error("{0}")]
+    Tls(String),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+/// A running server: where it listens, and how to stop it.
+pub struct Serving {
+    pub socket: PathBuf,
+    /// The TCP address actually bound (port 0 picks one).
+    pub tcp: Option<SocketAddr>,
+    pub state: Served,
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Serving {
+    /// Stops accepting, lets requests in flight finish (event streams end).
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), t).await;
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// Serves the API for `engine`, which owns the store in `home`, on the
+/// store's socket and, when asked, on TCP. Returns once listening.
+pub async fn serve(
+    engine: EngineHandle,
+    home: Home,
+    store_id: String,
+    options: ServerOptions,
+) -> Result<Serving, ServeError> {
+    if let Some(addr) = options.listen
+        && !addr.ip().is_loopback()
+        && options.tls.is_none()
+        && !options.insecure_listen
+    {
+        return Err(ServeError::Insecure(addr));
+    }
+    let tls = match &options.tls {
+        Some((cert, key)) => Some(listen::tls_config(cert, key).map_err(ServeError::Tls)?),
+        None => None,
+    };
+    let reader = {
+        let store = home.store();
+        tokio::task::spawn_blocking(move || Journal::open(&store))
+            .await
+            .map_err(|e| JournalError::Invalid { what: "the store".into(), detail: e.to_string() })??
+    };
+    let tokens = Tokens::new(reader.tokens()?);
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let state = Arc::new(ServerState {
+        engine,
+        home: home.clone(),
+        store_id,
+        tokens,
+        options: options.clone(),
+        stopping: stop_rx.clone(),
+        readers: Mutex::new(vec![reader]),
+    });
+    let app = api::router(state.clone());
+    let shutdown = move |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let socket = listen::socket_path(home.root());
+    let uds = listen::bind_socket(&socket)
+        .map_err(|source| ServeError::Bind { what: socket.display().to_string(), source })?;
+    let mut tasks = Vec::new();
+    let svc = app.clone().into_make_service_with_connect_info::<listen::Peer>();
+    let rx = stop_rx.clone();
+    tasks.push(tokio::spawn(async move {
+        if let Err(e) = axum::serve(uds, svc).with_graceful_shutdown(shutdown(rx)).await {
+            tracing::error!(error = %e, "the socket listener stopped");
+        }
+    }));
+    let mut tcp_addr = None;
+    if let Some(addr) = options.listen {
+        let tcp = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Bind { what: addr.to_string(), source })?;
+        tcp_addr = tcp.local_addr().ok();
+        let rx = stop_rx.clone();
+        let svc = app.clone().into_make_service_with_connect_info::<listen::Peer>();
+        match tls {
+            Some(config) => {
+                let l = listen::TlsListener::new(tcp, config)
+                    .map_err(|source| ServeError::Bind { what: addr.to_string(), source })?;
+                tasks.push(tokio::spawn(async move {
+                    if let Err(e) = axum::serve(l, svc).with_graceful_shutdown(shutdown(rx)).await {
+                        tracing::error!(error = %e, "the TLS listener stopped");
+                    }
+                }));
+            }
+            None => tasks.push(tokio::spawn(async move {
+                if let Err(e) = axum::serve(tcp, svc).with_graceful_shutdown(shutdown(rx)).await {
+                    tracing::error!(error = %e, "the TCP listener stopped");
+                }
+            })),
+        }
+    }
+    tracing::info!(socket = %socket.display(), tcp = ?tcp_addr, "serving the API");
+    Ok(Serving { socket, tcp: tcp_addr, state, stop, tasks })
+}

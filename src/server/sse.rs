@@ -1,0 +1,174 @@
+//! `GET /v1/stream`: server-sent events carrying every durable batch of
+//! records (`event: batch`, id `STORE:SEQ`) and the fleet status whenever
+//! it is published (`event: status`, no id).
+//!
+//! A client resumes with `Last-Event-ID` and misses nothing: the stream
+//! first replays the batches after that number from the journal, then
+//! goes live, skipping what it already sent. Each client has its own
+//! bounded buffer filled without waiting; one that falls behind it, or
+//! asks for a batch older than the store keeps, is sent `event: resync`
+//! (data: the newest sequence number) and the stream ends: it reloads and
+//! reconnects. No client can slow the engine.
+
+use super::Served;
+use crate::engine::model::Batch;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::{Stream, StreamExt};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+
+/// What goes to one client, in order.
+enum Item {
+    Batch(Arc<Batch>),
+    Status(String),
+    /// First on a fresh stream: the sequence number it starts after.
+    Hello(u64),
+    Resync(u64),
+}
+
+/// `STORE:SEQ` → the sequence number, when it is this store's.
+pub fn parse_event_id(id: &str, store_id: &str) -> Option<u64> {
+    let (store, seq) = id.rsplit_once(':')?;
+    if store != store_id {
+        return None;
+    }
+    seq.parse().ok()
+}
+
+pub async fn stream(
+    State(s): State<Served>,
+    headers: HeaderMap,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let last = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+    // Subscribed before reading the journal: nothing committed from here
+    // on can fall between the replay and the live feed.
+    let mut live = s.engine.subscribe();
+    let mut status = s.engine.status();
+    let mut stopping = s.stopping.clone();
+    let cap = s.options.stream_buffer.max(1);
+    // One slot more than the client's share, kept for the `resync` that
+    // tells it it fell behind: a full buffer must still carry that.
+    let (tx, mut rx) = mpsc::channel::<Item>(cap + 1);
+    let store_id = s.store_id.clone();
+    let st = s.clone();
+    tokio::spawn(async move {
+        let (oldest, newest) = st.read(|j| j.batch_range()).await.unwrap_or((0, 0));
+        let mut sent = newest;
+        let mut hello = true;
+        match last.as_deref().map(|l| parse_event_id(l, &store_id)) {
+            // No Last-Event-ID: live from now; the client loads the rest.
+            None => {}
+            // Another store's id, or one we no longer keep: reload.
+            Some(None) => {
+                let _ = tx.try_send(Item::Resync(newest));
+                return;
+            }
+            Some(Some(from)) if from < newest && from + 1 < oldest => {
+                let _ = tx.try_send(Item::Resync(newest));
+                return;
+            }
+            Some(Some(from)) => {
+                hello = false;
+                let mut at = from;
+                while at < newest {
+                    let batches = match st.read(move |j| j.batches_since(at, 256)).await {
+                        Ok(b) if !b.is_empty() => b,
+                        _ => break,
+                    };
+                    for b in batches {
+                        at = b.seq;
+                        if b.seq > newest {
+                            break;
+                        }
+                        if tx.send(Item::Batch(Arc::new(b))).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                sent = at.max(from);
+            }
+        }
+        if hello {
+            // Tells a fresh client where the stream starts.
+            let _ = tx.try_send(Item::Hello(sent));
+        }
+        let first = status.borrow_and_update().clone();
+        if let Some(f) = first
+            && tx.capacity() > 1
+            && let Ok(json) = serde_json::to_string(&*f)
+        {
+            let _ = tx.try_send(Item::Status(json));
+        }
+        loop {
+            let b = tokio::select! {
+                r = live.recv() => match r {
+                    Ok(b) if b.seq <= sent => continue,
+                    Ok(b) => b,
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        let _ = tx.try_send(Item::Resync(sent));
+                        return;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+                r = status.changed() => {
+                    if r.is_err() {
+                        return;
+                    }
+                    let s = status.borrow_and_update().clone();
+                    if let Some(s) = s
+                        && tx.capacity() > 1
+                        && let Ok(json) = serde_json::to_string(&*s)
+                    {
+                        // A status is replaced by the next one: dropping
+                        // it when full costs nothing.
+                        let _ = tx.try_send(Item::Status(json));
+                    }
+                    continue;
+                }
+                _ = stopping.wait_for(|s| *s) => return,
+                _ = tx.closed() => return,
+            };
+            // Batches committed outside the engine's own (audit records of
+            // refused requests, tokens) are not broadcast: fetch them, so
+            // the stream carries every batch, in order.
+            let mut batches = Vec::new();
+            if b.seq > sent + 1 {
+                let (from, to) = (sent, b.seq);
+                let n = usize::try_from(to - from).unwrap_or(usize::MAX);
+                let missed = st.read(move |j| j.batches_since(from, n)).await.unwrap_or_default();
+                batches.extend(missed.into_iter().filter(|m| m.seq < to).map(Arc::new));
+            }
+            batches.push(b);
+            for b in batches {
+                sent = b.seq;
+                // The last free slot is the resync's.
+                if tx.capacity() <= 1 || tx.try_send(Item::Batch(b)).is_err() {
+                    // Full: this client is too slow. Closed: gone.
+                    let _ = tx.try_send(Item::Resync(sent));
+                    return;
+                }
+            }
+        }
+    });
+    let store_id = s.store_id.clone();
+    let events = futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).map(move |item| {
+        Ok(match item {
+            Item::Batch(b) => Event::default()
+                .event("batch")
+                .id(format!("{store_id}:{}", b.seq))
+                .data(serde_json::to_string(&*b).unwrap_or_default()),
+            Item::Status(json) => Event::default().event("status").data(json),
+            Item::Hello(seq) => Event::default()
+                .event("hello")
+                .data(serde_json::json!({ "seq": seq, "store_id": store_id }).to_string()),
+            Item::Resync(seq) => Event::default()
+                .event("resync")
+                .data(serde_json::json!({ "seq": seq, "store_id": store_id }).to_string()),
+        })
+    });
+    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}

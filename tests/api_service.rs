@@ -1,0 +1,1242 @@
+//! The HTTP API as its users meet it: an engine started in this process
+//! with `canopy::app::start` serves the store's socket (the owner, an
+//! admin without a token) and TCP on 127.0.0.1 (a bearer token on every
+//! request), and the tests talk to both over real HTTP: every endpoint,
+//! who may call what (one literal table), idempotent submits, the event
+//! stream's resume and its slow-client rule, body limits and spec errors,
+//! bad tokens, the audit trail, and that no token's secret is ever
+//! written anywhere in the store. `examples/client.py` runs against a
+//! real server too.
+//!
+//! Each test has its own store. Workloads that run are pinned to the
+//! local provider (their commands really run here); the rest ask for more
+//! memory than anything has, so they wait queued and cost nothing. Every
+//! wait is a bounded poll for a condition.
+
+use canopy::app::{self, EngineOptions, Running};
+use canopy::home::Home;
+use canopy::journal::Journal;
+use canopy::providers::local::ShimCommand;
+use canopy::providers::sim::SimConfig;
+use canopy::server::ServerOptions;
+use canopy::spec::validate::MAX_SPEC_BYTES;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The longest any single wait may take before the test fails.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A provider of the demo fleet, two of its nodes, and a node elsewhere.
+const SCOPED_PROVIDER: &str = "onprem-fra";
+const NODE_IN_SCOPE: &str = "fra-h100-03";
+const OTHER_NODE_IN_SCOPE: &str = "fra-h100-05";
+const NODE_OUT_OF_SCOPE: &str = "iad-l40s-03";
+
+// ── Specs ────────────────────────────────────────────────────────────────
+
+/// A spec pinned to this host that runs `script` with `sh -c`; with
+/// `output`, the file `$CANOPY_OUTPUT_DIR/outputs/<output>` is collected
+/// as the output named `result`.
+fn local_spec(name: &str, script: &str, output: Option<&str>) -> String {
+    let outputs = match output {
+        Some(file) => {
+            format!("\n[[outputs]]\nname = \"result\"\npath = \"/outputs/{file}\"\nrequired = true\n")
+        }
+        None => String::new(),
+    };
+    format!(
+        "name = {name:?}\n\n[runtime]\ncommand = [\"sh\", \"-c\", {script:?}]\n\n\
+         [resources]\ncpu_cores = 0.1\nmemory_gb = 0.1\n\n[constraints]\nproviders = [\"local\"]\n{outputs}"
+    )
+}
+
+/// A spec nothing can place (2 TB of memory on this host): it waits
+/// queued, and a test can cancel it.
+fn queued_spec(name: &str) -> String {
+    format!(
+        "name = {name:?}\n\n[runtime]\ncommand = [\"true\"]\n\n\
+         [resources]\ncpu_cores = 0.1\nmemory_gb = 2000\n\n[constraints]\nproviders = [\"local\"]\n"
+    )
+}
+
+// ── Talking to the server ───────────────────────────────────────────────
+
+/// Who makes a request.
+#[derive(Debug, Clone, Copy)]
+enum Who<'a> {
+    /// The store's owner, on the socket: an admin, no token.
+    Owner,
+    /// TCP without a token.
+    Nobody,
+    /// TCP with this bearer token.
+    Token(&'a str),
+}
+
+/// A request body and its content type.
+enum Body {
+    Empty,
+    Json(Value),
+    Toml(String),
+    Raw(&'static str, Vec<u8>),
+}
+
+/// What came back.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    text: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.text))
+    }
+
+    fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// Asserts the status and the API's error shape when it is an error.
+    fn expect(self, status: u16) -> Reply {
+        assert_eq!(self.status, status, "{}", self.text);
+        if status >= 400 {
+            let e = &self.json()["error"];
+            assert!(e["code"].as_str().is_some_and(|c| !c.is_empty()), "no error code: {}", self.text);
+            assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "no error message: {}", self.text);
+        }
+        self
+    }
+}
+
+/// An engine serving its API over a fresh store, and HTTP clients for it.
+struct Api {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    running: Option<Running>,
+    store_id: String,
+    tcp: SocketAddr,
+    /// Plain TCP, no overall timeout (streams); requests set their own.
+    http: reqwest::Client,
+    /// The store's socket.
+    sock: reqwest::Client,
+    /// Every token made, to search the store for afterwards.
+    secrets: Vec<String>,
+}
+
+impl Api {
+    async fn start() -> Api {
+        Api::start_with(ServerOptions::default()).await
+    }
+
+    /// Starts an engine (demo fleet, no faults) serving on the socket and
+    /// on TCP 127.0.0.1:0; returns once `/healthz` says it is up.
+    async fn start_with(mut server: ServerOptions) -> Api {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("home");
+        server.listen = Some("127.0.0.1:0".parse().unwrap());
+        let mut opts = EngineOptions::embedded(Home::new(&root)).unwrap();
+        // The test binary is not `canopy`: the supervisor is the shim binary.
+        opts.shim = ShimCommand { program: env!("CARGO_BIN_EXE_canopy-shim").into(), args: vec![] };
+        opts.sim = SimConfig::no_faults();
+        opts.poll_every = Some(Duration::from_millis(100));
+        // Its own configuration, so nothing in the environment changes the fleet.
+        let config = tmp.path().join("canopy.toml");
+        std::fs::write(&config, "include_demo_fleet = true\n").unwrap();
+        opts.config = Some(config);
+        opts.server = server;
+        let running = app::start(opts).await.unwrap();
+        let tcp = running.serving.tcp.expect("a TCP address");
+        let socket = running.serving.socket.clone();
+        assert_eq!(socket, root.join("canopy.sock"));
+        let api = Api {
+            store_id: running.store_id.clone(),
+            _tmp: tmp,
+            root,
+            running: Some(running),
+            tcp,
+            http: reqwest::Client::builder().build().unwrap(),
+            sock: reqwest::Client::builder().unix_socket(socket).build().unwrap(),
+            secrets: Vec::new(),
+        };
+        wait_until("the engine to publish its fleet", || async {
+            api.call(Who::Nobody, "GET", "/healthz", Body::Empty).await.status == 200
+        })
+        .await;
+        api
+    }
+
+    fn request(&self, who: Who<'_>, method: &str, path: &str) -> reqwest::RequestBuilder {
+        let method: reqwest::Method = method.parse().unwrap();
+        let rb = match who {
+            Who::Owner => self.sock.request(method, format!("http://canopy{path}")),
+            Who::Nobody | Who::Token(_) => self.http.request(method, format!("http://{}{path}", self.tcp)),
+        };
+        match who {
+            Who::Token(t) => rb.bearer_auth(t),
+            _ => rb,
+        }
+    }
+
+    async fn send(&self, rb: reqwest::RequestBuilder, body: Body) -> Reply {
+        let rb = match body {
+            Body::Empty => rb,
+            Body::Json(v) => rb.header("content-type", "application/json").body(v.to_string()),
+            Body::Toml(t) => rb.header("content-type", "application/toml").body(t),
+            Body::Raw(ct, bytes) => rb.header("content-type", ct).body(bytes),
+        };
+        let resp = rb.timeout(DEADLINE).send().await.expect("the server answers");
+        let (status, headers) = (resp.status().as_u16(), resp.headers().clone());
+        Reply { status, headers, text: resp.text().await.expect("a whole body") }
+    }
+
+    async fn call(&self, who: Who<'_>, method: &str, path: &str, body: Body) -> Reply {
+        self.send(self.request(who, method, path), body).await
+    }
+
+    async fn get(&self, who: Who<'_>, path: &str) -> Reply {
+        self.call(who, "GET", path, Body::Empty).await
+    }
+
+    /// `POST /v1/workloads` with a TOML spec and, maybe, an idempotency key.
+    async fn submit(&self, who: Who<'_>, spec: &str, key: Option<&str>) -> Reply {
+        let mut rb = self.request(who, "POST", "/v1/workloads");
+        if let Some(k) = key {
+            rb = rb.header("idempotency-key", k);
+        }
+        self.send(rb, Body::Toml(spec.to_string())).await
+    }
+
+    /// Submits and expects a new workload; its id.
+    async fn submit_new(&self, who: Who<'_>, spec: &str) -> String {
+        let r = self.submit(who, spec, None).await.expect(201);
+        id_of(&r.json())
+    }
+
+    /// Makes a token as the owner (on the socket); its secret.
+    async fn token(&mut self, name: &str, role: &str, scopes: &[&str], expires_at: Option<i64>) -> String {
+        let body = json!({ "name": name, "role": role, "scopes": scopes, "expires_at": expires_at });
+        let r = self.call(Who::Owner, "POST", "/v1/tokens", Body::Json(body)).await.expect(201);
+        let secret = r.json()["token"].as_str().unwrap().to_string();
+        assert!(secret.starts_with("canopy_"), "{secret}");
+        self.secrets.push(secret.clone());
+        secret
+    }
+
+    async fn workload(&self, id: &str) -> Value {
+        self.get(Who::Owner, &format!("/v1/workloads/{id}")).await.expect(200).json()
+    }
+
+    /// Waits until the workload is final; it, with its attempts.
+    async fn wait_final(&self, id: &str) -> Value {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let w = self.workload(id).await;
+            if ["succeeded", "failed", "cancelled"].contains(&w["workload"]["state"].as_str().unwrap()) {
+                return w;
+            }
+            assert!(Instant::now() < deadline, "{id} did not end: {w}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The event stream, read as it comes.
+    async fn stream(&self, who: Who<'_>, last_event_id: Option<&str>) -> EventStream {
+        let mut rb = self.request(who, "GET", "/v1/stream");
+        if let Some(id) = last_event_id {
+            rb = rb.header("last-event-id", id);
+        }
+        let resp = tokio::time::timeout(DEADLINE, rb.send()).await.expect("the stream opens").unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(ct.starts_with("text/event-stream"), "{ct}");
+        EventStream { resp, buf: Vec::new() }
+    }
+
+    /// Every batch sequence number the journal holds after `after`.
+    fn journal_seqs(&self, after: u64) -> Vec<u64> {
+        let j = Journal::open(&self.root.join("canopy.db")).unwrap();
+        j.batches_since(after, 1_000_000).unwrap().into_iter().map(|b| b.seq).collect()
+    }
+
+    /// Stops the engine, then searches every file of the store (journal
+    /// with its WAL, logs, artifacts, Canopy's own log) for every token's
+    /// secret: none may be there.
+    async fn finish(mut self) {
+        let running = self.running.take().unwrap();
+        running.stop(Duration::from_secs(10)).await.unwrap();
+        let mut files = Vec::new();
+        files_under(&self.root, &mut files);
+        assert!(files.iter().any(|f| f.ends_with("canopy.db")), "{files:?}");
+        for f in &files {
+            let bytes = std::fs::read(f).unwrap();
+            for token in &self.secrets {
+                // The whole token, and its secret part alone.
+                let secret = token.rsplit('_').next().unwrap();
+                assert!(!contains(&bytes, token.as_bytes()), "a token leaked into {}", f.display());
+                assert!(!contains(&bytes, secret.as_bytes()), "a token's secret leaked into {}", f.display());
+            }
+        }
+    }
+}
+
+async fn wait_until<F, Fut>(what: &str, mut ok: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + DEADLINE;
+    while !ok().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        let Ok(meta) = std::fs::symlink_metadata(&p) else { continue };
+        if meta.is_dir() {
+            files_under(&p, out);
+        } else if meta.is_file() {
+            out.push(p);
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// A workload's id as paths and messages show it (`w-17`), from a
+/// workload view (`{workload: {id: 17, ..}, attempts}`), a workload record,
+/// or a command's answer (`{id: "w-17"}`).
+/// A workload's id: the same `"w-17"` string in every answer.
+fn id_of(v: &Value) -> String {
+    let record = v.get("workload").unwrap_or(v);
+    match &record["id"] {
+        Value::String(s) if s.starts_with("w-") => s.clone(),
+        other => panic!("no workload id of the form \"w-17\" in {v}: {other}"),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+// ── Server-sent events ───────────────────────────────────────────────────
+
+/// One event as the server sent it.
+#[derive(Debug, Clone)]
+struct Sse {
+    event: String,
+    id: Option<String>,
+    data: String,
+}
+
+/// Parses whole events out of `buf` (the `text/event-stream` format;
+/// comments are keep-alives).
+fn take_events(buf: &mut Vec<u8>) -> Vec<Sse> {
+    let mut out = Vec::new();
+    while let Some(at) = buf.windows(2).position(|w| w == b"\n\n") {
+        let block: Vec<u8> = buf.drain(..at + 2).collect();
+        let text = String::from_utf8_lossy(&block);
+        let mut ev = Sse { event: "message".into(), id: None, data: String::new() };
+        let mut data = Vec::new();
+        for line in text.lines().filter(|l| !l.starts_with(':') && !l.is_empty()) {
+            let (field, value) =
+                line.split_once(':').map_or((line, ""), |(f, v)| (f, v.strip_prefix(' ').unwrap_or(v)));
+            match field {
+                "event" => ev.event = value.to_string(),
+                "id" => ev.id = Some(value.to_string()),
+                "data" => data.push(value),
+                _ => {}
+            }
+        }
+        if !data.is_empty() {
+            ev.data = data.join("\n");
+            out.push(ev);
+        }
+    }
+    out
+}
+
+/// `GET /v1/stream`, read event by event.
+struct EventStream {
+    resp: reqwest::Response,
+    buf: Vec<u8>,
+}
+
+impl EventStream {
+    /// The next event; `None` when the server ended the stream.
+    async fn next(&mut self) -> Option<Sse> {
+        loop {
+            if let Some(at) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                let mut head: Vec<u8> = self.buf.drain(..at + 2).collect();
+                if let Some(e) = take_events(&mut head).pop() {
+                    return Some(e);
+                }
+                continue;
+            }
+            match tokio::time::timeout(DEADLINE, self.resp.chunk()).await.expect("the stream went quiet") {
+                Ok(Some(c)) => self.buf.extend_from_slice(&c),
+                Ok(None) => return None,
+                Err(e) => panic!("the stream broke: {e}"),
+            }
+        }
+    }
+
+    /// The next `batch` event: its id and its batch (`{seq, records}`).
+    async fn next_batch(&mut self) -> (String, Value) {
+        loop {
+            let e = self.next().await.expect("the stream ended");
+            assert_ne!(e.event, "resync", "a reading client was told to resync: {}", e.data);
+            if e.event == "batch" {
+                let batch: Value = serde_json::from_str(&e.data).unwrap();
+                return (e.id.expect("a batch has an id"), batch);
+            }
+        }
+    }
+}
+
+/// The ids of the workloads whose records a batch carries.
+fn workload_ids(batch: &Value) -> Vec<String> {
+    batch["records"].as_array().unwrap().iter().filter_map(|r| r.get("Workload").map(id_of)).collect()
+}
+
+// ── Every endpoint ───────────────────────────────────────────────────────
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_endpoint_answers_over_tcp_and_the_socket() {
+    let mut api = Api::start().await;
+    let app = api.token("app", "submitter", &[], None).await;
+    let admin = api.token("ops-admin", "admin", &[], None).await;
+    let (app, admin) = (Who::Token(&app), Who::Token(&admin));
+
+    // Public: health and the API's description, no token needed.
+    let health = api.get(Who::Nobody, "/healthz").await.expect(200).json();
+    assert_eq!(
+        (health["status"].as_str(), health["store_id"].as_str()),
+        (Some("ok"), Some(api.store_id.as_str()))
+    );
+    let doc = api.get(Who::Nobody, "/v1/openapi.json").await.expect(200).json();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"), "{}", doc["openapi"]);
+    for path in ["/v1/workloads", "/v1/workloads/{id}/cancel", "/v1/stream", "/v1/tokens/{name}"] {
+        assert!(doc["paths"].get(path).is_some(), "{path} is not in the OpenAPI document");
+    }
+
+    // Who am I: a token's principal over TCP, the owner on the socket.
+    let me = api.get(app, "/v1/whoami").await.expect(200).json();
+    assert_eq!((me["principal"].as_str(), me["role"].as_str()), (Some("app"), Some("submitter")));
+    assert!(me["origin"].as_str().unwrap().starts_with("127.0.0.1:"), "{me}");
+    let owner = api.get(Who::Owner, "/v1/whoami").await.expect(200).json();
+    assert!(owner["principal"].as_str().unwrap().starts_with("local:"), "{owner}");
+    assert_eq!(owner["role"], "admin");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(api.root.join("canopy.sock")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the socket is the owner's alone");
+
+    // Submit a tiny workload that prints and writes one output file.
+    let spec = local_spec(
+        "hello",
+        "echo hello; printf 'the result' > \"$CANOPY_OUTPUT_DIR/outputs/out.txt\"",
+        Some("out.txt"),
+    );
+    let r = api.submit(app, &spec, Some("hello-1")).await.expect(201);
+    let w = r.json();
+    let id = id_of(&w);
+    assert_eq!(r.headers["location"], format!("/v1/workloads/{id}").as_str());
+    let rec = &w["workload"];
+    assert_eq!(
+        (rec["submitted_by"].as_str(), rec["idempotency_key"].as_str()),
+        (Some("app"), Some("hello-1"))
+    );
+    let done = api.wait_final(&id).await;
+    assert_eq!(done["workload"]["state"], "succeeded", "{done}");
+    assert_eq!(done["attempts"][0]["provider"], "local", "{done}");
+
+    // Reads: the list (filtered), one workload, its events, logs, outputs.
+    let page = api.get(app, "/v1/workloads?state=succeeded&limit=10").await.expect(200).json();
+    let ids: Vec<String> = page["workloads"].as_array().unwrap().iter().map(id_of).collect();
+    assert_eq!(ids, std::slice::from_ref(&id));
+    api.get(app, "/v1/workloads?state=nonsense").await.expect(400);
+    assert_eq!(
+        api.get(app, &format!("/v1/workloads/{id}")).await.expect(200).json()["workload"]["state"],
+        "succeeded"
+    );
+    api.get(app, "/v1/workloads/w-99999").await.expect(404);
+    let events = api.get(app, &format!("/v1/workloads/{id}/events")).await.expect(200).json();
+    let events = events.as_array().unwrap();
+    assert!(
+        events.len() >= 2 && events.iter().all(|e| id_of(&json!({"id": e["workload"]})) == id),
+        "{events:?}"
+    );
+    let recent = api.get(app, "/v1/events?limit=500").await.expect(200).json();
+    assert!(recent.as_array().unwrap().len() >= events.len(), "{recent}");
+    let logs = api.get(app, &format!("/v1/workloads/{id}/logs")).await.expect(200);
+    assert!(logs.text.contains("hello"), "{}", logs.text);
+    assert!(logs.headers.contains_key("x-canopy-next-offset"));
+    let arts = api.get(app, &format!("/v1/workloads/{id}/artifacts")).await.expect(200).json();
+    let art = &arts.as_array().unwrap()[0];
+    assert_eq!((art["name"].as_str(), art["bytes"].as_u64()), (Some("result"), Some(10)), "{arts}");
+    let file = api.get(app, art["download"].as_str().unwrap()).await.expect(200);
+    assert_eq!(file.text, "the result");
+
+    // Metrics, in Prometheus' text format.
+    let m = api.get(app, "/metrics").await.expect(200);
+    assert!(m.headers["content-type"].to_str().unwrap().starts_with("text/plain"));
+    assert!(m.text.contains("# TYPE canopy_workloads gauge"), "{}", m.text);
+    assert!(m.text.contains("canopy_workloads{state=\"succeeded\"} 1"), "{}", m.text);
+    assert!(m.text.contains("canopy_workloads{state=\"queued\"} 0"), "{}", m.text);
+
+    // Commands on workloads: cancel one that waits, retry the one that ended.
+    let waiting = api.submit_new(app, &queued_spec("waits")).await;
+    let c = api
+        .call(app, "POST", &format!("/v1/workloads/{waiting}/cancel"), Body::Json(json!({"reason": "test"})))
+        .await;
+    assert!(c.expect(200).json()["message"].is_string());
+    assert_eq!(api.wait_final(&waiting).await["workload"]["state"], "cancelled");
+    api.call(app, "POST", &format!("/v1/workloads/{waiting}/cancel"), Body::Empty).await.expect(409);
+    let again =
+        api.call(app, "POST", &format!("/v1/workloads/{id}/retry"), Body::Empty).await.expect(200).json();
+    let retried = id_of(&again);
+    assert_ne!(retried, id);
+    assert_eq!(api.wait_final(&retried).await["workload"]["state"], "succeeded");
+
+    // A dry run places without submitting.
+    let plan =
+        api.call(app, "POST", "/v1/plan", Body::Toml(local_spec("p", "true", None))).await.expect(200).json();
+    assert_eq!(plan["fits"], true, "{plan}");
+    let plan = api.call(app, "POST", "/v1/plan", Body::Toml(queued_spec("too-big"))).await.expect(200).json();
+    assert_eq!(plan["fits"], false, "{plan}");
+
+    // The fleet, and node commands.
+    let fleet = api.get(app, "/v1/fleet").await.expect(200);
+    for name in [SCOPED_PROVIDER, NODE_IN_SCOPE, NODE_OUT_OF_SCOPE, "local"] {
+        assert!(fleet.text.contains(name), "{name} is not in the fleet");
+    }
+    for cmd in ["cordon", "uncordon", "drain"] {
+        let r = api.call(admin, "POST", &format!("/v1/nodes/{NODE_IN_SCOPE}/{cmd}"), Body::Empty).await;
+        assert!(r.expect(200).json()["message"].is_string());
+    }
+    api.call(admin, "POST", "/v1/nodes/no-such-node/cordon", Body::Empty).await.expect(404);
+
+    // The event stream starts with where it starts.
+    let mut s = api.stream(app, None).await;
+    let hello = s.next().await.unwrap();
+    assert_eq!(hello.event, "hello");
+    let hello: Value = serde_json::from_str(&hello.data).unwrap();
+    assert_eq!(hello["store_id"].as_str(), Some(api.store_id.as_str()));
+    assert!(hello["seq"].as_u64().unwrap() > 0);
+    drop(s);
+
+    // The audit trail.
+    let audit = api.get(admin, "/v1/audit?limit=1000").await.expect(200).json();
+    assert!(
+        audit.as_array().unwrap().iter().any(|a| a["principal"] == "app" && a["action"] == "submit"),
+        "{audit}"
+    );
+
+    // Tokens: listed without secrets, made and revoked over TCP by an admin.
+    let list = api.get(admin, "/v1/tokens").await.expect(200);
+    let names: Vec<String> =
+        list.json().as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(names, ["app", "ops-admin"]);
+    assert!(
+        !list.text.contains("hash") && !list.text.contains("salt") && !list.text.contains("canopy_"),
+        "{}",
+        list.text
+    );
+    let made =
+        api.call(admin, "POST", "/v1/tokens", Body::Json(json!({"name": "ci", "role": "viewer"}))).await;
+    let ci = made.expect(201).json()["token"].as_str().unwrap().to_string();
+    api.secrets.push(ci.clone());
+    api.get(Who::Token(&ci), "/v1/whoami").await.expect(200);
+    api.call(admin, "POST", "/v1/tokens", Body::Json(json!({"name": "ci", "role": "viewer"})))
+        .await
+        .expect(409);
+    api.call(admin, "DELETE", "/v1/tokens/ci", Body::Empty).await.expect(200);
+    api.get(Who::Token(&ci), "/v1/whoami").await.expect(401);
+    api.call(admin, "DELETE", "/v1/tokens/ci", Body::Empty).await.expect(404);
+
+    // Anything else is a 404 in the same shape.
+    api.get(app, "/v1/nothing-here").await.expect(404);
+    api.call(app, "POST", &format!("/v1/workloads/{id}/frobnicate"), Body::Empty).await.expect(404);
+    api.call(admin, "POST", &format!("/v1/nodes/{NODE_IN_SCOPE}/reboot"), Body::Empty).await.expect(404);
+    api.finish().await;
+}
+
+// ── Who may call what ────────────────────────────────────────────────────
+
+/// What one principal gets from one route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum May {
+    /// Allowed: a 2xx.
+    Y,
+    /// Forbidden: 403.
+    N,
+    /// No token: 401.
+    U,
+}
+use May::{N, U, Y};
+
+/// The columns of [`MATRIX`], in order.
+const ROLES: [&str; 6] = ["nobody", "viewer", "submitter", "operator", "scoped-op", "admin"];
+
+/// Every route of the API and who may call it. `scoped-op` is an operator
+/// limited to `provider=onprem-fra`; the node routes act on nodes in that
+/// provider, the workload routes on the owner's workloads (which ran on
+/// the local provider, or never ran).
+#[rustfmt::skip]
+const MATRIX: &[(&str, &str, [May; 6])] = &[
+    //                                                              nobody viewer submitter operator scoped-op admin
+    ("GET",    "/healthz",                                         [Y,     Y,     Y,        Y,       Y,        Y]),
+    ("GET",    "/metrics",                                         [U,     Y,     Y,        Y,       Y,        Y]),
+    ("GET",    "/v1/openapi.json",                                 [Y,     Y,     Y,        Y,       Y,        Y]),
+    ("GET",    "/v1/whoami",                                       [U,     Y,     Y,        Y,       Y,        Y]),
+    ("POST",   "/v1/workloads",                                    [U,     N,     Y,        Y,       Y,        Y]),
+    ("GET",    "/v1/workloads",                                    [U,     Y,     Y,        Y,       Y,        Y]),
+    ("GET",    "/v1/workloads/{id}",                               [U,     Y,     Y,        Y,       Y,        Y]),
+    ("GET",    "/v1/workloads/{id}/events",                        [U,     Y,     Y,        Y,       Y,        Y]),
+    ("GET",    "/v1/workloads/{id}/logs",                          [U,     Y,     Y,        Y,       Y,        Y]),
+    ("GET",    "/v1/workloads/{id}/artifacts",                     [U,     Y,     Y,        Y,       Y,        Y]),
+    ("GET",    "/v1/workloads/{id}/artifacts/{attempt}/{name}",    [U,     Y,     Y,        Y,       Y,        Y]),
+    ("POST",   "/v1/workloads/{id}/cancel",                        [U,     N,     N,        Y,       N,        Y]),
+    ("POST",   "/v1/workloads/{id}/retry",                         [U,     N,     N,        Y,       N,        Y]),
+    ("POST",   "/v1/plan",                                         [U,     Y,     Y,        Y,       Y,        Y]),
+    ("GET",    "/v1/fleet",                                        [U,     Y,     Y,        Y,       Y,        Y]),
+    ("GET",    "/v1/events",                                       [U,     Y,     Y,        Y,       Y,        Y]),
+    ("POST",   "/v1/nodes/{name}/cordon",                          [U,     N,     N,        Y,       Y,        Y]),
+    ("POST",   "/v1/nodes/{name}/uncordon",                        [U,     N,     N,        Y,       Y,        Y]),
+    ("POST",   "/v1/nodes/{name}/drain",                           [U,     N,     N,        Y,       Y,        Y]),
+    ("GET",    "/v1/stream",                                       [U,     Y,     Y,        Y,       Y,        Y]),
+    ("GET",    "/v1/audit",                                        [U,     N,     N,        Y,       Y,        Y]),
+    ("GET",    "/v1/tokens",                                       [U,     N,     N,        N,       N,        Y]),
+    ("POST",   "/v1/tokens",                                       [U,     N,     N,        N,       N,        Y]),
+    ("DELETE", "/v1/tokens/{name}",                                [U,     N,     N,        N,       N,        Y]),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_allows_exactly_the_roles_in_the_table() {
+    // The table names every route the server has, and nothing else.
+    let table: BTreeSet<(&str, &str)> = MATRIX.iter().map(|(m, p, _)| (*m, *p)).collect();
+    let served: BTreeSet<(&str, &str)> =
+        canopy::server::authz::ROUTES.iter().map(|r| (r.method, r.path)).collect();
+    assert_eq!(table, served, "the role table and the server's routes differ");
+    assert_eq!(table.len(), MATRIX.len(), "a route is in the table twice");
+
+    let mut api = Api::start().await;
+    let mut tokens = vec![None];
+    for role in &ROLES[1..] {
+        let (name, role_name, scopes) = match *role {
+            "scoped-op" => ("scoped-op", "operator", vec![format!("provider={SCOPED_PROVIDER}")]),
+            r => (r, r, vec![]),
+        };
+        let scopes: Vec<&str> = scopes.iter().map(String::as_str).collect();
+        tokens.push(Some(api.token(name, role_name, &scopes, None).await));
+    }
+    // A workload of the owner's that ran here, with an output to download.
+    let spec = local_spec("done", "printf x > \"$CANOPY_OUTPUT_DIR/outputs/x\"", Some("x"));
+    let done = api.submit_new(Who::Owner, &spec).await;
+    assert_eq!(api.wait_final(&done).await["workload"]["state"], "succeeded");
+    // Each node command goes to a node of its own per principal, so each
+    // allowed cordon → uncordon → drain is a real change.
+    let node_of = |col: usize| {
+        ["fra-h100-02", NODE_IN_SCOPE, "fra-a100-02", NODE_IN_SCOPE, OTHER_NODE_IN_SCOPE, "fra-a100-04"][col]
+    };
+
+    let mut failures = Vec::new();
+    for (method, route, row) in MATRIX {
+        for (col, want) in row.iter().enumerate() {
+            let who = match &tokens[col] {
+                None => Who::Nobody,
+                Some(t) => Who::Token(t),
+            };
+            let mut path = route.to_string();
+            let mut body = Body::Empty;
+            match *route {
+                "/v1/workloads" | "/v1/plan" if *method == "POST" => body = Body::Toml(queued_spec("matrix")),
+                "/v1/workloads/{id}/cancel" => {
+                    // A fresh waiting workload of the owner's for each try.
+                    let id = api.submit_new(Who::Owner, &queued_spec("to-cancel")).await;
+                    path = path.replace("{id}", &id);
+                }
+                "/v1/tokens" if *method == "POST" => {
+                    body = Body::Json(json!({ "name": format!("made-by-{}", ROLES[col]), "role": "viewer" }));
+                }
+                "/v1/tokens/{name}" => {
+                    let doomed = format!("doomed-{}", ROLES[col]);
+                    api.token(&doomed, "viewer", &[], None).await;
+                    path = path.replace("{name}", &doomed);
+                }
+                _ => {}
+            }
+            path = path
+                .replace("{id}", &done)
+                .replace("{attempt}", "1")
+                .replace("{name}", if route.starts_with("/v1/nodes/") { node_of(col) } else { "result" });
+            let r = if *route == "/v1/stream" {
+                // Only the head: the body never ends.
+                let resp = api.request(who, method, &path).send().await.unwrap();
+                let (status, headers) = (resp.status().as_u16(), resp.headers().clone());
+                let text = if status == 200 { String::new() } else { resp.text().await.unwrap() };
+                Reply { status, headers, text }
+            } else {
+                api.call(who, method, &path, body).await
+            };
+            if *method == "POST" && *route == "/v1/tokens" && r.status == 201 {
+                api.secrets.push(r.json()["token"].as_str().unwrap().to_string());
+            }
+            let got_right = match want {
+                Y => r.is_success(),
+                N => r.status == 403 && r.json()["error"]["code"] == "forbidden",
+                U => r.status == 401 && r.json()["error"]["code"] == "unauthorized",
+            };
+            if !got_right {
+                failures.push(format!(
+                    "{method} {path} as {}: want {want:?}, got {} {}",
+                    ROLES[col], r.status, r.text
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of the role table's cells are wrong:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    api.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submitters_own_their_work_and_scoped_operators_their_nodes() {
+    let mut api = Api::start().await;
+    let alice = api.token("alice", "submitter", &[], None).await;
+    let bob = api.token("bob", "submitter", &[], None).await;
+    let viewer = api.token("watcher", "viewer", &[], None).await;
+    let scope = format!("provider={SCOPED_PROVIDER}");
+    let fra_ops = api.token("fra-ops", "operator", &[&scope], None).await;
+    let (alice, bob, viewer, fra_ops) =
+        (Who::Token(&alice), Who::Token(&bob), Who::Token(&viewer), Who::Token(&fra_ops));
+
+    let a1 = api.submit_new(alice, &queued_spec("alice-1")).await;
+    let a2 = api.submit_new(alice, &queued_spec("alice-2")).await;
+    let b1 = api.submit_new(bob, &queued_spec("bob-1")).await;
+
+    // A viewer reads but cannot cancel.
+    assert_eq!(
+        api.get(viewer, &format!("/v1/workloads/{a1}")).await.expect(200).json()["workload"]["state"],
+        "queued"
+    );
+    let r = api.call(viewer, "POST", &format!("/v1/workloads/{a1}/cancel"), Body::Empty).await.expect(403);
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("viewer"), "{}", r.text);
+    // Bob cannot cancel Alice's work; Alice can.
+    let r = api.call(bob, "POST", &format!("/v1/workloads/{a1}/cancel"), Body::Empty).await.expect(403);
+    assert!(
+        r.json()["error"]["message"].as_str().unwrap().contains("only the workloads it submitted"),
+        "{}",
+        r.text
+    );
+    assert_eq!(api.workload(&a1).await["workload"]["state"], "queued", "a refused cancel changed nothing");
+    api.call(alice, "POST", &format!("/v1/workloads/{a1}/cancel"), Body::Empty).await.expect(200);
+    api.call(bob, "POST", &format!("/v1/workloads/{b1}/cancel"), Body::Empty).await.expect(200);
+    assert_eq!(api.wait_final(&a1).await["workload"]["state"], "cancelled");
+    assert_eq!(api.wait_final(&b1).await["workload"]["state"], "cancelled");
+    // Retrying is the owner's too.
+    api.call(bob, "POST", &format!("/v1/workloads/{a1}/retry"), Body::Empty).await.expect(403);
+    api.call(alice, "POST", &format!("/v1/workloads/{a1}/retry"), Body::Empty).await.expect(200);
+
+    // The scoped operator: nodes of its provider yes, others no; and no
+    // cancelling of work outside its scope.
+    api.call(fra_ops, "POST", &format!("/v1/nodes/{NODE_IN_SCOPE}/cordon"), Body::Empty).await.expect(200);
+    let r = api
+        .call(fra_ops, "POST", &format!("/v1/nodes/{NODE_OUT_OF_SCOPE}/cordon"), Body::Empty)
+        .await
+        .expect(403);
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains(SCOPED_PROVIDER), "{}", r.text);
+    api.call(fra_ops, "POST", &format!("/v1/workloads/{a2}/cancel"), Body::Empty).await.expect(403);
+    api.call(alice, "POST", &format!("/v1/nodes/{NODE_IN_SCOPE}/uncordon"), Body::Empty).await.expect(403);
+
+    // What the fleet shows: only the node in scope was cordoned.
+    let state_of = |fleet: &Value, name: &str| {
+        fleet["fleet"]["nodes"]
+            .as_array()
+            .and_then(|ns| ns.iter().find(|n| n["name"] == name))
+            .map(|n| n["state"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("{name} is not in {fleet}"))
+    };
+    wait_until("the cordon to show in the fleet", || async {
+        let fleet = api.get(viewer, "/v1/fleet").await.expect(200).json();
+        state_of(&fleet, NODE_IN_SCOPE) == "cordoned"
+    })
+    .await;
+    let fleet = api.get(viewer, "/v1/fleet").await.expect(200).json();
+    assert_ne!(state_of(&fleet, NODE_OUT_OF_SCOPE), "cordoned");
+    api.finish().await;
+}
+
+// ── Idempotent submits ───────────────────────────────────────────────────
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_names_one_workload_per_principal() {
+    let mut api = Api::start().await;
+    let ci = api.token("ci", "submitter", &[], None).await;
+    let other = api.token("other-app", "submitter", &[], None).await;
+    let (ci, other) = (Who::Token(&ci), Who::Token(&other));
+    let spec = queued_spec("nightly");
+
+    let first = api.submit(ci, &spec, Some("nightly-2024-06-01")).await.expect(201).json();
+    let id = id_of(&first);
+    // The same key and spec (a retry after a lost answer): the same workload.
+    let again = api.submit(ci, &spec, Some("nightly-2024-06-01")).await.expect(200).json();
+    assert_eq!(id_of(&again), id);
+    assert_eq!(again["existing"], true);
+    // The same spec written differently is the same spec.
+    let reformatted = spec.replace("\n\n", "\n").replace("= ", "=  ");
+    let same = api.submit(ci, &reformatted, Some("nightly-2024-06-01")).await.expect(200).json();
+    assert_eq!(id_of(&same), id);
+    // The same key with another spec is a conflict that names the key.
+    let r = api.submit(ci, &queued_spec("something-else"), Some("nightly-2024-06-01")).await.expect(409);
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("nightly-2024-06-01"), "{}", r.text);
+    // Another principal's key is its own.
+    let theirs = api.submit(other, &spec, Some("nightly-2024-06-01")).await.expect(201).json();
+    assert_ne!(id_of(&theirs), id);
+    assert_eq!(theirs["workload"]["submitted_by"], "other-app");
+    // Exactly two workloads exist.
+    let page = api.get(Who::Owner, "/v1/workloads").await.expect(200).json();
+    assert_eq!(page["workloads"].as_array().unwrap().len(), 2, "{page}");
+    // A key must be printable and short.
+    api.submit(ci, &spec, Some(&"k".repeat(300))).await.expect(400);
+    api.finish().await;
+}
+
+// ── The event stream ─────────────────────────────────────────────────────
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_resumes_after_the_last_event_id_missing_nothing() {
+    let mut api = Api::start().await;
+    let watcher = api.token("watcher", "viewer", &[], None).await;
+    let app = api.token("app", "submitter", &[], None).await;
+    let (watcher, app) = (Who::Token(&watcher), Who::Token(&app));
+
+    let mut s = api.stream(watcher, None).await;
+    let hello = s.next().await.unwrap();
+    assert_eq!(hello.event, "hello");
+    let start = serde_json::from_str::<Value>(&hello.data).unwrap()["seq"].as_u64().unwrap();
+
+    // Three submits and a refused cancel (an audit record) while reading.
+    let mut first = Vec::new();
+    for i in 0..3 {
+        first.push(api.submit_new(app, &queued_spec(&format!("first-{i}"))).await);
+    }
+    api.call(watcher, "POST", &format!("/v1/workloads/{}/cancel", first[0]), Body::Empty).await.expect(403);
+    first.push(api.submit_new(app, &queued_spec("first-3")).await);
+    let mut seen: Vec<u64> = Vec::new();
+    let mut ids = BTreeSet::new();
+    let mut last_id = String::new();
+    while !first.iter().all(|id| ids.contains(id)) {
+        let (event_id, batch) = s.next_batch().await;
+        let seq = batch["seq"].as_u64().unwrap();
+        assert_eq!(event_id, format!("{}:{seq}", api.store_id));
+        ids.extend(workload_ids(&batch));
+        seen.push(seq);
+        last_id = event_id;
+    }
+    let last = *seen.last().unwrap();
+    let journal: Vec<u64> = api.journal_seqs(start).into_iter().filter(|s| *s <= last).collect();
+    assert_eq!(seen, journal, "the live stream skipped or repeated batches the journal holds");
+
+    // Gone for a while: five more submits and another refused cancel.
+    drop(s);
+    let mut second = Vec::new();
+    for i in 0..5 {
+        second.push(api.submit_new(app, &queued_spec(&format!("second-{i}"))).await);
+        if i == 2 {
+            api.call(watcher, "POST", &format!("/v1/workloads/{}/cancel", first[1]), Body::Empty)
+                .await
+                .expect(403);
+        }
+    }
+    let target = *api.journal_seqs(last).last().unwrap();
+
+    // Back with the last id seen: what came after it, in order, once.
+    let mut s = api.stream(watcher, Some(&last_id)).await;
+    let mut resumed: Vec<u64> = Vec::new();
+    let mut ids = BTreeSet::new();
+    while resumed.last().is_none_or(|s| *s < target) {
+        let (_, batch) = s.next_batch().await;
+        resumed.push(batch["seq"].as_u64().unwrap());
+        ids.extend(workload_ids(&batch));
+    }
+    assert!(second.iter().all(|id| ids.contains(id)), "{second:?} not all in {ids:?}");
+    assert!(first.iter().all(|id| !ids.contains(id) || resumed.len() > 10), "old batches came again");
+    let journal: Vec<u64> = api.journal_seqs(last).into_iter().filter(|s| *s <= target).collect();
+    assert_eq!(resumed, journal, "the resumed stream skipped or repeated batches");
+    // And it is live after the replay.
+    let later = api.submit_new(app, &queued_spec("later")).await;
+    loop {
+        let (_, batch) = s.next_batch().await;
+        let seq = batch["seq"].as_u64().unwrap();
+        assert!(seq > *resumed.last().unwrap(), "batch {seq} came twice");
+        resumed.push(seq);
+        if workload_ids(&batch).contains(&later) {
+            break;
+        }
+    }
+    // An id from another store cannot be resumed: reload.
+    let mut s = api.stream(watcher, Some("st-elsewhere:5")).await;
+    assert_eq!(s.next().await.unwrap().event, "resync");
+    api.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_does_not_read_is_told_to_resync_and_slows_no_one() {
+    use futures::StreamExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut api = Api::start_with(ServerOptions { stream_buffer: 4, ..ServerOptions::default() }).await;
+    let slow = api.token("slow", "viewer", &[], None).await;
+    let app = api.token("app", "submitter", &[], None).await;
+
+    // A raw connection with a small receive window, read only up to the
+    // stream's first event, then left alone.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut conn = socket.connect(api.tcp).await.unwrap();
+    let req = format!(
+        "GET /v1/stream HTTP/1.1\r\nHost: canopy\r\nAuthorization: Bearer {slow}\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    conn.write_all(req.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    while !contains(&got, b"event: hello") {
+        let n = tokio::time::timeout(DEADLINE, conn.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "the stream closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
+
+    // 200 submits from another client (8 at a time), each carrying
+    // 64 KiB so the batches outgrow the socket buffers (MiBs on loopback).
+    // They all finish while the slow client still reads nothing.
+    let pad = "lorem ipsum dolor sit amet ".repeat(64 * 1024 / 27);
+    let submits = futures::stream::iter(0..200)
+        .map(|i| {
+            let spec =
+                queued_spec(&format!("burst-{i}")).replace("[\"true\"]", &format!("[\"true\", {pad:?}]"));
+            let api = &api;
+            let app = Who::Token(&app);
+            async move { api.submit(app, &spec, None).await.status }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<u16>>();
+    let statuses =
+        tokio::time::timeout(Duration::from_secs(60), submits).await.expect("the submits were held up");
+    assert!(statuses.iter().all(|s| *s == 201), "{statuses:?}");
+    let page = api.get(Who::Owner, "/v1/workloads?limit=1000").await.expect(200).json();
+    assert_eq!(page["workloads"].as_array().unwrap().len(), 200);
+
+    // Now it reads: what was buffered, then `resync` with where the store
+    // is, then the end of the stream.
+    let needle = b"event: resync";
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut scanned = 0;
+    let deadline = Instant::now() + DEADLINE;
+    let found = loop {
+        if let Some(at) = got[scanned..].windows(needle.len()).position(|w| w == needle) {
+            break Some(scanned + at);
+        }
+        // The end of the chunked body, or of the connection.
+        if got.ends_with(b"\r\n0\r\n\r\n") {
+            break None;
+        }
+        scanned = got.len().saturating_sub(needle.len());
+        assert!(Instant::now() < deadline, "no resync after {} bytes", got.len());
+        let n = tokio::time::timeout(DEADLINE, conn.read(&mut buf))
+            .await
+            .expect("the stream went quiet")
+            .unwrap();
+        if n == 0 {
+            break None;
+        }
+        got.extend_from_slice(&buf[..n]);
+    };
+    let batches = got.windows(12).filter(|w| w == b"event: batch").count();
+    let at = found.unwrap_or_else(|| {
+        panic!("the stream ended with no resync ({} bytes, {batches} batches)", got.len())
+    });
+    // The rest of the event, up to its blank line.
+    while !got[at..].windows(2).any(|w| w == b"\n\n") {
+        let n = tokio::time::timeout(DEADLINE, conn.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "the resync event was cut short");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got[at..]).to_string();
+    let data = text.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+    let resync: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(resync["store_id"].as_str(), Some(api.store_id.as_str()));
+    assert!(resync["seq"].as_u64().unwrap() > 0);
+    api.secrets.push(slow);
+    api.finish().await;
+}
+
+// ── Bodies, specs and tokens that are wrong ─────────────────────────────
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_and_malformed_specs_are_refused_with_where_and_why() {
+    let mut api = Api::start().await;
+    let app = api.token("app", "submitter", &[], None).await;
+    let app = Who::Token(&app);
+
+    // At the limit is a spec; one byte over is 413, for submit and plan.
+    let mut at_limit = queued_spec("big");
+    at_limit.push('#');
+    at_limit.push_str(&"x".repeat(MAX_SPEC_BYTES - at_limit.len() - 1));
+    at_limit.push('\n');
+    assert_eq!(at_limit.len(), MAX_SPEC_BYTES);
+    api.submit(app, &at_limit, None).await.expect(201);
+    let over = format!("{at_limit}#");
+    assert_eq!(over.len(), MAX_SPEC_BYTES + 1);
+    let r = api.submit(app, &over, None).await.expect(413);
+    assert_eq!(r.json()["error"]["code"], "too-large");
+    api.call(app, "POST", "/v1/plan", Body::Toml(over)).await.expect(413);
+
+    // Malformed TOML: 422, the position in the message and in problems.
+    let bad_toml = "name = \"broken\"\n[runtime]\ncommand = [\"true\"\n";
+    let r = api.submit(app, bad_toml, None).await.expect(422);
+    let e = &r.json()["error"];
+    let message = e["message"].as_str().unwrap();
+    assert!(regex::Regex::new(r"request\.toml:\d+:\d+: ").unwrap().is_match(message), "{message}");
+    let p = &e["problems"][0];
+    assert!(p["line"].as_u64().unwrap() >= 3 && p["col"].as_u64().unwrap() >= 1, "{p}");
+
+    // Malformed JSON: the same, for request.json.
+    let bad_json = "{\n  \"name\": \"broken\",\n  \"runtime\": {\"command\": [\"true\"]\n";
+    let r = api
+        .call(app, "POST", "/v1/workloads", Body::Raw("application/json", bad_json.into()))
+        .await
+        .expect(422);
+    let e = &r.json()["error"];
+    let message = e["message"].as_str().unwrap();
+    assert!(regex::Regex::new(r"request\.json:\d+:\d+: ").unwrap().is_match(message), "{message}");
+    assert!(e["problems"][0]["line"].as_u64().unwrap() >= 3, "{e}");
+
+    // A well-formed spec that does not validate names the field.
+    let r = api.submit(app, "name = \"x\"\n[runtime]\ncommand = []\n", None).await.expect(422);
+    let e = &r.json()["error"];
+    assert!(
+        e["problems"].as_array().unwrap().iter().any(|p| p["path"].as_str().unwrap().starts_with("runtime")),
+        "{e}"
+    );
+    // Not UTF-8.
+    api.call(app, "POST", "/v1/workloads", Body::Raw("application/toml", vec![0xff, 0xfe, b'a']))
+        .await
+        .expect(422);
+    // A command body that is not JSON.
+    let id = api.submit_new(app, &queued_spec("w")).await;
+    let r = api
+        .call(
+            app,
+            "POST",
+            &format!("/v1/workloads/{id}/cancel"),
+            Body::Raw("application/json", b"{oops".to_vec()),
+        )
+        .await
+        .expect(422);
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("line 1"), "{}", r.text);
+    // Nothing but the one at the limit and `w` was submitted.
+    let page = api.get(Who::Owner, "/v1/workloads").await.expect(200).json();
+    assert_eq!(page["workloads"].as_array().unwrap().len(), 2, "{page}");
+    api.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_wrong_expired_and_revoked_tokens_get_401() {
+    let mut api = Api::start().await;
+    let good = api.token("good", "viewer", &[], None).await;
+    let brief = api.token("brief", "viewer", &[], Some(now_ms() + 2_000)).await;
+    let revoked = api.token("revoked", "viewer", &[], None).await;
+
+    let code_and_message = |r: Reply| {
+        let r = r.expect(401);
+        let e = r.json()["error"].clone();
+        assert_eq!(e["code"], "unauthorized");
+        e["message"].as_str().unwrap().to_string()
+    };
+    api.get(Who::Token(&good), "/v1/whoami").await.expect(200);
+    api.get(Who::Token(&brief), "/v1/whoami").await.expect(200);
+    api.get(Who::Token(&revoked), "/v1/whoami").await.expect(200);
+
+    // None at all.
+    let m = code_and_message(api.get(Who::Nobody, "/v1/workloads").await);
+    assert!(m.contains("Bearer"), "{m}");
+    // Wrong: a changed secret, another token's id, garbage, another scheme.
+    let mut wrong = good.clone();
+    let last = wrong.pop().unwrap();
+    wrong.push(if last == '0' { '1' } else { '0' });
+    for bad in [wrong.as_str(), "canopy_000000000000_abc", "nonsense"] {
+        let m = code_and_message(api.get(Who::Token(bad), "/v1/whoami").await);
+        assert!(!m.contains(bad), "the message repeats the token: {m}");
+    }
+    let basic = api.request(Who::Nobody, "GET", "/v1/whoami").basic_auth("good", Some(&good));
+    code_and_message(api.send(basic, Body::Empty).await);
+
+    // Revoked over the API: refused from the next request on.
+    api.call(Who::Owner, "DELETE", "/v1/tokens/revoked", Body::Empty).await.expect(200);
+    let m = code_and_message(api.get(Who::Token(&revoked), "/v1/whoami").await);
+    assert!(m.contains("revoked"), "{m}");
+
+    // Expired: refused once its time has passed.
+    wait_until("the brief token to expire", || async {
+        api.get(Who::Token(&brief), "/v1/whoami").await.status == 401
+    })
+    .await;
+    let m = code_and_message(api.get(Who::Token(&brief), "/v1/fleet").await);
+    assert!(m.contains("expired"), "{m}");
+    // A token cannot be made already expired, nor an admin with scopes.
+    let past = json!({ "name": "late", "role": "viewer", "expires_at": now_ms() - 1 });
+    api.call(Who::Owner, "POST", "/v1/tokens", Body::Json(past)).await.expect(422);
+    let scoped_admin = json!({ "name": "x", "role": "admin", "scopes": ["provider=local"] });
+    api.call(Who::Owner, "POST", "/v1/tokens", Body::Json(scoped_admin)).await.expect(422);
+    // The good one still works.
+    api.get(Who::Token(&good), "/v1/whoami").await.expect(200);
+    api.finish().await;
+}
+
+// ── The audit trail ──────────────────────────────────────────────────────
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_trail_says_who_changed_what_and_who_was_refused() {
+    let mut api = Api::start().await;
+    let sub = api.token("sub", "submitter", &[], None).await;
+    let op = api.token("op", "operator", &[], None).await;
+    let viewer = api.token("viewer", "viewer", &[], None).await;
+    let (sub, op, viewer) = (Who::Token(&sub), Who::Token(&op), Who::Token(&viewer));
+
+    let id = api.submit_new(sub, &queued_spec("audited")).await;
+    api.call(viewer, "POST", &format!("/v1/workloads/{id}/cancel"), Body::Empty).await.expect(403);
+    api.call(viewer, "POST", "/v1/tokens", Body::Json(json!({"name": "sneaky", "role": "admin"})))
+        .await
+        .expect(403);
+    api.call(sub, "POST", &format!("/v1/nodes/{NODE_IN_SCOPE}/drain"), Body::Empty).await.expect(403);
+    api.call(
+        op,
+        "POST",
+        &format!("/v1/nodes/{NODE_IN_SCOPE}/cordon"),
+        Body::Json(json!({"reason": "bad fan"})),
+    )
+    .await
+    .expect(200);
+    api.call(sub, "POST", &format!("/v1/workloads/{id}/cancel"), Body::Empty).await.expect(200);
+    api.call(Who::Owner, "DELETE", "/v1/tokens/viewer", Body::Empty).await.expect(200);
+
+    // Viewers and submitters may not read it.
+    api.get(viewer, "/v1/audit").await.expect(401);
+    api.get(sub, "/v1/audit").await.expect(403);
+    let audit = api.get(op, "/v1/audit?limit=1000").await.expect(200).json();
+    let rows = audit.as_array().unwrap();
+    let find = |principal: &str, action: &str| {
+        rows.iter()
+            .find(|a| a["principal"] == principal && a["action"] == action)
+            .unwrap_or_else(|| panic!("no audit record of {principal} doing {action}: {audit:#}"))
+    };
+    let submit = find("sub", "submit");
+    assert_eq!((submit["target"].as_str(), submit["outcome"].as_str()), (Some(id.as_str()), Some("ok")));
+    assert!(submit["origin"].as_str().unwrap().starts_with("127.0.0.1:"), "{submit}");
+    assert_eq!(find("sub", "cancel")["outcome"], "ok");
+    let cordon = find("op", "cordon");
+    assert_eq!((cordon["target"].as_str(), cordon["outcome"].as_str()), (Some(NODE_IN_SCOPE), Some("ok")));
+    assert!(cordon["reason"].as_str().unwrap().contains("bad fan"), "{cordon}");
+    for (who, action) in [
+        ("viewer", "POST /v1/workloads/{id}/cancel"),
+        ("viewer", "POST /v1/tokens"),
+        ("sub", "POST /v1/nodes/{name}/drain"),
+    ] {
+        let denied = find(who, action);
+        assert!(denied["outcome"].as_str().unwrap().starts_with("denied"), "{denied}");
+    }
+    let owner = rows.iter().find(|a| a["action"] == "token-create").expect("token creations are audited");
+    assert!(owner["principal"].as_str().unwrap().starts_with("local:"), "{owner}");
+    assert!(owner["origin"].as_str().unwrap().starts_with("socket"), "{owner}");
+    let revoke = find(owner["principal"].as_str().unwrap(), "token-revoke");
+    assert_eq!((revoke["target"].as_str(), revoke["outcome"].as_str()), (Some("viewer"), Some("ok")));
+    // Newest first; filtered by principal.
+    let ats: Vec<i64> = rows.iter().map(|a| a["at"].as_i64().unwrap()).collect();
+    assert!(ats.windows(2).all(|w| w[0] >= w[1]), "{ats:?}");
+    let only = api.get(op, "/v1/audit?principal=sub").await.expect(200).json();
+    assert!(
+        only.as_array().unwrap().iter().all(|a| a["principal"] == "sub")
+            && only.as_array().unwrap().len() >= 3
+    );
+    api.finish().await;
+}
+
+// ── examples/client.py ───────────────────────────────────────────────────
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_example_client_runs_a_workload_end_to_end() {
+    let python = std::process::Command::new("python3").arg("--version").output();
+    if !python.is_ok_and(|o| o.status.success()) {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "SKIPPED: python3 is not installed; examples/client.py not run"
+        );
+        return;
+    }
+    let mut api = Api::start().await;
+    let token = api.token("py-app", "submitter", &[], None).await;
+    let dir = api._tmp.path().join("py");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("spec.toml");
+    let script = "echo 'hello from python client'; printf 42 > \"$CANOPY_OUTPUT_DIR/outputs/answer.txt\"";
+    std::fs::write(&spec, local_spec("from-python", script, Some("answer.txt"))).unwrap();
+
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/client.py");
+    let run = tokio::process::Command::new("python3")
+        .arg(&client)
+        .arg(&spec)
+        .args(["--key", "py-1", "--out"])
+        .arg(dir.join("downloads"))
+        .env("CANOPY_URL", format!("http://{}", api.tcp))
+        .env("CANOPY_TOKEN", &token)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), run).await.expect("the client finished").unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "client.py failed ({}):\n{stdout}\n{stderr}", out.status);
+    assert!(stdout.contains("hello from python client"), "{stdout}");
+    assert!(stdout.contains("submitted w-") && stdout.contains("succeeded"), "{stdout}");
+    assert!(stdout.contains("result"), "the artifact is listed: {stdout}");
+    assert_eq!(std::fs::read_to_string(dir.join("downloads/result")).unwrap(), "42");
+    assert!(!stdout.contains(&token) && !stderr.contains(&token), "the client printed its token");
+
+    // Run again with the same key: the same workload, not a second one.
+    let again = tokio::process::Command::new("python3")
+        .arg(&client)
+        .arg(&spec)
+        .args(["--key", "py-1", "--out"])
+        .arg(dir.join("downloads"))
+        .env("CANOPY_URL", format!("http://{}", api.tcp))
+        .env("CANOPY_TOKEN", &token)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), again).await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("already submitted"), "{out:?}");
+    let page = api.get(Who::Owner, "/v1/workloads").await.expect(200).json();
+    assert_eq!(page["workloads"].as_array().unwrap().len(), 1);
+
+    // A bad token: the server's message, exit status 2.
+    let bad = tokio::process::Command::new("python3")
+        .arg(&client)
+        .arg(&spec)
+        .env("CANOPY_URL", format!("http://{}", api.tcp))
+        .env("CANOPY_TOKEN", "canopy_nope_nope")
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), bad).await.unwrap().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("401"), "{out:?}");
+    api.finish().await;
+}
