@@ -121,7 +121,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut n = 0;
     for k in [1, in_flight] {
         let (c0, s0) = commits(&client).await?;
+        let (srv0, me0) = (cpu_ticks(server.id()), cpu_ticks(std::process::id()));
         let done = submit_for(&client, clients, k, secs, n).await?;
+        let (srv1, me1) = (cpu_ticks(server.id()), cpu_ticks(std::process::id()));
         let (c1, s1) = commits(&client).await?;
         let rate = done as f64 / secs as f64;
         let batches = (c1 - c0).max(1.0);
@@ -130,6 +132,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
              (each acknowledged after an fsync'd commit; {:.1} per commit, commits took {:.2} ms on average)",
             done as f64 / batches,
             1e3 * (s1 - s0) / batches
+        );
+        println!(
+            "  CPU: server {:.0} µs per workload ({:.0} % of a core), these clients {:.0} µs per workload",
+            1e4 * (srv1 - srv0) as f64 / done as f64,
+            (srv1 - srv0) as f64 / secs as f64,
+            1e4 * (me1 - me0) as f64 / done as f64
         );
         n += done;
     }

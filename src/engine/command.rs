@@ -67,9 +67,11 @@ impl Caller {
     }
 }
 
-/// The name of the user running this process (`$USER`, else the uid).
+/// The login name of the user running this process (`uid N` when the
+/// uid has none), looked up once.
 pub fn current_user() -> String {
-    user_name(unsafe_uid())
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| user_name(unsafe_uid())).clone()
 }
 
 /// A user's login name from their uid, or `uid N` when it has none.

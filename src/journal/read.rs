@@ -188,12 +188,17 @@ impl Journal {
 
     /// The attempts of one workload, first to last.
     pub fn attempts(&self, id: WorkloadId) -> Result<Vec<AttemptRecord>, JournalError> {
-        let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE workload = ?1 ORDER BY n");
-        query(&self.conn, &sql, [id_to_sql(id)?], attempt_row).map_err(failed(&self.store, "read attempts"))
+        self.attempts_between(id, id)
     }
 
     /// The attempts of the workloads with ids in `lo..=hi`, by workload
     /// then attempt: one query for a page of workloads.
+    ///
+    /// A range, even for one workload: with `workload = ?1 ORDER BY n`
+    /// this SQLite build (STAT4) marks the plan as depending on the bound
+    /// value, and every reuse of the cached statement (rusqlite clears its
+    /// bindings) parses it again, a third of a submit's cost on the API's
+    /// hot path.
     pub fn attempts_between(
         &self,
         lo: WorkloadId,
@@ -208,7 +213,10 @@ impl Journal {
 
     /// The events of one workload in the order they were appended.
     pub fn events(&self, id: WorkloadId) -> Result<Vec<EventRecord>, JournalError> {
-        let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE workload = ?1 ORDER BY seq");
+        // A range for one value: see `attempts_between`.
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE workload BETWEEN ?1 AND ?1 ORDER BY workload, seq"
+        );
         let rows = query(&self.conn, &sql, [id_to_sql(id)?], event_row)
             .map_err(failed(&self.store, "read events"))?;
         Ok(rows.into_iter().map(|(_, e)| e).collect())
