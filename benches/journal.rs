@@ -159,6 +159,7 @@ fn recover(c: &mut Criterion) {
                     node,
                     class: None,
                     ran_s: 3600.0,
+                    lift: false,
                 }));
             }
         }

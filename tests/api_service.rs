@@ -581,8 +581,11 @@ enum May {
     N,
     /// No token: 401.
     U,
+    /// Allowed, and the engine answers 409: the node is not quarantined
+    /// (past authorization, so the principal may).
+    C,
 }
-use May::{N, U, Y};
+use May::{C, N, U, Y};
 
 /// The columns of [`MATRIX`], in order.
 const ROLES: [&str; 6] = ["nobody", "viewer", "submitter", "operator", "scoped-op", "admin"];
@@ -613,6 +616,7 @@ const MATRIX: &[(&str, &str, [May; 6])] = &[
     ("POST",   "/v1/nodes/{name}/cordon",                          [U,     N,     N,        Y,       Y,        Y]),
     ("POST",   "/v1/nodes/{name}/uncordon",                        [U,     N,     N,        Y,       Y,        Y]),
     ("POST",   "/v1/nodes/{name}/drain",                           [U,     N,     N,        Y,       Y,        Y]),
+    ("POST",   "/v1/nodes/{name}/unquarantine",                    [U,     N,     N,        C,       C,        C]),
     ("GET",    "/v1/stream",                                       [U,     Y,     Y,        Y,       Y,        Y]),
     ("GET",    "/v1/audit",                                        [U,     N,     N,        Y,       Y,        Y]),
     ("GET",    "/v1/tokens",                                       [U,     N,     N,        N,       N,        Y]),
@@ -695,6 +699,7 @@ async fn every_route_allows_exactly_the_roles_in_the_table() {
                 Y => r.is_success(),
                 N => r.status == 403 && r.json()["error"]["code"] == "forbidden",
                 U => r.status == 401 && r.json()["error"]["code"] == "unauthorized",
+                C => r.status == 409 && r.json()["error"]["code"] == "conflict",
             };
             if !got_right {
                 failures.push(format!(

@@ -332,6 +332,49 @@ fn repeated_node_failures_quarantine_the_node() {
 }
 
 #[test]
+fn an_operator_lifts_a_quarantine_and_the_lift_survives_a_restart() {
+    let mut w = World::new(fleet());
+    for n in ["s2", "b1", "b2"] {
+        w.send(Event::SetNodeState { request: 1, node: n.into(), state: canopy::fleet::NodeState::Cordoned });
+    }
+    for _ in 0..2 {
+        let id = w.submit("[retry]\nmax_attempts = 1\ninfra_retries = 0");
+        let (a, _) = w.last_launch(id);
+        w.run(a);
+        w.end(a, ProviderEnd::NodeLost { message: "kernel panic".into() }, &[]);
+    }
+    let id = w.submit("");
+    assert!(w.core.is_blocked(id), "s1 is quarantined");
+    // Uncordon is not a lift, and says so.
+    let out =
+        w.send(Event::SetNodeState { request: 2, node: "s1".into(), state: canopy::fleet::NodeState::Ready });
+    let said = out.iter().find_map(|a| match a {
+        Action::Reply { reply: Reply::Done { message }, .. } => Some(message.clone()),
+        _ => None,
+    });
+    assert!(said.as_deref().is_some_and(|m| m.contains("stays quarantined")), "{said:?}");
+    assert!(w.core.is_blocked(id));
+
+    // The lift: the blocked work is placed on s1 at once, long before the
+    // cool-down would have ended.
+    let out = w.send(Event::Unquarantine { request: 3, node: "s1".into() });
+    assert!(out.iter().any(|a| matches!(a, Action::Reply { reply: Reply::Done { .. }, .. })), "{out:?}");
+    assert_eq!(w.last_launch(id).1, "s1");
+    // A second lift, or one of a node that is not quarantined, is refused.
+    let again = w.send(Event::Unquarantine { request: 4, node: "s1".into() });
+    assert!(again.iter().any(|a| matches!(a, Action::Reply { reply: Reply::Error { .. }, .. })));
+
+    // A restart replays the outcomes and the lift: s1 is not quarantined.
+    let health: Vec<HealthObservation> =
+        w.records().filter_map(|r| if let Record::Health(h) = r { Some(h.clone()) } else { None }).collect();
+    assert!(health.last().is_some_and(|h| h.lift && h.node == "s1"), "the lift is journalled: {health:?}");
+    let mut restarted = Core::new("st0001", fleet(), CoreConfig::default());
+    restarted.restore(Restore { workloads: vec![], attempts: vec![], health, max_id: 10 }, Millis(w.now));
+    assert!(!restarted.health().node("s1", Millis(w.now)).quarantined);
+    assert!(restarted.health().node("s1", Millis(w.now)).probation, "a lifted node is on probation");
+}
+
+#[test]
 fn infrastructure_failures_do_not_spend_the_workloads_attempts() {
     let mut w = World::new(fleet());
     // One attempt for the workload's own errors; the infrastructure's

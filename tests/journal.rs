@@ -82,6 +82,7 @@ fn health(at: i64, node: &str, class: Option<FailureClass>) -> HealthObservation
         node: node.into(),
         class,
         ran_s: 60.0,
+        lift: false,
     }
 }
 

@@ -238,6 +238,13 @@ pub enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// End a node's quarantine now: it takes work again, on probation.
+    Unquarantine {
+        node: String,
+        /// Why (what was fixed), for the audit trail.
+        #[arg(long)]
+        reason: Option<String>,
+    },
     /// API tokens: create (the secret is shown once), list, revoke.
     #[command(subcommand)]
     Token(admin::TokenCommand),
@@ -297,6 +304,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
         Some(Command::Drain { node, reason }) => {
             workloads::command(&cli.store, JCommand::Drain { node }, reason)
+        }
+        Some(Command::Unquarantine { node, reason }) => {
+            workloads::command(&cli.store, JCommand::Unquarantine { node }, reason)
         }
         Some(Command::Token(t)) => admin::token(&cli.store, t),
         Some(Command::Audit(a)) => admin::audit(&cli.store, a),

@@ -193,6 +193,7 @@ impl Client {
             Command::Cordon { node } => (format!("/v1/nodes/{node}/cordon"), None),
             Command::Uncordon { node } => (format!("/v1/nodes/{node}/uncordon"), None),
             Command::Drain { node } => (format!("/v1/nodes/{node}/drain"), None),
+            Command::Unquarantine { node } => (format!("/v1/nodes/{node}/unquarantine"), None),
         };
         let _ = spec;
         let v: serde_json::Value = self.post(&path, &body).await?;

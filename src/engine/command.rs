@@ -13,12 +13,29 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "kebab-case")]
 pub enum Command {
-    Submit { spec: Box<Spec>, idempotency_key: Option<String> },
-    Cancel { id: WorkloadId },
-    Cordon { node: String },
-    Uncordon { node: String },
-    Drain { node: String },
-    Retry { id: WorkloadId },
+    Submit {
+        spec: Box<Spec>,
+        idempotency_key: Option<String>,
+    },
+    Cancel {
+        id: WorkloadId,
+    },
+    Cordon {
+        node: String,
+    },
+    Uncordon {
+        node: String,
+    },
+    Drain {
+        node: String,
+    },
+    Retry {
+        id: WorkloadId,
+    },
+    /// End a node's quarantine before its cool-down does.
+    Unquarantine {
+        node: String,
+    },
 }
 
 impl Command {
@@ -31,6 +48,7 @@ impl Command {
             Command::Uncordon { .. } => "uncordon",
             Command::Drain { .. } => "drain",
             Command::Retry { .. } => "retry",
+            Command::Unquarantine { .. } => "unquarantine",
         }
     }
 
@@ -40,9 +58,10 @@ impl Command {
         match self {
             Command::Submit { .. } => None,
             Command::Cancel { id } | Command::Retry { id } => Some(id.to_string()),
-            Command::Cordon { node } | Command::Uncordon { node } | Command::Drain { node } => {
-                Some(node.clone())
-            }
+            Command::Cordon { node }
+            | Command::Uncordon { node }
+            | Command::Drain { node }
+            | Command::Unquarantine { node } => Some(node.clone()),
         }
     }
 }

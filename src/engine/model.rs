@@ -322,6 +322,11 @@ pub struct HealthObservation {
     /// of interruptions per running hour.
     #[serde(default)]
     pub ran_s: f64,
+    /// Not an outcome: an operator ended the node's quarantine
+    /// (`canopy unquarantine`). Replayed with the outcomes on restart, so
+    /// the lift holds.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lift: bool,
 }
 
 /// One state-changing request, as the audit trail keeps it: who asked,

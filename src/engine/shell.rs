@@ -774,6 +774,7 @@ fn command_event(request: u64, cmd: Command, by: Option<String>) -> Option<Event
         Command::Cordon { node } => Event::SetNodeState { request, node, state: NodeState::Cordoned },
         Command::Uncordon { node } => Event::SetNodeState { request, node, state: NodeState::Ready },
         Command::Drain { node } => Event::SetNodeState { request, node, state: NodeState::Draining },
+        Command::Unquarantine { node } => Event::Unquarantine { request, node },
         Command::Retry { .. } => return None,
     })
 }

@@ -113,6 +113,10 @@ impl HealthTracker {
     /// Takes one outcome into account. Returns a quarantine when this
     /// outcome put the node into one.
     pub fn observe(&mut self, obs: &HealthObservation) -> Option<Quarantine> {
+        if obs.lift {
+            self.lift(&obs.node);
+            return None;
+        }
         let now = obs.at;
         let alpha = self.config.alpha;
         // Which levels this outcome is evidence about, and whether for or against.
@@ -170,6 +174,19 @@ impl HealthTracker {
             format!("repeated infrastructure failures (last: {class}); cool-down {}", human_secs(cooldown))
         };
         Some(Quarantine { node: obs.node.clone(), until, reason })
+    }
+
+    /// An operator ends a node's quarantine: it takes work again at once,
+    /// on probation (one more infrastructure failure quarantines it again,
+    /// with a longer cool-down), and its score and history stay as they
+    /// were. Nothing changes for a node that is not quarantined.
+    fn lift(&mut self, node: &str) {
+        let Some(rec) = self.nodes.get_mut(node) else { return };
+        if let Some(until) = rec.quarantined_until.take() {
+            self.releases.remove(&(until, node.to_string()));
+            rec.probation = true;
+            rec.consecutive_failures = 0;
+        }
     }
 
     /// The view the scheduler consumes, as of `now`.
@@ -242,6 +259,7 @@ mod tests {
             node: node.into(),
             class,
             ran_s: 0.0,
+            lift: false,
         }
     }
 

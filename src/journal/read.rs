@@ -62,7 +62,7 @@ const ATTEMPT_COLUMNS: &str = "workload, n, provider, pool, node, region, state,
 
 const EVENT_COLUMNS: &str = "seq, at, workload, attempt, kind, message";
 
-const HEALTH_COLUMNS: &str = "at, provider, pool, node, class, ran_s";
+const HEALTH_COLUMNS: &str = "at, provider, pool, node, class, ran_s, lift";
 
 impl Journal {
     /// Loads what the engine needs to resume, from one consistent snapshot.
@@ -326,5 +326,6 @@ fn health_row(r: &Row<'_>) -> rusqlite::Result<HealthObservation> {
         node: r.get(3)?,
         class: opt_name(r, 4)?,
         ran_s: r.get(5)?,
+        lift: r.get(6)?,
     })
 }

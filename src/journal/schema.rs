@@ -150,6 +150,9 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE UNIQUE INDEX tokens_live_name ON tokens (name) WHERE revoked_at IS NULL;
     ",
+    // 4: an operator's lift of a quarantine, kept with the outcomes that
+    // caused it so a restart replays both.
+    "ALTER TABLE health_observations ADD COLUMN lift INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// Per-connection settings.

@@ -49,7 +49,8 @@ const INSERT_BATCH: &str = "INSERT INTO batches (at, records) VALUES (?1, ?2)";
 /// pruned every [`PRUNE_EVERY`] commits.
 const PRUNE_EVERY: u64 = 256;
 
-const INSERT_HEALTH: &str = "INSERT INTO health_observations (at, provider, pool, node, class, ran_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+const INSERT_HEALTH: &str = "INSERT INTO health_observations (at, provider, pool, node, class, ran_s, lift) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
 /// Kept apart from the rows so the highest id ever assigned survives even
 /// if old workloads are one day pruned.
@@ -262,7 +263,7 @@ fn insert_event(tx: &Transaction<'_>, e: &EventRecord, err: Wrap<'_>) -> Result<
 
 fn insert_health(tx: &Transaction<'_>, h: &HealthObservation, err: Wrap<'_>) -> Result<(), JournalError> {
     let mut stmt = tx.prepare_cached(INSERT_HEALTH).map_err(err)?;
-    stmt.execute(params![h.at.0, h.provider, h.pool, h.node, h.class.map(|c| c.as_str()), h.ran_s])
+    stmt.execute(params![h.at.0, h.provider, h.pool, h.node, h.class.map(|c| c.as_str()), h.ran_s, h.lift])
         .map_err(err)?;
     Ok(())
 }

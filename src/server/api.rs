@@ -572,6 +572,7 @@ async fn command(
         "cordon" => Command::Cordon { node: target },
         "uncordon" => Command::Uncordon { node: target },
         "drain" => Command::Drain { node: target },
+        "unquarantine" => Command::Unquarantine { node: target },
         other => return Err(ApiError::not_found(format!("no command {other:?}"))),
     };
     let r = reason_body(body_bytes(req).await?).await?;

@@ -77,6 +77,7 @@ pub const ROUTES: &[Route] = &[
     r("POST", "/v1/nodes/{name}/cordon", Need::Node, "Stop placing new work on a node"),
     r("POST", "/v1/nodes/{name}/uncordon", Need::Node, "Let a cordoned or drained node take work"),
     r("POST", "/v1/nodes/{name}/drain", Need::Node, "Stop placing work on a node and move its work"),
+    r("POST", "/v1/nodes/{name}/unquarantine", Need::Node, "End a node's quarantine before its cool-down"),
     r("GET", "/v1/stream", Need::Read, "Server-sent events: every durable batch and fleet status"),
     r("GET", "/v1/audit", Need::Audit, "The audit trail, newest first"),
     r("GET", "/v1/tokens", Need::Admin, "List tokens (never their secrets)"),

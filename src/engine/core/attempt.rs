@@ -431,8 +431,15 @@ impl Core {
         self.event(now, a.workload, Some(a), EventKind::Ended, msg);
         if class != Some(FailureClass::Cancelled) && (launched || class == Some(FailureClass::Capacity)) {
             let ran_s = started.map_or(0.0, |t| now.secs_since(t).max(0.0));
-            let obs =
-                HealthObservation { at: now, provider, pool: pool.clone(), node: node.clone(), class, ran_s };
+            let obs = HealthObservation {
+                at: now,
+                provider,
+                pool: pool.clone(),
+                node: node.clone(),
+                class,
+                ran_s,
+                lift: false,
+            };
             self.record(Record::Health(obs.clone()));
             if let Some(q) = self.health.observe(&obs) {
                 let until = q.until;

@@ -96,6 +96,11 @@ pub enum Event {
         node: String,
         state: NodeState,
     },
+    /// An operator ends a node's quarantine early.
+    Unquarantine {
+        request: u64,
+        node: String,
+    },
     LaunchResult {
         attempt: AttemptId,
         result: Result<LaunchAck, LaunchError>,
@@ -418,6 +423,7 @@ impl Core {
             }
             Event::Cancel { request, id } => self.cancel(request, id, now),
             Event::SetNodeState { request, node, state } => self.set_node_state(request, &node, state, now),
+            Event::Unquarantine { request, node } => self.unquarantine(request, &node, now),
             Event::LaunchResult { attempt, result } => self.on_launch_result(attempt, result, now),
             Event::Status { attempt, status } => self.on_status(attempt, status, now),
             Event::StatusFailed { attempt, error } => self.on_status_failed(attempt, &error, now),
@@ -710,7 +716,60 @@ impl Core {
                 self.terminate_live(id, ProviderEnd::NodeLost { message: msg }, now);
             }
         }
-        self.reply(request, Reply::Done { message: format!("node {node} is now {state}") });
+        let health = self.health.node(node, now);
+        let message = if health.quarantined && state == NodeState::Ready {
+            format!(
+                "node {node} is no longer cordoned or draining, but it stays quarantined until its cool-down ends \
+                 (`canopy unquarantine {node} --reason …` ends it now)"
+            )
+        } else {
+            format!("node {node} is now {state}")
+        };
+        self.reply(request, Reply::Done { message });
+    }
+
+    /// Ends a node's quarantine at an operator's word. The lift is a health
+    /// observation in the journal, so a restart replays it after the
+    /// failures that caused the quarantine and it holds.
+    fn unquarantine(&mut self, request: u64, node: &str, now: Millis) {
+        let Some(idx) = self.fleet.node_by_name(node) else {
+            return self.reply(
+                request,
+                Reply::Error {
+                    code: Refusal::NotFound,
+                    message: format!("no node named {node:?} in the fleet"),
+                },
+            );
+        };
+        if !self.health.node(node, now).quarantined {
+            return self.reply(
+                request,
+                Reply::Error { code: Refusal::Conflict, message: format!("node {node} is not quarantined") },
+            );
+        }
+        let pool = self.fleet.node(idx).pool;
+        let obs = HealthObservation {
+            at: now,
+            provider: self.fleet.provider_of(pool).name.clone(),
+            pool: self.fleet.pool_label(pool),
+            node: node.to_string(),
+            class: None,
+            ran_s: 0.0,
+            lift: true,
+        };
+        self.record(Record::Health(obs.clone()));
+        self.health.observe(&obs);
+        self.observed(&obs, now);
+        self.capacity_changed();
+        self.reply(
+            request,
+            Reply::Done {
+                message: format!(
+                    "node {node} is out of quarantine and takes work again, on probation: one more infrastructure \
+                     failure quarantines it again"
+                ),
+            },
+        );
     }
 
     /// Ends a workload for good and forgets it (the journal remembers).
