@@ -409,6 +409,14 @@ impl Shell {
         &mut self,
         f: impl FnOnce(&mut Journal) -> Result<T, JournalError> + Send + 'static,
     ) -> Result<T, ShellError> {
+        // On a multi-threaded runtime the call runs right here, with this
+        // worker's other tasks moved to another thread: no hand-off to the
+        // blocking pool and back, which is most of a short commit's latency.
+        let multi =
+            tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+        if multi && let Some(j) = self.journal.as_mut() {
+            return Ok(tokio::task::block_in_place(|| f(j))?);
+        }
         let Some(mut j) = self.journal.take() else {
             return Err(ShellError::Join("journal handle missing".into()));
         };
