@@ -1,5 +1,8 @@
 //! The `canopy` binary: parses the command line and hands off to the
-//! library. Errors are reported here, at the edge, with color-eyre.
+//! library. Errors are reported here, at the edge: as answers (what went
+//! wrong and why, one line each) unless `--debug` asks for the full
+//! color-eyre report. Panics are bugs and keep their report and, when
+//! RUST_BACKTRACE asks, their backtrace.
 
 mod cli;
 
@@ -16,6 +19,7 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     let args = cli::Cli::parse();
+    let debug = args.debug;
     let plain = std::env::var_os("NO_COLOR").is_some() || !std::io::stderr().is_terminal();
     let hook = if plain {
         color_eyre::config::HookBuilder::default().theme(color_eyre::config::Theme::new())
@@ -26,9 +30,29 @@ fn main() -> ExitCode {
     let _ = hook.display_env_section(false).install();
     match cli::run(args) {
         Ok(code) => code,
-        Err(e) => {
+        Err(e) if debug => {
             eprintln!("error: {e:?}");
             ExitCode::from(cli::EXIT_ERROR)
         }
+        Err(e) => {
+            eprintln!("{}", answer(&e));
+            ExitCode::from(cli::EXIT_ERROR)
+        }
     }
+}
+
+/// An error as an answer for people: the error, then each cause it wraps
+/// that adds something, one line each. No locations, no backtrace: a user
+/// error is not a bug (`--debug` prints the full report).
+fn answer(e: &color_eyre::eyre::Report) -> String {
+    let mut out = format!("error: {e}");
+    let mut last = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !last.contains(&text) {
+            out.push_str(&format!("\n  caused by: {text}"));
+        }
+        last = text;
+    }
+    out
 }

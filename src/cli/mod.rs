@@ -37,6 +37,10 @@ pub const EXIT_CANCELLED: u8 = 6;
     about = "Run AI/GPU workloads where they fit: capability-based placement, failure-aware retries, one console."
 )]
 pub struct Cli {
+    /// On an error, print the full report (where it came from, and the
+    /// backtrace when RUST_BACKTRACE is set), as for a bug report.
+    #[arg(long, global = true)]
+    pub debug: bool,
     #[command(flatten)]
     pub store: StoreArgs,
     #[command(flatten)]

@@ -41,11 +41,17 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             ]));
         }
         if down > 0 {
-            broken.push(Line::from(Span::styled(format!("✗ {down} nodes down"), t.bad)));
+            broken.push(Line::from(Span::styled(
+                format!("✗ {}", plural(down, "node", "nodes") + " down"),
+                t.bad,
+            )));
         }
         if s.blocked > 0 {
             broken.push(Line::from(Span::styled(
-                format!("… {} workloads blocked: nothing fits (see workload detail)", s.blocked),
+                format!(
+                    "… {} blocked: nothing fits (see workload detail)",
+                    plural(s.blocked, "workload", "workloads")
+                ),
                 t.warn,
             )));
         }
@@ -69,11 +75,14 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let retrying = m.workloads.values().filter(|w| !w.rec.state.is_final() && w.is_fault()).count();
     let failed = count(WorkloadState::Failed);
     if failed > 0 {
-        broken.push(Line::from(Span::styled(format!("✗ {failed} workloads failed (5 triage)"), t.bad)));
+        broken.push(Line::from(Span::styled(
+            format!("✗ {} failed (5 triage)", plural(failed, "workload", "workloads")),
+            t.bad,
+        )));
     }
     if retrying > 0 {
         broken.push(Line::from(Span::styled(
-            format!("↻ {retrying} workloads retrying after a failure"),
+            format!("↻ {} retrying after a failure", plural(retrying, "workload", "workloads")),
             t.warn,
         )));
     }
@@ -109,4 +118,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         })
         .collect();
     f.render_widget(Paragraph::new(events).block(block("recent events".into(), t)), c);
+}
+
+/// `1 node`, `2 nodes`.
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
