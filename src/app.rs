@@ -157,6 +157,7 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
             attempts: rec.attempts,
             health: rec.health,
             max_id: rec.max_workload_id.map_or(0, |w| w.0),
+            intents: rec.intents,
         },
         now,
     );

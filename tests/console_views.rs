@@ -204,3 +204,29 @@ fn audit_for_a_viewer_says_why_instead_of_a_table() {
     assert!(s.contains("cannot load the audit trail: the audit trail needs the operator role"), "{s}");
     assert!(!s.contains("OUTCOME"), "{s}");
 }
+
+#[test]
+fn a_held_node_says_who_holds_it_and_why() {
+    let mut a = app();
+    key(&mut a, '3');
+    let first = a.derived.nodes[0];
+    let mut status = (**a.model.status.as_ref().unwrap()).clone();
+    let name = status.fleet.nodes[first as usize].name.clone();
+    status.fleet.nodes[first as usize].state = canopy::fleet::NodeState::Cordoned;
+    status.intents.insert(
+        name.clone(),
+        canopy::engine::model::NodeIntent {
+            node: name,
+            state: canopy::fleet::NodeState::Cordoned,
+            by: "ops-alice".into(),
+            reason: Some("fan noise\x1b[2J, OPS-12".into()),
+            at: canopy::engine::model::Millis(NOW.0 - 600_000),
+            until: Some(canopy::engine::model::Millis(NOW.0 + 3_600_000)),
+        },
+    );
+    a.update(Msg::Status(std::sync::Arc::new(status)));
+    snap("nodes_held", &a);
+    let text = format!("{:?}", render(&a, 80, 24).backend());
+    assert!(text.contains("ops-alice") && text.contains("fan noise"), "{text}");
+    assert!(!text.contains('\x1b'), "a reason never reaches the terminal raw");
+}

@@ -264,6 +264,7 @@ fn restart_replays_live_state_without_relaunching_running_work() {
             attempts: attempts.into_values().collect(),
             health,
             max_id: 3,
+            intents: vec![],
         },
         now,
     );
@@ -312,7 +313,12 @@ fn a_node_that_failed_is_avoided_by_the_next_placement() {
 fn repeated_node_failures_quarantine_the_node() {
     let mut w = World::new(fleet());
     for n in ["s2", "b1", "b2"] {
-        w.send(Event::SetNodeState { request: 1, node: n.into(), state: canopy::fleet::NodeState::Cordoned });
+        w.send(Event::SetNodeState {
+            request: 1,
+            node: n.into(),
+            state: canopy::fleet::NodeState::Cordoned,
+            note: None,
+        });
     }
     for _ in 0..2 {
         let id = w.submit("[retry]\nmax_attempts = 1\ninfra_retries = 0");
@@ -335,7 +341,12 @@ fn repeated_node_failures_quarantine_the_node() {
 fn an_operator_lifts_a_quarantine_and_the_lift_survives_a_restart() {
     let mut w = World::new(fleet());
     for n in ["s2", "b1", "b2"] {
-        w.send(Event::SetNodeState { request: 1, node: n.into(), state: canopy::fleet::NodeState::Cordoned });
+        w.send(Event::SetNodeState {
+            request: 1,
+            node: n.into(),
+            state: canopy::fleet::NodeState::Cordoned,
+            note: None,
+        });
     }
     for _ in 0..2 {
         let id = w.submit("[retry]\nmax_attempts = 1\ninfra_retries = 0");
@@ -346,8 +357,12 @@ fn an_operator_lifts_a_quarantine_and_the_lift_survives_a_restart() {
     let id = w.submit("");
     assert!(w.core.is_blocked(id), "s1 is quarantined");
     // Uncordon is not a lift, and says so.
-    let out =
-        w.send(Event::SetNodeState { request: 2, node: "s1".into(), state: canopy::fleet::NodeState::Ready });
+    let out = w.send(Event::SetNodeState {
+        request: 2,
+        node: "s1".into(),
+        state: canopy::fleet::NodeState::Ready,
+        note: None,
+    });
     let said = out.iter().find_map(|a| match a {
         Action::Reply { reply: Reply::Done { message }, .. } => Some(message.clone()),
         _ => None,
@@ -369,7 +384,10 @@ fn an_operator_lifts_a_quarantine_and_the_lift_survives_a_restart() {
         w.records().filter_map(|r| if let Record::Health(h) = r { Some(h.clone()) } else { None }).collect();
     assert!(health.last().is_some_and(|h| h.lift && h.node == "s1"), "the lift is journalled: {health:?}");
     let mut restarted = Core::new("st0001", fleet(), CoreConfig::default());
-    restarted.restore(Restore { workloads: vec![], attempts: vec![], health, max_id: 10 }, Millis(w.now));
+    restarted.restore(
+        Restore { workloads: vec![], attempts: vec![], health, max_id: 10, intents: vec![] },
+        Millis(w.now),
+    );
     assert!(!restarted.health().node("s1", Millis(w.now)).quarantined);
     assert!(restarted.health().node("s1", Millis(w.now)).probation, "a lifted node is on probation");
 }

@@ -164,7 +164,7 @@ fn node_states_follow_the_provider_and_new_nodes_appear() {
 fn an_operators_cordon_is_kept_while_the_provider_says_ready() {
     let mut core = Core::new("st1", fleet(vec![node("n1", NodeState::Ready, 0)]), CoreConfig::default());
     core.handle(
-        Event::SetNodeState { request: 9, node: "n1".into(), state: NodeState::Cordoned },
+        Event::SetNodeState { request: 9, node: "n1".into(), state: NodeState::Cordoned, note: None },
         Millis(T0),
     );
     refresh(&mut core, vec![node("n1", NodeState::Ready, 0)]);
@@ -179,4 +179,46 @@ fn an_unknown_provider_changes_nothing() {
     let before = core.fleet().clone();
     core.handle(Event::Inventory { provider: "nope".into(), pools: vec![(pool(), vec![])] }, Millis(T0));
     assert_eq!(core.fleet(), &before);
+}
+
+#[test]
+fn an_operators_cordon_is_journalled_kept_through_a_restart_and_a_refresh_and_lapses_when_due() {
+    use canopy::engine::core::{NodeNote, Restore};
+    let mut core = Core::new("st1", fleet(vec![node("n1", NodeState::Ready, 0)]), CoreConfig::default());
+    let note = NodeNote {
+        by: "ops-alice".into(),
+        reason: Some("fan noise".into()),
+        until: Some(Millis(T0 + 3_600_000)),
+    };
+    let out = core.handle(
+        Event::SetNodeState { request: 1, node: "n1".into(), state: NodeState::Cordoned, note: Some(note) },
+        Millis(T0),
+    );
+    let intent = out
+        .iter()
+        .find_map(|a| match a {
+            Action::Record(Record::NodeIntent { intent: Some(i), .. }) => Some((**i).clone()),
+            _ => None,
+        })
+        .expect("the cordon is journalled");
+    assert_eq!((intent.by.as_str(), intent.reason.as_deref()), ("ops-alice", Some("fan noise")));
+
+    // A restart: a new core from the journal's intents.
+    let mut core = Core::new("st1", fleet(vec![node("n1", NodeState::Ready, 0)]), CoreConfig::default());
+    core.restore(
+        Restore { workloads: vec![], attempts: vec![], health: vec![], max_id: 0, intents: vec![intent] },
+        Millis(T0 + 1000),
+    );
+    assert_eq!(state(&core, "n1"), NodeState::Cordoned, "the cordon survives the restart");
+    assert_eq!(core.intents()["n1"].reason.as_deref(), Some("fan noise"));
+    // The provider says ready; the operator's cordon holds.
+    refresh(&mut core, vec![node("n1", NodeState::Ready, 0)]);
+    refresh(&mut core, vec![node("n1", NodeState::Ready, 0)]);
+    assert_eq!(state(&core, "n1"), NodeState::Cordoned);
+    // The engine wakes when it lapses, and it lapses in the journal too.
+    assert!(core.next_wake().is_some_and(|t| t <= Millis(T0 + 3_600_000)));
+    let out = core.handle(Event::Tick, Millis(T0 + 3_600_001));
+    assert_eq!(state(&core, "n1"), NodeState::Ready);
+    assert!(out.iter().any(|a| matches!(a, Action::Record(Record::NodeIntent { intent: None, .. }))));
+    assert!(core.intents().is_empty());
 }

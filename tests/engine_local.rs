@@ -323,3 +323,49 @@ fn a_running_workload_survives_an_engine_restart_and_runs_once() {
     assert_eq!(logs.matches("done").count(), 1, "{logs}");
     engine.stop();
 }
+
+/// The live fleet as `GET /v1/fleet` on the store's socket shows it.
+fn live_fleet(store: &Path) -> serde_json::Value {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let c = canopy::client::Client::for_store(store).unwrap();
+        c.get::<serde_json::Value>("/v1/fleet").await.unwrap()
+    })
+}
+
+fn node_state(fleet: &serde_json::Value, name: &str) -> String {
+    let node = fleet["fleet"]["nodes"].as_array().unwrap().iter().find(|n| n["name"] == name).unwrap();
+    node["state"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn an_operators_cordon_outlives_the_engine_with_who_and_why() {
+    const NODE: &str = "fra-h100-01";
+    let s = setup();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    let said = cli.ok(&["cordon", NODE, "--reason", "fan noise, ticket OPS-12", "--until", "2h"]);
+    assert!(said.contains("cordoned"), "{said}");
+    engine.stop();
+
+    // A new engine: the cordon, who set it and why are still there.
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let fleet = live_fleet(&s.store);
+    assert_eq!(node_state(&fleet, NODE), "cordoned");
+    let intent = &fleet["intents"][NODE];
+    assert_eq!(intent["reason"], "fan noise, ticket OPS-12", "{intent}");
+    assert!(intent["by"].as_str().unwrap().starts_with("local:"), "{intent}");
+    assert!(intent["until"].as_i64().unwrap() > intent["at"].as_i64().unwrap());
+    // The audit trail has it too.
+    let audit = cli.ok(&["audit", "--json"]);
+    assert!(audit.contains("fan noise, ticket OPS-12") && audit.contains("\"cordon\""), "{audit}");
+
+    // Uncordon lifts it, and that is kept as well.
+    cli.ok(&["uncordon", NODE, "--reason", "fan replaced"]);
+    engine.stop();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let fleet = live_fleet(&s.store);
+    assert_eq!(node_state(&fleet, NODE), "ready");
+    assert!(fleet["intents"].get(NODE).is_none(), "{}", fleet["intents"]);
+    engine.stop();
+}

@@ -421,3 +421,22 @@ fn files_that_are_not_canopy_stores_are_refused_untouched() {
     let err = Journal::open(&text).unwrap_err();
     assert!(err.to_string().contains("not a Canopy store"), "{err}");
 }
+
+#[test]
+fn an_operators_node_intent_is_kept_until_lifted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(&dir.path().join("canopy.db")).unwrap();
+    let intent = NodeIntent {
+        node: "gpu-7".into(),
+        state: canopy::fleet::NodeState::Cordoned,
+        by: "ops-alice".into(),
+        reason: Some("fan noise".into()),
+        at: Millis(10),
+        until: Some(Millis(99)),
+    };
+    j.append(&[Record::NodeIntent { node: "gpu-7".into(), intent: Some(Box::new(intent.clone())) }]).unwrap();
+    let window = HealthWindow { since: Millis(0), limit: 10 };
+    assert_eq!(j.load_live(window).unwrap().intents, [intent]);
+    j.append(&[Record::NodeIntent { node: "gpu-7".into(), intent: None }]).unwrap();
+    assert!(j.load_live(window).unwrap().intents.is_empty(), "lifted");
+}

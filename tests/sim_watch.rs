@@ -175,7 +175,7 @@ fn a_replay_is_read_only_and_has_no_logs() {
     assert!(text.contains("replay: cancel w-5 is disabled (a replay is read-only)"), "{text}");
     // And the handle refuses whatever gets through.
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    let r = rt.block_on(w.handle.command(Command::Cordon { node: "fra-h100-01".into() }));
+    let r = rt.block_on(w.handle.command(Command::Cordon { node: "fra-h100-01".into(), until: None }));
     assert!(matches!(&r, CommandResult::Error { message, .. } if message == REPLAY_READ_ONLY), "{r:?}");
     assert!(rt.block_on(w.handle.recent(10, 10)).is_err());
 

@@ -1,9 +1,14 @@
-//! `canopy fleet`: providers, pools and capacity as a table or JSON.
+//! `canopy fleet`: providers, pools and capacity as a table or JSON. The
+//! live fleet of the engine that owns the store (node states, operators'
+//! cordons and drains with who and why) when one answers; the fleet file
+//! otherwise.
 
 use super::table::{new_table, usd};
+use canopy::engine::model::NodeIntent;
 use canopy::fleet::{Fleet, NodeState, PoolIdx};
 use color_eyre::eyre::Result;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 #[derive(Serialize)]
@@ -39,9 +44,12 @@ struct NodeRow {
     cpu_free: f64,
     memory_free_gb: f64,
     canopy_gpus: u32,
+    /// An operator's standing cordon or drain: who, when, why, until.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    intent: Option<NodeIntent>,
 }
 
-fn rows(fleet: &Fleet, with_nodes: bool) -> Vec<PoolRow> {
+fn rows(fleet: &Fleet, intents: &BTreeMap<String, NodeIntent>, with_nodes: bool) -> Vec<PoolRow> {
     (0..fleet.pools.len())
         .map(|i| {
             let idx = PoolIdx(i as u32);
@@ -80,6 +88,7 @@ fn rows(fleet: &Fleet, with_nodes: bool) -> Vec<PoolRow> {
                             cpu_free: n.free.cpu_cores,
                             memory_free_gb: n.free.memory_gb,
                             canopy_gpus: n.canopy_gpus,
+                            intent: intents.get(&n.name).cloned(),
                         })
                         .collect()
                 } else {
@@ -103,8 +112,14 @@ pub fn accelerator_label(fleet: &Fleet, pool: PoolIdx) -> String {
     }
 }
 
-pub fn run(fleet: &Fleet, with_nodes: bool, wide: bool, json: bool) -> Result<ExitCode> {
-    let rows = rows(fleet, with_nodes);
+pub fn run(
+    fleet: &Fleet,
+    intents: &BTreeMap<String, NodeIntent>,
+    with_nodes: bool,
+    wide: bool,
+    json: bool,
+) -> Result<ExitCode> {
+    let rows = rows(fleet, intents, with_nodes);
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
@@ -158,6 +173,7 @@ pub fn run(fleet: &Fleet, with_nodes: bool, wide: bool, json: bool) -> Result<Ex
                 if n.canopy_gpus > 0 { format!("canopy holds {}", n.canopy_gpus) } else { String::new() },
                 if r.gpus_total == 0 { "-".into() } else { format!("{}/{}", n.gpus_free, r.gpus_per_node) },
                 n.state.clone(),
+                n.intent.as_ref().map(describe).unwrap_or_default(),
             ]);
         }
     }
@@ -185,5 +201,20 @@ pub fn run(fleet: &Fleet, with_nodes: bool, wide: bool, json: bool) -> Result<Ex
     if !limits.is_empty() {
         println!("Lend limits (held by Canopy/cap): {}", limits.join(", "));
     }
+    if !intents.is_empty() {
+        println!("Held by operators:");
+        for i in intents.values() {
+            println!("  {} {}", i.node, describe(i));
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `cordoned by ops-alice at 2026-12-01 14:03:11 until …: fan noise`, safe
+/// for a terminal (the reason is someone's free text).
+fn describe(i: &NodeIntent) -> String {
+    use canopy::console::app::sanitize;
+    let until = i.until.map(|u| format!(" until {}", super::workloads::chrono_like(u))).unwrap_or_default();
+    let why = i.reason.as_deref().map(|r| format!(": {}", sanitize(r))).unwrap_or_default();
+    format!("{} by {} at {}{until}{why}", i.state, sanitize(&i.by), super::workloads::chrono_like(i.at))
 }

@@ -224,11 +224,16 @@ pub enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
-    /// Stop placing new work on a node.
+    /// Stop placing new work on a node. Kept (journalled, with who and
+    /// why) until `uncordon` or `--until`, across restarts and inventory
+    /// refreshes.
     Cordon {
         node: String,
         #[arg(long)]
         reason: Option<String>,
+        /// When the cordon lapses: a duration (2h) or RFC 3339 time.
+        #[arg(long, value_parser = parse_until)]
+        until: Option<canopy::engine::model::Millis>,
     },
     /// Let a cordoned or drained node take work again.
     Uncordon {
@@ -277,9 +282,13 @@ pub enum Command {
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         None => console::run(&cli.store, &cli.console),
-        Some(Command::Fleet { fleet, nodes, wide, json }) => {
-            fleet::run(&load_fleet(fleet.fleet.as_deref())?, nodes, wide, json)
-        }
+        Some(Command::Fleet { fleet, nodes, wide, json }) => match fleet.fleet {
+            Some(path) => fleet::run(&load_fleet(Some(&path))?, &Default::default(), nodes, wide, json),
+            None => match live_fleet(&cli.store)? {
+                Some(s) => fleet::run(&s.fleet, &s.intents, nodes, wide, json),
+                None => fleet::run(&load_fleet(None)?, &Default::default(), nodes, wide, json),
+            },
+        },
         Some(Command::Plan { spec, fleet, json }) => {
             plan::run(&spec, &load_fleet(fleet.fleet.as_deref())?, json)
         }
@@ -300,8 +309,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             workloads::command(&cli.store, JCommand::Cancel { id }, reason)
         }
         Some(Command::Retry { id, reason }) => workloads::command(&cli.store, JCommand::Retry { id }, reason),
-        Some(Command::Cordon { node, reason }) => {
-            workloads::command(&cli.store, JCommand::Cordon { node }, reason)
+        Some(Command::Cordon { node, reason, until }) => {
+            workloads::command(&cli.store, JCommand::Cordon { node, until }, reason)
         }
         Some(Command::Uncordon { node, reason }) => {
             workloads::command(&cli.store, JCommand::Uncordon { node }, reason)
@@ -323,11 +332,31 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// The fleet as the engine that owns the store (or `--server`) has it
+/// now; `None` when none answers.
+fn live_fleet(store: &StoreArgs) -> Result<Option<canopy::engine::handle::FleetStatus>> {
+    let client = store.client()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .wrap_err("starting the async runtime")?;
+    match rt.block_on(client.get::<canopy::engine::handle::FleetStatus>("/v1/fleet")) {
+        Ok(s) => Ok(Some(s)),
+        Err(canopy::client::ClientError::Unreachable { .. }) if store.server.is_none() => Ok(None),
+        Err(e) => Err(color_eyre::eyre::eyre!(e)),
+    }
+}
+
 fn load_fleet(path: Option<&Path>) -> Result<canopy::fleet::Fleet> {
     match path {
         Some(p) => canopy::fleet::load::load_file(p).wrap_err("loading the fleet"),
         None => canopy::fleet::load::demo().wrap_err("loading the embedded demo fleet"),
     }
+}
+
+fn parse_until(s: &str) -> std::result::Result<canopy::engine::model::Millis, String> {
+    use canopy::engine::clock::{Clock, SystemClock};
+    canopy::server::api::parse_until(&serde_json::Value::String(s.to_string()), SystemClock.now())
 }
 
 fn parse_state(s: &str) -> std::result::Result<WorkloadState, String> {

@@ -180,7 +180,10 @@ impl Client {
 
     /// A command, as the API carries it.
     pub async fn run(&self, cmd: &Command, reason: Option<String>) -> Result<CommandResult, ClientError> {
-        let body = serde_json::json!({ "reason": reason });
+        let mut body = serde_json::json!({ "reason": reason });
+        if let Command::Cordon { until: Some(t), .. } = cmd {
+            body["until"] = serde_json::json!(t.0);
+        }
         let (path, spec) = match cmd {
             Command::Submit { spec, idempotency_key } => {
                 let text = serde_json::to_string(spec).map_err(|e| ClientError::Decode(e.to_string()))?;
@@ -190,7 +193,7 @@ impl Client {
             }
             Command::Cancel { id } => (format!("/v1/workloads/{id}/cancel"), None::<()>),
             Command::Retry { id } => (format!("/v1/workloads/{id}/retry"), None),
-            Command::Cordon { node } => (format!("/v1/nodes/{node}/cordon"), None),
+            Command::Cordon { node, .. } => (format!("/v1/nodes/{node}/cordon"), None),
             Command::Uncordon { node } => (format!("/v1/nodes/{node}/uncordon"), None),
             Command::Drain { node } => (format!("/v1/nodes/{node}/drain"), None),
             Command::Unquarantine { node } => (format!("/v1/nodes/{node}/unquarantine"), None),

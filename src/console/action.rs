@@ -42,7 +42,7 @@ impl Op {
             Op::Submit { spec, key } => Command::Submit { spec, idempotency_key: Some(key) },
             Op::Retry(id) => Command::Retry { id },
             Op::Cancel(id) => Command::Cancel { id },
-            Op::Cordon(node) => Command::Cordon { node },
+            Op::Cordon(node) => Command::Cordon { node, until: None },
             Op::Uncordon(node) => Command::Uncordon { node },
             Op::Drain(node) => Command::Drain { node },
         }

@@ -82,7 +82,14 @@ impl Model {
     ) -> Self {
         let mut m = Model::default();
         m.load_recent(Recent { workloads, attempts, events: Vec::new() });
-        m.set_status(Arc::new(FleetStatus { at, fleet, health, blocked: 0, unreachable: BTreeMap::new() }));
+        m.set_status(Arc::new(FleetStatus {
+            at,
+            fleet,
+            health,
+            blocked: 0,
+            unreachable: BTreeMap::new(),
+            intents: BTreeMap::new(),
+        }));
         m
     }
 
@@ -197,6 +204,8 @@ impl Model {
                     }
                 }
                 Record::Event(e) => self.push_event(e.clone()),
+                // The fleet status carries node intents.
+                Record::NodeIntent { .. } => {}
                 Record::Audit(a) => {
                     self.audit.push_back((**a).clone());
                     if self.audit.len() > AUDIT_KEPT {

@@ -22,6 +22,9 @@ pub enum Command {
     },
     Cordon {
         node: String,
+        /// The cordon lapses by itself then.
+        #[serde(default)]
+        until: Option<super::model::Millis>,
     },
     Uncordon {
         node: String,
@@ -58,7 +61,7 @@ impl Command {
         match self {
             Command::Submit { .. } => None,
             Command::Cancel { id } | Command::Retry { id } => Some(id.to_string()),
-            Command::Cordon { node }
+            Command::Cordon { node, .. }
             | Command::Uncordon { node }
             | Command::Drain { node }
             | Command::Unquarantine { node } => Some(node.clone()),

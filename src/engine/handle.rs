@@ -9,7 +9,8 @@ use super::command::{Caller, Command, CommandResult, Refusal};
 use super::core::Core;
 use super::metrics::EngineMetrics;
 use super::model::{
-    AttemptId, AttemptRecord, AuditRecord, Batch, EventRecord, Millis, Record, WorkloadId, WorkloadRecord,
+    AttemptId, AttemptRecord, AuditRecord, Batch, EventRecord, Millis, NodeIntent, Record, WorkloadId,
+    WorkloadRecord,
 };
 use crate::fleet::Fleet;
 use crate::health::HealthView;
@@ -33,6 +34,9 @@ pub struct FleetStatus {
     /// Providers whose last status call failed, with the error; cleared
     /// when one answers again.
     pub unreachable: BTreeMap<String, String>,
+    /// Operators' standing cordons and drains: who, when, why, until.
+    #[serde(default)]
+    pub intents: BTreeMap<String, NodeIntent>,
 }
 
 impl FleetStatus {
@@ -46,6 +50,7 @@ impl FleetStatus {
             health: core.health().view(now),
             blocked: core.blocked_count(),
             unreachable,
+            intents: core.intents().clone(),
         }
     }
 }

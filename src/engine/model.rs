@@ -349,6 +349,22 @@ pub struct AuditRecord {
     pub reason: Option<String>,
 }
 
+/// An operator's standing instruction about a node — cordoned (no new
+/// work) or draining — with who gave it, when and why. Durable: it
+/// survives restarts and inventory refreshes until an operator lifts it
+/// or `until` passes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeIntent {
+    pub node: String,
+    pub state: crate::fleet::NodeState,
+    /// The principal that asked.
+    pub by: String,
+    pub reason: Option<String>,
+    pub at: Millis,
+    /// A cordon that lapses by itself.
+    pub until: Option<Millis>,
+}
+
 /// Everything the core asks the journal to make durable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Record {
@@ -357,6 +373,11 @@ pub enum Record {
     Event(EventRecord),
     Health(HealthObservation),
     Audit(Box<AuditRecord>),
+    /// A node's operator intent set (`Some`) or lifted (`None`).
+    NodeIntent {
+        node: String,
+        intent: Option<Box<NodeIntent>>,
+    },
 }
 
 /// One journal commit: its records and the sequence number the journal

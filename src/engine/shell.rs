@@ -14,7 +14,7 @@
 
 use super::clock::Clock;
 use super::command::{Caller, Command, CommandResult, Refusal, shown_key};
-use super::core::{Action, Core, Event, OutputsResult, Reply};
+use super::core::{Action, Core, Event, NodeNote, OutputsResult, Reply};
 pub use super::handle::{EngineHandle, FleetStatus, REPLAY_READ_ONLY, Recent, RecordSender, StatusSender};
 use super::handle::{Msg, Query};
 use super::metrics::EngineMetrics;
@@ -112,6 +112,8 @@ struct Shell {
     /// Where fleet status goes, and whether it changed since last sent.
     status: watch::Sender<Option<Arc<FleetStatus>>>,
     status_dirty: bool,
+    /// A node command was handled in this batch: publish the status now.
+    fleet_commanded: bool,
     metrics: Arc<EngineMetrics>,
     /// The provider each polled attempt belongs to, and who did not answer.
     polled: HashMap<AttemptId, String>,
@@ -154,6 +156,7 @@ pub fn start(
         pending_queries: Vec::new(),
         status,
         status_dirty: true,
+        fleet_commanded: false,
         metrics: metrics.clone(),
         polled: HashMap::new(),
         unreachable: BTreeMap::new(),
@@ -398,7 +401,17 @@ impl Shell {
                         self.early_replies.push((request, Reply::Error { code: Refusal::NotFound, message }))
                     }
                 },
-                other => events.extend(command_event(request, other, by)),
+                other => {
+                    self.fleet_commanded |= matches!(
+                        other,
+                        Command::Cordon { .. }
+                            | Command::Uncordon { .. }
+                            | Command::Drain { .. }
+                            | Command::Unquarantine { .. }
+                    );
+                    let reason = self.replies.get(&request).and_then(|p| p.caller.reason.clone());
+                    events.extend(command_event(request, other, by, reason))
+                }
             }
         }
         Ok(())
@@ -492,6 +505,13 @@ impl Shell {
                 }
             }
             let _ = self.updates.send(Arc::new(Batch { seq, records }));
+        }
+        if std::mem::take(&mut self.fleet_commanded) {
+            // An operator changed a node: the status is published before
+            // the answer, so whoever reads the fleet next (the CLI right
+            // after, a console) sees the change, not a second-old status.
+            self.status_dirty = true;
+            self.publish_status();
         }
         for (reply, result) in answers {
             let _ = reply.send(result);
@@ -771,7 +791,8 @@ pub async fn tail_lines_of(path: &std::path::Path, lines: usize) -> Vec<String> 
 
 /// Commands that need no journal look-up; `None` for those that do
 /// (keyed submits and retries, which `resolve_commands` handles itself).
-fn command_event(request: u64, cmd: Command, by: Option<String>) -> Option<Event> {
+fn command_event(request: u64, cmd: Command, by: Option<String>, reason: Option<String>) -> Option<Event> {
+    let note = |until| NodeNote { by: by.clone().unwrap_or_default(), reason: reason.clone(), until };
     Some(match cmd {
         Command::Submit { idempotency_key: Some(_), .. } => return None,
         Command::Submit { spec, idempotency_key } => {
@@ -779,9 +800,15 @@ fn command_event(request: u64, cmd: Command, by: Option<String>) -> Option<Event
             Event::Submit { request, spec, spec_hash, idempotency_key, by }
         }
         Command::Cancel { id } => Event::Cancel { request, id },
-        Command::Cordon { node } => Event::SetNodeState { request, node, state: NodeState::Cordoned },
-        Command::Uncordon { node } => Event::SetNodeState { request, node, state: NodeState::Ready },
-        Command::Drain { node } => Event::SetNodeState { request, node, state: NodeState::Draining },
+        Command::Cordon { node, until } => {
+            Event::SetNodeState { request, node, state: NodeState::Cordoned, note: Some(note(until)) }
+        }
+        Command::Uncordon { node } => {
+            Event::SetNodeState { request, node, state: NodeState::Ready, note: Some(note(None)) }
+        }
+        Command::Drain { node } => {
+            Event::SetNodeState { request, node, state: NodeState::Draining, note: Some(note(None)) }
+        }
         Command::Unquarantine { node } => Event::Unquarantine { request, node },
         Command::Retry { .. } => return None,
     })

@@ -83,14 +83,20 @@ pub enum NodeState {
     Down,
 }
 
-impl std::fmt::Display for NodeState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl NodeState {
+    pub fn as_str(self) -> &'static str {
+        match self {
             NodeState::Ready => "ready",
             NodeState::Cordoned => "cordoned",
             NodeState::Draining => "draining",
             NodeState::Down => "down",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for NodeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

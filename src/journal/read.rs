@@ -4,7 +4,7 @@
 use super::codec::{id_from_sql, id_to_sql, json, millis, name, opt_millis, opt_name};
 use super::{Journal, JournalError, failed};
 use crate::engine::model::{
-    AttemptId, AttemptRecord, EventRecord, HealthObservation, Millis, WorkloadId, WorkloadRecord,
+    AttemptId, AttemptRecord, EventRecord, HealthObservation, Millis, NodeIntent, WorkloadId, WorkloadRecord,
     WorkloadState,
 };
 use rusqlite::types::Value;
@@ -22,6 +22,8 @@ pub struct Recovered {
     pub max_workload_id: Option<WorkloadId>,
     /// Recent health observations, oldest first (see [`HealthWindow`]).
     pub health: Vec<HealthObservation>,
+    /// Operators' standing cordons and drains, by node.
+    pub intents: Vec<NodeIntent>,
 }
 
 /// Which health observations recovery brings back: those at or after
@@ -110,7 +112,23 @@ impl Journal {
             health_row,
         )
         .map_err(&err)?;
-        Ok(Recovered { workloads, attempts, max_workload_id, health })
+        let intents = query(
+            &tx,
+            "SELECT node, state, by, reason, at, until FROM node_intents ORDER BY node",
+            [],
+            |r| {
+                Ok(NodeIntent {
+                    node: r.get(0)?,
+                    state: name(r, 1)?,
+                    by: r.get(2)?,
+                    reason: r.get(3)?,
+                    at: millis(r, 4)?,
+                    until: opt_millis(r, 5)?,
+                })
+            },
+        )
+        .map_err(&err)?;
+        Ok(Recovered { workloads, attempts, max_workload_id, health, intents })
     }
 
     /// The current row of one workload.

@@ -153,6 +153,18 @@ const MIGRATIONS: &[&str] = &[
     // 4: an operator's lift of a quarantine, kept with the outcomes that
     // caused it so a restart replays both.
     "ALTER TABLE health_observations ADD COLUMN lift INTEGER NOT NULL DEFAULT 0;",
+    // 5: operators' standing cordons and drains, one row per node while
+    // it holds.
+    "
+    CREATE TABLE node_intents (
+        node   TEXT    PRIMARY KEY,
+        state  TEXT    NOT NULL,           -- cordoned | draining
+        by     TEXT    NOT NULL,
+        reason TEXT,
+        at     INTEGER NOT NULL,
+        until  INTEGER
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// Per-connection settings.

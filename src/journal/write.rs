@@ -137,6 +137,22 @@ pub(super) fn write_batch(
             Record::Attempt(a) => upsert_attempt(tx, a, &err)?,
             Record::Event(e) => insert_event(tx, e, &err)?,
             Record::Health(h) => insert_health(tx, h, &err)?,
+            Record::NodeIntent { node, intent: None } => {
+                tx.prepare_cached("DELETE FROM node_intents WHERE node = ?1")
+                    .and_then(|mut s| s.execute([node]))
+                    .map_err(&err)?;
+            }
+            Record::NodeIntent { node, intent: Some(i) } => {
+                tx.prepare_cached(
+                    "INSERT INTO node_intents (node, state, by, reason, at, until) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                     ON CONFLICT (node) DO UPDATE SET state = excluded.state, by = excluded.by, \
+                     reason = excluded.reason, at = excluded.at, until = excluded.until",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![node, i.state.as_str(), i.by, i.reason, i.at.0, i.until.map(|u| u.0)])
+                })
+                .map_err(&err)?;
+            }
             Record::Audit(a) => {
                 tx.prepare_cached(INSERT_AUDIT)
                     .and_then(|mut s| {
@@ -176,6 +192,7 @@ fn record_time(r: &Record) -> i64 {
         Record::Event(e) => e.at.0,
         Record::Health(h) => h.at.0,
         Record::Audit(a) => a.at.0,
+        Record::NodeIntent { intent, .. } => intent.as_ref().map_or(0, |i| i.at.0),
     }
 }
 

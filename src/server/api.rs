@@ -515,9 +515,32 @@ fn tokio_util_stream(
 #[derive(Debug, Default, Deserialize, Serialize)]
 pub struct Reason {
     pub reason: Option<String>,
-    /// RFC 3339 or a duration (`2h`): when a cordon lapses. Carried to
-    /// the engine with the reason.
-    pub until: Option<String>,
+    /// When a cordon lapses: RFC 3339 (`2026-12-02T08:00:00Z`), a
+    /// duration from now (`2h`), or milliseconds since the epoch.
+    pub until: Option<serde_json::Value>,
+}
+
+/// `until` as milliseconds since the epoch.
+pub fn parse_until(v: &serde_json::Value, now: Millis) -> Result<Millis, String> {
+    let bad = || {
+        format!("until {v} is not a time; give RFC 3339 (2026-12-02T08:00:00Z), a duration (2h) or epoch ms")
+    };
+    let at = match v {
+        serde_json::Value::Number(n) => n.as_i64().map(Millis).ok_or_else(bad)?,
+        serde_json::Value::String(s) => match humantime::parse_duration(s) {
+            Ok(d) => now.plus_secs(d.as_secs_f64()),
+            Err(_) => {
+                let t = humantime::parse_rfc3339_weak(s).map_err(|_| bad())?;
+                let ms = t.duration_since(std::time::UNIX_EPOCH).map_err(|_| bad())?.as_millis();
+                Millis(i64::try_from(ms).map_err(|_| bad())?)
+            }
+        },
+        _ => return Err(bad()),
+    };
+    if at <= now {
+        return Err(format!("until {v} is not in the future"));
+    }
+    Ok(at)
 }
 
 async fn reason_body(body: Bytes) -> ApiResult<Reason> {
@@ -539,11 +562,7 @@ async fn run_command(
     cmd: Command,
     r: Reason,
 ) -> ApiResult<Json<serde_json::Value>> {
-    let reason = match (r.reason, r.until) {
-        (Some(why), Some(until)) => Some(format!("{why} (until {until})")),
-        (why, until) => why.or(until.map(|u| format!("until {u}"))),
-    };
-    match s.engine.command_as(cmd, caller(p, reason)).await {
+    match s.engine.command_as(cmd, caller(p, r.reason)).await {
         CommandResult::Ok { message } => Ok(Json(serde_json::json!({ "message": message }))),
         CommandResult::Submitted { id, existing } => Ok(Json(
             serde_json::json!({ "id": id.to_string(), "existing": existing, "message": format!("submitted {id}") }),
@@ -566,16 +585,23 @@ async fn command(
     Path((target, op)): Path<(String, String)>,
     req: Request,
 ) -> ApiResult<Json<serde_json::Value>> {
+    let r = reason_body(body_bytes(req).await?).await?;
+    let until = match &r.until {
+        None => None,
+        Some(_) if op != "cordon" => {
+            return Err(ApiError::unprocessable("until applies to a cordon only").field("until"));
+        }
+        Some(v) => Some(parse_until(v, authz::now()).map_err(|e| ApiError::unprocessable(e).field("until"))?),
+    };
     let cmd = match op.as_str() {
         "cancel" => Command::Cancel { id: workload_id(&target)? },
         "retry" => Command::Retry { id: workload_id(&target)? },
-        "cordon" => Command::Cordon { node: target },
+        "cordon" => Command::Cordon { node: target, until },
         "uncordon" => Command::Uncordon { node: target },
         "drain" => Command::Drain { node: target },
         "unquarantine" => Command::Unquarantine { node: target },
         other => return Err(ApiError::not_found(format!("no command {other:?}"))),
     };
-    let r = reason_body(body_bytes(req).await?).await?;
     run_command(&s, &p, cmd, r).await
 }
 

@@ -103,7 +103,7 @@ impl Tally {
                     s.own_failures += 1;
                 }
             }
-            Record::Event(_) | Record::Health(_) | Record::Audit(_) => {}
+            Record::Event(_) | Record::Health(_) | Record::Audit(_) | Record::NodeIntent { .. } => {}
         }
     }
 

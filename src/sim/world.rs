@@ -309,7 +309,10 @@ impl World<'_> {
             Ev::Up(n) => {
                 self.down[n] = false;
                 let node = self.run.fleet.nodes[n].name.clone();
-                self.send(Event::SetNodeState { request: 0, node, state: NodeState::Ready }, sink);
+                self.send(
+                    Event::SetNodeState { request: 0, node, state: NodeState::Ready, note: None },
+                    sink,
+                );
             }
             Ev::Tick => {
                 self.ticks.remove(&self.now);
@@ -418,7 +421,10 @@ impl World<'_> {
     fn node_down(&mut self, n: usize, sink: &mut dyn RecordSink) {
         self.down[n] = true;
         let name = self.run.fleet.nodes[n].name.clone();
-        self.send(Event::SetNodeState { request: 0, node: name.clone(), state: NodeState::Down }, sink);
+        self.send(
+            Event::SetNodeState { request: 0, node: name.clone(), state: NodeState::Down, note: None },
+            sink,
+        );
         let mut here: Vec<AttemptId> = self
             .atts
             .iter()

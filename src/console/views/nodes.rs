@@ -1,12 +1,13 @@
 //! Nodes: health score with its history, state (ready, cordoned, draining,
 //! quarantined, down), recent failure classes, GPUs in use and what runs
-//! there. Draws only the visible window.
+//! there; under the table, who holds the selected node and why. Draws only
+//! the visible window.
 
 use super::{block, marker, spark, window};
-use crate::console::app::{App, View};
+use crate::console::app::{App, View, sanitize};
 use crate::fleet::NodeState;
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Span;
 use ratatui::widgets::{Cell, Paragraph, Row, Table};
 
@@ -21,6 +22,29 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     };
     let fleet = &status.fleet;
     let sel = app.sel(View::Nodes);
+    // An operator's hold on the selected node: who, when, why, until.
+    let hold = app.derived.nodes.get(sel).and_then(|&ni| status.intents.get(&fleet.nodes[ni as usize].name));
+    let area = match hold {
+        Some(i) => {
+            let [table, line] = Layout::vertical([Constraint::Min(3), Constraint::Length(1)]).areas(area);
+            let off = app.config.utc_offset_s;
+            let until = i
+                .until
+                .map(|u| format!(" until {}", crate::console::logs::clock(u, off)))
+                .unwrap_or_default();
+            let why = i.reason.as_deref().map(|r| format!(": {}", sanitize(r))).unwrap_or_default();
+            let text = format!(
+                " {} {} by {} at {}{until}{why}",
+                i.node,
+                i.state,
+                sanitize(&i.by),
+                crate::console::logs::clock(i.at, off)
+            );
+            f.render_widget(Paragraph::new(Span::styled(text, t.warn)), line);
+            table
+        }
+        None => area,
+    };
     let height = usize::from(area.height.saturating_sub(3));
     let ids = &app.derived.nodes;
     let rows = ids.iter().enumerate().skip(window(sel, height)).take(height).map(|(i, &ni)| {

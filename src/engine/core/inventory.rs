@@ -79,9 +79,12 @@ impl Core {
                     };
                     let previous = old.get(&n.name).copied();
                     let last = self.inventory.states.get(&n.name).copied().or(previous.map(|p| p.0));
-                    let state = match previous {
-                        // Ready at the provider: an operator's cordon or drain stays.
-                        Some((was, _)) if n.state == NodeState::Ready && last != Some(was) => was,
+                    let state = match (self.intents.get(&n.name), previous) {
+                        // An operator's standing cordon or drain holds while
+                        // the provider calls the node ready.
+                        (Some(i), _) if n.state == NodeState::Ready => i.state,
+                        // Ready at the provider: a state set here stays.
+                        (_, Some((was, _))) if n.state == NodeState::Ready && last != Some(was) => was,
                         _ => n.state,
                     };
                     let free = Free {

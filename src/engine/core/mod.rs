@@ -90,11 +90,13 @@ pub enum Event {
         request: u64,
         id: WorkloadId,
     },
-    /// Operator node commands.
+    /// Operator node commands (and the simulator's churn). With a `note`,
+    /// a cordon or drain is an operator's durable intent.
     SetNodeState {
         request: u64,
         node: String,
         state: NodeState,
+        note: Option<NodeNote>,
     },
     /// An operator ends a node's quarantine early.
     Unquarantine {
@@ -187,6 +189,14 @@ pub enum Reply {
     Submitted { id: WorkloadId, existing: bool },
     Done { message: String },
     Error { code: Refusal, message: String },
+}
+
+/// Who set a node's state, why, and until when.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeNote {
+    pub by: String,
+    pub reason: Option<String>,
+    pub until: Option<Millis>,
 }
 
 /// Runtime facts about a live attempt that are not part of its record.
@@ -293,6 +303,8 @@ pub struct Core {
     /// Workloads with a live attempt: what the shell polls, without a scan
     /// of every queued workload.
     live_ids: BTreeSet<WorkloadId>,
+    /// Operators' standing cordons and drains, by node (journalled).
+    intents: BTreeMap<String, NodeIntent>,
     keys: HashMap<String, WorkloadId>,
     queue: Queue,
     next_id: u64,
@@ -338,6 +350,7 @@ impl Core {
             snapshot: None,
             entries: BTreeMap::new(),
             live_ids: BTreeSet::new(),
+            intents: BTreeMap::new(),
             keys: HashMap::new(),
             queue: Queue::default(),
             next_id: 1,
@@ -416,13 +429,16 @@ impl Core {
             }
             self.capacity_changed();
         }
+        self.lapse_intents(now);
         self.last_now = self.last_now.max(now);
         match event {
             Event::Submit { request, spec, spec_hash, idempotency_key, by } => {
                 self.submit(request, *spec, spec_hash, idempotency_key, by, now)
             }
             Event::Cancel { request, id } => self.cancel(request, id, now),
-            Event::SetNodeState { request, node, state } => self.set_node_state(request, &node, state, now),
+            Event::SetNodeState { request, node, state, note } => {
+                self.set_node_state(request, &node, state, note, now)
+            }
             Event::Unquarantine { request, node } => self.unquarantine(request, &node, now),
             Event::LaunchResult { attempt, result } => self.on_launch_result(attempt, result, now),
             Event::Status { attempt, status } => self.on_status(attempt, status, now),
@@ -451,7 +467,38 @@ impl Core {
         if let Some(&(t, _)) = self.deadlines.first() {
             consider(t);
         }
+        if let Some(t) = self.intents.values().filter_map(|i| i.until).min() {
+            consider(t);
+        }
         next
+    }
+
+    /// Operators' standing cordons and drains, by node.
+    pub fn intents(&self) -> &BTreeMap<String, NodeIntent> {
+        &self.intents
+    }
+
+    /// Cordons whose `until` has passed end: the node takes work again.
+    fn lapse_intents(&mut self, now: Millis) {
+        let due: Vec<String> = self
+            .intents
+            .values()
+            .filter(|i| i.until.is_some_and(|u| u <= now))
+            .map(|i| i.node.clone())
+            .collect();
+        for node in due {
+            self.intents.remove(&node);
+            self.record(Record::NodeIntent { node: node.clone(), intent: None });
+            if let Some(idx) = self.fleet.node_by_name(&node)
+                && self.fleet.nodes[idx.0 as usize].state != NodeState::Down
+            {
+                self.fleet.nodes[idx.0 as usize].state = NodeState::Ready;
+                if let Some(snap) = self.snapshot.as_mut() {
+                    snap.set_node_state(idx, NodeState::Ready);
+                }
+                self.capacity_changed();
+            }
+        }
     }
 
     /// Re-files the deadlines of the workloads this event touched.
@@ -687,7 +734,14 @@ impl Core {
         }
     }
 
-    fn set_node_state(&mut self, request: u64, node: &str, state: NodeState, now: Millis) {
+    fn set_node_state(
+        &mut self,
+        request: u64,
+        node: &str,
+        state: NodeState,
+        note: Option<NodeNote>,
+        now: Millis,
+    ) {
         let Some(idx) = self.fleet.node_by_name(node) else {
             return self.reply(
                 request,
@@ -700,6 +754,27 @@ impl Core {
         self.fleet.nodes[idx.0 as usize].state = state;
         if let Some(snap) = self.snapshot.as_mut() {
             snap.set_node_state(idx, state);
+        }
+        // An operator's cordon or drain is kept (journalled) until lifted;
+        // making the node ready lifts it. The simulator's churn (no note)
+        // leaves intents alone.
+        match (state, note) {
+            (NodeState::Cordoned | NodeState::Draining, Some(n)) => {
+                let intent = NodeIntent {
+                    node: node.to_string(),
+                    state,
+                    by: n.by,
+                    reason: n.reason,
+                    at: now,
+                    until: n.until,
+                };
+                self.intents.insert(node.to_string(), intent.clone());
+                self.record(Record::NodeIntent { node: node.to_string(), intent: Some(Box::new(intent)) });
+            }
+            (NodeState::Ready, _) if self.intents.remove(node).is_some() => {
+                self.record(Record::NodeIntent { node: node.to_string(), intent: None });
+            }
+            _ => {}
         }
         if state == NodeState::Ready {
             self.capacity_changed();

@@ -8,7 +8,7 @@ use super::{Action, Core, Entry, Live};
 use crate::engine::model::*;
 use crate::engine::retry::POOL_EXCLUDE_AFTER;
 use crate::failure::FailureClass;
-use crate::fleet::Free;
+use crate::fleet::{Free, NodeState};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -23,6 +23,8 @@ pub struct Restore {
     pub health: Vec<HealthObservation>,
     /// The largest workload id ever assigned in this store.
     pub max_id: u64,
+    /// Operators' standing cordons and drains.
+    pub intents: Vec<NodeIntent>,
 }
 
 impl Core {
@@ -33,6 +35,15 @@ impl Core {
         for obs in &r.health {
             self.health.observe(obs);
         }
+        for i in r.intents {
+            if let Some(idx) = self.fleet.node_by_name(&i.node)
+                && self.fleet.nodes[idx.0 as usize].state != NodeState::Down
+            {
+                self.fleet.nodes[idx.0 as usize].state = i.state;
+            }
+            self.intents.insert(i.node.clone(), i);
+        }
+        self.drop_snapshot();
         self.next_id = self.next_id.max(r.max_id + 1);
         let mut by_workload: HashMap<WorkloadId, Vec<AttemptRecord>> = HashMap::new();
         for a in r.attempts {
