@@ -309,8 +309,9 @@ fn a_node_that_failed_is_avoided_by_the_next_placement() {
     assert_ne!(n1, n2, "the next workload goes to the healthy twin");
 }
 
-#[test]
-fn repeated_node_failures_quarantine_the_node() {
+/// A world where s1 is the only node left open and two node failures on
+/// it have quarantined it.
+fn with_s1_quarantined() -> World {
     let mut w = World::new(fleet());
     for n in ["s2", "b1", "b2"] {
         w.send(Event::SetNodeState {
@@ -327,6 +328,12 @@ fn repeated_node_failures_quarantine_the_node() {
         w.run(a);
         w.end(a, ProviderEnd::NodeLost { message: "kernel panic".into() }, &[]);
     }
+    w
+}
+
+#[test]
+fn repeated_node_failures_quarantine_the_node() {
+    let mut w = with_s1_quarantined();
     let id = w.submit("");
     assert!(w.core.is_blocked(id));
     let why = w.events(id, EventKind::Unschedulable);
@@ -339,21 +346,7 @@ fn repeated_node_failures_quarantine_the_node() {
 
 #[test]
 fn an_operator_lifts_a_quarantine_and_the_lift_survives_a_restart() {
-    let mut w = World::new(fleet());
-    for n in ["s2", "b1", "b2"] {
-        w.send(Event::SetNodeState {
-            request: 1,
-            node: n.into(),
-            state: canopy::fleet::NodeState::Cordoned,
-            note: None,
-        });
-    }
-    for _ in 0..2 {
-        let id = w.submit("[retry]\nmax_attempts = 1\ninfra_retries = 0");
-        let (a, _) = w.last_launch(id);
-        w.run(a);
-        w.end(a, ProviderEnd::NodeLost { message: "kernel panic".into() }, &[]);
-    }
+    let mut w = with_s1_quarantined();
     let id = w.submit("");
     assert!(w.core.is_blocked(id), "s1 is quarantined");
     // Uncordon is not a lift, and says so.

@@ -742,15 +742,7 @@ impl Core {
         note: Option<NodeNote>,
         now: Millis,
     ) {
-        let Some(idx) = self.fleet.node_by_name(node) else {
-            return self.reply(
-                request,
-                Reply::Error {
-                    code: Refusal::NotFound,
-                    message: format!("no node named {node:?} in the fleet"),
-                },
-            );
-        };
+        let Some(idx) = self.named_node(request, node) else { return };
         self.fleet.nodes[idx.0 as usize].state = state;
         if let Some(snap) = self.snapshot.as_mut() {
             snap.set_node_state(idx, state);
@@ -803,19 +795,22 @@ impl Core {
         self.reply(request, Reply::Done { message });
     }
 
+    /// The node an operator's command names; answers the command with "not
+    /// found" when there is none.
+    fn named_node(&mut self, request: u64, node: &str) -> Option<NodeIdx> {
+        let idx = self.fleet.node_by_name(node);
+        if idx.is_none() {
+            let message = format!("no node named {node:?} in the fleet");
+            self.reply(request, Reply::Error { code: Refusal::NotFound, message });
+        }
+        idx
+    }
+
     /// Ends a node's quarantine at an operator's word. The lift is a health
     /// observation in the journal, so a restart replays it after the
     /// failures that caused the quarantine and it holds.
     fn unquarantine(&mut self, request: u64, node: &str, now: Millis) {
-        let Some(idx) = self.fleet.node_by_name(node) else {
-            return self.reply(
-                request,
-                Reply::Error {
-                    code: Refusal::NotFound,
-                    message: format!("no node named {node:?} in the fleet"),
-                },
-            );
-        };
+        let Some(idx) = self.named_node(request, node) else { return };
         if !self.health.node(node, now).quarantined {
             return self.reply(
                 request,
