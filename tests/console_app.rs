@@ -83,6 +83,16 @@ fn cancel_asks_first_and_sends_on_yes() {
 }
 
 #[test]
+fn retry_asks_first_too() {
+    let mut a = app(false);
+    let fx = a.run_command("retry w-4");
+    assert!(fx.is_empty(), "nothing is sent before the answer: {fx:?}");
+    assert!(screen(&a).contains("retry w-4? y/n"));
+    let fx = keys(&mut a, "y");
+    assert!(matches!(&fx[..], [Effect::Command { cmd: Command::Retry { id: WorkloadId(4) }, .. }]), "{fx:?}");
+}
+
+#[test]
 fn read_only_is_enforced_for_every_path() {
     let mut a = app(true);
     keys(&mut a, "4");

@@ -369,3 +369,25 @@ fn an_operators_cordon_outlives_the_engine_with_who_and_why() {
     assert!(fleet["intents"].get(NODE).is_none(), "{}", fleet["intents"]);
     engine.stop();
 }
+
+#[test]
+fn a_retry_is_asked_once_and_links_both_ways() {
+    let s = setup();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    let id = cli.submit(&spec(&s.specs, "flaky", "echo broken; exit 3", "[retry]\nmax_attempts = 1\n"));
+    assert_eq!(cli.wait_final(id).state, WorkloadState::Failed);
+    // Retried twice (a double key press, a script run again): one retry.
+    let first = cli.ok(&["retry", &id.to_string(), "--reason", "fixed the input"]);
+    let second = cli.ok(&["retry", &id.to_string()]);
+    assert_eq!(first.trim(), second.trim(), "the second retry answers with the first");
+    let retry: WorkloadId = first.trim().parse().unwrap();
+    assert_ne!(retry, id);
+    assert_eq!(cli.wait_final(retry).state, WorkloadState::Failed);
+    // Still one retry after it ended.
+    assert_eq!(cli.ok(&["retry", &id.to_string()]).trim(), retry.to_string());
+    // Each names the other.
+    assert!(cli.ok(&["events", &id.to_string()]).contains(&format!("retried as {retry}")));
+    assert!(cli.ok(&["events", &retry.to_string()]).contains(&format!("retry of {id}")));
+    engine.stop();
+}

@@ -21,9 +21,9 @@ pub enum Op {
 }
 
 impl Op {
-    /// Destructive operations ask first.
+    /// Operations that change running work or start new work ask first.
     pub fn destructive(&self) -> bool {
-        matches!(self, Op::Cancel(_) | Op::Cordon(_) | Op::Drain(_))
+        matches!(self, Op::Cancel(_) | Op::Cordon(_) | Op::Drain(_) | Op::Retry(_))
     }
 
     pub fn describe(&self) -> String {

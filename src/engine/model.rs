@@ -23,6 +23,11 @@ impl Millis {
     }
 }
 
+/// The label an operator's retry carries: the id of the workload it
+/// retries (`canopy retry w-93` submits `w-108` with `canopy.retry-of =
+/// "w-93"`).
+pub const RETRY_OF: &str = "canopy.retry-of";
+
 /// A workload's id, shown as `w-17`. Assigned by the owning engine in
 /// submission order; unique within a store. In JSON it is the same
 /// string, `"w-17"`, everywhere (the API, the CLI's `--json`, the event

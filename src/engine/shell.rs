@@ -18,7 +18,7 @@ use super::core::{Action, Core, Event, NodeNote, OutputsResult, Reply};
 pub use super::handle::{EngineHandle, FleetStatus, REPLAY_READ_ONLY, Recent, RecordSender, StatusSender};
 use super::handle::{Msg, Query};
 use super::metrics::EngineMetrics;
-use super::model::{AttemptId, AuditRecord, Batch, Record, WorkloadId, WorkloadRecord};
+use super::model::{AttemptId, AuditRecord, Batch, RETRY_OF, Record, WorkloadId, WorkloadRecord};
 use crate::failure::ProviderEnd;
 use crate::fleet::NodeState;
 use crate::journal::{Journal, JournalError, OwnerLock};
@@ -330,6 +330,8 @@ impl Shell {
             .iter()
             .filter_map(|(_, c)| if let Command::Retry { id } = c { Some(*id) } else { None })
             .collect();
+        // A retry is keyed by what it retries: a second one finds the first.
+        let keys: Vec<String> = keys.into_iter().chain(retries.iter().map(|id| retry_key(*id))).collect();
         let (by_key, by_id) = if keys.is_empty() && retries.is_empty() {
             (HashMap::new(), HashMap::new())
         } else {
@@ -381,15 +383,24 @@ impl Shell {
                 Command::Retry { id } => match by_id.get(&id) {
                     Some(w) if w.state.is_final() => {
                         let mut spec = w.spec.clone();
-                        spec.labels.insert("canopy.retry-of".into(), id.to_string());
+                        spec.labels.insert(RETRY_OF.into(), id.to_string());
                         let spec_hash = spec.content_hash();
-                        events.push(Event::Submit {
-                            request,
-                            spec: Box::new(spec),
-                            spec_hash,
-                            idempotency_key: None,
-                            by,
-                        })
+                        let key = retry_key(id);
+                        match by_key.get(&key) {
+                            // Retried before, and that retry has ended too:
+                            // the same answer, not a second copy.
+                            Some(done) => self
+                                .early_replies
+                                .push((request, Reply::Submitted { id: done.id, existing: true })),
+                            // A live retry the core finds by its key.
+                            None => events.push(Event::Submit {
+                                request,
+                                spec: Box::new(spec),
+                                spec_hash,
+                                idempotency_key: Some(key),
+                                by,
+                            }),
+                        }
                     }
                     Some(w) => {
                         let message =
@@ -787,6 +798,13 @@ pub async fn tail_lines_of(path: &std::path::Path, lines: usize) -> Vec<String> 
         all.remove(0); // a partial first line
     }
     all[all.len().saturating_sub(lines)..].iter().map(|s| s.to_string()).collect()
+}
+
+/// The idempotency key of the retry of `id`: one retry per workload, so a
+/// second `retry` (a double key press, a CLI run twice) answers with the
+/// first.
+fn retry_key(id: WorkloadId) -> String {
+    format!("{RETRY_OF}:{id}")
 }
 
 /// Commands that need no journal look-up; `None` for those that do

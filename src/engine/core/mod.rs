@@ -698,7 +698,17 @@ impl Core {
         self.queue.push_ready(rec.priority, id);
         self.entries.insert(id, Entry::new(rec, Arc::new(spec), Vec::new()));
         self.save_workload(id, now);
-        self.event(now, id, None, EventKind::Submitted, "submitted".into());
+        let retried =
+            self.entries.get(&id).and_then(|e| e.rec.spec.labels.get(RETRY_OF)).and_then(|o| o.parse().ok());
+        match retried {
+            Some(old) => {
+                // Both ways: the new one says what it retries, the old one
+                // what retried it.
+                self.event(now, id, None, EventKind::Submitted, format!("submitted as a retry of {old}"));
+                self.event(now, old, None, EventKind::Retry, format!("retried as {id}"));
+            }
+            None => self.event(now, id, None, EventKind::Submitted, "submitted".into()),
+        }
         self.reply(request, Reply::Submitted { id, existing: false });
     }
 
