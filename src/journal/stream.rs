@@ -4,7 +4,7 @@
 use super::codec::millis;
 use super::{Journal, JournalError, failed};
 use crate::engine::model::{AuditRecord, Batch, Millis, Record};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 
 /// How many of the newest batches the store keeps for clients that resume
 /// the event stream; a client further behind reloads (resync).
@@ -80,15 +80,6 @@ impl Journal {
         })
         .and_then(|rows| rows.collect())
         .map_err(&err)
-    }
-
-    /// Whether any audit record exists; for tests and `canopy audit`.
-    pub fn has_audit(&self) -> Result<bool, JournalError> {
-        self.conn
-            .query_row("SELECT 1 FROM audit LIMIT 1", [], |_| Ok(()))
-            .optional()
-            .map(|r| r.is_some())
-            .map_err(failed(&self.store, "read the audit trail"))
     }
 }
 
