@@ -89,10 +89,11 @@ impl ServerState {
     }
 
     /// Writes an audit record for a request the engine never saw (refused
-    /// before it, or about tokens), through the engine's journal.
+    /// before it), through the engine's journal, and publishes its batch
+    /// like any other.
     pub async fn write_audit(&self, a: AuditRecord) {
-        let r =
-            self.engine.read(move |j| j.append(&[crate::engine::model::Record::Audit(Box::new(a))])).await;
+        let records = vec![crate::engine::model::Record::Audit(Box::new(a))];
+        let r = self.engine.commit(records, |j, r| Ok((j.append(r)?, ()))).await;
         if let Err(e) = r {
             tracing::error!(error = %e, "could not write an audit record");
         }

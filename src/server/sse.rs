@@ -96,13 +96,17 @@ pub async fn stream(
             // Tells a fresh client where the stream starts.
             let _ = tx.try_send(Item::Hello(sent));
         }
-        let first = status.borrow_and_update().clone();
-        if let Some(f) = first
-            && tx.capacity() > 1
-            && let Ok(json) = serde_json::to_string(&*f)
-        {
-            let _ = tx.try_send(Item::Status(json));
-        }
+        // A status is replaced by the next one: dropping it when the
+        // buffer is nearly full costs nothing (the last slot is the resync's).
+        let send_status = |s: Option<Arc<crate::engine::handle::FleetStatus>>| {
+            if let Some(s) = s
+                && tx.capacity() > 1
+                && let Ok(json) = serde_json::to_string(&*s)
+            {
+                let _ = tx.try_send(Item::Status(json));
+            }
+        };
+        send_status(status.borrow_and_update().clone());
         loop {
             let b = tokio::select! {
                 r = live.recv() => match r {
@@ -118,39 +122,20 @@ pub async fn stream(
                     if r.is_err() {
                         return;
                     }
-                    let s = status.borrow_and_update().clone();
-                    if let Some(s) = s
-                        && tx.capacity() > 1
-                        && let Ok(json) = serde_json::to_string(&*s)
-                    {
-                        // A status is replaced by the next one: dropping
-                        // it when full costs nothing.
-                        let _ = tx.try_send(Item::Status(json));
-                    }
+                    send_status(status.borrow_and_update().clone());
                     continue;
                 }
                 _ = stopping.wait_for(|s| *s) => return,
                 _ = tx.closed() => return,
             };
-            // Batches committed outside the engine's own (audit records of
-            // refused requests, tokens) are not broadcast: fetch them, so
-            // the stream carries every batch, in order.
-            let mut batches = Vec::new();
-            if b.seq > sent + 1 {
-                let (from, to) = (sent, b.seq);
-                let n = usize::try_from(to - from).unwrap_or(usize::MAX);
-                let missed = st.read(move |j| j.batches_since(from, n)).await.unwrap_or_default();
-                batches.extend(missed.into_iter().filter(|m| m.seq < to).map(Arc::new));
-            }
-            batches.push(b);
-            for b in batches {
-                sent = b.seq;
-                // The last free slot is the resync's.
-                if tx.capacity() <= 1 || tx.try_send(Item::Batch(b)).is_err() {
-                    // Full: this client is too slow. Closed: gone.
-                    let _ = tx.try_send(Item::Resync(sent));
-                    return;
-                }
+            // Every commit is broadcast in order, those the core did not
+            // make too (`EngineHandle::commit`), so batches come gap-free.
+            sent = b.seq;
+            // The last free slot is the resync's.
+            if tx.capacity() <= 1 || tx.try_send(Item::Batch(b)).is_err() {
+                // Full: this client is too slow. Closed: gone.
+                let _ = tx.try_send(Item::Resync(sent));
+                return;
             }
         }
     });
