@@ -4,9 +4,9 @@
 
 use super::StoreArgs;
 use super::table::new_table;
-use super::workloads::{chrono_like, with_api};
+use super::workloads::{chrono_like, now, with_api};
 use canopy::console::app::sanitize;
-use canopy::engine::model::{AuditRecord, Millis};
+use canopy::engine::model::AuditRecord;
 use canopy::journal::TokenRow;
 use canopy::server::api::{NewTokenRequest, NewTokenResponse};
 use canopy::server::auth::Role;
@@ -43,11 +43,6 @@ pub enum TokenCommand {
 
 fn parse_role(s: &str) -> Result<Role, String> {
     s.parse()
-}
-
-fn now() -> Millis {
-    use canopy::engine::clock::{Clock, SystemClock};
-    SystemClock.now()
 }
 
 pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {

@@ -360,9 +360,5 @@ fn parse_until(s: &str) -> std::result::Result<canopy::engine::model::Millis, St
 }
 
 fn parse_state(s: &str) -> std::result::Result<WorkloadState, String> {
-    use WorkloadState::*;
-    [Queued, Placing, Launching, Running, Succeeded, Failed, Cancelled]
-        .into_iter()
-        .find(|st| st.as_str() == s)
-        .ok_or_else(|| format!("unknown state {s:?}; one of queued, placing, launching, running, succeeded, failed, cancelled"))
+    s.parse()
 }

@@ -16,7 +16,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-fn now() -> Millis {
+/// The wall clock, read at the edge.
+pub fn now() -> Millis {
     use canopy::engine::clock::{Clock, SystemClock};
     SystemClock.now()
 }

@@ -34,6 +34,11 @@ async fn feed(client: Client, records: RecordSender, status: StatusSender, link:
         let error = match client.open_stream("/v1/stream", last.as_deref()).await {
             Ok(resp) => {
                 wait = Duration::from_millis(200);
+                // Connected: the server is back (a fresh stream says hello
+                // and bumps `reloads`; a resumed one replays what was missed).
+                if !matches!(*link.borrow(), Link::Up { .. }) {
+                    link.send_replace(Link::Up { reloads });
+                }
                 let mut body = resp.bytes_stream();
                 let mut reader = SseReader::default();
                 let mut error = "the server closed the event stream".to_string();
@@ -70,9 +75,6 @@ async fn feed(client: Client, records: RecordSender, status: StatusSender, link:
                             }
                             "batch" => match serde_json::from_str::<Batch>(&ev.data) {
                                 Ok(b) => {
-                                    if !matches!(*link.borrow(), Link::Up { .. }) {
-                                        link.send_replace(Link::Up { reloads });
-                                    }
                                     last = ev.id.clone().or(last);
                                     let _ = records.send(Arc::new(b));
                                 }
@@ -80,9 +82,6 @@ async fn feed(client: Client, records: RecordSender, status: StatusSender, link:
                             },
                             "status" => {
                                 if let Ok(s) = serde_json::from_str::<FleetStatus>(&ev.data) {
-                                    if !matches!(*link.borrow(), Link::Up { .. }) {
-                                        link.send_replace(Link::Up { reloads });
-                                    }
                                     status.send_replace(Some(Arc::new(s)));
                                 }
                             }

@@ -93,7 +93,7 @@ impl Caller {
 /// uid has none), looked up once.
 pub fn current_user() -> String {
     static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    NAME.get_or_init(|| user_name(unsafe_uid())).clone()
+    NAME.get_or_init(|| user_name(current_uid())).clone()
 }
 
 /// A user's login name from their uid, or `uid N` when it has none.
@@ -112,7 +112,8 @@ pub fn user_name(uid: u32) -> String {
     format!("uid {uid}")
 }
 
-fn unsafe_uid() -> u32 {
+/// The uid this process runs as.
+pub fn current_uid() -> u32 {
     // SAFETY: getuid cannot fail and touches no memory.
     unsafe { libc::getuid() }
 }

@@ -141,6 +141,19 @@ impl WorkloadState {
     }
 }
 
+impl std::str::FromStr for WorkloadState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        use WorkloadState::*;
+        [Queued, Placing, Launching, Running, Succeeded, Failed, Cancelled]
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown state {s:?}; one of queued, placing, launching, running, succeeded, failed, cancelled")
+            })
+    }
+}
+
 impl fmt::Display for WorkloadState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

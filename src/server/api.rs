@@ -214,17 +214,9 @@ pub struct Page {
     pub next_cursor: Option<String>,
 }
 
+/// `queued,running` → the states.
 pub fn parse_states(s: &str) -> Result<Vec<WorkloadState>, String> {
-    use WorkloadState::*;
-    s.split(',')
-        .filter(|x| !x.is_empty())
-        .map(|x| {
-            [Queued, Placing, Launching, Running, Succeeded, Failed, Cancelled]
-                .into_iter()
-                .find(|st| st.as_str() == x)
-                .ok_or_else(|| format!("unknown state {x:?}; one of queued, placing, launching, running, succeeded, failed, cancelled"))
-        })
-        .collect()
+    s.split(',').filter(|x| !x.is_empty()).map(str::parse).collect()
 }
 
 async fn list(State(s): State<Served>, Query(q): Query<ListQuery>) -> ApiResult<Json<Page>> {
@@ -390,15 +382,9 @@ where
     F: FnOnce(tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(8);
     tokio::spawn(f(tx));
-    Body::from_stream(tokio_stream(rx))
-}
-
-fn tokio_stream<T: Send + 'static>(
-    mut rx: tokio::sync::mpsc::Receiver<T>,
-) -> impl futures::Stream<Item = T> + Send + 'static {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+    Body::from_stream(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)))
 }
 
 /// One collected output of one attempt.
@@ -473,7 +459,7 @@ async fn artifact(
         return Err(ApiError::forbidden("the output is outside the artifact store"));
     }
     let file = tokio::fs::File::open(&a.path).await.map_err(|e| ApiError::internal(e.to_string()))?;
-    let body = Body::from_stream(tokio_util_stream(file));
+    let body = file_body(file);
     Ok((
         [
             (header::CONTENT_TYPE, "application/octet-stream".to_string()),
@@ -484,13 +470,10 @@ async fn artifact(
         .into_response())
 }
 
-/// A file as a stream of chunks.
-fn tokio_util_stream(
-    mut f: tokio::fs::File,
-) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+/// A file as a response body, in chunks.
+fn file_body(mut f: tokio::fs::File) -> Body {
     use tokio::io::AsyncReadExt;
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
-    tokio::spawn(async move {
+    async_stream(move |tx| async move {
         loop {
             let mut buf = vec![0u8; 64 * 1024];
             match f.read(&mut buf).await {
@@ -507,8 +490,7 @@ fn tokio_util_stream(
                 }
             }
         }
-    });
-    tokio_stream(rx)
+    })
 }
 
 /// The body of a command on a workload or node: why, and until when.

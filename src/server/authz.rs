@@ -9,7 +9,7 @@ use super::auth::{Principal, Role};
 use super::error::ApiError;
 use super::listen::Peer;
 use super::{Served, ServerState};
-use crate::engine::command::current_user;
+use crate::engine::command::{current_uid, current_user, user_name};
 use crate::engine::model::{Millis, WorkloadId};
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::Method;
@@ -162,18 +162,13 @@ fn scopes(p: &Principal) -> String {
 
 /// The principal of the store's owner on the socket.
 pub fn owner(uid: u32) -> Principal {
-    let user = if uid == current_uid() { current_user() } else { crate::engine::command::user_name(uid) };
+    let user = if uid == current_uid() { current_user() } else { user_name(uid) };
     Principal {
         name: format!("local:{user}"),
         role: Role::Admin,
         scopes: Vec::new(),
         origin: format!("socket (uid {uid})"),
     }
-}
-
-fn current_uid() -> u32 {
-    // SAFETY: getuid cannot fail and touches no memory.
-    unsafe { libc::getuid() }
 }
 
 /// The middleware: who is calling, may they, and who they are for the
