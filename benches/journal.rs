@@ -80,6 +80,8 @@ fn attempt(id: u64, state: AttemptState) -> Record {
         evidence: None,
         cost_usd: 3.5,
         provider_ref: Some(format!("slurm job {}", 900_000 + id)),
+        nonce: String::new(),
+        stop: None,
     }))
 }
 

@@ -75,7 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let attempt = AttemptId { workload: WorkloadId(i as u64 + 1), n: 1 };
         let req = LaunchRequest {
             attempt,
-            token: attempt.token(&run),
+            token: attempt.token(&run, ""),
             spec: spec.clone(),
             pool: "debug".into(),
             node: "n1".into(),

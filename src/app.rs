@@ -38,6 +38,9 @@ pub struct EngineOptions {
     /// How the API is served: always on the store's socket, on TCP when
     /// asked.
     pub server: ServerOptions,
+    /// Start a new journal even though the store holds attempts, logs or
+    /// artifacts of an old one (`canopy serve --new-journal`).
+    pub new_journal: bool,
 }
 
 impl EngineOptions {
@@ -54,6 +57,7 @@ impl EngineOptions {
             poll_every: None,
             config: None,
             server: ServerOptions::default(),
+            new_journal: false,
         })
     }
 }
@@ -83,6 +87,8 @@ pub struct Running {
     pub store_id: String,
     /// The API on the store's socket (and TCP when asked).
     pub serving: Serving,
+    /// What an operator must hear about the store on start (also logged).
+    pub notices: Vec<String>,
 }
 
 impl Running {
@@ -103,12 +109,28 @@ impl Running {
 /// the store.
 pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     let home = &opts.home;
-    std::fs::create_dir_all(home.root())
-        .map_err(|e| AppError::Setup(format!("cannot create {}: {e}", home.root().display())))?;
+    let mut notices = Vec::new();
+    if let Some(w) = home
+        .prepare()
+        .map_err(|e| AppError::Setup(format!("cannot create {}: {e}", home.root().display())))?
+    {
+        notices.push(w);
+    }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let now = clock.now();
     let lock = acquire_owner(&home.store(), now)?;
-    let journal = Journal::open(&home.store())?;
+    let mut keep_id = None;
+    if home.journal_is_new() {
+        if opts.new_journal {
+            // Old attempts keep their store id, so they are recognised as
+            // this store's (and listed as unknown), never as a stranger's.
+            keep_id = home.store_id_on_disk();
+        } else {
+            refuse_over_leftovers(home)?;
+        }
+    }
+    let journal = Journal::open_with_id(&home.store(), keep_id.as_deref())?;
+    home.secure_journal();
 
     let local = LocalProvider::new(LocalConfig::new(home.attempts(), opts.shim.clone()));
     let local_def = match local.inventory().await {
@@ -151,12 +173,23 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     let mut core = Core::new(store_id.clone(), fleet.clone(), opts.core.clone());
     let since = crate::engine::model::Millis(now.0 - 7 * 24 * 3600 * 1000);
     let rec = journal.load_live(HealthWindow { since, limit: 100_000 })?;
+    let max_id = rec.max_workload_id.map_or(0, |w| w.0);
+    let id_floor = home.max_workload_on_disk();
+    if id_floor > max_id {
+        notices.push(format!(
+            "the journal knows workloads up to w-{max_id}, but this store has logs or artifacts up to \
+             w-{id_floor}: the journal was restored from an older copy or lost its last commits. Their \
+             history is gone from the journal; new workloads start at w-{}, so none shares their logs",
+            id_floor + 1
+        ));
+    }
     let restored = core.restore(
         Restore {
             workloads: rec.workloads,
             attempts: rec.attempts,
             health: rec.health,
-            max_id: rec.max_workload_id.map_or(0, |w| w.0),
+            max_id,
+            id_floor,
             intents: rec.intents,
         },
         now,
@@ -176,7 +209,48 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
                 return Err(e.into());
             }
         };
-    Ok(Running { handle, task, fleet, store_id, serving })
+    for n in &notices {
+        tracing::warn!("{n}");
+    }
+    Ok(Running { handle, task, fleet, store_id, serving, notices })
+}
+
+/// A store whose journal is missing or empty but which holds what an old
+/// journal's workloads left (attempt directories, logs, artifacts) is not
+/// started over silently: a new store there would sit next to live
+/// attempts it cannot account for.
+fn refuse_over_leftovers(home: &Home) -> Result<(), AppError> {
+    let left = home.leftovers();
+    if left.is_empty() {
+        return Ok(());
+    }
+    let list = |v: &[String]| {
+        let mut s = v.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        if v.len() > 5 {
+            s.push_str(&format!(" and {} more", v.len() - 5));
+        }
+        s
+    };
+    let mut found = Vec::new();
+    if !left.attempts.is_empty() {
+        found.push(format!("{} attempt directories ({})", left.attempts.len(), list(&left.attempts)));
+    }
+    if !left.workloads.is_empty() {
+        found.push(format!(
+            "logs or artifacts of {} workloads ({})",
+            left.workloads.len(),
+            list(&left.workloads)
+        ));
+    }
+    Err(AppError::Setup(format!(
+        "{} is missing or empty, but the store {} holds {}: starting would begin a new store beside them. \
+         If the journal was moved or deleted by mistake, put it back (canopy.db, and canopy.db-wal if there \
+         was one). To start a new journal here anyway, run `canopy serve --new-journal`: attempts still \
+         running are left alone and listed by `canopy fleet`, and new workload ids start above the old ones.",
+        home.store().display(),
+        home.root().display(),
+        found.join(" and ")
+    )))
 }
 
 /// The real engines `canopy.toml` names, each with the fleet entry built

@@ -5,7 +5,7 @@
 
 mod common;
 
-use canopy::engine::core::{Action, Core, CoreConfig, Event, Reply, Restore};
+use canopy::engine::core::{Action, Core, CoreConfig, Event, OutputsResult, Reply, Restore};
 use canopy::engine::model::*;
 use canopy::failure::{FailureClass, ProviderEnd};
 use canopy::fleet::Fleet;
@@ -264,6 +264,7 @@ fn restart_replays_live_state_without_relaunching_running_work() {
             attempts: attempts.into_values().collect(),
             health,
             max_id: 3,
+            id_floor: 0,
             intents: vec![],
         },
         now,
@@ -378,7 +379,7 @@ fn an_operator_lifts_a_quarantine_and_the_lift_survives_a_restart() {
     assert!(health.last().is_some_and(|h| h.lift && h.node == "s1"), "the lift is journalled: {health:?}");
     let mut restarted = Core::new("st0001", fleet(), CoreConfig::default());
     restarted.restore(
-        Restore { workloads: vec![], attempts: vec![], health, max_id: 10, intents: vec![] },
+        Restore { workloads: vec![], attempts: vec![], health, max_id: 10, id_floor: 0, intents: vec![] },
         Millis(w.now),
     );
     assert!(!restarted.health().node("s1", Millis(w.now)).quarantined);
@@ -413,4 +414,62 @@ fn infrastructure_failures_do_not_spend_the_workloads_attempts() {
     assert_eq!(w.state(id), WorkloadState::Failed);
     let retry = w.events(id, EventKind::Retry);
     assert!(retry[2].contains("retry.max-attempts"), "{retry:?}");
+}
+
+/// Every stop Canopy decides or is asked for is journalled with its
+/// reason the moment it is decided, and a restarted core carries it out
+/// with that outcome: a cancel stays a cancel (nothing relaunches), a
+/// max-runtime stop is class timeout — never "terminated before a restart".
+#[test]
+fn a_stop_under_way_is_finished_after_a_restart_with_its_own_outcome() {
+    let mut w = World::new(fleet());
+    let cancelled = w.submit("");
+    let timed_out = w.submit("[constraints]\nmax_runtime = \"1m\"");
+    let (a_c, _) = w.last_launch(cancelled);
+    let (a_t, _) = w.last_launch(timed_out);
+    for a in [a_c, a_t] {
+        w.ack(a);
+        w.run(a);
+    }
+    w.send(Event::Cancel { request: 900, id: cancelled });
+    w.advance(61.0);
+    assert!(w.terminated(a_c) && w.terminated(a_t));
+    assert_eq!(w.attempt(a_c).stop, Some(ProviderEnd::Cancelled));
+    assert_eq!(w.attempt(a_t).stop, Some(ProviderEnd::MaxRuntimeReached));
+
+    // The engine dies before either stop is confirmed.
+    let restore = Restore {
+        workloads: vec![w.workload(cancelled), w.workload(timed_out)],
+        attempts: vec![w.attempt(a_c), w.attempt(a_t)],
+        health: vec![],
+        max_id: 2,
+        id_floor: 0,
+        intents: vec![],
+    };
+    let mut core = Core::new("st0001", fleet(), CoreConfig::default());
+    let now = Millis(w.now + 1000);
+    let out = core.restore(restore, now);
+    let stopping: Vec<AttemptId> = out
+        .iter()
+        .filter_map(|a| if let Action::Terminate { attempt, .. } = a { Some(*attempt) } else { None })
+        .collect();
+    assert_eq!(stopping, vec![a_c, a_t], "both stops resume at once");
+    assert!(!out.iter().any(|a| matches!(a, Action::Launch { .. })), "nothing relaunches");
+    let mut finals = std::collections::HashMap::new();
+    for (a, end) in [(a_c, ProviderEnd::Signaled { signal: 15 }), (a_t, ProviderEnd::Signaled { signal: 9 })]
+    {
+        core.handle(Event::Terminated { attempt: a, result: Ok(()) }, now);
+        let out = core.handle(
+            Event::Collected { attempt: a, end, log_tail: vec![], outputs: OutputsResult::Skipped },
+            now,
+        );
+        assert!(!out.iter().any(|x| matches!(x, Action::Launch { .. })), "no retry after a stop");
+        for x in out {
+            if let Action::Record(Record::Workload(r)) = x {
+                finals.insert(r.id, (r.state, r.class));
+            }
+        }
+    }
+    assert_eq!(finals[&cancelled], (WorkloadState::Cancelled, Some(FailureClass::Cancelled)));
+    assert_eq!(finals[&timed_out], (WorkloadState::Failed, Some(FailureClass::Timeout)));
 }

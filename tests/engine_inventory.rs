@@ -206,7 +206,14 @@ fn an_operators_cordon_is_journalled_kept_through_a_restart_and_a_refresh_and_la
     // A restart: a new core from the journal's intents.
     let mut core = Core::new("st1", fleet(vec![node("n1", NodeState::Ready, 0)]), CoreConfig::default());
     core.restore(
-        Restore { workloads: vec![], attempts: vec![], health: vec![], max_id: 0, intents: vec![intent] },
+        Restore {
+            workloads: vec![],
+            attempts: vec![],
+            health: vec![],
+            max_id: 0,
+            id_floor: 0,
+            intents: vec![intent],
+        },
         Millis(T0 + 1000),
     );
     assert_eq!(state(&core, "n1"), NodeState::Cordoned, "the cordon survives the restart");

@@ -391,3 +391,185 @@ fn a_retry_is_asked_once_and_links_both_ways() {
     assert!(cli.ok(&["events", &retry.to_string()]).contains(&format!("retry of {id}")));
     engine.stop();
 }
+
+impl Engine {
+    /// SIGKILL: the engine dies with whatever it had in flight.
+    fn kill(mut self) {
+        let mut child = self.child.take().unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+/// Whether the process `pid` still runs (a zombie does not).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_cancel_is_kept_when_the_engine_dies_before_the_stop_is_confirmed() {
+    let s = setup();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    let marker = s.scratch.join("ran");
+    // Each ignores SIGTERM, so the stop is still waiting out its grace
+    // when the engine dies; each records that it ran and its pid.
+    let ids: Vec<(WorkloadId, PathBuf)> = (0..3)
+        .map(|i| {
+            let pid = s.scratch.join(format!("stubborn-{i}.pid"));
+            let script = format!(
+                "trap '' TERM; echo stubborn-{i} >> {}; echo $$ > {p}.tmp && mv {p}.tmp {p}; sleep 120",
+                marker.display(),
+                p = pid.display()
+            );
+            let extra = "[runtime]\nstop_grace = \"3s\"\n";
+            let path = spec(&s.specs, &format!("stubborn-{i}"), &script, "");
+            // `[runtime]` is written by `spec`; add the grace to it.
+            let text = std::fs::read_to_string(&path).unwrap().replace("[runtime]\n", extra);
+            std::fs::write(&path, text).unwrap();
+            (cli.submit(&path), pid)
+        })
+        .collect();
+    for (id, pid) in &ids {
+        cli.wait_state(*id, |s| s == WorkloadState::Running);
+        wait_for("the workload to write its pid", || pid.exists());
+    }
+    for (id, _) in &ids {
+        let said = cli.ok(&["cancel", &id.to_string(), "--reason", "wrong dataset"]);
+        assert!(said.contains("terminating"), "{said}");
+    }
+    // Accepted means journalled: the engine dies before any stop is done.
+    engine.kill();
+
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    for (id, pid) in &ids {
+        let w = cli.wait_final(*id);
+        assert_eq!(w.state, WorkloadState::Cancelled, "{w:?}");
+        let (_, attempts) = cli.status(*id);
+        assert_eq!(attempts.len(), 1, "a cancelled workload never runs again: {attempts:?}");
+        assert_eq!(attempts[0].state, AttemptState::Cancelled, "{attempts:?}");
+        let pid: i32 = std::fs::read_to_string(pid).unwrap().trim().parse().unwrap();
+        wait_for("the stubborn workload to be killed", || !alive(pid));
+    }
+    let ran = std::fs::read_to_string(&marker).unwrap();
+    for i in 0..3 {
+        assert_eq!(ran.matches(&format!("stubborn-{i}\n")).count(), 1, "ran twice: {ran}");
+    }
+    engine.stop();
+}
+
+#[test]
+fn a_journal_restored_from_an_older_copy_never_hands_new_work_an_old_attempt() {
+    let s = setup();
+    let cli = Cli::new(&s.store);
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let first = cli.submit(&spec(&s.specs, "first", "echo first", ""));
+    assert_eq!(cli.wait_final(first).state, WorkloadState::Succeeded);
+    engine.stop();
+    // The backup an operator will restore: the journal as of now.
+    let backup = s.scratch.join("backup");
+    std::fs::create_dir_all(&backup).unwrap();
+    for f in ["canopy.db", "canopy.db-wal"] {
+        if s.store.join(f).exists() {
+            std::fs::copy(s.store.join(f), backup.join(f)).unwrap();
+        }
+    }
+
+    // Work the backup will not know: still running when the journal rolls back.
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let old_pid = s.scratch.join("old.pid");
+    let script =
+        format!("echo $$ > {p}.tmp && mv {p}.tmp {p}; echo old-output; sleep 120", p = old_pid.display());
+    let lost = cli.submit(&spec(&s.specs, "lost", &script, ""));
+    cli.wait_state(lost, |s| s == WorkloadState::Running);
+    wait_for("the old workload's pid", || old_pid.exists());
+    engine.stop();
+    for f in ["canopy.db", "canopy.db-wal", "canopy.db-shm"] {
+        let _ = std::fs::remove_file(s.store.join(f));
+        if backup.join(f).exists() {
+            std::fs::copy(backup.join(f), s.store.join(f)).unwrap();
+        }
+    }
+
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let stderr = engine.stderr();
+    assert!(stderr.contains("restored from an older copy"), "{stderr}");
+    let marker = s.scratch.join("new-ran");
+    let fresh =
+        cli.submit(&spec(&s.specs, "fresh", &format!("echo fresh-output; touch {}", marker.display()), ""));
+    assert_ne!(fresh, lost, "a new workload never takes an id whose logs exist");
+    assert_eq!(cli.wait_final(fresh).state, WorkloadState::Succeeded);
+    assert!(marker.exists(), "the new workload's own command ran");
+    let logs = cli.ok(&["logs", &fresh.to_string()]);
+    assert!(logs.contains("fresh-output") && !logs.contains("old-output"), "{logs}");
+    // The old attempt is left alone, and the store says it does not know it.
+    let pid: i32 = std::fs::read_to_string(&old_pid).unwrap().trim().parse().unwrap();
+    assert!(alive(pid), "Canopy stopped work its journal does not know");
+    wait_for("the unknown attempt to be listed", || {
+        let fleet = cli.ok(&["fleet"]);
+        fleet.contains("unknown to the journal") && fleet.contains(&format!("-w{}-a1", lost.0))
+    });
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    engine.stop();
+}
+
+#[test]
+fn a_lost_journal_is_not_started_over_silently_and_the_store_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = setup();
+    let cli = Cli::new(&s.store);
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let id = cli.submit(&spec(&s.specs, "one", "echo one", ""));
+    assert_eq!(cli.wait_final(id).state, WorkloadState::Succeeded);
+    engine.stop();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&s.store), 0o700, "the store is private to its owner");
+    assert_eq!(mode(&s.store.join("canopy.db")), 0o600);
+
+    // The journal is truncated to nothing: the engine refuses, says what
+    // it found and what to do.
+    for f in ["canopy.db-wal", "canopy.db-shm"] {
+        let _ = std::fs::remove_file(s.store.join(f));
+    }
+    std::fs::write(s.store.join("canopy.db"), b"").unwrap();
+    let out = Command::new(BIN).arg("--store").arg(&s.store).args(["serve", "--no-faults"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("missing or empty") && err.contains("--new-journal") && err.contains("w-1"),
+        "{err}"
+    );
+
+    // Asked explicitly, it starts over; new ids start above the old ones.
+    let n = std::fs::read_dir(&s.scratch).unwrap().count();
+    let mut child = Command::new(BIN)
+        .arg("--store")
+        .arg(&s.store)
+        .args(["serve", "--no-faults", "--new-journal"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(s.scratch.join(format!("engine-{n}.stderr"))).unwrap())
+        .spawn()
+        .unwrap();
+    let path = s.scratch.join(format!("engine-{n}.stderr"));
+    wait_for("the engine to start", || {
+        std::fs::read_to_string(&path).unwrap_or_default().contains("canopy serve: store")
+    });
+    let next = cli.submit(&spec(&s.specs, "two", "echo two", ""));
+    assert!(next.0 > id.0, "{next} reuses the id of old work");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap();
+
+    // A store someone opened up is flagged on start.
+    std::fs::set_permissions(&s.store, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    assert!(engine.stderr().contains("readable by other users"), "{}", engine.stderr());
+    engine.stop();
+}

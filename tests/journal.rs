@@ -61,6 +61,8 @@ fn attempt(w: u64, n: u32, state: AttemptState) -> AttemptRecord {
         evidence: None,
         cost_usd: 0.0,
         provider_ref: None,
+        nonce: String::new(),
+        stop: None,
     }
 }
 
@@ -119,7 +121,10 @@ fn every_record_kind_round_trips() {
     ended.evidence = Some("CUDA out of memory. Tried to allocate 2.00 GiB".into());
     ended.cost_usd = 1.25;
     ended.provider_ref = Some("pid 4242".into());
-    let pending = attempt(7, 2, AttemptState::Placing);
+    ended.nonce = "00ff00ff00ff00ff".into();
+    let mut pending = attempt(7, 2, AttemptState::Terminating);
+    pending.nonce = "0123456789abcdef".into();
+    pending.stop = Some(canopy::failure::ProviderEnd::Cancelled);
     let observations = [health(10, "node-1", Some(FailureClass::Node)), health(11, "node-2", None)];
 
     j.append(&[

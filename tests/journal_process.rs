@@ -92,6 +92,8 @@ fn batch(id: u64) -> Vec<Record> {
         evidence: None,
         cost_usd: 0.0,
         provider_ref: None,
+        nonce: String::new(),
+        stop: None,
     };
     let event = |kind, attempt| {
         Record::Event(EventRecord {

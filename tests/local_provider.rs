@@ -43,7 +43,7 @@ fn request(root: &Path, workload: u64, spec: Spec) -> LaunchRequest {
     let attempt = AttemptId { workload: WorkloadId(workload), n: 1 };
     LaunchRequest {
         attempt,
-        token: attempt.token(STORE),
+        token: attempt.token(STORE, ""),
         spec: Arc::new(spec),
         pool: "host".into(),
         node: "localhost".into(),
@@ -482,7 +482,7 @@ async fn list_owned_reports_only_this_stores_attempts() {
     let p = provider(t.path());
     let mine = [request(t.path(), 1, cmd(&["true"])), request(t.path(), 2, cmd(&["true"]))];
     let mut theirs = request(t.path(), 1, cmd(&["true"]));
-    theirs.token = theirs.attempt.token("other");
+    theirs.token = theirs.attempt.token("other", "");
     for r in mine.iter().chain([&theirs]) {
         run(&p, r).await;
     }

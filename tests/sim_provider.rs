@@ -99,7 +99,7 @@ impl World {
         let attempt = AttemptId { workload: WorkloadId(w), n: 1 };
         LaunchRequest {
             attempt,
-            token: attempt.token(store),
+            token: attempt.token(store, ""),
             spec: Arc::new(spec),
             pool: pool.into(),
             node: node.into(),

@@ -35,6 +35,12 @@ pub struct ServeArgs {
     /// Allow --listen on a non-loopback address without TLS.
     #[arg(long)]
     pub insecure_listen: bool,
+    /// Start a new journal although the store holds attempts, logs or
+    /// artifacts of a lost one (the engine refuses otherwise). The old
+    /// attempts are left alone and listed by `canopy fleet`; new workload
+    /// ids start above theirs.
+    #[arg(long)]
+    pub new_journal: bool,
     /// Batches an event-stream client may fall behind before it is told
     /// to reload.
     #[arg(long, default_value_t = 1024, hide = true)]
@@ -55,6 +61,7 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
         if let Some(s) = args.seed {
             opts.sim.seed = s;
         }
+        opts.new_journal = args.new_journal;
         let tls = args.tls_cert.is_some();
         opts.server = ServerOptions {
             listen: args.listen,
@@ -77,6 +84,9 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
             running.fleet.nodes.len(),
             running.serving.socket.display(),
         );
+        for n in &running.notices {
+            eprintln!("canopy serve: warning: {n}");
+        }
         let stopped = tokio::select! {
             _ = tokio::signal::ctrl_c() => None,
             _ = term.recv() => None,

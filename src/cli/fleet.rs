@@ -115,6 +115,7 @@ pub fn accelerator_label(fleet: &Fleet, pool: PoolIdx) -> String {
 pub fn run(
     fleet: &Fleet,
     intents: &BTreeMap<String, NodeIntent>,
+    unknown: &BTreeMap<String, String>,
     with_nodes: bool,
     wide: bool,
     json: bool,
@@ -205,6 +206,20 @@ pub fn run(
         println!("Held by operators:");
         for i in intents.values() {
             println!("  {} {}", i.node, describe(i));
+        }
+    }
+    if !unknown.is_empty() {
+        println!(
+            "Running at providers but unknown to the journal ({}; Canopy leaves them alone, stop them at their \
+             provider if unwanted):",
+            unknown.len()
+        );
+        for (token, provider) in unknown {
+            println!(
+                "  {} at {}",
+                canopy::console::app::sanitize(token),
+                canopy::console::app::sanitize(provider)
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -110,10 +110,14 @@ impl StoreArgs {
 
 /// Sends Canopy's own logs to `<home>/canopy.log`, never the terminal.
 pub fn log_to_file(home: &Home) -> Result<()> {
-    std::fs::create_dir_all(home.root()).wrap_err_with(|| format!("creating {}", home.root().display()))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Private from the start (0700); an engine that starts says when an
+    // existing store is more open.
+    home.prepare().wrap_err_with(|| format!("creating {}", home.root().display()))?;
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(home.log_file())
         .wrap_err_with(|| format!("opening {}", home.log_file().display()))?;
     let filter = tracing_subscriber::EnvFilter::try_from_env("CANOPY_LOG")
@@ -283,10 +287,24 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         None => console::run(&cli.store, &cli.console),
         Some(Command::Fleet { fleet, nodes, wide, json }) => match fleet.fleet {
-            Some(path) => fleet::run(&load_fleet(Some(&path))?, &Default::default(), nodes, wide, json),
+            Some(path) => fleet::run(
+                &load_fleet(Some(&path))?,
+                &Default::default(),
+                &Default::default(),
+                nodes,
+                wide,
+                json,
+            ),
             None => match live_fleet(&cli.store)? {
-                Some(s) => fleet::run(&s.fleet, &s.intents, nodes, wide, json),
-                None => fleet::run(&load_fleet(None)?, &Default::default(), nodes, wide, json),
+                Some(s) => fleet::run(&s.fleet, &s.intents, &s.unknown_attempts, nodes, wide, json),
+                None => fleet::run(
+                    &load_fleet(None)?,
+                    &Default::default(),
+                    &Default::default(),
+                    nodes,
+                    wide,
+                    json,
+                ),
             },
         },
         Some(Command::Plan { spec, fleet, json }) => {

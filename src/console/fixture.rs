@@ -84,6 +84,8 @@ pub fn model(fleet: Fleet, n: usize) -> Model {
                     }),
                     cost_usd: 0.25,
                     provider_ref: None,
+                    nonce: String::new(),
+                    stop: None,
                 });
             }
         }

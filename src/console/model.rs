@@ -89,6 +89,7 @@ impl Model {
             blocked: 0,
             unreachable: BTreeMap::new(),
             intents: BTreeMap::new(),
+            unknown_attempts: BTreeMap::new(),
         }));
         m
     }

@@ -37,6 +37,10 @@ pub struct FleetStatus {
     /// Operators' standing cordons and drains: who, when, why, until.
     #[serde(default)]
     pub intents: BTreeMap<String, NodeIntent>,
+    /// Attempts providers run under this store's tokens that the journal
+    /// has no record of (token → provider): Canopy leaves them alone.
+    #[serde(default)]
+    pub unknown_attempts: BTreeMap<String, String>,
 }
 
 impl FleetStatus {
@@ -51,6 +55,7 @@ impl FleetStatus {
             blocked: core.blocked_count(),
             unreachable,
             intents: core.intents().clone(),
+            unknown_attempts: core.unknown_attempts().clone(),
         }
     }
 }

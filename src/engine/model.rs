@@ -5,7 +5,7 @@
 //! stores them; the console and CLI read them back. Records carry names,
 //! never secret values: a spec lists secret *names* only.
 
-use crate::failure::FailureClass;
+use crate::failure::{FailureClass, ProviderEnd};
 use crate::spec::Spec;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -86,19 +86,41 @@ pub struct AttemptId {
 }
 
 impl AttemptId {
-    /// The token handed to providers: unique across stores (it carries the
-    /// store id), stable across retries of the same launch, so a provider
-    /// that already has it adopts rather than launches twice.
-    pub fn token(&self, store_id: &str) -> String {
-        format!("canopy-{store_id}-w{}-a{}", self.workload.0, self.n)
+    /// The token handed to providers: `canopy-<store>-w<N>-a<M>-<nonce>`.
+    /// The prefix says whose attempt it is (adapters parse it back); the
+    /// nonce, 64 random bits drawn when the attempt is placed, makes it
+    /// unique across the life of the store and across stores sharing a
+    /// cluster, so a journal restored from an older copy can never hand
+    /// out a token some earlier attempt already used. Attempts placed
+    /// before nonces existed have an empty one and keep their old token.
+    /// The token is stable across re-sends of the same launch, so a
+    /// provider that already has it adopts rather than launches twice.
+    pub fn token(&self, store_id: &str, nonce: &str) -> String {
+        if nonce.is_empty() {
+            format!("canopy-{store_id}-w{}-a{}", self.workload.0, self.n)
+        } else {
+            format!("canopy-{store_id}-w{}-a{}-{nonce}", self.workload.0, self.n)
+        }
     }
 
     /// Inverse of [`AttemptId::token`] for this store; `None` for anything
-    /// that is not this store's.
+    /// that is not this store's. Reads both forms (with and without a
+    /// nonce).
     pub fn from_token(token: &str, store_id: &str) -> Option<AttemptId> {
+        Self::parse_token(token, store_id).map(|(a, _)| a)
+    }
+
+    /// The attempt and the nonce (empty for old-style tokens) a token of
+    /// this store carries.
+    pub fn parse_token<'t>(token: &'t str, store_id: &str) -> Option<(AttemptId, &'t str)> {
         let rest = token.strip_prefix("canopy-")?.strip_prefix(store_id)?.strip_prefix("-w")?;
-        let (w, a) = rest.split_once("-a")?;
-        Some(AttemptId { workload: WorkloadId(w.parse().ok()?), n: a.parse().ok()? })
+        let (w, rest) = rest.split_once("-a")?;
+        let (a, nonce) = rest.split_once('-').unwrap_or((rest, ""));
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(w) || !digits(a) || !nonce.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        Some((AttemptId { workload: WorkloadId(w.parse().ok()?), n: a.parse().ok()? }, nonce))
     }
 }
 
@@ -265,6 +287,22 @@ pub struct AttemptRecord {
     pub cost_usd: f64,
     /// The provider's own handle (job id, pid, instance id), once known.
     pub provider_ref: Option<String>,
+    /// The random part of the attempt's token (see [`AttemptId::token`]);
+    /// empty for attempts from before nonces.
+    #[serde(default)]
+    pub nonce: String,
+    /// Why Canopy is stopping it, once Canopy decided or was asked to: the
+    /// stop is durable from that moment and is carried out (with this
+    /// outcome) after any restart.
+    #[serde(default)]
+    pub stop: Option<ProviderEnd>,
+}
+
+impl AttemptRecord {
+    /// The token the attempt's provider knows it by.
+    pub fn token(&self, store_id: &str) -> String {
+        self.id.token(store_id, &self.nonce)
+    }
 }
 
 /// What an event is about; events are append-only.
@@ -414,9 +452,14 @@ mod tests {
     #[test]
     fn attempt_tokens_round_trip_and_are_store_scoped() {
         let a = AttemptId { workload: WorkloadId(17), n: 2 };
-        let t = a.token("3f9a1c");
+        let t = a.token("3f9a1c", "");
         assert_eq!(t, "canopy-3f9a1c-w17-a2");
         assert_eq!(AttemptId::from_token(&t, "3f9a1c"), Some(a));
+        let t = a.token("3f9a1c", "00ff00ff00ff00ff");
+        assert_eq!(t, "canopy-3f9a1c-w17-a2-00ff00ff00ff00ff");
+        assert_eq!(AttemptId::parse_token(&t, "3f9a1c"), Some((a, "00ff00ff00ff00ff")));
+        assert_eq!(AttemptId::from_token("canopy-3f9a1c-w17-a2-zz", "3f9a1c"), None);
+        assert_eq!(AttemptId::from_token("canopy-3f9a1c-w1x-a2", "3f9a1c"), None);
         assert_eq!(AttemptId::from_token(&t, "000000"), None);
         assert_eq!(AttemptId::from_token("someone-elses-job", "3f9a1c"), None);
         assert_eq!(a.to_string(), "w-17.2");

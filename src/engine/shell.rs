@@ -224,9 +224,22 @@ impl Shell {
             }
             self.resolve_commands(&mut events).await?;
             let mut actions = Vec::new();
+            let unknown = self.core.unknown_attempts().len();
             for ev in events {
                 let now = self.clock.now();
                 actions.extend(self.core.handle(ev, now));
+            }
+            if self.core.unknown_attempts().len() != unknown {
+                self.status_dirty = true;
+                let list: Vec<String> =
+                    self.core.unknown_attempts().iter().map(|(t, p)| format!("{t} at {p}")).collect();
+                tracing::error!(
+                    "providers run {} attempt(s) under this store's tokens that the journal has no record of \
+                     (it was restored from an older copy, lost its last commits, or was started over): {}. \
+                     Canopy leaves them alone; stop them at their provider if they are not wanted",
+                    list.len(),
+                    list.join(", ")
+                );
             }
             self.perform(actions).await?;
             self.run_queries().await?;
@@ -530,13 +543,15 @@ impl Shell {
         for a in effects {
             match a {
                 Action::Record(_) | Action::Reply { .. } => {}
-                Action::Launch { attempt, provider, pool, node, spec } => {
+                Action::Launch { attempt, provider, token, pool, node, spec } => {
                     self.specs.insert(attempt.workload, spec.clone());
-                    self.spawn_launch(attempt, provider, pool, node, spec);
+                    self.spawn_launch(attempt, provider, token, pool, node, spec);
                 }
-                Action::Terminate { attempt, provider } => self.spawn_terminate(attempt, provider),
-                Action::Collect { attempt, provider, end, outputs } => {
-                    self.spawn_collect(attempt, provider, end, outputs)
+                Action::Terminate { attempt, provider, token } => {
+                    self.spawn_terminate(attempt, provider, token)
+                }
+                Action::Collect { attempt, provider, token, end, outputs } => {
+                    self.spawn_collect(attempt, provider, token, end, outputs)
                 }
             }
         }
@@ -551,16 +566,17 @@ impl Shell {
         let _ = tx.send(Msg::Event(e));
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn spawn_launch(
         &self,
         attempt: AttemptId,
         provider: String,
+        token: String,
         pool: String,
         node: String,
         spec: Arc<Spec>,
     ) {
         let tx = self.tx.clone();
-        let token = attempt.token(self.core.store_id());
         let artifact_dir =
             self.config.artifacts.join(attempt.workload.to_string()).join(attempt.n.to_string());
         let timeout = self.config.call_timeout;
@@ -585,10 +601,16 @@ impl Shell {
         });
     }
 
-    fn spawn_terminate(&self, attempt: AttemptId, provider: String) {
+    fn spawn_terminate(&self, attempt: AttemptId, provider: String, token: String) {
         let tx = self.tx.clone();
-        let token = attempt.token(self.core.store_id());
-        let timeout = self.config.call_timeout;
+        // A stop may wait the workload's grace before it SIGKILLs.
+        let grace = self
+            .specs
+            .get(&attempt.workload)
+            .map(|s| s.runtime.stop_grace())
+            .or_else(|| self.core.workload(attempt.workload).map(|w| w.spec.runtime.stop_grace()))
+            .unwrap_or(crate::spec::Runtime::DEFAULT_STOP_GRACE);
+        let timeout = self.config.call_timeout + grace;
         let Some(p) = self.provider(&provider) else {
             let result = Err(format!("no adapter is configured for provider {provider:?}"));
             return Self::send(&tx, Event::Terminated { attempt, result });
@@ -617,12 +639,11 @@ impl Shell {
     }
 
     fn spawn_polls(&mut self) {
-        for (attempt, provider) in self.core.live_attempts() {
+        for (attempt, provider, token) in self.core.live_attempts() {
             if !self.polling.insert(attempt) {
                 continue;
             }
             let tx = self.tx.clone();
-            let token = attempt.token(self.core.store_id());
             let timeout = self.config.call_timeout;
             let Some(p) = self.provider(&provider) else {
                 self.polling.remove(&attempt);
@@ -675,9 +696,15 @@ impl Shell {
         });
     }
 
-    fn spawn_collect(&mut self, attempt: AttemptId, provider: String, end: ProviderEnd, outputs: bool) {
+    fn spawn_collect(
+        &mut self,
+        attempt: AttemptId,
+        provider: String,
+        token: String,
+        end: ProviderEnd,
+        outputs: bool,
+    ) {
         let tx = self.tx.clone();
-        let token = attempt.token(self.core.store_id());
         let tail_lines = self.config.tail_lines;
         let spec = self
             .specs

@@ -54,6 +54,19 @@ pub(super) fn json<T: DeserializeOwned>(row: &rusqlite::Row<'_>, i: usize) -> ru
     serde_json::from_str(s).map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, Type::Text, e.into()))
 }
 
+/// A nullable JSON column.
+pub(super) fn opt_json<T: DeserializeOwned>(
+    row: &rusqlite::Row<'_>,
+    i: usize,
+) -> rusqlite::Result<Option<T>> {
+    match row.get_ref(i)?.as_str_or_null()? {
+        None => Ok(None),
+        Some(s) => serde_json::from_str(s)
+            .map(Some)
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, Type::Text, e.into())),
+    }
+}
+
 pub(super) fn parse_name<T: DeserializeOwned>(s: &str) -> Result<T, ValueError> {
     T::deserialize(StrDeserializer::<ValueError>::new(s))
 }

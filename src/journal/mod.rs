@@ -62,25 +62,31 @@ impl Journal {
     /// missing, and migrates it to this Canopy's schema. Readers and the
     /// owning engine both use this; ownership is [`acquire_owner`]'s job.
     pub fn open(path: &Path) -> Result<Journal, JournalError> {
+        Self::open_with_id(path, None)
+    }
+
+    /// Opens the journal at `path`; when it creates the store, the store
+    /// takes `new_id` (6 hex digits) instead of a random id.
+    pub fn open_with_id(path: &Path, new_id: Option<&str>) -> Result<Journal, JournalError> {
         let store = path.display().to_string();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|source| JournalError::CreateDir { path: dir.to_path_buf(), source })?;
         }
         let conn = Connection::open(path).map_err(|source| JournalError::open(&store, source))?;
-        Self::start(conn, store)
+        Self::start(conn, store, new_id)
     }
 
     /// A private store that lives as long as the handle; for tests.
     pub fn open_in_memory() -> Result<Journal, JournalError> {
         let store = ":memory:".to_string();
         let conn = Connection::open_in_memory().map_err(|source| JournalError::open(&store, source))?;
-        Self::start(conn, store)
+        Self::start(conn, store, None)
     }
 
-    fn start(mut conn: Connection, store: String) -> Result<Journal, JournalError> {
+    fn start(mut conn: Connection, store: String, new_id: Option<&str>) -> Result<Journal, JournalError> {
         schema::configure(&conn, &store)?;
-        let store_id = schema::migrate(&mut conn, &store)?;
+        let store_id = schema::migrate(&mut conn, &store, new_id)?;
         Ok(Journal { conn, store, store_id })
     }
 

@@ -1,7 +1,7 @@
 //! Reading the store back: recovery for the engine, queries for the CLI
 //! and a second console. Readers never take the write lock.
 
-use super::codec::{id_from_sql, id_to_sql, json, millis, name, opt_millis, opt_name};
+use super::codec::{id_from_sql, id_to_sql, json, millis, name, opt_json, opt_millis, opt_name};
 use super::{Journal, JournalError, failed};
 use crate::engine::model::{
     AttemptId, AttemptRecord, EventRecord, HealthObservation, Millis, NodeIntent, WorkloadId, WorkloadRecord,
@@ -60,7 +60,7 @@ const WORKLOAD_COLUMNS: &str = "id, name, state, priority, submitted_at, updated
 
 const ATTEMPT_COLUMNS: &str = "workload, n, provider, pool, node, region, state, price_per_hour, est_cost_usd, \
      gpus, gpu_memory_gb, score, score_breakdown, placed_at, started_at, ended_at, exit_code, class, rule, \
-     evidence, cost_usd, provider_ref";
+     evidence, cost_usd, provider_ref, nonce, stop";
 
 const EVENT_COLUMNS: &str = "seq, at, workload, attempt, kind, message";
 
@@ -320,6 +320,8 @@ fn attempt_row(r: &Row<'_>) -> rusqlite::Result<AttemptRecord> {
         evidence: r.get(19)?,
         cost_usd: r.get(20)?,
         provider_ref: r.get(21)?,
+        nonce: r.get(22)?,
+        stop: opt_json(r, 23)?,
     })
 }
 

@@ -165,6 +165,13 @@ const MIGRATIONS: &[&str] = &[
         until  INTEGER
     ) WITHOUT ROWID;
     ",
+    // 6: each attempt's token nonce (unique tokens across the store's
+    // life), and why Canopy is stopping it (JSON of the provider end the
+    // stop will be recorded as), so a stop survives a restart.
+    "
+    ALTER TABLE attempts ADD COLUMN nonce TEXT NOT NULL DEFAULT '';
+    ALTER TABLE attempts ADD COLUMN stop TEXT;
+    ",
 ];
 
 /// Per-connection settings.
@@ -195,7 +202,13 @@ pub(super) fn configure(conn: &Connection, store: &str) -> Result<(), JournalErr
 /// Brings the store to [`SCHEMA_VERSION`] and returns its store id.
 /// Safe against two processes opening a new store at once: the check is
 /// repeated under the write lock.
-pub(super) fn migrate(conn: &mut Connection, store: &str) -> Result<String, JournalError> {
+/// `new_id`: the id a store created now takes (a journal started over
+/// next to an old one's attempts keeps their id); a random one when `None`.
+pub(super) fn migrate(
+    conn: &mut Connection,
+    store: &str,
+    new_id: Option<&str>,
+) -> Result<String, JournalError> {
     // Fast path, no write lock: readers open an up-to-date store often.
     if let (Some(version), Some(id)) = read_meta(conn, store)?
         && version == SCHEMA_VERSION
@@ -235,8 +248,11 @@ pub(super) fn migrate(conn: &mut Connection, store: &str) -> Result<String, Jour
     let set = "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value";
     tx.execute(set, params!["schema_version", SCHEMA_VERSION])
         .map_err(failed(store, "migrate its schema"))?;
-    tx.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?1)", [new_store_id(store)])
-        .map_err(failed(store, "record its id"))?;
+    tx.execute(
+        "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?1)",
+        [new_id.map_or_else(|| new_store_id(store), str::to_string)],
+    )
+    .map_err(failed(store, "record its id"))?;
     let id = read_meta(&tx, store)?.1;
     tx.commit().map_err(failed(store, "commit its migration"))?;
     id.ok_or_else(|| JournalError::Invalid { what: "the store id".into(), detail: "it was not saved".into() })

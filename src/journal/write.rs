@@ -23,9 +23,9 @@ const UPSERT_WORKLOAD: &str = "
 const UPSERT_ATTEMPT: &str = "
     INSERT INTO attempts (workload, n, provider, pool, node, region, state, price_per_hour,
         est_cost_usd, gpus, gpu_memory_gb, score, score_breakdown, placed_at, started_at, ended_at,
-        exit_code, class, rule, evidence, cost_usd, provider_ref)
+        exit_code, class, rule, evidence, cost_usd, provider_ref, nonce, stop)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-        ?20, ?21, ?22)
+        ?20, ?21, ?22, ?23, ?24)
     ON CONFLICT (workload, n) DO UPDATE SET
         provider = excluded.provider, pool = excluded.pool, node = excluded.node,
         region = excluded.region, state = excluded.state,
@@ -35,7 +35,7 @@ const UPSERT_ATTEMPT: &str = "
         started_at = excluded.started_at, ended_at = excluded.ended_at,
         exit_code = excluded.exit_code, class = excluded.class, rule = excluded.rule,
         evidence = excluded.evidence, cost_usd = excluded.cost_usd,
-        provider_ref = excluded.provider_ref";
+        provider_ref = excluded.provider_ref, nonce = excluded.nonce, stop = excluded.stop";
 
 const INSERT_EVENT: &str =
     "INSERT INTO events (at, workload, attempt, kind, message) VALUES (?1, ?2, ?3, ?4, ?5)";
@@ -232,6 +232,10 @@ fn upsert_workload(tx: &Transaction<'_>, w: &WorkloadRecord, err: Wrap<'_>) -> R
 
 fn upsert_attempt(tx: &Transaction<'_>, a: &AttemptRecord, err: Wrap<'_>) -> Result<(), JournalError> {
     let workload = id_to_sql(a.id.workload)?;
+    let stop = a.stop.as_ref().map(serde_json::to_string).transpose().map_err(|e| JournalError::Invalid {
+        what: format!("the stop reason of {}", a.id),
+        detail: e.to_string(),
+    })?;
     let mut stmt = tx.prepare_cached(UPSERT_ATTEMPT).map_err(err)?;
     stmt.execute(params![
         workload,
@@ -256,6 +260,8 @@ fn upsert_attempt(tx: &Transaction<'_>, a: &AttemptRecord, err: Wrap<'_>) -> Res
         a.evidence,
         a.cost_usd,
         a.provider_ref,
+        a.nonce,
+        stop,
     ])
     .map_err(err)?;
     Ok(())

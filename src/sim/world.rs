@@ -137,6 +137,7 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
     let (mult, _) = faults::node_multipliers(r.seed, &names, r.faults);
     let config = CoreConfig { placement: r.policy, ..CoreConfig::default() };
     let mut core = Core::new("sim000", r.fleet.clone(), config);
+    core.seed_nonces(0x5eed);
     core.set_self_check(check);
     let mut w = World {
         run: r,

@@ -102,6 +102,21 @@ pub struct Runtime {
     /// Values are never stored, logged or shown.
     #[serde(default)]
     pub secrets: Vec<String>,
+    /// How long a stop (cancel, max runtime, cost cap, eviction) waits after
+    /// SIGTERM before it SIGKILLs the workload's processes; 30s when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_grace: Option<HumanDuration>,
+}
+
+impl Runtime {
+    /// Between SIGTERM and SIGKILL when Canopy stops the workload.
+    pub const DEFAULT_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+    /// The longest `stop_grace` a spec may ask for.
+    pub const MAX_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+    pub fn stop_grace(&self) -> std::time::Duration {
+        self.stop_grace.map_or(Self::DEFAULT_STOP_GRACE, |d| d.0)
+    }
 }
 
 /// What the workload needs from one node.

@@ -192,6 +192,15 @@ fn non_empty_entries(
 }
 
 fn constraints(spec: &Spec, f: &mut Findings) {
+    if let Some(g) = spec.runtime.stop_grace
+        && g.0 > crate::spec::Runtime::MAX_STOP_GRACE
+    {
+        f.error(
+            "runtime.stop_grace",
+            format!("`runtime.stop_grace` is {g}, longer than the 1h a stop may wait"),
+            "give the workload at most \"1h\" to exit after SIGTERM",
+        );
+    }
     let c = &spec.constraints;
     if is_zero(&c.max_runtime) {
         f.error(

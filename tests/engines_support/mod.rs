@@ -123,6 +123,7 @@ pub async fn start(root: &Path, toml: &str) -> Running {
         poll_every: Some(Duration::from_millis(250)),
         config: Some(cfg),
         server: canopy::server::ServerOptions::default(),
+        new_journal: false,
     };
     app::start(opts).await.unwrap()
 }

@@ -92,6 +92,7 @@ impl Core {
         let node = c.node_idx;
         let gpu_memory_gb = self.fleet.pool(c.pool_idx).gpu_memory_gb();
         let pool_name = self.fleet.pool(c.pool_idx).name.clone();
+        let nonce = self.next_nonce();
         let Some(e) = self.entries.get_mut(&id) else { return };
         let r = &e.spec.resources;
         let alloc = Free { gpus: r.gpus, cpu_cores: r.cpu_cores, memory_gb: r.memory_gb, disk_gb: r.disk_gb };
@@ -122,6 +123,8 @@ impl Core {
             evidence: None,
             cost_usd: 0.0,
             provider_ref: None,
+            nonce,
+            stop: None,
         });
         self.live_ids.insert(id);
         e.live = Some(Live {
@@ -142,6 +145,7 @@ impl Core {
         e.last_explanation = None;
         let spec = e.spec.clone();
         let idx = e.attempts.len() - 1;
+        let token = e.attempts[idx].token(&self.store_id);
         self.allocate(node, alloc, 1);
         self.save_attempt(id, idx);
         self.save_workload(id, now);
@@ -150,7 +154,14 @@ impl Core {
             c.pool, c.accelerator, c.node, c.hourly_usd, c.score
         );
         self.event(now, id, Some(attempt), EventKind::Placed, msg);
-        self.out.push(Action::Launch { attempt, provider: c.provider, pool: pool_name, node: c.node, spec });
+        self.out.push(Action::Launch {
+            attempt,
+            provider: c.provider,
+            token,
+            pool: pool_name,
+            node: c.node,
+            spec,
+        });
     }
 
     /// Takes (`sign = 1`) or gives back (`sign = -1`) an attempt's share of a node.
@@ -181,6 +192,7 @@ impl Core {
         now: Millis,
     ) {
         let max_resends = self.config.launch_resends;
+        let store_id = self.store_id.clone();
         let Some((e, idx)) = self.live_mut(a) else { return };
         match result {
             Ok(ack) => {
@@ -216,7 +228,8 @@ impl Core {
                         (e.attempts[idx].provider.clone(), e.attempts[idx].node.clone(), e.spec.clone());
                     let pool =
                         e.attempts[idx].pool.split_once('/').map_or(String::new(), |(_, p)| p.to_string());
-                    self.out.push(Action::Launch { attempt: a, provider, pool, node, spec });
+                    let token = e.attempts[idx].token(&store_id);
+                    self.out.push(Action::Launch { attempt: a, provider, token, pool, node, spec });
                 } else {
                     let end = ProviderEnd::LaunchTimeout;
                     self.terminate_live(a.workload, end, now);
@@ -303,6 +316,7 @@ impl Core {
     }
 
     fn request_collect(&mut self, a: AttemptId, end: ProviderEnd) {
+        let store_id = self.store_id.clone();
         let Some((e, idx)) = self.live_mut(a) else { return };
         let Some(live) = e.live.as_mut() else { return };
         if live.collecting {
@@ -311,7 +325,8 @@ impl Core {
         live.collecting = true;
         let outputs = live.terminating.is_none() && end == ProviderEnd::Exited { code: 0 };
         let provider = e.attempts[idx].provider.clone();
-        self.out.push(Action::Collect { attempt: a, provider, end, outputs });
+        let token = e.attempts[idx].token(&store_id);
+        self.out.push(Action::Collect { attempt: a, provider, token, end, outputs });
     }
 
     pub(super) fn on_terminated(&mut self, a: AttemptId, result: Result<(), String>, now: Millis) {
@@ -357,7 +372,10 @@ impl Core {
         if !att.state.is_final() {
             att.state = AttemptState::Terminating;
         }
+        // Durable from here: a restart carries the stop out with this reason.
+        att.stop = Some(reason.clone());
         let provider = att.provider.clone();
+        let token = att.token(&self.store_id);
         self.save_attempt(id, idx);
         self.event(
             now,
@@ -366,7 +384,7 @@ impl Core {
             EventKind::TerminateRequested,
             format!("terminating: {}", describe_end(&reason)),
         );
-        self.out.push(Action::Terminate { attempt: a, provider });
+        self.out.push(Action::Terminate { attempt: a, provider, token });
     }
 
     /// Closes the live attempt with how it ended: classify, observe health,
@@ -608,7 +626,8 @@ impl Core {
             if now.secs_since(sent) >= cfg.terminate_resend_s {
                 live.terminate_sent_at = Some(now);
                 let provider = att.provider.clone();
-                self.out.push(Action::Terminate { attempt: a, provider });
+                let token = att.token(&self.store_id);
+                self.out.push(Action::Terminate { attempt: a, provider, token });
             }
             return;
         }
@@ -645,14 +664,30 @@ impl Core {
 
     /// Terminates provider resources carrying this store's tokens that no
     /// live attempt accounts for (leaks from crashes or lost responses).
+    /// Tokens this store's journal cannot know — a workload id beyond the
+    /// journal's history, or a live attempt's id with another nonce (a
+    /// journal restored from an older copy) — are someone's work the
+    /// journal lost: they are listed ([`Core::unknown_attempts`]), never
+    /// adopted and never stopped by Canopy.
     pub(super) fn on_owned(&mut self, provider: &str, tokens: &[String], now: Millis) {
         for t in tokens {
-            let Some(a) = AttemptId::from_token(t, &self.store_id) else { continue };
-            let ours = self.live_mut(a).is_some();
-            if !ours {
+            let Some((a, nonce)) = AttemptId::parse_token(t, &self.store_id) else { continue };
+            let live = self.live_mut(a).map(|(e, idx)| e.attempts[idx].nonce.clone());
+            let unknown = match &live {
+                Some(n) => n != nonce,
+                // Ids the journal never held and this engine never gave out.
+                None => a.workload.0 > self.journal_max_id && a.workload.0 < self.first_new_id,
+            };
+            if unknown {
+                self.unknown.insert(t.clone(), provider.to_string());
+            } else if live.is_none() {
                 let msg = format!("terminating {t} at {provider}: no live attempt wants it");
                 self.event(now, a.workload, Some(a), EventKind::Reconciled, msg);
-                self.out.push(Action::Terminate { attempt: a, provider: provider.to_string() });
+                self.out.push(Action::Terminate {
+                    attempt: a,
+                    provider: provider.to_string(),
+                    token: t.clone(),
+                });
             }
         }
     }

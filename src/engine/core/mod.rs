@@ -163,6 +163,8 @@ pub enum Action {
     Launch {
         attempt: AttemptId,
         provider: String,
+        /// The attempt's token ([`AttemptRecord::token`]).
+        token: String,
         pool: String,
         node: String,
         spec: Arc<Spec>,
@@ -170,11 +172,13 @@ pub enum Action {
     Terminate {
         attempt: AttemptId,
         provider: String,
+        token: String,
     },
     /// Fetch the log tail (and outputs when `outputs`), then send `Collected`.
     Collect {
         attempt: AttemptId,
         provider: String,
+        token: String,
         end: ProviderEnd,
         outputs: bool,
     },
@@ -336,6 +340,17 @@ pub struct Core {
     /// ([`Core::set_self_check`]); the first mismatch.
     self_check: bool,
     check_failure: Option<String>,
+    /// State of the generator of token nonces (splitmix64), seeded from
+    /// the OS at construction; the simulator seeds it for determinism.
+    nonce_state: u64,
+    /// The largest workload id the journal knew at restore: provider-side
+    /// attempts of higher ids are unknown to this store's history.
+    journal_max_id: u64,
+    /// The first id given out after the restore.
+    first_new_id: u64,
+    /// Provider-side attempts of this store the journal does not know:
+    /// token → provider.
+    unknown: BTreeMap<String, String>,
 }
 
 impl Core {
@@ -364,7 +379,50 @@ impl Core {
             unfit: UnfitCache::new(),
             self_check: false,
             check_failure: None,
+            nonce_state: {
+                let mut b = [0u8; 8];
+                // Without OS randomness, the clock still separates stores
+                // and restarts; never a constant.
+                getrandom::fill(&mut b).unwrap_or_else(|_| {
+                    let t = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64);
+                    b = (t ^ u64::from(std::process::id()).rotate_left(32)).to_le_bytes();
+                });
+                u64::from_le_bytes(b)
+            },
+            journal_max_id: 0,
+            first_new_id: 1,
+            unknown: BTreeMap::new(),
         }
+    }
+
+    /// Makes token nonces a function of `seed` (the simulator's replays
+    /// must be identical run to run).
+    pub fn seed_nonces(&mut self, seed: u64) {
+        self.nonce_state = seed;
+    }
+
+    /// 64 fresh bits for an attempt's token, as 16 hex digits.
+    fn next_nonce(&mut self) -> String {
+        self.nonce_state = self.nonce_state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.nonce_state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        format!("{:016x}", z ^ (z >> 31))
+    }
+
+    /// Attempts carrying this store's tokens that providers still run but
+    /// the journal has no record of (token → provider): left alone, for an
+    /// operator to look at.
+    pub fn unknown_attempts(&self) -> &BTreeMap<String, String> {
+        &self.unknown
+    }
+
+    /// The largest workload id the journal held when the core was
+    /// restored.
+    pub fn journal_max_id(&self) -> u64 {
+        self.journal_max_id
     }
 
     pub fn store_id(&self) -> &str {
@@ -404,13 +462,14 @@ impl Core {
         self.queue.is_blocked(id)
     }
 
-    /// Live attempts with their provider, for the shell's status polling.
-    pub fn live_attempts(&self) -> Vec<(AttemptId, String)> {
+    /// Live attempts with their provider and token, for the shell's
+    /// status polling.
+    pub fn live_attempts(&self) -> Vec<(AttemptId, String, String)> {
         self.live_ids
             .iter()
             .filter_map(|id| self.entries.get(id))
             .filter_map(|e| e.live.as_ref().map(|l| &e.attempts[l.idx]))
-            .map(|a| (a.id, a.provider.clone()))
+            .map(|a| (a.id, a.provider.clone(), a.token(&self.store_id)))
             .collect()
     }
 

@@ -23,6 +23,11 @@ pub struct Restore {
     pub health: Vec<HealthObservation>,
     /// The largest workload id ever assigned in this store.
     pub max_id: u64,
+    /// The largest workload id found outside the journal (the store's log
+    /// and artifact directories): above `max_id` only when the journal
+    /// was restored from an older copy or lost its tail. New ids start
+    /// above both, so no new workload shares an old one's logs.
+    pub id_floor: u64,
     /// Operators' standing cordons and drains.
     pub intents: Vec<NodeIntent>,
 }
@@ -44,7 +49,9 @@ impl Core {
             self.intents.insert(i.node.clone(), i);
         }
         self.drop_snapshot();
-        self.next_id = self.next_id.max(r.max_id + 1);
+        self.journal_max_id = r.max_id;
+        self.next_id = self.next_id.max(r.max_id + 1).max(r.id_floor + 1);
+        self.first_new_id = self.next_id;
         let mut by_workload: HashMap<WorkloadId, Vec<AttemptRecord>> = HashMap::new();
         for a in r.attempts {
             by_workload.entry(a.id.workload).or_default().push(a);
@@ -70,9 +77,18 @@ impl Core {
                     Free { gpus: r.gpus, cpu_cores: r.cpu_cores, memory_gb: r.memory_gb, disk_gb: r.disk_gb };
                 let node = self.fleet.node_by_name(&att.node);
                 let acked = att.state != AttemptState::Placing;
-                let terminating = (att.state == AttemptState::Terminating).then(|| {
-                    crate::failure::ProviderEnd::Unknown { message: "terminated before a restart".into() }
+                // A stop Canopy decided or was asked for is carried out with
+                // its own outcome; stores from before stops were recorded
+                // only know that one was under way.
+                let terminating = att.stop.clone().or_else(|| {
+                    (att.state == AttemptState::Terminating).then(|| crate::failure::ProviderEnd::Unknown {
+                        message: "terminated before a restart".into(),
+                    })
                 });
+                if terminating == Some(crate::failure::ProviderEnd::Cancelled) {
+                    entry.cancel_requested = true;
+                }
+                let stopping = terminating.is_some();
                 if let Some(n) = node {
                     self.allocate(n, alloc, 1);
                 }
@@ -89,11 +105,19 @@ impl Core {
                     terminating,
                     collecting: false,
                 });
-                if !acked {
+                if stopping {
+                    // Resume the stop at once, not a resend period later.
+                    self.out.push(Action::Terminate {
+                        attempt: att.id,
+                        provider: att.provider.clone(),
+                        token: att.token(&self.store_id),
+                    });
+                } else if !acked {
                     let pool = att.pool.split_once('/').map_or(String::new(), |(_, p)| p.to_string());
                     self.out.push(Action::Launch {
                         attempt: att.id,
                         provider: att.provider.clone(),
+                        token: att.token(&self.store_id),
                         pool,
                         node: att.node.clone(),
                         spec: entry.spec.clone(),

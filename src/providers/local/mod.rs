@@ -73,7 +73,8 @@ pub struct LocalConfig {
     /// The attempts directory; one subdirectory per attempt token.
     pub root: PathBuf,
     pub shim: ShimCommand,
-    /// Between SIGTERM and SIGKILL on terminate.
+    /// Between SIGTERM and SIGKILL on terminate, unless the spec says
+    /// (`runtime.stop_grace`).
     pub grace: Duration,
     /// How long a launch waits for the supervisor to start the workload.
     pub launch_timeout: Duration,
@@ -90,7 +91,7 @@ impl LocalConfig {
         Self {
             root: root.into(),
             shim,
-            grace: Duration::from_secs(10),
+            grace: crate::spec::Runtime::DEFAULT_STOP_GRACE,
             launch_timeout: Duration::from_secs(10),
             copy_inputs: false,
             inherit_env: DEFAULT_INHERIT_ENV.iter().map(|s| s.to_string()).collect(),
@@ -268,7 +269,13 @@ impl Provider for LocalProvider {
 
     async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
         let dir = self.dir(token)?;
-        state::terminate(&dir, self.cfg.grace, self.cfg.launch_timeout).await.map_err(|m| self.err(m))
+        // The spec's own grace, as recorded beside the attempt.
+        let grace = layout::read_json::<Spec>(&dir.spec())
+            .ok()
+            .flatten()
+            .and_then(|s| s.runtime.stop_grace.map(|g| g.0))
+            .unwrap_or(self.cfg.grace);
+        state::terminate(&dir, grace, self.cfg.launch_timeout).await.map_err(|m| self.err(m))
     }
 
     async fn list_owned(&self, store_id: &str) -> Result<Vec<Owned>, ProviderError> {

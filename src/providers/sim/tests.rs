@@ -24,7 +24,7 @@ fn req(w: u64, pool: &str, node: &str, gpus: u32) -> LaunchRequest {
     let attempt = AttemptId { workload: WorkloadId(w), n: 1 };
     LaunchRequest {
         attempt,
-        token: attempt.token("store1"),
+        token: attempt.token("store1", ""),
         spec: spec(gpus),
         pool: pool.into(),
         node: node.into(),
