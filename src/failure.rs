@@ -38,11 +38,15 @@ pub enum FailureClass {
     App,
     /// Someone cancelled the attempt.
     Cancelled,
+    /// The request cannot run as configured, wherever it is placed (a
+    /// secret missing from the engine's environment). The spec's or the
+    /// operator's to fix; never retried, whatever `retry.app_errors` says.
+    Config,
 }
 
 impl FailureClass {
     /// Every class, in the order of the `as_str` list.
-    pub const ALL: [FailureClass; 12] = [
+    pub const ALL: [FailureClass; 13] = [
         FailureClass::Capacity,
         FailureClass::Provider,
         FailureClass::Node,
@@ -55,6 +59,7 @@ impl FailureClass {
         FailureClass::Preempted,
         FailureClass::App,
         FailureClass::Cancelled,
+        FailureClass::Config,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -71,6 +76,7 @@ impl FailureClass {
             FailureClass::Preempted => "preempted",
             FailureClass::App => "app",
             FailureClass::Cancelled => "cancelled",
+            FailureClass::Config => "config",
         }
     }
 

@@ -35,3 +35,20 @@ fn debug_asks_for_the_full_report() {
     assert_eq!(code, Some(1));
     assert!(err.contains("Location:"), "{err}");
 }
+
+/// A mistyped `--store` is named as such: reading or submitting creates
+/// nothing there, and the answer says no store exists (exit 4).
+#[test]
+fn a_mistyped_store_is_named_and_nothing_is_created() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = tmp.path().join("s.toml");
+    std::fs::write(&spec, "name = \"s\"\n[runtime]\ncommand = [\"true\"]\n").unwrap();
+    let typo = tmp.path().join("stroe");
+    for args in [vec!["status"], vec!["submit", spec.to_str().unwrap()], vec!["cancel", "w-1"]] {
+        let out = Command::new(BIN).arg("--store").arg(&typo).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{args:?}: {err}");
+        assert!(err.contains("there is no Canopy store at") && err.contains("stroe"), "{args:?}: {err}");
+        assert!(!typo.exists(), "{args:?} created {}", typo.display());
+    }
+}

@@ -573,3 +573,55 @@ fn a_lost_journal_is_not_started_over_silently_and_the_store_is_private() {
     assert!(engine.stderr().contains("readable by other users"), "{}", engine.stderr());
     engine.stop();
 }
+
+#[test]
+fn submit_wait_notices_when_the_engine_dies() {
+    let s = setup();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let path = spec(&s.specs, "long", "sleep 20", "");
+    let mut wait = Command::new(BIN)
+        .arg("--store")
+        .arg(&s.store)
+        .args(["submit", path.to_str().unwrap(), "--wait"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let cli = Cli::new(&s.store);
+    wait_for("the workload to run", || cli.ok(&["status"]).contains("running"));
+    engine.kill();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(st) = wait.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "submit --wait kept waiting on a dead engine");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = wait.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.code(), Some(4), "{err}");
+    assert!(err.contains("the engine went away"), "{err}");
+}
+
+#[test]
+fn a_missing_secret_is_a_configuration_error_never_retried() {
+    let s = setup();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    let name = "CANOPY_TEST_SECRET_NOBODY_SET";
+    let path = spec(&s.specs, "needs-secret", "echo ran", "[retry]\napp_errors = 1\n");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("[runtime]\n", &format!("[runtime]\nsecrets = [\"{name}\"]\n"));
+    std::fs::write(&path, text).unwrap();
+    let id = cli.submit(&path);
+    let w = cli.wait_final(id);
+    assert_eq!(w.state, WorkloadState::Failed, "{w:?}");
+    assert_eq!(w.class, Some(canopy::failure::FailureClass::Config), "{w:?}");
+    let (_, attempts) = cli.status(id);
+    assert_eq!(attempts.len(), 1, "a configuration error is not retried, app_errors or not: {attempts:?}");
+    let evidence = attempts[0].evidence.clone().unwrap_or_default();
+    assert!(evidence.contains(name) && evidence.contains("export"), "{evidence}");
+    engine.stop();
+}

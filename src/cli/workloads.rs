@@ -44,6 +44,14 @@ pub fn report(store: &StoreArgs, e: &ClientError) -> ExitCode {
                 eprintln!(
                     "error: no Canopy server answers at {target} ({detail}); check --server and that it runs"
                 );
+            } else if !store.home().store().exists() {
+                // A mistyped --store or CANOPY_HOME: say so rather than
+                // suggest starting an engine (which would create it).
+                eprintln!(
+                    "error: there is no Canopy store at {}; check --store (or CANOPY_HOME), or start a new store \
+                     there with `canopy --store {0} serve`",
+                    store.home().root().display()
+                );
             } else {
                 eprintln!(
                     "error: no engine owns the store {} (nothing answers on {target}: {detail}); start one with `canopy serve` or `canopy`",
@@ -151,7 +159,15 @@ pub fn submit(
             }
             Ok(exit_for(w.state))
         }
-        Err(code) => Ok(code),
+        Err(code) => {
+            if code == ExitCode::from(EXIT_NO_ENGINE) {
+                eprintln!(
+                    "stopped waiting for {id}: the engine went away. {id} is kept in the store; \
+                     `canopy status {id}` once an engine runs again"
+                );
+            }
+            Ok(code)
+        }
     }
 }
 

@@ -83,6 +83,11 @@ pub fn decide(i: &RetryInput<'_>) -> RetryDecision {
     let max = i.policy.max_attempts;
     match i.class {
         C::Cancelled => RetryDecision::fin("retry.cancelled", "cancelled by an operator".into()),
+        C::Config => RetryDecision::fin(
+            "retry.config-final",
+            "cannot run as configured, wherever it is placed; fix what the evidence names and resubmit"
+                .into(),
+        ),
         C::Timeout => RetryDecision::fin(
             "retry.timeout-final",
             "ran past max_runtime; another attempt would hit it again (raise constraints.max_runtime)".into(),
@@ -287,8 +292,13 @@ mod tests {
     #[test]
     fn final_classes_and_max_attempts() {
         let p = RetryPolicy::default();
-        for c in [FailureClass::Timeout, FailureClass::CostCap, FailureClass::Cancelled, FailureClass::CpuOom]
-        {
+        for c in [
+            FailureClass::Timeout,
+            FailureClass::CostCap,
+            FailureClass::Cancelled,
+            FailureClass::CpuOom,
+            FailureClass::Config,
+        ] {
             assert!(!decide(&input(c, &p)).retry, "{c}");
         }
         let mut i = input(FailureClass::App, &p);

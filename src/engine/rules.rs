@@ -193,7 +193,7 @@ pub(crate) static RULES: &[Rule] = &[
     rule("provider.boot-image", C::App, Matcher::Provider(boot_image_missing)),
     rule("provider.boot-failed", C::Node, Matcher::Provider(|e| matches!(e, ProviderEnd::BootFailed { .. }))),
     rule("provider.launch-capacity", C::Capacity, Matcher::Provider(no_capacity)),
-    rule("provider.launch-invalid", C::App, Matcher::Provider(invalid_request)),
+    rule("provider.launch-invalid", C::Config, Matcher::Provider(invalid_request)),
     rule(
         "provider.launch-rejected",
         C::Provider,
