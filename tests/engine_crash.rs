@@ -206,3 +206,93 @@ fn killing_the_engine_at_random_never_loses_or_repeats_a_workload() {
     let got: BTreeSet<&str> = seen.keys().copied().collect();
     assert_eq!(got, expected, "every workload ran");
 }
+
+/// The cancel round: running work is cancelled while the engine is killed
+/// again and again before the stops are confirmed (each workload ignores
+/// SIGTERM, so every stop waits out its grace). A cancel the CLI saw
+/// accepted is kept: every workload ends cancelled, none is relaunched,
+/// and none runs a second time.
+#[test]
+fn cancels_survive_kills_before_the_stop_is_confirmed() {
+    const N: usize = 20;
+    let seed: u64 = std::env::var("CANOPY_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20_241);
+    let mut rng = Rng(seed ^ 0xca9ce1);
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, scratch, specs) =
+        (tmp.path().join("home"), tmp.path().join("scratch"), tmp.path().join("specs"));
+    for d in [&scratch, &specs] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let marker = scratch.join("ran");
+    let mut engine = start_engine(&store, &scratch, 0);
+    let stop = AtomicBool::new(false);
+    let mut ids = Vec::new();
+    for i in 0..N {
+        let name = format!("stubborn-{i:02}");
+        let script = format!("trap '' TERM; echo {name} >> {}; sleep 60", marker.display());
+        let text = format!(
+            "name = {name:?}\n[runtime]\ncommand = [\"sh\", \"-c\", {script:?}]\nstop_grace = \"2s\"\n\n\
+             [resources]\ncpu_cores = 0.05\nmemory_gb = 0.01\n\n[constraints]\nproviders = [\"local\"]\n"
+        );
+        let path = specs.join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        ids.push(submit(&store, &path, &format!("key-{name}"), &stop));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&marker).map_or(0, |s| s.lines().count()) < N {
+        assert!(Instant::now() < deadline, "the workloads did not all start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let mut kills = 0;
+    for (i, id) in ids.iter().enumerate() {
+        // Cancel until the engine answers; an answer means journalled.
+        loop {
+            let out = Command::new(BIN).arg("--store").arg(&store).args(["cancel", id]).output().unwrap();
+            if out.status.success() {
+                break;
+            }
+            assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if i % 4 == 3 || rng.below(4) == 0 {
+            engine.kill().unwrap();
+            engine.wait().unwrap();
+            kills += 1;
+            engine = start_engine(&store, &scratch, kills);
+        }
+    }
+    engine.kill().unwrap();
+    engine.wait().unwrap();
+    kills += 1;
+    engine = start_engine(&store, &scratch, kills);
+
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let list = loop {
+        let list = all_workloads(&store);
+        if list.len() >= N && list.iter().all(|w| w.state.is_final()) {
+            break list;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not final: {:?}",
+            list.iter().map(|w| (w.id, w.state)).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    engine.kill().unwrap();
+    engine.wait().unwrap();
+    let ran = std::fs::read_to_string(&marker).unwrap();
+    let lost = N.saturating_sub(list.len());
+    let duplicated = list.len().saturating_sub(N);
+    let not_cancelled: Vec<_> = list.iter().filter(|w| w.state != WorkloadState::Cancelled).collect();
+    let again = ran.lines().count().saturating_sub(N);
+    eprintln!(
+        "cancel round: {kills} kills, {N} workloads, {lost} lost, {duplicated} duplicated, \
+         {} not cancelled, {again} cancelled-then-ran",
+        not_cancelled.len()
+    );
+    assert_eq!((lost, duplicated, again), (0, 0, 0), "{ran}");
+    assert!(not_cancelled.is_empty(), "{not_cancelled:#?}");
+    assert!(list.iter().all(|w| w.attempts == 1), "relaunched: {list:#?}");
+}
