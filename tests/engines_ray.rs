@@ -60,6 +60,13 @@ async fn ray_submit_logs_duplicate_and_stop() {
     let first = p.launch(&req).await.unwrap();
     let again = p.launch(&req).await.unwrap();
     assert!(!first.adopted && again.adopted, "duplicate launch adopted: {first:?} {again:?}");
+    // The same token for another spec is refused, not adopted.
+    let mut other = req.clone();
+    other.spec = Arc::new(spec(json!({ "name": "other", "runtime": { "command": ["true"] } })));
+    match p.launch(&other).await {
+        Err(canopy::providers::LaunchError::Rejected(m)) => assert!(m.contains("another spec"), "{m}"),
+        r => panic!("another spec's job was adopted: {r:?}"),
+    }
     status_until(&p, &token, |s| *s == AttemptStatus::Running).await;
     let deadline = Instant::now() + LONG;
     let line = regex::Regex::new(r"gpus=\d it's\n").unwrap();

@@ -9,7 +9,7 @@ mod engines_support;
 use canopy::engine::model::{AttemptState, WorkloadState};
 use canopy::failure::{FailureClass, ProviderEnd};
 use canopy::providers::slurm::{SlurmConfig, SlurmProvider};
-use canopy::providers::{AttemptStatus, LaunchRequest, LogStream, Provider};
+use canopy::providers::{AttemptStatus, LaunchError, LaunchRequest, LogStream, Provider};
 use engines_support::*;
 use serde_json::json;
 use std::sync::Arc;
@@ -178,6 +178,13 @@ async fn adapter_adopts_by_token_and_decodes_exit_codes() {
     let again = p.launch(&req).await.unwrap();
     assert!(!first.adopted && again.adopted, "{first:?} {again:?}");
     assert_eq!(first.provider_ref, again.provider_ref, "never submitted twice");
+    // The same token for another spec (a journal rolled back before tokens
+    // carried nonces) is refused, not adopted.
+    let other = spec(json!({ "name": "y", "runtime": { "command": ["true"] } }));
+    match p.launch(&request(&token, other, t.path())).await {
+        Err(LaunchError::Rejected(m)) => assert!(m.contains("another spec"), "{m}"),
+        r => panic!("another spec's attempt was adopted: {r:?}"),
+    }
     assert_eq!(end_of(&p, &token).await, ProviderEnd::Exited { code: 7 });
     let out = p.logs(&token, LogStream::Stdout, 0, 1 << 20).await.unwrap();
     assert_eq!(String::from_utf8_lossy(&out.data), "it's|a b\n", "argv quoted safely");

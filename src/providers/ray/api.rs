@@ -54,6 +54,10 @@ pub struct JobDetails {
     pub start_time: Option<i64>,
     #[serde(default)]
     pub driver_exit_code: Option<i32>,
+    /// What the submitter attached (Canopy: its token and spec hash);
+    /// Ray may answer null.
+    #[serde(default)]
+    pub metadata: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -88,6 +88,10 @@ const LAUNCH_GRACE: Duration = Duration::from_secs(120);
 const RESTOP_EVERY: Duration = Duration::from_secs(1);
 const RESTOP_FOR: Duration = Duration::from_secs(3600);
 
+/// The job metadata key holding the SHA-256 of the spec it was submitted
+/// for: adoption checks it.
+pub const SPEC_HASH_KEY: &str = "canopy_spec_sha256";
+
 pub struct RayProvider {
     cfg: RayConfig,
     api: Api,
@@ -203,6 +207,7 @@ impl RayProvider {
         }
         let mut metadata = BTreeMap::new();
         metadata.insert("canopy_token".into(), req.token.clone());
+        metadata.insert(SPEC_HASH_KEY.into(), req.spec.content_hash());
         Ok(Submit {
             entrypoint,
             submission_id: req.token.clone(),
@@ -259,8 +264,17 @@ impl Provider for RayProvider {
             m.entry(req.token.clone()).or_insert_with(Instant::now);
         }
         let adopted = LaunchAck { provider_ref: req.token.clone(), adopted: true };
-        if self.api.job(&req.token).await.map_err(|e| LaunchError::Api(e.to_string()))?.is_some() {
-            return Ok(adopted);
+        if let Some(job) = self.api.job(&req.token).await.map_err(|e| LaunchError::Api(e.to_string()))? {
+            // Adopt only this attempt: a job submitted for another spec under
+            // the same token (a journal restored from an older copy, before
+            // tokens carried nonces) is not ours to report on.
+            return match job.metadata.as_ref().and_then(|m| m.get(SPEC_HASH_KEY)) {
+                Some(h) if *h != req.spec.content_hash() => Err(LaunchError::Rejected(format!(
+                    "Ray job {} was submitted for another spec; it is not adopted as this attempt",
+                    req.token
+                ))),
+                _ => Ok(adopted),
+            };
         }
         let dir = AttemptDir::at(&self.cfg.jobs_dir, &req.token);
         for d in [dir.outputs(), dir.work()] {

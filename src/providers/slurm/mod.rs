@@ -281,7 +281,22 @@ impl Provider for SlurmProvider {
         let _lock = record::lock(&dir, self.cfg.request_timeout).await.map_err(|e| io("cannot lock", e))?;
         let api_err = |e: CallError| LaunchError::Api(e.to_string());
         let adopt = |k: Known| LaunchAck { provider_ref: k.id.to_string(), adopted: true };
-        if !fresh {
+        let hash = req.spec.content_hash();
+        if fresh {
+            record::write_spec(&dir, &hash).map_err(|e| io("cannot write the spec hash in", e))?;
+        } else {
+            // Only this attempt is adopted: a directory claimed for another
+            // spec under the same token (a journal restored from an older
+            // copy, before tokens carried nonces) is not ours to report on.
+            match record::read_spec(&dir).map_err(|e| io("cannot read the spec hash in", e))? {
+                Some(h) if h != hash => {
+                    return Err(LaunchError::Rejected(format!(
+                        "{} was claimed for another spec; it is not adopted as this attempt",
+                        dir.path().display()
+                    )));
+                }
+                _ => {}
+            }
             // A recorded job is adopted even when Slurm has forgotten it
             // (finished past MinJobAge): it ran, it must not run again.
             let recorded = record::read(&dir).map_err(|e| io("cannot read the job record in", e))?;

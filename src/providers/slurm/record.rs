@@ -6,6 +6,7 @@
 //! <jobs_dir>/<token>/
 //!   launch.lock      held (flock) while a launch looks up, submits, records
 //!   slurm_job.json   {"id": 4711, "submitted": 1718000000}
+//!   spec.sha256      the spec the token was claimed for (adoption checks it)
 //! ```
 //!
 //! Idempotency rests on the order: the token's directory is created
@@ -51,6 +52,27 @@ pub fn claim(dir: &AttemptDir) -> io::Result<bool> {
 pub fn read(dir: &AttemptDir) -> io::Result<Option<JobRecord>> {
     match fs::read(record_path(dir)) {
         Ok(bytes) => Ok(serde_json::from_slice(&bytes).ok()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn spec_path(dir: &AttemptDir) -> std::path::PathBuf {
+    dir.path().join("spec.sha256")
+}
+
+/// Records which spec the token was claimed for, right after the claim.
+pub fn write_spec(dir: &AttemptDir, hash: &str) -> io::Result<()> {
+    let tmp = dir.path().join("spec.sha256.tmp");
+    fs::write(&tmp, hash)?;
+    fs::rename(&tmp, spec_path(dir))
+}
+
+/// The spec hash recorded at the claim; `None` for directories from
+/// before it was recorded (or a claim interrupted before it).
+pub fn read_spec(dir: &AttemptDir) -> io::Result<Option<String>> {
+    match fs::read_to_string(spec_path(dir)) {
+        Ok(s) => Ok(Some(s.trim().to_string()).filter(|s| !s.is_empty())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
