@@ -5,11 +5,11 @@
 use super::StoreArgs;
 use super::table::new_table;
 use super::workloads::{chrono_like, now, with_api};
-use canopy::console::app::sanitize;
 use canopy::engine::model::AuditRecord;
 use canopy::journal::TokenRow;
 use canopy::server::api::{NewTokenRequest, NewTokenResponse};
 use canopy::server::auth::Role;
+use canopy::text::sanitize;
 use color_eyre::eyre::{Result, eyre};
 use std::process::ExitCode;
 

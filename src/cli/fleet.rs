@@ -213,7 +213,7 @@ pub fn run(
 /// `cordoned by ops-alice at 2026-12-01 14:03:11 until …: fan noise`, safe
 /// for a terminal (the reason is someone's free text).
 fn describe(i: &NodeIntent) -> String {
-    use canopy::console::app::sanitize;
+    use canopy::text::sanitize;
     let until = i.until.map(|u| format!(" until {}", super::workloads::chrono_like(u))).unwrap_or_default();
     let why = i.reason.as_deref().map(|r| format!(": {}", sanitize(r))).unwrap_or_default();
     format!("{} by {} at {}{until}{why}", i.state, sanitize(&i.by), super::workloads::chrono_like(i.at))
