@@ -121,7 +121,7 @@ pub fn run(
 ) -> Result<ExitCode> {
     let rows = rows(fleet, intents, with_nodes);
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", canopy::text::json_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
     }
     let mut header = vec![
@@ -177,7 +177,7 @@ pub fn run(
             ]);
         }
     }
-    println!("{t}");
+    outln!("{t}");
     let limits: Vec<String> = fleet
         .providers
         .iter()
@@ -189,7 +189,7 @@ pub fn run(
             })
         })
         .collect();
-    println!(
+    outln!(
         "{} providers, {} pools ({} shape classes), {} nodes, {} GPUs in {} regions.",
         fleet.providers.len(),
         fleet.pools.len(),
@@ -199,12 +199,12 @@ pub fn run(
         fleet.regions().len()
     );
     if !limits.is_empty() {
-        println!("Lend limits (held by Canopy/cap): {}", limits.join(", "));
+        outln!("Lend limits (held by Canopy/cap): {}", limits.join(", "));
     }
     if !intents.is_empty() {
-        println!("Held by operators:");
+        outln!("Held by operators:");
         for i in intents.values() {
-            println!("  {} {}", i.node, describe(i));
+            outln!("  {} {}", canopy::text::sanitize(&i.node), describe(i));
         }
     }
     Ok(ExitCode::SUCCESS)

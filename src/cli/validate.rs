@@ -25,20 +25,20 @@ pub fn run(specs: &[PathBuf], json: bool) -> Result<ExitCode> {
         };
         if !json {
             for d in &diagnostics {
-                eprintln!("{}\n", d.render(&source));
+                errln!("{}\n", d.render(&source));
             }
             let errors = diagnostics.iter().filter(|d| d.severity == Severity::Error).count();
             let warnings = diagnostics.len() - errors;
             if ok {
-                println!("{file}: ok ({warnings} warning{})", plural(warnings));
+                outln!("{file}: ok ({warnings} warning{})", plural(warnings));
             } else {
-                println!("{file}: {errors} error{}, {warnings} warning{}", plural(errors), plural(warnings));
+                outln!("{file}: {errors} error{}, {warnings} warning{}", plural(errors), plural(warnings));
             }
         }
         reports.push(Report { file, ok, diagnostics });
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
+        outln!("{}", canopy::text::json_pretty(&reports)?);
     }
     Ok(if reports.iter().all(|r| r.ok) { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_ERROR) })
 }
