@@ -36,7 +36,7 @@ fn debug_asks_for_the_full_report() {
     assert!(err.contains("Location:"), "{err}");
 }
 
-// ── Hostile text and early readers ──────────────────────────────────────
+// ── Hostile specs and paths, early readers ──────────────────────────────
 
 /// Runs `canopy <args>` over an empty store (no engine answers), with a
 /// deadline: a command that blocks fails the test instead of hanging it.
@@ -79,6 +79,24 @@ fn a_spec_file_with_raw_escape_bytes_is_shown_safely() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("spec.toml:1:"), "{err}");
     assert!(!err.contains('\x1b') && !err.contains('\x07'), "{err:?}");
+}
+
+#[test]
+fn dev_zero_and_a_fifo_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("spec.toml");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let store = dir.path().join("home");
+    for (path, what) in [("/dev/zero", "a character device"), (fifo.to_str().unwrap(), "a FIFO")] {
+        for cmd in ["validate", "submit", "plan"] {
+            let out = canopy(&store, &[cmd, path]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "canopy {cmd} {path}: {err}");
+            assert!(err.contains(&format!("the path names {what}")), "canopy {cmd} {path}: {err}");
+            assert!(err.contains("not a regular file") && err.contains("save it to a file"), "{err}");
+        }
+    }
 }
 
 /// `canopy <args>` with its stdout a pipe that nobody reads any more: the

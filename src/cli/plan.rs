@@ -20,8 +20,9 @@ struct PlanReport<'a> {
 }
 
 pub fn run(spec_path: &Path, fleet: &Fleet, json: bool) -> Result<ExitCode> {
-    let source = std::fs::read_to_string(spec_path).unwrap_or_default();
-    let loaded = match load::load_file(spec_path) {
+    // Read once, safely (a FIFO or /dev/zero is refused).
+    let (source, loaded) = load::load_file_and_text(spec_path);
+    let loaded = match loaded {
         Ok(l) => l,
         Err(e) => {
             errln!("{}", e.render(&source));

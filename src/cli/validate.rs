@@ -18,8 +18,10 @@ pub fn run(specs: &[PathBuf], json: bool) -> Result<ExitCode> {
     let mut reports = Vec::new();
     for path in specs {
         let file = path.display().to_string();
-        let source = std::fs::read_to_string(path).unwrap_or_default();
-        let (ok, diagnostics) = match load::load_file(path) {
+        // Read once, safely (a FIFO or /dev/zero is refused), and shown
+        // against what was read.
+        let (source, loaded) = load::load_file_and_text(path);
+        let (ok, diagnostics) = match loaded {
             Ok(l) => (true, l.warnings),
             Err(e) => (false, e.diagnostics),
         };

@@ -94,9 +94,11 @@ pub fn submit(
     wait: bool,
     json: bool,
 ) -> Result<ExitCode> {
-    let source = std::fs::read_to_string(spec_path).unwrap_or_default();
-    // Validated here first, so problems are shown against the user's file.
-    let loaded = match load::load_file(spec_path) {
+    // Read once, safely (a FIFO or /dev/zero is refused), validated here
+    // first so problems are shown against the user's file, and the same
+    // text is sent.
+    let (source, loaded) = load::load_file_and_text(spec_path);
+    let loaded = match loaded {
         Ok(l) => l,
         Err(e) => {
             errln!("{}", e.render(&source));
