@@ -73,6 +73,42 @@ fn validate(text: &str) -> (Option<i32>, String) {
 }
 
 #[test]
+fn control_characters_in_labels_env_and_argv_are_refused_with_where() {
+    // TOML basic strings take `\u001b` escapes: the spec is well formed.
+    let (code, err) = validate(
+        "name = \"x\"\nlabels = { team = \"ml\\u001b[2J\" }\n\n[runtime]\n\
+         command = [\"sh\", \"-c\", \"echo \\u009b31m\"]\nenv = { MODE = \"a\\u0007\" }\n",
+    );
+    assert_eq!(code, Some(1), "{err}");
+    for (field, line) in [("labels.team", 2), ("runtime.command[2]", 5), ("runtime.env.MODE", 6)] {
+        let at = err.find(&format!("`{field}` contains the control character")).unwrap_or_else(|| {
+            panic!("no error for {field}:\n{err}");
+        });
+        assert!(
+            err[at..].contains(&format!("spec.toml:{line}:")),
+            "{field} not located on line {line}:\n{err}"
+        );
+    }
+    assert!(!err.contains('\x1b') && !err.contains('\x07'), "{err:?}");
+
+    // Tabs and newlines in an argument are a multi-line program: fine.
+    let (code, err) = validate(
+        "name = \"x\"\n[runtime]\ncommand = [\"python\", \"-c\", \"import sys\\nif True:\\n\\tprint(1)\"]\n",
+    );
+    assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn a_nul_in_an_output_path_is_refused() {
+    let (code, err) = validate(
+        "name = \"x\"\n[runtime]\ncommand = [\"true\"]\n\n[[outputs]]\nname = \"o\"\npath = \"/out/a\\u0000b\"\n",
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("`outputs[0].path` contains a NUL character"), "{err}");
+    assert!(err.contains("spec.toml:7:"), "{err}");
+}
+
+#[test]
 fn a_spec_file_with_raw_escape_bytes_is_shown_safely() {
     // TOML refuses a raw ESC in a comment; the diagnostic quotes the line.
     let (code, err) = validate("name = \"x\" # \x1b]52;c;aGk=\x07\x1b[2J\n[runtime]\ncommand = [\"true\"]\n");
