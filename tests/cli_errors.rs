@@ -109,6 +109,19 @@ fn a_nul_in_an_output_path_is_refused() {
 }
 
 #[test]
+fn a_gpu_count_past_the_range_says_the_range() {
+    let (code, err) =
+        validate("name = \"x\"\n[runtime]\ncommand = [\"true\"]\n[resources]\ngpus = 99999999999999999999\n");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(
+            "`resources.gpus` must be a whole number from 0 to 4294967295, not 99999999999999999999"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_spec_file_with_raw_escape_bytes_is_shown_safely() {
     // TOML refuses a raw ESC in a comment; the diagnostic quotes the line.
     let (code, err) = validate("name = \"x\" # \x1b]52;c;aGk=\x07\x1b[2J\n[runtime]\ncommand = [\"true\"]\n");

@@ -195,6 +195,8 @@ fn cases() -> Vec<Case> {
         json("json missing command", "{\"name\": \"x\",\n \"runtime\": {\"image\": \"a\"}}", (2, 2), "missing required field `command` in `runtime`", Some("add `\"command\": [\"python\", \"main.py\"]`")),
         json("json trailing comma", "{\"name\": \"x\",\n \"runtime\": {\"command\": [\"a\"]},\n}", (3, 1), "JSON syntax error: trailing comma", Some("remove the comma")),
         json("json wrong type", "{\"name\": \"x\", \"runtime\": {\"command\": [\"a\"]}, \"resources\": {\"gpus\": \"two\"}}", (1, 68), "`resources.gpus` must be a whole number, not a string", Some("change it to a whole number")),
+        json("json gpus past u32", "{\"name\": \"x\", \"runtime\": {\"command\": [\"a\"]}, \"resources\": {\"gpus\": 99999999999999999999}}", (1, 68), "`resources.gpus` must be a whole number from 0 to 4294967295, not 99999999999999999999", Some("use a number from 0 to 4294967295")),
+        toml("gpus past u32", t("[resources]\ngpus = 4294967296\n"), (5, 8), "`resources.gpus` must be a whole number from 0 to 4294967295, not 4294967296", None),
         json("json bad enum", "{\"name\": \"x\", \"kind\": \"infrence\", \"runtime\": {\"command\": [\"a\"]}}", (1, 23), "unknown value `infrence` for `kind`", Some("did you mean `inference`?")),
         json(
             "json gpus = 0 with memory",
