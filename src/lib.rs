@@ -26,4 +26,5 @@ pub mod schedule;
 pub mod server;
 pub mod sim;
 pub mod spec;
+pub mod text;
 pub mod units;

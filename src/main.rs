@@ -30,12 +30,20 @@ fn main() -> ExitCode {
     let _ = hook.display_env_section(false).install();
     match cli::run(args) {
         Ok(code) => code,
-        Err(e) if debug => {
+        // The full report keeps color-eyre's colours when it has them;
+        // plain, it is made safe like every other line the CLI prints.
+        Err(e) if debug && !plain => {
             eprintln!("error: {e:?}");
             ExitCode::from(cli::EXIT_ERROR)
         }
+        Err(e) if debug => {
+            cli::out::stderr(&format!("error: {e:?}\n"));
+            ExitCode::from(cli::EXIT_ERROR)
+        }
         Err(e) => {
-            eprintln!("{}", answer(&e));
+            // An error may quote what a user typed or a server sent:
+            // through the CLI's output, safe for a terminal.
+            cli::out::stderr(&format!("{}\n", answer(&e)));
             ExitCode::from(cli::EXIT_ERROR)
         }
     }

@@ -625,3 +625,66 @@ fn a_missing_secret_is_a_configuration_error_never_retried() {
     assert!(evidence.contains(name) && evidence.contains("export"), "{evidence}");
     engine.stop();
 }
+
+/// `canopy <args>` with its stdout a pipe that nobody reads any more: the
+/// first write fails with EPIPE, as under `| head -1` once head is done.
+fn into_a_closed_pipe(store: &Path, args: &[&str]) -> Output {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    Command::new(BIN)
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .stdout(Stdio::from(write))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_workloads_stderr_never_drives_the_operators_terminal() {
+    let s = setup();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    // Clear the screen, write the operator's clipboard (OSC 52), ring.
+    let hostile = b"\x1b[2J\x1b]52;c;aGk=\x07";
+    let script = r"printf '\033[2J\033]52;c;aGk=\007\n' >&2; exit 1";
+    let id = cli.submit(&spec(&s.specs, "hostile", script, "[retry]\nmax_attempts = 1\n"));
+    assert_eq!(cli.wait_final(id).state, WorkloadState::Failed);
+    let (_, attempts) = cli.status(id);
+    let evidence = attempts[0].evidence.clone().unwrap_or_default();
+    assert!(contains(evidence.as_bytes(), hostile), "the classifier kept the line: {evidence:?}");
+
+    let id = id.to_string();
+    for args in [&["status", &id][..], &["events", &id], &["status"], &["status", &id, "--json"]] {
+        let out = cli.run(args);
+        assert!(out.status.success(), "canopy {args:?}: {out:?}");
+        for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            assert!(
+                !bytes.iter().any(|b| matches!(b, 0x1b | 0x07)),
+                "canopy {args:?} wrote a control byte to {name}:\n{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+    let shown = cli.ok(&["events", &id]);
+    assert!(shown.contains("\u{FFFD}[2J\u{FFFD}]52;c;aGk=\u{FFFD}"), "shown, not acted on:\n{shown}");
+
+    // To a pipe (and with --raw) the log is the workload's bytes, as written.
+    for args in [&["logs", &id][..], &["logs", &id, "--raw"]] {
+        let out = cli.run(args);
+        assert!(out.status.success() && contains(&out.stdout, hostile), "canopy {args:?}: {out:?}");
+    }
+
+    // A reader that stops early (`| head -1`): a quiet end, not a panic.
+    for args in [&["status"][..], &["status", &id], &["events", &id], &["logs", &id]] {
+        let out = into_a_closed_pipe(&s.store, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.is_empty(), "canopy {args:?} said something:\n{err}");
+        assert_eq!(out.status.code(), Some(141), "canopy {args:?}: {:?}", out.status);
+    }
+    engine.stop();
+}

@@ -171,6 +171,13 @@ fn cases() -> Vec<Case> {
             Some("list `GIT_AUTH` in runtime.secrets"),
         ),
         toml("credential in an input URI", t("[[inputs]]\nname = \"d\"\nsource = \"https://user:pa55word@example.com/data\"\n"), (6, 10), "a secret value is written inline in inputs[0].source", Some("runtime.secrets")),
+        // Control characters: they act on the terminals specs are shown on.
+        toml("control character in a label", "name = \"x\"\nlabels = { team = \"a\\u001b\" }\n[runtime]\ncommand = [\"a\"]\n".into(), (2, 19), "`labels.team` contains the control character U+001B", Some("operators' terminals")),
+        toml("carriage return in an argument", "name = \"x\"\n[runtime]\ncommand = [\"a\", \"b\\r\"]\n".into(), (3, 17), "`runtime.command[1]` contains the control character U+000D", Some("tabs and newlines")),
+        toml("control character in the image", t("image = \"img\\u009b\"\n"), (4, 9), "`runtime.image` contains the control character U+009B", None),
+        toml("control character in the workdir", t("workdir = \"/w\\u007f\"\n"), (4, 11), "`runtime.workdir` contains the control character U+007F", None),
+        toml("control character in an input URI", t("[[inputs]]\nname = \"d\"\nsource = \"s3://b/\\u001b\"\n"), (6, 10), "`inputs[0].source` contains the control character U+001B", Some("percent-encode")),
+        toml("NUL in a mount path", t("[[inputs]]\nname = \"d\"\nsource = \"s3://b/k\"\nmount = \"/data\\u0000\"\n"), (7, 9), "`inputs[0].mount` contains a NUL character", None),
         // Missing required fields.
         toml("missing name", "[runtime]\ncommand = [\"a\"]\n".into(), (1, 1), "missing required field `name`", Some("add `name = \"my-workload\"` at the top of the file")),
         toml("missing command", "name = \"x\"\n[runtime]\nimage = \"img\"\n".into(), (2, 1), "missing required field `command` in [runtime]", Some("add `command = [\"python\", \"main.py\"]` to [runtime]")),
@@ -188,6 +195,8 @@ fn cases() -> Vec<Case> {
         json("json missing command", "{\"name\": \"x\",\n \"runtime\": {\"image\": \"a\"}}", (2, 2), "missing required field `command` in `runtime`", Some("add `\"command\": [\"python\", \"main.py\"]`")),
         json("json trailing comma", "{\"name\": \"x\",\n \"runtime\": {\"command\": [\"a\"]},\n}", (3, 1), "JSON syntax error: trailing comma", Some("remove the comma")),
         json("json wrong type", "{\"name\": \"x\", \"runtime\": {\"command\": [\"a\"]}, \"resources\": {\"gpus\": \"two\"}}", (1, 68), "`resources.gpus` must be a whole number, not a string", Some("change it to a whole number")),
+        json("json gpus past u32", "{\"name\": \"x\", \"runtime\": {\"command\": [\"a\"]}, \"resources\": {\"gpus\": 99999999999999999999}}", (1, 68), "`resources.gpus` must be a whole number from 0 to 4294967295, not 99999999999999999999", Some("use a number from 0 to 4294967295")),
+        toml("gpus past u32", t("[resources]\ngpus = 4294967296\n"), (5, 8), "`resources.gpus` must be a whole number from 0 to 4294967295, not 4294967296", None),
         json("json bad enum", "{\"name\": \"x\", \"kind\": \"infrence\", \"runtime\": {\"command\": [\"a\"]}}", (1, 23), "unknown value `infrence` for `kind`", Some("did you mean `inference`?")),
         json(
             "json gpus = 0 with memory",

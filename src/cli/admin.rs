@@ -5,11 +5,11 @@
 use super::StoreArgs;
 use super::table::new_table;
 use super::workloads::{chrono_like, now, with_api};
-use canopy::console::app::sanitize;
 use canopy::engine::model::AuditRecord;
 use canopy::journal::TokenRow;
 use canopy::server::api::{NewTokenRequest, NewTokenResponse};
 use canopy::server::auth::Role;
+use canopy::text::sanitize;
 use color_eyre::eyre::{Result, eyre};
 use std::process::ExitCode;
 
@@ -56,10 +56,10 @@ pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
             };
             let req = NewTokenRequest { name, role, scopes, expires_at };
             match with_api(store, async |c| c.post::<_, NewTokenResponse>("/v1/tokens", &req).await)? {
-                Ok(t) if json => println!("{}", serde_json::to_string_pretty(&t)?),
+                Ok(t) if json => outln!("{}", canopy::text::json_pretty(&t)?),
                 Ok(t) => {
-                    println!("{}", t.token);
-                    eprintln!(
+                    outln!("{}", t.token);
+                    errln!(
                         "token {:?} ({}{}) created. This is the only time it is shown: keep it in a secret store and pass it as CANOPY_TOKEN.",
                         t.name,
                         t.role,
@@ -80,7 +80,7 @@ pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
                 Err(code) => return Ok(code),
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                outln!("{}", canopy::text::json_pretty(&rows)?);
                 return Ok(ExitCode::SUCCESS);
             }
             let now = now();
@@ -101,13 +101,13 @@ pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
                     state,
                 ]);
             }
-            println!("{t}");
+            outln!("{t}");
             Ok(ExitCode::SUCCESS)
         }
         TokenCommand::Revoke { name } => {
             let path = format!("/v1/tokens/{name}");
             match with_api(store, async |c| c.delete::<serde_json::Value>(&path).await)? {
-                Ok(v) => println!("{}", v["message"].as_str().unwrap_or("revoked")),
+                Ok(v) => outln!("{}", v["message"].as_str().unwrap_or("revoked")),
                 Err(code) => return Ok(code),
             }
             Ok(ExitCode::SUCCESS)
@@ -142,23 +142,24 @@ pub fn audit(store: &StoreArgs, a: AuditArgs) -> Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", canopy::text::json_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = new_table(&["AT (UTC)", "WHO", "FROM", "ACTION", "TARGET", "OUTCOME", "REASON"]);
     for r in &rows {
-        // Reasons and targets are other people's text: never raw to a terminal.
+        // Reasons and targets are other people's text: the table makes
+        // each cell safe for a terminal.
         t.add_row(vec![
             chrono_like(r.at),
-            sanitize(&r.principal).into_owned(),
-            sanitize(&r.origin).into_owned(),
-            sanitize(&r.action).into_owned(),
-            sanitize(r.target.as_deref().unwrap_or_default()).into_owned(),
+            r.principal.clone(),
+            r.origin.clone(),
+            r.action.clone(),
+            r.target.clone().unwrap_or_default(),
             sanitize(&r.outcome).chars().take(60).collect(),
-            sanitize(r.reason.as_deref().unwrap_or_default()).into_owned(),
+            r.reason.clone().unwrap_or_default(),
         ]);
     }
-    println!("{t}");
+    outln!("{t}");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -101,7 +101,7 @@ pub fn run(store: &StoreArgs, args: &ConsoleArgs) -> Result<ExitCode> {
             Ok(Exit::Detach) => {
                 let opts = handover::Serve::new(&home, store, args);
                 match handover::handover(running, &opts).await {
-                    Ok(pid) => eprintln!(
+                    Ok(pid) => errln!(
                         "canopy: the engine keeps running in the background (`canopy serve`, pid {pid}); \
                          `canopy` attaches to it, `kill {pid}` stops it (workloads keep running). Its log: {}",
                         home.log_file().display()
@@ -124,7 +124,7 @@ pub fn run(store: &StoreArgs, args: &ConsoleArgs) -> Result<ExitCode> {
                     tracing::warn!(error = %e, "the engine stopped with an error");
                 }
                 if live > 0 && exit.is_ok() {
-                    eprintln!(
+                    errln!(
                         "canopy: engine stopped. Live workloads ({live}) keep running at their providers and are \
                          picked up when the engine next starts (`canopy` or `canopy serve`)."
                     );

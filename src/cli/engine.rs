@@ -76,7 +76,11 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
             .tcp
             .map(|a| format!(", {}://{a}", if tls { "https" } else { "http" }))
             .unwrap_or_default();
-        eprintln!(
+        // Not through `out`: a closed stderr must not stop (or panic) the
+        // engine that is starting.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
             "canopy serve: store {} (id {}), {} providers, {} nodes; API on {}{tcp}. Ctrl-C stops the engine; workloads keep running.",
             home.store().display(),
             running.store_id,
@@ -85,7 +89,7 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
             running.serving.socket.display(),
         );
         for n in &running.notices {
-            eprintln!("canopy serve: warning: {n}");
+            let _ = writeln!(std::io::stderr(), "canopy serve: warning: {}", canopy::text::sanitize(n));
         }
         let stopped = tokio::select! {
             _ = tokio::signal::ctrl_c() => None,

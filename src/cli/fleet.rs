@@ -122,7 +122,7 @@ pub fn run(
 ) -> Result<ExitCode> {
     let rows = rows(fleet, intents, with_nodes);
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", canopy::text::json_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
     }
     let mut header = vec![
@@ -178,7 +178,7 @@ pub fn run(
             ]);
         }
     }
-    println!("{t}");
+    outln!("{t}");
     let limits: Vec<String> = fleet
         .providers
         .iter()
@@ -190,7 +190,7 @@ pub fn run(
             })
         })
         .collect();
-    println!(
+    outln!(
         "{} providers, {} pools ({} shape classes), {} nodes, {} GPUs in {} regions.",
         fleet.providers.len(),
         fleet.pools.len(),
@@ -200,26 +200,22 @@ pub fn run(
         fleet.regions().len()
     );
     if !limits.is_empty() {
-        println!("Lend limits (held by Canopy/cap): {}", limits.join(", "));
+        outln!("Lend limits (held by Canopy/cap): {}", limits.join(", "));
     }
     if !intents.is_empty() {
-        println!("Held by operators:");
+        outln!("Held by operators:");
         for i in intents.values() {
-            println!("  {} {}", i.node, describe(i));
+            outln!("  {} {}", canopy::text::sanitize(&i.node), describe(i));
         }
     }
     if !unknown.is_empty() {
-        println!(
+        outln!(
             "Running at providers but unknown to the journal ({}; Canopy leaves them alone, stop them at their \
              provider if unwanted):",
             unknown.len()
         );
         for (token, provider) in unknown {
-            println!(
-                "  {} at {}",
-                canopy::console::app::sanitize(token),
-                canopy::console::app::sanitize(provider)
-            );
+            outln!("  {} at {}", canopy::text::sanitize(token), canopy::text::sanitize(provider));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -228,7 +224,7 @@ pub fn run(
 /// `cordoned by ops-alice at 2026-12-01 14:03:11 until …: fan noise`, safe
 /// for a terminal (the reason is someone's free text).
 fn describe(i: &NodeIntent) -> String {
-    use canopy::console::app::sanitize;
+    use canopy::text::sanitize;
     let until = i.until.map(|u| format!(" until {}", super::workloads::chrono_like(u))).unwrap_or_default();
     let why = i.reason.as_deref().map(|r| format!(": {}", sanitize(r))).unwrap_or_default();
     format!("{} by {} at {}{until}{why}", i.state, sanitize(&i.by), super::workloads::chrono_like(i.at))

@@ -4,7 +4,12 @@
 //! for scripts (`--json`). Exit codes are part of the interface:
 //! 0 success, 1 bad input or failure, 2 usage error (clap), 3 nothing fits
 //! (`plan`), 4 no engine owns the store (or `--server` does not answer),
-//! 5 the workload failed (`submit --wait`), 6 it was cancelled.
+//! 5 the workload failed (`submit --wait`), 6 it was cancelled, 141 the
+//! reader of the output went away ([`out`]). Everything printed goes
+//! through [`out`]: safe for a terminal, and quiet on a closed pipe.
+
+#[macro_use]
+pub mod out;
 
 mod admin;
 mod console;
@@ -190,7 +195,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// A workload's logs (the latest attempt unless --attempt).
+    /// A workload's logs (the latest attempt unless --attempt). On a
+    /// terminal, control characters show as `�` instead of acting; to a
+    /// pipe or a file, the bytes are as the workload wrote them.
     Logs {
         id: WorkloadId,
         #[arg(long)]
@@ -201,6 +208,10 @@ pub enum Command {
         /// stdout, stderr or both.
         #[arg(long, default_value = "both", value_parser = ["stdout", "stderr", "both"])]
         stream: String,
+        /// The bytes as the workload wrote them, even to a terminal
+        /// (escape sequences included: trust the workload first).
+        #[arg(long)]
+        raw: bool,
     },
     /// A workload's events: placements, ends with their class and evidence,
     /// retry decisions with their rule.
@@ -318,8 +329,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Some(Command::Status { id, states, limit, json }) => {
             workloads::status(&cli.store, id, states, limit, json)
         }
-        Some(Command::Logs { id, attempt, follow, stream }) => {
-            workloads::logs(&cli.store, id, attempt, follow, &stream)
+        Some(Command::Logs { id, attempt, follow, stream, raw }) => {
+            workloads::logs(&cli.store, id, attempt, follow, &stream, raw)
         }
         Some(Command::Events { id, json }) => workloads::events(&cli.store, id, json),
         Some(Command::Artifacts { id, json }) => workloads::artifacts(&cli.store, id, json),
@@ -344,7 +355,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Some(Command::Sim(args)) => sim::run(args, &cli.console).map(|()| ExitCode::SUCCESS),
         Some(Command::Schema) => {
             let schema = canopy::spec::load::schema();
-            println!("{}", serde_json::to_string_pretty(&schema)?);
+            outln!("{}", canopy::text::json_pretty(&schema)?);
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -20,11 +20,12 @@ struct PlanReport<'a> {
 }
 
 pub fn run(spec_path: &Path, fleet: &Fleet, json: bool) -> Result<ExitCode> {
-    let source = std::fs::read_to_string(spec_path).unwrap_or_default();
-    let loaded = match load::load_file(spec_path) {
+    // Read once, safely (a FIFO or /dev/zero is refused).
+    let (source, loaded) = load::load_file_and_text(spec_path);
+    let loaded = match loaded {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("{}", e.render(&source));
+            errln!("{}", e.render(&source));
             return Err(eyre!(
                 "{} is not a valid spec; fix the errors above (canopy validate shows them too)",
                 spec_path.display()
@@ -32,7 +33,7 @@ pub fn run(spec_path: &Path, fleet: &Fleet, json: bool) -> Result<ExitCode> {
         }
     };
     for w in &loaded.warnings {
-        eprintln!("{}\n", w.render(&source));
+        errln!("{}\n", w.render(&source));
     }
     let spec = &loaded.spec;
     let req = Requirements::from_spec(spec);
@@ -41,7 +42,7 @@ pub fn run(spec_path: &Path, fleet: &Fleet, json: bool) -> Result<ExitCode> {
     let decision = place(&req, &snap, &policy);
     if json {
         let name = spec.name.as_str();
-        println!("{}", serde_json::to_string_pretty(&PlanReport { spec: name, decision: &decision })?);
+        outln!("{}", canopy::text::json_pretty(&PlanReport { spec: name, decision: &decision })?);
     } else {
         print_human(&spec.name, &decision, &snap, &req);
     }
@@ -55,11 +56,17 @@ fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requireme
     match decision {
         Decision::Placed(p) => {
             let c = &p.candidates[0];
-            println!(
+            outln!(
                 "{name}: {} on {} ({}), node {}, ${:.2}/h, est. {}, starts in ~{}s",
-                c.pool, c.region, c.accelerator, c.node, c.hourly_usd, c.est_cost_usd, c.startup_s
+                c.pool,
+                c.region,
+                c.accelerator,
+                c.node,
+                c.hourly_usd,
+                c.est_cost_usd,
+                c.startup_s
             );
-            println!();
+            outln!();
             let mut t = new_table(&[
                 "#",
                 "POOL",
@@ -88,23 +95,25 @@ fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requireme
                     why.join(", "),
                 ]);
             }
-            println!("{t}");
+            outln!("{t}");
             let k = &p.considered;
-            println!();
-            println!(
+            outln!();
+            outln!(
                 "{} of {} pools feasible ({} nodes in the fleet); the rest are the fallback order.",
-                k.feasible_pools, k.total_pools, k.total_nodes
+                k.feasible_pools,
+                k.total_pools,
+                k.total_nodes
             );
             if !k.ruled_out.is_empty() {
-                println!("Ruled out:");
+                outln!("Ruled out:");
                 for r in &k.ruled_out {
-                    println!("  {}", r.describe(snap, req));
+                    outln!("  {}", r.describe(snap, req));
                 }
             }
         }
         Decision::Unschedulable(ex) => {
-            println!("{name}: nothing fits.");
-            println!("{ex}");
+            outln!("{name}: nothing fits.");
+            outln!("{ex}");
         }
     }
 }

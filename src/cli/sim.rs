@@ -104,9 +104,9 @@ pub fn run(args: SimArgs, console: &ConsoleArgs) -> Result<()> {
     };
     let report = sim::simulate(&input, &mut NoSink).map_err(|e| eyre!(e))?;
     if args.json {
-        println!("{}", report.to_json());
+        outln!("{}", report.to_json());
     } else {
-        print!("{}", report.to_markdown());
+        out!("{}", report.to_markdown());
     }
     Ok(())
 }
@@ -172,7 +172,7 @@ fn watch(
     // Quit before the end: the simulation thread goes with the process.
     if sim.is_finished() {
         match sim.join() {
-            Ok(Ok(report)) => print!("{}", report.to_markdown()),
+            Ok(Ok(report)) => out!("{}", report.to_markdown()),
             Ok(Err(e)) => bail!(e),
             Err(_) => bail!("the simulation panicked"),
         }

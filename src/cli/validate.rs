@@ -18,27 +18,29 @@ pub fn run(specs: &[PathBuf], json: bool) -> Result<ExitCode> {
     let mut reports = Vec::new();
     for path in specs {
         let file = path.display().to_string();
-        let source = std::fs::read_to_string(path).unwrap_or_default();
-        let (ok, diagnostics) = match load::load_file(path) {
+        // Read once, safely (a FIFO or /dev/zero is refused), and shown
+        // against what was read.
+        let (source, loaded) = load::load_file_and_text(path);
+        let (ok, diagnostics) = match loaded {
             Ok(l) => (true, l.warnings),
             Err(e) => (false, e.diagnostics),
         };
         if !json {
             for d in &diagnostics {
-                eprintln!("{}\n", d.render(&source));
+                errln!("{}\n", d.render(&source));
             }
             let errors = diagnostics.iter().filter(|d| d.severity == Severity::Error).count();
             let warnings = diagnostics.len() - errors;
             if ok {
-                println!("{file}: ok ({warnings} warning{})", plural(warnings));
+                outln!("{file}: ok ({warnings} warning{})", plural(warnings));
             } else {
-                println!("{file}: {errors} error{}, {warnings} warning{}", plural(errors), plural(warnings));
+                outln!("{file}: {errors} error{}, {warnings} warning{}", plural(errors), plural(warnings));
             }
         }
         reports.push(Report { file, ok, diagnostics });
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
+        outln!("{}", canopy::text::json_pretty(&reports)?);
     }
     Ok(if reports.iter().all(|r| r.ok) { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_ERROR) })
 }

@@ -11,6 +11,7 @@ use canopy::engine::handle::Stream;
 use canopy::engine::model::{AttemptId, EventRecord, Millis, WorkloadId, WorkloadRecord, WorkloadState};
 use canopy::server::api::{ArtifactView, Page, WorkloadView};
 use canopy::spec::load::{self, Format};
+use canopy::text::{LogText, json_pretty, sanitize};
 use color_eyre::eyre::{Result, WrapErr};
 use std::path::Path;
 use std::process::ExitCode;
@@ -41,19 +42,19 @@ pub fn report(store: &StoreArgs, e: &ClientError) -> ExitCode {
     match e {
         ClientError::Unreachable { target, detail } => {
             if store.server.is_some() {
-                eprintln!(
+                errln!(
                     "error: no Canopy server answers at {target} ({detail}); check --server and that it runs"
                 );
             } else if !store.home().store().exists() {
                 // A mistyped --store or CANOPY_HOME: say so rather than
                 // suggest starting an engine (which would create it).
-                eprintln!(
+                errln!(
                     "error: there is no Canopy store at {}; check --store (or CANOPY_HOME), or start a new store \
                      there with `canopy --store {0} serve`",
                     store.home().root().display()
                 );
             } else {
-                eprintln!(
+                errln!(
                     "error: no engine owns the store {} (nothing answers on {target}: {detail}); start one with `canopy serve` or `canopy`",
                     store.home().root().display()
                 );
@@ -61,10 +62,10 @@ pub fn report(store: &StoreArgs, e: &ClientError) -> ExitCode {
             ExitCode::from(EXIT_NO_ENGINE)
         }
         ClientError::Api { message, body, .. } => {
-            eprintln!("error: {message}");
+            errln!("error: {message}");
             if let Some(problems) = body["error"]["problems"].as_array() {
                 for p in problems.iter().skip(1) {
-                    eprintln!(
+                    errln!(
                         "  {}:{}:{}: {}",
                         p["file"].as_str().unwrap_or(""),
                         p["line"],
@@ -76,7 +77,7 @@ pub fn report(store: &StoreArgs, e: &ClientError) -> ExitCode {
             ExitCode::from(EXIT_ERROR)
         }
         ClientError::Decode(m) => {
-            eprintln!("error: {m}");
+            errln!("error: {m}");
             ExitCode::from(EXIT_ERROR)
         }
     }
@@ -101,17 +102,19 @@ pub fn submit(
     wait: bool,
     json: bool,
 ) -> Result<ExitCode> {
-    let source = std::fs::read_to_string(spec_path).unwrap_or_default();
-    // Validated here first, so problems are shown against the user's file.
-    let loaded = match load::load_file(spec_path) {
+    // Read once, safely (a FIFO or /dev/zero is refused), validated here
+    // first so problems are shown against the user's file, and the same
+    // text is sent.
+    let (source, loaded) = load::load_file_and_text(spec_path);
+    let loaded = match loaded {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("{}", e.render(&source));
+            errln!("{}", e.render(&source));
             return Ok(ExitCode::from(EXIT_ERROR));
         }
     };
     for w in &loaded.warnings {
-        eprintln!("{}\n", w.render(&source));
+        errln!("{}\n", w.render(&source));
     }
     // Always keyed, so a request retried after a lost answer never submits
     // twice.
@@ -124,11 +127,11 @@ pub fn submit(
     };
     let id = v.workload.id;
     if json && !wait {
-        println!("{}", serde_json::json!({ "id": id.to_string(), "existing": v.existing }));
+        outln!("{}", serde_json::json!({ "id": id.to_string(), "existing": v.existing }));
     } else if v.existing {
-        println!("{id} (already submitted with this idempotency key)");
+        outln!("{id} (already submitted with this idempotency key)");
     } else {
-        println!("{id}");
+        outln!("{id}");
     }
     if !wait {
         return Ok(ExitCode::SUCCESS);
@@ -139,10 +142,10 @@ pub fn submit(
             let v = c.workload(id).await?;
             let w = v.workload;
             if last != Some(w.state) {
-                eprintln!(
+                errln!(
                     "{id}: {}{}",
                     w.state,
-                    w.reason.as_ref().map(|r| format!(" — {r}")).unwrap_or_default()
+                    w.reason.as_deref().map(|r| format!(" — {}", sanitize(r))).unwrap_or_default()
                 );
                 last = Some(w.state);
             }
@@ -155,13 +158,13 @@ pub fn submit(
     match followed {
         Ok(w) => {
             if json {
-                println!("{}", serde_json::to_string_pretty(&w)?);
+                outln!("{}", json_pretty(&w)?);
             }
             Ok(exit_for(w.state))
         }
         Err(code) => {
             if code == ExitCode::from(EXIT_NO_ENGINE) {
-                eprintln!(
+                errln!(
                     "stopped waiting for {id}: the engine went away. {id} is kept in the store; \
                      `canopy status {id}` once an engine runs again"
                 );
@@ -202,28 +205,26 @@ pub fn status(
             async |c| c.workload(id).await,
             |v| {
                 if json {
-                    println!(
+                    outln!(
                         "{}",
-                        serde_json::to_string_pretty(
-                            &serde_json::json!({ "workload": v.workload, "attempts": v.attempts })
-                        )?
+                        json_pretty(&serde_json::json!({ "workload": v.workload, "attempts": v.attempts }))?
                     );
                     return Ok(ExitCode::SUCCESS);
                 }
                 let w = &v.workload;
-                println!(
+                outln!(
                     "{}  {}  {}  priority {}  cost {}",
                     w.id,
-                    w.name,
+                    sanitize(&w.name),
                     w.state,
                     w.priority,
                     usd(w.cost_usd)
                 );
                 if let Some(by) = &w.submitted_by {
-                    println!("  submitted by {by}");
+                    outln!("  submitted by {}", sanitize(by));
                 }
                 if let Some(r) = &w.reason {
-                    println!("  {r}");
+                    outln!("  {}", sanitize(r));
                 }
                 let mut t =
                     new_table(&["ATTEMPT", "STATE", "POOL", "NODE", "$/H", "COST", "CLASS", "EVIDENCE"]);
@@ -239,7 +240,7 @@ pub fn status(
                         a.evidence.clone().unwrap_or_default().chars().take(80).collect(),
                     ]);
                 }
-                println!("{t}");
+                outln!("{t}");
                 Ok(ExitCode::SUCCESS)
             },
         );
@@ -273,9 +274,9 @@ pub fn status(
         Err(code) => return Ok(code),
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        outln!("{}", json_pretty(&list)?);
         if more {
-            eprintln!("(only the newest {limit}; use --limit to see more)");
+            errln!("(only the newest {limit}; use --limit to see more)");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -293,9 +294,9 @@ pub fn status(
             w.reason.clone().unwrap_or_default().chars().take(60).collect(),
         ]);
     }
-    println!("{t}");
+    outln!("{t}");
     if more {
-        println!("(the newest {limit} shown; --limit N shows more)");
+        outln!("(the newest {limit} shown; --limit N shows more)");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -306,13 +307,13 @@ pub fn events(store: &StoreArgs, id: WorkloadId, json: bool) -> Result<ExitCode>
         async |c| c.get::<Vec<EventRecord>>(&format!("/v1/workloads/{id}/events")).await,
         |events| {
             if json {
-                println!("{}", serde_json::to_string_pretty(&events)?);
+                outln!("{}", json_pretty(&events)?);
                 return Ok(ExitCode::SUCCESS);
             }
             for e in &events {
                 let t = chrono_like(e.at);
                 let a = e.attempt.map(|a| a.to_string()).unwrap_or_default();
-                println!("{t}  {a:<8} {:<18} {}", e.kind.as_str(), e.message);
+                outln!("{t}  {a:<8} {:<18} {}", e.kind.as_str(), sanitize(&e.message));
             }
             Ok(ExitCode::SUCCESS)
         },
@@ -343,11 +344,11 @@ pub fn artifacts(store: &StoreArgs, id: WorkloadId, json: bool) -> Result<ExitCo
         async |c| c.get::<Vec<ArtifactView>>(&format!("/v1/workloads/{id}/artifacts")).await,
         |all| {
             if json {
-                println!("{}", serde_json::to_string_pretty(&all)?);
+                outln!("{}", json_pretty(&all)?);
                 return Ok(ExitCode::SUCCESS);
             }
             if all.is_empty() {
-                println!("{id} has no collected outputs.");
+                outln!("{id} has no collected outputs.");
                 return Ok(ExitCode::SUCCESS);
             }
             let mut t = new_table(&["ATTEMPT", "OUTPUT", "BYTES", "SHA256", "DOWNLOAD"]);
@@ -360,25 +361,32 @@ pub fn artifacts(store: &StoreArgs, id: WorkloadId, json: bool) -> Result<ExitCo
                     x.download.clone().unwrap_or_else(|| "(directory)".into()),
                 ]);
             }
-            println!("{t}");
+            outln!("{t}");
             Ok(ExitCode::SUCCESS)
         },
     )
 }
 
+/// `canopy logs`: the attempt's bytes as the workload wrote them when
+/// they go to a pipe or a file, or with `--raw`; on a terminal, made safe
+/// first ([`LogText`]), so a workload cannot drive the operator's terminal.
 pub fn logs(
     store: &StoreArgs,
     id: WorkloadId,
     attempt: Option<u32>,
     follow: bool,
     stream: &str,
+    raw: bool,
 ) -> Result<ExitCode> {
-    use std::io::Write;
+    use std::io::IsTerminal;
+    let raw = canopy::text::logs_raw(raw, std::io::stdout().is_terminal());
     let streams: Vec<Stream> = match stream {
         "stdout" => vec![Stream::Stdout],
         "stderr" => vec![Stream::Stderr],
         _ => vec![Stream::Stdout, Stream::Stderr],
     };
+    // One per stream: a chunk may end inside a character or a `\r\n`.
+    let mut text: Vec<LogText> = streams.iter().map(|_| LogText::default()).collect();
     let outcome = with_api(store, async |c| {
         let v: WorkloadView = c.workload(id).await?;
         let n = match attempt {
@@ -398,13 +406,15 @@ pub fn logs(
                     }
                     grew = true;
                     offsets[i] = chunk.next_offset;
-                    let mut out = std::io::stdout().lock();
-                    let _ = out.write_all(&chunk.data);
-                    let _ = out.flush();
+                    if raw {
+                        super::out::bytes(&chunk.data);
+                    } else {
+                        super::out::stdout(&text[i].push(&chunk.data));
+                    }
                 }
             }
             if !follow {
-                return Ok(None);
+                break;
             }
             let done = c
                 .workload(id)
@@ -414,14 +424,18 @@ pub fn logs(
                 .find(|x| x.id.n == n)
                 .is_some_and(|x| x.state.is_final());
             if done && !grew {
-                return Ok(None);
+                break;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+        for t in &mut text {
+            super::out::stdout(&t.finish());
+        }
+        Ok(None)
     })?;
     match outcome {
         Ok(Some(state)) => {
-            println!("{id} has not started an attempt yet ({state}).");
+            outln!("{id} has not started an attempt yet ({state}).");
             Ok(ExitCode::SUCCESS)
         }
         Ok(None) => Ok(ExitCode::SUCCESS),
@@ -436,15 +450,15 @@ pub fn command(store: &StoreArgs, cmd: Command, reason: Option<String>) -> Resul
         async |c| c.run(&cmd, reason).await,
         |r| match r {
             CommandResult::Ok { message } => {
-                println!("{message}");
+                outln!("{message}");
                 Ok(ExitCode::SUCCESS)
             }
             CommandResult::Submitted { id, .. } => {
-                println!("{id}");
+                outln!("{id}");
                 Ok(ExitCode::SUCCESS)
             }
             CommandResult::Error { message, .. } => {
-                eprintln!("error: {message}");
+                errln!("error: {message}");
                 Ok(ExitCode::from(EXIT_ERROR))
             }
         },

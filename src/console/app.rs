@@ -16,8 +16,8 @@ use crate::engine::command::{Command, CommandResult};
 use crate::engine::handle::Link;
 use crate::engine::model::{AttemptId, AuditRecord, Batch, EventRecord, Millis, Record, WorkloadId};
 use crate::engine::shell::{FleetStatus, Recent};
+use crate::text::sanitize;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -1139,42 +1139,6 @@ pub fn sim_time(t: Millis, long: bool) -> String {
     if long { s } else { s[5..].to_string() }
 }
 
-/// Text that someone else chose (a principal, an origin, a target, a
-/// reason, an error a server sent), made safe to draw. Control characters
-/// (escape sequences, C1, DEL) and the invisible format characters that
-/// reorder or hide text (bidi overrides and isolates, zero-width spaces
-/// and joiners, the BOM, soft hyphens) become `�`, so they show instead of
-/// acting; line and tab breaks become a space, so a cell stays one line.
-/// Borrowed when there is nothing to replace.
-pub fn sanitize(s: &str) -> Cow<'_, str> {
-    fn hidden(c: char) -> bool {
-        c.is_control()
-            || matches!(
-                c,
-                '\u{00AD}'
-                    | '\u{061C}'
-                    | '\u{180E}'
-                    | '\u{200B}'..='\u{200F}'
-                    | '\u{2028}'..='\u{202E}'
-                    | '\u{2060}'..='\u{206F}'
-                    | '\u{FEFF}'
-                    | '\u{FFF9}'..='\u{FFFB}'
-            )
-    }
-    if !s.chars().any(hidden) {
-        return Cow::Borrowed(s);
-    }
-    Cow::Owned(
-        s.chars()
-            .map(|c| match c {
-                '\t' | '\n' | '\r' | '\u{2028}' | '\u{2029}' => ' ',
-                c if hidden(c) => '\u{FFFD}',
-                c => c,
-            })
-            .collect(),
-    )
-}
-
 pub fn truncate(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_string()
@@ -1193,16 +1157,5 @@ mod tests {
         assert_eq!(truncate("abcdef", 4), "abc…");
         assert_eq!(sim_time(crate::sim::EPOCH, true), "2023-11-14 22:13");
         assert_eq!(sim_time(crate::sim::EPOCH, false), "11-14 22:13");
-    }
-
-    #[test]
-    fn sanitize_shows_what_would_act_on_the_terminal() {
-        assert!(matches!(sanitize("local:alice"), Cow::Borrowed("local:alice")));
-        assert_eq!(sanitize("a\x1b[2Jb"), "a\u{FFFD}[2Jb");
-        assert_eq!(sanitize("x\u{9b}31m\u{7f}"), "x\u{FFFD}31m\u{FFFD}");
-        assert_eq!(sanitize("evil\u{202E}txt.exe"), "evil\u{FFFD}txt.exe");
-        assert_eq!(sanitize("a\u{200B}b\u{2066}c\u{FEFF}"), "a\u{FFFD}b\u{FFFD}c\u{FFFD}");
-        assert_eq!(sanitize("one\ntwo\tthree\r"), "one two three ");
-        assert_eq!(sanitize("ünïcödé ✓ 日本"), "ünïcödé ✓ 日本");
     }
 }

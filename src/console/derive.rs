@@ -3,12 +3,13 @@
 //! table. Computed once per model change or filter change, never per frame.
 //! Pure.
 
-use super::app::{App, Column, Derived, sanitize};
+use super::app::{App, Column, Derived};
 use super::filter::Filter;
 use super::model::WorkloadRow;
 use crate::engine::model::AuditRecord;
 use crate::failure::FailureClass;
 use crate::fleet::Fleet;
+use crate::text::sanitize;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 

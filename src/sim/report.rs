@@ -27,7 +27,7 @@ impl SimReport {
     /// Pretty JSON. Serializing plain numbers and strings cannot fail; an
     /// error would still come back as a JSON object rather than a panic.
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": {:?}}}", e.to_string()))
+        crate::text::json_pretty(self).unwrap_or_else(|e| format!("{{\"error\": {:?}}}", e.to_string()))
     }
 
     /// The comparison table, one row per policy, plus ratios against the

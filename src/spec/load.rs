@@ -6,7 +6,8 @@
 //! with a position and a help line. Parse and type errors stop at the
 //! first; semantic problems are all reported together. Secret values found
 //! in the text are scrubbed from every message. The only I/O here is
-//! [`load_file`] reading one file; nothing is logged or printed.
+//! [`read`] reading one file (for [`load_file`]); nothing is logged or
+//! printed.
 
 use super::locate::{Index, Target};
 use super::validate::{self, MAX_SPEC_BYTES};
@@ -117,6 +118,29 @@ pub fn parse(text: &str, file: &str, format: Format) -> Result<Loaded, SpecError
 
 /// Read and parse a spec file; the format follows the extension.
 pub fn load_file(path: &Path) -> Result<Loaded, SpecError> {
+    load_file_and_text(path).1
+}
+
+/// [`load_file`], with the text that was read (empty when none was), to
+/// render the diagnostics against.
+pub fn load_file_and_text(path: &Path) -> (String, Result<Loaded, SpecError>) {
+    match read(path) {
+        Ok(text) => {
+            let loaded = parse(&text, &path.display().to_string(), Format::from_path(path));
+            (text, loaded)
+        }
+        Err(e) => (String::new(), Err(e)),
+    }
+}
+
+/// The text of a spec file, read safely: only a regular file, and at most
+/// [`MAX_SPEC_BYTES`] of it. The file is opened without blocking and
+/// checked before a byte is read, so a FIFO cannot stall the command and
+/// `/dev/zero` cannot fill memory. Callers that show diagnostics against
+/// the text read it here once and [`parse`] it.
+pub fn read(path: &Path) -> Result<String, SpecError> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let file = path.display().to_string();
     let unreadable = |e: std::io::Error| {
         let help = match e.kind() {
@@ -127,13 +151,50 @@ pub fn load_file(path: &Path) -> Result<Loaded, SpecError> {
         };
         SpecError::one(Diagnostic::whole_file(&file, format!("cannot read the spec: {e}"), Some(help.into())))
     };
-    let size = std::fs::metadata(path).map_err(unreadable)?.len();
-    if size > MAX_SPEC_BYTES as u64 {
-        return Err(SpecError::one(too_large(&file, size)));
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(unreadable)?;
+    let meta = f.metadata().map_err(unreadable)?;
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if kind.is_char_device() {
+            "a character device"
+        } else if kind.is_block_device() {
+            "a block device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "a special file"
+        };
+        let help = if kind.is_dir() {
+            "give the path of a spec file, not a directory"
+        } else {
+            "give the path of a spec file; to use a spec that a command writes, save it to a file first"
+        };
+        return Err(SpecError::one(Diagnostic::whole_file(
+            &file,
+            format!("cannot read the spec: the path names {what}, not a regular file"),
+            Some(help.into()),
+        )));
     }
-    let bytes = std::fs::read(path).map_err(unreadable)?;
-    let text = match String::from_utf8(bytes) {
-        Ok(text) => text,
+    if meta.len() > MAX_SPEC_BYTES as u64 {
+        return Err(SpecError::one(too_large(&file, meta.len())));
+    }
+    // The file may grow after the check: never read more than the limit
+    // and one byte to tell.
+    let mut bytes = Vec::new();
+    (&mut f).take(MAX_SPEC_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(unreadable)?;
+    if bytes.len() > MAX_SPEC_BYTES {
+        return Err(SpecError::one(too_large(&file, bytes.len() as u64)));
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(text),
         Err(e) => {
             let valid = e.utf8_error().valid_up_to();
             // The prefix up to `valid_up_to` is UTF-8 by definition.
@@ -141,10 +202,9 @@ pub fn load_file(path: &Path) -> Result<Loaded, SpecError> {
             let mut d = Diagnostic::at(Severity::Error, &file, &prefix, valid, "");
             d.message = "the spec is not valid UTF-8".into();
             d.help = Some("save the file as UTF-8".into());
-            return Err(SpecError::one(d));
+            Err(SpecError::one(d))
         }
-    };
-    parse(&text, &file, Format::from_path(path))
+    }
 }
 
 /// The JSON Schema of [`Spec`], for editors and `canopy schema`.

@@ -235,6 +235,19 @@ fn invalid_type(rest: &str, cx: &Context<'_>) -> Translated {
     let want = expected_words(exp, cx.format);
     let got = found_words(found, cx.snippet, cx.format);
     let field = last_field(cx.path);
+    // A whole number too large for any integer type serde reads it as
+    // (`integer `N` as i128`), or, in JSON, read as a float: the same
+    // words on both sides would say nothing.
+    if want == "a whole number"
+        && let Some(range) = int_range(exp)
+        && let Some(number) = whole_number(found, cx.snippet)
+    {
+        return Translated {
+            path: cx.path.to_string(),
+            message: format!("{} must be a whole number from {range}, not {number}", subject(cx.path)),
+            help: Some(format!("use a number from {range}")),
+        };
+    }
     let message = if want == "another type" {
         format!("{} has the wrong type ({got})", subject(cx.path))
     } else {
@@ -269,8 +282,13 @@ fn invalid_value(rest: &str, cx: &Context<'_>) -> Translated {
     let number = found.split('`').nth(1).unwrap_or("");
     let (message, help) = if exp.starts_with('u') && number.starts_with('-') {
         (format!("{} cannot be negative", subject(cx.path)), "use 0 or more".to_string())
-    } else if exp.starts_with('u') && !number.is_empty() {
-        (format!("{} is too large ({number})", subject(cx.path)), "use a smaller whole number".to_string())
+    } else if let Some(range) = int_range(exp)
+        && !number.is_empty()
+    {
+        (
+            format!("{} must be a whole number from {range}, not {number}", subject(cx.path)),
+            format!("use a number from {range}"),
+        )
     } else {
         (
             format!("{} has an invalid value", subject(cx.path)),
@@ -278,6 +296,33 @@ fn invalid_value(rest: &str, cx: &Context<'_>) -> Translated {
         )
     };
     Translated { path: cx.path.to_string(), message, help: Some(help) }
+}
+
+/// "0 to 4294967295" for serde's name of an integer type.
+fn int_range(exp: &str) -> Option<String> {
+    let (lo, hi): (i128, i128) = match exp {
+        "u8" => (0, u8::MAX.into()),
+        "u16" => (0, u16::MAX.into()),
+        "u32" => (0, u32::MAX.into()),
+        "u64" => (0, u64::MAX.into()),
+        "usize" => (0, usize::MAX as i128),
+        "i32" => (i32::MIN.into(), i32::MAX.into()),
+        "i64" => (i64::MIN.into(), i64::MAX.into()),
+        _ => return None,
+    };
+    Some(format!("{lo} to {hi}"))
+}
+
+/// The whole number the user wrote, when serde read it as something else:
+/// `integer `N` as i128` (too large for 64 bits), or a float (`1e20`) whose
+/// source text is a plain integer (JSON).
+fn whole_number(found: &str, snippet: &str) -> Option<String> {
+    if let Some(n) = found.strip_prefix("integer `").and_then(|r| r.split('`').next()) {
+        return Some(n.to_string());
+    }
+    let digits = snippet.trim().strip_prefix('-').unwrap_or(snippet.trim());
+    (found.starts_with("floating") && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| snippet.trim().to_string())
 }
 
 /// Messages from our own `Deserialize` impls: "what; how to fix".
@@ -380,6 +425,23 @@ mod tests {
         );
         assert_eq!(split_quoted("mn`, expected `min` or `max`"), ("mn", vec!["min", "max"]));
         assert_eq!(split_quoted("command`"), ("command", vec![]));
+    }
+
+    #[test]
+    fn out_of_range_whole_numbers_say_the_range() {
+        let cx = Context { format: Format::Toml, path: "resources.gpus", parent: "resources", snippet: "" };
+        let t = data_error("invalid type: integer `99999999999999999999` as i128, expected u32", &cx);
+        assert_eq!(
+            t.message,
+            "`resources.gpus` must be a whole number from 0 to 4294967295, not 99999999999999999999"
+        );
+        let t = data_error("invalid value: integer `5000000000`, expected u32", &cx);
+        assert_eq!(t.message, "`resources.gpus` must be a whole number from 0 to 4294967295, not 5000000000");
+        let json = Context { format: Format::Json, snippet: "99999999999999999999", ..cx };
+        let t = data_error("invalid type: floating point `1e20`, expected u32", &json);
+        assert!(t.message.ends_with("from 0 to 4294967295, not 99999999999999999999"), "{}", t.message);
+        let t = data_error("invalid value: integer `-1`, expected u32", &cx);
+        assert_eq!(t.message, "`resources.gpus` cannot be negative");
     }
 
     #[test]

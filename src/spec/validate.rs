@@ -83,6 +83,23 @@ pub(crate) fn bad_name_char(name: &str) -> Option<char> {
     name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
 }
 
+/// The first control character in `s` (C0, DEL or C1) other than those in
+/// `allowed`. Such characters act on a terminal instead of showing, and
+/// spec text is shown on operators' terminals.
+pub(crate) fn control_char(s: &str, allowed: &[char]) -> Option<char> {
+    s.chars().find(|c| c.is_control() && !allowed.contains(c))
+}
+
+/// "`runtime.env.X` contains a NUL character", or "… the control
+/// character U+001B".
+pub(crate) fn control_message(path: &str, c: char) -> String {
+    if c == '\0' {
+        format!("`{path}` contains a NUL character")
+    } else {
+        format!("`{path}` contains the control character U+{:04X}", u32::from(c))
+    }
+}
+
 fn general(spec: &Spec, f: &mut Findings) {
     let name = spec.name.as_str();
     if name.trim().is_empty() {
@@ -147,6 +164,13 @@ fn general(spec: &Spec, f: &mut Findings) {
         }
         if value.chars().count() > 256 {
             f.error(&path, "label values must be at most 256 characters", "shorten the value");
+        }
+        if let Some(c) = control_char(value, &[]) {
+            f.error(
+                &path,
+                control_message(&path, c),
+                "remove it: labels are shown on operators' terminals, where a control character acts instead of showing",
+            );
         }
         if super::secrets::looks_like_credential(value) {
             f.error(

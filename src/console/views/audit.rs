@@ -7,10 +7,11 @@
 //! the selected record whole. Draws only the visible window.
 
 use super::{block, marker, window};
-use crate::console::app::{App, AuditLoad, View, sanitize};
+use crate::console::app::{App, AuditLoad, View};
 use crate::console::logs::clock;
 use crate::console::theme::Theme;
 use crate::engine::model::{AuditRecord, Millis};
+use crate::text::sanitize;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;

@@ -4,8 +4,9 @@
 //! the visible window.
 
 use super::{block, marker, spark, window};
-use crate::console::app::{App, View, sanitize};
+use crate::console::app::{App, View};
 use crate::fleet::NodeState;
+use crate::text::sanitize;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Span;

@@ -1,7 +1,7 @@
 //! Checks on `[[inputs]]` and `[[outputs]]`: names, URI schemes, absolute
 //! paths without `..`, duplicates, sizes, and credentials hidden in URIs.
 
-use super::{Findings, MAX_INPUTS, MAX_OUTPUTS, bad_name_char};
+use super::{Findings, MAX_INPUTS, MAX_OUTPUTS, bad_name_char, control_char, control_message};
 use crate::spec::Spec;
 use crate::spec::fields::suggest;
 use crate::spec::locate::{child, item};
@@ -110,6 +110,13 @@ fn absolute_path(f: &mut Findings, path: &str, value: &str, example: &str) -> bo
             format!("write it from the root, like \"{example}\""),
         );
         false
+    } else if let Some(c) = control_char(value, &[]) {
+        f.error(
+            path,
+            control_message(path, c),
+            format!("remove it: write a plain path, like \"{example}\"; a path with control characters cannot be collected or shown"),
+        );
+        false
     } else if value.split('/').any(|c| c == "..") {
         f.error(
             path,
@@ -152,6 +159,14 @@ fn source(f: &mut Findings, path: &str, uri: &str) {
             path,
             format!("{INLINE_SECRET} {path}"),
             "remove the credential from the URI; give access through runtime.secrets (e.g. AWS_SECRET_ACCESS_KEY) instead",
+        );
+        return;
+    }
+    if let Some(c) = control_char(uri, &[]) {
+        f.error(
+            path,
+            control_message(path, c),
+            "remove it: a URI holds no control characters (percent-encode them, like %1B, if the name really has them)",
         );
         return;
     }

@@ -2,7 +2,7 @@
 //! above all that no secret value is written inline. Messages name the
 //! variable, never its value.
 
-use super::{Findings, MAX_ARGV};
+use super::{Findings, MAX_ARGV, control_char, control_message};
 use crate::spec::Runtime;
 use crate::spec::locate::{child, item};
 use crate::spec::secrets::{INLINE_SECRET, harmless, is_secret_name, looks_like_credential};
@@ -11,14 +11,20 @@ use std::collections::BTreeMap;
 pub(super) fn check(rt: &Runtime, f: &mut Findings) {
     image(rt, f);
     command(rt, f);
-    if let Some(dir) = &rt.workdir
-        && !dir.starts_with('/')
-    {
-        f.error(
-            "runtime.workdir",
-            "`runtime.workdir` must be an absolute path",
-            "write it from the root, like \"/workspace\"",
-        );
+    if let Some(dir) = &rt.workdir {
+        if !dir.starts_with('/') {
+            f.error(
+                "runtime.workdir",
+                "`runtime.workdir` must be an absolute path",
+                "write it from the root, like \"/workspace\"",
+            );
+        } else if let Some(c) = control_char(dir, &[]) {
+            f.error(
+                "runtime.workdir",
+                control_message("runtime.workdir", c),
+                "remove it: a directory path cannot usefully hold control characters",
+            );
+        }
     }
     env(rt, f);
     secrets(rt, f);
@@ -31,6 +37,12 @@ fn image(rt: &Runtime, f: &mut Findings) {
                 "runtime.image",
                 "`runtime.image` is empty",
                 "name a container image, like \"registry.example.com/app:v1\", or remove the line to run a plain process",
+            );
+        } else if let Some(c) = control_char(image, &[]) {
+            f.error(
+                "runtime.image",
+                control_message("runtime.image", c),
+                "write the image reference alone, like \"registry.example.com/app:v1\"",
             );
         } else if image.chars().any(char::is_whitespace) {
             f.error(
@@ -71,11 +83,11 @@ fn command(rt: &Runtime, f: &mut Findings) {
     }
     for (i, arg) in argv.iter().enumerate() {
         let path = item("runtime.command", i);
-        if arg.contains('\0') {
+        if let Some(c) = control_char(arg, ARG_CONTROLS) {
             f.error(
                 &path,
-                format!("`{path}` contains a NUL character"),
-                "remove it: a program argument cannot hold NUL",
+                control_message(&path, c),
+                "remove it: an argument may hold tabs and newlines (a multi-line program), no other control characters",
             );
         }
         if looks_like_credential(arg) {
@@ -87,6 +99,10 @@ fn command(rt: &Runtime, f: &mut Findings) {
         }
     }
 }
+
+/// The control characters an argument or an environment value may hold:
+/// a multi-line `python -c` program is legitimate.
+const ARG_CONTROLS: &[char] = &['\t', '\n'];
 
 /// POSIX portable environment variable name: `[A-Za-z_][A-Za-z0-9_]*`.
 pub(crate) fn is_env_name(name: &str) -> bool {
@@ -119,11 +135,11 @@ fn env(rt: &Runtime, f: &mut Findings) {
                 format!("remove runtime.env.{name}: the secret is exported under the same name"),
             );
         }
-        if value.contains('\0') {
+        if let Some(c) = control_char(value, ARG_CONTROLS) {
             f.error(
                 &path,
-                format!("`{path}` contains a NUL character"),
-                "remove it: environment values cannot hold NUL",
+                control_message(&path, c),
+                "remove it: an environment value may hold tabs and newlines, no other control characters",
             );
         }
     }
