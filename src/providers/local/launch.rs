@@ -9,15 +9,15 @@
 //! supervisor has written its `pid` file. Losers adopt.
 //!
 //! Secret values go to the supervisor's environment here and nowhere else.
+//! Files the launcher creates in the attempt directory are 0600.
 
 use super::LocalConfig;
-use super::layout::{AttemptDir, PidRecord, read_json, write_json};
-use super::outputs::copy_tree;
+use super::layout::{AttemptDir, PidRecord, append_private, create_private, read_json, write_json};
 use super::plan::Plan;
 use super::state::{self, Observed};
 use crate::providers::{LaunchAck, LaunchError, SecretValue};
 use crate::spec::Spec;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
@@ -95,7 +95,7 @@ fn build_and_rename(
     copy_inputs: bool,
 ) -> io::Result<Option<File>> {
     let staging = AttemptDir::new(tmp.to_path_buf());
-    let lock = File::create(staging.lock())?;
+    let lock = create_private(&staging.lock())?;
     // Nobody else can know this fresh private file, so the lock is free.
     lock.try_lock().map_err(io::Error::other)?;
     for d in &plan.dirs {
@@ -128,11 +128,7 @@ async fn start(
     lock: File,
 ) -> Result<LaunchAck, LaunchError> {
     let api = |what: &str, e: io::Error| LaunchError::Api(format!("{what}: {e}"));
-    let notes = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.supervisor_log())
-        .map_err(|e| api("cannot create supervisor.log", e))?;
+    let notes = append_private(&dir.supervisor_log()).map_err(|e| api("cannot create supervisor.log", e))?;
     let mut cmd = tokio::process::Command::new(&cfg.shim.program);
     cmd.args(&cfg.shim.args)
         .arg("--attempt")
@@ -184,4 +180,28 @@ async fn start(
     });
     drop(lock);
     outcome.map(|()| LaunchAck { provider_ref: provider_ref(dir), adopted: false })
+}
+
+/// Copies an input file or directory tree into the attempt (inputs are the
+/// operator's own files: links in them are followed).
+fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
+    if fs::metadata(src)?.is_dir() {
+        fs::DirBuilder::new().mode(0o700).create(dst)?;
+        let mut names: Vec<_> =
+            fs::read_dir(src)?.map(|e| e.map(|e| e.file_name())).collect::<io::Result<_>>()?;
+        names.sort();
+        for name in names {
+            let s = src.join(&name);
+            let ft = fs::symlink_metadata(&s)?.file_type();
+            if ft.is_dir() || ft.is_file() || (ft.is_symlink() && fs::metadata(&s).is_ok_and(|m| m.is_file()))
+            {
+                copy_tree(&s, &dst.join(&name))?;
+            } else {
+                tracing::warn!(path = %s.display(), "input entry is not a file or directory; not staged");
+            }
+        }
+        Ok(())
+    } else {
+        io::copy(&mut File::open(src)?, &mut create_private(dst)?).map(|_| ())
+    }
 }
