@@ -1,6 +1,6 @@
 //! The local provider against real processes: argv, streams, exit codes,
 //! outputs (and what is never collected), secrets, terminate, idempotent
-//! launch, re-adoption, inputs.
+//! launch, re-adoption, supervisor loss, inputs.
 //! Every wait is a bounded poll; nothing asserts on elapsed time.
 
 use canopy::engine::model::{AttemptId, WorkloadId};
@@ -537,25 +537,41 @@ async fn a_workload_outlives_the_process_that_launched_it() {
 }
 
 #[tokio::test]
-async fn a_dead_supervisor_is_reported_lost_and_its_workload_can_be_stopped() {
+async fn a_killed_supervisor_takes_its_workload_along_and_the_end_is_the_providers() {
     let t = tempfile::tempdir().unwrap();
     let p = provider(t.path());
-    let req = request(t.path(), 1, cmd(&["sleep", "1000"]));
+    // A leader with a background child in its group, as shells leave them.
+    let req = request(t.path(), 1, cmd(&["sh", "-c", "sleep 1000 & echo $! > bg.pid; wait"]));
     p.launch(&req).await.unwrap();
+    let bg_file = p.attempt_dir(&req.token).join("work/bg.pid");
+    wait_for("the background pid", || std::fs::read_to_string(&bg_file).is_ok_and(|s| s.ends_with('\n')))
+        .await;
+    let bg: i32 = std::fs::read_to_string(&bg_file).unwrap().trim().parse().unwrap();
+    let bg_start = procfs::stat(bg).unwrap().start_time;
     let pids: serde_json::Value =
         serde_json::from_slice(&std::fs::read(p.attempt_dir(&req.token).join("pid")).unwrap()).unwrap();
     let sup = pids["supervisor"]["pid"].as_i64().unwrap().to_string();
     let (child, child_start) =
         (pids["child"]["pid"].as_i64().unwrap() as i32, pids["child"]["start_time"].as_u64().unwrap());
+    assert!(running(child, child_start) && running(bg, bg_start));
     assert!(std::process::Command::new("kill").args(["-9", &sup]).status().unwrap().success());
-    let lost = ProviderEnd::NodeLost { message: "supervisor died without recording an exit status".into() };
-    assert_eq!(wait_end(&p, &req.token).await, lost);
-    assert!(running(child, child_start));
-    assert!(p.list_owned(STORE).await.unwrap()[0].running);
 
-    p.terminate(&req.token).await.unwrap();
-    wait_for("the orphaned workload to be gone", || !running(child, child_start)).await;
+    // The leader dies with the supervisor, by itself (PR_SET_PDEATHSIG).
+    wait_for("the workload's leader to die with its supervisor", || !running(child, child_start)).await;
+    // The provider stops what is left in its group before reporting the end.
+    let end = wait_end(&p, &req.token).await;
+    assert_eq!(
+        end,
+        ProviderEnd::ApiError {
+            message: "the supervisor of this attempt died without recording an end; its workload was stopped"
+                .into()
+        }
+    );
+    assert!(!running(bg, bg_start), "the background process of the old attempt still runs");
+    let c = canopy::engine::classify::classify(&end, &[]);
+    assert_eq!(c.class, canopy::failure::FailureClass::Provider, "{c:?}");
     assert!(!p.list_owned(STORE).await.unwrap()[0].running);
+    p.terminate(&req.token).await.unwrap();
 }
 
 #[tokio::test]

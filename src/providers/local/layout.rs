@@ -148,6 +148,10 @@ pub struct PidRecord {
     pub supervisor: ProcRef,
     /// `None` when the command could not be started (exit.json says why).
     pub child: Option<ProcRef>,
+    /// The supervisor's session, which the workload's process group is in
+    /// (absent in records of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<i32>,
 }
 
 /// The `exit.json` file: how the child ended.

@@ -9,6 +9,11 @@
 //! same root re-adopts them, because the provider keeps no state that
 //! matters outside those directories.
 //!
+//! The workload does not survive its supervisor: killed with it, and what
+//! is left of its group stopped when [`Provider::status`] finds the
+//! supervisor gone, which reports a provider-side end
+//! ([`ProviderEnd::ApiError`], class `provider`: the node is not blamed).
+//!
 //! Outputs reach the engine without the engine opening anything the
 //! workload wrote: it moves what the supervisor collected (regular files
 //! only, links never followed, bounded by [`LocalConfig::outputs`]).
@@ -240,7 +245,13 @@ impl Provider for LocalProvider {
             Observed::Lost { message, pids: None } => {
                 AttemptStatus::Ended(ProviderEnd::LaunchRejected { message, capacity: false })
             }
-            Observed::Lost { message, .. } => AttemptStatus::Ended(ProviderEnd::NodeLost { message }),
+            // The supervisor died, not necessarily the machine: stop what is
+            // left of the workload so a retry never runs beside it, and
+            // report the provider's fault, which does not exclude the node.
+            Observed::Lost { pids: Some(p), .. } => {
+                state::stop_orphaned(&dir, &p).await;
+                AttemptStatus::Ended(ProviderEnd::ApiError { message: state::SUPERVISOR_LOST.into() })
+            }
         })
     }
 
@@ -352,5 +363,12 @@ mod tests {
         );
         let c = classify(&end, &[]);
         assert_eq!(c.class, FailureClass::Provider, "{c:?}");
+    }
+
+    #[test]
+    fn a_lost_supervisor_is_the_providers_fault_not_the_nodes() {
+        let end = ProviderEnd::ApiError { message: state::SUPERVISOR_LOST.into() };
+        let c = classify(&end, &[]);
+        assert_eq!((c.class, c.rule), (FailureClass::Provider, "provider.api-error"), "{c:?}");
     }
 }

@@ -9,11 +9,17 @@
 //! (atomically) once it ends, and its own notes to `supervisor.log`; every
 //! file it creates is 0600.
 //!
-//! When the workload exits 0, the supervisor collects its outputs next to
-//! the files, after the workload's group is gone and before `exit.json`
-//! is written (see [`super::outputs`]), with the limits `launch.json`
-//! gives. What to collect is read from `spec.json` before the workload
-//! starts, since the workload can write in the attempt directory.
+//! Guarantees:
+//! - The workload does not outlive the supervisor: its leader is started
+//!   with `PR_SET_PDEATHSIG(SIGKILL)` (and exits at once should the
+//!   supervisor already be gone by then), so a supervisor killed outright
+//!   takes it along; what else is left in its group the provider stops when
+//!   it finds the supervisor gone (see `state::stop_orphaned`).
+//! - When the workload exits 0, the supervisor collects its outputs next to
+//!   the files, after the workload's group is gone and before `exit.json`
+//!   is written (see [`super::outputs`]), with the limits `launch.json`
+//!   gives. What to collect is read from `spec.json` before the workload
+//!   starts, since the workload can write in the attempt directory.
 //!
 //! It must not interpret the command (no shell), touch anything outside the
 //! attempt directory, or write environment values anywhere: secrets reach
@@ -75,6 +81,7 @@ fn parse_args(args: &[String]) -> Option<(PathBuf, Vec<String>)> {
 fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
     let me = procfs::proc_ref(std::process::id() as i32)
         .ok_or_else(|| io::Error::other("cannot read /proc/self/stat"))?;
+    let session = procfs::stat(me.pid).map(|s| s.session);
     // Read before the workload runs: it can write in this directory.
     let spec = read_json::<Spec>(&dir.spec())
         .map_err(|e| e.to_string())
@@ -92,6 +99,7 @@ fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
     let mut err_for_notes = stderr.try_clone()?;
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(stdout).stderr(stderr).process_group(0);
+    procfs::die_with_parent(&mut cmd);
     let spawned = cmd.spawn();
     let mut child = match spawned {
         Ok(c) => c,
@@ -101,7 +109,7 @@ fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
             let msg = format!("canopy: cannot start {:?}: {e}", argv[0]);
             let _ = writeln!(err_for_notes, "{msg}");
             log.note(&msg);
-            write_json(&dir.pid(), &PidRecord { supervisor: me, child: None })?;
+            write_json(&dir.pid(), &PidRecord { supervisor: me, child: None, session })?;
             let exit = ExitRecord {
                 code: Some(code),
                 signal: None,
@@ -113,7 +121,7 @@ fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
     };
     let pgid = child.id() as i32;
     let child_ref = procfs::proc_ref(pgid);
-    write_json(&dir.pid(), &PidRecord { supervisor: me, child: child_ref })?;
+    write_json(&dir.pid(), &PidRecord { supervisor: me, child: child_ref, session })?;
     log.note(&format!("started {:?} as pid {pgid}", argv[0]));
     let status = child.wait()?;
     let ended_at_ms = super::layout::now_ms();
