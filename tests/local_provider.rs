@@ -1,6 +1,6 @@
 //! The local provider against real processes: argv, streams, exit codes,
 //! outputs (and what is never collected), secrets, terminate, idempotent
-//! launch, re-adoption, supervisor loss, inputs.
+//! launch, re-adoption and its identity check, supervisor loss, inputs.
 //! Every wait is a bounded poll; nothing asserts on elapsed time.
 
 use canopy::engine::model::{AttemptId, WorkloadId};
@@ -572,6 +572,35 @@ async fn a_killed_supervisor_takes_its_workload_along_and_the_end_is_the_provide
     assert_eq!(c.class, canopy::failure::FailureClass::Provider, "{c:?}");
     assert!(!p.list_owned(STORE).await.unwrap()[0].running);
     p.terminate(&req.token).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_directory_holding_another_workloads_attempt_is_not_adopted() {
+    let t = tempfile::tempdir().unwrap();
+    let p = provider(t.path());
+    let theirs = request(t.path(), 1, cmd(&["sleep", "1000"]));
+    p.launch(&theirs).await.unwrap();
+    let pids: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(p.attempt_dir(&theirs.token).join("pid")).unwrap()).unwrap();
+    let (child, child_start) =
+        (pids["child"]["pid"].as_i64().unwrap() as i32, pids["child"]["start_time"].as_u64().unwrap());
+
+    // Same token, another spec: another store's attempt, or a recreated one.
+    let mine = request(t.path(), 1, cmd(&["sh", "-c", "echo mine"]));
+    assert_eq!(mine.token, theirs.token);
+    match p.launch(&mine).await {
+        Err(LaunchError::Rejected(m)) => {
+            assert!(m.contains(&p.attempt_dir(&mine.token).display().to_string()), "{m}");
+            assert!(m.contains("different workload's attempt"), "{m}");
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    // Neither adopted nor signalled.
+    assert!(running(child, child_start));
+    assert_eq!(p.status(&theirs.token).await.unwrap(), AttemptStatus::Running);
+    // The same spec still adopts.
+    assert!(p.launch(&theirs).await.unwrap().adopted);
+    p.terminate(&theirs.token).await.unwrap();
 }
 
 #[tokio::test]

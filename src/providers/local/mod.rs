@@ -7,7 +7,8 @@
 //! it exits 0 (see [`outputs`]) and records its end in `exit.json`.
 //! Workloads survive the engine exiting; a new [`LocalProvider`] over the
 //! same root re-adopts them, because the provider keeps no state that
-//! matters outside those directories.
+//! matters outside those directories. A directory is adopted only when its
+//! `spec.json` is the launch's spec.
 //!
 //! The workload does not survive its supervisor: killed with it, and what
 //! is left of its group stopped when [`Provider::status`] finds the
@@ -214,7 +215,7 @@ impl Provider for LocalProvider {
         }
         let dir = AttemptDir::at(&self.cfg.root, &req.token);
         if dir.path().exists() {
-            return launch::adopt(&self.cfg, &dir).await;
+            return launch::adopt(&self.cfg, &dir, &req.spec).await;
         }
         let engine = match req.spec.runtime.image {
             Some(_) => self.container_engine().await,
