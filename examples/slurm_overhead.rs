@@ -64,6 +64,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         pin_by_feature: false,
         pools: map::PoolSettings::default(),
         request_timeout: Duration::from_secs(30),
+        outputs: Default::default(),
     };
     let p = SlurmProvider::new(cfg)?;
     let spec: canopy::spec::Spec =

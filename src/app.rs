@@ -132,14 +132,16 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     let journal = Journal::open_with_id(&home.store(), keep_id.as_deref())?;
     home.secure_journal();
 
-    let local = LocalProvider::new(LocalConfig::new(home.attempts(), opts.shim.clone()));
-    let local_def = match local.inventory().await {
-        Ok(inv) => provider_def(local.name(), ProviderKind::Local, None, inv),
-        Err(e) => return Err(AppError::Setup(format!("cannot take this host's inventory: {e}"))),
-    };
     let config = match crate::config::locate(opts.config.as_deref(), home.root()) {
         Some(path) => crate::config::load(&path)?,
         None => crate::config::Config::default(),
+    };
+    let mut local_cfg = LocalConfig::new(home.attempts(), opts.shim.clone());
+    local_cfg.outputs = config.outputs.limits();
+    let local = LocalProvider::new(local_cfg);
+    let local_def = match local.inventory().await {
+        Ok(inv) => provider_def(local.name(), ProviderKind::Local, None, inv),
+        Err(e) => return Err(AppError::Setup(format!("cannot take this host's inventory: {e}"))),
     };
     let engines = engine_providers(&config).await?;
     let simulated = match &opts.fleet {
@@ -263,14 +265,17 @@ async fn engine_providers(
     use crate::providers::ray::{RayConfig, RayProvider};
     use crate::providers::slurm::{SlurmConfig, SlurmProvider};
     let mut out: Vec<(Arc<dyn Provider>, ProviderKind, Option<u32>)> = Vec::new();
+    let limits = config.outputs.limits();
     for e in &config.slurm {
-        let p = SlurmProvider::new(SlurmConfig::from_entry(e).map_err(AppError::Setup)?)
-            .map_err(AppError::Setup)?;
+        let mut cfg = SlurmConfig::from_entry(e).map_err(AppError::Setup)?;
+        cfg.outputs = limits;
+        let p = SlurmProvider::new(cfg).map_err(AppError::Setup)?;
         out.push((Arc::new(p), ProviderKind::Slurm, e.lend_limit_gpus));
     }
     for e in &config.ray {
-        let p =
-            RayProvider::new(RayConfig::from_entry(e).map_err(AppError::Setup)?).map_err(AppError::Setup)?;
+        let mut cfg = RayConfig::from_entry(e).map_err(AppError::Setup)?;
+        cfg.outputs = limits;
+        let p = RayProvider::new(cfg).map_err(AppError::Setup)?;
         out.push((Arc::new(p), ProviderKind::Ray, e.lend_limit_gpus));
     }
     let mut ready = Vec::new();

@@ -10,6 +10,11 @@
 //! ```toml
 //! include_demo_fleet = false        # default true: the simulated demo fleet
 //!
+//! [outputs]                         # collecting outputs, every provider
+//! max_output_size = "8GiB"          # per output (a file, or a directory's files)
+//! max_attempt_size = "32GiB"        # all of one attempt's outputs together
+//! collect_timeout = "10m"           # then collection stops; the rest is skipped
+//!
 //! [[slurm]]
 //! name = "slurm"                    # provider name, default "slurm"
 //! url = "http://127.0.0.1:6820"     # slurmrestd
@@ -34,7 +39,8 @@
 //! startup_limit = "2m"
 //! ```
 
-use crate::units::HumanDuration;
+use crate::providers::collect::OutputLimits;
+use crate::units::{ByteSize, HumanDuration};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -55,11 +61,43 @@ pub struct Config {
     pub slurm: Vec<SlurmEntry>,
     #[serde(default)]
     pub ray: Vec<RayEntry>,
+    #[serde(default)]
+    pub outputs: OutputsEntry,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { include_demo_fleet: true, slurm: Vec::new(), ray: Vec::new() }
+        Self {
+            include_demo_fleet: true,
+            slurm: Vec::new(),
+            ray: Vec::new(),
+            outputs: OutputsEntry::default(),
+        }
+    }
+}
+
+/// `[outputs]`: limits on collecting outputs, for every provider. Unset
+/// keys keep the defaults of [`OutputLimits`] (8 GiB per output, 32 GiB per
+/// attempt, 10 minutes).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputsEntry {
+    #[serde(default)]
+    pub max_output_size: Option<ByteSize>,
+    #[serde(default)]
+    pub max_attempt_size: Option<ByteSize>,
+    #[serde(default)]
+    pub collect_timeout: Option<HumanDuration>,
+}
+
+impl OutputsEntry {
+    pub fn limits(&self) -> OutputLimits {
+        let d = OutputLimits::default();
+        OutputLimits {
+            max_output_bytes: self.max_output_size.map_or(d.max_output_bytes, |b| b.0),
+            max_attempt_bytes: self.max_attempt_size.map_or(d.max_attempt_bytes, |b| b.0),
+            collect_timeout: self.collect_timeout.map_or(d.collect_timeout, |t| t.0),
+        }
     }
 }
 
@@ -228,6 +266,12 @@ mod tests {
         assert_eq!(cfg.slurm[0].token_env, "CANOPY_SLURM_JWT");
         assert_eq!(cfg.slurm[0].partitions["debug"].pool.as_deref(), Some("h100"));
         assert_eq!(cfg.ray[0].capabilities, vec!["ray".to_string()]);
+        assert_eq!(cfg.outputs.limits(), OutputLimits::default());
+        let small = parse("[outputs]\nmax_output_size = \"1MiB\"\ncollect_timeout = \"30s\"").unwrap();
+        let l = small.outputs.limits();
+        assert_eq!((l.max_output_bytes, l.max_attempt_bytes), (1 << 20, 32 << 30));
+        assert_eq!(l.collect_timeout.as_secs(), 30);
+        assert!(parse("[outputs]\nmax_output_size = \"lots\"").is_err());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Small value types shared by specs and fleets: durations written the way
 //! operators write them (`"90s"`, `"2h"`, `"1h30m"`) and glob patterns for
-//! provider and region allow-lists (`"eu-*"`, `"onprem-?"`).
+//! provider and region allow-lists (`"eu-*"`, `"onprem-?"`), and sizes in
+//! bytes written the same way (`"8GiB"`, `"500MB"`).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -144,6 +145,72 @@ impl schemars::JsonSchema for Glob {
     }
 }
 
+/// A size in bytes, written as a number of bytes or with a unit: `"8GiB"`,
+/// `"512 MiB"`, `"10GB"` (binary units are powers of 1024, decimal ones of
+/// 1000).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct ByteSize(pub u64);
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&human_bytes(self.0))
+    }
+}
+
+impl std::str::FromStr for ByteSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let (digits, unit) = (&t[..split], t[split..].trim());
+        let bad = || format!("invalid size {s:?}; write it like \"8GiB\", \"500MiB\" or \"10GB\"");
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "k" | "kib" => 1 << 10,
+            "m" | "mib" => 1 << 20,
+            "g" | "gib" => 1 << 30,
+            "t" | "tib" => 1 << 40,
+            "kb" => 1_000,
+            "mb" => 1_000_000,
+            "gb" => 1_000_000_000,
+            "tb" => 1_000_000_000_000,
+            _ => return Err(bad()),
+        };
+        n.checked_mul(mult).map(ByteSize).ok_or_else(|| format!("size {s:?} is too large"))
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bytes(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bytes(n) => Ok(ByteSize(n)),
+            Raw::Text(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// `n` bytes for people: `512 B`, `1.5 KiB`, `8.0 GiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,5 +236,18 @@ mod tests {
         assert_eq!("90s".parse::<HumanDuration>().unwrap().as_secs(), 90);
         assert!("two hours".parse::<HumanDuration>().is_err());
         assert!("".parse::<HumanDuration>().is_err());
+    }
+
+    #[test]
+    fn sizes_parse_with_binary_and_decimal_units() {
+        assert_eq!("8GiB".parse::<ByteSize>().unwrap().0, 8 << 30);
+        assert_eq!("512 MiB".parse::<ByteSize>().unwrap().0, 512 << 20);
+        assert_eq!("10GB".parse::<ByteSize>().unwrap().0, 10_000_000_000);
+        assert_eq!("100".parse::<ByteSize>().unwrap().0, 100);
+        assert!("eight gigs".parse::<ByteSize>().is_err());
+        assert!("99999999999TiB".parse::<ByteSize>().is_err());
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(8 << 30), "8.0 GiB");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
     }
 }

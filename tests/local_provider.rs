@@ -1,11 +1,14 @@
 //! The local provider against real processes: argv, streams, exit codes,
-//! outputs, secrets, terminate, idempotent launch, re-adoption, inputs.
+//! outputs (and what is never collected), secrets, terminate, idempotent
+//! launch, re-adoption and its identity check, supervisor loss, inputs.
 //! Every wait is a bounded poll; nothing asserts on elapsed time.
 
 use canopy::engine::model::{AttemptId, WorkloadId};
 use canopy::failure::ProviderEnd;
 use canopy::providers::local::{ContainerPolicy, LocalConfig, LocalProvider, ShimCommand, procfs};
-use canopy::providers::{AttemptStatus, LaunchError, LaunchRequest, LogStream, Provider, SecretValue};
+use canopy::providers::{
+    AttemptStatus, Collection, LaunchError, LaunchRequest, LogStream, Provider, SecretValue,
+};
 use canopy::spec::Spec;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -143,7 +146,9 @@ async fn outputs_are_collected_with_checksums() {
     let req = request(t.path(), 1, s.clone());
     assert_eq!(run(&p, &req).await, ProviderEnd::Exited { code: 0 });
     let dest = t.path().join("store");
-    let arts = p.outputs(&req.token, &s, &dest).await.unwrap();
+    let collected = p.outputs(&req.token, &s, &dest).await.unwrap();
+    assert!(collected.skipped.is_empty(), "{collected:?}");
+    let arts = collected.artifacts.clone();
     assert_eq!(arts.len(), 2, "{arts:?}");
     assert_eq!((arts[0].name.as_str(), arts[0].bytes), ("result", 5));
     assert_eq!(arts[0].sha256, sha(b"hello"));
@@ -152,7 +157,7 @@ async fn outputs_are_collected_with_checksums() {
     assert_eq!(arts[1].sha256, sha(format!("w.bin {}\n", sha(b"abc")).as_bytes()));
     assert_eq!(std::fs::read(dest.join("ckpt/w.bin")).unwrap(), b"abc");
     // Collecting again replaces, with the same result.
-    assert_eq!(p.outputs(&req.token, &s, &dest).await.unwrap(), arts);
+    assert_eq!(p.outputs(&req.token, &s, &dest).await.unwrap(), collected);
 }
 
 #[tokio::test]
@@ -168,6 +173,206 @@ async fn a_missing_required_output_is_an_error() {
     let err = p.outputs(&req.token, &s, &t.path().join("store")).await.unwrap_err();
     assert!(err.message.contains("required output \"model\""), "{err}");
     assert!(err.message.contains("$CANOPY_OUTPUT_DIR/outputs/model.bin"), "{err}");
+}
+
+/// Runs `script` with these outputs and returns what collecting them gave,
+/// within a bound: collection must never hang.
+async fn collect_after(
+    p: &LocalProvider,
+    root: &Path,
+    script: &str,
+    outputs: serde_json::Value,
+) -> (LaunchRequest, Result<Collection, canopy::providers::ProviderError>) {
+    let s = spec(json!({ "runtime": { "command": ["sh", "-c", script] }, "outputs": outputs }));
+    let req = request(root, 1, s.clone());
+    assert_eq!(run(p, &req).await, ProviderEnd::Exited { code: 0 });
+    let got = tokio::time::timeout(PATIENCE, p.outputs(&req.token, &s, &root.join("store")))
+        .await
+        .expect("collecting outputs did not finish");
+    (req, got)
+}
+
+fn reason_of<'a>(c: &'a Collection, path: &str) -> &'a str {
+    let s = c.skipped.iter().find(|s| s.path == path);
+    &s.unwrap_or_else(|| panic!("{path} not among the skipped: {:?}", c.skipped)).reason
+}
+
+/// Whether any file under `dir` holds `needle`.
+fn any_file_contains(dir: &Path, needle: &[u8]) -> bool {
+    let mut files = Vec::new();
+    walk(dir, &mut files);
+    files.iter().any(|f| std::fs::read(f).unwrap().windows(needle.len()).any(|w| w == needle))
+}
+
+#[tokio::test]
+async fn links_to_host_files_are_never_collected() {
+    let t = tempfile::tempdir().unwrap();
+    let p = provider(t.path());
+    let host = t.path().join("host-secret.txt");
+    std::fs::write(&host, "HOST-ONLY-CONTENT").unwrap();
+    let script = format!(
+        r#"cd "$CANOPY_OUTPUT_DIR/outputs" && ln -s /etc/passwd passwd && ln -s '{h}' secret &&
+        mkdir dir && printf fine > dir/ok.txt && ln -s '{h}' dir/shadow && ln -s .. dir/up &&
+        rmdir linked-dir && ln -s /etc linked-dir && printf done > result.txt"#,
+        h = host.display()
+    );
+    let outputs = json!([
+        { "name": "result", "path": "/outputs/result.txt", "required": true },
+        { "name": "passwd", "path": "/outputs/passwd" },
+        { "name": "secret", "path": "/outputs/secret" },
+        { "name": "dir", "path": "/outputs/dir", "required": true },
+        { "name": "etc", "path": "/outputs/linked-dir/passwd" },
+    ]);
+    let (_, got) = collect_after(&p, t.path(), &script, outputs).await;
+    let c = got.unwrap();
+    let names: Vec<&str> = c.artifacts.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["result", "dir"], "{c:?}");
+    // The directory holds its regular file only.
+    assert_eq!(c.artifacts[1].sha256, sha(format!("ok.txt {}\n", sha(b"fine")).as_bytes()));
+    assert!(reason_of(&c, "/outputs/passwd").contains("symbolic link"));
+    assert!(reason_of(&c, "/outputs/secret").contains("symbolic link"));
+    assert!(reason_of(&c, "/outputs/dir/shadow").contains("symbolic link"));
+    assert!(reason_of(&c, "/outputs/dir/up").contains("symbolic link"));
+    assert!(reason_of(&c, "/outputs/linked-dir/passwd").contains("symbolic link or not a directory"));
+    let store = t.path().join("store");
+    assert!(!store.join("passwd").exists() && !store.join("secret").exists() && !store.join("etc").exists());
+    assert!(!any_file_contains(&store, b"HOST-ONLY-CONTENT"));
+    assert!(!any_file_contains(&store, b"root:"));
+
+    // A required output that is a link fails the collection, by name, with
+    // the reason and what to do.
+    let t = tempfile::tempdir().unwrap();
+    let p = provider(t.path());
+    let script = r#"ln -s /etc/passwd "$CANOPY_OUTPUT_DIR/outputs/model.bin""#;
+    let outputs = json!([{ "name": "model", "path": "/outputs/model.bin", "required": true }]);
+    let err = collect_after(&p, t.path(), script, outputs).await.1.unwrap_err();
+    assert!(err.message.contains("required output \"model\""), "{err}");
+    assert!(err.message.contains("symbolic link"), "{err}");
+    assert!(err.message.contains("write a regular file"), "{err}");
+}
+
+#[tokio::test]
+async fn a_link_to_dev_zero_is_skipped_not_copied() {
+    let t = tempfile::tempdir().unwrap();
+    let p = provider(t.path());
+    let script =
+        r#"ln -s /dev/zero "$CANOPY_OUTPUT_DIR/outputs/zero"; printf ok > "$CANOPY_OUTPUT_DIR/outputs/ok""#;
+    let outputs =
+        json!([{ "name": "zero", "path": "/outputs/zero" }, { "name": "ok", "path": "/outputs/ok" }]);
+    let c = collect_after(&p, t.path(), script, outputs).await.1.unwrap();
+    assert_eq!(c.artifacts.len(), 1, "{c:?}");
+    assert_eq!(c.artifacts[0].name, "ok");
+    assert!(reason_of(&c, "/outputs/zero").contains("symbolic link"));
+    assert!(!t.path().join("store/zero").exists());
+}
+
+#[tokio::test]
+async fn a_fifo_output_is_skipped_promptly() {
+    let t = tempfile::tempdir().unwrap();
+    let p = provider(t.path());
+    let script = r#"mkfifo "$CANOPY_OUTPUT_DIR/outputs/pipe" && mkdir "$CANOPY_OUTPUT_DIR/outputs/d" &&
+        mkfifo "$CANOPY_OUTPUT_DIR/outputs/d/inner" && printf x > "$CANOPY_OUTPUT_DIR/outputs/d/x""#;
+    let outputs = json!([{ "name": "pipe", "path": "/outputs/pipe" }, { "name": "d", "path": "/outputs/d" }]);
+    let c = collect_after(&p, t.path(), script, outputs).await.1.unwrap();
+    assert_eq!(c.artifacts.len(), 1, "{c:?}");
+    assert_eq!((c.artifacts[0].name.as_str(), c.artifacts[0].bytes), ("d", 1));
+    assert!(reason_of(&c, "/outputs/pipe").contains("FIFO"));
+    assert!(reason_of(&c, "/outputs/d/inner").contains("FIFO"));
+}
+
+#[tokio::test]
+async fn outputs_over_the_size_limits_are_skipped_with_the_reason() {
+    let t = tempfile::tempdir().unwrap();
+    let mut cfg = config(t.path());
+    cfg.outputs.max_output_bytes = 1 << 20;
+    cfg.outputs.max_attempt_bytes = 3 << 20;
+    let p = LocalProvider::new(cfg);
+    // 2 MiB (over the 1 MiB per output); a directory whose second file no
+    // longer fits its output's bound; small files up to the attempt's bound.
+    let script = r#"cd "$CANOPY_OUTPUT_DIR/outputs" && head -c 2097152 /dev/zero > big &&
+        mkdir d && head -c 700000 /dev/zero > d/a && head -c 700000 /dev/zero > d/b &&
+        for i in 1 2 3; do head -c 1000000 /dev/zero > s$i; done"#;
+    let outputs = json!([
+        { "name": "big", "path": "/outputs/big" },
+        { "name": "d", "path": "/outputs/d" },
+        { "name": "s1", "path": "/outputs/s1" },
+        { "name": "s2", "path": "/outputs/s2" },
+        { "name": "s3", "path": "/outputs/s3" },
+    ]);
+    let c = collect_after(&p, t.path(), script, outputs).await.1.unwrap();
+    let got: Vec<(&str, u64)> = c.artifacts.iter().map(|a| (a.name.as_str(), a.bytes)).collect();
+    assert_eq!(got, [("d", 700000), ("s1", 1000000), ("s2", 1000000)], "{c:?}");
+    assert!(reason_of(&c, "/outputs/big").contains("over the limit of 1.0 MiB per output"), "{c:?}");
+    assert!(reason_of(&c, "/outputs/d/b").contains("per output"), "{c:?}");
+    assert!(reason_of(&c, "/outputs/s3").contains("for all of an attempt's outputs"), "{c:?}");
+    assert!(!t.path().join("store/big").exists() && !t.path().join("store/d/b").exists());
+
+    // Required and too big: the collection fails, saying so.
+    let t = tempfile::tempdir().unwrap();
+    let mut cfg = config(t.path());
+    cfg.outputs.max_output_bytes = 1 << 20;
+    let p = LocalProvider::new(cfg);
+    let script = r#"head -c 2097152 /dev/zero > "$CANOPY_OUTPUT_DIR/outputs/model.bin""#;
+    let outputs = json!([{ "name": "model", "path": "/outputs/model.bin", "required": true }]);
+    let err = collect_after(&p, t.path(), script, outputs).await.1.unwrap_err();
+    assert!(err.message.contains("required output \"model\""), "{err}");
+    assert!(err.message.contains("over the limit of 1.0 MiB per output"), "{err}");
+    assert!(err.message.contains("max_output_size"), "{err}");
+}
+
+#[tokio::test]
+async fn artifacts_and_attempt_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let p = provider(t.path());
+    let script = r#"cd "$CANOPY_OUTPUT_DIR/outputs" && umask 022 && printf r > r.txt && mkdir -m 755 ck &&
+        printf w > ck/w.bin && chmod 644 r.txt ck/w.bin && echo out && echo err >&2"#;
+    let outputs = json!([{ "name": "r", "path": "/outputs/r.txt" }, { "name": "ck", "path": "/outputs/ck" }]);
+    let (req, got) = collect_after(&p, t.path(), script, outputs).await;
+    got.unwrap();
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;
+    let store = t.path().join("store");
+    assert_eq!(mode(&store), 0o700);
+    assert_eq!(mode(&store.join("r")), 0o600);
+    assert_eq!(mode(&store.join("ck")), 0o700);
+    assert_eq!(mode(&store.join("ck/w.bin")), 0o600);
+    let dir = p.attempt_dir(&req.token);
+    for f in [
+        "stdout.log",
+        "stderr.log",
+        "supervisor.log",
+        "pid",
+        "exit.json",
+        "spec.json",
+        "launch.json",
+        "launch.lock",
+        "collected.json",
+    ] {
+        assert_eq!(mode(&dir.join(f)), 0o600, "{f}");
+    }
+    assert_eq!(mode(&dir), 0o700);
+}
+
+#[tokio::test]
+async fn an_attempt_without_a_collection_record_is_collected_by_the_provider_safely() {
+    let t = tempfile::tempdir().unwrap();
+    let p = provider(t.path());
+    let script =
+        r#"printf hi > "$CANOPY_OUTPUT_DIR/outputs/a" && ln -s /etc/passwd "$CANOPY_OUTPUT_DIR/outputs/b""#;
+    let s = spec(json!({
+        "runtime": { "command": ["sh", "-c", script] },
+        "outputs": [{ "name": "a", "path": "/outputs/a", "required": true }, { "name": "b", "path": "/outputs/b" }],
+    }));
+    let req = request(t.path(), 1, s.clone());
+    assert_eq!(run(&p, &req).await, ProviderEnd::Exited { code: 0 });
+    // What an older supervisor leaves: no collected.json, no collected/.
+    let dir = p.attempt_dir(&req.token);
+    std::fs::remove_file(dir.join("collected.json")).unwrap();
+    std::fs::remove_dir_all(dir.join("collected")).unwrap();
+    let c = p.outputs(&req.token, &s, &t.path().join("store")).await.unwrap();
+    assert_eq!(c.artifacts.len(), 1);
+    assert_eq!(c.artifacts[0].sha256, sha(b"hi"));
+    assert!(reason_of(&c, "/outputs/b").contains("symbolic link"));
 }
 
 #[tokio::test]
@@ -332,25 +537,70 @@ async fn a_workload_outlives_the_process_that_launched_it() {
 }
 
 #[tokio::test]
-async fn a_dead_supervisor_is_reported_lost_and_its_workload_can_be_stopped() {
+async fn a_killed_supervisor_takes_its_workload_along_and_the_end_is_the_providers() {
     let t = tempfile::tempdir().unwrap();
     let p = provider(t.path());
-    let req = request(t.path(), 1, cmd(&["sleep", "1000"]));
+    // A leader with a background child in its group, as shells leave them.
+    let req = request(t.path(), 1, cmd(&["sh", "-c", "sleep 1000 & echo $! > bg.pid; wait"]));
     p.launch(&req).await.unwrap();
+    let bg_file = p.attempt_dir(&req.token).join("work/bg.pid");
+    wait_for("the background pid", || std::fs::read_to_string(&bg_file).is_ok_and(|s| s.ends_with('\n')))
+        .await;
+    let bg: i32 = std::fs::read_to_string(&bg_file).unwrap().trim().parse().unwrap();
+    let bg_start = procfs::stat(bg).unwrap().start_time;
     let pids: serde_json::Value =
         serde_json::from_slice(&std::fs::read(p.attempt_dir(&req.token).join("pid")).unwrap()).unwrap();
     let sup = pids["supervisor"]["pid"].as_i64().unwrap().to_string();
     let (child, child_start) =
         (pids["child"]["pid"].as_i64().unwrap() as i32, pids["child"]["start_time"].as_u64().unwrap());
+    assert!(running(child, child_start) && running(bg, bg_start));
     assert!(std::process::Command::new("kill").args(["-9", &sup]).status().unwrap().success());
-    let lost = ProviderEnd::NodeLost { message: "supervisor died without recording an exit status".into() };
-    assert_eq!(wait_end(&p, &req.token).await, lost);
-    assert!(running(child, child_start));
-    assert!(p.list_owned(STORE).await.unwrap()[0].running);
 
-    p.terminate(&req.token).await.unwrap();
-    wait_for("the orphaned workload to be gone", || !running(child, child_start)).await;
+    // The leader dies with the supervisor, by itself (PR_SET_PDEATHSIG).
+    wait_for("the workload's leader to die with its supervisor", || !running(child, child_start)).await;
+    // The provider stops what is left in its group before reporting the end.
+    let end = wait_end(&p, &req.token).await;
+    assert_eq!(
+        end,
+        ProviderEnd::ApiError {
+            message: "the supervisor of this attempt died without recording an end; its workload was stopped"
+                .into()
+        }
+    );
+    assert!(!running(bg, bg_start), "the background process of the old attempt still runs");
+    let c = canopy::engine::classify::classify(&end, &[]);
+    assert_eq!(c.class, canopy::failure::FailureClass::Provider, "{c:?}");
     assert!(!p.list_owned(STORE).await.unwrap()[0].running);
+    p.terminate(&req.token).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_directory_holding_another_workloads_attempt_is_not_adopted() {
+    let t = tempfile::tempdir().unwrap();
+    let p = provider(t.path());
+    let theirs = request(t.path(), 1, cmd(&["sleep", "1000"]));
+    p.launch(&theirs).await.unwrap();
+    let pids: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(p.attempt_dir(&theirs.token).join("pid")).unwrap()).unwrap();
+    let (child, child_start) =
+        (pids["child"]["pid"].as_i64().unwrap() as i32, pids["child"]["start_time"].as_u64().unwrap());
+
+    // Same token, another spec: another store's attempt, or a recreated one.
+    let mine = request(t.path(), 1, cmd(&["sh", "-c", "echo mine"]));
+    assert_eq!(mine.token, theirs.token);
+    match p.launch(&mine).await {
+        Err(LaunchError::Rejected(m)) => {
+            assert!(m.contains(&p.attempt_dir(&mine.token).display().to_string()), "{m}");
+            assert!(m.contains("different workload's attempt"), "{m}");
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    // Neither adopted nor signalled.
+    assert!(running(child, child_start));
+    assert_eq!(p.status(&theirs.token).await.unwrap(), AttemptStatus::Running);
+    // The same spec still adopts.
+    assert!(p.launch(&theirs).await.unwrap().adopted);
+    p.terminate(&theirs.token).await.unwrap();
 }
 
 #[tokio::test]
@@ -457,7 +707,7 @@ async fn an_image_runs_in_a_container_where_a_runtime_exists() {
     let req = request(t.path(), 1, s.clone());
     assert_eq!(run(&p, &req).await, ProviderEnd::Exited { code: 0 });
     assert_eq!(log(&p, &req.token, LogStream::Stdout).await, "w-1.1\n");
-    let arts = p.outputs(&req.token, &s, &t.path().join("store")).await.unwrap();
+    let arts = p.outputs(&req.token, &s, &t.path().join("store")).await.unwrap().artifacts;
     assert_eq!(arts[0].sha256, sha(b"hi\n"));
 }
 

@@ -47,7 +47,7 @@ impl Provider for Counting {
         token: &str,
         spec: &Spec,
         dest: &std::path::Path,
-    ) -> Result<Vec<canopy::providers::Artifact>, canopy::providers::ProviderError> {
+    ) -> Result<canopy::providers::Collection, canopy::providers::ProviderError> {
         self.inner.outputs(token, spec, dest).await
     }
     async fn terminate(&self, token: &str) -> Result<(), canopy::providers::ProviderError> {

@@ -726,11 +726,16 @@ impl Shell {
             log_tail.extend(tail_lines_of(&logs.join("stderr.log"), tail_lines).await);
             let outputs = match (outputs, spec) {
                 (true, Some(spec)) => match p.outputs(&token, &spec, &dest).await {
-                    Ok(arts) => {
-                        let manifest = serde_json::to_vec_pretty(&arts).unwrap_or_default();
+                    Ok(c) => {
+                        // What was left behind, and why, is in the manifest
+                        // for the user (`skipped`), and in the engine's log.
+                        for s in &c.skipped {
+                            tracing::warn!(%attempt, output = %s.name, path = %s.path, "output not collected: {}", s.reason);
+                        }
+                        let manifest = serde_json::to_vec_pretty(&c).unwrap_or_default();
                         let _ = tokio::fs::create_dir_all(&dest).await;
                         let _ = tokio::fs::write(dest.join("manifest.json"), manifest).await;
-                        OutputsResult::Collected { count: arts.len() }
+                        OutputsResult::Collected { count: c.artifacts.len() }
                     }
                     Err(e) => OutputsResult::Failed { message: e.to_string() },
                 },

@@ -7,6 +7,7 @@
 //! submodules. Adapters do I/O; they never touch the journal, never decide
 //! retries, and never log secret values.
 
+pub mod collect;
 pub mod local;
 pub mod ray;
 pub mod secrets;
@@ -159,6 +160,27 @@ pub struct Artifact {
     pub sha256: String,
 }
 
+/// An output, or a file inside a directory output, that was not collected,
+/// and why (a link, a FIFO, over a size limit, past the deadline…).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Skipped {
+    /// The spec's output name.
+    pub name: String,
+    /// The path as the workload wrote it: the spec's output path, followed
+    /// by the path inside it for an entry of a directory output.
+    pub path: String,
+    pub reason: String,
+}
+
+/// What collecting an attempt's outputs produced: the artifacts now in
+/// Canopy's store, and what was left behind with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Collection {
+    pub artifacts: Vec<Artifact>,
+    #[serde(default)]
+    pub skipped: Vec<Skipped>,
+}
+
 /// Something the provider runs that carries a Canopy token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owned {
@@ -228,13 +250,15 @@ pub trait Provider: Send + Sync {
         offset: u64,
         max: usize,
     ) -> Result<LogChunk, ProviderError>;
-    /// Copies the attempt's outputs into `dest` and describes them.
+    /// Copies the attempt's outputs into `dest` and describes them, with
+    /// what was skipped and why (see [`collect`] for what is never
+    /// collected). An error when a required output could not be collected.
     async fn outputs(
         &self,
         token: &str,
         spec: &Spec,
         dest: &std::path::Path,
-    ) -> Result<Vec<Artifact>, ProviderError>;
+    ) -> Result<Collection, ProviderError>;
     /// Stops the attempt. Succeeds when it is already gone.
     async fn terminate(&self, token: &str) -> Result<(), ProviderError>;
     /// Everything this provider runs with a token of this store.

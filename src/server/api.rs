@@ -406,8 +406,20 @@ async fn manifest(s: &ServerState, id: WorkloadId) -> ApiResult<Vec<(u32, crate:
     for a in &v.attempts {
         let path = s.home.artifacts().join(id.to_string()).join(a.id.n.to_string()).join("manifest.json");
         if let Ok(text) = tokio::fs::read_to_string(&path).await {
-            let arts: Vec<crate::providers::Artifact> = serde_json::from_str(&text)
-                .map_err(|e| ApiError::internal(format!("reading {}: {e}", path.display())))?;
+            // A `Collection` (artifacts and what was skipped); a bare list
+            // of artifacts in stores of older versions.
+            #[derive(serde::Deserialize)]
+            #[serde(untagged)]
+            enum Manifest {
+                Collection(crate::providers::Collection),
+                Artifacts(Vec<crate::providers::Artifact>),
+            }
+            let arts = match serde_json::from_str(&text)
+                .map_err(|e| ApiError::internal(format!("reading {}: {e}", path.display())))?
+            {
+                Manifest::Collection(c) => c.artifacts,
+                Manifest::Artifacts(a) => a,
+            };
             out.extend(arts.into_iter().map(|x| (a.id.n, x)));
         }
     }

@@ -8,16 +8,21 @@
 //! one wins, and whoever sees `<token>` also sees a held lock until the
 //! supervisor has written its `pid` file. Losers adopt.
 //!
+//! Adoption checks identity first: the directory's `spec.json` must be the
+//! request's spec (compared by canonical hash, see [`spec_identity`]). A
+//! directory that holds a different workload's attempt is refused, never
+//! adopted and never signalled.
+//!
 //! Secret values go to the supervisor's environment here and nowhere else.
+//! Files the launcher creates in the attempt directory are 0600.
 
 use super::LocalConfig;
-use super::layout::{AttemptDir, PidRecord, read_json, write_json};
-use super::outputs::copy_tree;
+use super::layout::{AttemptDir, PidRecord, append_private, create_private, read_json, write_json};
 use super::plan::Plan;
 use super::state::{self, Observed};
 use crate::providers::{LaunchAck, LaunchError, SecretValue};
 use crate::spec::Spec;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
@@ -33,8 +38,8 @@ pub async fn launch_planned(
     secrets: &[(String, SecretValue)],
 ) -> Result<LaunchAck, LaunchError> {
     let (root, token) = (cfg.root.clone(), plan.record.token.clone());
-    let (spec, claim_plan, copy) = (spec.clone(), plan.clone(), cfg.copy_inputs);
-    let lock = tokio::task::spawn_blocking(move || claim(&root, &token, &spec, &claim_plan, copy))
+    let (claim_spec, claim_plan, copy) = (spec.clone(), plan.clone(), cfg.copy_inputs);
+    let lock = tokio::task::spawn_blocking(move || claim(&root, &token, &claim_spec, &claim_plan, copy))
         .await
         .map_err(|e| LaunchError::Api(format!("the launch task failed: {e}")))?
         .map_err(|e| {
@@ -42,14 +47,16 @@ pub async fn launch_planned(
         })?;
     match lock {
         Some(lock) => start(cfg, dir, &plan, secrets, lock).await,
-        None => adopt(cfg, dir).await,
+        None => adopt(cfg, dir, spec).await,
     }
 }
 
 /// Adopts the attempt in an existing directory, waiting out a launch in
 /// progress. An attempt whose launch was interrupted is adopted too (its
-/// status says it was lost): a token never runs twice.
-pub async fn adopt(cfg: &LocalConfig, dir: &AttemptDir) -> Result<LaunchAck, LaunchError> {
+/// status says it was lost): a token never runs twice. A directory whose
+/// `spec.json` is not `spec` is refused with [`LaunchError::Rejected`].
+pub async fn adopt(cfg: &LocalConfig, dir: &AttemptDir, spec: &Spec) -> Result<LaunchAck, LaunchError> {
+    check_identity(dir, spec)?;
     let o = state::observe_settled(dir, cfg.launch_timeout)
         .await
         .map_err(|e| LaunchError::Api(format!("cannot read {}: {e}", dir.path().display())))?;
@@ -60,6 +67,41 @@ pub async fn adopt(cfg: &LocalConfig, dir: &AttemptDir) -> Result<LaunchAck, Lau
         }
         _ => Ok(LaunchAck { provider_ref: provider_ref(dir), adopted: true }),
     }
+}
+
+/// Refuses a directory that holds another workload's attempt: its
+/// `spec.json` must have `spec`'s identity.
+fn check_identity(dir: &AttemptDir, spec: &Spec) -> Result<(), LaunchError> {
+    let refuse = |why: String| {
+        LaunchError::Rejected(format!(
+            "{} already exists and holds a different workload's attempt ({why}); it was neither adopted \
+             nor touched. Another Canopy store sharing this attempts directory, or a store that was \
+             recreated, can cause this: give each store its own home, or move the directory away if it is \
+             no longer needed",
+            dir.path().display()
+        ))
+    };
+    let recorded = match read_json::<serde_json::Value>(&dir.spec()) {
+        Ok(Some(v)) => v,
+        Ok(None) => return Err(refuse("it has no spec.json".into())),
+        Err(e) => return Err(refuse(format!("its spec.json cannot be read: {e}"))),
+    };
+    let recorded = serde_json::from_value::<Spec>(recorded)
+        .map_err(|e| refuse(format!("its spec.json is not a spec: {e}")))?;
+    if spec_identity(&recorded) != spec_identity(spec) {
+        return Err(refuse("its spec.json differs from this launch's spec".into()));
+    }
+    Ok(())
+}
+
+/// The spec's identity: [`Spec::content_hash`] (the engine's `spec_hash`)
+/// of the spec as `spec.json` records it, so a spec and the same spec read
+/// back from the file hash alike.
+pub fn spec_identity(spec: &Spec) -> String {
+    serde_json::to_vec(spec)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Spec>(&b).ok())
+        .map_or_else(|| spec.content_hash(), |s| s.content_hash())
 }
 
 /// The supervisor's pid, the handle operators can look up; `-` before it
@@ -95,7 +137,7 @@ fn build_and_rename(
     copy_inputs: bool,
 ) -> io::Result<Option<File>> {
     let staging = AttemptDir::new(tmp.to_path_buf());
-    let lock = File::create(staging.lock())?;
+    let lock = create_private(&staging.lock())?;
     // Nobody else can know this fresh private file, so the lock is free.
     lock.try_lock().map_err(io::Error::other)?;
     for d in &plan.dirs {
@@ -128,11 +170,7 @@ async fn start(
     lock: File,
 ) -> Result<LaunchAck, LaunchError> {
     let api = |what: &str, e: io::Error| LaunchError::Api(format!("{what}: {e}"));
-    let notes = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.supervisor_log())
-        .map_err(|e| api("cannot create supervisor.log", e))?;
+    let notes = append_private(&dir.supervisor_log()).map_err(|e| api("cannot create supervisor.log", e))?;
     let mut cmd = tokio::process::Command::new(&cfg.shim.program);
     cmd.args(&cfg.shim.args)
         .arg("--attempt")
@@ -184,4 +222,28 @@ async fn start(
     });
     drop(lock);
     outcome.map(|()| LaunchAck { provider_ref: provider_ref(dir), adopted: false })
+}
+
+/// Copies an input file or directory tree into the attempt (inputs are the
+/// operator's own files: links in them are followed).
+fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
+    if fs::metadata(src)?.is_dir() {
+        fs::DirBuilder::new().mode(0o700).create(dst)?;
+        let mut names: Vec<_> =
+            fs::read_dir(src)?.map(|e| e.map(|e| e.file_name())).collect::<io::Result<_>>()?;
+        names.sort();
+        for name in names {
+            let s = src.join(&name);
+            let ft = fs::symlink_metadata(&s)?.file_type();
+            if ft.is_dir() || ft.is_file() || (ft.is_symlink() && fs::metadata(&s).is_ok_and(|m| m.is_file()))
+            {
+                copy_tree(&s, &dst.join(&name))?;
+            } else {
+                tracing::warn!(path = %s.display(), "input entry is not a file or directory; not staged");
+            }
+        }
+        Ok(())
+    } else {
+        io::copy(&mut File::open(src)?, &mut create_private(dst)?).map(|_| ())
+    }
 }

@@ -3,10 +3,16 @@
 //! root re-adopts it.
 //!
 //! This module owns the file names, the on-disk records (`pid`,
-//! `exit.json`, `launch.json`), atomic writes, and the mapping of a spec's
-//! output paths into the directory. It is shared by the provider and the
-//! supervisor shim. It never spawns or signals processes, and nothing it
-//! writes may hold a secret value.
+//! `exit.json`, `launch.json`, `collected.json`), atomic writes, and the
+//! mapping of a spec's output paths into the directory. It is shared by the
+//! provider and the supervisor shim. It never spawns or signals processes,
+//! and nothing it writes may hold a secret value.
+//!
+//! The workload may write anywhere in its attempt directory, so records are
+//! written and read defensively: files are created 0600 and fresh
+//! (`O_EXCL`, never through a link someone left at the temporary name), and
+//! a record is read only when it is a regular file reached without a link,
+//! and only up to [`MAX_RECORD_BYTES`].
 //!
 //! ```text
 //! <root>/<token>/
@@ -15,17 +21,25 @@
 //!   spec.json        the spec (secret names only)
 //!   pid              supervisor and child pids with their start times
 //!   exit.json        the child's exit code or signal and end time
-//!   stdout.log, stderr.log, supervisor.log
+//!   collected.json   what the supervisor collected after a clean exit
+//!   collected/<name> the collected outputs, until the provider moves them
+//!   stdout.log, stderr.log, supervisor.log   (files 0600, directory 0700)
 //!   work/            default working directory
 //!   inputs/<name>    staged inputs
 //!   outputs/<P>      spec output path P (absolute) lands at outputs/P
 //! ```
 
 use crate::failure::ProviderEnd;
+use crate::providers::Skipped;
+use crate::providers::collect::OutputLimits;
 use serde::{Deserialize, Serialize};
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
+
+/// The most a record file may hold; a larger one is refused unread.
+pub const MAX_RECORD_BYTES: u64 = 16 << 20;
 
 /// Paths inside one attempt directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +89,12 @@ impl AttemptDir {
     }
     pub fn outputs(&self) -> PathBuf {
         self.path.join("outputs")
+    }
+    pub fn collected(&self) -> PathBuf {
+        self.path.join("collected")
+    }
+    pub fn collected_manifest(&self) -> PathBuf {
+        self.path.join("collected.json")
     }
     /// Where the spec output path `spec_path` lands: `outputs/<spec_path>`.
     pub fn output(&self, spec_path: &str) -> Result<PathBuf, String> {
@@ -128,6 +148,10 @@ pub struct PidRecord {
     pub supervisor: ProcRef,
     /// `None` when the command could not be started (exit.json says why).
     pub child: Option<ProcRef>,
+    /// The supervisor's session, which the workload's process group is in
+    /// (absent in records of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<i32>,
 }
 
 /// The `exit.json` file: how the child ended.
@@ -169,16 +193,48 @@ pub struct LaunchRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_engine: Option<String>,
     pub launched_at_ms: i64,
+    /// What the supervisor may collect (defaults in records of older
+    /// versions).
+    #[serde(default)]
+    pub outputs: OutputLimits,
+}
+
+/// The `collected.json` file: what the supervisor collected into
+/// `collected/` after the workload exited 0, written before `exit.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CollectedManifest {
+    pub artifacts: Vec<CollectedArtifact>,
+    #[serde(default)]
+    pub skipped: Vec<Skipped>,
+    /// Why collection failed (a required output could not be collected);
+    /// the provider reports it as the outputs' error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One output in `collected/<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectedArtifact {
+    pub name: String,
+    pub bytes: u64,
+    pub sha256: String,
 }
 
 /// Writes `bytes` to `path` so that readers see the old file or the whole
-/// new one: write `<path>.tmp`, fsync, rename, fsync the directory.
+/// new one: write a fresh `<path>.tmp` (0600), fsync, rename, fsync the
+/// directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     {
-        let mut f = File::create(&tmp)?;
+        // Whatever was left at the temporary name (a link, say) is
+        // replaced, never written through.
+        match fs::remove_file(&tmp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut f = create_private(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
     }
@@ -198,15 +254,56 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
     write_atomic(path, &bytes)
 }
 
-/// Reads a JSON record; `Ok(None)` when the file does not exist.
-pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> io::Result<Option<T>> {
-    match fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+/// Creates a new file only its owner may read (0600); fails when
+/// something, a link included, already has the name.
+pub fn create_private(path: &Path) -> io::Result<File> {
+    OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_CLOEXEC).open(path)
+}
+
+/// Opens a file for appending, creating it 0600; never through a link.
+pub fn append_private(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Opens a file the workload may have replaced, for reading: never through
+/// a link, never blocking (a FIFO), and only if it is a regular file.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is not a regular file", path.display()),
+        ));
     }
+    Ok(f)
+}
+
+/// Reads a JSON record; `Ok(None)` when the file does not exist. Refuses
+/// anything but a regular file of at most [`MAX_RECORD_BYTES`].
+pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> io::Result<Option<T>> {
+    let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {m}", path.display()));
+    let f = match open_regular(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(invalid("is a symbolic link, which records never are".into()));
+        }
+        Err(e) => return Err(e),
+    };
+    let mut bytes = Vec::new();
+    f.take(MAX_RECORD_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_RECORD_BYTES {
+        return Err(invalid(format!("larger than {MAX_RECORD_BYTES} bytes")));
+    }
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| invalid(e.to_string()))
 }
 
 /// Milliseconds since the Unix epoch, from the wall clock. Only the edges
@@ -261,5 +358,29 @@ mod tests {
 
     fn r_exit() -> ExitRecord {
         ExitRecord { code: Some(3), signal: None, ended_at_ms: 5, error: None }
+    }
+
+    #[test]
+    fn records_are_never_read_or_written_through_links_or_fifos() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, "keep").unwrap();
+        // A link at the temporary name is replaced, not written through.
+        let p = dir.path().join("exit.json");
+        std::os::unix::fs::symlink(&victim, dir.path().join("exit.json.tmp")).unwrap();
+        write_json(&p, &r_exit()).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        // A record that is a link (to /dev/zero, say) or a FIFO is refused,
+        // promptly.
+        let zero = dir.path().join("zero.json");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        assert!(read_json::<ExitRecord>(&zero).unwrap_err().to_string().contains("symbolic link"));
+        let fifo = dir.path().join("fifo.json");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(read_json::<ExitRecord>(&fifo).unwrap_err().to_string().contains("not a regular file"));
     }
 }

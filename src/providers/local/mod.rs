@@ -3,10 +3,21 @@
 //!
 //! Each attempt gets a directory `<root>/<token>/` (see [`layout`]) and a
 //! supervisor process (see [`shim`]) in its own session that starts the
-//! workload's argv without a shell, waits for it and records its end in
-//! `exit.json`. Workloads survive the engine exiting; a new
-//! [`LocalProvider`] over the same root re-adopts them, because the
-//! provider keeps no state that matters outside those directories.
+//! workload's argv without a shell, waits for it, collects its outputs when
+//! it exits 0 (see [`outputs`]) and records its end in `exit.json`.
+//! Workloads survive the engine exiting; a new [`LocalProvider`] over the
+//! same root re-adopts them, because the provider keeps no state that
+//! matters outside those directories. A directory is adopted only when its
+//! `spec.json` is the launch's spec.
+//!
+//! The workload does not survive its supervisor: killed with it, and what
+//! is left of its group stopped when [`Provider::status`] finds the
+//! supervisor gone, which reports a provider-side end
+//! ([`ProviderEnd::ApiError`], class `provider`: the node is not blamed).
+//!
+//! Outputs reach the engine without the engine opening anything the
+//! workload wrote: it moves what the supervisor collected (regular files
+//! only, links never followed, bounded by [`LocalConfig::outputs`]).
 //!
 //! This module owns the [`Provider`] implementation and its configuration.
 //! It must not decide retries or classify failures, write secret values
@@ -28,8 +39,9 @@ pub use shim::supervise_main;
 
 use crate::engine::model::AttemptId;
 use crate::failure::ProviderEnd;
+use crate::providers::collect::OutputLimits;
 use crate::providers::{
-    Artifact, AttemptStatus, Inventory, LaunchAck, LaunchError, LaunchRequest, LogChunk, LogStream, Owned,
+    AttemptStatus, Collection, Inventory, LaunchAck, LaunchError, LaunchRequest, LogChunk, LogStream, Owned,
     Provider, ProviderError,
 };
 use crate::spec::Spec;
@@ -84,6 +96,9 @@ pub struct LocalConfig {
     /// everything else is withheld.
     pub inherit_env: Vec<String>,
     pub containers: ContainerPolicy,
+    /// Size and time limits on collecting an attempt's outputs
+    /// (`[outputs]` in canopy.toml).
+    pub outputs: OutputLimits,
 }
 
 impl LocalConfig {
@@ -96,6 +111,7 @@ impl LocalConfig {
             copy_inputs: false,
             inherit_env: DEFAULT_INHERIT_ENV.iter().map(|s| s.to_string()).collect(),
             containers: ContainerPolicy::Detect,
+            outputs: OutputLimits::default(),
         }
     }
 }
@@ -200,7 +216,7 @@ impl Provider for LocalProvider {
         }
         let dir = AttemptDir::at(&self.cfg.root, &req.token);
         if dir.path().exists() {
-            return launch::adopt(&self.cfg, &dir).await;
+            return launch::adopt(&self.cfg, &dir, &req.spec).await;
         }
         let engine = match req.spec.runtime.image {
             Some(_) => self.container_engine().await,
@@ -231,7 +247,13 @@ impl Provider for LocalProvider {
             Observed::Lost { message, pids: None } => {
                 AttemptStatus::Ended(ProviderEnd::LaunchRejected { message, capacity: false })
             }
-            Observed::Lost { message, .. } => AttemptStatus::Ended(ProviderEnd::NodeLost { message }),
+            // The supervisor died, not necessarily the machine: stop what is
+            // left of the workload so a retry never runs beside it, and
+            // report the provider's fault, which does not exclude the node.
+            Observed::Lost { pids: Some(p), .. } => {
+                state::stop_orphaned(&dir, &p).await;
+                AttemptStatus::Ended(ProviderEnd::ApiError { message: state::SUPERVISOR_LOST.into() })
+            }
         })
     }
 
@@ -255,13 +277,13 @@ impl Provider for LocalProvider {
             .map_err(|e| self.err(format!("cannot read {}: {e}", path.display())))
     }
 
-    async fn outputs(&self, token: &str, spec: &Spec, dest: &Path) -> Result<Vec<Artifact>, ProviderError> {
+    async fn outputs(&self, token: &str, spec: &Spec, dest: &Path) -> Result<Collection, ProviderError> {
         let dir = self.dir(token)?;
         if !dir.path().is_dir() {
             return Err(self.err(format!("no attempt {token} under {}", self.cfg.root.display())));
         }
-        let (spec, dest) = (spec.clone(), dest.to_path_buf());
-        tokio::task::spawn_blocking(move || outputs::collect(&dir, &spec, &dest))
+        let (spec, dest, limits) = (spec.clone(), dest.to_path_buf(), self.cfg.outputs);
+        tokio::task::spawn_blocking(move || outputs::take(&dir, &spec, &dest, &limits))
             .await
             .map_err(|e| self.err(format!("the output collection task failed: {e}")))?
             .map_err(|m| self.err(m))
@@ -307,7 +329,11 @@ impl Provider for LocalProvider {
 }
 
 async fn read_chunk(path: &Path, offset: u64, max: usize) -> std::io::Result<LogChunk> {
-    let mut f = match tokio::fs::File::open(path).await {
+    // The workload may have replaced its log with a link or a FIFO.
+    let p = path.to_path_buf();
+    let opened =
+        tokio::task::spawn_blocking(move || layout::open_regular(&p)).await.map_err(std::io::Error::other)?;
+    let mut f = match opened.map(tokio::fs::File::from_std) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(LogChunk { data: Vec::new(), next_offset: offset });
@@ -345,5 +371,12 @@ mod tests {
         );
         let c = classify(&end, &[]);
         assert_eq!(c.class, FailureClass::Provider, "{c:?}");
+    }
+
+    #[test]
+    fn a_lost_supervisor_is_the_providers_fault_not_the_nodes() {
+        let end = ProviderEnd::ApiError { message: state::SUPERVISOR_LOST.into() };
+        let c = classify(&end, &[]);
+        assert_eq!((c.class, c.rule), (FailureClass::Provider, "provider.api-error"), "{c:?}");
     }
 }

@@ -1,148 +1,166 @@
-//! Collecting an attempt's outputs into Canopy's artifact store, with
-//! sizes and SHA-256 checksums computed while copying.
+//! A local attempt's outputs: collected by the supervisor, next to the
+//! files, and handed to the engine by the provider.
 //!
-//! This module owns the copy and the checksum convention of [`Artifact`]:
-//! a file's checksum is the SHA-256 of its bytes; a directory's is the
-//! SHA-256 of its sorted `relative/path <sha256>\n` lines. Symlinks to
-//! files are followed; symlinks to directories are skipped (they can loop).
-//! It reads only the attempt's outputs and writes only under `dest`.
+//! After the workload exits 0 and its process group is gone, the supervisor
+//! ([`supervise_collection`]) runs the hardened collection of
+//! [`crate::providers::collect`] from `outputs/` into a fresh `collected/`
+//! (0700) and writes `collected.json`: each artifact's name, size and
+//! checksum, what was skipped and why, and the error when a required output
+//! could not be collected. Only then does it write `exit.json`.
+//!
+//! The provider ([`take`]) reads that manifest and moves each output the
+//! engine's spec names from `collected/<name>` into the engine's
+//! destination: a rename, or, across filesystems, a copy by the same
+//! hardened collection whose checksum must match the manifest's. It never
+//! opens a path under `outputs/`. An attempt of an older version, with an
+//! exit record but no manifest, is collected from `outputs/` by the
+//! hardened collection here instead.
 
-use super::layout::{AttemptDir, valid_token};
-use crate::providers::Artifact;
+use super::layout::{AttemptDir, CollectedArtifact, CollectedManifest, write_json};
+use crate::providers::collect::{self, OutputLimits, Wanted, remove_existing};
+use crate::providers::{Artifact, Collection};
 use crate::spec::Spec;
-use sha2::{Digest, Sha256};
-use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::fs;
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-/// Copies each output the workload wrote into `dest/<output name>`.
-/// Missing optional outputs are skipped; a missing required one fails the
-/// whole collection before anything is copied.
-pub fn collect(dir: &AttemptDir, spec: &Spec, dest: &Path) -> Result<Vec<Artifact>, String> {
-    let mut present = Vec::new();
-    for o in &spec.outputs {
-        if !valid_token(&o.name) {
-            return Err(format!("output name {:?} cannot name a file in the artifact store", o.name));
+/// The supervisor's collection: `outputs/` → `collected/`, then
+/// `collected.json`. Anything already at those names (left there by the
+/// workload) is removed first.
+pub fn supervise_collection(
+    dir: &AttemptDir,
+    spec: Result<&Spec, String>,
+    limits: &OutputLimits,
+) -> io::Result<()> {
+    let collected = spec.and_then(|spec| {
+        let prepare = || {
+            remove_existing(&dir.collected())?;
+            remove_existing(&dir.collected_manifest())?;
+            // Fresh and private: fails rather than use something that
+            // appeared at the name since.
+            fs::DirBuilder::new().mode(0o700).create(dir.collected())
+        };
+        prepare().map_err(|e| format!("cannot prepare {}: {e}", dir.collected().display()))?;
+        collect::collect(&dir.outputs(), spec, &dir.collected(), limits)
+    });
+    let manifest = match collected {
+        Ok(c) => CollectedManifest {
+            artifacts: c
+                .artifacts
+                .into_iter()
+                .map(|a| CollectedArtifact { name: a.name, bytes: a.bytes, sha256: a.sha256 })
+                .collect(),
+            skipped: c.skipped,
+            error: None,
+        },
+        Err(e) => CollectedManifest { error: Some(e), ..Default::default() },
+    };
+    write_json(&dir.collected_manifest(), &manifest)
+}
+
+/// Hands the attempt's outputs to the engine: moves what the supervisor
+/// collected into `dest/<name>`, or, for an attempt without a manifest,
+/// collects them here.
+pub fn take(dir: &AttemptDir, spec: &Spec, dest: &Path, limits: &OutputLimits) -> Result<Collection, String> {
+    let manifest = super::layout::read_json::<CollectedManifest>(&dir.collected_manifest())
+        .map_err(|e| format!("cannot read the supervisor's collection record: {e}"))?;
+    let Some(m) = manifest else {
+        // An attempt of a version whose supervisor did not collect.
+        return collect::collect(&dir.outputs(), spec, dest, limits);
+    };
+    if let Some(e) = m.error {
+        return Err(e);
+    }
+    let wanted = collect::wanted(spec)?;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dest)
+        .map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
+    let mut out = Collection::default();
+    for w in &wanted {
+        out.skipped.extend(m.skipped.iter().filter(|s| s.name == w.name).cloned());
+        let Some(a) = m.artifacts.iter().find(|a| a.name == w.name) else {
+            if w.required {
+                let why = out.skipped.iter().find(|s| s.name == w.name).map_or_else(
+                    || "the supervisor's collection does not list it".to_string(),
+                    |s| format!("{}: {}", s.path, s.reason),
+                );
+                return Err(format!(
+                    "required output {:?} ({}) was not collected: {why}; see {}",
+                    w.name,
+                    w.shown,
+                    dir.collected_manifest().display()
+                ));
+            }
+            continue;
+        };
+        let target = dest.join(&w.name);
+        move_one(dir, a, &target, limits)?;
+        out.artifacts.push(Artifact {
+            name: a.name.clone(),
+            path: target,
+            bytes: a.bytes,
+            sha256: a.sha256.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// Moves `collected/<name>` to `target`, replacing what is there. When it
+/// is gone but `target` exists, an earlier call moved it.
+fn move_one(
+    dir: &AttemptDir,
+    a: &CollectedArtifact,
+    target: &Path,
+    limits: &OutputLimits,
+) -> Result<(), String> {
+    let src = dir.collected().join(&a.name);
+    let meta = match fs::symlink_metadata(&src) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound && fs::symlink_metadata(target).is_ok() => {
+            return Ok(());
         }
-        let src = dir.output(&o.path).map_err(|e| format!("output {:?}: {e}", o.name))?;
-        if fs::metadata(&src).is_ok() {
-            present.push((o, src));
-        } else if o.required {
+        Err(e) => return Err(format!("cannot find collected output {}: {e}", src.display())),
+    };
+    if !(meta.is_file() || meta.is_dir()) {
+        return Err(format!(
+            "{} is not a file or directory: something changed the attempt's collected outputs after the \
+             supervisor wrote them; refusing them",
+            src.display()
+        ));
+    }
+    remove_existing(target).map_err(|e| format!("cannot replace {}: {e}", target.display()))?;
+    match fs::rename(&src, target) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => copy_across(dir, a, target, limits),
+        Err(e) => Err(format!("cannot move {} to {}: {e}", src.display(), target.display())),
+    }
+}
+
+/// Copies `collected/<name>` to another filesystem with the hardened
+/// collection, checks it against the manifest, then removes the source.
+fn copy_across(
+    dir: &AttemptDir,
+    a: &CollectedArtifact,
+    target: &Path,
+    limits: &OutputLimits,
+) -> Result<(), String> {
+    let dest = target.parent().unwrap_or(Path::new("/"));
+    let w =
+        Wanted { name: a.name.clone(), rel: PathBuf::from(&a.name), shown: a.name.clone(), required: true };
+    let got = collect::collect_wanted(&dir.collected(), std::slice::from_ref(&w), dest, limits)?;
+    match got.artifacts.first() {
+        Some(c) if c.sha256 == a.sha256 && c.bytes == a.bytes => {}
+        _ => {
+            let _ = remove_existing(target);
             return Err(format!(
-                "required output {:?} ({}) was not written: expected at {}; the workload must write it \
-                 under $CANOPY_OUTPUT_DIR{}",
-                o.name,
-                o.path,
-                src.display(),
-                o.path
+                "the copy of {} does not match what the supervisor collected; refusing it",
+                dir.collected().join(&a.name).display()
             ));
-        } else {
-            tracing::debug!(output = %o.name, "optional output not written; skipped");
         }
     }
-    fs::create_dir_all(dest).map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
-    let mut artifacts = Vec::new();
-    for (o, src) in present {
-        let target = dest.join(&o.name);
-        remove_existing(&target).map_err(|e| format!("cannot replace {}: {e}", target.display()))?;
-        let (bytes, sha256) = copy_hashed(&src, &target)
-            .map_err(|e| format!("cannot copy output {:?} from {}: {e}", o.name, src.display()))?;
-        artifacts.push(Artifact { name: o.name.clone(), path: target, bytes, sha256 });
-    }
-    Ok(artifacts)
-}
-
-/// Copies a file or directory tree; used to stage inputs by copy.
-pub fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
-    copy_hashed(src, dst).map(|_| ())
-}
-
-/// Copies `src` (file or directory) to `dst`; returns total bytes and the
-/// checksum described in the module docs.
-pub fn copy_hashed(src: &Path, dst: &Path) -> io::Result<(u64, String)> {
-    if fs::metadata(src)?.is_dir() {
-        let mut entries = Vec::new();
-        copy_dir(src, dst, Path::new(""), &mut entries)?;
-        entries.sort();
-        let mut h = Sha256::new();
-        let mut total = 0;
-        for (rel, bytes, sha) in &entries {
-            h.update(format!("{rel} {sha}\n").as_bytes());
-            total += bytes;
-        }
-        Ok((total, hex::encode(h.finalize())))
-    } else {
-        copy_file(src, dst)
-    }
-}
-
-fn copy_dir(src: &Path, dst: &Path, rel: &Path, out: &mut Vec<(String, u64, String)>) -> io::Result<()> {
-    fs::create_dir_all(dst)?;
-    let mut names: Vec<PathBuf> =
-        fs::read_dir(src)?.map(|e| e.map(|e| PathBuf::from(e.file_name()))).collect::<io::Result<_>>()?;
-    names.sort();
-    for name in names {
-        let (s, d, r) = (src.join(&name), dst.join(&name), rel.join(&name));
-        let ft = fs::symlink_metadata(&s)?.file_type();
-        if ft.is_dir() {
-            copy_dir(&s, &d, &r, out)?;
-        } else if ft.is_file() || (ft.is_symlink() && fs::metadata(&s).is_ok_and(|m| m.is_file())) {
-            let (bytes, sha) = copy_file(&s, &d)?;
-            out.push((r.to_string_lossy().into_owned(), bytes, sha));
-        } else {
-            tracing::warn!(path = %s.display(), "not a file or directory (or a link to a directory); skipped");
-        }
-    }
+    let _ = remove_existing(&dir.collected().join(&a.name));
     Ok(())
-}
-
-fn copy_file(src: &Path, dst: &Path) -> io::Result<(u64, String)> {
-    let mut from = File::open(src)?;
-    let mut to = File::create(dst)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut total = 0u64;
-    loop {
-        let n = from.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-        to.write_all(&buf[..n])?;
-        total += n as u64;
-    }
-    to.sync_all()?;
-    Ok((total, hex::encode(h.finalize())))
-}
-
-fn remove_existing(p: &Path) -> io::Result<()> {
-    match fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => fs::remove_dir_all(p),
-        Ok(_) => fs::remove_file(p),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn directory_checksums_cover_names_and_contents() {
-        let t = tempfile::tempdir().unwrap();
-        let src = t.path().join("src");
-        fs::create_dir_all(src.join("sub")).unwrap();
-        fs::write(src.join("a.txt"), "hello").unwrap();
-        fs::write(src.join("sub/b.txt"), "world").unwrap();
-        let (bytes, sha) = copy_hashed(&src, &t.path().join("dst")).unwrap();
-        assert_eq!(bytes, 10);
-        let line = |p: &str, c: &str| format!("{p} {}\n", hex::encode(Sha256::digest(c.as_bytes())));
-        let expect =
-            hex::encode(Sha256::digest(format!("{}{}", line("a.txt", "hello"), line("sub/b.txt", "world"))));
-        assert_eq!(sha, expect);
-        assert_eq!(fs::read_to_string(t.path().join("dst/sub/b.txt")).unwrap(), "world");
-        fs::write(src.join("a.txt"), "hellO").unwrap();
-        assert_ne!(copy_hashed(&src, &t.path().join("dst2")).unwrap().1, sha);
-    }
 }

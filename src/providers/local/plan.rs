@@ -109,6 +109,7 @@ pub fn plan(
         node: req.node.clone(),
         container_engine: engine.map(|e| e.program.to_string_lossy().into_owned()),
         launched_at_ms: now_ms(),
+        outputs: cfg.outputs,
     };
     let (argv, cwd) = match (&rt.image, engine) {
         (None, _) => {

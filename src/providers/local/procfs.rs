@@ -2,8 +2,9 @@
 //! start-time check, and signals to process groups.
 //!
 //! This module owns the only `unsafe` calls of the local provider (libc
-//! `kill`, `setsid`, `statvfs`). It decides nothing: callers say which process or
-//! group to signal after checking it is theirs with a [`ProcRef`].
+//! `kill`, `setsid`, `statvfs`, and `prctl`/`getppid` in the supervisor's
+//! spawn hook). It decides nothing: callers say which process or group to
+//! signal after checking it is theirs with a [`ProcRef`].
 
 use super::layout::ProcRef;
 use std::io;
@@ -14,6 +15,7 @@ pub struct ProcStat {
     /// `R`, `S`, `D`, `Z` (zombie), `X` (dead)…
     pub state: char,
     pub pgrp: i32,
+    pub session: i32,
     /// Clock ticks after boot when the process started.
     pub start_time: u64,
 }
@@ -27,6 +29,7 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
     Some(ProcStat {
         state: fields.first()?.chars().next()?,
         pgrp: fields.get(2)?.parse().ok()?,
+        session: fields.get(3)?.parse().ok()?,
         start_time: fields.get(19)?.parse().ok()?,
     })
 }
@@ -71,6 +74,27 @@ pub fn signal_group(pgid: i32, signal: i32) -> io::Result<bool> {
     }
 }
 
+/// The live processes of group `pgid` in session `session` that started no
+/// earlier than `since` (clock ticks after boot): the members of a group
+/// whose leader started at `since`, even after the leader is gone. While a
+/// group has members its id cannot be reused, and a reused one would also
+/// have to be in a session of the same id.
+pub fn group_members(pgid: i32, session: i32, since: u64) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| {
+            stat(pid).is_some_and(|s| {
+                s.pgrp == pgid
+                    && s.session == session
+                    && s.start_time >= since
+                    && !matches!(s.state, 'Z' | 'X')
+            })
+        })
+        .collect()
+}
+
 /// Whether any process (zombies included) is still in group `pgid`.
 pub fn group_exists(pgid: i32) -> bool {
     match signal_group(pgid, 0) {
@@ -100,6 +124,31 @@ pub fn new_session_on_spawn(cmd: &mut tokio::process::Command) {
     }
 }
 
+/// Makes the spawned process die (SIGKILL) when the calling process does:
+/// `PR_SET_PDEATHSIG` in the child before exec. Should the caller already
+/// be gone by then (the child was reparented), the child exits at once
+/// instead of running unsupervised. For a single-threaded caller only (the
+/// supervisor): the signal follows the thread that spawned.
+pub fn die_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getpid(2) has no arguments and no memory effects.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the forked child before exec; it calls
+    // only prctl(2), getppid(2) and _exit(2), which are async-signal-safe,
+    // and allocates nothing (an OS error is stored inline).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Bytes available to unprivileged users on the filesystem holding `path`.
 pub fn disk_free_bytes(path: &std::path::Path) -> io::Result<u64> {
     use std::os::unix::ffi::OsStrExt;
@@ -124,7 +173,7 @@ mod tests {
         let line = "4242 (we(ird) name) S 1 4240 4240 0 -1 4194560 120 0 0 0 1 2 0 0 20 0 1 0 987654 \
                     1000 200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
         let s = parse_stat(line).unwrap();
-        assert_eq!(s, ProcStat { state: 'S', pgrp: 4240, start_time: 987654 });
+        assert_eq!(s, ProcStat { state: 'S', pgrp: 4240, session: 4240, start_time: 987654 });
         assert_eq!(parse_stat("garbage"), None);
         assert_eq!(parse_stat("1 (x) S 1"), None);
     }

@@ -6,15 +6,29 @@
 //! `canopy __supervise`): `--attempt <dir> -- <argv...>`. The workload gets
 //! the shim's environment and working directory as they are; the launcher
 //! sets both. The shim writes `pid` once the child runs and `exit.json`
-//! (atomically) once it ends, and its own notes to `supervisor.log`.
+//! (atomically) once it ends, and its own notes to `supervisor.log`; every
+//! file it creates is 0600.
+//!
+//! Guarantees:
+//! - The workload does not outlive the supervisor: its leader is started
+//!   with `PR_SET_PDEATHSIG(SIGKILL)` (and exits at once should the
+//!   supervisor already be gone by then), so a supervisor killed outright
+//!   takes it along; what else is left in its group the provider stops when
+//!   it finds the supervisor gone (see `state::stop_orphaned`).
+//! - When the workload exits 0, the supervisor collects its outputs next to
+//!   the files, after the workload's group is gone and before `exit.json`
+//!   is written (see [`super::outputs`]), with the limits `launch.json`
+//!   gives. What to collect is read from `spec.json` before the workload
+//!   starts, since the workload can write in the attempt directory.
 //!
 //! It must not interpret the command (no shell), touch anything outside the
 //! attempt directory, or write environment values anywhere: secrets reach
 //! the workload through the environment only.
 
-use super::layout::{AttemptDir, ExitRecord, PidRecord, write_json};
+use super::layout::{AttemptDir, ExitRecord, LaunchRecord, PidRecord, append_private, read_json, write_json};
 use super::procfs;
-use std::fs::{File, OpenOptions};
+use crate::spec::Spec;
+use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
@@ -67,16 +81,26 @@ fn parse_args(args: &[String]) -> Option<(PathBuf, Vec<String>)> {
 fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
     let me = procfs::proc_ref(std::process::id() as i32)
         .ok_or_else(|| io::Error::other("cannot read /proc/self/stat"))?;
-    let stdout = append(&dir.stdout())?;
-    let stderr = append(&dir.stderr())?;
+    let session = procfs::stat(me.pid).map(|s| s.session);
+    // Read before the workload runs: it can write in this directory.
+    let spec = read_json::<Spec>(&dir.spec())
+        .map_err(|e| e.to_string())
+        .and_then(|s| s.ok_or_else(|| "spec.json is missing".to_string()))
+        .map_err(|e| format!("the supervisor could not read what to collect: {e}"));
+    let limits = match read_json::<LaunchRecord>(&dir.launch()) {
+        Ok(Some(l)) => l.outputs,
+        other => {
+            log.note(&format!("launch.json unreadable ({other:?}); default output limits apply"));
+            Default::default()
+        }
+    };
+    let stdout = append_private(&dir.stdout())?;
+    let stderr = append_private(&dir.stderr())?;
     let mut err_for_notes = stderr.try_clone()?;
-    let spawned = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr)
-        .process_group(0)
-        .spawn();
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(stdout).stderr(stderr).process_group(0);
+    procfs::die_with_parent(&mut cmd);
+    let spawned = cmd.spawn();
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
@@ -85,7 +109,7 @@ fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
             let msg = format!("canopy: cannot start {:?}: {e}", argv[0]);
             let _ = writeln!(err_for_notes, "{msg}");
             log.note(&msg);
-            write_json(&dir.pid(), &PidRecord { supervisor: me, child: None })?;
+            write_json(&dir.pid(), &PidRecord { supervisor: me, child: None, session })?;
             let exit = ExitRecord {
                 code: Some(code),
                 signal: None,
@@ -97,13 +121,21 @@ fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
     };
     let pgid = child.id() as i32;
     let child_ref = procfs::proc_ref(pgid);
-    write_json(&dir.pid(), &PidRecord { supervisor: me, child: child_ref })?;
+    write_json(&dir.pid(), &PidRecord { supervisor: me, child: child_ref, session })?;
     log.note(&format!("started {:?} as pid {pgid}", argv[0]));
     let status = child.wait()?;
     let ended_at_ms = super::layout::now_ms();
     clean_up_group(pgid, log);
     let exit = ExitRecord { code: status.code(), signal: status.signal(), ended_at_ms, error: None };
     log.note(&format!("workload ended: {status}"));
+    if status.code() == Some(0) {
+        log.note("collecting outputs");
+        match super::outputs::supervise_collection(dir, spec.as_ref().map_err(Clone::clone), &limits) {
+            Ok(()) => log.note("outputs collected; see collected.json"),
+            // Without a manifest the provider collects them itself.
+            Err(e) => log.note(&format!("could not record the outputs' collection: {e}")),
+        }
+    }
     write_json(&dir.exit(), &exit)
 }
 
@@ -127,17 +159,13 @@ fn clean_up_group(pgid: i32, log: &mut Notes) {
     let _ = procfs::signal_group(pgid, libc::SIGKILL);
 }
 
-fn append(path: &std::path::Path) -> io::Result<File> {
-    OpenOptions::new().create(true).append(true).open(path)
-}
-
 /// The shim's own notes, appended to `supervisor.log`. Best effort: a note
 /// that cannot be written is dropped rather than failing the attempt.
 struct Notes(Option<File>);
 
 impl Notes {
     fn open(dir: &AttemptDir) -> Self {
-        Self(append(&dir.supervisor_log()).ok())
+        Self(append_private(&dir.supervisor_log()).ok())
     }
     fn note(&mut self, line: &str) {
         if let Some(f) = &mut self.0 {

@@ -5,7 +5,14 @@
 //! files, locks and live processes mean launching, running, ended or lost.
 //! It signals only process groups whose leader it has matched by pid *and*
 //! start time, or whose supervisor is alive and has not recorded an end
-//! (while a group has members its id cannot be reused).
+//! (while a group has members its id cannot be reused), or, once the
+//! leader is gone, whose remaining members are in the supervisor's session
+//! and started after the leader (see [`workload_alive`]).
+//!
+//! A supervisor that died without recording an end leaves an attempt
+//! nobody watches: [`stop_orphaned`] stops whatever of it still runs
+//! before the provider reports the end, so nothing of it runs beside a
+//! retry.
 
 use super::container;
 use super::layout::{AttemptDir, ExitRecord, LaunchRecord, PidRecord, read_json};
@@ -31,6 +38,10 @@ pub enum Observed {
 }
 
 pub const SUPERVISOR_DIED: &str = "supervisor died without recording an exit status";
+/// How the provider reports an attempt whose supervisor died: a fault of
+/// the provider's machinery, not of the node or the workload.
+pub const SUPERVISOR_LOST: &str =
+    "the supervisor of this attempt died without recording an end; its workload was stopped";
 pub const LAUNCH_INTERRUPTED: &str = "the launch was interrupted before the supervisor started";
 
 impl Observed {
@@ -45,9 +56,40 @@ impl Observed {
     pub fn holds_processes(&self) -> bool {
         match self {
             Observed::Launching | Observed::Running(_) => true,
-            Observed::Lost { pids, .. } => pids.and_then(|p| p.child).is_some_and(|c| procfs::is_alive(&c)),
+            Observed::Lost { pids, .. } => pids.as_ref().is_some_and(workload_alive),
             Observed::Missing | Observed::Ended(_) => false,
         }
+    }
+}
+
+/// Whether anything of the workload the pid file records still runs: its
+/// leader (pid and start time), or, with the leader gone, members of its
+/// group in the supervisor's session that started after it.
+pub fn workload_alive(p: &PidRecord) -> bool {
+    let Some(c) = p.child else { return false };
+    procfs::is_alive(&c)
+        || p.session.is_some_and(|sid| !procfs::group_members(c.pid, sid, c.start_time).is_empty())
+}
+
+/// Stops what is left of an attempt whose supervisor died without
+/// recording an end: its container, if it ran in one, and every process of
+/// its group (SIGKILL; nobody is left to wait for a graceful end). Waits
+/// briefly for them to go.
+pub async fn stop_orphaned(dir: &AttemptDir, p: &PidRecord) {
+    if !workload_alive(p) {
+        return;
+    }
+    let Some(c) = p.child else { return };
+    tracing::warn!(attempt = %dir.path().display(), "the supervisor died; stopping its workload (group {})", c.pid);
+    if let Ok(Some(l)) = read_json::<LaunchRecord>(&dir.launch())
+        && let Some(engine) = &l.container_engine
+    {
+        stop_container(engine, &l.token, Duration::ZERO).await;
+    }
+    let _ = procfs::signal_group(c.pid, libc::SIGKILL);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while workload_alive(p) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -125,7 +167,7 @@ pub async fn terminate(dir: &AttemptDir, grace: Duration, launch_timeout: Durati
     if let Some(engine) = launch.as_ref().and_then(|l| l.container_engine.as_ref().map(|e| (e, &l.token))) {
         stop_container(engine.0, engine.1, grace).await;
     }
-    if let Some(c) = o.pids().and_then(|p| p.child).filter(procfs::is_alive) {
+    if let Some(c) = o.pids().filter(|p| workload_alive(p)).and_then(|p| p.child) {
         let _ = procfs::signal_group(c.pid, libc::SIGTERM);
     }
     if wait_stopped(dir, grace).await? {
@@ -133,7 +175,7 @@ pub async fn terminate(dir: &AttemptDir, grace: Duration, launch_timeout: Durati
     }
     let o = observe(dir).map_err(|e| e.to_string())?;
     let child = o.pids().and_then(|p| p.child);
-    let ours = matches!(o, Observed::Running(_)) || child.is_some_and(|c| procfs::is_alive(&c));
+    let ours = matches!(o, Observed::Running(_)) || o.pids().is_some_and(workload_alive);
     if let (Some(c), true) = (child, ours) {
         tracing::info!(attempt = %dir.path().display(), "still running {grace:?} after SIGTERM; sending SIGKILL");
         let _ = procfs::signal_group(c.pid, libc::SIGKILL);
@@ -155,9 +197,7 @@ async fn wait_stopped(dir: &AttemptDir, within: Duration) -> Result<bool, String
         let o = observe(dir).map_err(|e| e.to_string())?;
         let stopped = match &o {
             Observed::Missing | Observed::Ended(_) => true,
-            Observed::Lost { pids, .. } => {
-                pids.and_then(|p| p.child).is_none_or(|c| !procfs::group_exists(c.pid))
-            }
+            Observed::Lost { pids, .. } => pids.as_ref().is_none_or(|p| !workload_alive(p)),
             Observed::Launching | Observed::Running(_) => false,
         };
         if stopped {

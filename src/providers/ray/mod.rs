@@ -25,10 +25,11 @@ pub mod map;
 
 use crate::config::RayEntry;
 use crate::failure::ProviderEnd;
+use crate::providers::collect::OutputLimits;
 use crate::providers::local::layout::{AttemptDir, valid_token};
 use crate::providers::slurm::script::quote;
 use crate::providers::{
-    Artifact, AttemptStatus, Inventory, LaunchAck, LaunchError, LaunchRequest, LogChunk, LogStream, Owned,
+    AttemptStatus, Collection, Inventory, LaunchAck, LaunchError, LaunchRequest, LogChunk, LogStream, Owned,
     Provider, ProviderError, SecretValue,
 };
 use crate::spec::Spec;
@@ -48,6 +49,9 @@ pub struct RayConfig {
     pub startup_limit: Duration,
     pub pools: map::PoolSettings,
     pub request_timeout: Duration,
+    /// Size and time limits on collecting outputs (`[outputs]` in
+    /// canopy.toml).
+    pub outputs: OutputLimits,
 }
 
 impl RayConfig {
@@ -75,6 +79,7 @@ impl RayConfig {
                 startup: Duration::from_secs(5),
             },
             request_timeout: Duration::from_secs(30),
+            outputs: OutputLimits::default(),
         })
     }
 }
@@ -341,14 +346,17 @@ impl Provider for RayProvider {
         Ok(LogChunk { data: text[start..end].to_vec(), next_offset: end as u64 })
     }
 
-    async fn outputs(&self, token: &str, spec: &Spec, dest: &Path) -> Result<Vec<Artifact>, ProviderError> {
+    async fn outputs(&self, token: &str, spec: &Spec, dest: &Path) -> Result<Collection, ProviderError> {
         let dir = AttemptDir::at(&self.cfg.jobs_dir, token);
         let (spec, dest) = (spec.clone(), dest.to_path_buf());
-        tokio::task::spawn_blocking(move || crate::providers::local::outputs::collect(&dir, &spec, &dest))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r)
-            .map_err(|message| ProviderError { provider: self.cfg.name.clone(), message })
+        let limits = self.cfg.outputs;
+        tokio::task::spawn_blocking(move || {
+            crate::providers::collect::collect(&dir.outputs(), &spec, &dest, &limits)
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+        .map_err(|message| ProviderError { provider: self.cfg.name.clone(), message })
     }
 
     async fn terminate(&self, token: &str) -> Result<(), ProviderError> {

@@ -31,7 +31,7 @@
 //! exactly as with a real one.
 
 use crate::providers::{
-    Artifact, AttemptStatus, Inventory, LaunchAck, LaunchError, LaunchRequest, LogChunk, LogStream, Owned,
+    AttemptStatus, Collection, Inventory, LaunchAck, LaunchError, LaunchRequest, LogChunk, LogStream, Owned,
     Provider, ProviderError,
 };
 use crate::spec::Spec;
@@ -251,10 +251,10 @@ impl Provider for SimProvider {
         Ok(chunk)
     }
 
-    async fn outputs(&self, token: &str, spec: &Spec, dest: &Path) -> Result<Vec<Artifact>, ProviderError> {
+    async fn outputs(&self, token: &str, spec: &Spec, dest: &Path) -> Result<Collection, ProviderError> {
         match self.market.source(&self.name, token) {
             Source::NotFound => Err(self.err(format!("no attempt with token {token}"))),
-            Source::Nothing => Ok(Vec::new()),
+            Source::Nothing => Ok(Collection::default()),
             Source::Exec { .. } => self.exec.outputs(token, spec, dest).await.map_err(|e| self.exec_err(e)),
         }
     }

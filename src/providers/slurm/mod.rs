@@ -29,9 +29,10 @@ pub mod v0038;
 
 use crate::config::SlurmEntry;
 use crate::failure::ProviderEnd;
+use crate::providers::collect::OutputLimits;
 use crate::providers::local::layout::{AttemptDir, valid_token};
 use crate::providers::{
-    Artifact, AttemptStatus, Inventory, LaunchAck, LaunchError, LaunchRequest, LogChunk, LogStream, Owned,
+    AttemptStatus, Collection, Inventory, LaunchAck, LaunchError, LaunchRequest, LogChunk, LogStream, Owned,
     Provider, ProviderError, SecretValue,
 };
 use crate::spec::Spec;
@@ -56,6 +57,9 @@ pub struct SlurmConfig {
     pub pin_by_feature: bool,
     pub pools: PoolSettings,
     pub request_timeout: Duration,
+    /// Size and time limits on collecting outputs (`[outputs]` in
+    /// canopy.toml).
+    pub outputs: OutputLimits,
 }
 
 impl SlurmConfig {
@@ -83,6 +87,7 @@ impl SlurmConfig {
                 partitions: e.partitions.clone(),
             },
             request_timeout: Duration::from_secs(30),
+            outputs: OutputLimits::default(),
         })
     }
 }
@@ -384,15 +389,18 @@ impl Provider for SlurmProvider {
             .map_err(|message| ProviderError { provider: self.cfg.name.clone(), message })
     }
 
-    async fn outputs(&self, token: &str, spec: &Spec, dest: &Path) -> Result<Vec<Artifact>, ProviderError> {
+    async fn outputs(&self, token: &str, spec: &Spec, dest: &Path) -> Result<Collection, ProviderError> {
         let dir = AttemptDir::at(&self.cfg.jobs_dir, token);
         let spec = spec.clone();
         let dest = dest.to_path_buf();
-        tokio::task::spawn_blocking(move || crate::providers::local::outputs::collect(&dir, &spec, &dest))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r)
-            .map_err(|message| ProviderError { provider: self.cfg.name.clone(), message })
+        let limits = self.cfg.outputs;
+        tokio::task::spawn_blocking(move || {
+            crate::providers::collect::collect(&dir.outputs(), &spec, &dest, &limits)
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+        .map_err(|message| ProviderError { provider: self.cfg.name.clone(), message })
     }
 
     async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
