@@ -189,6 +189,15 @@ pub enum ProviderEnd {
     CostCapReached,
     /// Canopy stopped the attempt at the workload's max runtime.
     MaxRuntimeReached,
+    /// Canopy stopped the attempt to move it off a node an operator is
+    /// draining (`canopy drain --evict`): not a failure; the workload is
+    /// placed again without spending an attempt, and no node is charged.
+    Evicted {
+        message: String,
+        /// Between SIGTERM and SIGKILL, when the drain set it (seconds).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grace_s: Option<u64>,
+    },
     /// The provider reported an end Canopy does not know.
     Unknown { message: String },
 }

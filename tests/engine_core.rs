@@ -473,3 +473,50 @@ fn a_stop_under_way_is_finished_after_a_restart_with_its_own_outcome() {
     assert_eq!(finals[&cancelled], (WorkloadState::Cancelled, Some(FailureClass::Cancelled)));
     assert_eq!(finals[&timed_out], (WorkloadState::Failed, Some(FailureClass::Timeout)));
 }
+
+/// A plain drain lets running work finish and takes no new work; an
+/// evicting drain stops the work and places it elsewhere as a move: its own
+/// reason, no attempt spent (even with none left), no health score changed.
+#[test]
+fn a_drain_lets_work_finish_and_an_evicting_one_moves_it_without_blame() {
+    use canopy::engine::core::NodeNote;
+    use canopy::fleet::NodeState;
+    let mut w = World::new(fleet());
+    let first = w.submit("[retry]\nmax_attempts = 1\ninfra_retries = 0");
+    let (a1, n1) = w.last_launch(first);
+    w.ack(a1);
+    w.run(a1);
+    let note = |evict| NodeNote {
+        by: "ops-alice".into(),
+        reason: Some("firmware".into()),
+        evict,
+        ..NodeNote::default()
+    };
+    w.send(Event::SetNodeState {
+        request: 901,
+        node: n1.to_string(),
+        state: NodeState::Draining,
+        note: Some(note(false)),
+    });
+    assert!(!w.terminated(a1), "a plain drain lets running work finish");
+    // Asked again with --evict: the work is stopped and moved.
+    let n1 = n1.to_string();
+    w.send(Event::SetNodeState {
+        request: 902,
+        node: n1.clone(),
+        state: NodeState::Draining,
+        note: Some(note(true)),
+    });
+    assert!(w.terminated(a1));
+    assert!(matches!(w.attempt(a1).stop, Some(ProviderEnd::Evicted { .. })));
+    w.confirm_terminated(a1, ProviderEnd::Signaled { signal: 15 });
+    let rec = w.attempt(a1);
+    assert_eq!(rec.rule.as_deref(), Some("canopy.evicted"), "{rec:?}");
+    assert!(rec.evidence.as_deref().unwrap_or("").contains("drained by ops-alice: firmware"), "{rec:?}");
+    let (a2, n2) = w.last_launch(first);
+    assert_ne!(a2, a1, "relocated although max_attempts = 1 was used");
+    assert_ne!(n2, n1, "not back on the draining node");
+    let health = w.core.health().node(&n1, Millis(w.now));
+    assert_eq!(health.score, 1.0, "an eviction charges no node: {health:?}");
+    assert!(w.records().all(|r| !matches!(r, Record::Health(h) if h.node == n1)));
+}

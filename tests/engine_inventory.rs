@@ -189,6 +189,7 @@ fn an_operators_cordon_is_journalled_kept_through_a_restart_and_a_refresh_and_la
         by: "ops-alice".into(),
         reason: Some("fan noise".into()),
         until: Some(Millis(T0 + 3_600_000)),
+        ..NodeNote::default()
     };
     let out = core.handle(
         Event::SetNodeState { request: 1, node: "n1".into(), state: NodeState::Cordoned, note: Some(note) },

@@ -688,3 +688,43 @@ fn a_workloads_stderr_never_drives_the_operators_terminal() {
     }
     engine.stop();
 }
+
+#[test]
+fn draining_a_node_lets_work_finish_and_evicting_moves_it_without_a_failure() {
+    let s = setup();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    // A plain drain: the running workload finishes where it is.
+    let finishing = cli.submit(&spec(&s.specs, "finishing", "sleep 1; echo finished", ""));
+    cli.wait_state(finishing, |s| s == WorkloadState::Running);
+    let node = cli.status(finishing).1[0].node.clone();
+    cli.ok(&["drain", &node, "--reason", "kernel update"]);
+    assert_eq!(cli.wait_final(finishing).state, WorkloadState::Succeeded);
+    cli.ok(&["uncordon", &node]);
+
+    // An evicting drain: the workload (which ignores SIGTERM) is stopped
+    // after the drain's grace and waits to be placed again; its one
+    // allowed attempt is not spent, and the node's health is untouched.
+    let marker = s.scratch.join("moved");
+    let script = format!("trap '' TERM; echo run >> {}; sleep 60", marker.display());
+    let moved =
+        cli.submit(&spec(&s.specs, "moved", &script, "[retry]\nmax_attempts = 1\ninfra_retries = 0\n"));
+    cli.wait_state(moved, |s| s == WorkloadState::Running);
+    let said = cli.ok(&["drain", &node, "--evict", "--grace", "1s", "--reason", "disk swap"]);
+    assert!(said.contains("drain"), "{said}");
+    let w = cli.wait_state(moved, |s| s == WorkloadState::Queued);
+    let (_, attempts) = cli.status(moved);
+    assert_eq!(attempts[0].rule.as_deref(), Some("canopy.evicted"), "{attempts:?}");
+    assert!(w.reason.as_deref().unwrap_or("").contains("draining"), "{w:?}");
+    let events = cli.ok(&["events", &moved.to_string()]);
+    assert!(events.contains("retry.evicted") && events.contains("disk swap"), "{events}");
+    // One outcome on the node (the finished workload's), a perfect score.
+    let health = &live_fleet(&s.store)["health"]["nodes"][node.as_str()];
+    assert_eq!((health["samples"].as_u64(), health["score"].as_f64()), (Some(1), Some(1.0)), "{health}");
+    // The node back: the workload runs again, its second run.
+    cli.ok(&["uncordon", &node]);
+    cli.wait_state(moved, |s| s == WorkloadState::Running);
+    wait_for("the second run", || std::fs::read_to_string(&marker).unwrap_or_default().lines().count() == 2);
+    cli.ok(&["cancel", &moved.to_string()]);
+    engine.stop();
+}

@@ -114,6 +114,15 @@ impl StoreArgs {
 }
 
 /// Sends Canopy's own logs to `<home>/canopy.log`, never the terminal.
+/// `--grace 30s`: whole seconds, at most an hour.
+fn parse_grace(s: &str) -> Result<u64, String> {
+    let d: canopy::units::HumanDuration = s.parse()?;
+    if d.0 > canopy::spec::Runtime::MAX_STOP_GRACE {
+        return Err(format!("{s} is longer than the 1h a stop may wait"));
+    }
+    Ok(d.0.as_secs())
+}
+
 pub fn log_to_file(home: &Home) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     // Private from the start (0700); an engine that starts says when an
@@ -256,11 +265,21 @@ pub enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
-    /// Stop placing work on a node and move its running work elsewhere.
+    /// Stop placing work on a node; its running work finishes (what a Slurm
+    /// administrator means by drain). With --evict, running work is
+    /// stopped and placed again elsewhere: a move, not a failure.
     Drain {
         node: String,
         #[arg(long)]
         reason: Option<String>,
+        /// Stop the node's running work (SIGTERM, then SIGKILL after the
+        /// grace) and place it again elsewhere, spending no attempt.
+        #[arg(long)]
+        evict: bool,
+        /// With --evict: between SIGTERM and SIGKILL (e.g. 30s); each
+        /// workload's own runtime.stop_grace when omitted.
+        #[arg(long, requires = "evict", value_parser = parse_grace)]
+        grace: Option<u64>,
     },
     /// End a node's quarantine now: it takes work again, on probation.
     Unquarantine {
@@ -344,8 +363,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Some(Command::Uncordon { node, reason }) => {
             workloads::command(&cli.store, JCommand::Uncordon { node }, reason)
         }
-        Some(Command::Drain { node, reason }) => {
-            workloads::command(&cli.store, JCommand::Drain { node }, reason)
+        Some(Command::Drain { node, reason, evict, grace }) => {
+            workloads::command(&cli.store, JCommand::Drain { node, evict, grace_s: grace }, reason)
         }
         Some(Command::Unquarantine { node, reason }) => {
             workloads::command(&cli.store, JCommand::Unquarantine { node }, reason)

@@ -184,6 +184,12 @@ impl Client {
         if let Command::Cordon { until: Some(t), .. } = cmd {
             body["until"] = serde_json::json!(t.0);
         }
+        if let Command::Drain { evict, grace_s, .. } = cmd {
+            body["evict"] = serde_json::json!(evict);
+            if let Some(g) = grace_s {
+                body["grace"] = serde_json::json!(g);
+            }
+        }
         let (path, spec) = match cmd {
             Command::Submit { spec, idempotency_key } => {
                 let text = serde_json::to_string(spec).map_err(|e| ClientError::Decode(e.to_string()))?;
@@ -195,7 +201,7 @@ impl Client {
             Command::Retry { id } => (format!("/v1/workloads/{id}/retry"), None),
             Command::Cordon { node, .. } => (format!("/v1/nodes/{node}/cordon"), None),
             Command::Uncordon { node } => (format!("/v1/nodes/{node}/uncordon"), None),
-            Command::Drain { node } => (format!("/v1/nodes/{node}/drain"), None),
+            Command::Drain { node, .. } => (format!("/v1/nodes/{node}/drain"), None),
             Command::Unquarantine { node } => (format!("/v1/nodes/{node}/unquarantine"), None),
         };
         let _ = spec;

@@ -44,7 +44,7 @@ impl Op {
             Op::Cancel(id) => Command::Cancel { id },
             Op::Cordon(node) => Command::Cordon { node, until: None },
             Op::Uncordon(node) => Command::Uncordon { node },
-            Op::Drain(node) => Command::Drain { node },
+            Op::Drain(node) => Command::Drain { node, evict: false, grace_s: None },
         }
     }
 }

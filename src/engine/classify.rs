@@ -114,6 +114,7 @@ impl fmt::Display for ProviderEnd {
             ProviderEnd::BootFailed { message } => with(f, "boot failed", message),
             ProviderEnd::CostCapReached => f.write_str("cost cap reached"),
             ProviderEnd::MaxRuntimeReached => f.write_str("max runtime reached"),
+            ProviderEnd::Evicted { message, .. } => with(f, "evicted", message),
             ProviderEnd::Unknown { message } => with(f, "unknown end", message),
         }
     }

@@ -29,8 +29,14 @@ pub enum Command {
     Uncordon {
         node: String,
     },
+    /// No new work on the node; running work finishes, or with `evict` is
+    /// stopped (after `grace_s`, else its own stop grace) and placed again.
     Drain {
         node: String,
+        #[serde(default)]
+        evict: bool,
+        #[serde(default)]
+        grace_s: Option<u64>,
     },
     Retry {
         id: WorkloadId,
@@ -63,7 +69,7 @@ impl Command {
             Command::Cancel { id } | Command::Retry { id } => Some(id.to_string()),
             Command::Cordon { node, .. }
             | Command::Uncordon { node }
-            | Command::Drain { node }
+            | Command::Drain { node, .. }
             | Command::Unquarantine { node } => Some(node.clone()),
         }
     }

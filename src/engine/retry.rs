@@ -33,6 +33,9 @@ pub struct RetryInput<'a> {
     pub gpu_memory_gb: f64,
     /// The most GPU memory per GPU anywhere in the fleet.
     pub fleet_max_gpu_memory_gb: f64,
+    /// Canopy stopped the attempt to move it off a drained node
+    /// ([`crate::engine::rules::EVICTED_RULE`]).
+    pub evicted: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +84,20 @@ pub const POOL_EXCLUDE_AFTER: u32 = 2;
 pub fn decide(i: &RetryInput<'_>) -> RetryDecision {
     use FailureClass as C;
     let max = i.policy.max_attempts;
+    if i.evicted {
+        // An operator moved it: not a failure, so nothing is spent and
+        // nothing is excluded (the drained node takes no work anyway).
+        return RetryDecision {
+            retry: true,
+            rule: "retry.evicted",
+            reason: "moved off a drained node; placed again without spending an attempt".into(),
+            delay_s: 0.0,
+            counts: false,
+            exclude_node: false,
+            exclude_pool: false,
+            min_gpu_memory_exclusive: None,
+        };
+    }
     match i.class {
         C::Cancelled => RetryDecision::fin("retry.cancelled", "cancelled by an operator".into()),
         C::Config => RetryDecision::fin(
@@ -223,7 +240,19 @@ mod tests {
             failures_in_pool: 1,
             gpu_memory_gb: 24.0,
             fleet_max_gpu_memory_gb: 80.0,
+            evicted: false,
         }
+    }
+
+    #[test]
+    fn an_eviction_is_relocated_free_whatever_the_budget() {
+        let p = RetryPolicy { max_attempts: 1, infra_retries: 0, ..RetryPolicy::default() };
+        let mut i = input(FailureClass::Preempted, &p);
+        i.evicted = true;
+        i.counted_attempts = 5;
+        let d = decide(&i);
+        assert!(d.retry && !d.counts && !d.exclude_node && !d.exclude_pool, "{d:?}");
+        assert_eq!((d.rule, d.delay_s), ("retry.evicted", 0.0));
     }
 
     #[test]

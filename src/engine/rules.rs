@@ -186,6 +186,7 @@ pub(crate) static RULES: &[Rule] = &[
     // ── Tier 1: Canopy-enforced ends ─────────────────────────────────────
     rule("canopy.cancelled", C::Cancelled, Matcher::Canopy(|e| matches!(e, ProviderEnd::Cancelled))),
     rule("canopy.cost-cap", C::CostCap, Matcher::Canopy(|e| matches!(e, ProviderEnd::CostCapReached))),
+    rule(EVICTED_RULE, C::Preempted, Matcher::Canopy(|e| matches!(e, ProviderEnd::Evicted { .. }))),
     rule("canopy.max-runtime", C::Timeout, Matcher::Canopy(|e| matches!(e, ProviderEnd::MaxRuntimeReached))),
     // ── Tier 2: provider states ──────────────────────────────────────────
     rule("provider.preempted", C::Preempted, Matcher::Provider(|e| matches!(e, ProviderEnd::Preempted))),
@@ -472,6 +473,11 @@ static CAPACITY_MESSAGE: LazyLock<Regex> = LazyLock::new(|| {
         r"\bunschedulable\b",
     ])
 });
+
+/// The rule of an attempt Canopy stopped to move it off a drained node:
+/// its workload is relocated without spending an attempt, and no health
+/// score changes.
+pub const EVICTED_RULE: &str = "canopy.evicted";
 
 /// A launch that can never succeed as written (see
 /// [`crate::providers::LaunchError::Invalid`]).

@@ -610,13 +610,25 @@ impl Shell {
             .map(|s| s.runtime.stop_grace())
             .or_else(|| self.core.workload(attempt.workload).map(|w| w.spec.runtime.stop_grace()))
             .unwrap_or(crate::spec::Runtime::DEFAULT_STOP_GRACE);
+        // An evicting drain may set its own.
+        let drain_grace = match self.core.stop_reason(attempt) {
+            Some(ProviderEnd::Evicted { grace_s: Some(g), .. }) => Some(Duration::from_secs(*g)),
+            _ => None,
+        };
+        let grace = drain_grace.unwrap_or(grace);
         let timeout = self.config.call_timeout + grace;
         let Some(p) = self.provider(&provider) else {
             let result = Err(format!("no adapter is configured for provider {provider:?}"));
             return Self::send(&tx, Event::Terminated { attempt, result });
         };
         tokio::spawn(async move {
-            let result = match tokio::time::timeout(timeout, p.terminate(&token)).await {
+            let stop = async {
+                match drain_grace {
+                    Some(g) => p.terminate_within(&token, g).await,
+                    None => p.terminate(&token).await,
+                }
+            };
+            let result = match tokio::time::timeout(timeout, stop).await {
                 Ok(r) => r.map_err(|e| e.to_string()),
                 Err(_) => Err("terminate timed out".to_string()),
             };
@@ -842,7 +854,12 @@ fn retry_key(id: WorkloadId) -> String {
 /// Commands that need no journal look-up; `None` for those that do
 /// (keyed submits and retries, which `resolve_commands` handles itself).
 fn command_event(request: u64, cmd: Command, by: Option<String>, reason: Option<String>) -> Option<Event> {
-    let note = |until| NodeNote { by: by.clone().unwrap_or_default(), reason: reason.clone(), until };
+    let note = |until| NodeNote {
+        by: by.clone().unwrap_or_default(),
+        reason: reason.clone(),
+        until,
+        ..NodeNote::default()
+    };
     Some(match cmd {
         Command::Submit { idempotency_key: Some(_), .. } => return None,
         Command::Submit { spec, idempotency_key } => {
@@ -856,8 +873,9 @@ fn command_event(request: u64, cmd: Command, by: Option<String>, reason: Option<
         Command::Uncordon { node } => {
             Event::SetNodeState { request, node, state: NodeState::Ready, note: Some(note(None)) }
         }
-        Command::Drain { node } => {
-            Event::SetNodeState { request, node, state: NodeState::Draining, note: Some(note(None)) }
+        Command::Drain { node, evict, grace_s } => {
+            let note = NodeNote { evict, grace_s, ..note(None) };
+            Event::SetNodeState { request, node, state: NodeState::Draining, note: Some(note) }
         }
         Command::Unquarantine { node } => Event::Unquarantine { request, node },
         Command::Retry { .. } => return None,

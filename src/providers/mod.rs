@@ -261,6 +261,13 @@ pub trait Provider: Send + Sync {
     ) -> Result<Collection, ProviderError>;
     /// Stops the attempt. Succeeds when it is already gone.
     async fn terminate(&self, token: &str) -> Result<(), ProviderError>;
+    /// Stops the attempt giving its processes `grace` between SIGTERM and
+    /// SIGKILL, where the provider controls that (an evicting drain's
+    /// `--grace`); others stop it as [`Provider::terminate`] does.
+    async fn terminate_within(&self, token: &str, grace: std::time::Duration) -> Result<(), ProviderError> {
+        let _ = grace;
+        self.terminate(token).await
+    }
     /// Everything this provider runs with a token of this store.
     async fn list_owned(&self, store_id: &str) -> Result<Vec<Owned>, ProviderError>;
 }

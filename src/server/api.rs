@@ -512,6 +512,35 @@ pub struct Reason {
     /// When a cordon lapses: RFC 3339 (`2026-12-02T08:00:00Z`), a
     /// duration from now (`2h`), or milliseconds since the epoch.
     pub until: Option<serde_json::Value>,
+    /// A drain stops the node's running work and places it again.
+    #[serde(default)]
+    pub evict: bool,
+    /// An evicting drain's grace between SIGTERM and SIGKILL: a duration
+    /// (`30s`) or seconds.
+    #[serde(default)]
+    pub grace: Option<serde_json::Value>,
+}
+
+/// An evicting drain's grace in whole seconds, from `30s`, `2m` or a number.
+fn grace_s(r: &Reason) -> ApiResult<Option<u64>> {
+    let bad = |v: &serde_json::Value| {
+        ApiError::unprocessable(format!(
+            "grace {v} is not a duration; give one like \"30s\" or \"2m\" (at most 1h)"
+        ))
+        .field("grace")
+    };
+    let Some(v) = &r.grace else { return Ok(None) };
+    let secs = match v {
+        serde_json::Value::Number(n) => n.as_u64().ok_or_else(|| bad(v))?,
+        serde_json::Value::String(t) => {
+            t.parse::<crate::units::HumanDuration>().map_err(|_| bad(v))?.0.as_secs()
+        }
+        _ => return Err(bad(v)),
+    };
+    if secs > crate::spec::Runtime::MAX_STOP_GRACE.as_secs() {
+        return Err(bad(v));
+    }
+    Ok(Some(secs))
 }
 
 /// `until` as milliseconds since the epoch.
@@ -587,12 +616,20 @@ async fn command(
         }
         Some(v) => Some(parse_until(v, authz::now()).map_err(|e| ApiError::unprocessable(e).field("until"))?),
     };
+    if (r.evict || r.grace.is_some()) && op != "drain" {
+        return Err(ApiError::unprocessable("evict and grace apply to a drain only").field("evict"));
+    }
+    if r.grace.is_some() && !r.evict {
+        return Err(
+            ApiError::unprocessable("grace applies to an evicting drain (evict: true)").field("grace")
+        );
+    }
     let cmd = match op.as_str() {
         "cancel" => Command::Cancel { id: workload_id(&target)? },
         "retry" => Command::Retry { id: workload_id(&target)? },
         "cordon" => Command::Cordon { node: target, until },
         "uncordon" => Command::Uncordon { node: target },
-        "drain" => Command::Drain { node: target },
+        "drain" => Command::Drain { node: target, evict: r.evict, grace_s: grace_s(&r)? },
         "unquarantine" => Command::Unquarantine { node: target },
         other => return Err(ApiError::not_found(format!("no command {other:?}"))),
     };

@@ -95,7 +95,9 @@ fn operation(method: &str, path: &str, need: Need, summary: &str) -> Value {
         }
         (_, p) if p.starts_with("/v1/nodes/") || p.ends_with("/cancel") || p.ends_with("/retry") => {
             op["requestBody"] = json!({ "required": false, "content": { "application/json": { "schema": {
-                "type": "object", "properties": { "reason": { "type": "string" }, "until": { "type": "string" } } } } } });
+                "type": "object", "properties": { "reason": { "type": "string" }, "until": { "type": "string" },
+                    "evict": { "type": "boolean", "description": "drain only: stop running work and place it again" },
+                    "grace": { "type": "string", "description": "evicting drain only: SIGTERM to SIGKILL, e.g. 30s" } } } } } });
             op["responses"]["404"] = error_response("No such workload or node");
             op["responses"]["409"] = error_response("It clashes with the current state");
         }

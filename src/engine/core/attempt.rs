@@ -447,7 +447,9 @@ impl Core {
             Some(c) => format!("{c} [{rule}]: {evidence}"),
         };
         self.event(now, a.workload, Some(a), EventKind::Ended, msg);
-        if class != Some(FailureClass::Cancelled) && (launched || class == Some(FailureClass::Capacity)) {
+        // A cancel or an eviction says nothing about the node.
+        let judged = class != Some(FailureClass::Cancelled) && !matches!(end, ProviderEnd::Evicted { .. });
+        if judged && (launched || class == Some(FailureClass::Capacity)) {
             let ran_s = started.map_or(0.0, |t| now.secs_since(t).max(0.0));
             let obs = HealthObservation {
                 at: now,
@@ -509,16 +511,21 @@ impl Core {
         if class == FailureClass::App {
             e.rec.app_failures += 1;
         }
+        // Evictions are an operator's moves, not failures: they count
+        // toward nothing.
         let ended = e
             .attempts
             .iter()
-            .filter(|t| t.class != Some(FailureClass::Capacity) && t.state.is_final())
+            .filter(|t| t.class != Some(FailureClass::Capacity) && t.state.is_final() && !evicted(t))
             .count() as u32;
         let infra = e
             .attempts
             .iter()
-            .filter(|t| t.class.is_some_and(|c| c.is_infrastructure() && c != FailureClass::Capacity))
+            .filter(|t| {
+                t.class.is_some_and(|c| c.is_infrastructure() && c != FailureClass::Capacity) && !evicted(t)
+            })
             .count() as u32;
+        let this_evicted = e.attempts.iter().find(|t| t.id == a).is_some_and(evicted);
         // Infrastructure failures the budget covers spend no attempt.
         let counted = ended.saturating_sub(infra.min(e.spec.retry.infra_retries));
         let in_pool = e
@@ -527,6 +534,7 @@ impl Core {
             .filter(|t| {
                 t.pool == pool
                     && t.class.is_some_and(|c| c.is_infrastructure() && c != FailureClass::Capacity)
+                    && !evicted(t)
             })
             .count() as u32;
         let d = retry::decide(&RetryInput {
@@ -538,6 +546,7 @@ impl Core {
             failures_in_pool: in_pool,
             gpu_memory_gb: gpu_mem,
             fleet_max_gpu_memory_gb: fleet_max_mem,
+            evicted: this_evicted,
         });
         let msg = format!("{} [{}]: {}", if d.retry { "retry" } else { "final" }, d.rule, d.reason);
         self.event(now, a.workload, Some(a), EventKind::Retry, msg);
@@ -712,6 +721,11 @@ fn requirements(e: &Entry, history: bool) -> Requirements {
     req
 }
 
+/// Whether Canopy stopped this attempt to move it off a drained node.
+pub(super) fn evicted(a: &AttemptRecord) -> bool {
+    a.rule.as_deref() == Some(crate::engine::rules::EVICTED_RULE)
+}
+
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_string()
 }
@@ -724,7 +738,7 @@ fn describe_end(end: &ProviderEnd) -> String {
         ProviderEnd::LaunchTimeout => "the launch was never confirmed".into(),
         ProviderEnd::ApiError { message } => message.clone(),
         ProviderEnd::LaunchRejected { message, .. } => message.clone(),
-        ProviderEnd::NodeLost { message } => message.clone(),
+        ProviderEnd::NodeLost { message } | ProviderEnd::Evicted { message, .. } => message.clone(),
         other => format!("{other:?}"),
     }
 }

@@ -201,6 +201,12 @@ pub struct NodeNote {
     pub by: String,
     pub reason: Option<String>,
     pub until: Option<Millis>,
+    /// A drain that stops the node's running work and places it again
+    /// (`canopy drain --evict`); a plain drain lets it finish.
+    pub evict: bool,
+    /// Between SIGTERM and SIGKILL for an evicting drain (seconds); the
+    /// workload's own `stop_grace` when `None`.
+    pub grace_s: Option<u64>,
 }
 
 /// Runtime facts about a live attempt that are not part of its record.
@@ -460,6 +466,13 @@ impl Core {
     /// backing off before a retry, or running).
     pub fn is_blocked(&self, id: WorkloadId) -> bool {
         self.queue.is_blocked(id)
+    }
+
+    /// Why Canopy is stopping this live attempt, if it is.
+    pub fn stop_reason(&self, a: AttemptId) -> Option<&ProviderEnd> {
+        let e = self.entries.get(&a.workload)?;
+        let live = e.live.as_ref()?;
+        (e.attempts[live.idx].id == a).then_some(live.terminating.as_ref()?)
     }
 
     /// Live attempts with their provider and token, for the shell's
@@ -812,6 +825,16 @@ impl Core {
         now: Millis,
     ) {
         let Some(idx) = self.named_node(request, node) else { return };
+        let evict = note.as_ref().filter(|n| n.evict).map(|n| {
+            let why = n.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+            (
+                format!(
+                    "node {node} drained by {}{why}",
+                    if n.by.is_empty() { "an operator" } else { &n.by }
+                ),
+                n.grace_s,
+            )
+        });
         self.fleet.nodes[idx.0 as usize].state = state;
         if let Some(snap) = self.snapshot.as_mut() {
             snap.set_node_state(idx, state);
@@ -840,7 +863,9 @@ impl Core {
         if state == NodeState::Ready {
             self.capacity_changed();
         }
-        if state == NodeState::Draining {
+        // A drain lets running work finish; an evicting one stops it (with
+        // grace) and places it again, as a move, not a failure.
+        if let (NodeState::Draining, Some((message, grace_s))) = (state, evict) {
             let on_node: Vec<WorkloadId> = self
                 .entries
                 .iter()
@@ -848,8 +873,7 @@ impl Core {
                 .map(|(id, _)| *id)
                 .collect();
             for id in on_node {
-                let msg = format!("node {node} drained by an operator");
-                self.terminate_live(id, ProviderEnd::NodeLost { message: msg }, now);
+                self.terminate_live(id, ProviderEnd::Evicted { message: message.clone(), grace_s }, now);
             }
         }
         let health = self.health.node(node, now);

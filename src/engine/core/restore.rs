@@ -145,6 +145,9 @@ fn recompute_exclusions(e: &mut Entry) {
     let mut per_pool: HashMap<&str, u32> = HashMap::new();
     for a in &e.attempts {
         let Some(c) = a.class else { continue };
+        if super::attempt::evicted(a) {
+            continue;
+        }
         if c.is_infrastructure() && c != FailureClass::Capacity {
             if c != FailureClass::Provider && c != FailureClass::Preempted {
                 e.exclude_nodes.insert(a.node.clone());

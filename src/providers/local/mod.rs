@@ -300,6 +300,11 @@ impl Provider for LocalProvider {
         state::terminate(&dir, grace, self.cfg.launch_timeout).await.map_err(|m| self.err(m))
     }
 
+    async fn terminate_within(&self, token: &str, grace: Duration) -> Result<(), ProviderError> {
+        let dir = self.dir(token)?;
+        state::terminate(&dir, grace, self.cfg.launch_timeout).await.map_err(|m| self.err(m))
+    }
+
     async fn list_owned(&self, store_id: &str) -> Result<Vec<Owned>, ProviderError> {
         let entries = match std::fs::read_dir(&self.cfg.root) {
             Ok(e) => e,
