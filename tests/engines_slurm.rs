@@ -191,3 +191,46 @@ async fn adapter_adopts_by_token_and_decodes_exit_codes() {
     let tail = p.logs(&token, LogStream::Stdout, 5, 1 << 20).await.unwrap();
     assert_eq!(String::from_utf8_lossy(&tail.data), "a b\n", "logs from an offset");
 }
+
+/// Slurm counts Canopy's running jobs as allocated, and the engine counts
+/// its live attempts itself: the inventory must not report them as used
+/// by others, or usable capacity halves (FREE 0 with 4 of 8 GPUs free).
+#[tokio::test(flavor = "multi_thread")]
+async fn canopys_own_jobs_are_not_counted_as_used_by_others() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("canopys_own_jobs_are_not_counted_as_used_by_others", "slurm").await else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let p = adapter(&e);
+    let used = |inv: &canopy::providers::Inventory| -> u32 {
+        inv.pools
+            .iter()
+            .filter(|p| p.def.name == "debug")
+            .flat_map(|p| &p.nodes)
+            .map(|n| n.used_by_others.gpus)
+            .sum()
+    };
+    let before = used(&p.inventory().await.unwrap());
+    let tokens: Vec<String> =
+        (1..=2).map(|i| format!("canopy-held{}-w{i}-a1-00000000000000{i:02}", std::process::id())).collect();
+    for token in &tokens {
+        let s = spec(json!({
+            "name": "held", "runtime": { "command": ["sleep", "60"] },
+            "resources": { "gpus": 2, "memory_gb": 0.1 },
+        }));
+        p.launch(&request(token, s, t.path())).await.unwrap();
+    }
+    let deadline = Instant::now() + LONG;
+    for token in &tokens {
+        while p.status(token).await.unwrap() != AttemptStatus::Running {
+            assert!(Instant::now() < deadline, "{token} did not start");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let during = used(&p.inventory().await.unwrap());
+    for token in &tokens {
+        p.terminate(token).await.unwrap();
+    }
+    assert_eq!(during, before, "Canopy's 4 GPUs were reported as used by others");
+}

@@ -190,6 +190,64 @@ pub struct NodeView {
     pub memory_mb: u64,
     pub alloc_memory_mb: u64,
     pub partitions: Vec<String>,
+    /// What this Canopy's own running jobs hold on the node: the engine
+    /// counts its attempts itself, so they are not "used by others".
+    pub held_by_canopy: Held,
+}
+
+/// GPUs, CPUs and memory (MB) a set of jobs holds on one node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Held {
+    pub gpus: u32,
+    pub cpus: u32,
+    pub memory_mb: u64,
+}
+
+/// What a job holds, from its `tres_alloc_str`
+/// (`cpu=2,mem=512M,node=1,billing=2,gres/gpu=2`); typed GPU counts
+/// (`gres/gpu:h100=2`) count when the untyped total is absent.
+pub fn held_by(tres: &str) -> Held {
+    let mut h = Held::default();
+    let (mut untyped, mut typed) = (None, 0u32);
+    for item in tres.split(',') {
+        let Some((k, v)) = item.split_once('=') else { continue };
+        match k {
+            "cpu" => h.cpus = v.parse().unwrap_or(0),
+            "mem" => h.memory_mb = mem_mb(v),
+            "gres/gpu" => untyped = v.parse().ok(),
+            _ if k.starts_with("gres/gpu:") => typed += v.parse::<u32>().unwrap_or(0),
+            _ => {}
+        }
+    }
+    h.gpus = untyped.unwrap_or(typed);
+    h
+}
+
+/// What a job holds on its node: CPUs from the allocation; GPUs from its
+/// per-node GRES detail (`gpu:h100:2(IDX:0-1)`), which Slurm reports even
+/// when accounting does not track GPUs; memory from the allocation, else
+/// the request.
+pub fn held_by_job(tres_alloc: &str, tres_req: &str, gres_detail: &[String]) -> Held {
+    let mut h = held_by(tres_alloc);
+    let detail: u32 = gres_detail.iter().filter_map(|g| gpus_in_gres(g)).map(|g| g.1).sum();
+    h.gpus = h.gpus.max(detail);
+    if h.memory_mb == 0 {
+        h.memory_mb = held_by(tres_req).memory_mb;
+    }
+    h
+}
+
+/// `512M`, `2G`, `1T` or plain megabytes.
+fn mem_mb(v: &str) -> u64 {
+    let (num, unit) = v.split_at(v.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(v.len()));
+    let n: f64 = num.parse().unwrap_or(0.0);
+    let mb = match unit {
+        "K" => n / 1024.0,
+        "G" => n * 1024.0,
+        "T" => n * 1024.0 * 1024.0,
+        _ => n,
+    };
+    mb.round() as u64
 }
 
 /// What shapes pools: region, startup and overrides per partition.
@@ -255,15 +313,20 @@ pub fn pools(nodes: &[NodeView], s: &PoolSettings) -> Vec<InventoryPool> {
         let nodes = members
             .iter()
             .map(|n| {
-                let used_gpus =
-                    if gpus == 0 { 0 } else { gpus_in_gres(&n.gres_used).map_or(0, |g| g.1).min(gpus) };
+                let ours = n.held_by_canopy;
+                let used_gpus = if gpus == 0 {
+                    0
+                } else {
+                    gpus_in_gres(&n.gres_used).map_or(0, |g| g.1).saturating_sub(ours.gpus).min(gpus)
+                };
                 InventoryNode {
                     name: n.name.clone(),
                     state: node_state(&n.state, &n.flags),
                     used_by_others: Free {
                         gpus: used_gpus,
-                        cpu_cores: (n.alloc_cpus as f64).min(cpus),
-                        memory_gb: (n.alloc_memory_mb as f64 / 1024.0).min(mem),
+                        cpu_cores: (n.alloc_cpus.saturating_sub(ours.cpus) as f64).min(cpus),
+                        memory_gb: (n.alloc_memory_mb.saturating_sub(ours.memory_mb) as f64 / 1024.0)
+                            .min(mem),
                         disk_gb: 0.0,
                     },
                 }
@@ -280,6 +343,22 @@ mod tests {
 
     fn job(state: &str, exit_code: i64) -> JobView {
         JobView { state: state.into(), exit_code, ..Default::default() }
+    }
+
+    #[test]
+    fn what_a_job_holds_is_read_from_its_tres() {
+        assert_eq!(
+            held_by("cpu=2,mem=512M,node=1,billing=2,gres/gpu=2"),
+            Held { gpus: 2, cpus: 2, memory_mb: 512 }
+        );
+        assert_eq!(held_by("cpu=1,mem=2G,gres/gpu:h100=3"), Held { gpus: 3, cpus: 1, memory_mb: 2048 });
+        assert_eq!(held_by("cpu=1,node=1,billing=1"), Held { gpus: 0, cpus: 1, memory_mb: 0 });
+        // What slurmrestd 22.05 answers without GPU accounting.
+        let detail = vec!["gpu:h100:2(IDX:0-1)".to_string()];
+        assert_eq!(
+            held_by_job("cpu=1,node=1,billing=1", "cpu=1,mem=100M,node=1,billing=1", &detail),
+            Held { gpus: 2, cpus: 1, memory_mb: 100 }
+        );
     }
 
     #[test]

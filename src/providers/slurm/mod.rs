@@ -173,6 +173,37 @@ impl SlurmProvider {
         }))
     }
 
+    /// What this Canopy's running jobs hold, per node: jobs named with a
+    /// token whose directory under `jobs_dir` records that job id. Slurm
+    /// counts them as allocated, and so does the engine (its live
+    /// attempts), so the inventory leaves them out of "used by others".
+    async fn held_by_canopy(&self) -> Result<HashMap<String, map::Held>, CallError> {
+        let mut held: HashMap<String, map::Held> = HashMap::new();
+        for j in self.api.jobs().await? {
+            let running =
+                matches!(j.job_state.as_str(), "RUNNING" | "CONFIGURING" | "COMPLETING" | "SUSPENDED");
+            if !running || !j.name.starts_with("canopy-") || !valid_token(&j.name) || j.nodes.is_empty() {
+                continue;
+            }
+            // One node per attempt (Canopy submits nodes = 1).
+            if j.nodes.contains([',', '[']) {
+                continue;
+            }
+            let ours = self.known(&j.name).map(|k| k.id).or_else(|| {
+                record::read(&AttemptDir::at(&self.cfg.jobs_dir, &j.name)).ok().flatten().map(|r| r.id)
+            });
+            if ours != Some(j.job_id) {
+                continue;
+            }
+            let h = map::held_by_job(&j.tres_alloc_str, &j.tres_req_str, &j.gres_detail);
+            let e = held.entry(j.nodes.clone()).or_default();
+            e.gpus += h.gpus;
+            e.cpus += h.cpus;
+            e.memory_mb += h.memory_mb;
+        }
+        Ok(held)
+    }
+
     /// The newest job carrying `token`, from the whole job list.
     async fn find_listed(&self, token: &str) -> Result<Option<(Known, Job)>, CallError> {
         let jobs = self.api.jobs().await?;
@@ -232,6 +263,7 @@ impl Provider for SlurmProvider {
 
     async fn inventory(&self) -> Result<Inventory, ProviderError> {
         let nodes = self.api.nodes().await.map_err(|e| self.err("listing nodes", e))?;
+        let held = self.held_by_canopy().await.map_err(|e| self.err("listing jobs", e))?;
         let views: Vec<NodeView> = nodes
             .iter()
             .map(|n| NodeView {
@@ -245,6 +277,7 @@ impl Provider for SlurmProvider {
                 memory_mb: n.real_memory,
                 alloc_memory_mb: n.alloc_memory,
                 partitions: n.partitions.clone(),
+                held_by_canopy: held.get(&n.name).copied().unwrap_or_default(),
             })
             .collect();
         let pools = map::pools(&views, &self.cfg.pools);

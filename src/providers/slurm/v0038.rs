@@ -140,6 +140,17 @@ pub struct Job {
     pub restart_cnt: u32,
     #[serde(default)]
     pub submit_time: i64,
+    /// What the job holds: `cpu=2,mem=512M,node=1,billing=2,gres/gpu=2`
+    /// (GPUs and memory only where accounting tracks them).
+    #[serde(default)]
+    pub tres_alloc_str: String,
+    /// What it asked for, in the same form (memory is here when the
+    /// allocation string lacks it).
+    #[serde(default)]
+    pub tres_req_str: String,
+    /// GRES held per node: `gpu:h100:2(IDX:0-1)`.
+    #[serde(default)]
+    pub gres_detail: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
