@@ -172,7 +172,9 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     }
 
     let store_id = journal.store_id().to_string();
-    let mut core = Core::new(store_id.clone(), fleet.clone(), opts.core.clone());
+    let mut core_config = opts.core.clone();
+    config.engine.apply(&mut core_config);
+    let mut core = Core::new(store_id.clone(), fleet.clone(), core_config);
     let since = crate::engine::model::Millis(now.0 - 7 * 24 * 3600 * 1000);
     let rec = journal.load_live(HealthWindow { since, limit: 100_000 })?;
     let max_id = rec.max_workload_id.map_or(0, |w| w.0);

@@ -10,6 +10,11 @@
 //! ```toml
 //! include_demo_fleet = false        # default true: the simulated demo fleet
 //!
+//! [engine]                          # outage and failure thresholds
+//! unreachable_after = "5m"          # status polls failing this long end an attempt
+//! exclusion_ttl = "30m"             # a workload's failed nodes/pools are retried after
+//! quarantine_cooldown = "30m"       # a quarantined node's first cool-down
+//!
 //! [outputs]                         # collecting outputs, every provider
 //! max_output_size = "8GiB"          # per output (a file, or a directory's files)
 //! max_attempt_size = "32GiB"        # all of one attempt's outputs together
@@ -63,6 +68,8 @@ pub struct Config {
     pub ray: Vec<RayEntry>,
     #[serde(default)]
     pub outputs: OutputsEntry,
+    #[serde(default)]
+    pub engine: EngineEntry,
 }
 
 impl Default for Config {
@@ -72,6 +79,42 @@ impl Default for Config {
             slurm: Vec::new(),
             ray: Vec::new(),
             outputs: OutputsEntry::default(),
+            engine: EngineEntry::default(),
+        }
+    }
+}
+
+/// `[engine]`: how long an outage is tolerated and how long failures are
+/// held against nodes and pools. Unset keys keep the core's defaults.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineEntry {
+    /// Status polls failing this long end a running attempt (the blip
+    /// tolerance; default 5m).
+    #[serde(default)]
+    pub unreachable_after: Option<HumanDuration>,
+    /// A workload's excluded nodes and pools are forgotten this long after
+    /// its last failure (default 30m).
+    #[serde(default)]
+    pub exclusion_ttl: Option<HumanDuration>,
+    /// A quarantined node's first cool-down (default 30m; doubles on
+    /// repeats).
+    #[serde(default)]
+    pub quarantine_cooldown: Option<HumanDuration>,
+}
+
+impl EngineEntry {
+    /// `core` with this section's settings applied.
+    pub fn apply(&self, core: &mut crate::engine::core::CoreConfig) {
+        if let Some(d) = self.unreachable_after {
+            core.unreachable_after_s = d.0.as_secs_f64();
+        }
+        if let Some(d) = self.exclusion_ttl {
+            core.exclusion_ttl_s = d.0.as_secs_f64();
+        }
+        if let Some(d) = self.quarantine_cooldown {
+            core.health.cooldown_s = d.0.as_secs_f64();
+            core.health.max_cooldown_s = core.health.max_cooldown_s.max(core.health.cooldown_s);
         }
     }
 }
@@ -272,6 +315,11 @@ mod tests {
         assert_eq!((l.max_output_bytes, l.max_attempt_bytes), (1 << 20, 32 << 30));
         assert_eq!(l.collect_timeout.as_secs(), 30);
         assert!(parse("[outputs]\nmax_output_size = \"lots\"").is_err());
+        let eng = parse("[engine]\nexclusion_ttl = \"2m\"\nunreachable_after = \"20s\"").unwrap();
+        let mut core = crate::engine::core::CoreConfig::default();
+        eng.engine.apply(&mut core);
+        assert_eq!((core.exclusion_ttl_s, core.unreachable_after_s), (120.0, 20.0));
+        assert!(parse("[engine]\nblip = \"1s\"").is_err());
     }
 
     #[test]

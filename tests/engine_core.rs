@@ -520,3 +520,68 @@ fn a_drain_lets_work_finish_and_an_evicting_one_moves_it_without_blame() {
     assert_eq!(health.score, 1.0, "an eviction charges no node: {health:?}");
     assert!(w.records().all(|r| !matches!(r, Record::Health(h) if h.node == n1)));
 }
+
+/// A fault that has passed never strands work: the nodes and pools a
+/// workload's failures ruled out are forgotten after the exclusion TTL,
+/// and the provider's own failures (an unreachable control plane) never
+/// rule out the pool at all.
+#[test]
+fn exclusions_expire_and_provider_failures_never_exclude_the_pool() {
+    let one_pool = || cloud_fleet(vec![(gpu_pool("only", "GPU-24", 1, 24.0, 1.0), vec!["n1", "n2"])]);
+    let config = CoreConfig { exclusion_ttl_s: 600.0, ..CoreConfig::default() };
+    let mut w = World::with(one_pool(), config.clone());
+    let id = w.submit("[retry]\nmax_attempts = 5\nbackoff = \"1s\"");
+    for _ in 0..2 {
+        let (a, _) = w.last_launch(id);
+        w.ack(a);
+        w.run(a);
+        w.end(a, ProviderEnd::NodeLost { message: "gone".into() }, &[]);
+        w.advance(2.0);
+    }
+    // Both nodes (and so the pool) are ruled out: it waits.
+    assert_eq!(w.launches(id), 2);
+    w.advance(300.0);
+    assert_eq!(w.launches(id), 2, "excluded everywhere until the TTL");
+    w.advance(301.0);
+    assert_eq!(w.launches(id), 3, "placed again once the exclusions expired");
+    assert!(
+        w.events(id, EventKind::Retry).iter().any(|m| m.contains("exclusions from earlier failures expired"))
+    );
+
+    // Launches refused by an unreachable provider wait and come back to
+    // the same pool; they never exclude it.
+    let mut w = World::with(one_pool(), config);
+    let id = w.submit("[retry]\nmax_attempts = 5\nbackoff = \"1s\"");
+    for n in 1..=4 {
+        let (a, _) = w.last_launch(id);
+        let refused = Err(LaunchError::Api("connection refused (slurmrestd down)".into()));
+        w.send(Event::LaunchResult { attempt: a, result: refused });
+        w.advance(60.0);
+        assert_eq!(w.launches(id), n + 1, "launch {n} was refused; the pool is tried again after a backoff");
+    }
+}
+
+/// An attempt that vanished while its provider's control plane was down (a
+/// restarted Ray head forgets its jobs) is the provider's loss: class
+/// provider, no node charged, the node not excluded.
+#[test]
+fn an_attempt_lost_across_a_provider_outage_charges_no_node() {
+    let mut w = World::new(fleet());
+    let id = w.submit("");
+    let (a, node) = w.last_launch(id);
+    let node = node.to_string();
+    w.ack(a);
+    w.run(a);
+    w.send(Event::StatusFailed { attempt: a, error: "connection refused".into() });
+    w.advance(80.0);
+    w.send(Event::Status { attempt: a, status: AttemptStatus::NotFound });
+    let rec = w.attempt(a);
+    assert_eq!(rec.class, Some(FailureClass::Provider), "{rec:?}");
+    assert!(
+        !w.records()
+            .any(|r| matches!(r, Record::Health(h) if h.node == node && h.class == Some(FailureClass::Node))),
+        "the node was charged for its provider's outage"
+    );
+    let health = w.core.health().node(&node, Millis(w.now));
+    assert!(!health.quarantined && health.score > 0.99, "{health:?}");
+}

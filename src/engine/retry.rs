@@ -194,7 +194,9 @@ pub fn decide(i: &RetryInput<'_>) -> RetryDecision {
 /// node), not in the pool after repeats; backoff by the `nth` retry.
 fn infra_elsewhere(i: &RetryInput<'_>, c: FailureClass, nth: u32, counts: bool) -> RetryDecision {
     use FailureClass as C;
-    let exclude_pool = i.failures_in_pool >= POOL_EXCLUDE_AFTER;
+    // The provider's own failures (API errors, timeouts, an unreachable
+    // control plane) say nothing of the pool: they back off and wait.
+    let exclude_pool = i.failures_in_pool >= POOL_EXCLUDE_AFTER && c != C::Provider;
     let exclude_node = c != C::Provider && c != C::Preempted;
     let delay = backoff_s(i.policy, nth);
     let place = match (exclude_pool, exclude_node) {

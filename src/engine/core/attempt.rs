@@ -135,6 +135,7 @@ impl Core {
             launch_resends: 0,
             acked: false,
             unreachable_since: None,
+            outage_at: None,
             terminating: None,
             terminate_sent_at: None,
             collecting: false,
@@ -287,6 +288,26 @@ impl Core {
                     // The launch has not reached the provider (yet); the
                     // launch timeout re-sends it.
                     (None, false) => {}
+                    // It vanished across an outage of its provider's control
+                    // plane (a restarted Ray head forgets its jobs): the
+                    // provider's loss; no node is to blame.
+                    (None, true) if live.and_then(|l| l.outage_at).is_some() => {
+                        let since = live.and_then(|l| l.outage_at).unwrap_or(now);
+                        let end = ProviderEnd::ApiError {
+                            message: format!(
+                                "the attempt vanished from its provider, which was unreachable {:.0}s before",
+                                now.secs_since(since).max(0.0)
+                            ),
+                        };
+                        self.event(
+                            now,
+                            a.workload,
+                            Some(a),
+                            EventKind::Lost,
+                            "attempt lost by its provider during an outage".into(),
+                        );
+                        self.close_attempt(a, end, &[], OutputsResult::Skipped, now);
+                    }
                     (None, true) => {
                         let end = ProviderEnd::NodeLost {
                             message: "the attempt vanished from its provider without an exit status".into(),
@@ -310,6 +331,7 @@ impl Core {
         let Some(live) = e.live.as_mut() else { return };
         if live.unreachable_since.is_none() {
             live.unreachable_since = Some(now);
+            live.outage_at = Some(now);
             let msg = format!("status poll failed: {error} (not an end: waiting)");
             self.event(now, a.workload, Some(a), EventKind::StatusUnreachable, msg);
         }
@@ -555,15 +577,16 @@ impl Core {
             let reason = format!("{class}: {}", d.reason);
             return self.finish_workload(a.workload, WorkloadState::Failed, Some(class), reason, now);
         }
+        let mut excluded = false;
         if d.exclude_node {
-            e.exclude_nodes.insert(node.to_string());
+            excluded |= e.exclude_nodes.insert(node.to_string());
         }
         if d.exclude_pool {
             if class == FailureClass::Capacity {
                 e.capacity_misses.insert(pool.to_string());
                 self.with_misses.push(a.workload);
             } else {
-                e.exclude_pools.insert(pool.to_string());
+                excluded |= e.exclude_pools.insert(pool.to_string());
             }
         }
         if let Some(m) = d.min_gpu_memory_exclusive {
@@ -572,6 +595,10 @@ impl Core {
         e.rec.state = WorkloadState::Queued;
         e.rec.reason = Some(d.reason.clone());
         let priority = e.rec.priority;
+        if excluded {
+            self.exclusions_set(a.workload, now);
+        }
+        let Some(e) = self.entries.get_mut(&a.workload) else { return };
         if d.delay_s > 0.0 {
             let until = now.plus_secs(d.delay_s);
             e.rec.not_before = Some(until);
@@ -618,6 +645,7 @@ impl Core {
     }
 
     pub(super) fn on_tick(&mut self, now: Millis) {
+        self.expire_exclusions(now);
         self.queue.release_backoff(now);
         for id in self.due(now) {
             self.on_deadline(id, now);

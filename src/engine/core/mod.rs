@@ -54,6 +54,10 @@ pub struct CoreConfig {
     pub pending_timeout_s: f64,
     /// Unconfirmed terminations are re-sent this often.
     pub terminate_resend_s: f64,
+    /// A workload's exclusions (nodes and pools its failures ruled out)
+    /// are forgotten this long after the last one was added, so a fault
+    /// that has passed never strands it.
+    pub exclusion_ttl_s: f64,
     pub health: HealthConfig,
     /// How placements are chosen; production keeps Canopy's health-aware
     /// policy, the simulator compares it with others.
@@ -68,6 +72,7 @@ impl Default for CoreConfig {
             launch_resends: 3,
             pending_timeout_s: 900.0,
             terminate_resend_s: 30.0,
+            exclusion_ttl_s: 1800.0,
             health: HealthConfig::default(),
             placement: PlacementPolicy::default(),
         }
@@ -220,6 +225,10 @@ struct Live {
     launch_resends: u32,
     acked: bool,
     unreachable_since: Option<Millis>,
+    /// When its provider last stopped answering during this attempt (kept
+    /// after it answers again): an attempt that vanished across an outage
+    /// is the provider's loss, not the node's.
+    outage_at: Option<Millis>,
     /// Why Canopy is terminating it, when it is; decides the class.
     terminating: Option<ProviderEnd>,
     terminate_sent_at: Option<Millis>,
@@ -235,6 +244,9 @@ struct Entry {
     live: Option<Live>,
     exclude_nodes: BTreeSet<String>,
     exclude_pools: BTreeSet<String>,
+    /// When the last exclusion was added; all expire together
+    /// ([`CoreConfig::exclusion_ttl_s`] later).
+    excluded_at: Option<Millis>,
     /// Pools that said "no capacity"; forgotten when capacity changes.
     capacity_misses: BTreeSet<String>,
     min_gpu_memory_exclusive: Option<f64>,
@@ -257,6 +269,7 @@ impl Entry {
             live: None,
             exclude_nodes: BTreeSet::new(),
             exclude_pools: BTreeSet::new(),
+            excluded_at: None,
             capacity_misses: BTreeSet::new(),
             min_gpu_memory_exclusive: None,
             cancel_requested: false,
@@ -357,6 +370,8 @@ pub struct Core {
     /// Provider-side attempts of this store the journal does not know:
     /// token → provider.
     unknown: BTreeMap<String, String>,
+    /// When workloads' exclusions expire, soonest first.
+    expiries: BTreeSet<(Millis, WorkloadId)>,
 }
 
 impl Core {
@@ -400,6 +415,7 @@ impl Core {
             journal_max_id: 0,
             first_new_id: 1,
             unknown: BTreeMap::new(),
+            expiries: BTreeSet::new(),
         }
     }
 
@@ -991,6 +1007,46 @@ impl Core {
     fn capacity_changed(&mut self) {
         self.queue.unblock_all();
         self.forget_capacity_misses();
+    }
+
+    /// Notes that `id`'s exclusions were (re)set at `at`.
+    fn exclusions_set(&mut self, id: WorkloadId, at: Millis) {
+        if let Some(e) = self.entries.get_mut(&id) {
+            e.excluded_at = Some(at);
+            self.expiries.insert((at.plus_secs(self.config.exclusion_ttl_s), id));
+        }
+    }
+
+    /// Forgets the exclusions that have expired: those workloads may go
+    /// anywhere that fits again.
+    fn expire_exclusions(&mut self, now: Millis) {
+        let ttl = self.config.exclusion_ttl_s;
+        while let Some(&(at, id)) = self.expiries.first() {
+            if at > now {
+                break;
+            }
+            self.expiries.pop_first();
+            let Some(e) = self.entries.get_mut(&id) else { continue };
+            // Renewed since: a later entry in `expiries` covers it.
+            if e.excluded_at.is_none_or(|t| t.plus_secs(ttl) > now) {
+                continue;
+            }
+            e.excluded_at = None;
+            let (nodes, pools) = (std::mem::take(&mut e.exclude_nodes), std::mem::take(&mut e.exclude_pools));
+            if nodes.is_empty() && pools.is_empty() {
+                continue;
+            }
+            let what: Vec<String> = nodes.into_iter().chain(pools).collect();
+            let msg = format!(
+                "exclusions from earlier failures expired after {:.0}m ({}); placing anywhere that fits",
+                ttl / 60.0,
+                what.join(", ")
+            );
+            self.event(now, id, None, EventKind::Retry, msg);
+            self.touched.push(id);
+            self.queue.ungroup(id);
+            self.queue.unblock(id);
+        }
     }
 
     fn forget_capacity_misses(&mut self) {

@@ -65,7 +65,10 @@ impl Core {
             attempts.sort_by_key(|a| a.id.n);
             let spec = Arc::new(rec.spec.clone());
             let mut entry = Entry::new(rec, spec, attempts);
-            recompute_exclusions(&mut entry);
+            recompute_exclusions(&mut entry, now, self.config.exclusion_ttl_s);
+            if let Some(at) = entry.excluded_at {
+                self.expiries.insert((at.plus_secs(self.config.exclusion_ttl_s), id));
+            }
             if let Some(k) = &entry.rec.idempotency_key {
                 self.keys.insert(k.clone(), id);
             }
@@ -101,6 +104,7 @@ impl Core {
                     launch_resends: 0,
                     acked,
                     unreachable_since: None,
+                    outage_at: None,
                     terminate_sent_at: terminating.as_ref().map(|_| now),
                     terminating,
                     collecting: false,
@@ -140,22 +144,29 @@ impl Core {
 }
 
 /// The exclusions a workload's failed attempts imply, as the retry policy
-/// set them when they happened (capacity misses are transient and not kept).
-fn recompute_exclusions(e: &mut Entry) {
+/// set them when they happened (capacity misses are transient and not
+/// kept), from failures within the exclusion TTL.
+fn recompute_exclusions(e: &mut Entry, now: Millis, ttl_s: f64) {
     let mut per_pool: HashMap<&str, u32> = HashMap::new();
+    let mut latest: Option<Millis> = None;
     for a in &e.attempts {
         let Some(c) = a.class else { continue };
         if super::attempt::evicted(a) {
             continue;
         }
-        if c.is_infrastructure() && c != FailureClass::Capacity {
+        let at = a.ended_at.unwrap_or(a.placed_at);
+        // Exclusions expire; what a GPU OOM taught does not.
+        let fresh = at.plus_secs(ttl_s) > now;
+        if fresh && c.is_infrastructure() && c != FailureClass::Capacity {
             if c != FailureClass::Provider && c != FailureClass::Preempted {
                 e.exclude_nodes.insert(a.node.clone());
+                latest = latest.max(Some(at));
             }
             let n = per_pool.entry(a.pool.as_str()).or_default();
             *n += 1;
-            if *n >= POOL_EXCLUDE_AFTER {
+            if *n >= POOL_EXCLUDE_AFTER && c != FailureClass::Provider {
                 e.exclude_pools.insert(a.pool.clone());
+                latest = latest.max(Some(at));
             }
         }
         if c == FailureClass::GpuOom {
@@ -163,4 +174,5 @@ fn recompute_exclusions(e: &mut Entry) {
             e.min_gpu_memory_exclusive = Some(m);
         }
     }
+    e.excluded_at = latest;
 }
