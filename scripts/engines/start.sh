@@ -73,15 +73,22 @@ CONF
   for _ in $(seq 1 100); do scontrol ping 2>/dev/null | grep -q 'is UP' && break; sleep 0.1; done
   scontrol ping | grep -q 'is UP' || { echo "slurmctld did not come up:"; tail -5 $S/log/slurmctld.log; exit 1; }
   for n in n1 n2; do running $S/run/slurmd-$n.pid || slurmd -N $n; done
-  scontrol update nodename=n1,n2 state=resume >/dev/null 2>&1 || true   # after a test left one down
+  # Resume only what a test left down (reason canopy-test): an
+  # administrator's down or drain stays as they set it.
+  for n in $(sinfo -h -N -o '%N %E' 2>/dev/null | awk '$2 == "canopy-test" {print $1}' | sort -u); do
+    scontrol update nodename=$n state=resume >/dev/null 2>&1 || true
+  done
+  # Up means every node has registered (no "unk", no "*" = not responding),
+  # whatever state an administrator holds it in.
   for _ in $(seq 1 300); do
-    [ "$(sinfo -h -N -o %t 2>/dev/null | sort -u | tr -d '\n')" = idle ] && break; sleep 0.1
+    sinfo -h -N -o %t 2>/dev/null | grep -qE 'unk|\*' || break; sleep 0.1
   done
   # slurmrestd refuses root; without slurmdbd only openapi/v0.0.38 may load.
   mkdir -p $S/rest && chown slurm:slurm $S/rest
   if ! running $S/run/slurmrestd.pid; then
-    (cd $S/rest && SLURM_JWT=daemon setsid nohup slurmrestd -u slurm -s openapi/v0.0.38 -a rest_auth/jwt \
-       127.0.0.1:$SLURM_REST_PORT > $S/log/slurmrestd.log 2>&1 & echo $! > $S/run/slurmrestd.pid)
+    # exec: no wrapper shell is left holding the caller's output open.
+    (cd $S/rest && SLURM_JWT=daemon exec setsid nohup slurmrestd -u slurm -s openapi/v0.0.38 -a rest_auth/jwt \
+       127.0.0.1:$SLURM_REST_PORT < /dev/null > $S/log/slurmrestd.log 2>&1) &
   fi
   local code=000
   for _ in $(seq 1 100); do
@@ -89,6 +96,8 @@ CONF
     [ "$code" = 401 ] && break; sleep 0.1
   done
   [ "$code" = 401 ] || { echo "slurmrestd did not answer (HTTP $code):"; tail -5 $S/log/slurmrestd.log; exit 1; }
+  # The daemon's own PID (not a wrapper's), so stop.sh stops what answers.
+  pgrep -n -f "slurmrestd .*127.0.0.1:$SLURM_REST_PORT" > $S/run/slurmrestd.pid
   scontrol token username=root lifespan=86400 | sed 's/^SLURM_JWT=//' > $S/rest/root.jwt
   chmod 600 $S/rest/root.jwt
   echo "slurm up in $(( $(ms) - t0 )) ms: $(sinfo -h -N -o '%N=%t' | tr '\n' ' ')"
@@ -109,6 +118,14 @@ start_ray() {
   for _ in $(seq 1 240); do curl -sf http://127.0.0.1:$RAY_DASHBOARD_PORT/api/version >/dev/null && break; sleep 0.25; done
   curl -sf http://127.0.0.1:$RAY_DASHBOARD_PORT/api/version >/dev/null \
     || { echo "ray did not come up:"; tail -20 $RAY_TMP/ray-head.log; exit 1; }
+  # Up means the head node has registered its resources: an engine started
+  # right after must see Ray's capacity.
+  for _ in $(seq 1 240); do
+    curl -sf "http://127.0.0.1:$RAY_DASHBOARD_PORT/api/v0/nodes?detail=1" 2>/dev/null | grep -q '"ALIVE"' && break
+    sleep 0.25
+  done
+  curl -sf "http://127.0.0.1:$RAY_DASHBOARD_PORT/api/v0/nodes?detail=1" | grep -q '"ALIVE"' \
+    || { echo "ray's node did not register:"; tail -20 $RAY_TMP/ray-head.log; exit 1; }
   echo "ray up in $(( $(ms) - t0 )) ms"
 }
 
@@ -124,4 +141,5 @@ export CANOPY_SLURM_URL=http://127.0.0.1:$SLURM_REST_PORT
 export CANOPY_SLURM_JWT=\$(cat $S/rest/root.jwt)
 export CANOPY_RAY_URL=http://127.0.0.1:$RAY_DASHBOARD_PORT
 export CANOPY_ENGINES_DIR=$E
+export SLURM_CONF=$SLURM_CONF   # for sinfo, squeue, scontrol
 ENV

@@ -7,7 +7,7 @@ use super::table::{new_table, usd};
 use super::{EXIT_CANCELLED, EXIT_ERROR, EXIT_NO_ENGINE, EXIT_WORKLOAD_FAILED, StoreArgs};
 use canopy::client::{Client, ClientError, new_key};
 use canopy::engine::command::{Command, CommandResult};
-use canopy::engine::handle::Stream;
+use canopy::engine::handle::{FleetStatus, Stream};
 use canopy::engine::model::{AttemptId, EventRecord, Millis, WorkloadId, WorkloadRecord, WorkloadState};
 use canopy::server::api::{ArtifactView, Page, WorkloadView};
 use canopy::spec::load::{self, Format};
@@ -202,8 +202,14 @@ pub fn status(
     if let Some(id) = id {
         return run(
             store,
-            async |c| c.workload(id).await,
-            |v| {
+            async |c| {
+                let v = c.workload(id).await?;
+                // Which providers are not answering, to say so rather than
+                // show their attempts as running.
+                let fleet: Option<FleetStatus> = c.get("/v1/fleet").await.ok();
+                Ok((v, fleet))
+            },
+            |(v, fleet)| {
                 if json {
                     outln!(
                         "{}",
@@ -212,11 +218,26 @@ pub fn status(
                     return Ok(ExitCode::SUCCESS);
                 }
                 let w = &v.workload;
+                let unreachable = |provider: &str| -> Option<String> {
+                    let f = fleet.as_ref()?;
+                    f.unreachable.get(provider)?;
+                    Some(match f.unreachable_since.get(provider) {
+                        Some(t) => {
+                            format!("unknown (provider {provider} unreachable since {})", chrono_like(*t))
+                        }
+                        None => format!("unknown (provider {provider} unreachable)"),
+                    })
+                };
+                let live = v.attempts.iter().rev().find(|a| !a.state.is_final());
+                let state = live
+                    .filter(|_| !w.state.is_final())
+                    .and_then(|a| unreachable(&a.provider))
+                    .unwrap_or_else(|| w.state.to_string());
                 outln!(
                     "{}  {}  {}  priority {}  cost {}",
                     w.id,
                     sanitize(&w.name),
-                    w.state,
+                    state,
                     w.priority,
                     usd(w.cost_usd)
                 );
@@ -229,9 +250,10 @@ pub fn status(
                 let mut t =
                     new_table(&["ATTEMPT", "STATE", "POOL", "NODE", "$/H", "COST", "CLASS", "EVIDENCE"]);
                 for a in &v.attempts {
+                    let state = if a.state.is_final() { None } else { unreachable(&a.provider) };
                     t.add_row(vec![
                         a.id.to_string(),
-                        a.state.to_string(),
+                        state.unwrap_or_else(|| a.state.to_string()),
                         a.pool.clone(),
                         a.node.clone(),
                         usd(a.price_per_hour),

@@ -90,6 +90,7 @@ impl Model {
             unreachable: BTreeMap::new(),
             intents: BTreeMap::new(),
             unknown_attempts: BTreeMap::new(),
+            unreachable_since: BTreeMap::new(),
         }));
         m
     }

@@ -34,6 +34,9 @@ pub struct FleetStatus {
     /// Providers whose last status call failed, with the error; cleared
     /// when one answers again.
     pub unreachable: BTreeMap<String, String>,
+    /// Since when each of those has not answered.
+    #[serde(default)]
+    pub unreachable_since: BTreeMap<String, Millis>,
     /// Operators' standing cordons and drains: who, when, why, until.
     #[serde(default)]
     pub intents: BTreeMap<String, NodeIntent>,
@@ -56,6 +59,7 @@ impl FleetStatus {
             unreachable,
             intents: core.intents().clone(),
             unknown_attempts: core.unknown_attempts().clone(),
+            unreachable_since: BTreeMap::new(),
         }
     }
 }

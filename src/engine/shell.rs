@@ -118,6 +118,8 @@ struct Shell {
     /// The provider each polled attempt belongs to, and who did not answer.
     polled: HashMap<AttemptId, String>,
     unreachable: BTreeMap<String, String>,
+    /// Since when each unreachable provider has not answered.
+    unreachable_since: BTreeMap<String, super::model::Millis>,
 }
 
 /// Starts the engine on the current tokio runtime. The core must already
@@ -160,6 +162,7 @@ pub fn start(
         metrics: metrics.clone(),
         polled: HashMap::new(),
         unreachable: BTreeMap::new(),
+        unreachable_since: BTreeMap::new(),
     };
     let task = tokio::spawn(shell.run(rx, restored));
     (handle, task)
@@ -272,7 +275,8 @@ impl Shell {
             return;
         }
         self.status_dirty = false;
-        let status = FleetStatus::of(&self.core, now, self.unreachable.clone());
+        let mut status = FleetStatus::of(&self.core, now, self.unreachable.clone());
+        status.unreachable_since = self.unreachable_since.clone();
         self.status.send_replace(Some(Arc::new(status)));
     }
 
@@ -315,10 +319,13 @@ impl Shell {
         let Some(provider) = self.polled.remove(attempt) else { return };
         match error {
             Some(err) => {
+                let now = self.clock.now();
+                self.unreachable_since.entry(provider.clone()).or_insert(now);
                 self.unreachable.insert(provider, err);
             }
             None => {
                 self.unreachable.remove(&provider);
+                self.unreachable_since.remove(&provider);
             }
         }
     }
