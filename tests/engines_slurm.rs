@@ -234,3 +234,68 @@ async fn canopys_own_jobs_are_not_counted_as_used_by_others() {
     }
     assert_eq!(during, before, "Canopy's 4 GPUs were reported as used by others");
 }
+
+/// Starts slurmrestd again when dropped (the test stops it).
+struct RestBack;
+
+impl Drop for RestBack {
+    fn drop(&mut self) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/engines/start.sh");
+        let _ = std::process::Command::new("bash").args([script, "slurm"]).output();
+    }
+}
+
+/// A short slurmrestd outage strands nothing: running work waits it out
+/// and is shown as unknown (not running) meanwhile; work submitted during
+/// it fails launches that only back off (the pool is never ruled out) and
+/// runs once the control plane answers again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slurmrestd_outage_strands_nothing() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("a_slurmrestd_outage_strands_nothing", "slurm").await else { return };
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &slurm_toml(&e, "")).await;
+    let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
+    let quick = |name: &str, script: &str| {
+        spec(json!({
+            "name": name, "runtime": { "command": ["sh", "-c", script] },
+            "resources": { "gpus": 1, "memory_gb": 0.1 },
+            "retry": { "backoff": "1s", "backoff_max": "4s" },
+        }))
+    };
+    let running = submit(&r, quick("through-the-outage", "sleep 12")).await;
+    wait(t.path(), running, LONG, "running", |w, _| w.state == WorkloadState::Running).await;
+
+    let pid = std::fs::read_to_string(e.dir.join("slurm/run/slurmrestd.pid")).unwrap();
+    let back = RestBack;
+    sh(&format!("kill {}", pid.trim()));
+    let during = submit(&r, quick("submitted-during", "echo ok")).await;
+    // The running one is shown as what it is: unknown.
+    let home = t.path().join("home");
+    let deadline = Instant::now() + LONG;
+    loop {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_canopy"))
+            .arg("--store")
+            .arg(&home)
+            .args(["status", &running.to_string()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.contains("unreachable since") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never shown as unknown: {text}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // Launches fail while it is down (at least two, which used to rule out
+    // the only pool for good).
+    wait(t.path(), during, LONG, "two refused launches", |_, a| a.len() >= 2).await;
+    drop(back);
+    let (w, a) = wait(t.path(), during, LONG, "the late submit to run", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert!(a[..a.len() - 1].iter().all(|x| x.class == Some(FailureClass::Provider)), "{a:#?}");
+    let (w, a) = wait(t.path(), running, LONG, "the running one to finish", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert_eq!(a.len(), 1, "rode out the outage without a relaunch: {a:#?}");
+    r.handle.shutdown();
+}
