@@ -53,12 +53,13 @@ fn local_spec(name: &str, script: &str, output: Option<&str>) -> String {
     )
 }
 
-/// A spec nothing can place (2 TB of memory on this host): it waits
-/// queued, and a test can cancel it.
+/// A spec nothing can place (2 TB of memory on this host) that asks to
+/// wait for capacity: it waits queued, and a test can cancel it.
 fn queued_spec(name: &str) -> String {
     format!(
         "name = {name:?}\n\n[runtime]\ncommand = [\"true\"]\n\n\
-         [resources]\ncpu_cores = 0.1\nmemory_gb = 2000\n\n[constraints]\nproviders = [\"local\"]\n"
+         [resources]\ncpu_cores = 0.1\nmemory_gb = 2000\n\n[constraints]\nproviders = [\"local\"]\n\
+         wait_for_capacity = true\n"
     )
 }
 

@@ -10,7 +10,7 @@ use canopy::engine::model::*;
 use canopy::failure::{FailureClass, ProviderEnd};
 use canopy::fleet::Fleet;
 use canopy::providers::{AttemptStatus, LaunchAck, LaunchError};
-use common::{World, cloud_fleet, gpu_pool, submit_event, toml_spec};
+use common::{World, cloud_fleet, gpu_pool, job_spec, submit_event, toml_spec};
 
 /// Two pools of two single-GPU nodes: cheap 24 GB and dearer 80 GB.
 fn fleet() -> Fleet {
@@ -584,4 +584,34 @@ fn an_attempt_lost_across_a_provider_outage_charges_no_node() {
     );
     let health = w.core.health().node(&node, Millis(w.now));
     assert!(!health.quarantined && health.score > 0.99, "{health:?}");
+}
+
+/// Work no pool of the configured fleet could ever run is refused at
+/// submit with the explanation (as Slurm's "Requested node configuration
+/// is not available"), judged against pool shapes only: busy, down or
+/// cordoned nodes still count as could-fit. A spec may opt into waiting.
+#[test]
+fn work_that_can_never_fit_is_refused_at_submit_unless_it_waits() {
+    use canopy::engine::command::Refusal;
+    let mut w = World::new(fleet());
+    let big = job_spec(8, "");
+    match w.submit_spec(&big, None) {
+        Reply::Error { code: Refusal::Unschedulable, message } => {
+            assert!(message.contains("fewer than 8 GPUs") || message.contains("8 GPUs"), "{message}");
+            assert!(message.contains("wait_for_capacity"), "{message}");
+        }
+        other => panic!("an 8-GPU job on 1-GPU nodes was accepted: {other:?}"),
+    }
+    let waits = job_spec(8, "[constraints]\nwait_for_capacity = true");
+    assert!(matches!(w.submit_spec(&waits, None), Reply::Submitted { .. }));
+    // Every node down: what fits the shapes is still accepted, and waits.
+    for n in ["s1", "s2", "b1", "b2"] {
+        w.send(Event::SetNodeState {
+            request: 7,
+            node: n.into(),
+            state: canopy::fleet::NodeState::Down,
+            note: None,
+        });
+    }
+    assert!(matches!(w.submit_spec(&job_spec(1, ""), None), Reply::Submitted { .. }));
 }

@@ -728,3 +728,19 @@ fn draining_a_node_lets_work_finish_and_evicting_moves_it_without_a_failure() {
     cli.ok(&["cancel", &moved.to_string()]);
     engine.stop();
 }
+
+#[test]
+fn a_spec_no_pool_could_ever_run_is_refused_at_submit_with_exit_3() {
+    let s = setup();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    let path = spec(&s.specs, "huge", "true", "");
+    let text = std::fs::read_to_string(&path).unwrap().replace("memory_gb = 0.1", "memory_gb = 2000");
+    std::fs::write(&path, text).unwrap();
+    let out = cli.run(&["submit", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("could ever run") && err.contains("RAM"), "{err}");
+    assert!(cli.ok(&["status"]).lines().count() <= 1, "nothing was queued");
+    engine.stop();
+}

@@ -61,6 +61,11 @@ pub fn report(store: &StoreArgs, e: &ClientError) -> ExitCode {
             }
             ExitCode::from(EXIT_NO_ENGINE)
         }
+        ClientError::Api { message, body, .. } if body["error"]["code"] == "unschedulable" => {
+            // As Slurm's "Requested node configuration is not available".
+            errln!("error: {message}");
+            ExitCode::from(super::EXIT_UNSCHEDULABLE)
+        }
         ClientError::Api { message, body, .. } => {
             errln!("error: {message}");
             if let Some(problems) = body["error"]["problems"].as_array() {

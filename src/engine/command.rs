@@ -138,6 +138,8 @@ pub enum Refusal {
     Conflict,
     /// The engine cannot take commands (stopped, or a replay).
     Unavailable,
+    /// No pool of the configured fleet could ever run the spec.
+    Unschedulable,
 }
 
 /// The engine's answer to a [`Command`].

@@ -70,6 +70,9 @@ impl ApiError {
             Refusal::NotFound => Self::not_found(message),
             Refusal::Conflict => Self::conflict(message),
             Refusal::Unavailable => Self::unavailable(message),
+            Refusal::Unschedulable => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "unschedulable", message).field("resources")
+            }
         }
     }
 }

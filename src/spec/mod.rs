@@ -303,6 +303,11 @@ pub struct Constraints {
     /// May run on interruptible (spot/preemptible) capacity.
     #[serde(default)]
     pub interruptible: bool,
+    /// Wait for capacity that is expected to appear (a pool being added, a
+    /// provider scaling up) instead of being refused at submit when no pool
+    /// of the configured fleet could run it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wait_for_capacity: bool,
 }
 
 /// Soft wishes: they shape the score, never exclude.

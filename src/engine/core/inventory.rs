@@ -127,6 +127,7 @@ impl Core {
         self.fleet = fleet;
         self.max_gpu_memory = super::max_gpu_memory(&self.fleet);
         self.drop_snapshot();
+        self.ideal = None;
         if grew {
             self.capacity_changed();
         }

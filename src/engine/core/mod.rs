@@ -54,6 +54,10 @@ pub struct CoreConfig {
     pub pending_timeout_s: f64,
     /// Unconfirmed terminations are re-sent this often.
     pub terminate_resend_s: f64,
+    /// Refuse at submit a spec no pool of the fleet could ever run (unless
+    /// it sets `constraints.wait_for_capacity`). The simulator turns it
+    /// off: a trace's jobs are replayed as they came.
+    pub refuse_never_fits: bool,
     /// A workload's exclusions (nodes and pools its failures ruled out)
     /// are forgotten this long after the last one was added, so a fault
     /// that has passed never strands it.
@@ -73,6 +77,7 @@ impl Default for CoreConfig {
             pending_timeout_s: 900.0,
             terminate_resend_s: 30.0,
             exclusion_ttl_s: 1800.0,
+            refuse_never_fits: true,
             health: HealthConfig::default(),
             placement: PlacementPolicy::default(),
         }
@@ -372,6 +377,10 @@ pub struct Core {
     unknown: BTreeMap<String, String>,
     /// When workloads' exclusions expire, soonest first.
     expiries: BTreeSet<(Millis, WorkloadId)>,
+    /// The fleet as if every node were ready and empty, to tell work that
+    /// cannot run *now* from work that never could; rebuilt when the
+    /// fleet's shape changes.
+    ideal: Option<Snapshot>,
 }
 
 impl Core {
@@ -416,6 +425,7 @@ impl Core {
             first_new_id: 1,
             unknown: BTreeMap::new(),
             expiries: BTreeSet::new(),
+            ideal: None,
         }
     }
 
@@ -759,6 +769,19 @@ impl Core {
                 return self.reply(request, reply);
             }
         }
+        if let Some(why) = self.never_fits(&spec) {
+            return self.reply(
+                request,
+                Reply::Error {
+                    code: Refusal::Unschedulable,
+                    message: format!(
+                        "no pool in the configured fleet could ever run {:?}: {why}. Change what it asks for, \
+                         or set constraints.wait_for_capacity = true to wait for capacity expected to appear",
+                        spec.name
+                    ),
+                },
+            );
+        }
         let id = WorkloadId(self.next_id);
         self.next_id += 1;
         let rec = WorkloadRecord {
@@ -1007,6 +1030,36 @@ impl Core {
     fn capacity_changed(&mut self) {
         self.queue.unblock_all();
         self.forget_capacity_misses();
+    }
+
+    /// Why no pool of the fleet could ever run `spec` — judged against the
+    /// pools' shapes with every node ready and empty, ignoring node states,
+    /// cordons, quarantines and current use — or `None` when one could
+    /// (or the spec opts into waiting).
+    fn never_fits(&mut self, spec: &Spec) -> Option<String> {
+        if spec.constraints.wait_for_capacity || !self.config.refuse_never_fits {
+            return None;
+        }
+        let ideal = self.ideal.get_or_insert_with(|| {
+            let mut fleet = self.fleet.clone();
+            for n in &mut fleet.nodes {
+                let s = &fleet.pools[n.pool.0 as usize].shape;
+                n.state = NodeState::Ready;
+                n.free = Free {
+                    gpus: s.gpus_per_node,
+                    cpu_cores: s.cpu_cores,
+                    memory_gb: s.memory_gb,
+                    disk_gb: s.disk_gb,
+                };
+                n.canopy_gpus = 0;
+            }
+            Snapshot::new(&fleet, &crate::health::HealthView::default())
+        });
+        let req = crate::schedule::Requirements::from_spec(spec);
+        match crate::schedule::place(&req, ideal, &crate::schedule::Policy::default()) {
+            crate::schedule::Decision::Placed(_) => None,
+            crate::schedule::Decision::Unschedulable(ex) => Some(ex.to_string()),
+        }
     }
 
     /// Notes that `id`'s exclusions were (re)set at `at`.
