@@ -139,23 +139,7 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     let mut local_cfg = LocalConfig::new(home.attempts(), opts.shim.clone());
     local_cfg.outputs = config.outputs.limits();
     let local = LocalProvider::new(local_cfg);
-    let local_def = match local.inventory().await {
-        Ok(inv) => provider_def(local.name(), ProviderKind::Local, None, inv),
-        Err(e) => return Err(AppError::Setup(format!("cannot take this host's inventory: {e}"))),
-    };
-    let engines = engine_providers(&config).await?;
-    let simulated = match &opts.fleet {
-        Some(path) => load::load_file(path)?,
-        None if config.include_demo_fleet => load::demo()?,
-        None => Fleet::default(),
-    }
-    // A fleet file may mark GPUs as Canopy's (to show lend limits in
-    // `canopy fleet`), but a starting engine holds only what its live
-    // attempts hold: anything else in use belongs to someone else.
-    .with_canopy_holdings_as_others()?;
-    let mut defs = vec![local_def];
-    defs.extend(engines.iter().map(|(def, _)| def.clone()));
-    let fleet = simulated.with_providers(defs)?;
+    let (fleet, simulated, engines) = compose(&config, &local, opts.fleet.as_deref()).await?;
 
     let local: Arc<dyn Provider> = Arc::new(local);
     let mut providers: Providers = Providers::new();
@@ -255,6 +239,52 @@ fn refuse_over_leftovers(home: &Home) -> Result<(), AppError> {
         home.root().display(),
         found.join(" and ")
     )))
+}
+
+/// The fleet an engine starts with: this host, the real engines
+/// `canopy.toml` names (inventory taken live), and the simulated fleet (a
+/// fleet file, else the demo fleet when the configuration includes it).
+/// Also the simulated part and the engines' adapters.
+#[allow(clippy::type_complexity)]
+async fn compose(
+    config: &crate::config::Config,
+    local: &LocalProvider,
+    fleet_file: Option<&std::path::Path>,
+) -> Result<(Fleet, Fleet, Vec<(ProviderDef, Arc<dyn Provider>)>), AppError> {
+    let local_def = match local.inventory().await {
+        Ok(inv) => provider_def(local.name(), ProviderKind::Local, None, inv),
+        Err(e) => return Err(AppError::Setup(format!("cannot take this host's inventory: {e}"))),
+    };
+    let engines = engine_providers(config).await?;
+    let simulated = match fleet_file {
+        Some(path) => load::load_file(path)?,
+        None if config.include_demo_fleet => load::demo()?,
+        None => Fleet::default(),
+    }
+    // A fleet file may mark GPUs as Canopy's (to show lend limits in
+    // `canopy fleet`), but a starting engine holds only what its live
+    // attempts hold: anything else in use belongs to someone else.
+    .with_canopy_holdings_as_others()?;
+    let mut defs = vec![local_def];
+    defs.extend(engines.iter().map(|(def, _)| def.clone()));
+    let fleet = simulated.with_providers(defs)?;
+    Ok((fleet, simulated, engines))
+}
+
+/// The fleet an engine over `home` would run with, taken live, for the
+/// commands that answer without one (`canopy fleet`, `canopy plan`): the
+/// configuration decides, the demo fleet joins only when it says so.
+pub async fn configured_fleet(home: &Home, config: Option<&std::path::Path>) -> Result<Fleet, AppError> {
+    let config = match crate::config::locate(config, home.root()) {
+        Some(path) => crate::config::load(&path)?,
+        None => crate::config::Config::default(),
+    };
+    // Only its inventory is asked for: no supervisor is ever started.
+    let local = LocalProvider::new(LocalConfig::new(
+        home.attempts(),
+        ShimCommand::current_exe().map_err(|e| AppError::Setup(format!("cannot find this program: {e}")))?,
+    ));
+    Ok(compose(&config, &local, None).await?.0)
 }
 
 /// The real engines `canopy.toml` names, each with the fleet entry built

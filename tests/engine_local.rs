@@ -744,3 +744,31 @@ fn a_spec_no_pool_could_ever_run_is_refused_at_submit_with_exit_3() {
     assert!(cli.ok(&["status"]).lines().count() <= 1, "nothing was queued");
     engine.stop();
 }
+
+/// `canopy fleet` and `canopy plan` see the fleet the engine would run
+/// with: the engine's own when one runs, else the configured providers
+/// taken live, and the demo fleet only when canopy.toml includes it.
+#[test]
+fn fleet_and_plan_follow_the_configuration_with_or_without_an_engine() {
+    let s = setup();
+    std::fs::create_dir_all(&s.store).unwrap();
+    std::fs::write(s.store.join("canopy.toml"), "include_demo_fleet = false\n").unwrap();
+    let gpu = s.specs.join("gpu.toml");
+    std::fs::write(&gpu, "name = \"gpu\"\n[runtime]\ncommand = [\"true\"]\n[resources]\ngpus = 8\n").unwrap();
+    let cli = Cli::new(&s.store);
+    let check = |when: &str| {
+        let fleet = cli.ok(&["fleet", "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&fleet).unwrap();
+        let providers: std::collections::BTreeSet<String> =
+            v.as_array().unwrap().iter().map(|p| p["provider"].as_str().unwrap().to_string()).collect();
+        assert_eq!(providers.into_iter().collect::<Vec<_>>(), ["local"], "{when}: {fleet}");
+        let out = cli.run(&["plan", gpu.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(3), "{when}: an 8-GPU plan on this host alone cannot fit");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("0/1 nodes fit"), "{when}: {text}");
+    };
+    check("without an engine");
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    check("with the engine running");
+    engine.stop();
+}

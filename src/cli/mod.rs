@@ -328,7 +328,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             None => match live_fleet(&cli.store)? {
                 Some(s) => fleet::run(&s.fleet, &s.intents, &s.unknown_attempts, nodes, wide, json),
                 None => fleet::run(
-                    &load_fleet(None)?,
+                    &configured_fleet(&cli.store)?,
                     &Default::default(),
                     &Default::default(),
                     nodes,
@@ -337,9 +337,15 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 ),
             },
         },
-        Some(Command::Plan { spec, fleet, json }) => {
-            plan::run(&spec, &load_fleet(fleet.fleet.as_deref())?, json)
-        }
+        Some(Command::Plan { spec, fleet, json }) => match fleet.fleet {
+            Some(path) => plan::run(&spec, &load_fleet(Some(&path))?, &Default::default(), json),
+            // What the engine sees (live health included), else the fleet
+            // the configuration would give it.
+            None => match live_fleet(&cli.store)? {
+                Some(s) => plan::run(&spec, &s.fleet, &s.health, json),
+                None => plan::run(&spec, &configured_fleet(&cli.store)?, &Default::default(), json),
+            },
+        },
         Some(Command::Validate { specs, json }) => validate::run(&specs, json),
         Some(Command::Serve(args)) => engine::run(&cli.store, args),
         Some(Command::Submit { spec, idempotency_key, wait, json }) => {
@@ -393,6 +399,15 @@ fn live_fleet(store: &StoreArgs) -> Result<Option<canopy::engine::handle::FleetS
         Err(canopy::client::ClientError::Unreachable { .. }) if store.server.is_none() => Ok(None),
         Err(e) => Err(color_eyre::eyre::eyre!(e)),
     }
+}
+
+/// Without an engine: the fleet one would start with over this store.
+fn configured_fleet(store: &StoreArgs) -> Result<canopy::fleet::Fleet> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .wrap_err("starting the async runtime")?;
+    Ok(rt.block_on(canopy::app::configured_fleet(&store.home(), store.config.as_deref()))?)
 }
 
 fn load_fleet(path: Option<&Path>) -> Result<canopy::fleet::Fleet> {

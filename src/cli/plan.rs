@@ -19,7 +19,7 @@ struct PlanReport<'a> {
     decision: &'a Decision,
 }
 
-pub fn run(spec_path: &Path, fleet: &Fleet, json: bool) -> Result<ExitCode> {
+pub fn run(spec_path: &Path, fleet: &Fleet, health: &HealthView, json: bool) -> Result<ExitCode> {
     // Read once, safely (a FIFO or /dev/zero is refused).
     let (source, loaded) = load::load_file_and_text(spec_path);
     let loaded = match loaded {
@@ -38,7 +38,7 @@ pub fn run(spec_path: &Path, fleet: &Fleet, json: bool) -> Result<ExitCode> {
     let spec = &loaded.spec;
     let req = Requirements::from_spec(spec);
     let policy = Policy::for_optimize(spec.preferences.optimize);
-    let snap = Snapshot::new(fleet, &HealthView::default());
+    let snap = Snapshot::new(fleet, health);
     let decision = place(&req, &snap, &policy);
     if json {
         let name = spec.name.as_str();
