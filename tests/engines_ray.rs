@@ -214,3 +214,41 @@ async fn abandoned_pending_ray_job_is_stopped_when_it_starts() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// A secret reaches the Ray job's environment and nothing else: not
+/// runtime_env, the entrypoint, Ray's job listing or any of its logs.
+#[tokio::test(flavor = "multi_thread")]
+async fn secrets_reach_the_ray_job_and_no_ray_surface() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("secrets_reach_the_ray_job_and_no_ray_surface", "ray").await else { return };
+    let p = adapter(&e);
+    let t = tempfile::tempdir().unwrap();
+    let (value, sha) = canary();
+    let token = format!("canopy-raysecret{}-w3-a1", std::process::id());
+    let req = LaunchRequest {
+        attempt: AttemptId { workload: WorkloadId(3), n: 1 },
+        token: token.clone(),
+        spec: Arc::new(spec(json!({
+            "name": "secret",
+            "runtime": { "command": ["sh", "-c", "printf %s \"$HF_TOKEN\" | sha256sum"], "secrets": ["HF_TOKEN"] },
+        }))),
+        pool: "cpu".into(),
+        node: "ray-127.0.0.1".into(),
+        secrets: vec![("HF_TOKEN".into(), canopy::providers::SecretValue::new(value.clone()))],
+        artifact_dir: t.path().into(),
+    };
+    p.inventory().await.unwrap();
+    p.launch(&req).await.unwrap();
+    let end = status_until(&p, &token, |s| matches!(s, AttemptStatus::Ended(_))).await;
+    assert_eq!(end, AttemptStatus::Ended(ProviderEnd::Exited { code: 0 }));
+    let logs = p.logs(&token, LogStream::Stdout, 0, 1 << 20).await.unwrap();
+    assert!(String::from_utf8_lossy(&logs.data).contains(&sha), "the job did not see its secret");
+    let listing = reqwest::get(format!("{}/api/jobs/", e.ray_url)).await.unwrap().text().await.unwrap();
+    assert!(!listing.contains(&value), "Ray's job listing carries the secret");
+    let detail = reqwest::get(format!("{}/api/jobs/{token}", e.ray_url)).await.unwrap().text().await.unwrap();
+    assert!(!detail.contains(&value), "the job's details carry the secret");
+    for dir in [e.dir.join("raytmp"), e.jobs_dir.clone()] {
+        let hits = files_containing(&dir, value.as_bytes());
+        assert!(hits.is_empty(), "the secret is written in {hits:?}");
+    }
+}

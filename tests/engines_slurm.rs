@@ -299,3 +299,38 @@ async fn a_slurmrestd_outage_strands_nothing() {
     assert_eq!(a.len(), 1, "rode out the outage without a relaunch: {a:#?}");
     r.handle.shutdown();
 }
+
+/// A secret reaches the Slurm job's environment and nothing else: not
+/// slurmctld's state (job environment, batch script), spool, logs or
+/// slurmrestd's answers.
+#[tokio::test(flavor = "multi_thread")]
+async fn secrets_reach_the_slurm_job_and_no_slurm_surface() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("secrets_reach_the_slurm_job_and_no_slurm_surface", "slurm").await else { return };
+    let t = tempfile::tempdir().unwrap();
+    let p = adapter(&e);
+    let (value, sha) = canary();
+    let token = format!("canopy-slurmsecret{}-w1-a1", std::process::id());
+    let s = spec(json!({
+        "name": "secret",
+        "runtime": { "command": ["sh", "-c", "printf %s \"$HF_TOKEN\" | sha256sum; sleep 2"], "secrets": ["HF_TOKEN"] },
+    }));
+    let mut req = request(&token, s, t.path());
+    req.secrets = vec![("HF_TOKEN".into(), canopy::providers::SecretValue::new(value.clone()))];
+    p.launch(&req).await.unwrap();
+    // While it runs, slurmctld holds the job's state: look there then.
+    let deadline = Instant::now() + LONG;
+    while p.status(&token).await.unwrap() != AttemptStatus::Running {
+        assert!(Instant::now() < deadline, "{token} did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let hits = files_containing(&e.dir.join("slurm"), value.as_bytes());
+    assert!(hits.is_empty(), "the secret is written in {hits:?}");
+    assert_eq!(end_of(&p, &token).await, ProviderEnd::Exited { code: 0 });
+    let out = p.logs(&token, LogStream::Stdout, 0, 1 << 20).await.unwrap();
+    assert!(String::from_utf8_lossy(&out.data).contains(&sha), "the job did not see its secret");
+    for dir in [e.dir.join("slurm"), e.jobs_dir.clone()] {
+        let hits = files_containing(&dir, value.as_bytes());
+        assert!(hits.is_empty(), "the secret is written in {hits:?}");
+    }
+}

@@ -82,3 +82,67 @@ mod tests {
         assert!(!format!("{err:?}").contains("hf_very_secret"));
     }
 }
+
+/// Where a job on a shared filesystem finds its secrets: `secrets.env` in
+/// its attempt directory, written 0600 by the engine and removed by the
+/// job's first line ([`source_and_remove`]), so no engine API, listing,
+/// batch script or log ever carries a value (Slurm keeps a job's
+/// environment in its state directory; Ray logs `runtime_env`). The values
+/// are then only in the workload's own process environment.
+pub const SECRET_FILE: &str = "secrets.env";
+
+/// Writes `secrets` to `dir/secrets.env` (0600, created fresh) as
+/// `export NAME='value'` lines; `None` when there are none.
+pub fn write_secret_file(
+    dir: &std::path::Path,
+    secrets: &[(String, SecretValue)],
+) -> std::io::Result<Option<std::path::PathBuf>> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if secrets.is_empty() {
+        return Ok(None);
+    }
+    let path = dir.join(SECRET_FILE);
+    let _ = std::fs::remove_file(&path);
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+    let mut text = String::new();
+    for (name, value) in secrets {
+        text.push_str(&format!("export {name}='{}'\n", value.expose().replace('\'', r"'\''")));
+    }
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    Ok(Some(path))
+}
+
+/// The shell that loads and removes the secret file before anything else
+/// runs; `quoted_path` is already quoted for `/bin/sh`.
+pub fn source_and_remove(quoted_path: &str) -> String {
+    format!("if [ -f {quoted_path} ]; then . {quoted_path}; rm -f {quoted_path}; fi")
+}
+
+/// Removes a secret file a job never read (it was cancelled while pending).
+pub fn remove_secret_file(dir: &std::path::Path) {
+    let _ = std::fs::remove_file(dir.join(SECRET_FILE));
+}
+
+#[cfg(test)]
+mod file_tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_secret_file_is_private_and_sourced_once() {
+        let t = tempfile::tempdir().unwrap();
+        let secrets = vec![("HF_TOKEN".to_string(), SecretValue::new("a'b c$d"))];
+        let path = write_secret_file(t.path(), &secrets).unwrap().unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        let q = format!("'{}'", path.display());
+        let out = std::process::Command::new("sh")
+            .args(["-c", &format!("{}; printf '%s' \"$HF_TOKEN\"", source_and_remove(&q))])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "a'b c$d");
+        assert!(!path.exists(), "removed once read");
+        assert_eq!(write_secret_file(t.path(), &[]).unwrap(), None);
+    }
+}

@@ -222,3 +222,36 @@ impl Drop for Cleanup {
             .output();
     }
 }
+
+/// Files under `dir` (not following links) whose bytes contain `needle`.
+#[allow(dead_code)]
+pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else if ft.is_file()
+                && let Ok(bytes) = std::fs::read(e.path())
+                && bytes.windows(needle.len()).any(|w| w == needle)
+            {
+                hits.push(e.path());
+            }
+        }
+    }
+    hits
+}
+
+/// A secret value no one else would write, and the SHA-256 a workload
+/// prints to prove it saw it (the command itself never holds the value).
+#[allow(dead_code)]
+pub fn canary() -> (String, String) {
+    use sha2::Digest;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let value = format!("canopy-canary-{}-{nanos}", std::process::id());
+    let sha = hex::encode(sha2::Sha256::digest(value.as_bytes()));
+    (value, sha)
+}

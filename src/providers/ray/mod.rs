@@ -196,13 +196,19 @@ impl RayProvider {
             None => utf8(&dir.work())?,
         };
         let argv: Vec<String> = req.spec.runtime.command.iter().map(|w| quote(w)).collect();
-        let entrypoint = format!("mkdir -p {wd} && cd {wd} && exec {}", argv.join(" "), wd = quote(&workdir));
+        // Secrets reach the job through a 0600 file it reads and removes
+        // first: never runtime_env (Ray lists and logs it).
+        let secrets = if req.secrets.is_empty() {
+            String::new()
+        } else {
+            let path = dir.path().join(crate::providers::secrets::SECRET_FILE);
+            format!("{}; ", crate::providers::secrets::source_and_remove(&quote(&utf8(&path)?)))
+        };
+        let entrypoint =
+            format!("{secrets}mkdir -p {wd} && cd {wd} && exec {}", argv.join(" "), wd = quote(&workdir));
         let mut env_vars: BTreeMap<String, String> = req.spec.runtime.env.clone();
         env_vars.insert("CANOPY_OUTPUT_DIR".into(), utf8(&dir.outputs())?);
         env_vars.insert("CANOPY_ATTEMPT_TOKEN".into(), req.token.clone());
-        for (k, v) in &req.secrets {
-            env_vars.insert(k.clone(), v.expose().to_string());
-        }
         let r = &req.spec.resources;
         let mut resources = BTreeMap::new();
         if r.gpus > 0
@@ -290,6 +296,9 @@ impl Provider for RayProvider {
                 ))
             })?;
         }
+        crate::providers::secrets::write_secret_file(dir.path(), &req.secrets).map_err(|e| {
+            LaunchError::Api(format!("cannot write the secret file in {}: {e}", dir.path().display()))
+        })?;
         let body = self.submission(req).map_err(LaunchError::Invalid)?;
         match self.api.submit(&body).await {
             Ok(()) => Ok(LaunchAck { provider_ref: req.token.clone(), adopted: false }),
@@ -360,6 +369,10 @@ impl Provider for RayProvider {
     }
 
     async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
+        // A job stopped before it started never read its secrets.
+        if crate::providers::local::layout::valid_token(token) {
+            crate::providers::secrets::remove_secret_file(&self.cfg.jobs_dir.join(token));
+        }
         match self.api.job(token).await.map_err(|e| self.err("reading the job", e))? {
             // Ray ignores the stop of a pending job: keep stopping it.
             Some(j) if j.status == "PENDING" => {

@@ -356,7 +356,11 @@ impl Provider for SlurmProvider {
         }
         let props =
             script::properties(req, &self.cfg.jobs_dir, &self.shaping(req)).map_err(LaunchError::Invalid)?;
-        let text = script::script(&req.spec.runtime.command, &script::workdir(req, &self.cfg.jobs_dir));
+        let secret_file = crate::providers::secrets::write_secret_file(dir.path(), &req.secrets)
+            .map_err(|e| io("cannot write the secret file in", e))?;
+        let secret_path = secret_file.as_ref().and_then(|p| p.to_str());
+        let text =
+            script::script(&req.spec.runtime.command, &script::workdir(req, &self.cfg.jobs_dir), secret_path);
         match self.api.submit(&text, &props).await {
             Ok(id) => {
                 self.record(&dir, &req.token, Known { id, submitted: epoch_now() });
@@ -437,6 +441,10 @@ impl Provider for SlurmProvider {
     }
 
     async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
+        // A job stopped before it started never read its secrets.
+        if crate::providers::local::layout::valid_token(token) {
+            crate::providers::secrets::remove_secret_file(&self.cfg.jobs_dir.join(token));
+        }
         match self.find(token).await.map_err(|e| self.err("finding the job", e))? {
             Some((k, job)) if !map::is_final(&job.job_state) => {
                 self.api.cancel(k.id).await.map_err(|e| self.err("cancelling the job", e))

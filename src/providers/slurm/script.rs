@@ -25,10 +25,13 @@ pub fn quote(word: &str) -> String {
 }
 
 /// The batch script: change to the working directory and `exec` the argv.
-pub fn script(argv: &[String], workdir: &str) -> String {
+pub fn script(argv: &[String], workdir: &str, secret_file: Option<&str>) -> String {
     let words: Vec<String> = argv.iter().map(|w| quote(w)).collect();
+    let secrets = secret_file
+        .map(|p| format!("{}\n", crate::providers::secrets::source_and_remove(&quote(p))))
+        .unwrap_or_default();
     format!(
-        "#!/bin/sh\n# Canopy attempt: argv follows, quoted; no other shell code is added.\nmkdir -p {wd} && cd {wd} || exit 1\nexec {}\n",
+        "#!/bin/sh\n# Canopy attempt: its secrets (if any) are loaded and their file removed, then the argv, quoted.\n{secrets}mkdir -p {wd} && cd {wd} || exit 1\nexec {}\n",
         words.join(" "),
         wd = quote(workdir)
     )
@@ -61,9 +64,8 @@ pub fn properties(req: &LaunchRequest, jobs_dir: &Path, shaping: &Shaping) -> Re
     environment.extend(req.spec.runtime.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     environment.insert("CANOPY_OUTPUT_DIR".into(), text(&dir.outputs())?);
     environment.insert("CANOPY_ATTEMPT_TOKEN".into(), req.token.clone());
-    for (name, value) in &req.secrets {
-        environment.insert(name.clone(), value.expose().to_string());
-    }
+    // Secrets never go here: slurmctld keeps a job's environment in its
+    // state directory. They reach the job through its secret file.
     Ok(JobProperties {
         name: req.token.clone(),
         comment: format!("{COMMENT_PREFIX}{}", req.token),
@@ -97,7 +99,7 @@ mod tests {
     fn quoting_survives_the_shell() {
         let argv: Vec<String> =
             ["sh", "-c", "echo \"$X\" 'it''s'; exit 3", "", "a b", "$(rm -rf /)"].map(String::from).to_vec();
-        let s = script(&argv, "/tmp/with space");
+        let s = script(&argv, "/tmp/with space", None);
         let out = std::process::Command::new("sh")
             .arg("-c")
             .arg(format!("set -- ; {}", s.lines().last().unwrap().replacen("exec ", "printf '[%s]' ", 1)))
