@@ -129,8 +129,19 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
             refuse_over_leftovers(home)?;
         }
     }
-    let journal = Journal::open_with_id(&home.store(), keep_id.as_deref())?;
+    let mut journal = Journal::open_with_id(&home.store(), keep_id.as_deref())?;
     home.secure_journal();
+    if keep_id.is_some() {
+        let adopted = adopt_local_attempts(home, &mut journal, now)?;
+        if !adopted.is_empty() {
+            notices.push(format!(
+                "a new journal was started over a lost one: adopted {} attempt(s) this host still had ({}); \
+                 their earlier history is gone",
+                adopted.len(),
+                adopted.join(", ")
+            ));
+        }
+    }
 
     let config = match crate::config::locate(opts.config.as_deref(), home.root()) {
         Some(path) => crate::config::load(&path)?,
@@ -203,6 +214,105 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     Ok(Running { handle, task, fleet, store_id, serving, notices })
 }
 
+/// A new journal over a lost one takes back what the local provider still
+/// has on this host: each attempt directory of this store whose workload is
+/// running, or ended without anyone collecting it, becomes a workload (its
+/// spec from `spec.json`) with that one live attempt, so the engine follows
+/// it to its end as usual. Earlier attempts and events are gone with the
+/// old journal. Returns the adopted workloads.
+fn adopt_local_attempts(
+    home: &Home,
+    journal: &mut Journal,
+    now: crate::engine::model::Millis,
+) -> Result<Vec<String>, AppError> {
+    use crate::engine::model::*;
+    use crate::providers::local::layout::{AttemptDir, LaunchRecord, read_json};
+    use crate::providers::local::state::{Observed, observe};
+    let store_id = journal.store_id().to_string();
+    let mut newest: std::collections::BTreeMap<WorkloadId, (AttemptId, String, String)> = Default::default();
+    for token in home.leftovers().attempts {
+        let Some((a, nonce)) = AttemptId::parse_token(&token, &store_id) else { continue };
+        if newest.get(&a.workload).is_none_or(|(b, ..)| b.n < a.n) {
+            newest.insert(a.workload, (a, nonce.to_string(), token.clone()));
+        }
+    }
+    let mut records = Vec::new();
+    let mut adopted = Vec::new();
+    for (id, (a, nonce, token)) in newest {
+        let dir = AttemptDir::at(&home.attempts(), &token);
+        if !matches!(observe(&dir), Ok(Observed::Running(_) | Observed::Ended(_))) {
+            continue;
+        }
+        let (Ok(Some(spec)), Ok(Some(launch))) =
+            (read_json::<crate::spec::Spec>(&dir.spec()), read_json::<LaunchRecord>(&dir.launch()))
+        else {
+            continue;
+        };
+        let at = Millis(launch.launched_at_ms);
+        let pool =
+            if launch.pool.contains('/') { launch.pool.clone() } else { format!("local/{}", launch.pool) };
+        let w = WorkloadRecord {
+            id,
+            name: spec.name.clone(),
+            spec_hash: spec.content_hash(),
+            idempotency_key: None,
+            priority: spec.priority,
+            state: WorkloadState::Running,
+            submitted_at: at,
+            updated_at: now,
+            attempts: a.n,
+            app_failures: 0,
+            not_before: None,
+            cost_usd: 0.0,
+            est_cost_usd: 0.0,
+            reason: Some("adopted into a new journal after the old one was lost".into()),
+            class: None,
+            submitted_by: None,
+            spec,
+        };
+        let att = AttemptRecord {
+            id: a,
+            provider: crate::providers::local::PROVIDER_NAME.into(),
+            pool,
+            node: launch.node.clone(),
+            region: String::new(),
+            state: AttemptState::Running,
+            price_per_hour: 0.0,
+            est_cost_usd: 0.0,
+            gpus: w.spec.resources.gpus,
+            gpu_memory_gb: 0.0,
+            score: 0.0,
+            score_breakdown: String::new(),
+            placed_at: at,
+            started_at: Some(at),
+            ended_at: None,
+            exit_code: None,
+            class: None,
+            rule: None,
+            evidence: None,
+            cost_usd: 0.0,
+            provider_ref: None,
+            nonce,
+            stop: None,
+        };
+        let message = format!("adopted {token} into a new journal (the old one was lost)");
+        records.push(Record::Workload(Box::new(w)));
+        records.push(Record::Attempt(Box::new(att)));
+        records.push(Record::Event(EventRecord {
+            at: now,
+            workload: id,
+            attempt: Some(a),
+            kind: EventKind::Adopted,
+            message,
+        }));
+        adopted.push(id.to_string());
+    }
+    if !records.is_empty() {
+        journal.append(&records)?;
+    }
+    Ok(adopted)
+}
+
 /// A store whose journal is missing or empty but which holds what an old
 /// journal's workloads left (attempt directories, logs, artifacts) is not
 /// started over silently: a new store there would sit next to live
@@ -233,8 +343,9 @@ fn refuse_over_leftovers(home: &Home) -> Result<(), AppError> {
     Err(AppError::Setup(format!(
         "{} is missing or empty, but the store {} holds {}: starting would begin a new store beside them. \
          If the journal was moved or deleted by mistake, put it back (canopy.db, and canopy.db-wal if there \
-         was one). To start a new journal here anyway, run `canopy serve --new-journal`: attempts still \
-         running are left alone and listed by `canopy fleet`, and new workload ids start above the old ones.",
+         was one). To start a new journal here anyway, run `canopy serve --new-journal`: what this host \
+         still runs is adopted, attempts elsewhere are listed by `canopy fleet`, and new workload ids start \
+         above the old ones.",
         home.store().display(),
         home.root().display(),
         found.join(" and ")

@@ -528,6 +528,9 @@ fn a_lost_journal_is_not_started_over_silently_and_the_store_is_private() {
     let engine = Engine::start(&s.store, &s.scratch, &[]);
     let id = cli.submit(&spec(&s.specs, "one", "echo one", ""));
     assert_eq!(cli.wait_final(id).state, WorkloadState::Succeeded);
+    // Still running when the journal is lost.
+    let running = cli.submit(&spec(&s.specs, "survivor", "sleep 3; echo survived", ""));
+    cli.wait_state(running, |s| s == WorkloadState::Running);
     engine.stop();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&s.store), 0o700, "the store is private to its owner");
@@ -563,7 +566,11 @@ fn a_lost_journal_is_not_started_over_silently_and_the_store_is_private() {
         std::fs::read_to_string(&path).unwrap_or_default().contains("canopy serve: store")
     });
     let next = cli.submit(&spec(&s.specs, "two", "echo two", ""));
-    assert!(next.0 > id.0, "{next} reuses the id of old work");
+    assert!(next.0 > running.0, "{next} reuses the id of old work");
+    // What still ran on this host was adopted and is followed to its end.
+    let w = cli.wait_final(running);
+    assert_eq!((w.state, w.name.as_str()), (WorkloadState::Succeeded, "survivor"), "{w:?}");
+    assert!(cli.ok(&["logs", &running.to_string()]).contains("survived"));
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     child.wait().unwrap();
 

@@ -36,9 +36,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub insecure_listen: bool,
     /// Start a new journal although the store holds attempts, logs or
-    /// artifacts of a lost one (the engine refuses otherwise). The old
-    /// attempts are left alone and listed by `canopy fleet`; new workload
-    /// ids start above theirs.
+    /// artifacts of a lost one (the engine refuses otherwise). What this
+    /// host still runs is adopted; attempts elsewhere are listed by
+    /// `canopy fleet`; new workload ids start above the old ones.
     #[arg(long)]
     pub new_journal: bool,
     /// Batches an event-stream client may fall behind before it is told
