@@ -317,6 +317,22 @@ async fn secrets_reach_the_slurm_job_and_no_slurm_surface() {
     }));
     let mut req = request(&token, s, t.path());
     req.secrets = vec![("HF_TOKEN".into(), canopy::providers::SecretValue::new(value.clone()))];
+    // A node that is up (another test may have just brought one back).
+    let deadline = Instant::now() + LONG;
+    req.node = loop {
+        let inv = p.inventory().await.unwrap();
+        let ready = inv
+            .pools
+            .iter()
+            .flat_map(|p| &p.nodes)
+            .find(|n| n.state == canopy::fleet::NodeState::Ready)
+            .map(|n| n.name.clone());
+        if let Some(n) = ready {
+            break n;
+        }
+        assert!(Instant::now() < deadline, "no Slurm node came up");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
     p.launch(&req).await.unwrap();
     // While it runs, slurmctld holds the job's state: look there then.
     let deadline = Instant::now() + LONG;

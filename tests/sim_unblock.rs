@@ -56,8 +56,9 @@ fn work_of_another_shape_behind_an_unfittable_request_is_still_woken() {
     let mut w = World::new(fleet());
     let j1 = w.submit_gpus(4);
     let j2 = w.submit_gpus(4);
-    // Never fits anywhere (5 GPUs on 4-GPU nodes), then a fitting one.
-    let huge = w.submit_gpus(5);
+    // Never fits anywhere (5 GPUs on 4-GPU nodes) but waits for capacity,
+    // then a fitting one.
+    let huge = w.submit_job(5, "[constraints]\nwait_for_capacity = true");
     let one = w.submit_gpus(1);
     assert!(w.core.is_blocked(huge) && w.core.is_blocked(one));
     w.succeed(j1);
