@@ -213,12 +213,44 @@ pub struct Derived {
     pub faults: Vec<WorkloadId>,
     pub nodes: Vec<u32>,
     pub by_node: HashMap<String, Vec<WorkloadId>>,
-    /// Triage groups: (class, count, where most of them failed), largest first.
-    pub by_class: Vec<(String, usize, String)>,
-    /// Triage groups: (node (pool), count, classes), largest first.
-    pub by_fault_node: Vec<(String, usize, String)>,
+    /// Triage groups by failure class, largest first.
+    pub by_class: Vec<ClassGroup>,
+    /// Triage groups by node, largest first.
+    pub by_fault_node: Vec<NodeGroup>,
     /// Audit records that pass the audit view's filter, newest first.
     pub audit: Vec<AuditRecord>,
+    /// The widest names in each list's rows (all of them, not only those
+    /// on screen, so that columns do not move while scrolling).
+    pub workload_widths: NameWidths,
+    pub fault_widths: NameWidths,
+    pub node_widths: NameWidths,
+}
+
+/// The widest names in a list, in terminal columns.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct NameWidths {
+    /// A workload's or a node's name.
+    pub name: usize,
+    pub pool: usize,
+    pub node: usize,
+}
+
+/// Faults of one failure class, and the node most of them failed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassGroup {
+    pub class: String,
+    pub count: usize,
+    /// (how many, node, pool) where most failed.
+    pub top: Option<(usize, String, String)>,
+}
+
+/// Faults on one node, by class (`gpu-oom:2 app:1`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeGroup {
+    pub node: String,
+    pub pool: String,
+    pub count: usize,
+    pub classes: String,
 }
 
 pub struct App {

@@ -1,10 +1,11 @@
 //! Rows derived from the read model for the list views: the workloads
 //! table (filtered, faults-only, sorted), the triage list and the nodes
-//! table. Computed once per model change or filter change, never per frame.
-//! Pure.
+//! table, with the widest names in each. Computed once per model
+//! change or filter change, never per frame. Pure.
 
-use super::app::{App, Column, Derived};
+use super::app::{App, ClassGroup, Column, Derived, NameWidths, NodeGroup};
 use super::filter::Filter;
+use super::fit::width;
 use super::model::WorkloadRow;
 use crate::engine::model::AuditRecord;
 use crate::failure::FailureClass;
@@ -33,9 +34,9 @@ pub fn derive(app: &App, workload_filter: &str, node_filter: &str, audit_filter:
             |w: &WorkloadRow| (w.fault_class().map(|c| c.as_str()), w.last_attempt().map(|a| a.node.clone()));
         key(a).cmp(&key(b)).then(b.rec.id.cmp(&a.rec.id))
     });
-    let nodes = match m.fleet() {
+    let (nodes, node_widths) = match m.fleet() {
         Some(f) => node_rows(f, &Filter::parse(node_filter)),
-        None => Vec::new(),
+        None => (Vec::new(), NameWidths::default()),
     };
     let (by_class, by_fault_node) = triage_groups(&faults);
     let af = Filter::parse(audit_filter);
@@ -44,12 +45,32 @@ pub fn derive(app: &App, workload_filter: &str, node_filter: &str, audit_filter:
         by_class,
         by_fault_node,
         generation: m.generation,
+        workload_widths: widest(&workloads),
+        fault_widths: widest(&faults),
         workloads: workloads.iter().map(|w| w.rec.id).collect(),
         faults: faults.iter().map(|w| w.rec.id).collect(),
         nodes,
+        node_widths,
         by_node: m.by_node(),
         audit,
     }
+}
+
+/// The widest name, pool and node among workloads (of the last attempt;
+/// for a fault, of the failed attempt its row shows).
+fn widest(rows: &[&WorkloadRow]) -> NameWidths {
+    let mut w = NameWidths::default();
+    for r in rows {
+        w.name = w.name.max(width(&r.rec.name));
+        if let Some(a) = r.last_attempt() {
+            w.pool = w.pool.max(width(&a.pool));
+            w.node = w.node.max(width(&a.node));
+        }
+        if let Some(a) = r.attempts.iter().rev().find(|a| a.class.is_some()) {
+            w.node = w.node.max(width(&a.node));
+        }
+    }
+    w
 }
 
 /// An audit record against the `/` filter: `who=`, `from=`, `action=`,
@@ -116,8 +137,9 @@ fn compare(c: Column, a: &WorkloadRow, b: &WorkloadRow) -> Ordering {
     }
 }
 
-fn node_rows(f: &Fleet, filter: &Filter) -> Vec<u32> {
-    (0..f.nodes.len() as u32)
+/// The nodes that pass the filter, and their widest name and pool.
+fn node_rows(f: &Fleet, filter: &Filter) -> (Vec<u32>, NameWidths) {
+    let rows: Vec<u32> = (0..f.nodes.len() as u32)
         .filter(|&i| {
             if filter.is_empty() {
                 return true;
@@ -135,45 +157,53 @@ fn node_rows(f: &Fleet, filter: &Filter) -> Vec<u32> {
             };
             filter.matches(field, &format!("{} {} {}", n.name, pool, state))
         })
-        .collect()
+        .collect();
+    let mut pools = vec![false; f.pools.len()];
+    let mut w = NameWidths::default();
+    for &i in &rows {
+        let n = &f.nodes[i as usize];
+        w.name = w.name.max(width(&n.name));
+        if let Some(seen) = pools.get_mut(n.pool.0 as usize).filter(|s| !**s) {
+            *seen = true;
+            w.pool = w.pool.max(width(&f.pool_label(n.pool)));
+        }
+    }
+    (rows, w)
 }
-
-type Groups = Vec<(String, usize, String)>;
 
 /// Faults grouped by class and by node, largest group first, so one bad
 /// node or one bad image stands out.
-fn triage_groups(faults: &[&WorkloadRow]) -> (Groups, Groups) {
-    let mut by_class: BTreeMap<&str, (usize, BTreeMap<String, usize>)> = BTreeMap::new();
-    let mut by_node: BTreeMap<String, (usize, BTreeMap<&str, usize>)> = BTreeMap::new();
+fn triage_groups(faults: &[&WorkloadRow]) -> (Vec<ClassGroup>, Vec<NodeGroup>) {
+    type Place = (String, String);
+    let mut by_class: BTreeMap<&str, (usize, BTreeMap<Place, usize>)> = BTreeMap::new();
+    let mut by_node: BTreeMap<Place, (usize, BTreeMap<&str, usize>)> = BTreeMap::new();
     for w in faults {
         let class = w.fault_class().map_or("unknown", FailureClass::as_str);
         let a = w.attempts.iter().rev().find(|a| a.class.is_some()).or(w.last_attempt());
-        let node = a.map_or("-".to_string(), |a| format!("{} ({})", a.node, a.pool));
+        let place = a.map_or(("-".to_string(), String::new()), |a| (a.node.clone(), a.pool.clone()));
         let c = by_class.entry(class).or_default();
         c.0 += 1;
-        *c.1.entry(node.clone()).or_default() += 1;
-        let n = by_node.entry(node).or_default();
+        *c.1.entry(place.clone()).or_default() += 1;
+        let n = by_node.entry(place).or_default();
         n.0 += 1;
         *n.1.entry(class).or_default() += 1;
     }
-    let mut classes: Groups = by_class
+    let mut classes: Vec<ClassGroup> = by_class
         .into_iter()
-        .map(|(c, (n, nodes))| {
-            let top = nodes
-                .iter()
-                .max_by_key(|(_, k)| **k)
-                .map_or(String::new(), |(node, k)| format!("{k}× {node}"));
-            (c.to_string(), n, top)
+        .map(|(c, (count, places))| {
+            // The most; the last by name of equals.
+            let top = places.into_iter().max_by_key(|(_, k)| *k).map(|((node, pool), k)| (k, node, pool));
+            ClassGroup { class: c.to_string(), count, top }
         })
         .collect();
-    classes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut nodes: Groups = by_node
+    classes.sort_by(|a, b| b.count.cmp(&a.count).then(a.class.cmp(&b.class)));
+    let mut nodes: Vec<NodeGroup> = by_node
         .into_iter()
-        .map(|(node, (n, cls))| {
+        .map(|((node, pool), (count, cls))| {
             let cls: Vec<String> = cls.iter().map(|(c, k)| format!("{c}:{k}")).collect();
-            (node, n, cls.join(" "))
+            NodeGroup { node, pool, count, classes: cls.join(" ") }
         })
         .collect();
-    nodes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    nodes.sort_by(|a, b| b.count.cmp(&a.count).then((&a.node, &a.pool).cmp(&(&b.node, &b.pool))));
     (classes, nodes)
 }

@@ -19,6 +19,7 @@ pub mod app;
 mod derive;
 pub mod editor;
 pub mod filter;
+pub mod fit;
 pub mod fixture;
 pub mod keymap;
 pub mod logs;

@@ -179,6 +179,17 @@ fn hints(v: View, replay: bool) -> &'static str {
     }
 }
 
+/// Length constraints for the table columns [`fit::widths`] kept.
+///
+/// [`fit::widths`]: crate::console::fit::widths
+pub(crate) fn constraints(widths: &[usize]) -> Vec<Constraint> {
+    widths
+        .iter()
+        .filter(|w| **w > 0)
+        .map(|&w| Constraint::Length(u16::try_from(w).unwrap_or(u16::MAX)))
+        .collect()
+}
+
 /// A bordered block with a title.
 pub(crate) fn block<'a>(title: String, t: &Theme) -> Block<'a> {
     Block::default().borders(Borders::ALL).border_style(t.border).title(Span::styled(title, t.header))
