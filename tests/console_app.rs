@@ -360,3 +360,136 @@ fn a_failed_audit_load_is_tried_again_on_the_next_visit() {
     keys(&mut a, "1");
     assert!(matches!(keys(&mut a, "7")[..], [Effect::LoadAudit(_)]));
 }
+
+/// Records that add workload `to` as a copy of `from` (with its attempts).
+fn copy_of(a: &App, from: u64, to: u64) -> Vec<Record> {
+    let row = &a.model.workloads[&WorkloadId(from)];
+    let mut rec = row.rec.clone();
+    rec.id = WorkloadId(to);
+    let mut out = vec![Record::Workload(Box::new(rec))];
+    for at in &row.attempts {
+        let mut at = at.clone();
+        at.id.workload = WorkloadId(to);
+        out.push(Record::Attempt(Box::new(at)));
+    }
+    out
+}
+
+/// Workload `id` finished well (it leaves triage).
+fn succeeded(a: &App, id: u64) -> Record {
+    let mut rec = a.model.workloads[&WorkloadId(id)].rec.clone();
+    rec.state = canopy::engine::model::WorkloadState::Succeeded;
+    Record::Workload(Box::new(rec))
+}
+
+fn apply(a: &mut App, records: Vec<Record>) {
+    a.update(Msg::Records(Arc::new(Batch { seq: 1, records })));
+}
+
+/// The row the cursor is on, as drawn.
+fn cursor_row(a: &App) -> String {
+    screen(a).lines().find(|l| l.contains("│>")).unwrap_or_default().to_string()
+}
+
+#[test]
+fn the_cursor_stays_on_its_workload_while_rows_move_above_it() {
+    let mut a = app(false);
+    keys(&mut a, "5jjj");
+    let target = a.current_workload().unwrap();
+    assert_eq!(target, WorkloadId(4), "{}", screen(&a));
+    assert!(cursor_row(&a).contains("w-4 "), "{}", screen(&a));
+    // A retry resolves above it (w-18 leaves triage) and two new faults
+    // of a class that sorts first arrive: its row moves down one.
+    let mut r = vec![succeeded(&a, 18)];
+    r.extend(copy_of(&a, 39, 41));
+    r.extend(copy_of(&a, 39, 42));
+    apply(&mut a, r);
+    assert_eq!(a.derived.faults.iter().position(|id| *id == target), Some(4), "it moved");
+    assert_eq!(a.current_workload(), Some(target));
+    assert!(cursor_row(&a).contains("w-4 "), "{}", screen(&a));
+    // `l` opens its logs, not those of whatever took its old row.
+    let fx = keys(&mut a, "l");
+    assert!(matches!(fx.first(), Some(Effect::TailLogs(Some(at))) if at.workload == target), "{fx:?}");
+    // More arrive while reading them; esc comes back to it.
+    let r = copy_of(&a, 39, 43);
+    apply(&mut a, r);
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!(a.view, View::Triage);
+    assert_eq!(a.current_workload(), Some(target));
+    assert!(cursor_row(&a).contains("w-4 "), "{}", screen(&a));
+}
+
+#[test]
+fn the_cursor_stays_on_its_workload_through_new_rows_a_sort_and_a_filter() {
+    let mut a = app(false);
+    keys(&mut a, "4jjj");
+    let target = a.current_workload().unwrap();
+    assert_eq!(target, WorkloadId(37));
+    // New workloads sort above it (newest first).
+    let r = [copy_of(&a, 1, 41), copy_of(&a, 2, 42)].concat();
+    apply(&mut a, r);
+    assert_eq!(a.derived.workloads[0], WorkloadId(42));
+    assert_eq!(a.current_workload(), Some(target));
+    // Another sort, and a filter it passes.
+    keys(&mut a, "s");
+    assert_eq!(a.current_workload(), Some(target));
+    keys(&mut a, "/job");
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!(a.current_workload(), Some(target));
+    // Its detail, and back to it.
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!((a.view, a.detail), (View::Detail, Some(target)));
+    let r = copy_of(&a, 3, 43);
+    apply(&mut a, r);
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!((a.view, a.current_workload()), (View::Workloads, Some(target)));
+    assert!(cursor_row(&a).contains(&format!("{target} ")), "{}", screen(&a));
+}
+
+#[test]
+fn when_its_workload_is_gone_the_cursor_stays_at_its_row() {
+    let mut a = app(false);
+    keys(&mut a, "5jjj");
+    let next = a.derived.faults[4];
+    let r = succeeded(&a, 4);
+    apply(&mut a, vec![r]);
+    assert_eq!(a.sel(View::Triage), 3);
+    assert_eq!(a.current_workload(), Some(next), "the one that took its row");
+    // The last row gone: the new last one.
+    keys(&mut a, "G");
+    let last = a.derived.faults.len() - 1;
+    let before_last = a.derived.faults[last - 1];
+    let r = succeeded(&a, a.derived.faults[last].0);
+    apply(&mut a, vec![r]);
+    assert_eq!(a.current_workload(), Some(before_last));
+}
+
+#[test]
+fn the_nodes_cursor_follows_its_node_through_a_filter() {
+    let mut a = app(false);
+    keys(&mut a, "3jj");
+    assert_eq!(a.current_node().as_deref(), Some("fra-h100-03"));
+    keys(&mut a, "/03");
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!(a.sel(View::Nodes), 0, "its row moved up");
+    assert_eq!(a.current_node().as_deref(), Some("fra-h100-03"));
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!(a.current_node().as_deref(), Some("fra-h100-03"));
+    assert_eq!(a.sel(View::Nodes), 2);
+}
+
+#[test]
+fn the_audit_cursor_stays_on_its_record_when_newer_ones_arrive() {
+    let mut a = app(false);
+    keys(&mut a, "7");
+    let trail = canopy::console::fixture::audit();
+    a.update(Msg::Audit(Ok(trail.clone())));
+    keys(&mut a, "jj");
+    let picked = a.current_audit().cloned().unwrap();
+    let mut newer = trail[0].clone();
+    newer.at = canopy::engine::model::Millis(NOW.0 + 1_000);
+    newer.action = "uncordon".into();
+    apply(&mut a, vec![Record::Audit(Box::new(newer))]);
+    assert_eq!(a.sel(View::Audit), 3);
+    assert_eq!(a.current_audit(), Some(&picked));
+}

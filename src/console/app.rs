@@ -253,6 +253,30 @@ pub struct NodeGroup {
     pub classes: String,
 }
 
+/// What a list's cursor is on: the item itself, so that it stays on it
+/// when rows move (a state change re-sorts them, new ones arrive above,
+/// a filter or a sort changes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pick {
+    Workload(WorkloadId),
+    Node(String),
+    /// An audit record: when, who, what, of what.
+    Audit(Millis, String, String, Option<String>),
+}
+
+impl Pick {
+    fn audit(a: &AuditRecord) -> Self {
+        Pick::Audit(a.at, a.principal.clone(), a.action.clone(), a.target.clone())
+    }
+    fn is_audit(&self, a: &AuditRecord) -> bool {
+        matches!(self, Pick::Audit(at, who, what, target)
+            if *at == a.at && *who == a.principal && *what == a.action && *target == a.target)
+    }
+}
+
+/// The lists whose cursor follows its item.
+const LISTS: [View; 4] = [View::Workloads, View::Nodes, View::Triage, View::Audit];
+
 pub struct App {
     pub config: Config,
     pub model: Model,
@@ -260,8 +284,11 @@ pub struct App {
     back: Vec<View>,
     pub now: Millis,
     pub size: (u16, u16),
-    /// Selection per view (row index).
+    /// Selection per view (row index), moved to follow its item whenever
+    /// the rows are derived again.
     pub selected: HashMap<View, usize>,
+    /// The item each list's cursor is on.
+    picked: HashMap<View, Pick>,
     pub filter_text: HashMap<View, String>,
     pub faults_only: bool,
     pub sort: Column,
@@ -312,6 +339,7 @@ impl App {
             now,
             size: (80, 24),
             selected: HashMap::new(),
+            picked: HashMap::new(),
             filter_text: HashMap::new(),
             faults_only: false,
             sort: Column::Id,
@@ -362,7 +390,8 @@ impl App {
         self.model.status_age(self.now).is_none_or(|a| a > self.config.stale_after_s)
     }
 
-    /// Recomputes derived rows when their inputs changed.
+    /// Recomputes derived rows when their inputs changed, and keeps each
+    /// list's cursor on its item.
     pub fn refresh(&mut self) {
         let key = (
             self.model.generation,
@@ -391,10 +420,63 @@ impl App {
         self.derived_key = key;
         self.derived_at = self.now;
         self.derive_pending = false;
-        for v in [View::Workloads, View::Nodes, View::Triage, View::Audit] {
-            let len = self.list_len(v);
-            let s = self.selected.entry(v).or_insert(0);
-            *s = (*s).min(len.saturating_sub(1));
+        for v in LISTS {
+            self.follow_pick(v);
+        }
+    }
+
+    /// After the rows were derived again: the cursor goes to where its
+    /// item is now; only when the item is gone (finished, filtered out)
+    /// does it stay at its row (or the last), on whatever is there now.
+    fn follow_pick(&mut self, v: View) {
+        let old = self.sel(v);
+        let i = match self.picked.get(&v) {
+            Some(p) if self.pick_at(v, old).as_ref() == Some(p) => old,
+            Some(p) => self.position(v, p).unwrap_or(old),
+            None => old,
+        };
+        self.select(v, i);
+    }
+
+    /// Puts a list's cursor on row `i` (or its last row) and remembers the
+    /// item there.
+    fn select(&mut self, v: View, i: usize) {
+        let i = i.min(self.list_len(v).saturating_sub(1));
+        self.selected.insert(v, i);
+        match self.pick_at(v, i) {
+            Some(p) => self.picked.insert(v, p),
+            None => self.picked.remove(&v),
+        };
+    }
+
+    /// The item on row `i` of a list.
+    fn pick_at(&self, v: View, i: usize) -> Option<Pick> {
+        match v {
+            View::Workloads => self.derived.workloads.get(i).map(|id| Pick::Workload(*id)),
+            View::Triage => self.derived.faults.get(i).map(|id| Pick::Workload(*id)),
+            View::Nodes => {
+                let n = *self.derived.nodes.get(i)?;
+                self.model.fleet()?.nodes.get(n as usize).map(|n| Pick::Node(n.name.clone()))
+            }
+            View::Audit => self.derived.audit.get(i).map(Pick::audit),
+            _ => None,
+        }
+    }
+
+    /// The row an item is on in a list, if it is there.
+    fn position(&self, v: View, p: &Pick) -> Option<usize> {
+        match (v, p) {
+            (View::Workloads, Pick::Workload(id)) => self.derived.workloads.iter().position(|x| x == id),
+            (View::Triage, Pick::Workload(id)) => self.derived.faults.iter().position(|x| x == id),
+            (View::Nodes, Pick::Node(name)) => {
+                let f = self.model.fleet()?;
+                self.derived
+                    .nodes
+                    .iter()
+                    .position(|&n| f.nodes.get(n as usize).is_some_and(|n| n.name == *name))
+            }
+            (View::Audit, p) => self.derived.audit.iter().position(|a| p.is_audit(a)),
+            _ => None,
         }
     }
 
@@ -653,10 +735,19 @@ impl App {
     }
 
     fn back(&mut self) {
-        if self.view == View::Logs {
+        let from = self.view;
+        if from == View::Logs {
             self.logs = None;
         }
         self.view = self.back.pop().unwrap_or(View::Overview);
+        // Back from a workload's detail or logs: the list's cursor is on
+        // that workload, wherever its row is now.
+        if matches!(from, View::Detail | View::Logs)
+            && let Some(id) = self.detail
+            && let Some(i) = self.position(self.view, &Pick::Workload(id))
+        {
+            self.select(self.view, i);
+        }
     }
 
     fn on_intent(&mut self, intent: Intent) -> Vec<Effect> {
@@ -784,8 +875,8 @@ impl App {
             return;
         }
         let len = self.list_len(self.view);
-        let s = self.selected.entry(self.view).or_insert(0);
-        *s = (*s as isize).saturating_add(by).clamp(0, len.saturating_sub(1) as isize) as usize;
+        let i = (self.sel(self.view) as isize).saturating_add(by).clamp(0, len.saturating_sub(1) as isize);
+        self.select(self.view, i as usize);
     }
 
     fn open(&mut self) -> Vec<Effect> {
