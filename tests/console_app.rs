@@ -493,3 +493,40 @@ fn the_audit_cursor_stays_on_its_record_when_newer_ones_arrive() {
     assert_eq!(a.sel(View::Audit), 3);
     assert_eq!(a.current_audit(), Some(&picked));
 }
+
+#[test]
+fn slash_filters_triage_shows_it_and_esc_clears_it() {
+    use canopy::failure::FailureClass;
+    let mut a = app(false);
+    keys(&mut a, "5");
+    let all = a.derived.faults.len();
+    keys(&mut a, "/class=node");
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    let shown = a.derived.faults.len();
+    assert!(0 < shown && shown < all, "{shown} of {all}");
+    assert!(
+        a.derived.faults.iter().all(|id| a.model.workloads[id].fault_class() == Some(FailureClass::Node))
+    );
+    let s = screen(&a);
+    assert!(s.contains(&format!("faults {shown}/{all} /class=node")), "{s}");
+    // The groups count what the filter keeps.
+    assert_eq!(a.derived.by_class.len(), 1);
+    assert!(!s.contains("gpu-oom"), "{s}");
+    // Text matches what a row shows, the evidence too.
+    a.filter_text.insert(View::Triage, "fallen off".into());
+    a.refresh();
+    assert_eq!(a.derived.faults.len(), shown);
+    // The workloads' filter is their own.
+    keys(&mut a, "4");
+    assert_eq!(a.derived.workloads.len(), 40);
+    keys(&mut a, "5");
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!(a.view, View::Triage, "esc clears the filter first");
+    assert_eq!(a.derived.faults.len(), all);
+    assert!(screen(&a).contains(&format!("faults {all} —")), "{}", screen(&a));
+    // Esc while typing clears it too.
+    keys(&mut a, "/app");
+    assert!(a.derived.faults.len() < all, "as you type");
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!(a.derived.faults.len(), all);
+}

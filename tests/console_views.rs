@@ -288,3 +288,14 @@ fn workloads_and_triage_shorten_names_in_the_middle_at_80_and_120_columns() {
         assert!(!s.contains("cloud-a-a10g-ondemand-u "), "not cut at the end:\n{s}");
     }
 }
+
+#[test]
+fn triage_filtered() {
+    let mut a = app();
+    key(&mut a, '5');
+    for c in "/gpu-oom fra".chars() {
+        key(&mut a, c);
+    }
+    a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
+    snap("triage_filtered", &a);
+}

@@ -210,7 +210,10 @@ pub const THROTTLE_FROM_WORKLOADS: usize = 2_000;
 pub struct Derived {
     pub generation: u64,
     pub workloads: Vec<WorkloadId>,
+    /// Failed and retrying workloads that pass the triage view's filter.
     pub faults: Vec<WorkloadId>,
+    /// Failed and retrying workloads, filter or not.
+    pub faults_total: usize,
     pub nodes: Vec<u32>,
     pub by_node: HashMap<String, Vec<WorkloadId>>,
     /// Triage groups by failure class, largest first.
@@ -277,6 +280,14 @@ impl Pick {
 /// The lists whose cursor follows its item.
 const LISTS: [View; 4] = [View::Workloads, View::Nodes, View::Triage, View::Audit];
 
+/// What the derived rows were computed from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct DeriveKey {
+    generation: u64,
+    /// What the operator chose: filters per view, faults only, the sort.
+    choice: (HashMap<View, String>, bool, Column, bool),
+}
+
 pub struct App {
     pub config: Config,
     pub model: Model,
@@ -294,7 +305,7 @@ pub struct App {
     pub sort: Column,
     pub sort_desc: bool,
     pub derived: Derived,
-    derived_key: (u64, String, String, bool, Column, bool, String),
+    derived_key: Option<DeriveKey>,
     /// When the rows were last derived, and whether a data change since is
     /// waiting for the next tick (see [`THROTTLE_FROM_WORKLOADS`]).
     derived_at: Millis,
@@ -345,7 +356,7 @@ impl App {
             sort: Column::Id,
             sort_desc: true,
             derived: Derived::default(),
-            derived_key: (u64::MAX, String::new(), String::new(), false, Column::Id, true, String::new()),
+            derived_key: None,
             derived_at: Millis(i64::MIN),
             derive_pending: false,
             detail: None,
@@ -390,34 +401,37 @@ impl App {
         self.model.status_age(self.now).is_none_or(|a| a > self.config.stale_after_s)
     }
 
+    /// The filter typed in a view (empty: none).
+    pub fn filter(&self, v: View) -> &str {
+        self.filter_text.get(&v).map_or("", String::as_str)
+    }
+
     /// Recomputes derived rows when their inputs changed, and keeps each
     /// list's cursor on its item.
     pub fn refresh(&mut self) {
-        let key = (
-            self.model.generation,
-            self.filter_text.get(&View::Workloads).cloned().unwrap_or_default(),
-            self.filter_text.get(&View::Nodes).cloned().unwrap_or_default(),
-            self.faults_only,
-            self.sort,
-            self.sort_desc,
-            self.filter_text.get(&View::Audit).cloned().unwrap_or_default(),
-        );
-        if key == self.derived_key {
+        let filters: HashMap<View, String> = [View::Workloads, View::Nodes, View::Triage, View::Audit]
+            .into_iter()
+            .map(|v| (v, self.filter(v).to_string()))
+            .filter(|(_, f)| !f.is_empty())
+            .collect();
+        let key = DeriveKey {
+            generation: self.model.generation,
+            choice: (filters, self.faults_only, self.sort, self.sort_desc),
+        };
+        if self.derived_key.as_ref() == Some(&key) {
             return;
         }
         // A big store under a busy engine changes many times a second, and
         // deriving 10,000 rows costs tens of milliseconds: data-only changes
         // then wait for the next tick. What the operator does (filter, sort)
         // always applies at once.
-        let (old, new) = (&self.derived_key, &key);
-        let data_only =
-            (&old.1, &old.2, old.3, old.4, old.5, &old.6) == (&new.1, &new.2, new.3, new.4, new.5, &new.6);
+        let data_only = self.derived_key.as_ref().is_some_and(|old| old.choice == key.choice);
         if data_only && self.model.workloads.len() >= THROTTLE_FROM_WORKLOADS && self.now == self.derived_at {
             self.derive_pending = true;
             return;
         }
-        self.derived = super::derive::derive(self, &key.1, &key.2, &key.6);
-        self.derived_key = key;
+        self.derived = super::derive::derive(self);
+        self.derived_key = Some(key);
         self.derived_at = self.now;
         self.derive_pending = false;
         for v in LISTS {

@@ -1,9 +1,9 @@
 //! Rows derived from the read model for the list views: the workloads
-//! table (filtered, faults-only, sorted), the triage list and the nodes
-//! table, with the widest names in each. Computed once per model
+//! table (filtered, faults-only, sorted), the triage list (filtered) and
+//! the nodes table, with the widest names in each. Computed once per model
 //! change or filter change, never per frame. Pure.
 
-use super::app::{App, ClassGroup, Column, Derived, NameWidths, NodeGroup};
+use super::app::{App, ClassGroup, Column, Derived, NameWidths, NodeGroup, View};
 use super::filter::Filter;
 use super::fit::width;
 use super::model::WorkloadRow;
@@ -14,9 +14,9 @@ use crate::text::sanitize;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-pub fn derive(app: &App, workload_filter: &str, node_filter: &str, audit_filter: &str) -> Derived {
+pub fn derive(app: &App) -> Derived {
     let m = &app.model;
-    let wf = Filter::parse(workload_filter);
+    let wf = Filter::parse(app.filter(View::Workloads));
     let mut workloads: Vec<&WorkloadRow> = m
         .workloads
         .values()
@@ -28,18 +28,20 @@ pub fn derive(app: &App, workload_filter: &str, node_filter: &str, audit_filter:
         if app.sort_desc { o.reverse() } else { o }
     });
     let mut faults: Vec<&WorkloadRow> = m.workloads.values().filter(|w| w.is_fault()).collect();
-    faults.retain(|w| wf.is_empty() || workload_matches(&wf, w));
+    let faults_total = faults.len();
+    let tf = Filter::parse(app.filter(View::Triage));
+    faults.retain(|w| tf.is_empty() || fault_matches(&tf, w));
     faults.sort_by(|a, b| {
         let key =
             |w: &WorkloadRow| (w.fault_class().map(|c| c.as_str()), w.last_attempt().map(|a| a.node.clone()));
         key(a).cmp(&key(b)).then(b.rec.id.cmp(&a.rec.id))
     });
     let (nodes, node_widths) = match m.fleet() {
-        Some(f) => node_rows(f, &Filter::parse(node_filter)),
+        Some(f) => node_rows(f, &Filter::parse(app.filter(View::Nodes))),
         None => (Vec::new(), NameWidths::default()),
     };
     let (by_class, by_fault_node) = triage_groups(&faults);
-    let af = Filter::parse(audit_filter);
+    let af = Filter::parse(app.filter(View::Audit));
     let audit = m.audit.iter().rev().filter(|a| af.is_empty() || audit_matches(&af, a)).cloned().collect();
     Derived {
         by_class,
@@ -49,6 +51,7 @@ pub fn derive(app: &App, workload_filter: &str, node_filter: &str, audit_filter:
         fault_widths: widest(&faults),
         workloads: workloads.iter().map(|w| w.rec.id).collect(),
         faults: faults.iter().map(|w| w.rec.id).collect(),
+        faults_total,
         nodes,
         node_widths,
         by_node: m.by_node(),
@@ -97,10 +100,32 @@ fn audit_matches(f: &Filter, a: &AuditRecord) -> bool {
     f.matches(field, &format!("{who} {from} {action} {target} {outcome} {reason}"))
 }
 
-fn workload_matches(f: &Filter, w: &WorkloadRow) -> bool {
-    let a = w.last_attempt();
+/// A fault against the triage view's `/` filter: the workloads' fields,
+/// or text over the row as shown (id, name, class, state, node, pool and
+/// the evidence line).
+fn fault_matches(f: &Filter, w: &WorkloadRow) -> bool {
+    let a = w.attempts.iter().rev().find(|a| a.class.is_some()).or(w.last_attempt());
+    let text = format!(
+        "{} {} {} {} {} {} {}",
+        w.rec.id,
+        w.rec.name,
+        w.fault_class().map_or("", |c| c.as_str()),
+        w.rec.state,
+        a.map_or("", |a| a.node.as_str()),
+        a.map_or("", |a| a.pool.as_str()),
+        a.and_then(|a| a.evidence.as_deref()).unwrap_or(""),
+    );
+    f.matches(workload_field(w, a), &text)
+}
+
+/// A workload's fields for the `/` filter: `state=`, `name=`,
+/// `provider=`, `pool=`, `node=` (of attempt `a`), `class=`.
+fn workload_field<'a>(
+    w: &'a WorkloadRow,
+    a: Option<&'a crate::engine::model::AttemptRecord>,
+) -> impl Fn(&str) -> Option<&'a str> {
     let class = w.fault_class().map(|c| c.as_str());
-    let field = |k: &str| -> Option<&str> {
+    move |k: &str| -> Option<&'a str> {
         match k {
             "state" => Some(w.rec.state.as_str()),
             "name" => Some(w.rec.name.as_str()),
@@ -108,19 +133,22 @@ fn workload_matches(f: &Filter, w: &WorkloadRow) -> bool {
             "pool" => a.map(|a| a.pool.as_str()),
             "node" => a.map(|a| a.node.as_str()),
             "class" => class,
-            "id" => None,
             _ => None,
         }
-    };
+    }
+}
+
+fn workload_matches(f: &Filter, w: &WorkloadRow) -> bool {
+    let a = w.last_attempt();
     let text = format!(
         "{} {} {} {} {}",
         w.rec.id,
         w.rec.name,
         w.rec.state,
         a.map_or("", |a| a.pool.as_str()),
-        class.unwrap_or("")
+        w.fault_class().map_or("", |c| c.as_str())
     );
-    f.matches(field, &text)
+    f.matches(workload_field(w, a), &text)
 }
 
 fn compare(c: Column, a: &WorkloadRow, b: &WorkloadRow) -> Ordering {

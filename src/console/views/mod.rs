@@ -169,7 +169,7 @@ fn hints(v: View, replay: bool) -> &'static str {
         View::Workloads => {
             "enter detail  l logs  / filter  F faults  s sort  r retry  ^k cancel  : cmd  ? help"
         }
-        View::Triage => "enter detail  l logs@evidence  r retry  ^k cancel  c cordon  d drain  ? help",
+        View::Triage => "enter detail  l logs@evidence  / filter  r retry  c cordon  d drain  ? help",
         View::Nodes => "enter workloads  c cordon  u uncordon  d drain  / filter  ? help",
         View::Logs => "/ search  n/N next/prev  e evidence  f follow  w wrap  z time  y copy  esc back",
         View::Editor => "^s submit  ^t template  ^o $EDITOR  :open/:save PATH  esc leave",

@@ -1,7 +1,8 @@
 //! Triage: failed and retrying workloads grouped by failure class and by
 //! node/pool, so one bad node or one bad image stands out; below, the
-//! faults themselves with their evidence line. Node names that do not fit
-//! are shortened in the middle, so that nodes stay told apart.
+//! faults themselves with their evidence line. `/` filters them (the
+//! groups count what the filter keeps). Node names that do not fit are
+//! shortened in the middle, so that nodes stay told apart.
 
 use super::{block, constraints, marker, window};
 use crate::console::app::{App, View};
@@ -117,7 +118,18 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .zip(&w)
         .map(|(h, w)| fit::end(h, *w).into_owned())
         .collect();
-    let title = format!("faults {} — l logs at evidence, r retry, c cordon, d drain", ids.len());
+    let flt = app.filter_text.get(&View::Triage).filter(|s| !s.is_empty());
+    let title = match flt {
+        Some(flt) => {
+            format!("faults {}/{} /{flt} — esc clears the filter", ids.len(), app.derived.faults_total)
+        }
+        None => format!("faults {} — l logs at evidence, r retry, c cordon, d drain", ids.len()),
+    };
+    if ids.is_empty() && flt.is_some() {
+        let p = Paragraph::new(Span::styled("no fault matches the filter (esc clears it)", t.dim));
+        f.render_widget(p.block(block(title, t)), list);
+        return;
+    }
     let table = Table::new(rows.collect::<Vec<_>>(), constraints(&w))
         .header(Row::new(fit::shown(header, &w)).style(t.header))
         .column_spacing(1)
