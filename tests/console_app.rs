@@ -530,3 +530,73 @@ fn slash_filters_triage_shows_it_and_esc_clears_it() {
     code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
     assert_eq!(a.derived.faults.len(), all);
 }
+
+#[test]
+fn help_scrolls_and_lists_every_key_and_command() {
+    use canopy::console::keymap::{BINDINGS, COMMANDS};
+    let mut a = app(false);
+    keys(&mut a, "?");
+    let top = screen(&a);
+    assert!(top.contains("help 1-20 of "), "{top}");
+    assert!(!top.contains(":quit"), "taller than the screen:\n{top}");
+    let mut seen = top.clone();
+    for _ in 0..20 {
+        code(&mut a, KeyCode::PageDown, KeyModifiers::NONE);
+        seen.push_str(&screen(&a));
+    }
+    let bottom = screen(&a);
+    assert!(bottom.contains(":quit"), "{bottom}");
+    // Replay keys show in a replay only.
+    for b in BINDINGS.iter().filter(|b| b.scope != canopy::console::keymap::Scope::Replay) {
+        // Long ones wrap: their start is on one line.
+        let start: String = b.help.chars().take(30).collect();
+        assert!(seen.contains(start.trim_end()), "{}", b.help);
+    }
+    for (c, _) in COMMANDS {
+        assert!(seen.contains(&format!(":{c} ")), ":{c}");
+    }
+    assert!(seen.contains("input line") && seen.contains("/ filter"), "{seen}");
+    // k, g and G move; q closes (it does not quit).
+    keys(&mut a, "k");
+    assert_ne!(screen(&a), bottom);
+    keys(&mut a, "g");
+    assert_eq!(screen(&a), top);
+    keys(&mut a, "G");
+    assert_eq!(screen(&a), bottom);
+    assert!(keys(&mut a, "q").is_empty());
+    assert_eq!(a.view, View::Overview);
+    // Opened again, it starts at the top.
+    keys(&mut a, "?");
+    assert_eq!(screen(&a), top);
+}
+
+#[test]
+fn tab_on_an_ambiguous_command_lists_the_choices() {
+    let mut a = app(false);
+    keys(&mut a, ":c");
+    code(&mut a, KeyCode::Tab, KeyModifiers::NONE);
+    assert_eq!(a.input.as_ref().unwrap().text, "c");
+    let footer = screen(&a).lines().last().unwrap().to_string();
+    assert!(footer.contains("capacity  cordon  cancel"), "{footer}");
+    keys(&mut a, "o");
+    assert!(!screen(&a).contains("capacity  cordon"), "the choices go with the next key");
+    code(&mut a, KeyCode::Tab, KeyModifiers::NONE);
+    assert_eq!(a.input.as_ref().unwrap().text, "cordon ");
+    // Arguments too: the sort columns.
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    keys(&mut a, ":sort a");
+    code(&mut a, KeyCode::Tab, KeyModifiers::NONE);
+    assert!(screen(&a).lines().last().unwrap().contains("attempt  age"), "{}", screen(&a));
+}
+
+#[test]
+fn the_sorted_column_is_marked_in_its_header() {
+    let mut a = app(false);
+    keys(&mut a, "4");
+    assert!(screen(&a).lines().nth(2).unwrap().contains("ID▼"), "{}", screen(&a));
+    a.run_command("sort age");
+    let header = screen(&a).lines().nth(2).unwrap().to_string();
+    assert!(header.contains("AGE▼") && !header.contains("ID▼"), "{header}");
+    keys(&mut a, "S");
+    assert!(screen(&a).lines().nth(2).unwrap().contains("AGE▲"), "{}", screen(&a));
+}

@@ -290,6 +290,14 @@ fn workloads_and_triage_shorten_names_in_the_middle_at_80_and_120_columns() {
 }
 
 #[test]
+fn help_scrolled_to_its_end() {
+    let mut a = app();
+    key(&mut a, '?');
+    key(&mut a, 'G');
+    snap("help_end", &a);
+}
+
+#[test]
 fn triage_filtered() {
     let mut a = app();
     key(&mut a, '5');
@@ -298,4 +306,14 @@ fn triage_filtered() {
     }
     a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
     snap("triage_filtered", &a);
+}
+
+#[test]
+fn tab_lists_the_commands_it_could_complete() {
+    let mut a = app();
+    key(&mut a, ':');
+    key(&mut a, 'c');
+    a.update(Msg::Key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE)));
+    let s = render(&a, 80, 24).backend().to_string();
+    insta::assert_snapshot!("command_choices", s.lines().last().unwrap());
 }

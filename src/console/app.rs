@@ -165,6 +165,9 @@ pub struct Input {
     pub text: String,
     /// Position in history while browsing it with ↑/↓.
     pub hist: Option<usize>,
+    /// What tab could complete to, when it is more than one thing (shown
+    /// until the next key).
+    pub candidates: Vec<String>,
 }
 
 /// How many audit records the audit view loads from the engine (the
@@ -300,6 +303,8 @@ pub struct App {
     pub selected: HashMap<View, usize>,
     /// The item each list's cursor is on.
     picked: HashMap<View, Pick>,
+    /// The first help line shown (`?` scrolls).
+    pub help_scroll: usize,
     pub filter_text: HashMap<View, String>,
     pub faults_only: bool,
     pub sort: Column,
@@ -351,6 +356,7 @@ impl App {
             size: (80, 24),
             selected: HashMap::new(),
             picked: HashMap::new(),
+            help_scroll: 0,
             filter_text: HashMap::new(),
             faults_only: false,
             sort: Column::Id,
@@ -731,12 +737,6 @@ impl App {
         if self.input.is_some() {
             return self.on_input_key(k);
         }
-        if self.view == View::Help {
-            if matches!(k.code, KeyCode::Esc | KeyCode::Char('q' | '?')) {
-                self.back();
-            }
-            return Vec::new();
-        }
         let Some(intent) = keymap::dispatch(self.view, &k) else {
             if self.view == View::Editor {
                 self.editor.text.input(k);
@@ -765,7 +765,7 @@ impl App {
     }
 
     fn on_intent(&mut self, intent: Intent) -> Vec<Effect> {
-        let page = self.page();
+        let page = if self.view == View::Help { super::help::area(self.size).1 } else { self.page() };
         match intent {
             Intent::Quit => {
                 let live = self.model.live();
@@ -776,7 +776,10 @@ impl App {
                 self.quit = true;
                 return vec![Effect::Quit];
             }
-            Intent::Help => self.go(View::Help),
+            Intent::Help => {
+                self.help_scroll = 0;
+                self.go(View::Help);
+            }
             Intent::CommandLine => self.open_input(InputKind::Command),
             Intent::Filter => {
                 let kind = if self.view == View::Logs { InputKind::Search } else { InputKind::Filter };
@@ -886,6 +889,13 @@ impl App {
             if let Some(l) = &mut self.logs {
                 l.scroll(by.clamp(-(1 << 30), 1 << 30), page);
             }
+            return;
+        }
+        if self.view == View::Help {
+            let (w, h) = super::help::area(self.size);
+            let last = super::help::rows(self.replay.is_some(), w).len().saturating_sub(h);
+            self.help_scroll =
+                (self.help_scroll.min(last) as isize).saturating_add(by).clamp(0, last as isize) as usize;
             return;
         }
         let len = self.list_len(self.view);
@@ -1069,12 +1079,13 @@ impl App {
             InputKind::Search => self.logs.as_ref().and_then(|l| l.search.clone()).unwrap_or_default(),
             InputKind::Command => String::new(),
         };
-        self.input = Some(Input { kind, text, hist: None });
+        self.input = Some(Input { kind, text, hist: None, candidates: Vec::new() });
     }
 
     fn on_input_key(&mut self, k: KeyEvent) -> Vec<Effect> {
         let Some(mut input) = self.input.take() else { return Vec::new() };
         let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+        input.candidates.clear();
         match k.code {
             KeyCode::Esc => {
                 if input.kind == InputKind::Filter {
@@ -1088,7 +1099,9 @@ impl App {
             }
             KeyCode::Char('u') if ctrl => input.text.clear(),
             KeyCode::Char('c') if ctrl => return Vec::new(),
-            KeyCode::Tab if input.kind == InputKind::Command => input.text = complete(&input.text, self),
+            KeyCode::Tab if input.kind == InputKind::Command => {
+                (input.text, input.candidates) = complete(&input.text, self);
+            }
             KeyCode::Up | KeyCode::Down if input.kind == InputKind::Command && !self.history.is_empty() => {
                 let n = self.history.len();
                 let i = match (input.hist, k.code) {
@@ -1228,15 +1241,17 @@ impl App {
     }
 }
 
-/// Completes the command word, or a node / workload id argument.
-fn complete(text: &str, app: &App) -> String {
+/// Completes the command word, or a node / workload id argument, as far
+/// as it is one thing; when it could be more, also what they are.
+fn complete(text: &str, app: &App) -> (String, Vec<String>) {
+    let all = |m: &[&str]| m.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     match text.split_once(' ') {
         None => {
             let m: Vec<&str> = COMMANDS.iter().map(|(c, _)| *c).filter(|c| c.starts_with(text)).collect();
             match m.as_slice() {
-                [one] => format!("{one} "),
-                [] => text.to_string(),
-                many => common_prefix(many),
+                [one] => (format!("{one} "), Vec::new()),
+                [] => (text.to_string(), Vec::new()),
+                many => (common_prefix(many), all(many)),
             }
         }
         Some((verb, arg)) => {
@@ -1247,13 +1262,14 @@ fn complete(text: &str, app: &App) -> String {
                     .map(|f| f.nodes.iter().map(|n| n.name.clone()).collect())
                     .unwrap_or_default(),
                 "new" => super::editor::TEMPLATES.iter().map(|(n, _)| n.to_string()).collect(),
+                "sort" => COLUMNS.iter().map(|c| c.name().to_string()).collect(),
                 _ => app.model.workloads.keys().rev().take(1000).map(|w| w.to_string()).collect(),
             };
             let m: Vec<&str> = names.iter().map(String::as_str).filter(|n| n.starts_with(arg)).collect();
             match m.as_slice() {
-                [one] => format!("{verb} {one}"),
-                [] => text.to_string(),
-                many => format!("{verb} {}", common_prefix(many)),
+                [one] => (format!("{verb} {one}"), Vec::new()),
+                [] => (text.to_string(), Vec::new()),
+                many => (format!("{verb} {}", common_prefix(many)), all(many)),
             }
         }
     }

@@ -1,9 +1,10 @@
-//! Workloads: id, name, state, attempt, pool, GPUs, age, cost; sorted,
-//! filtered, faults-only. Names and pools that do not fit are shortened in
-//! the middle; numbers never are. Draws only the visible window of rows.
+//! Workloads: id, name, state, attempt, pool, GPUs, age, cost; sorted (the
+//! sorted column's header carries ▼ or ▲), filtered, faults-only. Names
+//! and pools that do not fit are shortened in the middle; numbers never
+//! are. Draws only the visible window of rows.
 
 use super::{age, block, constraints, marker, state_span, window};
-use crate::console::app::{App, View};
+use crate::console::app::{App, COLUMNS, View};
 use crate::console::fit::{self, Col, distinct};
 use crate::console::model::WorkloadRow;
 use crate::engine::model::WorkloadId;
@@ -30,7 +31,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(table(app, ids, app.sel(View::Workloads), area, title), area);
 }
 
-/// Column headers, after the marker.
+/// Column headers, in [`COLUMNS`] order after the marker.
 const HEADERS: [&str; 8] = ["ID", "NAME", "STATE", "ATT", "POOL", "GPU", "AGE", "COST"];
 
 /// The workloads table over `ids`, with row `sel` selected.
@@ -46,8 +47,19 @@ pub(crate) fn table<'a>(
     let start = window(sel, height);
     let visible: Vec<&WorkloadRow> =
         ids.iter().skip(start).take(height).filter_map(|id| app.model.workloads.get(id)).collect();
-    let headers = HEADERS;
-    let hw = |i: usize| fit::width(headers[i]);
+    // The sorted column says so: `AGE▼`.
+    let headers: Vec<String> = COLUMNS
+        .iter()
+        .zip(HEADERS)
+        .map(|(c, h)| {
+            if *c == app.sort {
+                format!("{h}{}", if app.sort_desc { "▼" } else { "▲" })
+            } else {
+                h.to_string()
+            }
+        })
+        .collect();
+    let hw = |i: usize| fit::width(&headers[i]);
     // Ids as wide as the newest one; costs as the widest shown.
     let id_w = app.model.workloads.keys().next_back().map_or(0, |id| fit::width(&id.to_string()));
     let cost_w = visible.iter().map(|w| cost(w).len()).max().unwrap_or(0);
