@@ -360,3 +360,243 @@ fn a_failed_audit_load_is_tried_again_on_the_next_visit() {
     keys(&mut a, "1");
     assert!(matches!(keys(&mut a, "7")[..], [Effect::LoadAudit(_)]));
 }
+
+/// Records that add workload `to` as a copy of `from` (with its attempts).
+fn copy_of(a: &App, from: u64, to: u64) -> Vec<Record> {
+    let row = &a.model.workloads[&WorkloadId(from)];
+    let mut rec = row.rec.clone();
+    rec.id = WorkloadId(to);
+    let mut out = vec![Record::Workload(Box::new(rec))];
+    for at in &row.attempts {
+        let mut at = at.clone();
+        at.id.workload = WorkloadId(to);
+        out.push(Record::Attempt(Box::new(at)));
+    }
+    out
+}
+
+/// Workload `id` finished well (it leaves triage).
+fn succeeded(a: &App, id: u64) -> Record {
+    let mut rec = a.model.workloads[&WorkloadId(id)].rec.clone();
+    rec.state = canopy::engine::model::WorkloadState::Succeeded;
+    Record::Workload(Box::new(rec))
+}
+
+fn apply(a: &mut App, records: Vec<Record>) {
+    a.update(Msg::Records(Arc::new(Batch { seq: 1, records })));
+}
+
+/// The row the cursor is on, as drawn.
+fn cursor_row(a: &App) -> String {
+    screen(a).lines().find(|l| l.contains("│>")).unwrap_or_default().to_string()
+}
+
+#[test]
+fn the_cursor_stays_on_its_workload_while_rows_move_above_it() {
+    let mut a = app(false);
+    keys(&mut a, "5jjj");
+    let target = a.current_workload().unwrap();
+    assert_eq!(target, WorkloadId(4), "{}", screen(&a));
+    assert!(cursor_row(&a).contains("w-4 "), "{}", screen(&a));
+    // A retry resolves above it (w-18 leaves triage) and two new faults
+    // of a class that sorts first arrive: its row moves down one.
+    let mut r = vec![succeeded(&a, 18)];
+    r.extend(copy_of(&a, 39, 41));
+    r.extend(copy_of(&a, 39, 42));
+    apply(&mut a, r);
+    assert_eq!(a.derived.faults.iter().position(|id| *id == target), Some(4), "it moved");
+    assert_eq!(a.current_workload(), Some(target));
+    assert!(cursor_row(&a).contains("w-4 "), "{}", screen(&a));
+    // `l` opens its logs, not those of whatever took its old row.
+    let fx = keys(&mut a, "l");
+    assert!(matches!(fx.first(), Some(Effect::TailLogs(Some(at))) if at.workload == target), "{fx:?}");
+    // More arrive while reading them; esc comes back to it.
+    let r = copy_of(&a, 39, 43);
+    apply(&mut a, r);
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!(a.view, View::Triage);
+    assert_eq!(a.current_workload(), Some(target));
+    assert!(cursor_row(&a).contains("w-4 "), "{}", screen(&a));
+}
+
+#[test]
+fn the_cursor_stays_on_its_workload_through_new_rows_a_sort_and_a_filter() {
+    let mut a = app(false);
+    keys(&mut a, "4jjj");
+    let target = a.current_workload().unwrap();
+    assert_eq!(target, WorkloadId(37));
+    // New workloads sort above it (newest first).
+    let r = [copy_of(&a, 1, 41), copy_of(&a, 2, 42)].concat();
+    apply(&mut a, r);
+    assert_eq!(a.derived.workloads[0], WorkloadId(42));
+    assert_eq!(a.current_workload(), Some(target));
+    // Another sort, and a filter it passes.
+    keys(&mut a, "s");
+    assert_eq!(a.current_workload(), Some(target));
+    keys(&mut a, "/job");
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!(a.current_workload(), Some(target));
+    // Its detail, and back to it.
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!((a.view, a.detail), (View::Detail, Some(target)));
+    let r = copy_of(&a, 3, 43);
+    apply(&mut a, r);
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!((a.view, a.current_workload()), (View::Workloads, Some(target)));
+    assert!(cursor_row(&a).contains(&format!("{target} ")), "{}", screen(&a));
+}
+
+#[test]
+fn when_its_workload_is_gone_the_cursor_stays_at_its_row() {
+    let mut a = app(false);
+    keys(&mut a, "5jjj");
+    let next = a.derived.faults[4];
+    let r = succeeded(&a, 4);
+    apply(&mut a, vec![r]);
+    assert_eq!(a.sel(View::Triage), 3);
+    assert_eq!(a.current_workload(), Some(next), "the one that took its row");
+    // The last row gone: the new last one.
+    keys(&mut a, "G");
+    let last = a.derived.faults.len() - 1;
+    let before_last = a.derived.faults[last - 1];
+    let r = succeeded(&a, a.derived.faults[last].0);
+    apply(&mut a, vec![r]);
+    assert_eq!(a.current_workload(), Some(before_last));
+}
+
+#[test]
+fn the_nodes_cursor_follows_its_node_through_a_filter() {
+    let mut a = app(false);
+    keys(&mut a, "3jj");
+    assert_eq!(a.current_node().as_deref(), Some("fra-h100-03"));
+    keys(&mut a, "/03");
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!(a.sel(View::Nodes), 0, "its row moved up");
+    assert_eq!(a.current_node().as_deref(), Some("fra-h100-03"));
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!(a.current_node().as_deref(), Some("fra-h100-03"));
+    assert_eq!(a.sel(View::Nodes), 2);
+}
+
+#[test]
+fn the_audit_cursor_stays_on_its_record_when_newer_ones_arrive() {
+    let mut a = app(false);
+    keys(&mut a, "7");
+    let trail = canopy::console::fixture::audit();
+    a.update(Msg::Audit(Ok(trail.clone())));
+    keys(&mut a, "jj");
+    let picked = a.current_audit().cloned().unwrap();
+    let mut newer = trail[0].clone();
+    newer.at = canopy::engine::model::Millis(NOW.0 + 1_000);
+    newer.action = "uncordon".into();
+    apply(&mut a, vec![Record::Audit(Box::new(newer))]);
+    assert_eq!(a.sel(View::Audit), 3);
+    assert_eq!(a.current_audit(), Some(&picked));
+}
+
+#[test]
+fn slash_filters_triage_shows_it_and_esc_clears_it() {
+    use canopy::failure::FailureClass;
+    let mut a = app(false);
+    keys(&mut a, "5");
+    let all = a.derived.faults.len();
+    keys(&mut a, "/class=node");
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    let shown = a.derived.faults.len();
+    assert!(0 < shown && shown < all, "{shown} of {all}");
+    assert!(
+        a.derived.faults.iter().all(|id| a.model.workloads[id].fault_class() == Some(FailureClass::Node))
+    );
+    let s = screen(&a);
+    assert!(s.contains(&format!("faults {shown}/{all} /class=node")), "{s}");
+    // The groups count what the filter keeps.
+    assert_eq!(a.derived.by_class.len(), 1);
+    assert!(!s.contains("gpu-oom"), "{s}");
+    // Text matches what a row shows, the evidence too.
+    a.filter_text.insert(View::Triage, "fallen off".into());
+    a.refresh();
+    assert_eq!(a.derived.faults.len(), shown);
+    // The workloads' filter is their own.
+    keys(&mut a, "4");
+    assert_eq!(a.derived.workloads.len(), 40);
+    keys(&mut a, "5");
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!(a.view, View::Triage, "esc clears the filter first");
+    assert_eq!(a.derived.faults.len(), all);
+    assert!(screen(&a).contains(&format!("faults {all} —")), "{}", screen(&a));
+    // Esc while typing clears it too.
+    keys(&mut a, "/app");
+    assert!(a.derived.faults.len() < all, "as you type");
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!(a.derived.faults.len(), all);
+}
+
+#[test]
+fn help_scrolls_and_lists_every_key_and_command() {
+    use canopy::console::keymap::{BINDINGS, COMMANDS};
+    let mut a = app(false);
+    keys(&mut a, "?");
+    let top = screen(&a);
+    assert!(top.contains("help 1-20 of "), "{top}");
+    assert!(!top.contains(":quit"), "taller than the screen:\n{top}");
+    let mut seen = top.clone();
+    for _ in 0..20 {
+        code(&mut a, KeyCode::PageDown, KeyModifiers::NONE);
+        seen.push_str(&screen(&a));
+    }
+    let bottom = screen(&a);
+    assert!(bottom.contains(":quit"), "{bottom}");
+    // Replay keys show in a replay only.
+    for b in BINDINGS.iter().filter(|b| b.scope != canopy::console::keymap::Scope::Replay) {
+        // Long ones wrap: their start is on one line.
+        let start: String = b.help.chars().take(30).collect();
+        assert!(seen.contains(start.trim_end()), "{}", b.help);
+    }
+    for (c, _) in COMMANDS {
+        assert!(seen.contains(&format!(":{c} ")), ":{c}");
+    }
+    assert!(seen.contains("input line") && seen.contains("/ filter"), "{seen}");
+    // k, g and G move; q closes (it does not quit).
+    keys(&mut a, "k");
+    assert_ne!(screen(&a), bottom);
+    keys(&mut a, "g");
+    assert_eq!(screen(&a), top);
+    keys(&mut a, "G");
+    assert_eq!(screen(&a), bottom);
+    assert!(keys(&mut a, "q").is_empty());
+    assert_eq!(a.view, View::Overview);
+    // Opened again, it starts at the top.
+    keys(&mut a, "?");
+    assert_eq!(screen(&a), top);
+}
+
+#[test]
+fn tab_on_an_ambiguous_command_lists_the_choices() {
+    let mut a = app(false);
+    keys(&mut a, ":c");
+    code(&mut a, KeyCode::Tab, KeyModifiers::NONE);
+    assert_eq!(a.input.as_ref().unwrap().text, "c");
+    let footer = screen(&a).lines().last().unwrap().to_string();
+    assert!(footer.contains("capacity  cordon  cancel"), "{footer}");
+    keys(&mut a, "o");
+    assert!(!screen(&a).contains("capacity  cordon"), "the choices go with the next key");
+    code(&mut a, KeyCode::Tab, KeyModifiers::NONE);
+    assert_eq!(a.input.as_ref().unwrap().text, "cordon ");
+    // Arguments too: the sort columns.
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    keys(&mut a, ":sort a");
+    code(&mut a, KeyCode::Tab, KeyModifiers::NONE);
+    assert!(screen(&a).lines().last().unwrap().contains("attempt  age"), "{}", screen(&a));
+}
+
+#[test]
+fn the_sorted_column_is_marked_in_its_header() {
+    let mut a = app(false);
+    keys(&mut a, "4");
+    assert!(screen(&a).lines().nth(2).unwrap().contains("ID▼"), "{}", screen(&a));
+    a.run_command("sort age");
+    let header = screen(&a).lines().nth(2).unwrap().to_string();
+    assert!(header.contains("AGE▼") && !header.contains("ID▼"), "{header}");
+    keys(&mut a, "S");
+    assert!(screen(&a).lines().nth(2).unwrap().contains("AGE▲"), "{}", screen(&a));
+}

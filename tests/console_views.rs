@@ -230,3 +230,90 @@ fn a_held_node_says_who_holds_it_and_why() {
     assert!(text.contains("ops-alice") && text.contains("fan noise"), "{text}");
     assert!(!text.contains('\x1b'), "a reason never reaches the terminal raw");
 }
+
+/// The console over [`long_names`](canopy::console::fixture::long_names)
+/// at `w` columns, in view `v`.
+fn long_names_at(v: char, w: u16) -> (App, String) {
+    let mut a = App::new(Config::default(), canopy::console::fixture::long_names(24), NOW);
+    a.update(Msg::Resize(w, 24));
+    key(&mut a, v);
+    let s = render(&a, w, 24).backend().to_string();
+    (a, s)
+}
+
+/// Lines of a rendered screen that hold `needle`.
+fn lines_with<'a>(s: &'a str, needle: &str) -> Vec<&'a str> {
+    s.lines().filter(|l| l.contains(needle)).collect()
+}
+
+#[test]
+fn long_node_names_stay_told_apart_at_80_and_120_columns() {
+    for w in [80, 120] {
+        let (a, s) = long_names_at('3', w);
+        insta::assert_snapshot!(format!("long_names_nodes_{w}"), render(&a, w, 24).backend());
+        // Each node's row shows its own end: the names differ there.
+        for end in ["0003", "0004", "0011", "l4-0 ", "l4-1 ", "spot-1-00", "spot-1-01", "spot-2-00"] {
+            assert_eq!(lines_with(&s, end).len(), 1, "{end} at {w} columns:\n{s}");
+        }
+        // Pools that differ in their middle too.
+        assert!(s.contains("h1") && s.contains("h2"), "{s}");
+    }
+}
+
+#[test]
+fn capacity_keeps_regions_and_prices_whole_and_pools_apart_at_80_and_120_columns() {
+    for w in [80, 120] {
+        let (a, s) = long_names_at('2', w);
+        insta::assert_snapshot!(format!("long_names_capacity_{w}"), render(&a, w, 24).backend());
+        assert_eq!(lines_with(&s, "ap-northeast-1").len(), 2, "the region is never cut at {w}:\n{s}");
+        for price in ["$0.45 ", "$0.55 ", "$31.50 ", "$42.00 "] {
+            assert_eq!(lines_with(&s, price).len(), 1, "{price} at {w} columns:\n{s}");
+        }
+        let spot = lines_with(&s, "ap-northeast-1");
+        assert_ne!(spot[0].split_whitespace().nth(1), spot[1].split_whitespace().nth(1), "{s}");
+    }
+}
+
+#[test]
+fn workloads_and_triage_shorten_names_in_the_middle_at_80_and_120_columns() {
+    for w in [80, 120] {
+        let (a, s) = long_names_at('4', w);
+        insta::assert_snapshot!(format!("long_names_workloads_{w}"), render(&a, w, 24).backend());
+        // Seeds differ at the end: each shows once.
+        for seed in ["seed-6 ", "seed-9 ", "seed-18 ", "seed-21 "] {
+            assert_eq!(lines_with(&s, seed).len(), 1, "{seed} at {w} columns:\n{s}");
+        }
+        let (a, s) = long_names_at('5', w);
+        insta::assert_snapshot!(format!("long_names_triage_{w}"), render(&a, w, 24).backend());
+        assert!(!s.contains("cloud-a-a10g-ondemand-u "), "not cut at the end:\n{s}");
+    }
+}
+
+#[test]
+fn help_scrolled_to_its_end() {
+    let mut a = app();
+    key(&mut a, '?');
+    key(&mut a, 'G');
+    snap("help_end", &a);
+}
+
+#[test]
+fn triage_filtered() {
+    let mut a = app();
+    key(&mut a, '5');
+    for c in "/gpu-oom fra".chars() {
+        key(&mut a, c);
+    }
+    a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
+    snap("triage_filtered", &a);
+}
+
+#[test]
+fn tab_lists_the_commands_it_could_complete() {
+    let mut a = app();
+    key(&mut a, ':');
+    key(&mut a, 'c');
+    a.update(Msg::Key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE)));
+    let s = render(&a, 80, 24).backend().to_string();
+    insta::assert_snapshot!("command_choices", s.lines().last().unwrap());
+}

@@ -165,6 +165,9 @@ pub struct Input {
     pub text: String,
     /// Position in history while browsing it with ↑/↓.
     pub hist: Option<usize>,
+    /// What tab could complete to, when it is more than one thing (shown
+    /// until the next key).
+    pub candidates: Vec<String>,
 }
 
 /// How many audit records the audit view loads from the engine (the
@@ -210,15 +213,82 @@ pub const THROTTLE_FROM_WORKLOADS: usize = 2_000;
 pub struct Derived {
     pub generation: u64,
     pub workloads: Vec<WorkloadId>,
+    /// Failed and retrying workloads that pass the triage view's filter.
     pub faults: Vec<WorkloadId>,
+    /// Failed and retrying workloads, filter or not.
+    pub faults_total: usize,
     pub nodes: Vec<u32>,
     pub by_node: HashMap<String, Vec<WorkloadId>>,
-    /// Triage groups: (class, count, where most of them failed), largest first.
-    pub by_class: Vec<(String, usize, String)>,
-    /// Triage groups: (node (pool), count, classes), largest first.
-    pub by_fault_node: Vec<(String, usize, String)>,
+    /// Triage groups by failure class, largest first.
+    pub by_class: Vec<ClassGroup>,
+    /// Triage groups by node, largest first.
+    pub by_fault_node: Vec<NodeGroup>,
     /// Audit records that pass the audit view's filter, newest first.
     pub audit: Vec<AuditRecord>,
+    /// The widest names in each list's rows (all of them, not only those
+    /// on screen, so that columns do not move while scrolling).
+    pub workload_widths: NameWidths,
+    pub fault_widths: NameWidths,
+    pub node_widths: NameWidths,
+}
+
+/// The widest names in a list, in terminal columns.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct NameWidths {
+    /// A workload's or a node's name.
+    pub name: usize,
+    pub pool: usize,
+    pub node: usize,
+}
+
+/// Faults of one failure class, and the node most of them failed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassGroup {
+    pub class: String,
+    pub count: usize,
+    /// (how many, node, pool) where most failed.
+    pub top: Option<(usize, String, String)>,
+}
+
+/// Faults on one node, by class (`gpu-oom:2 app:1`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeGroup {
+    pub node: String,
+    pub pool: String,
+    pub count: usize,
+    pub classes: String,
+}
+
+/// What a list's cursor is on: the item itself, so that it stays on it
+/// when rows move (a state change re-sorts them, new ones arrive above,
+/// a filter or a sort changes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pick {
+    Workload(WorkloadId),
+    Node(String),
+    /// An audit record: when, who, what, of what.
+    Audit(Millis, String, String, Option<String>),
+}
+
+impl Pick {
+    fn audit(a: &AuditRecord) -> Self {
+        Pick::Audit(a.at, a.principal.clone(), a.action.clone(), a.target.clone())
+    }
+    fn is_audit(&self, a: &AuditRecord) -> bool {
+        matches!(self, Pick::Audit(at, who, what, target)
+            if *at == a.at && *who == a.principal && *what == a.action && *target == a.target)
+    }
+}
+
+/// The lists whose cursor follows its item.
+const LISTS: [View; 4] = [View::Workloads, View::Nodes, View::Triage, View::Audit];
+
+/// What the derived rows were computed from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct DeriveKey {
+    generation: u64,
+    /// What the operator chose: filters per view, faults only, the sort.
+    choice: (HashMap<View, String>, bool, Column, bool),
 }
 
 pub struct App {
@@ -228,14 +298,19 @@ pub struct App {
     back: Vec<View>,
     pub now: Millis,
     pub size: (u16, u16),
-    /// Selection per view (row index).
+    /// Selection per view (row index), moved to follow its item whenever
+    /// the rows are derived again.
     pub selected: HashMap<View, usize>,
+    /// The item each list's cursor is on.
+    picked: HashMap<View, Pick>,
+    /// The first help line shown (`?` scrolls).
+    pub help_scroll: usize,
     pub filter_text: HashMap<View, String>,
     pub faults_only: bool,
     pub sort: Column,
     pub sort_desc: bool,
     pub derived: Derived,
-    derived_key: (u64, String, String, bool, Column, bool, String),
+    derived_key: Option<DeriveKey>,
     /// When the rows were last derived, and whether a data change since is
     /// waiting for the next tick (see [`THROTTLE_FROM_WORKLOADS`]).
     derived_at: Millis,
@@ -280,12 +355,14 @@ impl App {
             now,
             size: (80, 24),
             selected: HashMap::new(),
+            picked: HashMap::new(),
+            help_scroll: 0,
             filter_text: HashMap::new(),
             faults_only: false,
             sort: Column::Id,
             sort_desc: true,
             derived: Derived::default(),
-            derived_key: (u64::MAX, String::new(), String::new(), false, Column::Id, true, String::new()),
+            derived_key: None,
             derived_at: Millis(i64::MIN),
             derive_pending: false,
             detail: None,
@@ -330,39 +407,96 @@ impl App {
         self.model.status_age(self.now).is_none_or(|a| a > self.config.stale_after_s)
     }
 
-    /// Recomputes derived rows when their inputs changed.
+    /// The filter typed in a view (empty: none).
+    pub fn filter(&self, v: View) -> &str {
+        self.filter_text.get(&v).map_or("", String::as_str)
+    }
+
+    /// Recomputes derived rows when their inputs changed, and keeps each
+    /// list's cursor on its item.
     pub fn refresh(&mut self) {
-        let key = (
-            self.model.generation,
-            self.filter_text.get(&View::Workloads).cloned().unwrap_or_default(),
-            self.filter_text.get(&View::Nodes).cloned().unwrap_or_default(),
-            self.faults_only,
-            self.sort,
-            self.sort_desc,
-            self.filter_text.get(&View::Audit).cloned().unwrap_or_default(),
-        );
-        if key == self.derived_key {
+        let filters: HashMap<View, String> = [View::Workloads, View::Nodes, View::Triage, View::Audit]
+            .into_iter()
+            .map(|v| (v, self.filter(v).to_string()))
+            .filter(|(_, f)| !f.is_empty())
+            .collect();
+        let key = DeriveKey {
+            generation: self.model.generation,
+            choice: (filters, self.faults_only, self.sort, self.sort_desc),
+        };
+        if self.derived_key.as_ref() == Some(&key) {
             return;
         }
         // A big store under a busy engine changes many times a second, and
         // deriving 10,000 rows costs tens of milliseconds: data-only changes
         // then wait for the next tick. What the operator does (filter, sort)
         // always applies at once.
-        let (old, new) = (&self.derived_key, &key);
-        let data_only =
-            (&old.1, &old.2, old.3, old.4, old.5, &old.6) == (&new.1, &new.2, new.3, new.4, new.5, &new.6);
+        let data_only = self.derived_key.as_ref().is_some_and(|old| old.choice == key.choice);
         if data_only && self.model.workloads.len() >= THROTTLE_FROM_WORKLOADS && self.now == self.derived_at {
             self.derive_pending = true;
             return;
         }
-        self.derived = super::derive::derive(self, &key.1, &key.2, &key.6);
-        self.derived_key = key;
+        self.derived = super::derive::derive(self);
+        self.derived_key = Some(key);
         self.derived_at = self.now;
         self.derive_pending = false;
-        for v in [View::Workloads, View::Nodes, View::Triage, View::Audit] {
-            let len = self.list_len(v);
-            let s = self.selected.entry(v).or_insert(0);
-            *s = (*s).min(len.saturating_sub(1));
+        for v in LISTS {
+            self.follow_pick(v);
+        }
+    }
+
+    /// After the rows were derived again: the cursor goes to where its
+    /// item is now; only when the item is gone (finished, filtered out)
+    /// does it stay at its row (or the last), on whatever is there now.
+    fn follow_pick(&mut self, v: View) {
+        let old = self.sel(v);
+        let i = match self.picked.get(&v) {
+            Some(p) if self.pick_at(v, old).as_ref() == Some(p) => old,
+            Some(p) => self.position(v, p).unwrap_or(old),
+            None => old,
+        };
+        self.select(v, i);
+    }
+
+    /// Puts a list's cursor on row `i` (or its last row) and remembers the
+    /// item there.
+    fn select(&mut self, v: View, i: usize) {
+        let i = i.min(self.list_len(v).saturating_sub(1));
+        self.selected.insert(v, i);
+        match self.pick_at(v, i) {
+            Some(p) => self.picked.insert(v, p),
+            None => self.picked.remove(&v),
+        };
+    }
+
+    /// The item on row `i` of a list.
+    fn pick_at(&self, v: View, i: usize) -> Option<Pick> {
+        match v {
+            View::Workloads => self.derived.workloads.get(i).map(|id| Pick::Workload(*id)),
+            View::Triage => self.derived.faults.get(i).map(|id| Pick::Workload(*id)),
+            View::Nodes => {
+                let n = *self.derived.nodes.get(i)?;
+                self.model.fleet()?.nodes.get(n as usize).map(|n| Pick::Node(n.name.clone()))
+            }
+            View::Audit => self.derived.audit.get(i).map(Pick::audit),
+            _ => None,
+        }
+    }
+
+    /// The row an item is on in a list, if it is there.
+    fn position(&self, v: View, p: &Pick) -> Option<usize> {
+        match (v, p) {
+            (View::Workloads, Pick::Workload(id)) => self.derived.workloads.iter().position(|x| x == id),
+            (View::Triage, Pick::Workload(id)) => self.derived.faults.iter().position(|x| x == id),
+            (View::Nodes, Pick::Node(name)) => {
+                let f = self.model.fleet()?;
+                self.derived
+                    .nodes
+                    .iter()
+                    .position(|&n| f.nodes.get(n as usize).is_some_and(|n| n.name == *name))
+            }
+            (View::Audit, p) => self.derived.audit.iter().position(|a| p.is_audit(a)),
+            _ => None,
         }
     }
 
@@ -603,12 +737,6 @@ impl App {
         if self.input.is_some() {
             return self.on_input_key(k);
         }
-        if self.view == View::Help {
-            if matches!(k.code, KeyCode::Esc | KeyCode::Char('q' | '?')) {
-                self.back();
-            }
-            return Vec::new();
-        }
         let Some(intent) = keymap::dispatch(self.view, &k) else {
             if self.view == View::Editor {
                 self.editor.text.input(k);
@@ -621,14 +749,23 @@ impl App {
     }
 
     fn back(&mut self) {
-        if self.view == View::Logs {
+        let from = self.view;
+        if from == View::Logs {
             self.logs = None;
         }
         self.view = self.back.pop().unwrap_or(View::Overview);
+        // Back from a workload's detail or logs: the list's cursor is on
+        // that workload, wherever its row is now.
+        if matches!(from, View::Detail | View::Logs)
+            && let Some(id) = self.detail
+            && let Some(i) = self.position(self.view, &Pick::Workload(id))
+        {
+            self.select(self.view, i);
+        }
     }
 
     fn on_intent(&mut self, intent: Intent) -> Vec<Effect> {
-        let page = self.page();
+        let page = if self.view == View::Help { super::help::area(self.size).1 } else { self.page() };
         match intent {
             Intent::Quit => {
                 let live = self.model.live();
@@ -639,7 +776,10 @@ impl App {
                 self.quit = true;
                 return vec![Effect::Quit];
             }
-            Intent::Help => self.go(View::Help),
+            Intent::Help => {
+                self.help_scroll = 0;
+                self.go(View::Help);
+            }
             Intent::CommandLine => self.open_input(InputKind::Command),
             Intent::Filter => {
                 let kind = if self.view == View::Logs { InputKind::Search } else { InputKind::Filter };
@@ -751,9 +891,16 @@ impl App {
             }
             return;
         }
+        if self.view == View::Help {
+            let (w, h) = super::help::area(self.size);
+            let last = super::help::rows(self.replay.is_some(), w).len().saturating_sub(h);
+            self.help_scroll =
+                (self.help_scroll.min(last) as isize).saturating_add(by).clamp(0, last as isize) as usize;
+            return;
+        }
         let len = self.list_len(self.view);
-        let s = self.selected.entry(self.view).or_insert(0);
-        *s = (*s as isize).saturating_add(by).clamp(0, len.saturating_sub(1) as isize) as usize;
+        let i = (self.sel(self.view) as isize).saturating_add(by).clamp(0, len.saturating_sub(1) as isize);
+        self.select(self.view, i as usize);
     }
 
     fn open(&mut self) -> Vec<Effect> {
@@ -932,12 +1079,13 @@ impl App {
             InputKind::Search => self.logs.as_ref().and_then(|l| l.search.clone()).unwrap_or_default(),
             InputKind::Command => String::new(),
         };
-        self.input = Some(Input { kind, text, hist: None });
+        self.input = Some(Input { kind, text, hist: None, candidates: Vec::new() });
     }
 
     fn on_input_key(&mut self, k: KeyEvent) -> Vec<Effect> {
         let Some(mut input) = self.input.take() else { return Vec::new() };
         let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+        input.candidates.clear();
         match k.code {
             KeyCode::Esc => {
                 if input.kind == InputKind::Filter {
@@ -951,7 +1099,9 @@ impl App {
             }
             KeyCode::Char('u') if ctrl => input.text.clear(),
             KeyCode::Char('c') if ctrl => return Vec::new(),
-            KeyCode::Tab if input.kind == InputKind::Command => input.text = complete(&input.text, self),
+            KeyCode::Tab if input.kind == InputKind::Command => {
+                (input.text, input.candidates) = complete(&input.text, self);
+            }
             KeyCode::Up | KeyCode::Down if input.kind == InputKind::Command && !self.history.is_empty() => {
                 let n = self.history.len();
                 let i = match (input.hist, k.code) {
@@ -1091,15 +1241,17 @@ impl App {
     }
 }
 
-/// Completes the command word, or a node / workload id argument.
-fn complete(text: &str, app: &App) -> String {
+/// Completes the command word, or a node / workload id argument, as far
+/// as it is one thing; when it could be more, also what they are.
+fn complete(text: &str, app: &App) -> (String, Vec<String>) {
+    let all = |m: &[&str]| m.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     match text.split_once(' ') {
         None => {
             let m: Vec<&str> = COMMANDS.iter().map(|(c, _)| *c).filter(|c| c.starts_with(text)).collect();
             match m.as_slice() {
-                [one] => format!("{one} "),
-                [] => text.to_string(),
-                many => common_prefix(many),
+                [one] => (format!("{one} "), Vec::new()),
+                [] => (text.to_string(), Vec::new()),
+                many => (common_prefix(many), all(many)),
             }
         }
         Some((verb, arg)) => {
@@ -1110,13 +1262,14 @@ fn complete(text: &str, app: &App) -> String {
                     .map(|f| f.nodes.iter().map(|n| n.name.clone()).collect())
                     .unwrap_or_default(),
                 "new" => super::editor::TEMPLATES.iter().map(|(n, _)| n.to_string()).collect(),
+                "sort" => COLUMNS.iter().map(|c| c.name().to_string()).collect(),
                 _ => app.model.workloads.keys().rev().take(1000).map(|w| w.to_string()).collect(),
             };
             let m: Vec<&str> = names.iter().map(String::as_str).filter(|n| n.starts_with(arg)).collect();
             match m.as_slice() {
-                [one] => format!("{verb} {one}"),
-                [] => text.to_string(),
-                many => format!("{verb} {}", common_prefix(many)),
+                [one] => (format!("{verb} {one}"), Vec::new()),
+                [] => (text.to_string(), Vec::new()),
+                many => (format!("{verb} {}", common_prefix(many)), all(many)),
             }
         }
     }

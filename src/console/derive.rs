@@ -1,10 +1,11 @@
 //! Rows derived from the read model for the list views: the workloads
-//! table (filtered, faults-only, sorted), the triage list and the nodes
-//! table. Computed once per model change or filter change, never per frame.
-//! Pure.
+//! table (filtered, faults-only, sorted), the triage list (filtered) and
+//! the nodes table, with the widest names in each. Computed once per model
+//! change or filter change, never per frame. Pure.
 
-use super::app::{App, Column, Derived};
+use super::app::{App, ClassGroup, Column, Derived, NameWidths, NodeGroup, View};
 use super::filter::Filter;
+use super::fit::width;
 use super::model::WorkloadRow;
 use crate::engine::model::AuditRecord;
 use crate::failure::FailureClass;
@@ -13,9 +14,9 @@ use crate::text::sanitize;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-pub fn derive(app: &App, workload_filter: &str, node_filter: &str, audit_filter: &str) -> Derived {
+pub fn derive(app: &App) -> Derived {
     let m = &app.model;
-    let wf = Filter::parse(workload_filter);
+    let wf = Filter::parse(app.filter(View::Workloads));
     let mut workloads: Vec<&WorkloadRow> = m
         .workloads
         .values()
@@ -27,29 +28,52 @@ pub fn derive(app: &App, workload_filter: &str, node_filter: &str, audit_filter:
         if app.sort_desc { o.reverse() } else { o }
     });
     let mut faults: Vec<&WorkloadRow> = m.workloads.values().filter(|w| w.is_fault()).collect();
-    faults.retain(|w| wf.is_empty() || workload_matches(&wf, w));
+    let faults_total = faults.len();
+    let tf = Filter::parse(app.filter(View::Triage));
+    faults.retain(|w| tf.is_empty() || fault_matches(&tf, w));
     faults.sort_by(|a, b| {
         let key =
             |w: &WorkloadRow| (w.fault_class().map(|c| c.as_str()), w.last_attempt().map(|a| a.node.clone()));
         key(a).cmp(&key(b)).then(b.rec.id.cmp(&a.rec.id))
     });
-    let nodes = match m.fleet() {
-        Some(f) => node_rows(f, &Filter::parse(node_filter)),
-        None => Vec::new(),
+    let (nodes, node_widths) = match m.fleet() {
+        Some(f) => node_rows(f, &Filter::parse(app.filter(View::Nodes))),
+        None => (Vec::new(), NameWidths::default()),
     };
     let (by_class, by_fault_node) = triage_groups(&faults);
-    let af = Filter::parse(audit_filter);
+    let af = Filter::parse(app.filter(View::Audit));
     let audit = m.audit.iter().rev().filter(|a| af.is_empty() || audit_matches(&af, a)).cloned().collect();
     Derived {
         by_class,
         by_fault_node,
         generation: m.generation,
+        workload_widths: widest(&workloads),
+        fault_widths: widest(&faults),
         workloads: workloads.iter().map(|w| w.rec.id).collect(),
         faults: faults.iter().map(|w| w.rec.id).collect(),
+        faults_total,
         nodes,
+        node_widths,
         by_node: m.by_node(),
         audit,
     }
+}
+
+/// The widest name, pool and node among workloads (of the last attempt;
+/// for a fault, of the failed attempt its row shows).
+fn widest(rows: &[&WorkloadRow]) -> NameWidths {
+    let mut w = NameWidths::default();
+    for r in rows {
+        w.name = w.name.max(width(&r.rec.name));
+        if let Some(a) = r.last_attempt() {
+            w.pool = w.pool.max(width(&a.pool));
+            w.node = w.node.max(width(&a.node));
+        }
+        if let Some(a) = r.attempts.iter().rev().find(|a| a.class.is_some()) {
+            w.node = w.node.max(width(&a.node));
+        }
+    }
+    w
 }
 
 /// An audit record against the `/` filter: `who=`, `from=`, `action=`,
@@ -76,10 +100,32 @@ fn audit_matches(f: &Filter, a: &AuditRecord) -> bool {
     f.matches(field, &format!("{who} {from} {action} {target} {outcome} {reason}"))
 }
 
-fn workload_matches(f: &Filter, w: &WorkloadRow) -> bool {
-    let a = w.last_attempt();
+/// A fault against the triage view's `/` filter: the workloads' fields,
+/// or text over the row as shown (id, name, class, state, node, pool and
+/// the evidence line).
+fn fault_matches(f: &Filter, w: &WorkloadRow) -> bool {
+    let a = w.attempts.iter().rev().find(|a| a.class.is_some()).or(w.last_attempt());
+    let text = format!(
+        "{} {} {} {} {} {} {}",
+        w.rec.id,
+        w.rec.name,
+        w.fault_class().map_or("", |c| c.as_str()),
+        w.rec.state,
+        a.map_or("", |a| a.node.as_str()),
+        a.map_or("", |a| a.pool.as_str()),
+        a.and_then(|a| a.evidence.as_deref()).unwrap_or(""),
+    );
+    f.matches(workload_field(w, a), &text)
+}
+
+/// A workload's fields for the `/` filter: `state=`, `name=`,
+/// `provider=`, `pool=`, `node=` (of attempt `a`), `class=`.
+fn workload_field<'a>(
+    w: &'a WorkloadRow,
+    a: Option<&'a crate::engine::model::AttemptRecord>,
+) -> impl Fn(&str) -> Option<&'a str> {
     let class = w.fault_class().map(|c| c.as_str());
-    let field = |k: &str| -> Option<&str> {
+    move |k: &str| -> Option<&'a str> {
         match k {
             "state" => Some(w.rec.state.as_str()),
             "name" => Some(w.rec.name.as_str()),
@@ -87,19 +133,22 @@ fn workload_matches(f: &Filter, w: &WorkloadRow) -> bool {
             "pool" => a.map(|a| a.pool.as_str()),
             "node" => a.map(|a| a.node.as_str()),
             "class" => class,
-            "id" => None,
             _ => None,
         }
-    };
+    }
+}
+
+fn workload_matches(f: &Filter, w: &WorkloadRow) -> bool {
+    let a = w.last_attempt();
     let text = format!(
         "{} {} {} {} {}",
         w.rec.id,
         w.rec.name,
         w.rec.state,
         a.map_or("", |a| a.pool.as_str()),
-        class.unwrap_or("")
+        w.fault_class().map_or("", |c| c.as_str())
     );
-    f.matches(field, &text)
+    f.matches(workload_field(w, a), &text)
 }
 
 fn compare(c: Column, a: &WorkloadRow, b: &WorkloadRow) -> Ordering {
@@ -116,8 +165,9 @@ fn compare(c: Column, a: &WorkloadRow, b: &WorkloadRow) -> Ordering {
     }
 }
 
-fn node_rows(f: &Fleet, filter: &Filter) -> Vec<u32> {
-    (0..f.nodes.len() as u32)
+/// The nodes that pass the filter, and their widest name and pool.
+fn node_rows(f: &Fleet, filter: &Filter) -> (Vec<u32>, NameWidths) {
+    let rows: Vec<u32> = (0..f.nodes.len() as u32)
         .filter(|&i| {
             if filter.is_empty() {
                 return true;
@@ -135,45 +185,53 @@ fn node_rows(f: &Fleet, filter: &Filter) -> Vec<u32> {
             };
             filter.matches(field, &format!("{} {} {}", n.name, pool, state))
         })
-        .collect()
+        .collect();
+    let mut pools = vec![false; f.pools.len()];
+    let mut w = NameWidths::default();
+    for &i in &rows {
+        let n = &f.nodes[i as usize];
+        w.name = w.name.max(width(&n.name));
+        if let Some(seen) = pools.get_mut(n.pool.0 as usize).filter(|s| !**s) {
+            *seen = true;
+            w.pool = w.pool.max(width(&f.pool_label(n.pool)));
+        }
+    }
+    (rows, w)
 }
-
-type Groups = Vec<(String, usize, String)>;
 
 /// Faults grouped by class and by node, largest group first, so one bad
 /// node or one bad image stands out.
-fn triage_groups(faults: &[&WorkloadRow]) -> (Groups, Groups) {
-    let mut by_class: BTreeMap<&str, (usize, BTreeMap<String, usize>)> = BTreeMap::new();
-    let mut by_node: BTreeMap<String, (usize, BTreeMap<&str, usize>)> = BTreeMap::new();
+fn triage_groups(faults: &[&WorkloadRow]) -> (Vec<ClassGroup>, Vec<NodeGroup>) {
+    type Place = (String, String);
+    let mut by_class: BTreeMap<&str, (usize, BTreeMap<Place, usize>)> = BTreeMap::new();
+    let mut by_node: BTreeMap<Place, (usize, BTreeMap<&str, usize>)> = BTreeMap::new();
     for w in faults {
         let class = w.fault_class().map_or("unknown", FailureClass::as_str);
         let a = w.attempts.iter().rev().find(|a| a.class.is_some()).or(w.last_attempt());
-        let node = a.map_or("-".to_string(), |a| format!("{} ({})", a.node, a.pool));
+        let place = a.map_or(("-".to_string(), String::new()), |a| (a.node.clone(), a.pool.clone()));
         let c = by_class.entry(class).or_default();
         c.0 += 1;
-        *c.1.entry(node.clone()).or_default() += 1;
-        let n = by_node.entry(node).or_default();
+        *c.1.entry(place.clone()).or_default() += 1;
+        let n = by_node.entry(place).or_default();
         n.0 += 1;
         *n.1.entry(class).or_default() += 1;
     }
-    let mut classes: Groups = by_class
+    let mut classes: Vec<ClassGroup> = by_class
         .into_iter()
-        .map(|(c, (n, nodes))| {
-            let top = nodes
-                .iter()
-                .max_by_key(|(_, k)| **k)
-                .map_or(String::new(), |(node, k)| format!("{k}× {node}"));
-            (c.to_string(), n, top)
+        .map(|(c, (count, places))| {
+            // The most; the last by name of equals.
+            let top = places.into_iter().max_by_key(|(_, k)| *k).map(|((node, pool), k)| (k, node, pool));
+            ClassGroup { class: c.to_string(), count, top }
         })
         .collect();
-    classes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut nodes: Groups = by_node
+    classes.sort_by(|a, b| b.count.cmp(&a.count).then(a.class.cmp(&b.class)));
+    let mut nodes: Vec<NodeGroup> = by_node
         .into_iter()
-        .map(|(node, (n, cls))| {
+        .map(|((node, pool), (count, cls))| {
             let cls: Vec<String> = cls.iter().map(|(c, k)| format!("{c}:{k}")).collect();
-            (node, n, cls.join(" "))
+            NodeGroup { node, pool, count, classes: cls.join(" ") }
         })
         .collect();
-    nodes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    nodes.sort_by(|a, b| b.count.cmp(&a.count).then((&a.node, &a.pool).cmp(&(&b.node, &b.pool))));
     (classes, nodes)
 }

@@ -21,6 +21,17 @@ enum Term {
     },
 }
 
+/// The filter's syntax, for the help: (what is typed, what it does).
+pub const HELP: &[(&str, &str)] = &[
+    ("text", "a case-insensitive regex over the row as shown (plain text if not a regex)"),
+    (
+        "key=value",
+        "a field starts with value: state= name= provider= pool= node= class= (nodes: node= pool= state=; audit: who= from= action= target= outcome= reason=)",
+    ),
+    ("!word", "rows that do not match"),
+    ("a b", "both: words are ANDed"),
+];
+
 /// A parsed filter; the empty filter matches everything.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {

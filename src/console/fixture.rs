@@ -182,3 +182,115 @@ pub fn audit() -> Vec<AuditRecord> {
         rec(86_400 + 600, "local:alice", socket, "token-create", Some("ci"), "ok", Some("nightly pipeline")),
     ]
 }
+
+/// A fleet whose node and pool names are long and differ only at their
+/// end (`cloud-a-a10g-ondemand-use1-0003`, `-0004`) or in their middle
+/// (`h100x8`, `h200x8`), with a 41-character pool in a 14-character
+/// region and prices that differ in their last digit: what the tables
+/// must fit into 80 and 120 columns without making two names look alike.
+pub const LONG_NAMES_FLEET: &str = r#"
+[[providers]]
+name = "cloud-a"
+kind = "cloud"
+
+[[providers.pools]]
+name = "a10g-ondemand-use1"
+region = "us-east-1"
+accelerator = { vendor = "nvidia", model = "A10G", family = "ampere", compute_capability = "8.6", memory_gb = 24 }
+gpus_per_node = 1
+cpu_cores = 8
+memory_gb = 32
+price_per_hour = 1.21
+startup = "2m"
+nodes = [
+  { name = "cloud-a-a10g-ondemand-use1-0003" },
+  { name = "cloud-a-a10g-ondemand-use1-0004" },
+  { name = "cloud-a-a10g-ondemand-use1-0011" },
+]
+
+[[providers.pools]]
+name = "h100x8-ondemand-usw2"
+region = "us-west-2"
+accelerator = { vendor = "nvidia", model = "H100-SXM5-80GB", family = "hopper", compute_capability = "9.0", memory_gb = 80 }
+gpus_per_node = 8
+cpu_cores = 208
+memory_gb = 1800
+price_per_hour = 31.5
+startup = "4m"
+nodes = [{ name = "cloud-a-h100x8-ondemand-usw2-0001" }]
+
+[[providers.pools]]
+name = "h200x8-ondemand-usw2"
+region = "us-west-2"
+accelerator = { vendor = "nvidia", model = "H200-SXM-141GB", family = "hopper", compute_capability = "9.0", memory_gb = 141 }
+gpus_per_node = 8
+cpu_cores = 224
+memory_gb = 2048
+price_per_hour = 42.0
+startup = "5m"
+nodes = [{ name = "cloud-a-h200x8-ondemand-usw2-0001" }]
+
+[[providers]]
+name = "ray-iad"
+kind = "ray"
+
+[[providers.pools]]
+name = "l4"
+region = "us-east-1"
+accelerator = { vendor = "nvidia", model = "L4", family = "ada", compute_capability = "8.9", memory_gb = 24 }
+gpus_per_node = 2
+cpu_cores = 24
+memory_gb = 96
+price_per_hour = 1.6
+startup = "10s"
+reserved = true
+nodes = [{ name = "ray-iad-l4-0" }, { name = "ray-iad-l4-1" }]
+
+[[providers]]
+name = "marketplace-community"
+kind = "cloud"
+lifecycle = "container"
+
+[[providers.pools]]
+name = "rtx4090-24gb-spot-1"
+region = "ap-northeast-1"
+accelerator = { vendor = "nvidia", model = "RTX-4090", family = "ada", compute_capability = "8.9", memory_gb = 24 }
+gpus_per_node = 1
+cpu_cores = 16
+memory_gb = 64
+price_per_hour = 0.45
+startup = "75s"
+interruptible = true
+nodes = [
+  { name = "marketplace-community-rtx4090-24gb-spot-1-00" },
+  { name = "marketplace-community-rtx4090-24gb-spot-1-01" },
+]
+
+[[providers.pools]]
+name = "rtx4090-24gb-spot-2"
+region = "ap-northeast-1"
+accelerator = { vendor = "nvidia", model = "RTX-4090", family = "ada", compute_capability = "8.9", memory_gb = 24 }
+gpus_per_node = 1
+cpu_cores = 16
+memory_gb = 64
+price_per_hour = 0.55
+startup = "75s"
+interruptible = true
+nodes = [{ name = "marketplace-community-rtx4090-24gb-spot-2-00" }]
+"#;
+
+/// `n` workloads over [`LONG_NAMES_FLEET`], every third named
+/// `llama-70b-finetune-lr3e-5-seed-N` (names that differ at their end).
+pub fn long_names(n: usize) -> Model {
+    let Ok(fleet) = crate::fleet::load::parse(LONG_NAMES_FLEET, "long-names.toml") else {
+        return Model::default();
+    };
+    let mut m = model(fleet, n);
+    for (i, w) in m.workloads.values_mut().enumerate() {
+        if i % 3 == 0 {
+            w.rec.name = format!("llama-70b-finetune-lr3e-5-seed-{i}");
+        }
+    }
+    m.generation += 1;
+    m
+}

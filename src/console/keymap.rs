@@ -61,16 +61,18 @@ pub enum Scope {
     Detail,
     Logs,
     Editor,
-    /// Everywhere but the editor, in a replay (`canopy sim --watch`).
+    /// Everywhere but the editor and help, in a replay (`canopy sim --watch`).
     Replay,
+    /// The `?` help itself (only these keys work there).
+    Help,
 }
 
 impl Scope {
     fn applies(self, view: View) -> bool {
         use View::*;
         match self {
-            Scope::Global | Scope::Replay => view != Editor,
-            Scope::List => view != Editor,
+            Scope::Global | Scope::Replay | Scope::List => !matches!(view, Editor | Help),
+            Scope::Help => view == Help,
             Scope::Workloads => matches!(view, Workloads | Triage | Detail | Overview),
             Scope::Nodes => matches!(view, Nodes),
             Scope::Triage => matches!(view, Triage),
@@ -82,7 +84,7 @@ impl Scope {
     pub fn title(self) -> &'static str {
         match self {
             Scope::Global => "everywhere",
-            Scope::List => "lists",
+            Scope::List => "lists and logs",
             Scope::Workloads => "workloads, triage, detail",
             Scope::Nodes => "nodes",
             Scope::Triage => "triage",
@@ -90,6 +92,7 @@ impl Scope {
             Scope::Logs => "logs",
             Scope::Editor => "editor",
             Scope::Replay => "replay (canopy sim --watch)",
+            Scope::Help => "this help",
         }
     }
 }
@@ -159,6 +162,13 @@ use Scope as S;
 
 /// Every binding. More specific scopes come first: the first match wins.
 pub const BINDINGS: &[Binding] = &[
+    Binding { keys: &[K::Esc, K::Char('q'), K::Char('?')], intent: I::Back, scope: S::Help, help: "close" },
+    Binding { keys: &[K::Char('k'), K::Up], intent: I::Up, scope: S::Help, help: "scroll up" },
+    Binding { keys: &[K::Char('j'), K::Down], intent: I::Down, scope: S::Help, help: "scroll down" },
+    Binding { keys: &[K::Ctrl('u'), K::PageUp], intent: I::PageUp, scope: S::Help, help: "page up" },
+    Binding { keys: &[K::Ctrl('d'), K::PageDown], intent: I::PageDown, scope: S::Help, help: "page down" },
+    Binding { keys: &[K::Char('g'), K::Home], intent: I::Top, scope: S::Help, help: "top" },
+    Binding { keys: &[K::Char('G'), K::End], intent: I::Bottom, scope: S::Help, help: "bottom" },
     Binding {
         keys: &[K::Ctrl('s')],
         intent: I::Submit,
@@ -272,7 +282,12 @@ pub const BINDINGS: &[Binding] = &[
         help: "audit trail: who changed what",
     },
     Binding { keys: &[K::Char('y')], intent: I::Copy, scope: S::Global, help: "copy id / line (OSC52)" },
-    Binding { keys: &[K::Enter], intent: I::Open, scope: S::List, help: "open" },
+    Binding {
+        keys: &[K::Enter],
+        intent: I::Open,
+        scope: S::List,
+        help: "open: a workload's detail, a pool's nodes, a node's workloads, an audit record's target",
+    },
     Binding { keys: &[K::Char('k'), K::Up], intent: I::Up, scope: S::List, help: "up" },
     Binding { keys: &[K::Char('j'), K::Down], intent: I::Down, scope: S::List, help: "down" },
     Binding { keys: &[K::Ctrl('u'), K::PageUp], intent: I::PageUp, scope: S::List, help: "page up" },
@@ -288,7 +303,8 @@ pub fn dispatch(view: View, key: &KeyEvent) -> Option<Intent> {
 
 /// Help lines, grouped by scope, generated from the table.
 pub fn help_lines() -> Vec<(Scope, String, &'static str)> {
-    let order = [S::Global, S::Replay, S::List, S::Workloads, S::Nodes, S::Triage, S::Logs, S::Editor];
+    let order =
+        [S::Global, S::Replay, S::List, S::Workloads, S::Nodes, S::Triage, S::Logs, S::Editor, S::Help];
     let mut out = Vec::new();
     for scope in order {
         for b in BINDINGS.iter().filter(|b| b.scope == scope) {
@@ -298,6 +314,25 @@ pub fn help_lines() -> Vec<(Scope, String, &'static str)> {
     }
     out
 }
+
+/// Keys that work outside [`BINDINGS`] (section, keys, what they do): the
+/// input line under `:` and `/`, the y/n questions, typing in the editor.
+/// For the help only; the app handles them where they apply.
+pub const OTHER_KEYS: &[(&str, &str, &str)] = &[
+    ("editor", "other keys", "edit the text"),
+    ("input line (: command, / filter or search)", "enter", "run the command, keep the filter, search"),
+    ("input line (: command, / filter or search)", "esc", "close it (a filter is cleared)"),
+    (
+        "input line (: command, / filter or search)",
+        "tab",
+        "complete a command, node, workload, template or column; shows the choices",
+    ),
+    ("input line (: command, / filter or search)", "↑ ↓", "command history"),
+    ("input line (: command, / filter or search)", "ctrl-u", "clear the line"),
+    ("input line (: command, / filter or search)", "backspace", "delete the last character"),
+    ("questions (cancel? quit?)", "y", "yes (quitting: keep the engine running in the background)"),
+    ("questions (cancel? quit?)", "n esc", "no (quitting: n stops the engine, esc stays)"),
+];
 
 /// `:` commands, for completion and help.
 pub const COMMANDS: &[(&str, &str)] = &[

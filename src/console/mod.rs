@@ -5,8 +5,8 @@
 //! - [`app`]: state and `update(msg) -> effects` (pure).
 //! - [`action`]: the one place that sends commands; read-only and
 //!   confirmation live there.
-//! - [`keymap`]: keys → intents; also generates `?` help.
-//! - [`views`]: drawing only.
+//! - [`keymap`]: keys → intents; [`help`] makes the `?` help from it.
+//! - [`views`]: drawing only; [`fit`] fits their text into columns.
 //! - [`run`]: the terminal, the event loop and the effects (the only I/O).
 //! - [`replay`]: `canopy sim --watch`: paces a simulation into the same
 //!   read model, in virtual time.
@@ -19,7 +19,9 @@ pub mod app;
 mod derive;
 pub mod editor;
 pub mod filter;
+pub mod fit;
 pub mod fixture;
+pub mod help;
 pub mod keymap;
 pub mod logs;
 pub mod model;

@@ -3,11 +3,13 @@
 //! Denied (`✗`) and refused (`!`) requests carry a symbol as well as a
 //! colour. Every string in a record is someone else's choice (a token's
 //! name, a target, a reason), so each is drawn sanitized. Columns shrink
-//! to fit, FROM only shows from 100 columns on, and the pane below shows
-//! the selected record whole. Draws only the visible window.
+//! to fit (names in the middle, prose at its end), FROM only shows from
+//! 100 columns on, and the pane below shows the selected record whole.
+//! Draws only the visible window.
 
 use super::{block, marker, window};
 use crate::console::app::{App, AuditLoad, View};
+use crate::console::fit::{self, Col, width_upto};
 use crate::console::logs::clock;
 use crate::console::theme::Theme;
 use crate::engine::model::{AuditRecord, Millis};
@@ -143,21 +145,21 @@ fn table<'a>(app: &'a App, rows: &'a [AuditRecord], sel: usize, area: Rect, titl
     let shown: Vec<usize> = (0..6).filter(|&i| i != 1 || inner >= FROM_FROM).collect();
     let time_w = all.iter().map(|c| c.time.len()).max().unwrap_or(0).max(4);
     // The marker cell (selection and outcome), TIME, then the text
-    // columns, one space apart.
-    let fixed = 2 + time_w + shown.len() + 1;
-    let mut want: Vec<usize> = shown
-        .iter()
-        .map(|&i| {
-            let widest = all.iter().map(|c| width_upto(&c.text[i], CAPS[i])).max().unwrap_or(0);
-            widest.min(CAPS[i]).max(HEADERS[i].len())
-        })
-        .collect();
-    let comfort: Vec<usize> = shown.iter().map(|&i| COMFORT[i]).collect();
-    let mins: Vec<usize> = shown.iter().map(|&i| MINS[i]).collect();
-    fit_widths(&mut want, &comfort, &mins, inner.saturating_sub(fixed));
+    // columns, one space apart; REASON takes the room to spare.
+    let mut cols = vec![Col::fixed(2), Col::fixed(time_w)];
+    cols.extend(shown.iter().map(|&i| {
+        let widest = all.iter().map(|c| width_upto(&c.text[i], CAPS[i])).max().unwrap_or(0);
+        let col = Col::shrink(widest.min(CAPS[i]).max(HEADERS[i].len()), COMFORT[i], MINS[i]);
+        if i == 5 { col.slack() } else { col }
+    }));
+    let want = fit::widths(&cols, inner, 1)[2..].to_vec();
 
     let height = usize::from(area.height.saturating_sub(3));
-    let body = all.iter().enumerate().skip(window(sel, height)).take(height).map(|(n, c)| {
+    let start = window(sel, height);
+    // Names on screen stay told apart from each other.
+    let among: Vec<Vec<&str>> =
+        (0..6).map(|i| all.iter().skip(start).take(height).map(|c| c.text[i].as_ref()).collect()).collect();
+    let body = all.iter().enumerate().skip(start).take(height).map(|(n, c)| {
         let mut cols = vec![
             Cell::from(Span::styled(
                 format!("{}{}", marker(n == sel), c.outcome.symbol()),
@@ -166,7 +168,12 @@ fn table<'a>(app: &'a App, rows: &'a [AuditRecord], sel: usize, area: Rect, titl
             Cell::from(Span::styled(c.time.clone(), t.dim)),
         ];
         for (k, &i) in shown.iter().enumerate() {
-            let text = elide(&c.text[i], want[k]);
+            // Who, from where and the target are names: they differ at
+            // their end as often as at their start.
+            let text = match i {
+                0 | 1 | 3 => fit::distinct(&c.text[i], &among[i], want[k]).into_owned(),
+                _ => fit::end(&c.text[i], want[k]).into_owned(),
+            };
             cols.push(if i == 4 {
                 Cell::from(Span::styled(text, c.outcome.style(t)))
             } else {
@@ -210,72 +217,9 @@ fn selected<'a>(app: &App, a: &'a AuditRecord) -> Paragraph<'a> {
     Paragraph::new(lines).wrap(Wrap { trim: false }).block(block("selected".into(), t))
 }
 
-/// Fits `want` (the text columns, REASON last) into `avail` columns.
-/// With room to spare REASON takes it. Otherwise the column furthest over
-/// its comfortable width gives one at a time until each is comfortable,
-/// then the widest gives, down to its minimum; below the minimums the
-/// screen clips.
-fn fit_widths(want: &mut [usize], comfort: &[usize], mins: &[usize], avail: usize) {
-    let last = want.len() - 1;
-    let others: usize = want[..last].iter().sum();
-    if others + want[last] <= avail {
-        want[last] = avail - others;
-        return;
-    }
-    for floor in [comfort, mins] {
-        while want.iter().sum::<usize>() > avail {
-            // The furthest over; the rightmost of equals (REASON first).
-            let Some(i) =
-                (0..want.len()).filter(|&i| want[i] > floor[i]).max_by_key(|&i| (want[i] - floor[i], i))
-            else {
-                break;
-            };
-            want[i] -= 1;
-        }
-    }
-}
-
-/// Display width (wide characters count two).
-fn width(s: &str) -> usize {
-    Span::raw(s).width()
-}
-
-/// Display width, counted only until it passes `cap`.
-fn width_upto(s: &str, cap: usize) -> usize {
-    let mut w = 0;
-    for ch in s.chars() {
-        w += width(ch.encode_utf8(&mut [0; 4]));
-        if w > cap {
-            break;
-        }
-    }
-    w
-}
-
 /// The first [`KEEP`] characters of `s`.
 fn head(s: &str) -> &str {
     s.char_indices().nth(KEEP).map_or(s, |(i, _)| &s[..i])
-}
-
-/// `s` in at most `w` columns, `…` marking a cut.
-fn elide(s: &str, w: usize) -> String {
-    if width(s) <= w {
-        return s.to_string();
-    }
-    let mut out = String::new();
-    let mut used = 0;
-    for ch in s.chars() {
-        let cw = width(ch.encode_utf8(&mut [0; 4]));
-        if used + cw + 1 > w {
-            break;
-        }
-        out.push(ch);
-        used += cw;
-    }
-    if w > 0 {
-        out.push('…');
-    }
-    out
 }
 
 /// Local time: `HH:MM:SS` today, `MM-DD HH:MM` before.
@@ -295,34 +239,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn columns_shrink_to_comfortable_then_to_their_minimums() {
-        // WHO, ACTION, TARGET, OUTCOME, REASON (no FROM below 100 columns).
-        let (comfort, mins) = ([10, 12, 10, 18, 8], [4, 6, 6, 7, 6]);
-        let mut w = vec![11, 12, 11, 32, 30];
-        fit_widths(&mut w, &comfort, &mins, 100);
-        assert_eq!(w, [11, 12, 11, 32, 34], "room to spare goes to REASON");
-        let mut w = vec![11, 12, 11, 32, 30];
-        fit_widths(&mut w, &comfort, &mins, 80);
-        assert_eq!(w, [11, 12, 11, 28, 18], "the furthest over gives first");
-        let mut w = vec![18, 12, 11, 32, 30];
-        fit_widths(&mut w, &comfort, &mins, 59);
-        assert_eq!(w, [11, 12, 10, 18, 8]);
-        let mut w = vec![11, 12, 11, 32, 30];
-        fit_widths(&mut w, &comfort, &mins, 40);
-        assert_eq!(w, [7, 8, 8, 9, 8], "below comfortable, the furthest over its minimum gives");
-        let mut w = vec![11, 12, 11, 32, 30];
-        fit_widths(&mut w, &comfort, &mins, 10);
-        assert_eq!(w, mins, "the minimums, then the screen clips");
-    }
-
-    #[test]
-    fn elide_counts_columns_not_chars() {
-        assert_eq!(elide("fra-h100-01", 20), "fra-h100-01");
-        assert_eq!(elide("fra-h100-01", 6), "fra-h…");
-        assert_eq!(elide("日本語のトークン", 7), "日本語…");
-        assert_eq!(elide("abc", 0), "");
-        assert_eq!(width_upto("日本語のトークン", 5), 6, "stops once past the cap");
+    fn keeps_the_head_of_long_strings() {
         assert_eq!(head(&"x".repeat(5000)).len(), KEEP);
+        assert_eq!(head("short"), "short");
     }
 
     #[test]

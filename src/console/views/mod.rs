@@ -152,13 +152,37 @@ fn footer(f: &mut Frame, app: &App, area: Rect) {
             InputKind::Filter => "/",
             InputKind::Search => "search /",
         };
-        Line::from(vec![Span::styled(p, t.accent), Span::raw(i.text.clone()), Span::styled("█", t.dim)])
+        let mut spans = vec![Span::styled(p, t.accent), Span::raw(i.text.clone()), Span::styled("█", t.dim)];
+        if !i.candidates.is_empty() {
+            let used = crate::console::fit::width(p) + crate::console::fit::width(&i.text) + 1;
+            let room = usize::from(area.width).saturating_sub(used);
+            spans.push(Span::styled(candidates(&i.candidates, room), t.dim));
+        }
+        Line::from(spans)
     } else if let Some((msg, err)) = &app.flash {
         Line::from(Span::styled(msg.clone(), if *err { t.bad } else { t.ok }))
     } else {
         Line::from(Span::styled(hints(app.view, app.replay.is_some()), t.dim))
     };
     f.render_widget(Paragraph::new(line), area);
+}
+
+/// Tab's choices after the input line, as many as fit in `room` columns:
+/// `  cancel  capacity  cordon`, or `  cancel  capacity  +1 more`.
+fn candidates(all: &[String], room: usize) -> String {
+    use crate::console::fit::width;
+    let mut out = String::new();
+    for (k, c) in all.iter().enumerate() {
+        let left = all.len() - k - 1;
+        let more = if left > 0 { format!("  +{left} more") } else { String::new() };
+        if width(&out) + 2 + width(c) + width(&more) > room {
+            out.push_str(&format!("  +{} more", all.len() - k));
+            break;
+        }
+        out.push_str("  ");
+        out.push_str(c);
+    }
+    out
 }
 
 fn hints(v: View, replay: bool) -> &'static str {
@@ -169,14 +193,26 @@ fn hints(v: View, replay: bool) -> &'static str {
         View::Workloads => {
             "enter detail  l logs  / filter  F faults  s sort  r retry  ^k cancel  : cmd  ? help"
         }
-        View::Triage => "enter detail  l logs@evidence  r retry  ^k cancel  c cordon  d drain  ? help",
+        View::Triage => "enter detail  l logs@evidence  / filter  r retry  c cordon  d drain  ? help",
         View::Nodes => "enter workloads  c cordon  u uncordon  d drain  / filter  ? help",
         View::Logs => "/ search  n/N next/prev  e evidence  f follow  w wrap  z time  y copy  esc back",
         View::Editor => "^s submit  ^t template  ^o $EDITOR  :open/:save PATH  esc leave",
         View::Detail => "l logs  r retry  ^k cancel  y copy id  esc back",
         View::Audit => "enter open target  / filter (outcome=denied)  y copy  ? help  esc back",
+        View::Help => "j/k pgup/pgdn scroll  g/G top/bottom  esc close",
         _ => "1-7 views  : command  / filter  ? help  q quit",
     }
+}
+
+/// Length constraints for the table columns [`fit::widths`] kept.
+///
+/// [`fit::widths`]: crate::console::fit::widths
+pub(crate) fn constraints(widths: &[usize]) -> Vec<Constraint> {
+    widths
+        .iter()
+        .filter(|w| **w > 0)
+        .map(|&w| Constraint::Length(u16::try_from(w).unwrap_or(u16::MAX)))
+        .collect()
 }
 
 /// A bordered block with a title.

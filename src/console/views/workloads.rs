@@ -1,11 +1,15 @@
-//! Workloads: id, name, state, attempt, pool, GPUs, age, cost; sorted,
-//! filtered, faults-only. Draws only the visible window of rows.
+//! Workloads: id, name, state, attempt, pool, GPUs, age, cost; sorted (the
+//! sorted column's header carries ▼ or ▲), filtered, faults-only. Names
+//! and pools that do not fit are shortened in the middle; numbers never
+//! are. Draws only the visible window of rows.
 
-use super::{age, block, marker, state_span, window};
-use crate::console::app::{App, View, truncate};
+use super::{age, block, constraints, marker, state_span, window};
+use crate::console::app::{App, COLUMNS, View};
+use crate::console::fit::{self, Col, distinct};
 use crate::console::model::WorkloadRow;
+use crate::engine::model::WorkloadId;
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::Span;
 use ratatui::widgets::{Cell, Row, Table};
 
@@ -27,10 +31,13 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(table(app, ids, app.sel(View::Workloads), area, title), area);
 }
 
+/// Column headers, in [`COLUMNS`] order after the marker.
+const HEADERS: [&str; 8] = ["ID", "NAME", "STATE", "ATT", "POOL", "GPU", "AGE", "COST"];
+
 /// The workloads table over `ids`, with row `sel` selected.
 pub(crate) fn table<'a>(
     app: &'a App,
-    ids: &[crate::engine::model::WorkloadId],
+    ids: &[WorkloadId],
     sel: usize,
     area: Rect,
     title: String,
@@ -38,47 +45,82 @@ pub(crate) fn table<'a>(
     let t = &app.config.theme;
     let height = usize::from(area.height.saturating_sub(3));
     let start = window(sel, height);
-    let rows = ids.iter().enumerate().skip(start).take(height).filter_map(|(i, id)| {
-        let w = app.model.workloads.get(id)?;
-        let r = row(app, w, i == sel);
-        Some(if i == sel { r.style(t.selected) } else { r })
+    let visible: Vec<&WorkloadRow> =
+        ids.iter().skip(start).take(height).filter_map(|id| app.model.workloads.get(id)).collect();
+    // The sorted column says so: `AGE▼`.
+    let headers: Vec<String> = COLUMNS
+        .iter()
+        .zip(HEADERS)
+        .map(|(c, h)| {
+            if *c == app.sort {
+                format!("{h}{}", if app.sort_desc { "▼" } else { "▲" })
+            } else {
+                h.to_string()
+            }
+        })
+        .collect();
+    let hw = |i: usize| fit::width(&headers[i]);
+    // Ids as wide as the newest one; costs as the widest shown.
+    let id_w = app.model.workloads.keys().next_back().map_or(0, |id| fit::width(&id.to_string()));
+    let cost_w = visible.iter().map(|w| cost(w).len()).max().unwrap_or(0);
+    let names = &app.derived.workload_widths;
+    let cols = [
+        Col::fixed(1),
+        Col::fixed(id_w.max(hw(0))),
+        Col::shrink(names.name.max(hw(1)), 16, 8).slack(),
+        Col::fixed(11.max(hw(2))),
+        Col::fixed(3.max(hw(3))),
+        Col::shrink(names.pool.max(hw(4)), 14, 8),
+        Col::fixed(3.max(hw(5))),
+        Col::fixed(4.max(hw(6))),
+        Col::fixed(cost_w.max(hw(7))),
+    ];
+    let w = fit::widths(&cols, usize::from(area.width.saturating_sub(2)), 1);
+    // Names on screen stay told apart from each other.
+    let shown_names: Vec<&str> = visible.iter().map(|w| w.rec.name.as_str()).collect();
+    let shown_pools: Vec<&str> =
+        visible.iter().filter_map(|w| w.last_attempt()).map(|a| a.pool.as_str()).collect();
+    let among = (shown_names.as_slice(), shown_pools.as_slice());
+    let rows = visible.iter().enumerate().map(|(k, wl)| {
+        let selected = start + k == sel;
+        let r = row(app, wl, selected, &w, among);
+        if selected { r.style(t.selected) } else { r }
     });
-    let header = Row::new(["", "ID", "NAME", "STATE", "ATT", "POOL", "GPU", "AGE", "COST"]).style(t.header);
-    Table::new(
-        rows,
-        [
-            Constraint::Length(1),
-            Constraint::Length(7),
-            Constraint::Min(10),
-            Constraint::Length(12),
-            Constraint::Length(3),
-            Constraint::Min(12),
-            Constraint::Length(3),
-            Constraint::Length(4),
-            Constraint::Length(8),
-        ],
-    )
-    .header(header)
-    .column_spacing(1)
-    .block(block(title, t))
+    let mut header = vec![String::new()];
+    header.extend(headers.iter().enumerate().map(|(i, h)| fit::end(h, w[i + 1]).into_owned()));
+    Table::new(rows.collect::<Vec<_>>(), constraints(&w))
+        .header(Row::new(fit::shown(header, &w)).style(t.header))
+        .column_spacing(1)
+        .block(block(title, t))
 }
 
-fn row<'a>(app: &'a App, w: &'a WorkloadRow, selected: bool) -> Row<'a> {
+fn cost(w: &WorkloadRow) -> String {
+    format!("${:.2}", w.rec.cost_usd)
+}
+
+fn row<'a>(
+    app: &'a App,
+    w: &'a WorkloadRow,
+    selected: bool,
+    widths: &[usize],
+    (names, pools): (&[&str], &[&str]),
+) -> Row<'a> {
     let t = &app.config.theme;
     let a = w.last_attempt();
     let mut state = state_span(w.rec.state, t);
     if !w.rec.state.is_final() && w.is_fault() {
         state = Span::styled(format!("{} ↻", state.content), t.warn);
     }
-    Row::new(vec![
+    let cells = [
         Cell::from(marker(selected)),
         Cell::from(w.rec.id.to_string()),
-        Cell::from(truncate(&w.rec.name, 24)),
+        Cell::from(distinct(&w.rec.name, names, widths[2]).into_owned()),
         Cell::from(state),
         Cell::from(w.rec.attempts.to_string()),
-        Cell::from(a.map_or("-".to_string(), |a| a.pool.clone())),
+        Cell::from(a.map_or("-".to_string(), |a| distinct(&a.pool, pools, widths[5]).into_owned())),
         Cell::from(w.rec.spec.resources.gpus.to_string()),
         Cell::from(age(app.now, w.rec.submitted_at)),
-        Cell::from(format!("${:.2}", w.rec.cost_usd)),
-    ])
+        Cell::from(cost(w)),
+    ];
+    Row::new(fit::shown(cells, widths))
 }
