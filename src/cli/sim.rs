@@ -53,7 +53,7 @@ pub struct SimArgs {
     #[arg(long, conflicts_with = "json")]
     pub watch: bool,
     /// Speed-up of the replay: 1440 (or 1440x) plays a day of the fleet in
-    /// a minute.
+    /// a minute. Default: one that fits the trace into about two minutes.
     #[arg(long, value_name = "N", requires = "watch", value_parser = replay::parse_speed)]
     pub speed: Option<f64>,
 }
@@ -138,7 +138,9 @@ fn watch(
     let optimize: Optimize = args.optimize.into();
     sim::specs(&jobs, &fleet, optimize).map_err(|e| eyre!(e))?;
     let theme = super::console::theme(console_args)?;
-    let speed = args.speed.unwrap_or(replay::DEFAULT_SPEED);
+    // A default that fits the trace: about two minutes to watch.
+    let span = jobs.iter().map(|j| j.submit_s + j.duration_s).fold(0.0, f64::max);
+    let speed = args.speed.unwrap_or_else(|| replay::speed_for(span));
     let (mut pacer, clock, handle) = replay::replay(policy.name(), speed);
     let seed = args.seed;
     let sim = std::thread::Builder::new()

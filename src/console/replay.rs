@@ -22,8 +22,23 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-/// The default speed-up: a day of the fleet in a minute.
+/// The speed-up when the trace gives no hint: a day of the fleet in a
+/// minute.
 pub const DEFAULT_SPEED: f64 = 1440.0;
+
+/// How long a replay at the default speed should take to watch.
+pub const WATCH_FOR_S: f64 = 120.0;
+
+/// The default speed-up for a trace whose work spans `span_s` seconds (the
+/// last job's submit plus its run): about [`WATCH_FOR_S`] of watching,
+/// whatever the trace — a 48-minute trace is not over in 2 s, a year-long
+/// one not a week. Within [`MIN_SPEED`]..=[`MAX_SPEED`].
+pub fn speed_for(span_s: f64) -> f64 {
+    if !span_s.is_finite() || span_s <= 0.0 {
+        return DEFAULT_SPEED;
+    }
+    (span_s / WATCH_FOR_S).clamp(MIN_SPEED, MAX_SPEED).round().max(MIN_SPEED)
+}
 /// The slowest and fastest a replay runs (`-` and `+` stop there).
 pub const MIN_SPEED: f64 = 1.0;
 pub const MAX_SPEED: f64 = 10_000_000.0;
@@ -386,6 +401,16 @@ impl<W: Wall> RecordSink for Pacer<W> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_default_speed_fits_the_trace() {
+        // A 48-minute trace takes about two minutes, not two seconds.
+        assert_eq!(super::speed_for(48.0 * 60.0), 24.0);
+        // A year of trace still fits, within the fastest speed.
+        assert_eq!(super::speed_for(365.0 * 86400.0), 262_800.0);
+        assert_eq!(super::speed_for(30.0), super::MIN_SPEED);
+        assert_eq!(super::speed_for(0.0), super::DEFAULT_SPEED);
+    }
+
     use super::*;
 
     #[test]

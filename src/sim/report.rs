@@ -55,12 +55,10 @@ impl SimReport {
         for p in &self.policies {
             let _ = writeln!(
                 s,
-                "| {} | {:.1}% | {:.1}% ({}/{}) | {:.0} ({:.0}) | ${:.0} | {} / {} | {} / {} | {:.2} | {} |",
+                "| {} | {:.1}% | {} | {:.0} ({:.0}) | ${:.0} | {} / {} | {} / {} | {:.2} | {} |",
                 p.policy,
                 p.completed_pct,
-                p.infra_only_completed_pct,
-                (p.infra_only_completed_pct / 100.0 * p.infra_only as f64).round(),
-                p.infra_only,
+                infra_only(p.infra_only_completed_pct, p.infra_only),
                 p.wasted_gpu_h,
                 p.wasted_infra_gpu_h,
                 p.cost_usd,
@@ -88,6 +86,15 @@ impl SimReport {
 }
 
 /// `42m`, `3.5h`, `2.1d`.
+/// "97.5% (39/40)", or "—" when no workload failed only for the
+/// infrastructure (a share of nothing is not 100%).
+fn infra_only(pct: f64, of: usize) -> String {
+    if of == 0 {
+        return "—".into();
+    }
+    format!("{pct:.1}% ({}/{of})", (pct / 100.0 * of as f64).round())
+}
+
 fn hours(h: f64) -> String {
     if h < 1.0 {
         format!("{:.0}m", h * 60.0)
@@ -95,5 +102,16 @@ fn hours(h: f64) -> String {
         format!("{h:.1}h")
     } else {
         format!("{:.1}d", h / 24.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::infra_only;
+
+    #[test]
+    fn a_share_of_nothing_is_not_a_percentage() {
+        assert_eq!(infra_only(100.0, 0), "—");
+        assert_eq!(infra_only(97.5, 40), "97.5% (39/40)");
     }
 }
