@@ -139,6 +139,23 @@ pub fn collect(root: &Path, spec: &Spec, dest: &Path, limits: &OutputLimits) -> 
     collect_wanted(root, &wanted(spec)?, dest, limits)
 }
 
+/// [`collect`] on a blocking thread, for the adapters that collect from
+/// a shared filesystem engine-side (Slurm, Ray): an error names `provider`.
+pub async fn collect_off_thread(
+    provider: &str,
+    root: std::path::PathBuf,
+    spec: &Spec,
+    dest: &Path,
+    limits: OutputLimits,
+) -> Result<Collection, crate::providers::ProviderError> {
+    let (spec, dest) = (spec.clone(), dest.to_path_buf());
+    tokio::task::spawn_blocking(move || collect(&root, &spec, &dest, &limits))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+        .map_err(|message| crate::providers::ProviderError { provider: provider.to_string(), message })
+}
+
 /// [`collect`] for an explicit list of outputs.
 pub fn collect_wanted(
     root: &Path,

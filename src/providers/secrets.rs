@@ -102,7 +102,7 @@ pub fn write_secret_file(
     if secrets.is_empty() {
         return Ok(None);
     }
-    let path = dir.join(SECRET_FILE);
+    let path = secret_file(dir);
     let _ = std::fs::remove_file(&path);
     let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
     let mut text = String::new();
@@ -120,9 +120,17 @@ pub fn source_and_remove(quoted_path: &str) -> String {
     format!("if [ -f {quoted_path} ]; then . {quoted_path}; rm -f {quoted_path}; fi")
 }
 
-/// Removes a secret file a job never read (it was cancelled while pending).
-pub fn remove_secret_file(dir: &std::path::Path) {
-    let _ = std::fs::remove_file(dir.join(SECRET_FILE));
+/// The secret file of the attempt directory `dir`.
+pub fn secret_file(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.join(SECRET_FILE)
+}
+
+/// Removes the secret file of `token`'s directory under `jobs_dir`: a job
+/// stopped before it started never read (and so never removed) it.
+pub fn remove_unread(jobs_dir: &std::path::Path, token: &str) {
+    if crate::providers::local::layout::valid_token(token) {
+        let _ = std::fs::remove_file(secret_file(&jobs_dir.join(token)));
+    }
 }
 
 #[cfg(test)]

@@ -201,7 +201,7 @@ impl RayProvider {
         let secrets = if req.secrets.is_empty() {
             String::new()
         } else {
-            let path = dir.path().join(crate::providers::secrets::SECRET_FILE);
+            let path = crate::providers::secrets::secret_file(dir.path());
             format!("{}; ", crate::providers::secrets::source_and_remove(&quote(&utf8(&path)?)))
         };
         let entrypoint =
@@ -356,23 +356,13 @@ impl Provider for RayProvider {
     }
 
     async fn outputs(&self, token: &str, spec: &Spec, dest: &Path) -> Result<Collection, ProviderError> {
-        let dir = AttemptDir::at(&self.cfg.jobs_dir, token);
-        let (spec, dest) = (spec.clone(), dest.to_path_buf());
-        let limits = self.cfg.outputs;
-        tokio::task::spawn_blocking(move || {
-            crate::providers::collect::collect(&dir.outputs(), &spec, &dest, &limits)
-        })
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r)
-        .map_err(|message| ProviderError { provider: self.cfg.name.clone(), message })
+        let root = AttemptDir::at(&self.cfg.jobs_dir, token).outputs();
+        crate::providers::collect::collect_off_thread(&self.cfg.name, root, spec, dest, self.cfg.outputs)
+            .await
     }
 
     async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
-        // A job stopped before it started never read its secrets.
-        if crate::providers::local::layout::valid_token(token) {
-            crate::providers::secrets::remove_secret_file(&self.cfg.jobs_dir.join(token));
-        }
+        crate::providers::secrets::remove_unread(&self.cfg.jobs_dir, token);
         match self.api.job(token).await.map_err(|e| self.err("reading the job", e))? {
             // Ray ignores the stop of a pending job: keep stopping it.
             Some(j) if j.status == "PENDING" => {

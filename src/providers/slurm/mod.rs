@@ -427,24 +427,13 @@ impl Provider for SlurmProvider {
     }
 
     async fn outputs(&self, token: &str, spec: &Spec, dest: &Path) -> Result<Collection, ProviderError> {
-        let dir = AttemptDir::at(&self.cfg.jobs_dir, token);
-        let spec = spec.clone();
-        let dest = dest.to_path_buf();
-        let limits = self.cfg.outputs;
-        tokio::task::spawn_blocking(move || {
-            crate::providers::collect::collect(&dir.outputs(), &spec, &dest, &limits)
-        })
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r)
-        .map_err(|message| ProviderError { provider: self.cfg.name.clone(), message })
+        let root = AttemptDir::at(&self.cfg.jobs_dir, token).outputs();
+        crate::providers::collect::collect_off_thread(&self.cfg.name, root, spec, dest, self.cfg.outputs)
+            .await
     }
 
     async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
-        // A job stopped before it started never read its secrets.
-        if crate::providers::local::layout::valid_token(token) {
-            crate::providers::secrets::remove_secret_file(&self.cfg.jobs_dir.join(token));
-        }
+        crate::providers::secrets::remove_unread(&self.cfg.jobs_dir, token);
         match self.find(token).await.map_err(|e| self.err("finding the job", e))? {
             Some((k, job)) if !map::is_final(&job.job_state) => {
                 self.api.cancel(k.id).await.map_err(|e| self.err("cancelling the job", e))
