@@ -80,8 +80,9 @@ impl Home {
     /// (`logs/w-N`, `artifacts/w-N`); 0 when none. Above the journal's
     /// largest id only when the journal lost history.
     pub fn max_workload_on_disk(&self) -> u64 {
-        let dirs = self.workload_dirs().into_iter().filter_map(|n| n.strip_prefix("w-")?.parse().ok());
-        let attempts = self.leftovers().attempts.into_iter().filter_map(|t| attempt_workload(&t));
+        let left = self.leftovers();
+        let dirs = left.workloads.iter().filter_map(|n| n.strip_prefix("w-")?.parse().ok());
+        let attempts = left.attempts.iter().filter_map(|t| attempt_workload(t));
         dirs.chain(attempts).max().unwrap_or(0)
     }
 
