@@ -100,17 +100,41 @@ fn all_workloads(store: &Path) -> Vec<WorkloadRecord> {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-#[test]
-fn killing_the_engine_at_random_never_loses_or_repeats_a_workload() {
-    let seed: u64 = std::env::var("CANOPY_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20_241);
-    eprintln!("crash test seed {seed} (CANOPY_CRASH_SEED)");
-    let mut rng = Rng(seed);
+/// `CANOPY_CRASH_SEED`, else the default sequence.
+fn crash_seed() -> u64 {
+    std::env::var("CANOPY_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20_241)
+}
+
+/// A temporary directory with the store, scratch (engine logs, the marker
+/// file) and specs paths; the first holds them all.
+fn dirs() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let (store, scratch, specs) =
         (tmp.path().join("home"), tmp.path().join("scratch"), tmp.path().join("specs"));
     for d in [&scratch, &specs] {
         std::fs::create_dir_all(d).unwrap();
     }
+    (tmp, store, scratch, specs)
+}
+
+/// Writes a small spec pinned to the local provider that runs `script`
+/// with `sh -c`; `runtime` adds lines to its `[runtime]`.
+fn write_spec(specs: &Path, name: &str, script: &str, runtime: &str) -> PathBuf {
+    let text = format!(
+        "name = {name:?}\n[runtime]\ncommand = [\"sh\", \"-c\", {script:?}]\n{runtime}\n\
+         [resources]\ncpu_cores = 0.05\nmemory_gb = 0.01\n\n[constraints]\nproviders = [\"local\"]\n"
+    );
+    let path = specs.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn killing_the_engine_at_random_never_loses_or_repeats_a_workload() {
+    let seed = crash_seed();
+    eprintln!("crash test seed {seed} (CANOPY_CRASH_SEED)");
+    let mut rng = Rng(seed);
+    let (_tmp, store, scratch, specs) = dirs();
     let marker = scratch.join("ran");
 
     let mut names = Vec::new();
@@ -118,14 +142,8 @@ fn killing_the_engine_at_random_never_loses_or_repeats_a_workload() {
     for i in 0..WORKLOADS {
         let name = format!("crash-{i:03}");
         let script = format!("sleep 0.{:03}; echo {name} >> {}", rng.below(301), marker.display());
-        let text = format!(
-            "name = {name:?}\n[runtime]\ncommand = [\"sh\", \"-c\", {script:?}]\n\n\
-             [resources]\ncpu_cores = 0.05\nmemory_gb = 0.01\n\n[constraints]\nproviders = [\"local\"]\n"
-        );
-        let path = specs.join(format!("{name}.toml"));
-        std::fs::write(&path, text).unwrap();
+        paths.push(write_spec(&specs, &name, &script, ""));
         names.push(name);
-        paths.push(path);
     }
 
     let mut engine = start_engine(&store, &scratch, 0);
@@ -215,14 +233,8 @@ fn killing_the_engine_at_random_never_loses_or_repeats_a_workload() {
 #[test]
 fn cancels_survive_kills_before_the_stop_is_confirmed() {
     const N: usize = 20;
-    let seed: u64 = std::env::var("CANOPY_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20_241);
-    let mut rng = Rng(seed ^ 0xca9ce1);
-    let tmp = tempfile::tempdir().unwrap();
-    let (store, scratch, specs) =
-        (tmp.path().join("home"), tmp.path().join("scratch"), tmp.path().join("specs"));
-    for d in [&scratch, &specs] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    let mut rng = Rng(crash_seed() ^ 0xca9ce1);
+    let (_tmp, store, scratch, specs) = dirs();
     let marker = scratch.join("ran");
     let mut engine = start_engine(&store, &scratch, 0);
     let stop = AtomicBool::new(false);
@@ -230,12 +242,7 @@ fn cancels_survive_kills_before_the_stop_is_confirmed() {
     for i in 0..N {
         let name = format!("stubborn-{i:02}");
         let script = format!("trap '' TERM; echo {name} >> {}; sleep 60", marker.display());
-        let text = format!(
-            "name = {name:?}\n[runtime]\ncommand = [\"sh\", \"-c\", {script:?}]\nstop_grace = \"2s\"\n\n\
-             [resources]\ncpu_cores = 0.05\nmemory_gb = 0.01\n\n[constraints]\nproviders = [\"local\"]\n"
-        );
-        let path = specs.join(format!("{name}.toml"));
-        std::fs::write(&path, text).unwrap();
+        let path = write_spec(&specs, &name, &script, "stop_grace = \"2s\"");
         ids.push(submit(&store, &path, &format!("key-{name}"), &stop));
     }
     let deadline = Instant::now() + Duration::from_secs(60);
