@@ -612,10 +612,7 @@ impl Shell {
         let tx = self.tx.clone();
         // A stop may wait the workload's grace before it SIGKILLs.
         let grace = self
-            .specs
-            .get(&attempt.workload)
-            .map(|s| s.runtime.stop_grace())
-            .or_else(|| self.core.workload(attempt.workload).map(|w| w.spec.runtime.stop_grace()))
+            .with_spec(attempt.workload, |s| s.runtime.stop_grace())
             .unwrap_or(crate::spec::Runtime::DEFAULT_STOP_GRACE);
         // An evicting drain may set its own.
         let drain_grace = match self.core.stop_reason(attempt) {
@@ -643,16 +640,20 @@ impl Shell {
         });
     }
 
+    /// `f` of a live workload's spec: the one this shell launched, else the
+    /// core's (restored after a restart).
+    fn with_spec<T>(&self, w: WorkloadId, f: impl Fn(&Spec) -> T) -> Option<T> {
+        match self.specs.get(&w) {
+            Some(s) => Some(f(s)),
+            None => self.core.workload(w).map(|r| f(&r.spec)),
+        }
+    }
+
     /// The values of a workload's secrets, to mask them in shipped logs
     /// should the workload print one. Read from the engine's environment,
     /// as at launch; never stored.
     fn secret_values(&self, w: WorkloadId) -> Arc<Vec<SecretValue>> {
-        let names = self
-            .specs
-            .get(&w)
-            .map(|s| s.runtime.secrets.clone())
-            .or_else(|| self.core.workload(w).map(|r| r.spec.runtime.secrets.clone()))
-            .unwrap_or_default();
+        let names = self.with_spec(w, |s| s.runtime.secrets.clone()).unwrap_or_default();
         let values = names.iter().filter_map(|n| std::env::var(n).ok()).map(SecretValue::new).collect();
         Arc::new(values)
     }
