@@ -27,6 +27,7 @@ use super::model::*;
 use crate::failure::ProviderEnd;
 use crate::fleet::{Fleet, Free, NodeIdx, NodeState, ProviderIdx};
 use crate::health::{HealthConfig, HealthTracker};
+use crate::providers::sim::rng::Rng;
 use crate::providers::{AttemptStatus, LaunchAck, LaunchError};
 use crate::schedule::{Snapshot, UnfitCache};
 use crate::spec::Spec;
@@ -295,6 +296,24 @@ impl Entry {
     }
 }
 
+/// The purpose tag of the token-nonce stream.
+const NONCE_STREAM: &str = "token-nonce";
+
+/// 64 bits from the OS for the nonce stream; without OS randomness, the
+/// clock and pid still separate stores and restarts (never a constant).
+fn os_seed() -> u64 {
+    let mut b = [0u8; 8];
+    match getrandom::fill(&mut b) {
+        Ok(()) => u64::from_le_bytes(b),
+        Err(_) => {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            t ^ u64::from(std::process::id()).rotate_left(32)
+        }
+    }
+}
+
 /// The largest GPU memory of any pool (0 without GPU pools).
 fn max_gpu_memory(fleet: &Fleet) -> f64 {
     fleet.pools.iter().map(|p| p.gpu_memory_gb()).fold(0.0, f64::max)
@@ -364,9 +383,9 @@ pub struct Core {
     /// ([`Core::set_self_check`]); the first mismatch.
     self_check: bool,
     check_failure: Option<String>,
-    /// State of the generator of token nonces (splitmix64), seeded from
-    /// the OS at construction; the simulator seeds it for determinism.
-    nonce_state: u64,
+    /// The generator of token nonces, seeded from the OS at construction;
+    /// the simulator seeds it for determinism.
+    nonces: Rng,
     /// The largest workload id the journal knew at restore: provider-side
     /// attempts of higher ids are unknown to this store's history.
     journal_max_id: u64,
@@ -409,18 +428,7 @@ impl Core {
             unfit: UnfitCache::new(),
             self_check: false,
             check_failure: None,
-            nonce_state: {
-                let mut b = [0u8; 8];
-                // Without OS randomness, the clock still separates stores
-                // and restarts; never a constant.
-                getrandom::fill(&mut b).unwrap_or_else(|_| {
-                    let t = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_nanos() as u64);
-                    b = (t ^ u64::from(std::process::id()).rotate_left(32)).to_le_bytes();
-                });
-                u64::from_le_bytes(b)
-            },
+            nonces: Rng::stream(os_seed(), NONCE_STREAM, ""),
             journal_max_id: 0,
             first_new_id: 1,
             unknown: BTreeMap::new(),
@@ -432,16 +440,12 @@ impl Core {
     /// Makes token nonces a function of `seed` (the simulator's replays
     /// must be identical run to run).
     pub fn seed_nonces(&mut self, seed: u64) {
-        self.nonce_state = seed;
+        self.nonces = Rng::stream(seed, NONCE_STREAM, "");
     }
 
     /// 64 fresh bits for an attempt's token, as 16 hex digits.
     fn next_nonce(&mut self) -> String {
-        self.nonce_state = self.nonce_state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.nonce_state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        format!("{:016x}", z ^ (z >> 31))
+        format!("{:016x}", self.nonces.next_u64())
     }
 
     /// Attempts carrying this store's tokens that providers still run but
