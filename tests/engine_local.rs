@@ -384,7 +384,10 @@ fn a_retry_is_asked_once_and_links_both_ways() {
     let retry: WorkloadId = first.trim().parse().unwrap();
     assert_ne!(retry, id);
     assert_eq!(cli.wait_final(retry).state, WorkloadState::Failed);
-    // Still one retry after it ended.
+    // Still one retry after it ended, and after the engine restarted.
+    assert_eq!(cli.ok(&["retry", &id.to_string()]).trim(), retry.to_string());
+    engine.stop();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
     assert_eq!(cli.ok(&["retry", &id.to_string()]).trim(), retry.to_string());
     // Each names the other.
     assert!(cli.ok(&["events", &id.to_string()]).contains(&format!("retried as {retry}")));
@@ -777,5 +780,31 @@ fn fleet_and_plan_follow_the_configuration_with_or_without_an_engine() {
     check("without an engine");
     let engine = Engine::start(&s.store, &s.scratch, &[]);
     check("with the engine running");
+    engine.stop();
+}
+
+/// A drain is kept across a restart like a cordon, and an evicting drain's
+/// stop already decided is carried out after one: the moved workload is
+/// not charged and waits to be placed again.
+#[test]
+fn a_drain_and_its_eviction_survive_an_engine_restart() {
+    let s = setup();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    let script = "trap '' TERM; sleep 60";
+    let moved =
+        cli.submit(&spec(&s.specs, "moved", script, "[retry]\nmax_attempts = 1\ninfra_retries = 0\n"));
+    cli.wait_state(moved, |s| s == WorkloadState::Running);
+    let node = cli.status(moved).1[0].node.clone();
+    // A long grace: the engine dies before the stop is done.
+    cli.ok(&["drain", &node, "--evict", "--grace", "3s", "--reason", "disk swap"]);
+    engine.kill();
+
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    assert_eq!(node_state(&live_fleet(&s.store), &node), "draining", "the drain outlived the engine");
+    let w = cli.wait_state(moved, |s| s == WorkloadState::Queued);
+    let (_, attempts) = cli.status(moved);
+    assert_eq!(attempts[0].rule.as_deref(), Some("canopy.evicted"), "{w:?} {attempts:?}");
+    cli.ok(&["cancel", &moved.to_string()]);
     engine.stop();
 }
