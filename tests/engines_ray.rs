@@ -252,3 +252,61 @@ async fn secrets_reach_the_ray_job_and_no_ray_surface() {
         assert!(hits.is_empty(), "the secret is written in {hits:?}");
     }
 }
+
+/// Brings the Ray head back when dropped (the test stops it).
+struct HeadBack;
+
+impl Drop for HeadBack {
+    fn drop(&mut self) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/engines/start.sh");
+        let _ = std::process::Command::new("bash").args([script, "ray"]).output();
+    }
+}
+
+/// A restarted Ray head forgets its jobs. The attempt it lost is the
+/// provider's loss: no node is charged, the only Ray node is not
+/// quarantined, and the work runs again there as soon as Ray is back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ray_head_restart_charges_no_node() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("a_ray_head_restart_charges_no_node", "ray").await else { return };
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &ray_toml(&e, "")).await;
+    let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
+    let s = spec(json!({
+        "name": "outlives-the-head",
+        // The first attempt outlasts Ray's shutdown; the rerun is quick.
+        "runtime": { "command": ["sh", "-c", "case $CANOPY_ATTEMPT_TOKEN in *-a1-*) sleep 120;; esac; echo done"] },
+        "resources": { "gpus": 1, "memory_gb": 0.1 },
+        "retry": { "backoff": "1s", "backoff_max": "2s" },
+    }));
+    let id = submit(&r, s).await;
+    wait(t.path(), id, LONG, "running on Ray", |w, _| w.state == WorkloadState::Running).await;
+
+    let back = HeadBack;
+    let stop = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/engines/stop.sh");
+    let out = std::process::Command::new("bash").args([stop, "ray"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stopped = String::from_utf8_lossy(&out.stdout).into_owned();
+    let deadline = Instant::now() + LONG;
+    loop {
+        let events = journal(t.path()).events(id).unwrap();
+        if events.iter().any(|e| e.message.contains("status poll failed")) {
+            break;
+        }
+        let said: Vec<&str> = events.iter().map(|e| e.message.as_str()).collect();
+        assert!(Instant::now() < deadline, "the engine never noticed Ray was down ({stopped}): {said:#?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    drop(back);
+
+    let (w, a) = wait(t.path(), id, LONG, "the rerun after the restart", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert_eq!(a.len(), 2, "{a:#?}");
+    assert_eq!(a[0].class, Some(FailureClass::Provider), "{a:#?}");
+    assert_eq!(a[1].pool, a[0].pool, "ran again on Ray: {a:#?}");
+    let status = r.handle.status().borrow().clone().expect("a fleet status");
+    let node = status.health.node(&a[0].node);
+    assert!(!node.quarantined, "{} was quarantined for Ray's restart: {node:?}", a[0].node);
+    r.handle.shutdown();
+}

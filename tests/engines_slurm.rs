@@ -350,3 +350,43 @@ async fn secrets_reach_the_slurm_job_and_no_slurm_surface() {
         assert!(hits.is_empty(), "the secret is written in {hits:?}");
     }
 }
+
+/// Through the engine: with two 2-GPU Canopy jobs on the two 4-GPU nodes,
+/// half the GPUs are still free, so a third 2-GPU job runs beside them
+/// instead of queueing behind capacity counted twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_third_job_runs_beside_two_of_canopys_own() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("a_third_job_runs_beside_two_of_canopys_own", "slurm").await else { return };
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &slurm_toml(&e, "")).await;
+    let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
+    let mut ids = Vec::new();
+    for i in 1..=3 {
+        let s = spec(json!({
+            "name": format!("side-by-side-{i}"),
+            "runtime": { "command": ["sleep", "30"] },
+            "resources": { "gpus": 2, "memory_gb": 0.1 },
+        }));
+        ids.push(submit(&r, s).await);
+    }
+    let deadline = Instant::now() + LONG;
+    loop {
+        let j = journal(t.path());
+        let states: Vec<WorkloadState> = ids.iter().map(|id| j.workload(*id).unwrap().unwrap().state).collect();
+        if states.iter().all(|s| *s == WorkloadState::Running) {
+            break;
+        }
+        if Instant::now() > deadline {
+            let events: Vec<String> =
+                j.events(ids[2]).unwrap().into_iter().map(|e| e.message).collect();
+            panic!("the three never ran together: {states:?}; the third's events: {events:#?}");
+        }
+        drop(j);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    for id in ids {
+        r.handle.command(canopy::engine::command::Command::Cancel { id }).await;
+    }
+    r.handle.shutdown();
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stops what start.sh started, by the PIDs it recorded (SIGTERM, then
 # SIGKILL after 15 s). slurmd stops before slurmctld (a slurmd without its
-# controller hangs on SIGTERM). Idempotent.
+# controller hangs on SIGTERM). Idempotent. `stop.sh ray` or `stop.sh slurm`
+# stops one engine (tests use it to take a control plane away).
 HERE=$(cd "$(dirname "$0")" && pwd); . "$HERE/common.sh"
 stop_pid() { # name pidfile
   [ -f "$2" ] || return 0
@@ -13,5 +14,11 @@ stop_pid() { # name pidfile
   fi
   rm -f "$2"
 }
-stop_pid ray-head $RAY_TMP/ray-head.pid
-for f in slurmrestd slurmd-n1 slurmd-n2 slurmctld munged; do stop_pid $f $S/run/$f.pid; done
+stop_ray() { stop_pid ray-head $RAY_TMP/ray-head.pid; }
+stop_slurm() { for f in slurmrestd slurmd-n1 slurmd-n2 slurmctld munged; do stop_pid $f $S/run/$f.pid; done; }
+case ${1:-all} in
+  all) stop_ray; stop_slurm ;;
+  ray) stop_ray ;;
+  slurm) stop_slurm ;;
+  *) echo "usage: $0 [all|slurm|ray]"; exit 2 ;;
+esac
