@@ -77,6 +77,9 @@ pub struct Theme {
     pub bad: Style,
     pub border: Style,
     pub selected: Style,
+    /// The depth its colours were mapped to, which the terminal's backend
+    /// also writes them at ([`crate::console::backend::DepthBackend`]).
+    pub depth: ColorDepth,
 }
 
 impl Theme {
@@ -107,6 +110,7 @@ impl Theme {
             bad: c(&f.bad)?.add_modifier(Modifier::BOLD),
             border: c(&f.border)?,
             selected: Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD),
+            depth,
         })
     }
 
@@ -129,6 +133,7 @@ impl Theme {
             bad: s.add_modifier(Modifier::BOLD),
             border: s,
             selected: s.add_modifier(Modifier::REVERSED | Modifier::BOLD),
+            depth: ColorDepth::None,
         }
     }
 }
@@ -170,14 +175,19 @@ fn parse_color(s: &str, depth: ColorDepth) -> Result<Color, String> {
     })
 }
 
-/// The nearest colour of the 6×6×6 cube.
-fn to_256(r: u8, g: u8, b: u8) -> u8 {
-    let q = |v: u8| ((v as u16 * 5 + 127) / 255) as u8;
+/// The nearest colour of the 6×6×6 cube (xterm's levels: 0, 95, 135,
+/// 175, 215, 255).
+pub(crate) fn to_256(r: u8, g: u8, b: u8) -> u8 {
+    let q = |v: u8| match v {
+        0..48 => 0,
+        48..115 => 1,
+        _ => (v - 35) / 40,
+    };
     16 + 36 * q(r) + 6 * q(g) + q(b)
 }
 
 /// The nearest of the 16 ANSI colours, so the user's palette applies.
-fn to_16(r: u8, g: u8, b: u8) -> Color {
+pub(crate) fn to_16(r: u8, g: u8, b: u8) -> Color {
     let bright = r.max(g).max(b) > 170;
     let on = |v: u8| v > 85;
     match (on(r), on(g), on(b), bright) {
