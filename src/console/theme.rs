@@ -245,6 +245,43 @@ mod tests {
         assert!(t.selected.add_modifier.contains(Modifier::REVERSED));
     }
 
+    /// WCAG's contrast ratio of two colours (1 to 21).
+    fn contrast(a: (u8, u8, u8), b: (u8, u8, u8)) -> f64 {
+        let lum = |(r, g, b): (u8, u8, u8)| {
+            let lin = |v: u8| {
+                let c = f64::from(v) / 255.0;
+                if c <= 0.03928 { c / 12.92 } else { ((c + 0.055) / 1.055).powf(2.4) }
+            };
+            0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
+        };
+        let (x, y) = (lum(a), lum(b));
+        (x.max(y) + 0.05) / (x.min(y) + 0.05)
+    }
+
+    #[test]
+    fn the_light_themes_borders_show_on_white() {
+        use crate::console::backend::{at_depth, rgb};
+        const WHITE: (u8, u8, u8) = (255, 255, 255);
+        for d in [ColorDepth::TrueColor, ColorDepth::Ansi256, ColorDepth::Ansi16] {
+            let t = Theme::named("light", d).unwrap();
+            // As the terminal is sent it; named colours as xterm shows them.
+            let border = t.border.fg.map(|c| at_depth(c, d)).and_then(rgb).expect("a border colour");
+            let ratio = contrast(border, WHITE);
+            assert!(ratio >= 3.0, "{d:?}: border {border:?} on white is only {ratio:.2}:1");
+            // Text in truecolor, where the theme's own colours show as given.
+            if d == ColorDepth::TrueColor {
+                for (what, s) in
+                    [("text", t.text), ("dim", t.dim), ("ok", t.ok), ("warn", t.warn), ("bad", t.bad)]
+                {
+                    let c = s.fg.and_then(rgb).expect("a colour");
+                    assert!(contrast(c, WHITE) >= 3.0, "{what} {c:?} on white");
+                }
+            }
+        }
+        // The old border, the light grey of ANSI 7, was not.
+        assert!(contrast(rgb(Color::Gray).unwrap(), WHITE) < 1.5);
+    }
+
     #[test]
     fn rgb_maps_down() {
         let t = Theme::named("light", ColorDepth::Ansi256).unwrap();
