@@ -5,6 +5,7 @@ use canopy::console::app::{App, Config, Msg, View};
 use canopy::console::backend::DepthBackend;
 use canopy::console::fixture::{NOW, model};
 use canopy::console::logs::LogLine;
+use canopy::console::replay::ReplayStatus;
 use canopy::console::theme::{ColorDepth, Theme};
 use canopy::console::views;
 use canopy::engine::model::{AttemptId, WorkloadId};
@@ -406,4 +407,38 @@ fn the_selected_row_is_reverse_video_at_every_depth() {
         assert!(sgr(&wire).reverse > 0, "{d:?}");
         assert!(!wire.contains("\x1b[;m"), "{d:?}");
     }
+}
+
+/// The view tabs' names.
+const TAB_NAMES: [&str; 7] =
+    ["1 overview", "2 capacity", "3 nodes", "4 workloads", "5 triage", "6 editor", "7 audit"];
+
+#[test]
+fn a_replays_marker_leaves_the_tabs_named_at_120_columns_and_numbered_at_80() {
+    // `canopy sim --watch`: playing on the overview, then paused on the
+    // workloads (the longest current tab).
+    let mut a = app();
+    let mut lines = Vec::new();
+    for w in [120, 80] {
+        for (view, paused) in [('1', false), ('4', true)] {
+            a.update(Msg::Replay(ReplayStatus {
+                policy: "canopy".into(),
+                speed: 1440.0,
+                paused,
+                ended: None,
+            }));
+            key(&mut a, view);
+            a.update(Msg::Resize(w, 24));
+            let screen = render(&a, w, 24).backend().to_string();
+            let header = screen.lines().next().unwrap().trim_matches('"').trim_end().to_string();
+            let marker = if paused { "REPLAY ×1440 paused" } else { "REPLAY ×1440" };
+            assert!(header.contains(marker), "{w}: {header}");
+            for name in TAB_NAMES {
+                let shown = if w >= 120 { name } else { &name[..1] };
+                assert!(header.contains(shown), "{w}: {shown:?} missing from {header}");
+            }
+            lines.push(format!("{w:>3}|{header}"));
+        }
+    }
+    insta::assert_snapshot!("replay_header", lines.join("\n"));
 }
