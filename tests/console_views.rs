@@ -2,14 +2,18 @@
 //! monochrome theme), plus the style rules snapshots cannot see.
 
 use canopy::console::app::{App, Config, Msg, View};
+use canopy::console::backend::DepthBackend;
 use canopy::console::fixture::{NOW, model};
 use canopy::console::logs::LogLine;
+use canopy::console::replay::ReplayStatus;
+use canopy::console::theme::{ColorDepth, Theme};
 use canopy::console::views;
 use canopy::engine::model::{AttemptId, WorkloadId};
-use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::layout::Rect;
 use ratatui::style::Modifier;
+use ratatui::{Terminal, TerminalOptions, Viewport};
 
 fn app() -> App {
     let fleet = canopy::fleet::load::demo().unwrap();
@@ -316,4 +320,125 @@ fn tab_lists_the_commands_it_could_complete() {
     a.update(Msg::Key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE)));
     let s = render(&a, 80, 24).backend().to_string();
     insta::assert_snapshot!("command_choices", s.lines().last().unwrap());
+}
+
+/// The bytes the workloads view (a selected row, states in colour) sends
+/// to an 80×24 terminal, through the console's real backend, in `theme`
+/// at `depth`.
+fn sent(theme: &str, depth: ColorDepth) -> String {
+    let mut a = app();
+    a.config.theme = Theme::named(theme, depth).unwrap();
+    key(&mut a, '4');
+    let mut out = Vec::new();
+    {
+        let options = TerminalOptions { viewport: Viewport::Fixed(Rect::new(0, 0, 80, 24)) };
+        let mut t = Terminal::with_options(DepthBackend::new(&mut out, depth), options).unwrap();
+        t.draw(|f| views::draw(f, &a)).unwrap();
+    }
+    String::from_utf8(out).unwrap()
+}
+
+/// How many colour codes of each kind, and reverse-video codes, the SGR
+/// sequences in `wire` hold.
+#[derive(Debug, Default)]
+struct Sgr {
+    /// `30–37`, `90–97` and their backgrounds: the 16 colours.
+    ansi16: usize,
+    /// `38;5;N`, `48;5;N`.
+    ansi256: usize,
+    /// `38;2;R;G;B`, `48;2;R;G;B`.
+    truecolor: usize,
+    /// `39`, `49`: the terminal's default colours.
+    default: usize,
+    reverse: usize,
+}
+
+fn sgr(wire: &str) -> Sgr {
+    let mut n = Sgr::default();
+    for seq in wire.split("\x1b[").skip(1) {
+        let Some(end) = seq.find(|c: char| c.is_ascii_alphabetic()) else { continue };
+        if !seq[end..].starts_with('m') {
+            continue; // cursor moves and the like
+        }
+        let p: Vec<u32> = seq[..end].split(';').map(|p| p.parse().unwrap_or(0)).collect();
+        let mut i = 0;
+        while i < p.len() {
+            match (p[i], p.get(i + 1)) {
+                (38 | 48 | 58, Some(5)) => (n.ansi256 += 1, i += 2).0,
+                (38 | 48 | 58, Some(2)) => (n.truecolor += 1, i += 4).0,
+                (30..=37 | 40..=47 | 90..=97 | 100..=107, _) => n.ansi16 += 1,
+                (39 | 49 | 59, _) => n.default += 1,
+                (7, _) => n.reverse += 1,
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn each_colour_depth_sends_only_its_own_codes() {
+    for theme in ["dark", "light", "high-contrast"] {
+        let wire = sent(theme, ColorDepth::Ansi16);
+        let n = sgr(&wire);
+        assert!(n.ansi16 > 0 && n.ansi256 == 0 && n.truecolor == 0, "{theme} at 16: {n:?}");
+        assert!(!wire.contains("38;5;") && !wire.contains("38;2;"));
+
+        let n = sgr(&sent(theme, ColorDepth::Ansi256));
+        assert!(n.ansi256 > 0 && n.ansi16 == 0 && n.truecolor == 0, "{theme} at 256: {n:?}");
+
+        let wire = sent(theme, ColorDepth::TrueColor);
+        let n = sgr(&wire);
+        assert!(n.truecolor > 0 && n.ansi16 == 0 && n.ansi256 == 0, "{theme} in truecolor: {n:?}");
+        assert!(wire.contains("\x1b[38;2;"));
+
+        let n = sgr(&sent(theme, ColorDepth::None));
+        assert_eq!(n.ansi16 + n.ansi256 + n.truecolor + n.default, 0, "{theme} without colour: {n:?}");
+    }
+}
+
+#[test]
+fn the_selected_row_is_reverse_video_at_every_depth() {
+    // Without colour too: no colour code (crossterm's `ESC[;m` under
+    // NO_COLOR) may cancel it.
+    for d in [ColorDepth::TrueColor, ColorDepth::Ansi256, ColorDepth::Ansi16, ColorDepth::None] {
+        let wire = sent("dark", d);
+        assert!(sgr(&wire).reverse > 0, "{d:?}");
+        assert!(!wire.contains("\x1b[;m"), "{d:?}");
+    }
+}
+
+/// The view tabs' names.
+const TAB_NAMES: [&str; 7] =
+    ["1 overview", "2 capacity", "3 nodes", "4 workloads", "5 triage", "6 editor", "7 audit"];
+
+#[test]
+fn a_replays_marker_leaves_the_tabs_named_at_120_columns_and_numbered_at_80() {
+    // `canopy sim --watch`: playing on the overview, then paused on the
+    // workloads (the longest current tab).
+    let mut a = app();
+    let mut lines = Vec::new();
+    for w in [120, 80] {
+        for (view, paused) in [('1', false), ('4', true)] {
+            a.update(Msg::Replay(ReplayStatus {
+                policy: "canopy".into(),
+                speed: 1440.0,
+                paused,
+                ended: None,
+            }));
+            key(&mut a, view);
+            a.update(Msg::Resize(w, 24));
+            let screen = render(&a, w, 24).backend().to_string();
+            let header = screen.lines().next().unwrap().trim_matches('"').trim_end().to_string();
+            let marker = if paused { "REPLAY ×1440 paused" } else { "REPLAY ×1440" };
+            assert!(header.contains(marker), "{w}: {header}");
+            for name in TAB_NAMES {
+                let shown = if w >= 120 { name } else { &name[..1] };
+                assert!(header.contains(shown), "{w}: {shown:?} missing from {header}");
+            }
+            lines.push(format!("{w:>3}|{header}"));
+        }
+    }
+    insta::assert_snapshot!("replay_header", lines.join("\n"));
 }

@@ -7,7 +7,8 @@
 //!   confirmation live there.
 //! - [`keymap`]: keys → intents; [`help`] makes the `?` help from it.
 //! - [`views`]: drawing only; [`fit`] fits their text into columns.
-//! - [`run`]: the terminal, the event loop and the effects (the only I/O).
+//! - [`run`]: the terminal, the event loop and the effects (the only I/O);
+//!   [`backend`] writes colours at the depth `--color` chose.
 //! - [`replay`]: `canopy sim --watch`: paces a simulation into the same
 //!   read model, in virtual time.
 //!
@@ -16,6 +17,7 @@
 
 pub mod action;
 pub mod app;
+pub mod backend;
 mod derive;
 pub mod editor;
 pub mod filter;

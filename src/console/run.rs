@@ -13,7 +13,9 @@
 //! the same on an engine in this process and on one it attached to.
 
 use super::app::{App, Effect, Msg};
+use super::backend::DepthBackend;
 use super::replay::Replay;
+use super::theme::ColorDepth;
 use super::views;
 use crate::console::logs::LogLine;
 use crate::engine::handle::{EngineHandle, Link, Stream};
@@ -56,6 +58,19 @@ pub fn local_offset_s() -> i64 {
         }
         tm.tm_gmtoff
     }
+}
+
+/// The console's terminal: stdout, with colours at the theme's depth.
+pub type Term = ratatui::Terminal<DepthBackend<std::io::Stdout>>;
+
+/// Takes the terminal: raw mode, the alternate screen, and a backend that
+/// writes colours at `depth` (what `ratatui::try_init` does, less its
+/// panic hook: [`install_panic_hook`] is the console's).
+fn init(depth: ColorDepth) -> std::io::Result<Term> {
+    use ratatui::crossterm::{execute, terminal};
+    terminal::enable_raw_mode()?;
+    execute!(std::io::stdout(), terminal::EnterAlternateScreen)?;
+    ratatui::Terminal::new(DepthBackend::new(std::io::stdout(), depth))
 }
 
 /// Restores the terminal, prints the report and exits on any panic, on any
@@ -104,7 +119,7 @@ impl Signals {
 /// `scratch` holds the spec file `$EDITOR` edits.
 pub async fn run(app: &mut App, engine: EngineHandle, scratch: PathBuf) -> std::io::Result<Exit> {
     let mut signals = Signals::install()?;
-    let mut terminal = ratatui::try_init()?;
+    let mut terminal = init(app.config.theme.depth)?;
     install_panic_hook();
     let r = event_loop(&mut terminal, app, engine, scratch, None, Some(&mut signals)).await;
     if matches!(r, Ok(Exit::Hangup(_))) {
@@ -148,7 +163,7 @@ pub async fn run_replay(
     replay: Replay,
     scratch: PathBuf,
 ) -> std::io::Result<()> {
-    let mut terminal = ratatui::try_init()?;
+    let mut terminal = init(app.config.theme.depth)?;
     install_panic_hook();
     let r = event_loop(&mut terminal, app, engine, scratch, Some(&replay), None).await;
     restore();
@@ -160,7 +175,7 @@ pub async fn run_replay(
 }
 
 async fn event_loop(
-    terminal: &mut ratatui::DefaultTerminal,
+    terminal: &mut Term,
     app: &mut App,
     engine: EngineHandle,
     scratch: PathBuf,
@@ -475,11 +490,7 @@ pub fn base64(data: &[u8]) -> String {
 }
 
 /// Suspends the console, edits `text` in `$EDITOR` (or `vi`), resumes.
-fn external_editor(
-    terminal: &mut ratatui::DefaultTerminal,
-    text: &str,
-    scratch: &std::path::Path,
-) -> Result<String, String> {
+fn external_editor(terminal: &mut Term, text: &str, scratch: &std::path::Path) -> Result<String, String> {
     let path = scratch.join("console-spec.toml");
     std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     let editor = std::env::var("VISUAL").or_else(|_| std::env::var("EDITOR")).unwrap_or_else(|_| "vi".into());
@@ -493,7 +504,7 @@ fn external_editor(
             .map_err(|e| format!("{editor}: {e}")),
         None => Err("$EDITOR is empty".into()),
     };
-    *terminal = ratatui::try_init().map_err(|e| e.to_string())?;
+    *terminal = init(terminal.backend().depth()).map_err(|e| e.to_string())?;
     let _ = terminal.clear();
     match status? {
         s if s.success() => std::fs::read_to_string(&path).map_err(|e| e.to_string()),

@@ -77,6 +77,9 @@ pub struct Theme {
     pub bad: Style,
     pub border: Style,
     pub selected: Style,
+    /// The depth its colours were mapped to, which the terminal's backend
+    /// also writes them at ([`crate::console::backend::DepthBackend`]).
+    pub depth: ColorDepth,
 }
 
 impl Theme {
@@ -107,6 +110,7 @@ impl Theme {
             bad: c(&f.bad)?.add_modifier(Modifier::BOLD),
             border: c(&f.border)?,
             selected: Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD),
+            depth,
         })
     }
 
@@ -129,6 +133,7 @@ impl Theme {
             bad: s.add_modifier(Modifier::BOLD),
             border: s,
             selected: s.add_modifier(Modifier::REVERSED | Modifier::BOLD),
+            depth: ColorDepth::None,
         }
     }
 }
@@ -170,14 +175,19 @@ fn parse_color(s: &str, depth: ColorDepth) -> Result<Color, String> {
     })
 }
 
-/// The nearest colour of the 6×6×6 cube.
-fn to_256(r: u8, g: u8, b: u8) -> u8 {
-    let q = |v: u8| ((v as u16 * 5 + 127) / 255) as u8;
+/// The nearest colour of the 6×6×6 cube (xterm's levels: 0, 95, 135,
+/// 175, 215, 255).
+pub(crate) fn to_256(r: u8, g: u8, b: u8) -> u8 {
+    let q = |v: u8| match v {
+        0..48 => 0,
+        48..115 => 1,
+        _ => (v - 35) / 40,
+    };
     16 + 36 * q(r) + 6 * q(g) + q(b)
 }
 
 /// The nearest of the 16 ANSI colours, so the user's palette applies.
-fn to_16(r: u8, g: u8, b: u8) -> Color {
+pub(crate) fn to_16(r: u8, g: u8, b: u8) -> Color {
     let bright = r.max(g).max(b) > 170;
     let on = |v: u8| v > 85;
     match (on(r), on(g), on(b), bright) {
@@ -233,6 +243,43 @@ mod tests {
             assert!(s.fg.is_none() || s.fg == Some(Color::Reset));
         }
         assert!(t.selected.add_modifier.contains(Modifier::REVERSED));
+    }
+
+    /// WCAG's contrast ratio of two colours (1 to 21).
+    fn contrast(a: (u8, u8, u8), b: (u8, u8, u8)) -> f64 {
+        let lum = |(r, g, b): (u8, u8, u8)| {
+            let lin = |v: u8| {
+                let c = f64::from(v) / 255.0;
+                if c <= 0.03928 { c / 12.92 } else { ((c + 0.055) / 1.055).powf(2.4) }
+            };
+            0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
+        };
+        let (x, y) = (lum(a), lum(b));
+        (x.max(y) + 0.05) / (x.min(y) + 0.05)
+    }
+
+    #[test]
+    fn the_light_themes_borders_show_on_white() {
+        use crate::console::backend::{at_depth, rgb};
+        const WHITE: (u8, u8, u8) = (255, 255, 255);
+        for d in [ColorDepth::TrueColor, ColorDepth::Ansi256, ColorDepth::Ansi16] {
+            let t = Theme::named("light", d).unwrap();
+            // As the terminal is sent it; named colours as xterm shows them.
+            let border = t.border.fg.map(|c| at_depth(c, d)).and_then(rgb).expect("a border colour");
+            let ratio = contrast(border, WHITE);
+            assert!(ratio >= 3.0, "{d:?}: border {border:?} on white is only {ratio:.2}:1");
+            // Text in truecolor, where the theme's own colours show as given.
+            if d == ColorDepth::TrueColor {
+                for (what, s) in
+                    [("text", t.text), ("dim", t.dim), ("ok", t.ok), ("warn", t.warn), ("bad", t.bad)]
+                {
+                    let c = s.fg.and_then(rgb).expect("a colour");
+                    assert!(contrast(c, WHITE) >= 3.0, "{what} {c:?} on white");
+                }
+            }
+        }
+        // The old border, the light grey of ANSI 7, was not.
+        assert!(contrast(rgb(Color::Gray).unwrap(), WHITE) < 1.5);
     }
 
     #[test]

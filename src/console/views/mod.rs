@@ -59,27 +59,18 @@ pub fn draw(f: &mut Frame, app: &App) {
 
 fn header(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.config.theme;
-    // Narrow screens (and a replay's, below 132 columns, or a lost
-    // engine's, below 140: their marker takes the room) show only the
-    // current tab's name, the others' numbers one space apart.
-    let narrow = area.width < 100
-        || (app.replay.is_some() && area.width < 132)
-        || (app.link_down.is_some() && area.width < 140);
-    let mut spans = vec![Span::styled(if narrow { "canopy" } else { "canopy " }, t.header)];
-    for (v, label) in TABS {
-        let current =
-            v == app.view || (v == View::Workloads && matches!(app.view, View::Detail | View::Logs));
-        if current {
-            if narrow {
-                spans.push(Span::raw(" "));
-            }
-            spans.push(Span::styled(format!("[{label}]"), t.selected));
-        } else if narrow {
-            spans.push(Span::styled(format!(" {}", &label[..1]), t.dim));
-        } else {
-            spans.push(Span::styled(format!(" {label} "), t.dim));
-        }
-    }
+    // Narrow screens (and a lost engine's, below 140 columns: its marker
+    // takes the room) show only the current tab's name, the others'
+    // numbers one space apart. A replay keeps the tabs' names while its
+    // marker and virtual time still fit beside them (at 120 columns).
+    let full = tabs(app, false, t);
+    let full_width: usize = full.iter().map(Span::width).sum();
+    let replay_cramped = app.replay.as_ref().is_some_and(|r| {
+        let least = replay_tag(r, t).0.chars().count() + 1 + sim_time(app.now, false).chars().count();
+        full_width + 1 + least > usize::from(area.width)
+    });
+    let narrow = area.width < 100 || replay_cramped || (app.link_down.is_some() && area.width < 140);
+    let mut spans = if narrow { tabs(app, true, t) } else { full };
     if let Some(r) = &app.replay {
         let used: usize = spans.iter().map(Span::width).sum();
         let room = usize::from(area.width).saturating_sub(used + 1);
@@ -107,16 +98,42 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
-/// `REPLAY ×1440  sim 2023-11-15 04:12  policy canopy`, shortened to fit
-/// `room` columns: the marker, then the virtual time, then the policy.
-fn replay_spans(r: &ReplayStatus, now: Millis, room: usize, t: &Theme) -> Vec<Span<'static>> {
-    let (tag, style) = if r.ended.is_some() {
+/// `canopy` and the view tabs, the current one in reverse video; `narrow`:
+/// only the current tab's name, the others' numbers.
+fn tabs(app: &App, narrow: bool, t: &Theme) -> Vec<Span<'static>> {
+    let mut spans = vec![Span::styled(if narrow { "canopy" } else { "canopy " }, t.header)];
+    for (v, label) in TABS {
+        let current =
+            v == app.view || (v == View::Workloads && matches!(app.view, View::Detail | View::Logs));
+        if current {
+            if narrow {
+                spans.push(Span::raw(" "));
+            }
+            spans.push(Span::styled(format!("[{label}]"), t.selected));
+        } else if narrow {
+            spans.push(Span::styled(format!(" {}", &label[..1]), t.dim));
+        } else {
+            spans.push(Span::styled(format!(" {label} "), t.dim));
+        }
+    }
+    spans
+}
+
+/// The replay marker, `REPLAY ×1440` (`paused`, `done`), and its style.
+fn replay_tag(r: &ReplayStatus, t: &Theme) -> (String, ratatui::style::Style) {
+    if r.ended.is_some() {
         ("REPLAY done".to_string(), t.ok)
     } else if r.paused {
         (format!("REPLAY {} paused", speed_label(r.speed)), t.warn)
     } else {
         (format!("REPLAY {}", speed_label(r.speed)), t.warn)
-    };
+    }
+}
+
+/// `REPLAY ×1440  sim 2023-11-15 04:12  policy canopy`, shortened to fit
+/// `room` columns: the marker, then the virtual time, then the policy.
+fn replay_spans(r: &ReplayStatus, now: Millis, room: usize, t: &Theme) -> Vec<Span<'static>> {
+    let (tag, style) = replay_tag(r, t);
     let p = &r.policy;
     let variants = [
         ("  ", format!("sim {}", sim_time(now, true)), format!("policy {p}")),
