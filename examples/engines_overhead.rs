@@ -35,7 +35,7 @@ name = "overhead"
 [runtime]
 command = ["true"]
 [resources]
-cpus = 1
+cpu_cores = 1
 memory_gb = 0.1
 "#;
 
@@ -63,7 +63,10 @@ async fn main() -> Res<()> {
     let e = Engines {
         slurm_url: std::env::var("CANOPY_SLURM_URL").unwrap_or_else(|_| "http://127.0.0.1:6820".into()),
         ray_url: std::env::var("CANOPY_RAY_URL").unwrap_or_else(|_| "http://127.0.0.1:8265".into()),
-        jwt: std::fs::read_to_string(format!("{dir}/slurm/rest/root.jwt")).unwrap_or_default().trim().to_string(),
+        jwt: std::fs::read_to_string(format!("{dir}/slurm/rest/root.jwt"))
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
         dir,
     };
     for engine in ["slurm", "ray"] {
@@ -143,7 +146,8 @@ async fn ray_direct(e: &Engines, n: usize, c: usize, round: usize) -> Res<Durati
     while done < n {
         while submitted < n && live.len() < c {
             let id = format!("{run}-{submitted}");
-            let body = serde_json::json!({ "entrypoint": "true", "submission_id": id, "entrypoint_num_cpus": 1 });
+            let body =
+                serde_json::json!({ "entrypoint": "true", "submission_id": id, "entrypoint_num_cpus": 1 });
             let r = http.post(format!("{}/api/jobs/", e.ray_url)).json(&body).send().await?;
             if !r.status().is_success() {
                 return Err(format!("ray refused {id}: {}", r.text().await?).into());
@@ -154,7 +158,8 @@ async fn ray_direct(e: &Engines, n: usize, c: usize, round: usize) -> Res<Durati
         tokio::time::sleep(Duration::from_millis(100)).await;
         let mut still = Vec::new();
         for id in live {
-            let j: serde_json::Value = http.get(format!("{}/api/jobs/{id}", e.ray_url)).send().await?.json().await?;
+            let j: serde_json::Value =
+                http.get(format!("{}/api/jobs/{id}", e.ray_url)).send().await?.json().await?;
             match j["status"].as_str() {
                 Some("SUCCEEDED") => done += 1,
                 Some("FAILED" | "STOPPED") => return Err(format!("ray job {id} ended {j}").into()),
@@ -243,7 +248,9 @@ async fn through_canopy(e: &Engines, engine: &str, n: usize) -> Res<Duration> {
     let elapsed = t0.elapsed();
     let failed = client.workloads("state=failed,cancelled&limit=1000").await?;
     if !failed.workloads.is_empty() {
-        return Err(format!("{engine}: {} of {n} did not succeed through Canopy", failed.workloads.len()).into());
+        return Err(
+            format!("{engine}: {} of {n} did not succeed through Canopy", failed.workloads.len()).into()
+        );
     }
     Ok(elapsed)
 }

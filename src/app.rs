@@ -268,6 +268,7 @@ fn adopt_local_attempts(
             reason: Some("adopted into a new journal after the old one was lost".into()),
             class: None,
             submitted_by: None,
+            acknowledged: None,
             spec,
         };
         let att = AttemptRecord {

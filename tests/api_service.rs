@@ -611,6 +611,8 @@ const MATRIX: &[(&str, &str, [May; 6])] = &[
     ("GET",    "/v1/workloads/{id}/artifacts/{attempt}/{name}",    [U,     Y,     Y,        Y,       Y,        Y]),
     ("POST",   "/v1/workloads/{id}/cancel",                        [U,     N,     N,        Y,       N,        Y]),
     ("POST",   "/v1/workloads/{id}/retry",                         [U,     N,     N,        Y,       N,        Y]),
+    // Only a failure can be acknowledged; the owner's workload succeeded.
+    ("POST",   "/v1/workloads/{id}/acknowledge",                   [U,     N,     N,        C,       N,        C]),
     ("POST",   "/v1/plan",                                         [U,     Y,     Y,        Y,       Y,        Y]),
     ("GET",    "/v1/fleet",                                        [U,     Y,     Y,        Y,       Y,        Y]),
     ("GET",    "/v1/events",                                       [U,     Y,     Y,        Y,       Y,        Y]),
@@ -1178,6 +1180,57 @@ async fn the_audit_trail_says_who_changed_what_and_who_was_refused() {
         only.as_array().unwrap().iter().all(|a| a["principal"] == "sub")
             && only.as_array().unwrap().len() >= 3
     );
+    api.finish().await;
+}
+
+/// A failure stays in triage (`unresolved=true`) whatever its age until
+/// someone acknowledges it, with a reason recorded on it and in the audit
+/// trail, or retries it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_stays_unresolved_until_acknowledged_or_retried() {
+    let mut api = Api::start().await;
+    let op = api.token("op", "operator", &[], None).await;
+    let op = Who::Token(&op);
+    let no_retries =
+        |name: &str| format!("{}\n[retry]\nmax_attempts = 1\n", local_spec(name, "exit 3", None));
+    let acked = api.submit_new(Who::Owner, &no_retries("acked")).await;
+    let retried = api.submit_new(Who::Owner, &no_retries("retried")).await;
+    let open = api.submit_new(Who::Owner, &no_retries("open")).await;
+    for id in [&acked, &retried, &open] {
+        assert_eq!(api.wait_final(id).await["workload"]["state"], "failed");
+    }
+    let unresolved = async |api: &Api| -> Vec<String> {
+        let page = api.get(Who::Owner, "/v1/workloads?unresolved=true").await.expect(200).json();
+        page["workloads"].as_array().unwrap().iter().map(|v| id_of(&v["workload"])).collect()
+    };
+    let mut all = unresolved(&api).await;
+    all.sort();
+    let mut want = vec![acked.clone(), retried.clone(), open.clone()];
+    want.sort();
+    assert_eq!(all, want);
+
+    // Acknowledging asks for nothing more than the reason, once.
+    let path = format!("/v1/workloads/{acked}/acknowledge");
+    api.call(op, "POST", &path, Body::Json(json!({"reason": "bad input file, fixed upstream"})))
+        .await
+        .expect(200);
+    api.call(op, "POST", &path, Body::Json(json!({"reason": "again"}))).await.expect(200);
+    let w = api.workload(&acked).await;
+    assert_eq!(w["workload"]["acknowledged"]["by"], "op", "{w:#}");
+    assert_eq!(w["workload"]["acknowledged"]["reason"], "bad input file, fixed upstream", "{w:#}");
+    api.call(op, "POST", &format!("/v1/workloads/{retried}/retry"), Body::Empty).await.expect(200);
+    assert_eq!(unresolved(&api).await, vec![open.clone()]);
+
+    let audit = api.get(op, "/v1/audit?limit=100").await.expect(200).json();
+    let ack = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["action"] == "acknowledge")
+        .unwrap_or_else(|| panic!("no audit record of the acknowledgement: {audit:#}"));
+    assert_eq!((ack["principal"].as_str(), ack["target"].as_str()), (Some("op"), Some(acked.as_str())));
+    let page = api.get(Who::Owner, "/v1/workloads?state=failed&limit=1").await.expect(200).json();
+    assert_eq!(page["total"], 3, "the page says how many match: {page:#}");
     api.finish().await;
 }
 

@@ -78,7 +78,8 @@ fn cancel_asks_first_and_sends_on_yes() {
     );
     keys(&mut a, "3");
     keys(&mut a, "c");
-    assert!(keys(&mut a, "n").is_empty(), "n declines");
+    assert!(screen(&a).contains("— why?"), "a cordon asks why: {}", screen(&a));
+    assert!(code(&mut a, KeyCode::Esc, KeyModifiers::NONE).is_empty(), "esc declines");
     assert!(a.confirm.is_none());
 }
 
@@ -117,7 +118,8 @@ fn editor_errors_then_submit_with_an_idempotency_key() {
     code(&mut a, KeyCode::Backspace, KeyModifiers::NONE);
     assert!(screen(&a).contains("placement preview"));
     let fx = code(&mut a, KeyCode::Char('s'), KeyModifiers::CONTROL);
-    let Some(Effect::Command { cmd: Command::Submit { idempotency_key: Some(k), .. }, what }) = fx.first()
+    let Some(Effect::Command { cmd: Command::Submit { idempotency_key: Some(k), .. }, what, .. }) =
+        fx.first()
     else {
         panic!("{fx:?}")
     };
@@ -293,7 +295,8 @@ fn a_reload_takes_newer_rows_keeps_newer_ones_and_adds_no_event_twice() {
         kind: EventKind::Submitted,
         message: "submitted".into(),
     };
-    let recent = Recent { workloads: vec![newer, older], attempts: vec![], events: vec![ev.clone()] };
+    let recent =
+        Recent { workloads: vec![newer, older], attempts: vec![], events: vec![ev.clone()], total: 2 };
     a.update(Msg::Recent(recent.clone()));
     assert_eq!(a.model.workloads[&WorkloadId(1)].rec.state, WorkloadState::Succeeded, "newer wins");
     assert!(!a.model.workloads[&WorkloadId(1)].attempts.is_empty(), "attempts the load lacks stay");
@@ -599,4 +602,56 @@ fn the_sorted_column_is_marked_in_its_header() {
     assert!(header.contains("AGE▼") && !header.contains("ID▼"), "{header}");
     keys(&mut a, "S");
     assert!(screen(&a).lines().nth(2).unwrap().contains("AGE▲"), "{}", screen(&a));
+}
+
+/// `a` on a failure asks why, sends the acknowledgement with the reason,
+/// and once the engine's record says so the failure leaves triage.
+#[test]
+fn a_acknowledges_a_failure_with_a_reason_and_it_leaves_triage() {
+    let mut a = app(false);
+    keys(&mut a, "5");
+    let id = a.current_workload().expect("triage has a failure selected");
+    let before = a.derived.faults.len();
+    assert!(keys(&mut a, "a").is_empty(), "nothing is sent before the reason");
+    assert!(screen(&a).contains(&format!("acknowledge {id} — why? (required)")), "{}", screen(&a));
+    assert!(code(&mut a, KeyCode::Enter, KeyModifiers::NONE).is_empty(), "a reason is required");
+    assert!(a.confirm.is_some(), "still asking");
+    let fx = keys(&mut a, "bad input, fixed");
+    assert!(fx.is_empty());
+    let fx = code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    match &fx[..] {
+        [Effect::Command { cmd: Command::Acknowledge { id: sent }, reason: Some(r), .. }] => {
+            assert_eq!((*sent, r.as_str()), (id, "bad input, fixed"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut rec = a.model.workloads[&id].rec.clone();
+    rec.acknowledged = Some(canopy::engine::model::Acknowledgement {
+        by: "local:op".into(),
+        at: rec.updated_at,
+        reason: Some("bad input, fixed".into()),
+    });
+    a.update(Msg::Records(Arc::new(Batch { seq: 99, records: vec![Record::Workload(Box::new(rec))] })));
+    assert_eq!(a.derived.faults.len(), before - 1, "{}", screen(&a));
+    assert!(!a.derived.faults.contains(&id));
+}
+
+/// A console holding part of a long history says so, and asks for the
+/// next older page at the end of the list.
+#[test]
+fn a_partial_list_says_n_of_m_and_pages_older_at_its_end() {
+    let mut a = app(false);
+    let held = a.model.workloads.len() as u64;
+    a.update(Msg::Recent(canopy::engine::shell::Recent {
+        workloads: vec![],
+        attempts: vec![],
+        events: vec![],
+        total: held + 3_000,
+    }));
+    keys(&mut a, "4");
+    assert!(screen(&a).contains(&format!("/{held} of {}", held + 3_000)), "{}", screen(&a));
+    let oldest = *a.model.workloads.keys().next().unwrap();
+    let fx = keys(&mut a, "G");
+    assert!(matches!(&fx[..], [Effect::LoadOlder(w)] if *w == oldest), "{fx:?}");
+    assert!(keys(&mut a, "j").is_empty(), "one page at a time");
 }

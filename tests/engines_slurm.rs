@@ -373,13 +373,13 @@ async fn a_third_job_runs_beside_two_of_canopys_own() {
     let deadline = Instant::now() + LONG;
     loop {
         let j = journal(t.path());
-        let states: Vec<WorkloadState> = ids.iter().map(|id| j.workload(*id).unwrap().unwrap().state).collect();
+        let states: Vec<WorkloadState> =
+            ids.iter().map(|id| j.workload(*id).unwrap().unwrap().state).collect();
         if states.iter().all(|s| *s == WorkloadState::Running) {
             break;
         }
         if Instant::now() > deadline {
-            let events: Vec<String> =
-                j.events(ids[2]).unwrap().into_iter().map(|e| e.message).collect();
+            let events: Vec<String> = j.events(ids[2]).unwrap().into_iter().map(|e| e.message).collect();
             panic!("the three never ran together: {states:?}; the third's events: {events:#?}");
         }
         drop(j);

@@ -23,6 +23,7 @@ fn workload(id: u64, state: WorkloadState) -> WorkloadRecord {
         spec: spec(&format!("train-{id}")),
         spec_hash: format!("{id:064x}"),
         submitted_by: None,
+        acknowledged: None,
         idempotency_key: None,
         priority: 70,
         state,
@@ -444,4 +445,36 @@ fn an_operators_node_intent_is_kept_until_lifted() {
     assert_eq!(j.load_live(window).unwrap().intents, [intent]);
     j.append(&[Record::NodeIntent { node: "gpu-7".into(), intent: None }]).unwrap();
     assert!(j.load_live(window).unwrap().intents.is_empty(), "lifted");
+}
+
+/// The console loads every failure nobody resolved, however old: one
+/// 2,100 workloads back is found; acknowledged and retried ones are not.
+#[test]
+fn unresolved_failures_are_found_whatever_their_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(&dir.path().join("canopy.db")).unwrap();
+    let w = |r: WorkloadRecord| Record::Workload(Box::new(r));
+    let mut records = vec![w(workload(1, WorkloadState::Failed))];
+    let mut acked = workload(2, WorkloadState::Failed);
+    acked.acknowledged =
+        Some(Acknowledgement { by: "alice".into(), at: Millis(5), reason: Some("known".into()) });
+    records.push(w(acked));
+    records.push(w(workload(3, WorkloadState::Failed)));
+    for id in 4..=2_100 {
+        records.push(w(workload(id, WorkloadState::Succeeded)));
+    }
+    let mut retry = workload(2_101, WorkloadState::Succeeded);
+    retry.idempotency_key = Some(format!("{RETRY_OF}:w-3"));
+    records.push(w(retry));
+    j.append(&records).unwrap();
+
+    let found = j.workloads(&WorkloadFilter { unresolved: true, ..WorkloadFilter::default() }).unwrap();
+    assert_eq!(found.iter().map(|w| w.id).collect::<Vec<_>>(), vec![WorkloadId(1)]);
+    let recent = canopy::engine::handle::recent(&mut j, 2_000, 10).unwrap();
+    assert!(recent.workloads.iter().any(|w| w.id == WorkloadId(1)), "the old failure is loaded");
+    assert_eq!(recent.total, 2_101);
+    assert_eq!(j.workload(WorkloadId(2)).unwrap().unwrap().acknowledged.unwrap().by, "alice");
+    let failed =
+        WorkloadFilter { states: vec![WorkloadState::Failed], limit: Some(1), ..WorkloadFilter::default() };
+    assert_eq!(j.count_workloads(&failed).unwrap(), 3, "a count ignores the limit");
 }

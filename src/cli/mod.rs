@@ -199,6 +199,10 @@ pub enum Command {
         /// Only these states (repeatable): queued, running, failed…
         #[arg(long = "state", value_parser = parse_state)]
         states: Vec<WorkloadState>,
+        /// Only failures nobody has acknowledged or retried (what
+        /// triage shows), whatever their age.
+        #[arg(long)]
+        unresolved: bool,
         #[arg(long, default_value_t = 50)]
         limit: usize,
         #[arg(long)]
@@ -247,6 +251,15 @@ pub enum Command {
         id: WorkloadId,
         #[arg(long)]
         reason: Option<String>,
+    },
+    /// Acknowledge a failed workload: nothing more is to be done about it,
+    /// so it leaves triage (the console's and `status --unresolved`).
+    #[command(alias = "acknowledge")]
+    Ack {
+        id: WorkloadId,
+        /// Why, recorded on the workload and in the audit trail.
+        #[arg(long)]
+        reason: String,
     },
     /// Stop placing new work on a node. Kept (journalled, with who and
     /// why) until `uncordon` or `--until`, across restarts and inventory
@@ -351,8 +364,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Some(Command::Submit { spec, idempotency_key, wait, json }) => {
             workloads::submit(&cli.store, &spec, idempotency_key, wait, json)
         }
-        Some(Command::Status { id, states, limit, json }) => {
-            workloads::status(&cli.store, id, states, limit, json)
+        Some(Command::Status { id, states, unresolved, limit, json }) => {
+            workloads::status(&cli.store, id, states, unresolved, limit, json)
         }
         Some(Command::Logs { id, attempt, follow, stream, raw }) => {
             workloads::logs(&cli.store, id, attempt, follow, &stream, raw)
@@ -363,6 +376,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             workloads::command(&cli.store, JCommand::Cancel { id }, reason)
         }
         Some(Command::Retry { id, reason }) => workloads::command(&cli.store, JCommand::Retry { id }, reason),
+        Some(Command::Ack { id, reason }) => {
+            workloads::command(&cli.store, JCommand::Acknowledge { id }, Some(reason))
+        }
         Some(Command::Cordon { node, reason, until }) => {
             workloads::command(&cli.store, JCommand::Cordon { node, until }, reason)
         }

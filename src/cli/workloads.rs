@@ -201,6 +201,7 @@ pub fn status(
     store: &StoreArgs,
     id: Option<WorkloadId>,
     states: Vec<WorkloadState>,
+    unresolved: bool,
     limit: usize,
     json: bool,
 ) -> Result<ExitCode> {
@@ -252,6 +253,10 @@ pub fn status(
                 if let Some(r) = &w.reason {
                     outln!("  {}", sanitize(r));
                 }
+                if let Some(ack) = &w.acknowledged {
+                    let why = ack.reason.as_deref().map(|r| format!(": {}", sanitize(r))).unwrap_or_default();
+                    outln!("  acknowledged by {}{why}", sanitize(&ack.by));
+                }
                 let mut t =
                     new_table(&["ATTEMPT", "STATE", "POOL", "NODE", "$/H", "COST", "CLASS", "EVIDENCE"]);
                 for a in &v.attempts {
@@ -277,11 +282,15 @@ pub fn status(
         let mut out: Vec<WorkloadRecord> = Vec::new();
         let mut cursor: Option<String> = None;
         let mut more = false;
+        let mut total = 0;
         while out.len() < limit {
             let page_size = (limit - out.len()).min(1000);
             let mut q = format!("limit={page_size}");
             if !state_q.is_empty() {
                 q.push_str(&format!("&state={}", state_q.join(",")));
+            }
+            if unresolved {
+                q.push_str("&unresolved=true");
             }
             if let Some(c) = &cursor {
                 q.push_str(&format!("&cursor={c}"));
@@ -289,21 +298,22 @@ pub fn status(
             let page: Page = c.workloads(&q).await?;
             out.extend(page.workloads.into_iter().map(|v| v.workload));
             more = page.next_cursor.is_some();
+            total = page.total;
             match page.next_cursor {
                 Some(c) => cursor = Some(c),
                 None => break,
             }
         }
-        Ok((out, more))
+        Ok((out, more, total))
     })?;
-    let (list, more) = match fetched {
+    let (list, more, total) = match fetched {
         Ok(x) => x,
         Err(code) => return Ok(code),
     };
     if json {
         outln!("{}", json_pretty(&list)?);
         if more {
-            errln!("(only the newest {limit}; use --limit to see more)");
+            errln!("(only the newest {limit} of {total}; use --limit to see more)");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -323,7 +333,7 @@ pub fn status(
     }
     outln!("{t}");
     if more {
-        outln!("(the newest {limit} shown; --limit N shows more)");
+        outln!("(the newest {limit} of {total} shown; --limit N shows more)");
     }
     Ok(ExitCode::SUCCESS)
 }

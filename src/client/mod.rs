@@ -178,6 +178,24 @@ impl Client {
         self.get(&format!("/v1/workloads?{query}")).await
     }
 
+    /// Every workload matching `query`, page by page.
+    pub async fn all_pages(&self, query: &str) -> Result<Vec<WorkloadView>, ClientError> {
+        let mut all = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut q = format!("{query}&limit=1000");
+            if let Some(c) = &cursor {
+                q.push_str(&format!("&cursor={c}"));
+            }
+            let page = self.workloads(&q).await?;
+            all.extend(page.workloads);
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return Ok(all),
+            }
+        }
+    }
+
     /// A command, as the API carries it.
     pub async fn run(&self, cmd: &Command, reason: Option<String>) -> Result<CommandResult, ClientError> {
         let mut body = serde_json::json!({ "reason": reason });
@@ -199,6 +217,7 @@ impl Client {
             }
             Command::Cancel { id } => (format!("/v1/workloads/{id}/cancel"), None::<()>),
             Command::Retry { id } => (format!("/v1/workloads/{id}/retry"), None),
+            Command::Acknowledge { id } => (format!("/v1/workloads/{id}/acknowledge"), None),
             Command::Cordon { node, .. } => (format!("/v1/nodes/{node}/cordon"), None),
             Command::Uncordon { node } => (format!("/v1/nodes/{node}/uncordon"), None),
             Command::Drain { node, .. } => (format!("/v1/nodes/{node}/drain"), None),
@@ -304,45 +323,45 @@ impl Remote for Client {
     }
 
     async fn recent(&self, limit: usize, events: usize) -> Result<Recent, String> {
-        // Every live workload whatever its age, the newest `limit`, and
-        // the newest events, asked for at once.
-        let live = async {
-            let mut all = Vec::new();
-            let mut cursor: Option<String> = None;
-            loop {
-                let mut q = "state=queued,placing,launching,running&limit=1000".to_string();
-                if let Some(c) = &cursor {
-                    q.push_str(&format!("&cursor={c}"));
-                }
-                let page = self.workloads(&q).await?;
-                all.extend(page.workloads);
-                match page.next_cursor {
-                    Some(c) => cursor = Some(c),
-                    None => return Ok::<_, ClientError>(all),
-                }
-            }
-        };
+        // Every live workload and every unresolved failure whatever their
+        // age, the newest `limit`, and the newest events, asked for at once.
+        let live = self.all_pages("state=queued,placing,launching,running");
+        let unresolved = self.all_pages("unresolved=true");
         let (newest_q, events_q) =
             (format!("limit={}", limit.clamp(1, 1000)), format!("/v1/events?limit={events}"));
         let newest = self.workloads(&newest_q);
         let events = self.get::<Vec<EventRecord>>(&events_q);
-        let (live, newest, events) = tokio::join!(live, newest, events);
-        let (live, newest, events) = (
+        let (live, unresolved, newest, events) = tokio::join!(live, unresolved, newest, events);
+        let (live, unresolved, newest, events) = (
             live.map_err(|e| e.to_string())?,
+            unresolved.map_err(|e| e.to_string())?,
             newest.map_err(|e| e.to_string())?,
             events.map_err(|e| e.to_string())?,
         );
+        let total = newest.total;
         let mut seen = std::collections::HashSet::new();
         let mut workloads = Vec::new();
         let mut attempts = Vec::new();
-        for v in live.into_iter().chain(newest.workloads) {
+        for v in live.into_iter().chain(unresolved).chain(newest.workloads) {
             if seen.insert(v.workload.id) {
                 attempts.extend(v.attempts);
                 workloads.push(v.workload);
             }
         }
         workloads.sort_by_key(|w| std::cmp::Reverse(w.id));
-        Ok(Recent { workloads, attempts, events })
+        Ok(Recent { workloads, attempts, events, total })
+    }
+
+    async fn older(&self, before: WorkloadId, limit: usize) -> Result<Recent, String> {
+        let q = format!("limit={}&cursor={before}", limit.clamp(1, 1000));
+        let page = self.workloads(&q).await.map_err(|e| e.to_string())?;
+        let mut workloads = Vec::new();
+        let mut attempts = Vec::new();
+        for v in page.workloads {
+            attempts.extend(v.attempts);
+            workloads.push(v.workload);
+        }
+        Ok(Recent { workloads, attempts, events: Vec::new(), total: page.total })
     }
 
     async fn events(&self, id: WorkloadId) -> Result<Vec<EventRecord>, String> {

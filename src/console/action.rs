@@ -18,12 +18,19 @@ pub enum Op {
     Cordon(String),
     Uncordon(String),
     Drain(String),
+    Acknowledge(WorkloadId),
 }
 
 impl Op {
     /// Operations that change running work or start new work ask first.
     pub fn destructive(&self) -> bool {
-        matches!(self, Op::Cancel(_) | Op::Cordon(_) | Op::Drain(_) | Op::Retry(_))
+        matches!(self, Op::Cancel(_) | Op::Cordon(_) | Op::Drain(_) | Op::Retry(_) | Op::Acknowledge(_))
+    }
+
+    /// Operator intent that outlives the moment asks why: the reason is
+    /// journalled with it (and, for an acknowledgement, required).
+    pub fn asks_reason(&self) -> bool {
+        matches!(self, Op::Cordon(_) | Op::Drain(_) | Op::Acknowledge(_))
     }
 
     pub fn describe(&self) -> String {
@@ -34,6 +41,7 @@ impl Op {
             Op::Cordon(n) => format!("cordon {n}"),
             Op::Uncordon(n) => format!("uncordon {n}"),
             Op::Drain(n) => format!("drain {n}"),
+            Op::Acknowledge(id) => format!("acknowledge {id}"),
         }
     }
 
@@ -45,19 +53,47 @@ impl Op {
             Op::Cordon(node) => Command::Cordon { node, until: None },
             Op::Uncordon(node) => Command::Uncordon { node },
             Op::Drain(node) => Command::Drain { node, evict: false, grace_s: None },
+            Op::Acknowledge(id) => Command::Acknowledge { id },
         }
     }
 }
 
-/// A destructive operation waiting for y/n.
+/// A destructive operation waiting for y/n, or (when it asks why) for
+/// its reason and Enter.
 #[derive(Debug, Clone)]
 pub struct Confirm {
     pub op: Op,
+    /// What the operator has typed so far, for an op that asks why.
+    pub reason: Option<String>,
 }
 
 impl Confirm {
+    pub fn new(op: Op) -> Self {
+        let reason = op.asks_reason().then(String::new);
+        Confirm { op, reason }
+    }
+
     pub fn prompt(&self) -> String {
-        format!("{}? y/n", self.op.describe())
+        match &self.reason {
+            None => format!("{}? y/n", self.op.describe()),
+            Some(r) => {
+                let required = if matches!(self.op, Op::Acknowledge(_)) { " (required)" } else { "" };
+                format!(
+                    "{} — why?{required} {r}█  (enter: {}, esc: not now)",
+                    self.op.describe(),
+                    self.verb()
+                )
+            }
+        }
+    }
+
+    fn verb(&self) -> &'static str {
+        match self.op {
+            Op::Cordon(_) => "cordon",
+            Op::Drain(_) => "drain",
+            Op::Acknowledge(_) => "acknowledge",
+            _ => "yes",
+        }
     }
 }
 
@@ -73,16 +109,24 @@ pub fn request(app: &mut App, op: Op) -> Vec<Effect> {
         return Vec::new();
     }
     if op.destructive() {
-        app.confirm = Some(Confirm { op });
+        app.confirm = Some(Confirm::new(op));
         return Vec::new();
     }
-    send(app, op)
+    send(app, op, None)
 }
 
 /// Answers the pending confirmation.
 pub fn answer(app: &mut App, yes: bool) -> Vec<Effect> {
     match app.confirm.take() {
-        Some(c) if yes && !app.config.read_only => send(app, c.op),
+        Some(Confirm { op: op @ Op::Acknowledge(_), reason: Some(r) }) if yes && r.trim().is_empty() => {
+            app.confirm = Some(Confirm { op, reason: Some(r) });
+            app.flash_error("an acknowledgement needs a reason: type it, then enter".into());
+            Vec::new()
+        }
+        Some(c) if yes && !app.config.read_only => {
+            let reason = c.reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
+            send(app, c.op, reason)
+        }
         Some(c) => {
             app.flash(format!("{}: not done", c.op.describe()));
             Vec::new()
@@ -91,8 +135,8 @@ pub fn answer(app: &mut App, yes: bool) -> Vec<Effect> {
     }
 }
 
-fn send(app: &mut App, op: Op) -> Vec<Effect> {
+fn send(app: &mut App, op: Op, reason: Option<String>) -> Vec<Effect> {
     let what = op.describe();
     app.flash(format!("{what}…"));
-    vec![Effect::Command { what, cmd: op.command() }]
+    vec![Effect::Command { what, cmd: op.command(), reason }]
 }

@@ -93,8 +93,13 @@ pub enum Effect {
     Command {
         what: String,
         cmd: Command,
+        /// The operator's reason, journalled with the command.
+        reason: Option<String>,
     },
     FetchEvents(WorkloadId),
+    /// Load the page of workloads older than this one ([`Msg::Recent`]
+    /// answers).
+    LoadOlder(WorkloadId),
     /// Start tailing an attempt's logs (`None`: stop).
     TailLogs(Option<AttemptId>),
     Copy(String),
@@ -322,6 +327,8 @@ pub struct App {
     pub input: Option<Input>,
     pub history: Vec<String>,
     pub confirm: Option<Confirm>,
+    /// An older page of workloads is on its way.
+    pub paging: bool,
     pub flash: Option<(String, bool)>,
     /// Set when watching a replay (`canopy sim --watch`): `now` is then
     /// the simulation's virtual time.
@@ -372,6 +379,7 @@ impl App {
             input: None,
             history: Vec::new(),
             confirm: None,
+            paging: false,
             flash: None,
             replay: None,
             owns_engine: false,
@@ -577,6 +585,7 @@ impl App {
                 Vec::new()
             }
             Msg::Recent(r) => {
+                self.paging = false;
                 self.model.load_recent(r);
                 Vec::new()
             }
@@ -727,7 +736,22 @@ impl App {
                 _ => Vec::new(),
             };
         }
-        if self.confirm.is_some() {
+        if let Some(c) = &mut self.confirm {
+            if let Some(reason) = &mut c.reason {
+                return match k.code {
+                    KeyCode::Enter => action::answer(self, true),
+                    KeyCode::Esc => action::answer(self, false),
+                    KeyCode::Backspace => {
+                        reason.pop();
+                        Vec::new()
+                    }
+                    KeyCode::Char(ch) if !ch.is_control() && reason.chars().count() < 200 => {
+                        reason.push(ch);
+                        Vec::new()
+                    }
+                    _ => Vec::new(),
+                };
+            }
             return match k.code {
                 KeyCode::Char('y' | 'Y') => action::answer(self, true),
                 KeyCode::Char('n' | 'N') | KeyCode::Esc => action::answer(self, false),
@@ -797,11 +821,11 @@ impl App {
                 }
             }
             Intent::Up => self.move_by(-1),
-            Intent::Down => self.move_by(1),
+            Intent::Down => return self.move_down(1),
             Intent::PageUp => self.move_by(-(page as isize)),
-            Intent::PageDown => self.move_by(page as isize),
+            Intent::PageDown => return self.move_down(page as isize),
             Intent::Top => self.move_by(isize::MIN / 2),
-            Intent::Bottom => self.move_by(isize::MAX / 2),
+            Intent::Bottom => return self.move_down(isize::MAX / 2),
             Intent::Go(v) => {
                 self.go(v);
                 if v == View::Editor {
@@ -824,6 +848,7 @@ impl App {
             }
             Intent::Logs => return self.open_logs(self.current_workload()),
             Intent::Retry => return self.op_on_workload(Op::Retry),
+            Intent::Acknowledge => return self.op_on_workload(Op::Acknowledge),
             Intent::Cancel => return self.op_on_workload(Op::Cancel),
             Intent::Cordon => return self.op_on_node(Op::Cordon),
             Intent::Uncordon => return self.op_on_node(Op::Uncordon),
@@ -881,6 +906,21 @@ impl App {
             }
         }
         Vec::new()
+    }
+
+    /// Down the list; at the end of the workloads the journal holds more
+    /// of, the next older page is asked for.
+    fn move_down(&mut self, by: isize) -> Vec<Effect> {
+        self.move_by(by);
+        let at_end = self.sel(self.view) + 1 >= self.list_len(self.view);
+        let held = self.model.workloads.len() as u64;
+        if self.view != View::Workloads || !at_end || held >= self.model.total || self.paging {
+            return Vec::new();
+        }
+        let Some(oldest) = self.model.workloads.keys().next().copied() else { return Vec::new() };
+        self.paging = true;
+        self.flash(format!("loading workloads older than {oldest}…"));
+        vec![Effect::LoadOlder(oldest)]
     }
 
     fn move_by(&mut self, by: isize) {
@@ -1224,11 +1264,12 @@ impl App {
             "cordon" => action::request(self, Op::Cordon(arg)),
             "uncordon" => action::request(self, Op::Uncordon(arg)),
             "drain" => action::request(self, Op::Drain(arg)),
-            "logs" | "describe" | "cancel" | "retry" => match id() {
+            "logs" | "describe" | "cancel" | "retry" | "ack" => match id() {
                 Ok(id) => match verb {
                     "logs" => self.open_logs(Some(id)),
                     "describe" => self.describe(id),
                     "cancel" => action::request(self, Op::Cancel(id)),
+                    "ack" => action::request(self, Op::Acknowledge(id)),
                     _ => action::request(self, Op::Retry(id)),
                 },
                 Err(e) => {

@@ -95,6 +95,7 @@ pub fn model(fleet: Fleet, n: usize) -> Model {
             spec: spec.clone(),
             spec_hash: String::new(),
             submitted_by: None,
+            acknowledged: None,
             idempotency_key: None,
             priority: 0,
             state,

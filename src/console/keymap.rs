@@ -30,6 +30,7 @@ pub enum Intent {
     Faults,
     Logs,
     Retry,
+    Acknowledge,
     Cancel,
     Cordon,
     Uncordon,
@@ -217,6 +218,12 @@ pub const BINDINGS: &[Binding] = &[
         help: "retry a finished workload",
     },
     Binding {
+        keys: &[K::Char('a')],
+        intent: I::Acknowledge,
+        scope: S::Workloads,
+        help: "acknowledge a failure, with a reason (it leaves triage)",
+    },
+    Binding {
         keys: &[K::Ctrl('k')],
         intent: I::Cancel,
         scope: S::Workloads,
@@ -353,6 +360,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("drain", "drain a node: :drain NODE"),
     ("cancel", "cancel a workload: :cancel w-17"),
     ("retry", "retry a finished workload: :retry w-17"),
+    ("ack", "acknowledge a failure, with a reason: :ack w-17"),
     ("faults", "faults only on/off"),
     ("sort", "sort workloads: :sort COLUMN"),
     ("quit", "quit"),

@@ -8,7 +8,8 @@
 //! read a clock or talk to the engine.
 
 use crate::engine::model::{
-    AttemptRecord, AuditRecord, EventRecord, Millis, Record, WorkloadId, WorkloadRecord, WorkloadState,
+    AttemptRecord, AuditRecord, EventRecord, Millis, RETRY_OF, Record, WorkloadId, WorkloadRecord,
+    WorkloadState,
 };
 use crate::engine::shell::{FleetStatus, Recent};
 use crate::failure::FailureClass;
@@ -29,16 +30,19 @@ const NODE_CLASSES: usize = 5;
 pub struct WorkloadRow {
     pub rec: WorkloadRecord,
     pub attempts: Vec<AttemptRecord>,
+    /// The operator's retry of it (`canopy retry`), when one is known.
+    pub retried_as: Option<WorkloadId>,
 }
 
 impl WorkloadRow {
     pub fn last_attempt(&self) -> Option<&AttemptRecord> {
         self.attempts.last()
     }
-    /// Failed, or waiting to retry after a failed attempt.
+    /// Needs attention: failed and not resolved (acknowledged or
+    /// retried), or waiting to retry after a failed attempt.
     pub fn is_fault(&self) -> bool {
         match self.rec.state {
-            WorkloadState::Failed => true,
+            WorkloadState::Failed => self.rec.acknowledged.is_none() && self.retried_as.is_none(),
             s if s.is_final() => false,
             _ => self.attempts.iter().any(|a| a.class.is_some_and(|c| c != FailureClass::Cancelled)),
         }
@@ -66,6 +70,11 @@ pub struct Model {
     pub audit: VecDeque<AuditRecord>,
     /// Bumped on every change, so views can cache derived rows.
     pub generation: u64,
+    /// Workloads in the journal, as far as this console knows: more than
+    /// `workloads` holds when older ones are left for paging.
+    pub total: u64,
+    /// Operator retries seen: what each retried workload was retried as.
+    retries: HashMap<WorkloadId, WorkloadId>,
 }
 
 /// Audit records a console keeps.
@@ -81,7 +90,8 @@ impl Model {
         at: Millis,
     ) -> Self {
         let mut m = Model::default();
-        m.load_recent(Recent { workloads, attempts, events: Vec::new() });
+        let total = workloads.len() as u64;
+        m.load_recent(Recent { workloads, attempts, events: Vec::new(), total });
         m.set_status(Arc::new(FleetStatus {
             at,
             fleet,
@@ -122,14 +132,16 @@ impl Model {
                         }
                     }
                     atts.sort_by_key(|a| a.id.n);
-                    *row = WorkloadRow { rec, attempts: atts };
+                    row.rec = rec;
+                    row.attempts = atts;
                 }
                 Some(_) => {}
                 None => {
-                    self.workloads.insert(id, WorkloadRow { rec, attempts: atts });
+                    self.insert_row(rec, atts);
                 }
             }
         }
+        self.total = self.total.max(recent.total).max(self.workloads.len() as u64);
         if !recent.events.is_empty() {
             let held: std::collections::HashSet<(i64, WorkloadId, String)> =
                 self.events.iter().map(|e| (e.at.0, e.workload, e.message.clone())).collect();
@@ -190,7 +202,14 @@ impl Model {
                     match self.workloads.get_mut(&w.id) {
                         Some(row) => row.rec = w,
                         None => {
-                            self.workloads.insert(w.id, WorkloadRow { rec: w, attempts: Vec::new() });
+                            // A submission is newer than every workload
+                            // held; an older row (an acknowledgement of a
+                            // failure not loaded) is not new to the journal.
+                            let newest = self.workloads.keys().next_back().copied();
+                            if newest.is_none_or(|n| w.id > n) {
+                                self.total += 1;
+                            }
+                            self.insert_row(w, Vec::new());
                         }
                     }
                 }
@@ -226,6 +245,20 @@ impl Model {
             }
         }
         self.generation += 1;
+    }
+
+    /// Adds a row, linking it with its operator retry either way.
+    fn insert_row(&mut self, rec: WorkloadRecord, attempts: Vec<AttemptRecord>) {
+        let id = rec.id;
+        let retry_of = rec.spec.labels.get(RETRY_OF).and_then(|o| o.parse::<WorkloadId>().ok());
+        let retried_as = self.retries.get(&id).copied();
+        self.workloads.insert(id, WorkloadRow { rec, attempts, retried_as });
+        if let Some(old) = retry_of {
+            self.retries.insert(old, id);
+            if let Some(row) = self.workloads.get_mut(&old) {
+                row.retried_as = Some(id);
+            }
+        }
     }
 
     fn push_event(&mut self, e: EventRecord) {

@@ -377,10 +377,22 @@ fn perform(
 ) {
     let (engine, tx2) = (engine.clone(), tx.clone());
     match fx {
-        Effect::Command { what, cmd } => {
+        Effect::Command { what, cmd, reason } => {
             tokio::spawn(async move {
-                let result = engine.command(cmd).await;
+                use crate::engine::command::Caller;
+                let caller = Caller { reason, ..Caller::local("console") };
+                let result = engine.command_as(cmd, caller).await;
                 let _ = tx2.send(Msg::Done { what, result });
+            });
+        }
+        Effect::LoadOlder(before) => {
+            tokio::spawn(async move {
+                match engine.older(before, 2_000).await {
+                    Ok(r) => {
+                        let _ = tx2.send(Msg::Recent(r));
+                    }
+                    Err(e) => tracing::warn!(error = %e, "console could not page older workloads"),
+                }
             });
         }
         Effect::FetchEvents(id) => {

@@ -45,6 +45,11 @@ pub enum Command {
     Unquarantine {
         node: String,
     },
+    /// A failed workload needs nothing more done: it leaves triage, with
+    /// who acknowledged it and why recorded on it.
+    Acknowledge {
+        id: WorkloadId,
+    },
 }
 
 impl Command {
@@ -58,6 +63,7 @@ impl Command {
             Command::Drain { .. } => "drain",
             Command::Retry { .. } => "retry",
             Command::Unquarantine { .. } => "unquarantine",
+            Command::Acknowledge { .. } => "acknowledge",
         }
     }
 
@@ -66,7 +72,9 @@ impl Command {
     pub fn target(&self) -> Option<String> {
         match self {
             Command::Submit { .. } => None,
-            Command::Cancel { id } | Command::Retry { id } => Some(id.to_string()),
+            Command::Cancel { id } | Command::Retry { id } | Command::Acknowledge { id } => {
+                Some(id.to_string())
+            }
             Command::Cordon { node, .. }
             | Command::Uncordon { node }
             | Command::Drain { node, .. }

@@ -68,11 +68,15 @@ impl FleetStatus {
 /// attempts, and the newest events.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Recent {
-    /// Newest first.
+    /// Newest first: the newest `limit`, every live one and every
+    /// unresolved failure, whatever their age.
     pub workloads: Vec<WorkloadRecord>,
     pub attempts: Vec<AttemptRecord>,
     /// Oldest first.
     pub events: Vec<EventRecord>,
+    /// Workloads in the journal: more than `workloads` when the load is
+    /// partial (the rest are paged on demand).
+    pub total: u64,
 }
 
 /// Which of an attempt's log streams.
@@ -117,6 +121,8 @@ pub enum Link {
 pub trait Remote: Send + Sync {
     async fn command(&self, cmd: Command, reason: Option<String>) -> CommandResult;
     async fn recent(&self, limit: usize, events: usize) -> Result<Recent, String>;
+    /// Up to `limit` workloads older than `before`, with their attempts.
+    async fn older(&self, before: WorkloadId, limit: usize) -> Result<Recent, String>;
     async fn events(&self, id: WorkloadId) -> Result<Vec<EventRecord>, String>;
     async fn logs(
         &self,
@@ -288,6 +294,26 @@ impl EngineHandle {
         self.read(move |j| recent(j, limit, events)).await
     }
 
+    /// Up to `limit` workloads older than `before` with their attempts:
+    /// the next page of a console's list (no events).
+    pub async fn older(&self, before: WorkloadId, limit: usize) -> Result<Recent, String> {
+        if let Backend::Remote(r) = &self.backend {
+            return r.older(before, limit).await;
+        }
+        self.read(move |j| {
+            let filter =
+                WorkloadFilter { before: Some(before), limit: Some(limit), ..WorkloadFilter::default() };
+            let workloads = j.workloads(&filter)?;
+            let total = j.count_workloads(&WorkloadFilter::default())?;
+            let attempts = match (workloads.last(), workloads.first()) {
+                (Some(lo), Some(hi)) => j.attempts_between(lo.id, hi.id)?,
+                _ => Vec::new(),
+            };
+            Ok(Recent { workloads, attempts, events: Vec::new(), total })
+        })
+        .await
+    }
+
     /// Every event of one workload, oldest first.
     pub async fn events(&self, id: WorkloadId) -> Result<Vec<EventRecord>, String> {
         if let Backend::Remote(r) = &self.backend {
@@ -376,8 +402,9 @@ impl EngineHandle {
     }
 }
 
-/// The newest `limit` workloads, every live one, their attempts, and the
-/// newest `events` events.
+/// The newest `limit` workloads, every live one and every unresolved
+/// failure whatever its age, their attempts, the newest `events` events
+/// and how many workloads the journal holds.
 pub fn recent(j: &mut Journal, limit: usize, events: usize) -> Result<Recent, JournalError> {
     use super::model::WorkloadState as S;
     let filter = WorkloadFilter { limit: Some(limit), ..WorkloadFilter::default() };
@@ -386,9 +413,15 @@ pub fn recent(j: &mut Journal, limit: usize, events: usize) -> Result<Recent, Jo
         states: vec![S::Queued, S::Placing, S::Launching, S::Running],
         ..WorkloadFilter::default()
     };
-    let seen: std::collections::HashSet<WorkloadId> = workloads.iter().map(|w| w.id).collect();
-    workloads.extend(j.workloads(&live)?.into_iter().filter(|w| !seen.contains(&w.id)));
+    let unresolved = WorkloadFilter { unresolved: true, ..WorkloadFilter::default() };
+    let mut seen: std::collections::HashSet<WorkloadId> = workloads.iter().map(|w| w.id).collect();
+    for w in j.workloads(&live)?.into_iter().chain(j.workloads(&unresolved)?) {
+        if seen.insert(w.id) {
+            workloads.push(w);
+        }
+    }
     workloads.sort_by_key(|w| std::cmp::Reverse(w.id));
+    let total = j.count_workloads(&WorkloadFilter::default())?;
     let mut attempts = Vec::new();
     for w in &workloads {
         attempts.extend(j.attempts(w.id)?);
@@ -396,7 +429,7 @@ pub fn recent(j: &mut Journal, limit: usize, events: usize) -> Result<Recent, Jo
     let last = j.last_event_seq()?;
     let since = last.saturating_sub(i64::try_from(events).unwrap_or(i64::MAX));
     let events = j.events_since(since, events)?.into_iter().map(|(_, e)| e).collect();
-    Ok(Recent { workloads, attempts, events })
+    Ok(Recent { workloads, attempts, events, total })
 }
 
 /// Up to `max` bytes of a file from `offset`; an absent file is empty.

@@ -254,6 +254,19 @@ pub struct WorkloadRecord {
     /// owner on the socket; `None` for workloads from before principals.
     #[serde(default)]
     pub submitted_by: Option<String>,
+    /// An operator saw this failure and needs nothing more done about it
+    /// (`canopy ack`, `a` in the console): it leaves triage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acknowledged: Option<Acknowledgement>,
+}
+
+/// Who acknowledged a failure, when and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Acknowledgement {
+    /// The principal that acknowledged it.
+    pub by: String,
+    pub at: Millis,
+    pub reason: Option<String>,
 }
 
 /// The durable row of one attempt.
@@ -327,6 +340,8 @@ pub enum EventKind {
     Reconciled,
     Outputs,
     Quarantined,
+    /// An operator acknowledged the failure.
+    Acknowledged,
 }
 
 impl EventKind {
@@ -350,6 +365,7 @@ impl EventKind {
             Self::Reconciled => "reconciled",
             Self::Outputs => "outputs",
             Self::Quarantined => "quarantined",
+            Self::Acknowledged => "acknowledged",
         }
     }
 }

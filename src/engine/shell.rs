@@ -18,7 +18,9 @@ use super::core::{Action, Core, Event, NodeNote, OutputsResult, Reply};
 pub use super::handle::{EngineHandle, FleetStatus, REPLAY_READ_ONLY, Recent, RecordSender, StatusSender};
 use super::handle::{Msg, Query};
 use super::metrics::EngineMetrics;
-use super::model::{AttemptId, AuditRecord, Batch, RETRY_OF, Record, WorkloadId, WorkloadRecord};
+use super::model::{
+    AttemptId, AuditRecord, Batch, RETRY_OF, Record, WorkloadId, WorkloadRecord, WorkloadState,
+};
 use crate::failure::ProviderEnd;
 use crate::fleet::NodeState;
 use crate::journal::{Journal, JournalError, OwnerLock};
@@ -350,9 +352,16 @@ impl Shell {
             .iter()
             .filter_map(|(_, c)| if let Command::Retry { id } = c { Some(*id) } else { None })
             .collect();
+        // An acknowledgement needs the ended workload's row (the core only
+        // holds live ones).
+        let acks: Vec<WorkloadId> = pending
+            .iter()
+            .filter_map(|(_, c)| if let Command::Acknowledge { id } = c { Some(*id) } else { None })
+            .collect();
+        let looked_up: Vec<WorkloadId> = retries.iter().chain(&acks).copied().collect();
         // A retry is keyed by what it retries: a second one finds the first.
         let keys: Vec<String> = keys.into_iter().chain(retries.iter().map(|id| retry_key(*id))).collect();
-        let (by_key, by_id) = if keys.is_empty() && retries.is_empty() {
+        let (by_key, by_id) = if keys.is_empty() && looked_up.is_empty() {
             (HashMap::new(), HashMap::new())
         } else {
             self.with_journal(move |j| {
@@ -363,7 +372,7 @@ impl Shell {
                     }
                 }
                 let mut by_id: HashMap<WorkloadId, WorkloadRecord> = HashMap::new();
-                for id in retries {
+                for id in looked_up {
                     if let Some(w) = j.workload(id)? {
                         by_id.insert(id, w);
                     }
@@ -425,6 +434,24 @@ impl Shell {
                     Some(w) => {
                         let message =
                             format!("{id} is still {}; cancel it first or wait for it to end", w.state);
+                        self.early_replies.push((request, Reply::Error { code: Refusal::Conflict, message }))
+                    }
+                    None => {
+                        let message = format!("no workload {id} in this store");
+                        self.early_replies.push((request, Reply::Error { code: Refusal::NotFound, message }))
+                    }
+                },
+                Command::Acknowledge { id } => match by_id.get(&id) {
+                    Some(w) if w.state == WorkloadState::Failed => {
+                        let reason = self.replies.get(&request).and_then(|p| p.caller.reason.clone());
+                        let by = by.unwrap_or_else(|| "unknown".into());
+                        events.push(Event::Acknowledge { request, rec: Box::new(w.clone()), by, reason })
+                    }
+                    Some(w) => {
+                        let message = format!(
+                            "{id} is {}; only failed workloads are acknowledged (nothing to resolve)",
+                            w.state
+                        );
                         self.early_replies.push((request, Reply::Error { code: Refusal::Conflict, message }))
                     }
                     None => {
@@ -886,7 +913,7 @@ fn command_event(request: u64, cmd: Command, by: Option<String>, reason: Option<
             Event::SetNodeState { request, node, state: NodeState::Draining, note: Some(note) }
         }
         Command::Unquarantine { node } => Event::Unquarantine { request, node },
-        Command::Retry { .. } => return None,
+        Command::Retry { .. } | Command::Acknowledge { .. } => return None,
     })
 }
 

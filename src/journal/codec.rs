@@ -122,12 +122,13 @@ mod tests {
             Reconciled,
             Outputs,
             Quarantined,
+            Acknowledged,
         ];
         for k in &all {
             match k {
                 Submitted | Unschedulable | Placed | Launched | Adopted | Running | StatusUnreachable
                 | Ended | Retry | Failed | Succeeded | CancelRequested | Cancelled | TerminateRequested
-                | Lost | Reconciled | Outputs | Quarantined => {}
+                | Lost | Reconciled | Outputs | Quarantined | Acknowledged => {}
             }
         }
         all

@@ -4,8 +4,8 @@
 use super::codec::{id_from_sql, id_to_sql, json, millis, name, opt_json, opt_millis, opt_name};
 use super::{Journal, JournalError, failed};
 use crate::engine::model::{
-    AttemptId, AttemptRecord, EventRecord, HealthObservation, Millis, NodeIntent, WorkloadId, WorkloadRecord,
-    WorkloadState,
+    AttemptId, AttemptRecord, EventRecord, HealthObservation, Millis, NodeIntent, RETRY_OF, WorkloadId,
+    WorkloadRecord, WorkloadState,
 };
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Params, Row, params_from_iter};
@@ -53,10 +53,14 @@ pub struct WorkloadFilter {
     pub provider: Option<String>,
     /// Submitted by this principal.
     pub submitted_by: Option<String>,
+    /// Only failures nobody has resolved: failed, not acknowledged and not
+    /// retried (`canopy retry`). What triage must show whatever its age.
+    pub unresolved: bool,
 }
 
 const WORKLOAD_COLUMNS: &str = "id, name, state, priority, submitted_at, updated_at, attempts, app_failures, \
-     not_before, cost_usd, est_cost_usd, reason, class, idempotency_key, spec_hash, spec, submitted_by";
+     not_before, cost_usd, est_cost_usd, reason, class, idempotency_key, spec_hash, spec, submitted_by, \
+     acknowledged";
 
 const ATTEMPT_COLUMNS: &str = "workload, n, provider, pool, node, region, state, price_per_hour, est_cost_usd, \
      gpus, gpu_memory_gb, score, score_breakdown, placed_at, started_at, ended_at, exit_code, class, rule, \
@@ -152,56 +156,25 @@ impl Journal {
 
     /// Workloads matching `filter`, newest first.
     pub fn workloads(&self, filter: &WorkloadFilter) -> Result<Vec<WorkloadRecord>, JournalError> {
-        let mut clauses = Vec::new();
-        let mut args: Vec<Value> = Vec::new();
-        let live =
-            [WorkloadState::Queued, WorkloadState::Placing, WorkloadState::Launching, WorkloadState::Running];
-        let mut asked = filter.states.clone();
-        asked.sort_by_key(|s| s.as_str());
-        asked.dedup();
-        let mut live_sorted = live.to_vec();
-        live_sorted.sort_by_key(|s| s.as_str());
-        if asked == live_sorted {
-            // Exactly the live states: the partial index keeps id order.
-            clauses.push("live = 1".into());
-        } else if !filter.states.is_empty() {
-            let marks = vec!["?"; filter.states.len()].join(", ");
-            clauses.push(format!("state IN ({marks})"));
-            args.extend(filter.states.iter().map(|s| Value::Text(s.as_str().into())));
-        }
-        if let Some(needle) = &filter.name_contains {
-            clauses.push("instr(lower(name), lower(?)) > 0".into());
-            args.push(Value::Text(needle.clone()));
-        }
-        if let Some(since) = filter.updated_since {
-            clauses.push("updated_at >= ?".into());
-            args.push(Value::Integer(since.0));
-        }
-        if let Some(before) = filter.before {
-            clauses.push("id < ?".into());
-            args.push(Value::Integer(id_to_sql(before)?));
-        }
-        if let Some((key, value)) = &filter.label {
-            // A JSON path with the key quoted, so dots in it stay literal.
-            clauses.push("json_extract(spec, ?) = ?".into());
-            args.push(Value::Text(format!("$.labels.\"{}\"", key.replace('"', ""))));
-            args.push(Value::Text(value.clone()));
-        }
-        if let Some(provider) = &filter.provider {
-            clauses.push("id IN (SELECT workload FROM attempts WHERE provider = ?)".into());
-            args.push(Value::Text(provider.clone()));
-        }
-        if let Some(by) = &filter.submitted_by {
-            clauses.push("submitted_by = ?".into());
-            args.push(Value::Text(by.clone()));
-        }
+        let (filter_sql, mut args) = where_clause(filter)?;
         let limit = filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
         args.push(Value::Integer(limit));
-        let filter_sql =
-            if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
         let sql = format!("SELECT {WORKLOAD_COLUMNS} FROM workloads {filter_sql} ORDER BY id DESC LIMIT ?");
         query(&self.conn, &sql, params_from_iter(args), workload_row)
             .map_err(failed(&self.store, "list workloads"))
+    }
+
+    /// How many workloads match `filter`, ignoring its limit and cursor:
+    /// the M of a list's "N of M".
+    pub fn count_workloads(&self, filter: &WorkloadFilter) -> Result<u64, JournalError> {
+        let filter = WorkloadFilter { limit: None, before: None, ..filter.clone() };
+        let (filter_sql, args) = where_clause(&filter)?;
+        let sql = format!("SELECT count(*) FROM workloads {filter_sql}");
+        self.conn
+            .prepare_cached(&sql)
+            .and_then(|mut s| s.query_row(params_from_iter(args), |r| r.get::<_, i64>(0)))
+            .map(|n| n.max(0) as u64)
+            .map_err(failed(&self.store, "count workloads"))
     }
 
     /// The attempts of one workload, first to last.
@@ -265,6 +238,62 @@ impl Journal {
     }
 }
 
+/// The `WHERE` clause of a workload listing and its arguments.
+fn where_clause(filter: &WorkloadFilter) -> Result<(String, Vec<Value>), JournalError> {
+    let mut clauses: Vec<String> = Vec::new();
+    let mut args: Vec<Value> = Vec::new();
+    let live =
+        [WorkloadState::Queued, WorkloadState::Placing, WorkloadState::Launching, WorkloadState::Running];
+    let mut asked = filter.states.clone();
+    asked.sort_by_key(|s| s.as_str());
+    asked.dedup();
+    let mut live_sorted = live.to_vec();
+    live_sorted.sort_by_key(|s| s.as_str());
+    if asked == live_sorted {
+        // Exactly the live states: the partial index keeps id order.
+        clauses.push("live = 1".into());
+    } else if !filter.states.is_empty() {
+        let marks = vec!["?"; filter.states.len()].join(", ");
+        clauses.push(format!("state IN ({marks})"));
+        args.extend(filter.states.iter().map(|s| Value::Text(s.as_str().into())));
+    }
+    if let Some(needle) = &filter.name_contains {
+        clauses.push("instr(lower(name), lower(?)) > 0".into());
+        args.push(Value::Text(needle.clone()));
+    }
+    if let Some(since) = filter.updated_since {
+        clauses.push("updated_at >= ?".into());
+        args.push(Value::Integer(since.0));
+    }
+    if let Some(before) = filter.before {
+        clauses.push("id < ?".into());
+        args.push(Value::Integer(id_to_sql(before)?));
+    }
+    if let Some((key, value)) = &filter.label {
+        // A JSON path with the key quoted, so dots in it stay literal.
+        clauses.push("json_extract(spec, ?) = ?".into());
+        args.push(Value::Text(format!("$.labels.\"{}\"", key.replace('"', ""))));
+        args.push(Value::Text(value.clone()));
+    }
+    if let Some(provider) = &filter.provider {
+        clauses.push("id IN (SELECT workload FROM attempts WHERE provider = ?)".into());
+        args.push(Value::Text(provider.clone()));
+    }
+    if let Some(by) = &filter.submitted_by {
+        clauses.push("submitted_by = ?".into());
+        args.push(Value::Text(by.clone()));
+    }
+    if filter.unresolved {
+        clauses.push(format!(
+            "state = 'failed' AND acknowledged IS NULL AND NOT EXISTS \
+             (SELECT 1 FROM workloads r WHERE r.idempotency_key = '{RETRY_OF}:w-' || workloads.id)"
+        ));
+    }
+    let filter_sql =
+        if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
+    Ok((filter_sql, args))
+}
+
 fn query<T, P: Params>(
     conn: &Connection,
     sql: &str,
@@ -294,6 +323,7 @@ fn workload_row(r: &Row<'_>) -> rusqlite::Result<WorkloadRecord> {
         spec_hash: r.get(14)?,
         spec: json(r, 15)?,
         submitted_by: r.get(16)?,
+        acknowledged: opt_json(r, 17)?,
     })
 }
 

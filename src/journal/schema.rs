@@ -172,6 +172,12 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE attempts ADD COLUMN nonce TEXT NOT NULL DEFAULT '';
     ALTER TABLE attempts ADD COLUMN stop TEXT;
     ",
+    // 7: an operator's acknowledgement of a failure (JSON: by, at,
+    // reason); failures without one are what triage shows.
+    "
+    ALTER TABLE workloads ADD COLUMN acknowledged TEXT;
+    CREATE INDEX workloads_unresolved ON workloads (id) WHERE state = 'failed' AND acknowledged IS NULL;
+    ",
 ];
 
 /// Per-connection settings.

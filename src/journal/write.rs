@@ -8,8 +8,8 @@ use rusqlite::{Transaction, TransactionBehavior, params};
 const UPSERT_WORKLOAD: &str = "
     INSERT INTO workloads (id, name, state, live, priority, submitted_at, updated_at, attempts,
         app_failures, not_before, cost_usd, est_cost_usd, reason, class, idempotency_key, spec_hash, spec,
-        submitted_by)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
+        submitted_by, acknowledged)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
     ON CONFLICT (id) DO UPDATE SET
         name = excluded.name, state = excluded.state, live = excluded.live,
         priority = excluded.priority, submitted_at = excluded.submitted_at,
@@ -18,7 +18,8 @@ const UPSERT_WORKLOAD: &str = "
         cost_usd = excluded.cost_usd, est_cost_usd = excluded.est_cost_usd,
         reason = excluded.reason, class = excluded.class,
         idempotency_key = excluded.idempotency_key, spec_hash = excluded.spec_hash,
-        spec = excluded.spec, submitted_by = excluded.submitted_by";
+        spec = excluded.spec, submitted_by = excluded.submitted_by,
+        acknowledged = excluded.acknowledged";
 
 const UPSERT_ATTEMPT: &str = "
     INSERT INTO attempts (workload, n, provider, pool, node, region, state, price_per_hour,
@@ -205,6 +206,9 @@ fn upsert_workload(tx: &Transaction<'_>, w: &WorkloadRecord, err: Wrap<'_>) -> R
         what: format!("the spec of {}", w.id),
         detail: e.to_string(),
     })?;
+    let acknowledged = w.acknowledged.as_ref().map(serde_json::to_string).transpose().map_err(|e| {
+        JournalError::Invalid { what: format!("the acknowledgement of {}", w.id), detail: e.to_string() }
+    })?;
     let mut stmt = tx.prepare_cached(UPSERT_WORKLOAD).map_err(err)?;
     stmt.execute(params![
         id,
@@ -225,6 +229,7 @@ fn upsert_workload(tx: &Transaction<'_>, w: &WorkloadRecord, err: Wrap<'_>) -> R
         w.spec_hash,
         spec,
         w.submitted_by,
+        acknowledged,
     ])
     .map_err(err)?;
     Ok(id)

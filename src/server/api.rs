@@ -203,6 +203,10 @@ pub struct ListQuery {
     pub limit: Option<usize>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
+    /// Only failures nobody has resolved (failed, not acknowledged, not
+    /// retried): what triage shows.
+    #[serde(default)]
+    pub unresolved: bool,
 }
 
 /// A page of workloads.
@@ -212,6 +216,10 @@ pub struct Page {
     /// Pass as `cursor` for the next page; absent on the last.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
+    /// How many workloads match the filters, on every page: the M of
+    /// "N of M".
+    #[serde(default)]
+    pub total: u64,
 }
 
 /// `queued,running` → the states.
@@ -243,33 +251,50 @@ async fn list(State(s): State<Served>, Query(q): Query<ListQuery>) -> ApiResult<
         label,
         provider: q.provider.clone(),
         submitted_by: q.submitted_by.clone(),
+        unresolved: q.unresolved,
         ..WorkloadFilter::default()
     };
-    let rows = s
+    let (rows, total) = s
         .read(move |j| {
+            let total = j.count_workloads(&filter)?;
             let ws = j.workloads(&filter)?;
-            let (Some(lo), Some(hi)) = (ws.iter().map(|w| w.id).min(), ws.iter().map(|w| w.id).max()) else {
-                return Ok(Vec::new());
-            };
-            // One query for the page's attempts, not one per workload.
-            let mut by_id: std::collections::HashMap<WorkloadId, Vec<AttemptRecord>> = Default::default();
-            for a in j.attempts_between(lo, hi)? {
-                by_id.entry(a.id.workload).or_default().push(a);
-            }
-            Ok(ws
-                .into_iter()
-                .map(|w| {
-                    let a = by_id.remove(&w.id).unwrap_or_default();
-                    (w, a)
-                })
-                .collect())
+            Ok((with_attempts(j, ws)?, total))
         })
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let more = rows.len() > limit;
     let workloads: Vec<WorkloadView> = rows.into_iter().take(limit).map(|(w, a)| view(w, a, false)).collect();
     let next_cursor = if more { workloads.last().map(|v| v.workload.id.to_string()) } else { None };
-    Ok(Json(Page { workloads, next_cursor }))
+    Ok(Json(Page { workloads, next_cursor, total }))
+}
+
+/// Each workload with its attempts: one query for a page of neighbours,
+/// one per workload when they are scattered (unresolved failures across a
+/// long history).
+pub fn with_attempts(
+    j: &crate::journal::Journal,
+    ws: Vec<WorkloadRecord>,
+) -> Result<Vec<(WorkloadRecord, Vec<AttemptRecord>)>, crate::journal::JournalError> {
+    let (Some(lo), Some(hi)) = (ws.iter().map(|w| w.id).min(), ws.iter().map(|w| w.id).max()) else {
+        return Ok(Vec::new());
+    };
+    let mut by_id: std::collections::HashMap<WorkloadId, Vec<AttemptRecord>> = Default::default();
+    if hi.0 - lo.0 < 4 * ws.len() as u64 + 16 {
+        for a in j.attempts_between(lo, hi)? {
+            by_id.entry(a.id.workload).or_default().push(a);
+        }
+    } else {
+        for w in &ws {
+            by_id.insert(w.id, j.attempts(w.id)?);
+        }
+    }
+    Ok(ws
+        .into_iter()
+        .map(|w| {
+            let a = by_id.remove(&w.id).unwrap_or_default();
+            (w, a)
+        })
+        .collect())
 }
 
 fn workload_id(raw: &str) -> ApiResult<WorkloadId> {
@@ -601,7 +626,8 @@ async fn body_bytes(req: Request) -> ApiResult<Bytes> {
 }
 
 /// A command on the workload or node the path names, with the body's
-/// reason: one handler for cancel, retry, cordon, uncordon and drain.
+/// reason: one handler for cancel, retry, acknowledge, cordon, uncordon,
+/// drain and unquarantine.
 async fn command(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
@@ -627,6 +653,7 @@ async fn command(
     let cmd = match op.as_str() {
         "cancel" => Command::Cancel { id: workload_id(&target)? },
         "retry" => Command::Retry { id: workload_id(&target)? },
+        "acknowledge" => Command::Acknowledge { id: workload_id(&target)? },
         "cordon" => Command::Cordon { node: target, until },
         "uncordon" => Command::Uncordon { node: target },
         "drain" => Command::Drain { node: target, evict: r.evict, grace_s: grace_s(&r)? },

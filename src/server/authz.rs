@@ -71,6 +71,12 @@ pub const ROUTES: &[Route] = &[
     ),
     r("POST", "/v1/workloads/{id}/cancel", Need::OwnWorkload, "Cancel a workload"),
     r("POST", "/v1/workloads/{id}/retry", Need::OwnWorkload, "Submit an ended workload's spec again"),
+    r(
+        "POST",
+        "/v1/workloads/{id}/acknowledge",
+        Need::OwnWorkload,
+        "Acknowledge a failed workload: it leaves triage, with who and why recorded",
+    ),
     r("POST", "/v1/plan", Need::Read, "Where a spec would run now (dry run)"),
     r("GET", "/v1/fleet", Need::Read, "The live fleet: node states, health, quarantines"),
     r("GET", "/v1/events", Need::Read, "The newest events across all workloads, oldest first"),
@@ -135,7 +141,7 @@ pub fn decide(p: &Principal, need: Need, facts: &Facts) -> Result<(), String> {
             if role == Role::Admin || own || unscoped_operator || in_scope {
                 Ok(())
             } else if role == Role::Submitter {
-                Err(format!("{} may cancel or retry only the workloads it submitted", p.name))
+                Err(format!("{} may cancel, retry or acknowledge only the workloads it submitted", p.name))
             } else {
                 Err(format!("{} may act only on work within its scopes ({})", p.name, scopes(p)))
             }

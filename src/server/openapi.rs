@@ -93,7 +93,12 @@ fn operation(method: &str, path: &str, need: Need, summary: &str) -> Value {
             op["responses"]["200"] = json!({ "description": "Server-sent events: hello, batch (id STORE:SEQ), status, resync",
                 "content": { "text/event-stream": { "schema": { "type": "string" } } } });
         }
-        (_, p) if p.starts_with("/v1/nodes/") || p.ends_with("/cancel") || p.ends_with("/retry") => {
+        (_, p)
+            if p.starts_with("/v1/nodes/")
+                || p.ends_with("/cancel")
+                || p.ends_with("/retry")
+                || p.ends_with("/acknowledge") =>
+        {
             op["requestBody"] = json!({ "required": false, "content": { "application/json": { "schema": {
                 "type": "object", "properties": { "reason": { "type": "string" }, "until": { "type": "string" },
                     "evict": { "type": "boolean", "description": "drain only: stop running work and place it again" },

@@ -74,9 +74,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let count = |st: WorkloadState| m.workloads.values().filter(|w| w.rec.state == st).count();
     let retrying = m.workloads.values().filter(|w| !w.rec.state.is_final() && w.is_fault()).count();
     let failed = count(WorkloadState::Failed);
-    if failed > 0 {
+    // Failures nobody has acknowledged or retried, whatever their age.
+    let unresolved =
+        m.workloads.values().filter(|w| w.rec.state == WorkloadState::Failed && w.is_fault()).count();
+    if unresolved > 0 {
         broken.push(Line::from(Span::styled(
-            format!("✗ {} failed (5 triage)", plural(failed, "workload", "workloads")),
+            format!("✗ {} failed (5 triage)", plural(unresolved, "workload", "workloads")),
             t.bad,
         )));
     }

@@ -123,7 +123,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Some(flt) => {
             format!("faults {}/{} /{flt} — esc clears the filter", ids.len(), app.derived.faults_total)
         }
-        None => format!("faults {} — l logs at evidence, r retry, c cordon, d drain", ids.len()),
+        None => format!("faults {} — l logs at evidence, r retry, a ack, c cordon, d drain", ids.len()),
     };
     if ids.is_empty() && flt.is_some() {
         let p = Paragraph::new(Span::styled("no fault matches the filter (esc clears it)", t.dim));

@@ -15,10 +15,12 @@ use ratatui::widgets::{Cell, Row, Table};
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let ids = &app.derived.workloads;
+    let held = app.model.workloads.len();
+    // "N of M" when the journal holds more than this console loaded.
+    let of = if app.model.total > held as u64 { format!(" of {}", app.model.total) } else { String::new() };
     let mut title = format!(
-        "workloads {}/{} sort:{}{}",
+        "workloads {}/{held}{of} sort:{}{}",
         ids.len(),
-        app.model.workloads.len(),
         app.sort.name(),
         if app.sort_desc { "↓" } else { "↑" }
     );

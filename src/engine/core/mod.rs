@@ -114,6 +114,14 @@ pub enum Event {
         request: u64,
         node: String,
     },
+    /// An operator acknowledges a failed workload (its row, read from the
+    /// journal: the core holds only live ones).
+    Acknowledge {
+        request: u64,
+        rec: Box<WorkloadRecord>,
+        by: String,
+        reason: Option<String>,
+    },
     LaunchResult {
         attempt: AttemptId,
         result: Result<LaunchAck, LaunchError>,
@@ -542,6 +550,9 @@ impl Core {
                 self.set_node_state(request, &node, state, note, now)
             }
             Event::Unquarantine { request, node } => self.unquarantine(request, &node, now),
+            Event::Acknowledge { request, rec, by, reason } => {
+                self.acknowledge(request, *rec, by, reason, now)
+            }
             Event::LaunchResult { attempt, result } => self.on_launch_result(attempt, result, now),
             Event::Status { attempt, status } => self.on_status(attempt, status, now),
             Event::StatusFailed { attempt, error } => self.on_status_failed(attempt, &error, now),
@@ -805,6 +816,7 @@ impl Core {
             reason: None,
             class: None,
             submitted_by: by,
+            acknowledged: None,
             spec: spec.clone(),
         };
         if let Some(k) = key {
@@ -825,6 +837,27 @@ impl Core {
             None => self.event(now, id, None, EventKind::Submitted, "submitted".into()),
         }
         self.reply(request, Reply::Submitted { id, existing: false });
+    }
+
+    /// Records who acknowledged a failure and why; acknowledging it again
+    /// changes nothing and answers the same.
+    fn acknowledge(
+        &mut self,
+        request: u64,
+        mut rec: WorkloadRecord,
+        by: String,
+        reason: Option<String>,
+        now: Millis,
+    ) {
+        let id = rec.id;
+        if rec.acknowledged.is_none() {
+            let why = reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+            rec.acknowledged = Some(Acknowledgement { by: by.clone(), at: now, reason });
+            rec.updated_at = now;
+            self.record(Record::Workload(Box::new(rec)));
+            self.event(now, id, None, EventKind::Acknowledged, format!("acknowledged by {by}{why}"));
+        }
+        self.reply(request, Reply::Done { message: format!("{id}: acknowledged") });
     }
 
     fn cancel(&mut self, request: u64, id: WorkloadId, now: Millis) {
