@@ -1040,6 +1040,14 @@ async fn oversized_and_malformed_specs_are_refused_with_where_and_why() {
         e["problems"].as_array().unwrap().iter().any(|p| p["path"].as_str().unwrap().starts_with("runtime")),
         "{e}"
     );
+    // Every problem comes back, each at its line, the first in the message.
+    let three = "name = \"x\"\nprority = 5\n[runtime]\ncommand = [\"true\"]\n[resources]\ngpus = \"two\"\n[retry]\nmax_attempts = 0\n";
+    let r = api.submit(app, three, None).await.expect(422);
+    let e = &r.json()["error"];
+    let lines: Vec<u64> =
+        e["problems"].as_array().unwrap().iter().map(|p| p["line"].as_u64().unwrap()).collect();
+    assert_eq!(lines, [2, 6, 8], "{e}");
+    assert!(e["message"].as_str().unwrap().starts_with("request.toml:2:1: unknown field `prority`"), "{e}");
     // Not UTF-8.
     api.call(app, "POST", "/v1/workloads", Body::Raw("application/toml", vec![0xff, 0xfe, b'a']))
         .await

@@ -126,6 +126,30 @@ fn a_nul_in_an_output_path_is_refused() {
 }
 
 #[test]
+fn validate_prints_every_problem_with_where_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spec.toml");
+    std::fs::write(
+        &path,
+        "name = \"x\"\nprority = 5\n[runtime]\ncommand = [\"true\"]\n[resources]\ngpus = \"two\"\n[retry]\nmax_attempts = 0\n",
+    )
+    .unwrap();
+    let out = canopy(&dir.path().join("home"), &["validate", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for (line, what) in [
+        (2, "unknown field `prority` at the top level"),
+        (6, "`resources.gpus` must be a whole number, not a string"),
+        (8, "`retry.max_attempts` is 0"),
+    ] {
+        let at = err.find(what).unwrap_or_else(|| panic!("{what:?} missing from\n{err}"));
+        assert!(err[at..].contains(&format!("spec.toml:{line}:")), "{what} not at line {line}:\n{err}");
+    }
+    assert!(summary.contains("3 errors"), "{summary}");
+}
+
+#[test]
 fn a_gpu_count_past_the_range_says_the_range() {
     let (code, err) =
         validate("name = \"x\"\n[runtime]\ncommand = [\"true\"]\n[resources]\ngpus = 99999999999999999999\n");

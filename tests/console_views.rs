@@ -118,6 +118,19 @@ fn editor_with_a_mistake() {
 }
 
 #[test]
+fn editor_with_several_problems() {
+    let mut a = app();
+    let text = "name = \"x\"\nprority = 5\n[runtime]\ncommand = [\"a\"]\n[resources]\ngpus = \"two\"\n[retry]\nmax_attempts = 0\n";
+    a.update(Msg::Loaded { path: "three.toml".into(), result: Ok(text.into()) });
+    // The cursor on the second problem: it is marked, with its help.
+    for _ in 0..2 {
+        a.update(Msg::Key(KeyEvent::new(KeyCode::F(8), KeyModifiers::NONE)));
+    }
+    assert_eq!(a.editor.problems.len(), 3);
+    snap("editor_problems", &a);
+}
+
+#[test]
 fn editor_preview() {
     let mut a = app();
     key(&mut a, '6');

@@ -197,6 +197,7 @@ fn cases() -> Vec<Case> {
         json("json wrong type", "{\"name\": \"x\", \"runtime\": {\"command\": [\"a\"]}, \"resources\": {\"gpus\": \"two\"}}", (1, 68), "`resources.gpus` must be a whole number, not a string", Some("change it to a whole number")),
         json("json gpus past u32", "{\"name\": \"x\", \"runtime\": {\"command\": [\"a\"]}, \"resources\": {\"gpus\": 99999999999999999999}}", (1, 68), "`resources.gpus` must be a whole number from 0 to 4294967295, not 99999999999999999999", Some("use a number from 0 to 4294967295")),
         toml("gpus past u32", t("[resources]\ngpus = 4294967296\n"), (5, 8), "`resources.gpus` must be a whole number from 0 to 4294967295, not 4294967296", None),
+        json("json number for an enum", "{\"name\": \"x\", \"kind\": 7, \"runtime\": {\"command\": [\"a\"]}}", (1, 23), "`kind` must be a string, not a whole number", Some("put the value in double quotes")),
         json("json bad enum", "{\"name\": \"x\", \"kind\": \"infrence\", \"runtime\": {\"command\": [\"a\"]}}", (1, 23), "unknown value `infrence` for `kind`", Some("did you mean `inference`?")),
         json(
             "json gpus = 0 with memory",
@@ -296,6 +297,101 @@ fn every_semantic_problem_is_reported_at_once() {
     let mut sorted = lines.clone();
     sorted.sort();
     assert_eq!(lines, sorted, "errors are in source order");
+}
+
+/// (line, col, message) of every diagnostic.
+fn located(err: &load::SpecError) -> Vec<(usize, usize, String)> {
+    err.diagnostics.iter().map(|d| (d.line, d.col, d.message.clone())).collect()
+}
+
+#[test]
+fn separate_problems_of_every_kind_are_reported_together() {
+    // An unknown key, a wrong type, a bad enum value and a range error.
+    let src = "name = \"x\"\nprority = 5\n[runtime]\ncommand = [\"a\"]\n[resources]\ngpus = \"two\"\n\
+               interconnect = \"nvlnk\"\n[retry]\nmax_attempts = 0\n";
+    let err = load::parse(src, "spec.toml", Format::Toml).unwrap_err();
+    let got = located(&err);
+    let want = [
+        (2, 1, "unknown field `prority` at the top level"),
+        (6, 8, "`resources.gpus` must be a whole number, not a string"),
+        (7, 16, "unknown value `nvlnk` for `resources.interconnect`"),
+        (9, 16, "`retry.max_attempts` is 0"),
+    ];
+    assert_eq!(got.len(), want.len(), "{got:#?}");
+    for ((line, col, message), (l, c, m)) in got.iter().zip(want) {
+        assert_eq!((*line, *col), (l, c), "{message}");
+        assert!(message.starts_with(m), "{message:?} is not {m:?}");
+    }
+    assert!(err.diagnostics.iter().all(|d| d.help.is_some()), "each says what to do");
+    let shown = err.to_string();
+    for at in ["spec.toml:2:1:", "spec.toml:6:8:", "spec.toml:7:16:", "spec.toml:9:16:"] {
+        assert!(shown.contains(at), "{at} missing from\n{shown}");
+    }
+}
+
+#[test]
+fn missing_fields_are_reported_with_the_other_problems() {
+    let src = "kind = \"trainig\"\n[runtime]\nimage = \"img\"\n[resources]\ngpu = 1\n";
+    let err = load::parse(src, "spec.toml", Format::Toml).unwrap_err();
+    let got = located(&err);
+    for (at, m) in [
+        ((1, 1), "missing required field `name`"),
+        ((1, 8), "unknown value `trainig` for `kind`"),
+        ((2, 1), "missing required field `command` in [runtime]"),
+        ((5, 1), "unknown field `gpu` in [resources]"),
+    ] {
+        assert!(
+            got.iter().any(|(l, c, msg)| (*l, *c) == at && msg.starts_with(m)),
+            "{m:?} at {at:?} missing: {got:#?}"
+        );
+    }
+    assert_eq!(got.len(), 4, "{got:#?}");
+}
+
+#[test]
+fn what_only_follows_from_an_earlier_problem_is_not_reported() {
+    // A bad required value is not also missing or empty; a bad GPU count
+    // is not also "0 GPUs with a GPU memory requirement"; a misspelt
+    // table is not also missing.
+    let src = "name = 5\n[runtme]\ncommand = \"python x\"\n[resources]\ngpus = \"two\"\ngpu_memory_gb = 24\n";
+    let err = load::parse(src, "spec.toml", Format::Toml).unwrap_err();
+    let got = located(&err);
+    let messages: Vec<&str> = got.iter().map(|(_, _, m)| m.as_str()).collect();
+    assert_eq!(
+        messages,
+        [
+            "`name` must be a string, not a whole number",
+            "unknown field `runtme` at the top level",
+            "`resources.gpus` must be a whole number, not a string",
+        ],
+        "{got:#?}"
+    );
+}
+
+#[test]
+fn a_flood_of_problems_is_cut_short_and_says_so() {
+    let junk: String = (0..100).map(|i| format!("junk{i} = 1\n")).collect();
+    let err = load::parse(&format!("{BASE}{junk}"), "spec.toml", Format::Toml).unwrap_err();
+    assert!(err.diagnostics.len() > 50, "{}", err.diagnostics.len());
+    assert!(err.diagnostics.iter().any(|d| d.message.starts_with("stopped checking types after")), "{err}");
+}
+
+#[test]
+fn json_specs_report_every_problem_too() {
+    let src = "{\"name\": \"x\",\n \"prority\": 5,\n \"runtime\": {\"image\": \"i\"},\n \"resources\": {\"gpus\": \"two\"},\n \"retry\": {\"max_attempts\": 0}}";
+    let err = load::parse(src, "spec.json", Format::Json).unwrap_err();
+    let got = located(&err);
+    let want = [
+        (2, 2, "unknown field `prority` at the top level"),
+        (3, 2, "missing required field `command` in `runtime`"),
+        (4, 24, "`resources.gpus` must be a whole number, not a string"),
+        (5, 28, "`retry.max_attempts` is 0"),
+    ];
+    assert_eq!(got.len(), want.len(), "{got:#?}");
+    for ((line, col, message), (l, c, m)) in got.iter().zip(want) {
+        assert_eq!((*line, *col), (l, c), "{message}");
+        assert!(message.starts_with(m), "{message:?} is not {m:?}");
+    }
 }
 
 #[test]

@@ -559,7 +559,7 @@ impl App {
             Msg::Key(k) => self.on_key(k),
             Msg::Paste(s) => {
                 if self.view == View::Editor {
-                    self.editor.text.insert_str(&s);
+                    self.editor.paste(&s);
                     self.refresh_editor();
                 } else if let Some(i) = &mut self.input {
                     i.text.push_str(s.lines().next().unwrap_or(""));
@@ -763,7 +763,7 @@ impl App {
         }
         let Some(intent) = keymap::dispatch(self.view, &k) else {
             if self.view == View::Editor {
-                self.editor.text.input(k);
+                self.editor.input(k);
                 self.refresh_editor();
             }
             return Vec::new();
@@ -897,6 +897,23 @@ impl App {
                 self.flash(format!("template {name}"));
             }
             Intent::ExternalEditor => return vec![Effect::ExternalEditor(self.editor.contents())],
+            Intent::Undo | Intent::Redo => {
+                let undo = intent == Intent::Undo;
+                let done = if undo { self.editor.undo() } else { self.editor.redo() };
+                if done {
+                    self.refresh_editor();
+                } else {
+                    self.flash(format!("nothing to {}", if undo { "undo" } else { "redo" }));
+                }
+            }
+            Intent::NextProblem => {
+                let total = self.editor.problems.len();
+                let found = self.editor.next_problem().and_then(|n| {
+                    let p = self.editor.problems.get(n - 1)?;
+                    Some((format!("problem {n} of {total} at {}:{}: {}", p.line, p.col, p.message), p.error))
+                });
+                self.flash = Some(found.unwrap_or_else(|| ("no problems to go to".into(), false)));
+            }
             Intent::Replay(ctl) => {
                 if self.replay.is_none() {
                     self.flash_error("not a replay: space, + and - pace `canopy sim --watch`".into());
@@ -1233,7 +1250,7 @@ impl App {
             "quit" => self.on_intent(Intent::Quit),
             "faults" => self.on_intent(Intent::Faults),
             "new" => {
-                let name = if arg.is_empty() { "hello" } else { arg.as_str() };
+                let name = if arg.is_empty() { super::editor::BLANK } else { arg.as_str() };
                 if self.editor.use_template(name) {
                     self.on_intent(Intent::Go(View::Editor))
                 } else {

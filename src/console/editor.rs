@@ -1,8 +1,9 @@
 //! The spec editor's state: a TextArea with the spec, validation on every
-//! edit (each error at its line:col), and a live placement preview against
-//! the fleet the engine last reported.
+//! edit (every problem at its line:col, all at once), and a live placement
+//! preview against the fleet the engine last reported.
 //!
-//! Owns the text, templates, diagnostics, preview and the idempotency key.
+//! Owns the text and its undo history, templates, diagnostics and the
+//! jump from one problem to the next, the preview and the idempotency key.
 //! Pure: files and `$EDITOR` are effects the run loop performs; submitting
 //! goes through the action layer.
 
@@ -12,16 +13,40 @@ use crate::schedule::{Decision, Policy, Requirements, Snapshot, place};
 use crate::spec::Spec;
 use crate::spec::load::{Format, parse};
 use crate::spec::{Diagnostic, Severity};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui_textarea::{CursorMove, TextArea};
 
-/// The templates from `assets/specs/`, built into the binary.
-pub const TEMPLATES: [(&str, &str); 5] = [
+/// The templates from `assets/specs/`, built into the binary. `blank` is
+/// the least a spec needs, with the common fields in comments.
+pub const TEMPLATES: [(&str, &str); 6] = [
     ("hello", include_str!("../../assets/specs/hello.toml")),
     ("cpu-batch", include_str!("../../assets/specs/cpu-batch.toml")),
     ("batch-inference", include_str!("../../assets/specs/batch-inference.toml")),
     ("fine-tune", include_str!("../../assets/specs/fine-tune.toml")),
     ("train-llm", include_str!("../../assets/specs/train-llm.toml")),
+    ("blank", include_str!("../../assets/specs/blank.toml")),
 ];
+
+/// The template `:new` opens without a name.
+pub const BLANK: &str = "blank";
+
+/// Most undo steps kept.
+const MAX_UNDO: usize = 200;
+
+/// The text and cursor (row, column) at one point of the history.
+#[derive(Debug, Clone, PartialEq)]
+struct Version {
+    lines: Vec<String>,
+    cursor: (usize, usize),
+}
+
+/// What the last edit was, so that typing a word is one undo step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Edit {
+    /// A letter, digit or symbol typed.
+    Word,
+    Other,
+}
 
 /// One problem, where it is.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +73,9 @@ pub struct Editor {
     key_seq: u64,
     key_base: String,
     submitted_text: Option<String>,
+    undo: Vec<Version>,
+    redo: Vec<Version>,
+    last_edit: Option<Edit>,
 }
 
 impl Editor {
@@ -64,8 +92,12 @@ impl Editor {
             key_seq: 0,
             key_base,
             submitted_text: None,
+            undo: Vec::new(),
+            redo: Vec::new(),
+            last_edit: None,
         };
-        e.set_text(TEMPLATES[0].1);
+        e.text = text_area(TEMPLATES[0].1.lines().map(String::from).collect());
+        e.renew_key();
         e
     }
 
@@ -73,9 +105,84 @@ impl Editor {
         self.text.lines().join("\n")
     }
 
+    /// Replaces the text (a template, a file, `$EDITOR`'s result); undo
+    /// brings the old text back.
     pub fn set_text(&mut self, text: &str) {
-        self.text = TextArea::new(text.lines().map(String::from).collect());
+        let before = self.version();
+        self.push_undo(before, Edit::Other);
+        self.text = text_area(text.lines().map(String::from).collect());
         self.renew_key();
+    }
+
+    /// One key typed into the text (keys the keymap did not take).
+    pub fn input(&mut self, k: KeyEvent) {
+        let before = self.version();
+        let typed = matches!(k.code, KeyCode::Char(c) if !c.is_whitespace())
+            && !k.modifiers.intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        if self.text.input(k) {
+            self.push_undo(before, if typed { Edit::Word } else { Edit::Other });
+        } else {
+            self.last_edit = None;
+        }
+    }
+
+    /// Pasted text, at the cursor.
+    pub fn paste(&mut self, s: &str) {
+        let before = self.version();
+        if self.text.insert_str(s) {
+            self.push_undo(before, Edit::Other);
+        }
+    }
+
+    /// Undoes the last edit (a word typed counts as one); false when
+    /// there is none.
+    pub fn undo(&mut self) -> bool {
+        let Some(prev) = self.undo.pop() else {
+            return false;
+        };
+        self.redo.push(self.version());
+        self.restore(prev);
+        true
+    }
+
+    /// Redoes what [`Editor::undo`] undid; false when there is nothing.
+    pub fn redo(&mut self) -> bool {
+        let Some(next) = self.redo.pop() else {
+            return false;
+        };
+        self.undo.push(self.version());
+        self.restore(next);
+        true
+    }
+
+    fn version(&self) -> Version {
+        let c = self.text.cursor();
+        Version { lines: self.text.lines().to_vec(), cursor: (c.0, c.1) }
+    }
+
+    fn restore(&mut self, s: Version) {
+        self.text = text_area(s.lines);
+        self.jump(s.cursor.0, s.cursor.1);
+        self.last_edit = None;
+    }
+
+    /// An edit of kind `edit` changed the text; `before` is how it was.
+    fn push_undo(&mut self, before: Version, edit: Edit) {
+        // The letters of one word go back in one step.
+        if !(edit == Edit::Word && self.last_edit == Some(Edit::Word)) {
+            self.undo.push(before);
+            if self.undo.len() > MAX_UNDO {
+                self.undo.remove(0);
+            }
+        }
+        self.redo.clear();
+        self.last_edit = Some(edit);
+    }
+
+    fn jump(&mut self, row: usize, col: usize) {
+        let row = u16::try_from(row).unwrap_or(u16::MAX);
+        let col = u16::try_from(col).unwrap_or(u16::MAX);
+        self.text.move_cursor(CursorMove::Jump(row, col));
     }
 
     pub fn next_template(&mut self) -> &'static str {
@@ -137,11 +244,41 @@ impl Editor {
     /// Moves the cursor to the first error.
     pub fn jump_to_problem(&mut self) {
         if let Some(p) = self.problems.first().filter(|p| p.line > 0) {
-            let row = u16::try_from(p.line - 1).unwrap_or(u16::MAX);
-            let col = u16::try_from(p.col.saturating_sub(1)).unwrap_or(u16::MAX);
-            self.text.move_cursor(CursorMove::Jump(row, col));
+            let (row, col) = (p.line - 1, p.col.saturating_sub(1));
+            self.jump(row, col);
         }
     }
+
+    /// Moves the cursor to the next problem after it, in the order of the
+    /// text, wrapping to the first; returns its number (1-based) among
+    /// them, or `None` when there are none with a position.
+    pub fn next_problem(&mut self) -> Option<usize> {
+        let mut at: Vec<(usize, usize)> =
+            self.problems.iter().filter(|p| p.line > 0).map(|p| (p.line, p.col.max(1))).collect();
+        at.sort_unstable();
+        at.dedup();
+        let c = self.text.cursor();
+        let here = (c.0 + 1, c.1 + 1);
+        let i = at.iter().position(|p| *p > here).unwrap_or(0);
+        let (line, col) = *at.get(i)?;
+        self.jump(line - 1, col - 1);
+        // Its number among all problems, in the order they are listed.
+        self.problems.iter().position(|p| (p.line, p.col.max(1)) == (line, col)).map(|n| n + 1)
+    }
+
+    /// The problem on the cursor's line, if any (the first listed).
+    pub fn current_problem(&self) -> Option<usize> {
+        let row = self.text.cursor().0 + 1;
+        self.problems.iter().position(|p| p.line == row)
+    }
+}
+
+/// A TextArea on `lines`. Undo is the editor's own (it covers replacing
+/// the whole text), so the TextArea keeps no history of its own.
+fn text_area(lines: Vec<String>) -> TextArea<'static> {
+    let mut t = TextArea::new(lines);
+    t.set_max_histories(0);
+    t
 }
 
 fn problem(d: &Diagnostic, error: bool) -> Problem {

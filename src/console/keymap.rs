@@ -45,6 +45,11 @@ pub enum Intent {
     Submit,
     NextTemplate,
     ExternalEditor,
+    /// Editor: undo / redo an edit.
+    Undo,
+    Redo,
+    /// Editor: the cursor to the next problem.
+    NextProblem,
     /// Pace a replay (`canopy sim --watch`).
     Replay(ReplayCtl),
 }
@@ -112,6 +117,8 @@ pub enum Key {
     Home,
     End,
     Tab,
+    /// A function key, F1 to F12.
+    F(u8),
 }
 
 impl Key {
@@ -129,6 +136,7 @@ impl Key {
             (Key::Home, KeyCode::Home) => true,
             (Key::End, KeyCode::End) => true,
             (Key::Tab, KeyCode::Tab) => true,
+            (Key::F(n), KeyCode::F(x)) => n == x,
             _ => false,
         }
     }
@@ -146,6 +154,7 @@ impl Key {
             Key::Home => "home".into(),
             Key::End => "end".into(),
             Key::Tab => "tab".into(),
+            Key::F(n) => format!("F{n}"),
         }
     }
 }
@@ -178,7 +187,20 @@ pub const BINDINGS: &[Binding] = &[
     },
     Binding { keys: &[K::Ctrl('t')], intent: I::NextTemplate, scope: S::Editor, help: "next template" },
     Binding { keys: &[K::Ctrl('o')], intent: I::ExternalEditor, scope: S::Editor, help: "edit in $EDITOR" },
-    Binding { keys: &[K::Esc], intent: I::Back, scope: S::Editor, help: "leave the editor (text is kept)" },
+    Binding {
+        keys: &[K::F(8), K::Ctrl('g')],
+        intent: I::NextProblem,
+        scope: S::Editor,
+        help: "cursor to the next problem (wraps around)",
+    },
+    Binding { keys: &[K::Ctrl('z'), K::Ctrl('u')], intent: I::Undo, scope: S::Editor, help: "undo" },
+    Binding { keys: &[K::Ctrl('r')], intent: I::Redo, scope: S::Editor, help: "redo" },
+    Binding {
+        keys: &[K::Esc],
+        intent: I::Back,
+        scope: S::Editor,
+        help: "leave the editor (text is kept); then 1-7 switch views",
+    },
     Binding { keys: &[K::Char('f')], intent: I::Follow, scope: S::Logs, help: "follow on/off" },
     Binding { keys: &[K::Char('w')], intent: I::Wrap, scope: S::Logs, help: "wrap on/off" },
     Binding {
@@ -305,6 +327,15 @@ pub const BINDINGS: &[Binding] = &[
 
 /// The intent for a key in a view, if any.
 pub fn dispatch(view: View, key: &KeyEvent) -> Option<Intent> {
+    // In the editor, digits type; esc then a digit switches views. Sent
+    // together (a fast typist, a laggy link) the two read as alt-digit,
+    // which is also how terminals send alt-digit: it switches too.
+    if view == View::Editor
+        && key.modifiers.contains(KeyModifiers::ALT)
+        && let KeyCode::Char(d @ '1'..='7') = key.code
+    {
+        return dispatch(View::Overview, &KeyEvent::new(KeyCode::Char(d), KeyModifiers::NONE));
+    }
     BINDINGS.iter().find(|b| b.scope.applies(view) && b.keys.iter().any(|k| k.matches(key))).map(|b| b.intent)
 }
 
@@ -326,7 +357,12 @@ pub fn help_lines() -> Vec<(Scope, String, &'static str)> {
 /// input line under `:` and `/`, the y/n questions, typing in the editor.
 /// For the help only; the app handles them where they apply.
 pub const OTHER_KEYS: &[(&str, &str, &str)] = &[
-    ("editor", "other keys", "edit the text"),
+    (
+        "editor",
+        "other keys",
+        "edit the text: digits, q, : and / type into it; esc leaves the editor, and then 1-7 switch views",
+    ),
+    ("editor", "alt-1…7", "leave the editor for that view, as esc then 1-7 does"),
     ("input line (: command, / filter or search)", "enter", "run the command, keep the filter, search"),
     ("input line (: command, / filter or search)", "esc", "close it (a filter is cleared)"),
     (
@@ -350,7 +386,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("triage", "failures grouped by class and node"),
     ("editor", "the spec editor"),
     ("audit", "the audit trail: who changed what, from where, the outcome"),
-    ("new", "new spec from a template: :new TEMPLATE"),
+    ("new", "a new spec: :new for a blank one, :new TEMPLATE for an example"),
     ("open", "load a spec file into the editor: :open PATH"),
     ("save", "save the editor's spec: :save PATH"),
     ("logs", "logs of a workload: :logs w-17"),
@@ -384,6 +420,21 @@ mod tests {
         assert_eq!(dispatch(View::Nodes, &key('c')), Some(Intent::Cordon));
         assert_eq!(dispatch(View::Workloads, &key('c')), None);
         assert_eq!(dispatch(View::Editor, &key('q')), None, "typing q in the editor must not quit");
+    }
+
+    #[test]
+    fn digits_type_in_the_editor_and_switch_views_elsewhere() {
+        for d in '1'..='7' {
+            assert_eq!(dispatch(View::Editor, &key(d)), None, "{d} types into the spec");
+            assert!(matches!(dispatch(View::Overview, &key(d)), Some(Intent::Go(_))));
+        }
+        let alt = KeyEvent::new(KeyCode::Char('4'), KeyModifiers::ALT);
+        assert_eq!(dispatch(View::Editor, &alt), Some(Intent::Go(View::Workloads)), "esc+4 read as one key");
+        let f8 = KeyEvent::new(KeyCode::F(8), KeyModifiers::NONE);
+        assert_eq!(dispatch(View::Editor, &f8), Some(Intent::NextProblem));
+        let ctrl = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL);
+        assert_eq!(dispatch(View::Editor, &ctrl('z')), Some(Intent::Undo));
+        assert_eq!(dispatch(View::Editor, &ctrl('r')), Some(Intent::Redo));
     }
 
     #[test]

@@ -49,10 +49,10 @@ pub(crate) fn suggest<'a>(input: &str, candidates: &[&'a str]) -> Option<&'a str
 pub(crate) fn field_homes() -> &'static [(String, Vec<String>)] {
     static HOMES: OnceLock<Vec<(String, Vec<String>)>> = OnceLock::new();
     HOMES.get_or_init(|| {
-        let schema = super::load::schema();
+        let schema = schema();
         let defs = schema.get("$defs").cloned().unwrap_or(Value::Null);
         let mut out = Vec::new();
-        collect_tables(&schema, &defs, "", &mut out, 0);
+        collect_tables(schema, &defs, "", &mut out, 0);
         out
     })
 }
@@ -102,6 +102,59 @@ fn resolve<'a>(schema: &'a Value, defs: &'a Value, depth: usize) -> Option<&'a V
     Some(schema)
 }
 
+/// The spec's JSON Schema, built once.
+fn schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(super::load::schema)
+}
+
+/// A stand-in of the right type for a required field, so that the type
+/// check can go on past a spec that lacks it (see [`super::repair`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Placeholder {
+    Text,
+    List,
+    /// A table, with placeholders for its own required fields.
+    Table(Vec<(String, Placeholder)>),
+}
+
+/// The placeholder for field `name` of the table at `table` (a path; array
+/// indices are ignored), or `None` when the schema does not say.
+pub(crate) fn placeholder(table: &str, name: &str) -> Option<Placeholder> {
+    let root = schema();
+    let defs = root.get("$defs").unwrap_or(&Value::Null);
+    let mut s = resolve(root, defs, 0)?;
+    let path = normalise(&locate::child(table, name));
+    for seg in path.split('.') {
+        let (field, items) = seg.strip_suffix("[]").map_or((seg, false), |f| (f, true));
+        s = resolve(s.get("properties")?.get(field)?, defs, 0)?;
+        if items {
+            s = resolve(s.get("items")?, defs, 0)?;
+        }
+    }
+    placeholder_for(s, defs, 0)
+}
+
+fn placeholder_for(s: &Value, defs: &Value, depth: usize) -> Option<Placeholder> {
+    if depth > 8 {
+        return None;
+    }
+    if let Some(props) = s.get("properties").and_then(Value::as_object) {
+        let required = s.get("required").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        let mut fields = Vec::new();
+        for name in required.iter().filter_map(Value::as_str) {
+            let field = resolve(props.get(name)?, defs, 0)?;
+            fields.push((name.to_string(), placeholder_for(field, defs, depth + 1)?));
+        }
+        return Some(Placeholder::Table(fields));
+    }
+    match s.get("type").and_then(Value::as_str)? {
+        "string" => Some(Placeholder::Text),
+        "array" => Some(Placeholder::List),
+        _ => None,
+    }
+}
+
 /// Is `path` (indices folded) a table of the spec?
 pub(crate) fn is_table_path(path: &str) -> bool {
     let norm = normalise(path);
@@ -120,6 +173,19 @@ mod tests {
         assert_eq!(suggest("acelerator", &fields), Some("accelerator"));
         assert_eq!(suggest("banana", &fields), None);
         assert_eq!(suggest("fine_tuning", &["training", "fine-tuning"]), Some("fine-tuning"));
+    }
+
+    #[test]
+    fn required_fields_have_placeholders_of_their_type() {
+        assert_eq!(placeholder("", "name"), Some(Placeholder::Text));
+        assert_eq!(placeholder("runtime", "command"), Some(Placeholder::List));
+        assert_eq!(
+            placeholder("", "runtime"),
+            Some(Placeholder::Table(vec![("command".into(), Placeholder::List)]))
+        );
+        assert_eq!(placeholder("inputs[2]", "source"), Some(Placeholder::Text));
+        assert_eq!(placeholder("outputs[0]", "path"), Some(Placeholder::Text));
+        assert_eq!(placeholder("resources", "nope"), None);
     }
 
     #[test]

@@ -3,13 +3,16 @@
 //! This module owns the loading pipeline: size limit, parse (TOML, or JSON
 //! with the same schema), type check through serde, the semantic checks of
 //! [`super::validate`], and turning every problem into a [`Diagnostic`]
-//! with a position and a help line. Parse and type errors stop at the
-//! first; semantic problems are all reported together. Secret values found
+//! with a position and a help line. A syntax error stops at the first;
+//! type errors (unknown keys, wrong types, bad values, missing fields) and
+//! semantic problems are all reported together, the type check going on
+//! past each error with the repairs of [`super::repair`]. Secret values found
 //! in the text are scrubbed from every message. The only I/O here is
 //! [`read`] reading one file (for [`load_file`]); nothing is logged or
 //! printed.
 
-use super::locate::{Index, Target};
+use super::locate::{Entry, Index, Target};
+use super::repair::{self, Fix, JsonText, Repairs};
 use super::validate::{self, MAX_SPEC_BYTES};
 use super::{Spec, fields, secrets, translate};
 use serde::Deserialize;
@@ -88,31 +91,42 @@ pub fn parse(text: &str, file: &str, format: Format) -> Result<Loaded, SpecError
         Format::Toml => parse_toml(text, file),
         Format::Json => parse_json(text, file),
     };
-    let (spec, index) = match parsed {
-        Ok(ok) => ok,
+    let typed = match parsed {
+        Ok(typed) => typed,
         Err(d) => return Err(SpecError::one(scrub(d, &hidden))),
     };
-    for (name, value) in &spec.runtime.env {
-        if (secrets::is_secret_name(name) && !secrets::harmless(value))
-            || secrets::looks_like_credential(value)
-        {
-            hidden.push(value.clone());
+    if let Some(spec) = &typed.spec {
+        for (name, value) in &spec.runtime.env {
+            if (secrets::is_secret_name(name) && !secrets::harmless(value))
+                || secrets::looks_like_credential(value)
+            {
+                hidden.push(value.clone());
+            }
         }
     }
-    let mut diagnostics = shape(&index, file, text, format);
-    for finding in validate::check(&spec) {
-        let (offset, _) = index.offset(&finding.path, finding.target);
-        let mut d = Diagnostic::at(finding.severity, file, text, offset, &finding.path);
-        d.message = finding.message;
-        d.help = Some(finding.help);
-        diagnostics.push(d);
+    let mut diagnostics = shape(&typed.index, file, text, format);
+    // A table written as an array may also fail the type check: say it once.
+    let shaped: Vec<String> = diagnostics.iter().map(|d| d.path.clone()).collect();
+    diagnostics.extend(typed.errors.list.into_iter().filter(|d| !shaped.contains(&d.path)));
+    if let Some(spec) = &typed.spec {
+        for finding in validate::check(spec) {
+            if typed.errors.repairs.follows(&finding.path, &finding.message) {
+                continue;
+            }
+            let (offset, _) = typed.index.offset(&finding.path, finding.target);
+            let mut d = Diagnostic::at(finding.severity, file, text, offset, &finding.path);
+            d.message = finding.message;
+            d.help = Some(finding.help);
+            diagnostics.push(d);
+        }
     }
     let mut diagnostics: Vec<Diagnostic> = diagnostics.into_iter().map(|d| scrub(d, &hidden)).collect();
     diagnostics.sort_by_key(|d| (!d.is_error(), d.line, d.col));
-    if diagnostics.iter().any(Diagnostic::is_error) {
-        Err(SpecError { diagnostics })
-    } else {
-        Ok(Loaded { spec, warnings: diagnostics })
+    match typed.spec {
+        Some(spec) if !diagnostics.iter().any(Diagnostic::is_error) => {
+            Ok(Loaded { spec, warnings: diagnostics })
+        }
+        _ => Err(SpecError { diagnostics }),
     }
 }
 
@@ -235,7 +249,44 @@ fn scrub(mut d: Diagnostic, hidden: &[String]) -> Diagnostic {
     d
 }
 
-fn parse_toml(text: &str, file: &str) -> Result<(Spec, Index), Diagnostic> {
+/// What the type check found: the spec when it (or its repaired form)
+/// deserialized, the located document, and its type errors.
+struct Typed {
+    spec: Option<Spec>,
+    index: Index,
+    errors: TypeErrors,
+}
+
+/// Every type error, and what the repairs that got past them tainted.
+#[derive(Default)]
+struct TypeErrors {
+    list: Vec<Diagnostic>,
+    repairs: Repairs,
+}
+
+impl TypeErrors {
+    /// Records a type error (unless it is a missing field that follows
+    /// from an earlier repair) and returns how to repair it.
+    fn record(&mut self, raw: &str, d: Diagnostic, found: Option<(&Entry, Target)>) -> Fix {
+        let consequence = raw.starts_with("missing field") && self.repairs.missing_follows(&d.path);
+        let fix = self.repairs.fix(raw, found, &d.path, d.help.as_deref());
+        if !consequence {
+            self.list.push(d);
+        }
+        fix
+    }
+
+    /// The check gave up with problems possibly left: say so.
+    fn gave_up(&mut self, file: &str) {
+        self.list.push(Diagnostic::whole_file(
+            file,
+            format!("stopped checking types after {} problems; more may follow", self.list.len()),
+            Some("fix these and check again".into()),
+        ));
+    }
+}
+
+fn parse_toml(text: &str, file: &str) -> Result<Typed, Diagnostic> {
     let root = toml::de::DeTable::parse(text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
         let key = text.get(span.clone()).unwrap_or("");
@@ -246,45 +297,111 @@ fn parse_toml(text: &str, file: &str) -> Result<(Spec, Index), Diagnostic> {
         d
     })?;
     let index = Index::from_toml(&root);
-    let spec = Spec::deserialize(toml::de::Deserializer::from(root)).map_err(|e| {
+    let mut errors = TypeErrors::default();
+    let mut tree = root;
+    for _ in 0..repair::MAX_ROUNDS {
+        let e = match Spec::deserialize(toml::de::Deserializer::from(tree.clone())) {
+            Ok(spec) => return Ok(Typed { spec: Some(spec), index, errors }),
+            Err(e) => e,
+        };
         let span = e.span().unwrap_or(0..0);
         let found = index.at_span(&span);
-        data_diagnostic(e.message(), found, span.start, file, text, Format::Toml)
-    })?;
-    Ok((spec, index))
+        let d = data_diagnostic(e.message(), found, span.start, file, text, Format::Toml);
+        let fixed = match &errors.record(e.message(), d, found) {
+            Fix::Remove { key, value } => repair::remove_toml(tree.get_mut(), key.as_ref(), value),
+            Fix::Insert { table, name, placeholder } => {
+                repair::insert_toml(tree.get_mut(), table, name, placeholder)
+            }
+            Fix::Stop => false,
+        };
+        if !fixed {
+            return Ok(Typed { spec: None, index, errors });
+        }
+    }
+    errors.gave_up(file);
+    Ok(Typed { spec: None, index, errors })
 }
 
-fn parse_json(text: &str, file: &str) -> Result<(Spec, Index), Diagnostic> {
+fn parse_json(text: &str, file: &str) -> Result<Typed, Diagnostic> {
     let index = Index::from_json(text);
-    let spec = serde_json::from_str::<Spec>(text).map_err(|e| {
-        let offset = super::diagnostic::offset_of(text, e.line(), e.column());
+    let mut errors = TypeErrors::default();
+    let mut json = JsonText::new(text);
+    for round in 0..repair::MAX_ROUNDS {
+        let e = match serde_json::from_slice::<Spec>(json.bytes()) {
+            Ok(spec) => return Ok(Typed { spec: Some(spec), index, errors }),
+            Err(e) => e,
+        };
         let full = e.to_string();
-        let raw = full.rsplit_once(" at line ").map_or(full.as_str(), |(m, _)| m);
-        if e.is_data() {
-            let found = index.at_json_offset(offset);
-            let at = match found {
-                Some((entry, Target::Key)) => entry.key.as_ref().map_or(entry.value.start, |k| k.start),
-                Some((entry, Target::Value)) if raw.starts_with("missing field") => {
-                    entry.key.as_ref().map_or(entry.value.start, |k| k.start)
-                }
-                Some((entry, Target::Value)) => entry.value.start,
-                None => offset,
-            };
-            data_diagnostic(raw, found, at, file, text, Format::Json)
-        } else {
+        let mut raw = full.rsplit_once(" at line ").map_or(full.as_str(), |(m, _)| m).to_string();
+        // serde_json counts lines and columns in the text it read.
+        let repaired = std::str::from_utf8(json.bytes()).unwrap_or(text);
+        let offset = json.to_source(super::diagnostic::offset_of(repaired, e.line(), e.column()));
+        let data = e.is_data() || {
+            // serde_json calls a number where an enum's name belongs
+            // "expected value", a syntax error; the document says otherwise.
+            let valid = serde_json::from_slice::<serde::de::IgnoredAny>(json.bytes()).is_ok();
+            if valid {
+                raw = not_a_name(text.get(offset..).unwrap_or(""));
+            }
+            valid
+        };
+        let raw = raw.as_str();
+        if !data {
+            if round > 0 {
+                // A repair went wrong; what was found stands.
+                return Ok(Typed { spec: None, index, errors });
+            }
             let (message, help) = translate::json_syntax(raw);
             let mut d = Diagnostic::at(Severity::Error, file, text, offset, "");
             d.message = message;
             d.help = Some(help);
-            d
+            return Err(d);
         }
-    })?;
-    Ok((spec, index))
+        let found = index.at_json_offset(offset);
+        let at = match found {
+            Some((entry, Target::Key)) => entry.key.as_ref().map_or(entry.value.start, |k| k.start),
+            Some((entry, Target::Value)) if raw.starts_with("missing field") => {
+                entry.key.as_ref().map_or(entry.value.start, |k| k.start)
+            }
+            Some((entry, Target::Value)) => entry.value.start,
+            None => offset,
+        };
+        let d = data_diagnostic(raw, found, at, file, text, Format::Json);
+        let fixed = match &errors.record(raw, d, found) {
+            Fix::Remove { key, value } => json.remove(key.as_ref(), value),
+            Fix::Insert { table, name, placeholder } => {
+                index.get(table).is_some_and(|t| json.insert(&t.value, name, placeholder))
+            }
+            Fix::Stop => false,
+        };
+        if !fixed {
+            return Ok(Typed { spec: None, index, errors });
+        }
+    }
+    errors.gave_up(file);
+    Ok(Typed { spec: None, index, errors })
+}
+
+/// serde's words for a value where a string (an enum's name) belongs,
+/// from the value's source text.
+fn not_a_name(value: &str) -> String {
+    let value = value.trim_start();
+    let number = value.split([',', ']', '}', ' ', '\n']).next().unwrap_or("");
+    let found = match value.as_bytes().first() {
+        Some(b'-' | b'0'..=b'9') if number.contains(['.', 'e', 'E']) => "floating point",
+        Some(b'-' | b'0'..=b'9') => "integer",
+        Some(b't' | b'f') => "boolean",
+        Some(b'n') => "null",
+        Some(b'[') => "sequence",
+        Some(b'{') => "map",
+        _ => "value",
+    };
+    format!("invalid type: {found}, expected a string")
 }
 
 fn data_diagnostic(
     raw: &str,
-    found: Option<(&super::locate::Entry, Target)>,
+    found: Option<(&Entry, Target)>,
     offset: usize,
     file: &str,
     text: &str,

@@ -18,6 +18,7 @@ mod diagnostic;
 mod fields;
 pub mod load;
 mod locate;
+mod repair;
 pub mod secrets;
 mod translate;
 pub mod validate;

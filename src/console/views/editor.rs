@@ -1,11 +1,16 @@
-//! The spec editor: the TextArea on the left, problems (line:col) and the
-//! live placement preview on the right; stacked when the screen is narrow.
+//! The spec editor: the TextArea on the left, with each problem's line
+//! marked in its gutter (`✗` an error, `!` a warning), and on the right
+//! every problem (line:col, the one at the cursor with its help) or, when
+//! there are no errors, the live placement preview; stacked when the
+//! screen is narrow.
 
 use super::block;
 use crate::console::app::App;
+use crate::console::editor::Editor;
+use crate::console::theme::Theme;
 use crate::schedule::Decision;
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::{Constraint, Layout, Margin, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
@@ -25,19 +30,11 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     text.set_line_number_style(t.dim);
     text.set_cursor_line_style(ratatui::style::Style::new());
     f.render_widget(&text, left);
+    // The TextArea scrolled the clone it drew to keep the cursor in view.
+    mark_gutter(f, e, text.scroll_offset().0, left.inner(Margin::new(1, 1)), t);
 
-    let mut lines: Vec<Line> = Vec::new();
+    let mut lines = problem_lines(e, t);
     let errors = e.problems.iter().filter(|p| p.error).count();
-    for p in &e.problems {
-        let (sym, style) = if p.error { ("✗ error", t.bad) } else { ("! warning", t.warn) };
-        lines.push(Line::from(vec![
-            Span::styled(format!("{sym} {}:{} ", p.line, p.col), style),
-            Span::raw(p.message.clone()),
-        ]));
-        if let Some(h) = &p.help {
-            lines.push(Line::from(Span::styled(format!("  help: {h}"), t.dim)));
-        }
-    }
     if errors == 0 {
         lines.push(Line::from(Span::styled("✓ valid", t.ok)));
         match &e.preview {
@@ -72,4 +69,68 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Paragraph::new(lines).wrap(Wrap { trim: false }).block(block("validation and placement".into(), t)),
         right,
     );
+}
+
+/// `✗` (an error) or `!` (a warning) in the gutter's first column, on each
+/// problem's line that is on screen; `top` is the first line shown.
+fn mark_gutter(f: &mut Frame, e: &Editor, top: u16, inner: Rect, t: &Theme) {
+    if inner.width == 0 {
+        return;
+    }
+    let top = usize::from(top);
+    let buf = f.buffer_mut();
+    for p in e.problems.iter().filter(|p| p.line > top) {
+        let Ok(row) = u16::try_from(p.line - 1 - top) else { continue };
+        if row >= inner.height {
+            continue;
+        }
+        let (sym, style) = if p.error { ("✗", t.bad) } else { ("!", t.warn) };
+        if let Some(cell) = buf.cell_mut((inner.x, inner.y + row)) {
+            // An error outranks a warning on the same line.
+            if p.error || cell.symbol() != "✗" {
+                cell.set_symbol(sym).set_style(style);
+            }
+        }
+    }
+}
+
+/// The problems: a count with the key to go through them, then one line
+/// each, the one at the cursor marked `>` and followed by its help (the
+/// first problem's help when the cursor is on none).
+fn problem_lines(e: &Editor, t: &Theme) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    if e.problems.is_empty() {
+        return lines;
+    }
+    let errors = e.problems.iter().filter(|p| p.error).count();
+    let warnings = e.problems.len() - errors;
+    let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let mut counts = Vec::new();
+    if errors > 0 {
+        counts.push(count(errors, "error"));
+    }
+    if warnings > 0 {
+        counts.push(count(warnings, "warning"));
+    }
+    lines.push(Line::from(vec![
+        Span::styled(counts.join(", "), if errors > 0 { t.bad } else { t.warn }),
+        Span::styled("  F8 next", t.dim),
+    ]));
+    let current = e.current_problem();
+    let helped = current.unwrap_or(0);
+    for (i, p) in e.problems.iter().enumerate() {
+        let (sym, style) = if p.error { ("✗ error", t.bad) } else { ("! warning", t.warn) };
+        let here = if current == Some(i) { ">" } else { " " };
+        lines.push(Line::from(vec![
+            Span::styled(here, t.accent),
+            Span::styled(format!("{sym} {}:{} ", p.line, p.col), style),
+            Span::raw(p.message.clone()),
+        ]));
+        if i == helped
+            && let Some(h) = &p.help
+        {
+            lines.push(Line::from(Span::styled(format!("   help: {h}"), t.dim)));
+        }
+    }
+    lines
 }
