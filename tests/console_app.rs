@@ -763,3 +763,54 @@ fn a_partial_list_says_n_of_m_and_pages_older_at_its_end() {
     assert!(matches!(&fx[..], [Effect::LoadOlder(w)] if *w == oldest), "{fx:?}");
     assert!(keys(&mut a, "j").is_empty(), "one page at a time");
 }
+
+/// A node's faults stay in triage's "by node" after the work that met
+/// them moved and succeeded: with a count, how long ago, and when they
+/// clear.
+#[test]
+fn a_nodes_fault_history_outlives_the_work_that_moved() {
+    use canopy::failure::FailureClass;
+    use canopy::health::NodeFault;
+    let mut a = app(false);
+    let mut status = (**a.model.status.as_ref().unwrap()).clone();
+    let node = status.fleet.nodes[5].name.clone();
+    let pool = status.fleet.pool_label(status.fleet.nodes[5].pool);
+    let at = |mins: i64| canopy::engine::model::Millis(NOW.0 - mins * 60_000);
+    status.health.faults.insert(
+        node.clone(),
+        vec![
+            NodeFault { at: at(90), class: FailureClass::Node, pool: pool.clone() },
+            NodeFault { at: at(3), class: FailureClass::Node, pool },
+        ],
+    );
+    a.update(Msg::Status(Arc::new(status)));
+    keys(&mut a, "5");
+    let g = a.derived.by_fault_node.iter().find(|g| g.node == node).expect("the node is in triage");
+    assert_eq!(g.count, 2);
+    let s = screen(&a);
+    let line = s.lines().find(|l| l.contains("node:2")).unwrap_or_else(|| panic!("{s}"));
+    assert!(line.contains("3m ago, clears 22h"), "{line}");
+}
+
+/// `n` goes from a fault to the node it happened on; Esc comes back to
+/// the same fault.
+#[test]
+fn n_goes_from_a_fault_to_its_node_and_esc_comes_back() {
+    let mut a = app(false);
+    keys(&mut a, "5j");
+    let fault = a.current_workload().unwrap();
+    let w = &a.model.workloads[&fault];
+    let node = w.attempts.iter().rev().find(|x| x.class.is_some()).unwrap().node.clone();
+    keys(&mut a, "n");
+    assert_eq!(a.view, View::Nodes);
+    assert_eq!(a.current_node().as_deref(), Some(node.as_str()));
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!(a.view, View::Triage);
+    assert_eq!(a.current_workload(), Some(fault));
+    // And from the workloads list.
+    keys(&mut a, "4");
+    let id = a.current_workload().unwrap();
+    let last = a.model.workloads[&id].last_attempt().map(|x| x.node.clone());
+    keys(&mut a, "n");
+    assert_eq!((a.view, a.current_node()), (View::Nodes, last));
+}

@@ -262,6 +262,11 @@ pub struct NodeGroup {
     pub pool: String,
     pub count: usize,
     pub classes: String,
+    /// When the newest of its faults happened.
+    pub newest: Option<Millis>,
+    /// When the oldest fault in the node's history ages out (history
+    /// faults only).
+    pub clears: Option<Millis>,
 }
 
 /// What a list's cursor is on: the item itself, so that it stays on it
@@ -536,7 +541,31 @@ impl App {
             return self.model.fleet().map(|f| f.nodes[i as usize].name.clone());
         }
         let w = self.model.workloads.get(&self.current_workload()?)?;
+        if self.view == View::Triage {
+            // The node the fault happened on, as its row shows.
+            let failed = w.attempts.iter().rev().find(|a| a.class.is_some());
+            return failed.or(w.last_attempt()).map(|a| a.node.clone());
+        }
         w.last_attempt().map(|a| a.node.clone())
+    }
+
+    /// From a workload or a fault to its node in the nodes view; Esc
+    /// comes back to it.
+    fn go_to_node(&mut self) {
+        let Some(node) = self.current_node() else {
+            self.flash_error("no node: nothing selected, or it was never placed".into());
+            return;
+        };
+        let pick = Pick::Node(node.clone());
+        if self.position(View::Nodes, &pick).is_none() {
+            self.flash_error(format!(
+                "{node} is not in the nodes list (a / filter hides it, or it left the fleet)"
+            ));
+            return;
+        }
+        self.picked.insert(View::Nodes, pick);
+        self.follow_pick(View::Nodes);
+        self.go(View::Nodes);
     }
 
     fn go(&mut self, v: View) {
@@ -849,6 +878,7 @@ impl App {
             Intent::Logs => return self.open_logs(self.current_workload()),
             Intent::Retry => return self.op_on_workload(Op::Retry),
             Intent::Acknowledge => return self.op_on_workload(Op::Acknowledge),
+            Intent::GoNode => self.go_to_node(),
             Intent::Cancel => return self.op_on_workload(Op::Cancel),
             Intent::Cordon => return self.op_on_node(Op::Cordon),
             Intent::Uncordon => return self.op_on_node(Op::Uncordon),

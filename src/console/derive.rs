@@ -7,12 +7,13 @@ use super::app::{App, ClassGroup, Column, Derived, NameWidths, NodeGroup, View};
 use super::filter::Filter;
 use super::fit::width;
 use super::model::WorkloadRow;
-use crate::engine::model::AuditRecord;
+use crate::engine::model::{AuditRecord, Millis};
 use crate::failure::FailureClass;
 use crate::fleet::Fleet;
+use crate::health::NodeFault;
 use crate::text::sanitize;
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 pub fn derive(app: &App) -> Derived {
     let m = &app.model;
@@ -40,7 +41,8 @@ pub fn derive(app: &App) -> Derived {
         Some(f) => node_rows(f, &Filter::parse(app.filter(View::Nodes))),
         None => (Vec::new(), NameWidths::default()),
     };
-    let (by_class, by_fault_node) = triage_groups(&faults);
+    let history = m.status.as_ref().map(|s| &s.health.faults);
+    let (by_class, by_fault_node) = triage_groups(&faults, history, &tf);
     let af = Filter::parse(app.filter(View::Audit));
     let audit = m.audit.iter().rev().filter(|a| af.is_empty() || audit_matches(&af, a)).cloned().collect();
     Derived {
@@ -200,11 +202,25 @@ fn node_rows(f: &Fleet, filter: &Filter) -> (Vec<u32>, NameWidths) {
 }
 
 /// Faults grouped by class and by node, largest group first, so one bad
-/// node or one bad image stands out.
-fn triage_groups(faults: &[&WorkloadRow]) -> (Vec<ClassGroup>, Vec<NodeGroup>) {
+/// node or one bad image stands out. A node's group counts its recent
+/// infrastructure faults from the engine's history (which outlive the
+/// work that moved off it, and a restart) and the workloads' own faults
+/// that ended there, with the newest and when the oldest clears.
+fn triage_groups(
+    faults: &[&WorkloadRow],
+    history: Option<&HashMap<String, Vec<NodeFault>>>,
+    filter: &Filter,
+) -> (Vec<ClassGroup>, Vec<NodeGroup>) {
     type Place = (String, String);
+    #[derive(Default)]
+    struct Tally<'a> {
+        count: usize,
+        classes: BTreeMap<&'a str, usize>,
+        newest: Option<Millis>,
+        clears: Option<Millis>,
+    }
     let mut by_class: BTreeMap<&str, (usize, BTreeMap<Place, usize>)> = BTreeMap::new();
-    let mut by_node: BTreeMap<Place, (usize, BTreeMap<&str, usize>)> = BTreeMap::new();
+    let mut by_node: BTreeMap<Place, Tally> = BTreeMap::new();
     for w in faults {
         let class = w.fault_class().map_or("unknown", FailureClass::as_str);
         let a = w.attempts.iter().rev().find(|a| a.class.is_some()).or(w.last_attempt());
@@ -212,9 +228,39 @@ fn triage_groups(faults: &[&WorkloadRow]) -> (Vec<ClassGroup>, Vec<NodeGroup>) {
         let c = by_class.entry(class).or_default();
         c.0 += 1;
         *c.1.entry(place.clone()).or_default() += 1;
-        let n = by_node.entry(place).or_default();
-        n.0 += 1;
-        *n.1.entry(class).or_default() += 1;
+        // A fault the node's history holds (same class, same end) is
+        // counted from there.
+        let in_history = a.is_some_and(|a| {
+            history
+                .and_then(|h| h.get(&a.node))
+                .is_some_and(|list| list.iter().any(|f| Some(f.class) == a.class && Some(f.at) == a.ended_at))
+        });
+        if !in_history {
+            let n = by_node.entry(place).or_default();
+            n.count += 1;
+            *n.classes.entry(class).or_default() += 1;
+            n.newest = n.newest.max(a.and_then(|a| a.ended_at));
+        }
+    }
+    for (node, list) in history.into_iter().flatten() {
+        for f in list {
+            let text = format!("{node} {} {}", f.pool, f.class.as_str());
+            let field = |k: &str| match k {
+                "node" => Some(node.as_str()),
+                "pool" => Some(f.pool.as_str()),
+                "class" => Some(f.class.as_str()),
+                _ => None,
+            };
+            if !filter.is_empty() && !filter.matches(field, &text) {
+                continue;
+            }
+            let n = by_node.entry((node.clone(), f.pool.clone())).or_default();
+            n.count += 1;
+            *n.classes.entry(f.class.as_str()).or_default() += 1;
+            n.newest = n.newest.max(Some(f.at));
+            let clears = f.clears_at();
+            n.clears = Some(n.clears.map_or(clears, |c: Millis| c.min(clears)));
+        }
     }
     let mut classes: Vec<ClassGroup> = by_class
         .into_iter()
@@ -227,9 +273,16 @@ fn triage_groups(faults: &[&WorkloadRow]) -> (Vec<ClassGroup>, Vec<NodeGroup>) {
     classes.sort_by(|a, b| b.count.cmp(&a.count).then(a.class.cmp(&b.class)));
     let mut nodes: Vec<NodeGroup> = by_node
         .into_iter()
-        .map(|((node, pool), (count, cls))| {
-            let cls: Vec<String> = cls.iter().map(|(c, k)| format!("{c}:{k}")).collect();
-            NodeGroup { node, pool, count, classes: cls.join(" ") }
+        .map(|((node, pool), t)| {
+            let cls: Vec<String> = t.classes.iter().map(|(c, k)| format!("{c}:{k}")).collect();
+            NodeGroup {
+                node,
+                pool,
+                count: t.count,
+                classes: cls.join(" "),
+                newest: t.newest,
+                clears: t.clears,
+            }
         })
         .collect();
     nodes.sort_by(|a, b| b.count.cmp(&a.count).then((&a.node, &a.pool).cmp(&(&b.node, &b.pool))));

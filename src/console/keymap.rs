@@ -31,6 +31,8 @@ pub enum Intent {
     Logs,
     Retry,
     Acknowledge,
+    /// To the selected workload's (or fault's) node in the nodes view.
+    GoNode,
     Cancel,
     Cordon,
     Uncordon,
@@ -238,6 +240,12 @@ pub const BINDINGS: &[Binding] = &[
         intent: I::Retry,
         scope: S::Workloads,
         help: "retry a finished workload",
+    },
+    Binding {
+        keys: &[K::Char('n')],
+        intent: I::GoNode,
+        scope: S::Workloads,
+        help: "its node, in the nodes view (esc comes back)",
     },
     Binding {
         keys: &[K::Char('a')],

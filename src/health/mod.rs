@@ -81,6 +81,30 @@ pub struct HealthView {
     pub nodes: HashMap<String, Health>,
     pub pools: HashMap<String, Health>,
     pub providers: HashMap<String, Health>,
+    /// Infrastructure faults seen on each node in the last
+    /// [`FAULT_WINDOW_S`], oldest first: a node's record of trouble that
+    /// outlives the work that moved off it.
+    #[serde(default, skip_serializing_if = "HashMap::is_empty")]
+    pub faults: HashMap<String, Vec<NodeFault>>,
+}
+
+/// How long a node's fault stays in its history (24 h).
+pub const FAULT_WINDOW_S: f64 = 24.0 * 3600.0;
+
+/// One infrastructure fault an attempt met on a node.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct NodeFault {
+    pub at: crate::engine::model::Millis,
+    pub class: crate::failure::FailureClass,
+    /// `provider/pool`.
+    pub pool: String,
+}
+
+impl NodeFault {
+    /// When it leaves the node's history.
+    pub fn clears_at(&self) -> crate::engine::model::Millis {
+        self.at.plus_secs(FAULT_WINDOW_S)
+    }
 }
 
 impl HealthView {

@@ -7,10 +7,10 @@
 //! pool, fabric and storage failures against the pool, API failures against
 //! the provider; the workload's own errors count against nothing. Pure: time comes in with each call.
 
-use super::{Health, HealthView};
+use super::{Health, HealthView, NodeFault};
 use crate::engine::model::{HealthObservation, Millis};
 use crate::failure::FailureClass;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 /// Tunables, with defaults that suit fleets of hundreds of nodes.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,6 +103,8 @@ pub struct HealthTracker {
     /// Every node's current quarantine end, by time, so that the next
     /// release is found without visiting every node.
     releases: BTreeSet<(Millis, String)>,
+    /// Each node's recent infrastructure faults, oldest first.
+    faults: HashMap<String, VecDeque<NodeFault>>,
 }
 
 impl HealthTracker {
@@ -132,6 +134,13 @@ impl HealthTracker {
             // says nothing about where it ran.
             Some(_) => (None, None, None),
         };
+        if let Some(class) = obs.class.filter(|c| is_node_fault(*c)) {
+            let q = self.faults.entry(obs.node.clone()).or_default();
+            q.push_back(NodeFault { at: obs.at, class, pool: obs.pool.clone() });
+            while q.len() > FAULTS_KEPT || q.front().is_some_and(|f| f.clears_at() <= obs.at) {
+                q.pop_front();
+            }
+        }
         let pool = self.pools.entry(obs.pool.clone()).or_default();
         // Every attempt that ran is exposure, whoever ended it, so the
         // pool's preemptions per running hour can be learned.
@@ -192,7 +201,20 @@ impl HealthTracker {
     /// The view the scheduler consumes, as of `now`.
     pub fn view(&self, now: Millis) -> HealthView {
         let conv = |m: &HashMap<String, Record>| m.iter().map(|(k, r)| (k.clone(), r.health(now))).collect();
-        HealthView { nodes: conv(&self.nodes), pools: conv(&self.pools), providers: conv(&self.providers) }
+        let faults = self
+            .faults
+            .iter()
+            .filter_map(|(node, q)| {
+                let recent: Vec<NodeFault> = q.iter().filter(|f| f.clears_at() > now).cloned().collect();
+                (!recent.is_empty()).then(|| (node.clone(), recent))
+            })
+            .collect();
+        HealthView {
+            nodes: conv(&self.nodes),
+            pools: conv(&self.pools),
+            providers: conv(&self.providers),
+            faults,
+        }
     }
 
     /// The earliest moment a quarantine ends after `now`, so the engine can
@@ -231,6 +253,17 @@ impl HealthTracker {
     }
 }
 
+/// Faults kept per node.
+const FAULTS_KEPT: usize = 50;
+
+/// An infrastructure fault met on a node, worth keeping in its history:
+/// the node's own (hardware, Xid, lost) and the fabric and storage it
+/// reached through. The workload's own errors, capacity, preemption and
+/// provider API failures are not the node's trouble.
+pub fn is_node_fault(c: FailureClass) -> bool {
+    c.counts_against_node() || matches!(c, FailureClass::Comm | FailureClass::Io)
+}
+
 fn update(rec: &mut Record, ok: bool, alpha: f64, class: Option<FailureClass>) {
     rec.samples += 1;
     rec.score = rec.score * (1.0 - alpha) + if ok { alpha } else { 0.0 };
@@ -261,6 +294,28 @@ mod tests {
             ran_s: 0.0,
             lift: false,
         }
+    }
+
+    /// A node's infrastructure faults stay in its history for a day, even
+    /// after the work that met them succeeded elsewhere; the workload's own
+    /// errors and capacity refusals are not the node's.
+    #[test]
+    fn node_faults_are_kept_for_a_day_whatever_happens_next() {
+        let mut t = HealthTracker::default();
+        let hour = 3_600_000;
+        t.observe(&obs(0, "n1", Some(FailureClass::Node)));
+        t.observe(&obs(hour, "n1", Some(FailureClass::Comm)));
+        t.observe(&obs(hour, "n1", Some(FailureClass::App)));
+        t.observe(&obs(hour, "n1", Some(FailureClass::Capacity)));
+        t.observe(&obs(2 * hour, "n2", None));
+        let v = t.view(Millis(2 * hour));
+        let classes: Vec<FailureClass> = v.faults["n1"].iter().map(|f| f.class).collect();
+        assert_eq!(classes, [FailureClass::Node, FailureClass::Comm]);
+        assert!(!v.faults.contains_key("n2"));
+        assert_eq!(v.faults["n1"][0].clears_at(), Millis(24 * hour));
+        let later = t.view(Millis(24 * hour + 1));
+        assert_eq!(later.faults["n1"].len(), 1, "the first aged out: {later:?}");
+        assert!(t.view(Millis(25 * hour + 1)).faults.is_empty());
     }
 
     #[test]

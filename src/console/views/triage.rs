@@ -4,7 +4,7 @@
 //! groups count what the filter keeps). Node names that do not fit are
 //! shortened in the middle, so that nodes stay told apart.
 
-use super::{block, constraints, marker, window};
+use super::{age, block, constraints, marker, window};
 use crate::console::app::{App, View};
 use crate::console::fit::{self, Col, distinct};
 use crate::failure::FailureClass;
@@ -38,16 +38,31 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .collect();
     f.render_widget(Paragraph::new(lines).block(block("by failure class".into(), t)), left);
     let shown_nodes: Vec<&str> = by_node.iter().take(rows).map(|g| g.node.as_str()).collect();
-    // Nodes that must be cut are cut alike: to what the widest classes leave.
-    let classes_w = by_node.iter().take(rows).map(|g| fit::width(&g.classes)).max().unwrap_or(0);
+    // After the classes: how long ago the newest fault was and when the
+    // node's history clears ("2m ago, clears 23h").
+    let now = app.now;
+    let detail = |g: &crate::console::app::NodeGroup| {
+        let mut d = g.classes.clone();
+        if let Some(at) = g.newest {
+            d.push_str(&format!(" {} ago", age(now, at)));
+        }
+        if let Some(c) = g.clears {
+            d.push_str(&format!(", clears {}", age(c, now)));
+        }
+        d
+    };
+    let details: Vec<String> = by_node.iter().take(rows).map(detail).collect();
+    // Nodes that must be cut are cut alike: to what the widest details leave.
+    let classes_w = details.iter().map(|d| fit::width(d)).max().unwrap_or(0);
     let lines: Vec<Line> = by_node
         .iter()
         .take(rows)
-        .map(|g| {
+        .zip(&details)
+        .map(|(g, d)| {
             let head = format!("{:>4} ", g.count);
             let room = inner(right).saturating_sub(head.len());
-            let after = if fit::width(&g.node) + 1 + fit::width(&g.classes) <= room {
-                1 + fit::width(&g.classes)
+            let after = if fit::width(&g.node) + 1 + fit::width(d) <= room {
+                1 + fit::width(d)
             } else {
                 1 + classes_w
             };
@@ -56,7 +71,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             Line::from(vec![
                 Span::styled(head, t.bad),
                 Span::raw(node),
-                Span::styled(format!(" {}", fit::end(&g.classes, rest)), t.dim),
+                Span::styled(format!(" {}", fit::end(d, rest)), t.dim),
             ])
         })
         .collect();
