@@ -17,4 +17,6 @@ pub mod metrics;
 pub mod model;
 pub mod retry;
 mod rules;
+/// The rule of an attempt moved off a drained node (not a failure).
+pub use rules::EVICTED_RULE;
 pub mod shell;
