@@ -151,6 +151,33 @@ fn logs() {
 }
 
 #[test]
+fn logs_show_when_each_line_was_written() {
+    // A finished attempt's log, read in one go long after: each line shows
+    // the time the engine first read it (a second apart, as it printed
+    // them), not when the console fetched it; `z` turns times on.
+    let mut a = app();
+    a.run_command("logs w-1");
+    assert_eq!(a.view, View::Logs);
+    let attempt = a.logs.as_ref().unwrap().attempt;
+    let text: String = (1..=6).map(|i| format!("step {i} loss=0.{i}\n")).collect();
+    // One chunk per line, shipped a second apart; NOW is 08:00:00 UTC.
+    let times = (0..6)
+        .map(|i| (i * 16, canopy::engine::model::Millis(NOW.0 - 3_600_000 + i as i64 * 1_000)))
+        .collect();
+    let got =
+        canopy::engine::handle::LogBytes { next_offset: text.len() as u64, data: text.into_bytes(), times };
+    let lines = canopy::console::logs::StreamTail::default().take(got, false, NOW);
+    a.update(Msg::Log(attempt, lines));
+    key(&mut a, 'z');
+    snap("logs_times", &a);
+    let screen = render(&a, 80, 24).backend().to_string();
+    for (i, t) in ["07:00:00", "07:00:01", "07:00:02", "07:00:05"].iter().enumerate() {
+        assert!(screen.contains(t), "line {i}: {t} in {screen}");
+    }
+    assert!(!screen.contains("08:00:00"), "not when the console read them: {screen}");
+}
+
+#[test]
 fn editor_with_a_mistake() {
     let mut a = app();
     key(&mut a, '6');

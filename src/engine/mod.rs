@@ -13,6 +13,7 @@ pub mod clock;
 pub mod command;
 pub mod core;
 pub mod handle;
+pub mod log_times;
 pub mod metrics;
 pub mod model;
 pub mod retry;
