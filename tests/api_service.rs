@@ -481,6 +481,9 @@ async fn every_endpoint_answers_over_tcp_and_the_socket() {
     let logs = api.get(app, &format!("/v1/workloads/{id}/logs")).await.expect(200);
     assert!(logs.text.contains("hello"), "{}", logs.text);
     assert!(logs.headers.contains_key("x-canopy-next-offset"));
+    // When the bytes were written: the first chunk from offset 0.
+    let times = logs.headers["x-canopy-log-times"].to_str().unwrap();
+    assert!(times.starts_with("0:"), "{times}");
     let arts = api.get(app, &format!("/v1/workloads/{id}/artifacts")).await.expect(200).json();
     let art = &arts.as_array().unwrap()[0];
     assert_eq!((art["name"].as_str(), art["bytes"].as_u64()), (Some("result"), Some(10)), "{arts}");

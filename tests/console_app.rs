@@ -814,3 +814,79 @@ fn n_goes_from_a_fault_to_its_node_and_esc_comes_back() {
     keys(&mut a, "n");
     assert_eq!((a.view, a.current_node()), (View::Nodes, last));
 }
+
+fn troubled() -> App {
+    let fleet = canopy::fleet::load::demo().unwrap();
+    let mut app = App::new(Config::default(), canopy::console::fixture::troubled(fleet), NOW);
+    app.update(Msg::Resize(80, 24));
+    app
+}
+
+#[test]
+fn enter_on_a_broken_first_line_opens_what_it_names() {
+    // The overview's lines: ray-iad unreachable, 1 quarantined, 1 node
+    // down, 6 failed, 2 retrying.
+    let mut a = troubled();
+    assert_eq!(a.view, View::Overview);
+    keys(&mut a, "jj");
+    assert!(cursor_row(&a).contains("1 node down"), "{}", screen(&a));
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!(a.view, View::Nodes);
+    assert_eq!(a.current_node().as_deref(), Some("fra-h100-06"), "the down node is open");
+    assert!(cursor_row(&a).contains("fra-h100-06") && cursor_row(&a).contains("down"), "{}", screen(&a));
+
+    // Back, then the failed workloads open in triage, and the provider
+    // that does not answer opens its pools in the capacity view.
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!(a.view, View::Overview);
+    keys(&mut a, "j");
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!(a.view, View::Triage);
+    assert_eq!(a.derived.faults.len(), 6, "the failed ones");
+    assert!(a.derived.faults.iter().all(|id| a.model.workloads[id].rec.state.as_str() == "failed"));
+    keys(&mut a, "1");
+    keys(&mut a, "j");
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!(a.view, View::Triage);
+    let mut ids: Vec<u64> = a.derived.faults.iter().map(|id| id.0).collect();
+    ids.sort();
+    assert_eq!(ids, [19, 22], "the two waiting to retry, not the routine re-placements");
+    keys(&mut a, "1");
+    keys(&mut a, "g");
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!(a.view, View::Capacity);
+    assert!(cursor_row(&a).contains("ray-iad/"), "{}", screen(&a));
+
+    // Two quarantined nodes open as a filter on the nodes view.
+    let mut a = troubled();
+    let mut s = (**a.model.status.as_ref().unwrap()).clone();
+    s.health.nodes.insert("fra-a100-02".into(), canopy::health::Health::new(0.1, 0.1, 4).quarantined());
+    a.update(Msg::Status(Arc::new(s)));
+    keys(&mut a, "j");
+    assert!(cursor_row(&a).contains("2 quarantined"), "{}", screen(&a));
+    code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!(a.view, View::Nodes);
+    let shown: Vec<String> = (0..a.derived.nodes.len())
+        .map(|i| a.model.fleet().unwrap().nodes[a.derived.nodes[i] as usize].name.clone())
+        .collect();
+    assert_eq!(shown, ["fra-h100-04", "fra-a100-02"]);
+}
+
+#[test]
+fn retrying_counts_only_failed_workloads_waiting_to_run_again() {
+    // w-19 and w-22 wait after a failure; w-1 (evicted by a drain) and
+    // w-40 (a launch refused for want of room) are routine re-placements,
+    // and the running ones that failed once before are running.
+    let a = troubled();
+    let o = &a.derived.overview;
+    assert_eq!(o.counts.retrying, 2);
+    let waiting: Vec<u64> =
+        a.model.workloads.values().filter(|w| w.waiting_to_retry()).map(|w| w.rec.id.0).collect();
+    assert_eq!(waiting, [19, 22]);
+    assert!(screen(&a).contains("↻ 2 workloads failed and waiting to retry"));
+    // The plain fixture has none waiting (its retried ones run again).
+    let plain = app(false);
+    assert_eq!(plain.derived.overview.counts.retrying, 0);
+    assert!(!screen(&plain).contains("retry"), "{}", screen(&plain));
+}

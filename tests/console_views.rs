@@ -41,6 +41,50 @@ fn overview() {
     snap("overview", &app());
 }
 
+/// The fixture with more trouble ([`canopy::console::fixture::troubled`]).
+fn troubled(w: u16, h: u16) -> App {
+    let fleet = canopy::fleet::load::demo().unwrap();
+    let mut app = App::new(Config::default(), canopy::console::fixture::troubled(fleet), NOW);
+    app.update(Msg::Resize(w, h));
+    app
+}
+
+#[test]
+fn overview_answers_capacity_health_and_what_runs_on_one_screen() {
+    // Broken first (a provider that does not answer, a quarantined and a
+    // down node, failed workloads and the two that wait to retry after a
+    // failure, not the two re-placed for routine reasons); the capacity per
+    // provider, free of total with whether it answers; the nodes with the
+    // lowest health scores; what runs; and, with room, the newest events
+    // with w-2's success once.
+    let a = troubled(120, 40);
+    insta::assert_snapshot!("overview_120x40", render(&a, 120, 40).backend());
+    let text = render(&a, 120, 40).backend().to_string();
+    assert!(text.contains("2 workloads failed and waiting to retry"), "{text}");
+    let w2: Vec<&str> = text.lines().filter(|l| l.contains(" w-2 ")).collect();
+    assert_eq!(w2.len(), 1, "one success, not `ended` and `succeeded`: {w2:?}");
+    assert!(w2[0].contains("succeeded"), "{w2:?}");
+    let w4 = text.lines().filter(|l| l.contains(" w-4 ")).count();
+    assert_eq!(w4, 3, "a failure keeps its ended, retry and failed lines");
+    // The same three answers at 80×24, the events left out.
+    let a = troubled(80, 24);
+    insta::assert_snapshot!("overview_80x24", render(&a, 80, 24).backend());
+}
+
+#[test]
+fn overview_counts_nodes_in_english() {
+    let mut a = troubled(80, 24);
+    let text = render(&a, 80, 24).backend().to_string();
+    assert!(text.contains("✗ 1 node down: fra-h100-06"), "{text}");
+    let mut s = (**a.model.status.as_ref().unwrap()).clone();
+    let n = s.fleet.nodes.iter().position(|n| n.name == "fra-a100-02").unwrap();
+    s.fleet.nodes[n].state = canopy::fleet::NodeState::Down;
+    a.update(Msg::Status(std::sync::Arc::new(s)));
+    let text = render(&a, 80, 24).backend().to_string();
+    assert!(text.contains("✗ 2 nodes down: fra-h100-06 fra-a100-02"), "{text}");
+    assert!(text.contains("1 quarantined: fra-h100-04"), "{text}");
+}
+
 #[test]
 fn capacity() {
     let mut a = app();
@@ -104,6 +148,33 @@ fn logs() {
         .collect();
     a.update(Msg::Log(attempt, lines));
     snap("logs", &a);
+}
+
+#[test]
+fn logs_show_when_each_line_was_written() {
+    // A finished attempt's log, read in one go long after: each line shows
+    // the time the engine first read it (a second apart, as it printed
+    // them), not when the console fetched it; `z` turns times on.
+    let mut a = app();
+    a.run_command("logs w-1");
+    assert_eq!(a.view, View::Logs);
+    let attempt = a.logs.as_ref().unwrap().attempt;
+    let text: String = (1..=6).map(|i| format!("step {i} loss=0.{i}\n")).collect();
+    // One chunk per line, shipped a second apart; NOW is 08:00:00 UTC.
+    let times = (0..6)
+        .map(|i| (i * 16, canopy::engine::model::Millis(NOW.0 - 3_600_000 + i as i64 * 1_000)))
+        .collect();
+    let got =
+        canopy::engine::handle::LogBytes { next_offset: text.len() as u64, data: text.into_bytes(), times };
+    let lines = canopy::console::logs::StreamTail::default().take(got, false, NOW);
+    a.update(Msg::Log(attempt, lines));
+    key(&mut a, 'z');
+    snap("logs_times", &a);
+    let screen = render(&a, 80, 24).backend().to_string();
+    for (i, t) in ["07:00:00", "07:00:01", "07:00:02", "07:00:05"].iter().enumerate() {
+        assert!(screen.contains(t), "line {i}: {t} in {screen}");
+    }
+    assert!(!screen.contains("08:00:00"), "not when the console read them: {screen}");
 }
 
 #[test]

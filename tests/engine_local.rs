@@ -808,3 +808,71 @@ fn a_drain_and_its_eviction_survive_an_engine_restart() {
     cli.ok(&["cancel", &moved.to_string()]);
     engine.stop();
 }
+
+#[test]
+fn log_lines_keep_the_time_they_were_written_not_when_they_are_read() {
+    use canopy::engine::handle::{LogBytes, Stream};
+    use canopy::engine::model::{AttemptId, Millis};
+    let s = setup();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    // Four lines a second or more apart, each printed only once the one
+    // before has been shipped (the test opens a gate when it sees it), so
+    // no two are first read in the same poll however busy the machine.
+    let gate = s.scratch.join("gate");
+    let script = format!(
+        "for i in 1 2 3 4; do echo \"line $i\"; while [ ! -e {g}.$i ]; do sleep 0.05; done; sleep 1; done",
+        g = gate.display()
+    );
+    let id = cli.submit(&spec(&s.specs, "ticker", &script, ""));
+    let shipped = s.store.join("logs").join(id.to_string()).join("1").join("stdout.log");
+    for i in 1..=4 {
+        wait_for(&format!("line {i} to be shipped"), || {
+            std::fs::read_to_string(&shipped).unwrap_or_default().contains(&format!("line {i}\n"))
+        });
+        std::fs::write(format!("{}.{i}", gate.display()), b"").unwrap();
+    }
+    let w = cli.wait_final(id);
+    assert_eq!(w.state, WorkloadState::Succeeded, "{w:?}");
+    let attempt = AttemptId { workload: id, n: 1 };
+
+    // Each line's time: that of the chunk holding its first byte.
+    let lines = |got: &LogBytes| -> Vec<(String, Millis)> {
+        let mut out = Vec::new();
+        let mut start = 0usize;
+        for (i, b) in got.data.iter().enumerate() {
+            if *b == b'\n' {
+                let text = String::from_utf8_lossy(&got.data[start..i]).into_owned();
+                out.push((text, got.time_at(start as u64).expect("every shipped line has a time")));
+                start = i + 1;
+            }
+        }
+        out
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    // Through the API (what an attached console reads) ...
+    let api = rt.block_on(async {
+        let c = canopy::client::Client::for_store(&s.store).unwrap();
+        c.log_bytes(attempt, Stream::Stdout, 0, 1 << 20).await.unwrap()
+    });
+    let api_lines = lines(&api);
+    let texts: Vec<&str> = api_lines.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(texts, ["line 1", "line 2", "line 3", "line 4"]);
+    for pair in api_lines.windows(2) {
+        let gap = pair[1].1.0 - pair[0].1.0;
+        assert!(gap >= 1_000, "lines printed a second apart show it: {api_lines:?}");
+    }
+    // ... and, read again later from the store (an embedded console),
+    // the same times: when they were written, not when they are read.
+    std::thread::sleep(Duration::from_millis(1_100));
+    let local = rt.block_on(canopy::engine::handle::read_log(&shipped, 0, 1 << 20)).unwrap();
+    assert_eq!(lines(&local), api_lines);
+    let now = Millis(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+    );
+    assert!(api_lines.iter().all(|(_, t)| now.0 - t.0 >= 2_000), "{api_lines:?}");
+    // A read from the middle of a line still knows when it began.
+    let from_middle = rt.block_on(canopy::engine::handle::read_log(&shipped, 9, 1 << 20)).unwrap();
+    assert_eq!(from_middle.time_at(9), Some(api_lines[1].1), "byte 9 is in `line 2`");
+    engine.stop();
+}

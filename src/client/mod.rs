@@ -14,7 +14,7 @@ pub use attach::attach;
 use crate::engine::command::{Command, CommandResult, Refusal};
 use crate::engine::handle::{LogBytes, Recent, Remote, Stream};
 use crate::engine::model::{AttemptId, AuditRecord, EventRecord, WorkloadId};
-use crate::server::api::{NEXT_OFFSET, Page, WorkloadView};
+use crate::server::api::{LOG_TIMES, NEXT_OFFSET, Page, WorkloadView};
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -249,8 +249,15 @@ impl Client {
         );
         let resp = self.send(self.request(false, Method::GET, &path)).await?;
         let next = resp.headers().get(NEXT_OFFSET).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+        // An older server sends no times.
+        let times = resp
+            .headers()
+            .get(LOG_TIMES)
+            .and_then(|v| v.to_str().ok())
+            .map(crate::engine::log_times::from_header)
+            .unwrap_or_default();
         let data = resp.bytes().await.map_err(|e| ClientError::Decode(e.to_string()))?.to_vec();
-        Ok(LogBytes { next_offset: next.unwrap_or(offset + data.len() as u64), data })
+        Ok(LogBytes { next_offset: next.unwrap_or(offset + data.len() as u64), data, times })
     }
 
     /// A streaming GET (logs with follow, the event stream).

@@ -230,6 +230,8 @@ pub struct Derived {
     pub by_fault_node: Vec<NodeGroup>,
     /// Audit records that pass the audit view's filter, newest first.
     pub audit: Vec<AuditRecord>,
+    /// The overview's figures and its "broken first" lines.
+    pub overview: super::derive::Overview,
     /// The widest names in each list's rows (all of them, not only those
     /// on screen, so that columns do not move while scrolling).
     pub workload_widths: NameWidths,
@@ -520,6 +522,7 @@ impl App {
             View::Nodes => self.derived.nodes.len(),
             View::Capacity => self.model.fleet().map_or(0, |f| f.pools.len()),
             View::Audit => self.derived.audit.len(),
+            View::Overview => self.derived.overview.broken.len(),
             _ => 0,
         }
     }
@@ -992,6 +995,10 @@ impl App {
 
     fn open(&mut self) -> Vec<Effect> {
         match self.view {
+            View::Overview => {
+                self.open_broken();
+                Vec::new()
+            }
             View::Workloads | View::Triage => match self.current_workload() {
                 Some(id) => self.describe(id),
                 None => Vec::new(),
@@ -1105,6 +1112,51 @@ impl App {
         self.logs = Some(logs);
         self.go(View::Logs);
         vec![Effect::TailLogs(Some(attempt))]
+    }
+
+    /// Opens the overview's selected "broken first" line: a provider's
+    /// pools in the capacity view; down or quarantined nodes in the nodes
+    /// view (filtered to them, the cursor on the first); failed and
+    /// retrying workloads in triage; blocked ones among the queued.
+    fn open_broken(&mut self) {
+        use super::derive::Broken;
+        let items = &self.derived.overview.broken;
+        let Some(item) = items.get(self.sel(View::Overview).min(items.len().saturating_sub(1))).cloned()
+        else {
+            return;
+        };
+        let (view, filter, node) = match item {
+            Broken::Unreachable { provider, .. } => {
+                let first = self.model.fleet().and_then(|f| f.providers.iter().find(|p| p.name == provider));
+                if let Some(p) = first {
+                    self.selected.insert(View::Capacity, p.pools.start as usize);
+                }
+                (View::Capacity, None, None)
+            }
+            Broken::Down(nodes) => {
+                let f = if nodes.len() == 1 { format!("node={}", nodes[0]) } else { "state=down".into() };
+                (View::Nodes, Some(f), nodes.first().cloned())
+            }
+            Broken::Quarantined(nodes) => {
+                let f =
+                    if nodes.len() == 1 { format!("node={}", nodes[0]) } else { "health=quarantined".into() };
+                (View::Nodes, Some(f), nodes.first().cloned())
+            }
+            Broken::Blocked(_) => (View::Workloads, Some("state=queued".to_string()), None),
+            Broken::Failed(_) => (View::Triage, Some("state=failed".to_string()), None),
+            Broken::Retrying(_) => (View::Triage, Some("retry=waiting".to_string()), None),
+        };
+        if let Some(f) = filter {
+            self.filter_text.insert(view, f);
+        }
+        self.go(view);
+        self.refresh();
+        let row = match node {
+            Some(n) => self.position(view, &Pick::Node(n)).unwrap_or(0),
+            None if view == View::Capacity => self.sel(view),
+            None => 0,
+        };
+        self.select(view, row);
     }
 
     fn op_on_workload(&mut self, f: fn(WorkloadId) -> Op) -> Vec<Effect> {

@@ -6,11 +6,11 @@
 use super::app::{App, ClassGroup, Column, Derived, NameWidths, NodeGroup, View};
 use super::filter::Filter;
 use super::fit::width;
-use super::model::WorkloadRow;
-use crate::engine::model::{AuditRecord, Millis};
+use super::model::{Model, WorkloadRow};
+use crate::engine::model::{AuditRecord, EventRecord, Millis, WorkloadId};
 use crate::failure::FailureClass;
 use crate::fleet::Fleet;
-use crate::health::NodeFault;
+use crate::health::{HealthView, NodeFault};
 use crate::text::sanitize;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
@@ -37,8 +37,8 @@ pub fn derive(app: &App) -> Derived {
             |w: &WorkloadRow| (w.fault_class().map(|c| c.as_str()), w.last_attempt().map(|a| a.node.clone()));
         key(a).cmp(&key(b)).then(b.rec.id.cmp(&a.rec.id))
     });
-    let (nodes, node_widths) = match m.fleet() {
-        Some(f) => node_rows(f, &Filter::parse(app.filter(View::Nodes))),
+    let (nodes, node_widths) = match &m.status {
+        Some(s) => node_rows(&s.fleet, &s.health, &Filter::parse(app.filter(View::Nodes))),
         None => (Vec::new(), NameWidths::default()),
     };
     let history = m.status.as_ref().map(|s| &s.health.faults);
@@ -58,6 +58,7 @@ pub fn derive(app: &App) -> Derived {
         node_widths,
         by_node: m.by_node(),
         audit,
+        overview: overview(m),
     }
 }
 
@@ -121,12 +122,14 @@ fn fault_matches(f: &Filter, w: &WorkloadRow) -> bool {
 }
 
 /// A workload's fields for the `/` filter: `state=`, `name=`,
-/// `provider=`, `pool=`, `node=` (of attempt `a`), `class=`.
+/// `provider=`, `pool=`, `node=` (of attempt `a`), `class=`, and
+/// `retry=waiting` for one that failed and waits to run again.
 fn workload_field<'a>(
     w: &'a WorkloadRow,
     a: Option<&'a crate::engine::model::AttemptRecord>,
 ) -> impl Fn(&str) -> Option<&'a str> {
     let class = w.fault_class().map(|c| c.as_str());
+    let retry = if w.waiting_to_retry() { "waiting" } else { "no" };
     move |k: &str| -> Option<&'a str> {
         match k {
             "state" => Some(w.rec.state.as_str()),
@@ -135,6 +138,7 @@ fn workload_field<'a>(
             "pool" => a.map(|a| a.pool.as_str()),
             "node" => a.map(|a| a.node.as_str()),
             "class" => class,
+            "retry" => Some(retry),
             _ => None,
         }
     }
@@ -167,8 +171,10 @@ fn compare(c: Column, a: &WorkloadRow, b: &WorkloadRow) -> Ordering {
     }
 }
 
-/// The nodes that pass the filter, and their widest name and pool.
-fn node_rows(f: &Fleet, filter: &Filter) -> (Vec<u32>, NameWidths) {
+/// The nodes that pass the filter, and their widest name and pool. Besides
+/// `pool=`, `state=` and `node=`, `health=` is `quarantined`, `probation`
+/// or `ok`.
+fn node_rows(f: &Fleet, health: &HealthView, filter: &Filter) -> (Vec<u32>, NameWidths) {
     let rows: Vec<u32> = (0..f.nodes.len() as u32)
         .filter(|&i| {
             if filter.is_empty() {
@@ -177,10 +183,14 @@ fn node_rows(f: &Fleet, filter: &Filter) -> (Vec<u32>, NameWidths) {
             let n = &f.nodes[i as usize];
             let pool = f.pool_label(n.pool);
             let state = n.state.to_string();
+            let h = health.node(&n.name);
             let field = |k: &str| -> Option<&str> {
                 match k {
                     "pool" => Some(pool.as_str()),
                     "state" => Some(state.as_str()),
+                    "health" if h.quarantined => Some("quarantined"),
+                    "health" if h.probation => Some("probation"),
+                    "health" => Some("ok"),
                     "node" | "name" => Some(n.name.as_str()),
                     _ => None,
                 }
@@ -287,4 +297,189 @@ fn triage_groups(
         .collect();
     nodes.sort_by(|a, b| b.count.cmp(&a.count).then((&a.node, &a.pool).cmp(&(&b.node, &b.pool))));
     (classes, nodes)
+}
+
+/// A "broken first" line of the overview; Enter opens what it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Broken {
+    /// A provider whose status calls fail: its error.
+    Unreachable {
+        provider: String,
+        error: String,
+    },
+    /// Quarantined nodes, by name.
+    Quarantined(Vec<String>),
+    /// Nodes that are down, by name.
+    Down(Vec<String>),
+    /// Workloads waiting because nothing fits them.
+    Blocked(usize),
+    Failed(usize),
+    /// Workloads that failed and wait to run again.
+    Retrying(usize),
+}
+
+/// One provider's capacity as the overview shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderCapacity {
+    pub name: String,
+    /// GPUs free on ready nodes.
+    pub free: u64,
+    pub total: u64,
+    /// GPUs Canopy holds there.
+    pub mine: u64,
+    /// Since when its status calls fail, and the error; `None`: it answers.
+    pub unreachable: Option<(Option<crate::engine::model::Millis>, String)>,
+}
+
+/// A node among the least healthy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeakNode {
+    pub name: String,
+    pub score: f64,
+    pub quarantined: bool,
+    pub state: crate::fleet::NodeState,
+}
+
+/// Workloads by state, for the overview.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub running: usize,
+    pub queued: usize,
+    /// Placing or launching.
+    pub starting: usize,
+    pub succeeded: usize,
+    pub failed: usize,
+    /// Failed and neither acknowledged nor retried: what needs an operator.
+    pub unresolved: usize,
+    pub cancelled: usize,
+    pub retrying: usize,
+}
+
+/// What the overview answers on one screen: what is broken (first), the
+/// capacity per provider, the least healthy nodes and what runs.
+#[derive(Debug, Clone, Default)]
+pub struct Overview {
+    pub broken: Vec<Broken>,
+    pub providers: Vec<ProviderCapacity>,
+    /// Nodes below full health or quarantined, the lowest score first.
+    pub weakest: Vec<WeakNode>,
+    /// Running workloads, the newest first.
+    pub running: Vec<WorkloadId>,
+    pub counts: Counts,
+    /// GPUs in the fleet, free on ready nodes, and Canopy's.
+    pub gpus: (u64, u64, u64),
+}
+
+/// The least healthy nodes the overview keeps (it shows what fits).
+const WEAKEST: usize = 20;
+
+/// The overview's figures from the read model.
+pub fn overview(m: &Model) -> Overview {
+    use crate::engine::model::WorkloadState as S;
+    use crate::fleet::{NodeState, PoolIdx};
+    let mut o = Overview::default();
+    let mut running: Vec<WorkloadId> = Vec::new();
+    for w in m.workloads.values() {
+        let c = &mut o.counts;
+        match w.rec.state {
+            S::Running => {
+                c.running += 1;
+                running.push(w.rec.id);
+            }
+            S::Queued => c.queued += 1,
+            S::Placing | S::Launching => c.starting += 1,
+            S::Succeeded => c.succeeded += 1,
+            S::Failed => c.failed += 1,
+            S::Cancelled => c.cancelled += 1,
+        }
+        c.retrying += usize::from(w.waiting_to_retry());
+        // Failures nobody has acknowledged or retried, whatever their age.
+        c.unresolved += usize::from(w.rec.state == S::Failed && w.is_fault());
+    }
+    running.reverse();
+    o.running = running;
+    if let Some(s) = &m.status {
+        let f = &s.fleet;
+        for (p, e) in &s.unreachable {
+            o.broken.push(Broken::Unreachable { provider: p.clone(), error: e.clone() });
+        }
+        let mut quarantined: Vec<String> =
+            s.health.nodes.iter().filter(|(_, h)| h.quarantined).map(|(n, _)| n.clone()).collect();
+        quarantined.sort();
+        if !quarantined.is_empty() {
+            o.broken.push(Broken::Quarantined(quarantined));
+        }
+        let down: Vec<String> =
+            f.nodes.iter().filter(|n| n.state == NodeState::Down).map(|n| n.name.clone()).collect();
+        if !down.is_empty() {
+            o.broken.push(Broken::Down(down));
+        }
+        if s.blocked > 0 {
+            o.broken.push(Broken::Blocked(s.blocked));
+        }
+        for (i, p) in f.providers.iter().enumerate() {
+            let (mut free, mut total) = (0u64, 0u64);
+            for pi in p.pools.clone() {
+                let pool = f.pool(PoolIdx(pi));
+                let nodes = f.pool_nodes(PoolIdx(pi));
+                total += u64::from(pool.shape.gpus_per_node) * nodes.len() as u64;
+                free += nodes
+                    .iter()
+                    .filter(|n| n.state == NodeState::Ready)
+                    .map(|n| u64::from(n.free.gpus))
+                    .sum::<u64>();
+            }
+            let mine = u64::from(f.canopy_gpus_in_provider(crate::fleet::ProviderIdx(i as u32)));
+            let unreachable =
+                s.unreachable.get(&p.name).map(|e| (s.unreachable_since.get(&p.name).copied(), e.clone()));
+            o.gpus.0 += total;
+            o.gpus.1 += free;
+            o.gpus.2 += mine;
+            o.providers.push(ProviderCapacity { name: p.name.clone(), free, total, mine, unreachable });
+        }
+        let mut weakest: Vec<WeakNode> = f
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                let h = s.health.nodes.get(&n.name)?;
+                (h.score < 1.0 || h.quarantined).then(|| WeakNode {
+                    name: n.name.clone(),
+                    score: h.score,
+                    quarantined: h.quarantined,
+                    state: n.state,
+                })
+            })
+            .collect();
+        weakest.sort_by(|a, b| a.score.total_cmp(&b.score).then_with(|| a.name.cmp(&b.name)));
+        weakest.truncate(WEAKEST);
+        o.weakest = weakest;
+    }
+    if o.counts.unresolved > 0 {
+        o.broken.push(Broken::Failed(o.counts.unresolved));
+    }
+    if o.counts.retrying > 0 {
+        o.broken.push(Broken::Retrying(o.counts.retrying));
+    }
+    o
+}
+
+/// The newest `n` events for the overview, newest first, each outcome
+/// once: a success is its workload's `succeeded`, not also the `ended` of
+/// the attempt that made it (the same moment, the same words).
+pub fn overview_events(events: &std::collections::VecDeque<EventRecord>, n: usize) -> Vec<&EventRecord> {
+    use crate::engine::model::EventKind;
+    let mut succeeded: Vec<(WorkloadId, crate::engine::model::Millis)> = Vec::new();
+    let mut out = Vec::with_capacity(n);
+    for e in events.iter().rev() {
+        if out.len() == n {
+            break;
+        }
+        match e.kind {
+            EventKind::Succeeded => succeeded.push((e.workload, e.at)),
+            EventKind::Ended if succeeded.contains(&(e.workload, e.at)) => continue,
+            _ => {}
+        }
+        out.push(e);
+    }
+    out
 }

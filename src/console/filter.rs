@@ -26,7 +26,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("text", "a case-insensitive regex over the row as shown (plain text if not a regex)"),
     (
         "key=value",
-        "a field starts with value: state= name= provider= pool= node= class= (nodes: node= pool= state=; audit: who= from= action= target= outcome= reason=)",
+        "a field starts with value: state= name= provider= pool= node= class= retry=waiting (nodes: node= pool= state= health=quarantined; audit: who= from= action= target= outcome= reason=)",
     ),
     ("!word", "rows that do not match"),
     ("a b", "both: words are ANDed"),

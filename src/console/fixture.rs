@@ -295,3 +295,58 @@ pub fn long_names(n: usize) -> Model {
     m.generation += 1;
     m
 }
+
+/// [`model`] with 40 workloads over `fleet` (the demo fleet's names) and
+/// more trouble: provider `ray-iad` has not answered for 3 minutes; nodes
+/// at several health scores; w-19 and w-22 wait to retry after a failed
+/// attempt, while w-1 (evicted by a drain) and w-40 (a launch refused for
+/// want of room) wait to be placed again, which is routine; and recent
+/// events, among them w-2's success (its attempt's `ended` and its own
+/// `succeeded`, one moment) and w-4's failure.
+pub fn troubled(fleet: Fleet) -> Model {
+    use crate::engine::model::{EventKind, EventRecord, Record};
+    let mut m = model(fleet, 40);
+    let Some(status) = m.status.clone() else { return m };
+    let mut s = (*status).clone();
+    s.unreachable.insert("ray-iad".into(), "connection refused".into());
+    s.unreachable_since.insert("ray-iad".into(), Millis(NOW.0 - 180_000));
+    for (node, score) in
+        [("fra-a100-02", 0.45), ("cloud-a-a10g-ondemand-04", 0.7), ("market-rtx4090-06", 0.92)]
+    {
+        s.health.nodes.insert(node.into(), Health::new(score, score, 6));
+    }
+    m.set_status(std::sync::Arc::new(s));
+    let requeue = |m: &mut Model, id: u64, class: FailureClass, rule: &str| {
+        if let Some(w) = m.workloads.get_mut(&WorkloadId(id)) {
+            w.rec.state = WorkloadState::Queued;
+            w.attempts.retain(|a| a.state.is_final());
+            if let Some(a) = w.attempts.last_mut() {
+                a.class = Some(class);
+                a.rule = Some(rule.into());
+            }
+        }
+    };
+    requeue(&mut m, 19, FailureClass::GpuOom, "gpu-oom.torch");
+    requeue(&mut m, 22, FailureClass::Node, "node.xid79");
+    requeue(&mut m, 1, FailureClass::Preempted, crate::engine::EVICTED_RULE);
+    requeue(&mut m, 40, FailureClass::Capacity, "capacity.no-room");
+    let ev = |ago_s: i64, id: u64, n: Option<u32>, kind: EventKind, message: &str| {
+        Record::Event(EventRecord {
+            at: Millis(NOW.0 - ago_s * 1000),
+            workload: WorkloadId(id),
+            attempt: n.map(|n| AttemptId { workload: WorkloadId(id), n }),
+            kind,
+            message: message.into(),
+        })
+    };
+    m.apply(&[
+        ev(300, 6, None, EventKind::Submitted, "submitted by local:alice"),
+        ev(240, 6, Some(1), EventKind::Placed, "placed on fra-h100-02 (score 87.5)"),
+        ev(120, 4, Some(2), EventKind::Ended, "gpu-oom [gpu-oom.torch]: torch.OutOfMemoryError"),
+        ev(120, 4, Some(2), EventKind::Retry, "final [attempts]: 2 of 2 attempts used"),
+        ev(120, 4, None, EventKind::Failed, "gpu-oom: 2 of 2 attempts used"),
+        ev(60, 2, Some(1), EventKind::Ended, "succeeded on fra-h100-08"),
+        ev(60, 2, None, EventKind::Succeeded, "succeeded on fra-h100-08"),
+    ]);
+    m
+}

@@ -3,6 +3,7 @@
 //! evidence line. Pure; the tailer that reads `<home>/logs` lives in
 //! [`super::run`].
 
+use crate::engine::handle::LogBytes;
 use crate::engine::model::{AttemptId, Millis};
 use regex::Regex;
 
@@ -11,7 +12,9 @@ pub const MAX_LINES: usize = 200_000;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogLine {
-    /// When the console read it.
+    /// When it was written, as the engine knows it (when it first read
+    /// the line from the provider); for a log shipped before the engine
+    /// kept times, when the console read it.
     pub at: Millis,
     pub stderr: bool,
     pub text: String,
@@ -145,6 +148,70 @@ impl Logs {
     }
 }
 
+/// One stream of a followed log: where the next read starts, the bytes
+/// of a line not finished yet, and the times of the chunks those lie in.
+#[derive(Debug, Clone, Default)]
+pub struct StreamTail {
+    /// Where the next read starts.
+    pub offset: u64,
+    /// Bytes read after the last newline, starting at `partial_at`.
+    partial: Vec<u8>,
+    partial_at: u64,
+    /// (offset, when written) of the chunks from the one holding
+    /// `partial_at` on.
+    times: Vec<(u64, Millis)>,
+}
+
+impl StreamTail {
+    /// Takes a read from [`Self::offset`] and gives its whole lines, each
+    /// with the time its first byte was written (`now`, when the log has
+    /// no times for it).
+    pub fn take(&mut self, got: LogBytes, stderr: bool, now: Millis) -> Vec<LogLine> {
+        if self.partial.is_empty() {
+            self.partial_at = self.offset;
+        }
+        for t in got.times {
+            match self.times.last_mut() {
+                Some(last) if last.0 >= t.0 => {
+                    if last.0 == t.0 {
+                        *last = t;
+                    }
+                }
+                _ => self.times.push(t),
+            }
+        }
+        self.offset = got.next_offset.max(self.offset);
+        self.partial.extend_from_slice(&got.data);
+        let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') else { return Vec::new() };
+        let rest = self.partial.split_off(end + 1);
+        let done = std::mem::replace(&mut self.partial, rest);
+        let mut lines = Vec::new();
+        let mut start = 0usize;
+        for (i, b) in done.iter().enumerate() {
+            if *b != b'\n' {
+                continue;
+            }
+            let mut line = &done[start..i];
+            if let [head @ .., b'\r'] = line {
+                line = head;
+            }
+            let at = crate::engine::log_times::time_at(&self.times, self.partial_at + start as u64);
+            lines.push(LogLine {
+                at: at.unwrap_or(now),
+                stderr,
+                text: String::from_utf8_lossy(line).into_owned(),
+            });
+            start = i + 1;
+        }
+        self.partial_at += done.len() as u64;
+        // Only the chunk holding the unfinished line's start and later
+        // ones are needed from now on.
+        let keep = self.times.partition_point(|(o, _)| *o <= self.partial_at).saturating_sub(1);
+        self.times.drain(..keep);
+        lines
+    }
+}
+
 /// `HH:MM:SS` of `at` shifted by `offset_s` seconds.
 pub fn clock(at: Millis, offset_s: i64) -> String {
     let s = (at.0 / 1000 + offset_s).rem_euclid(86_400);
@@ -172,6 +239,29 @@ mod tests {
         assert!(l.find(false, 5));
         assert_eq!(l.cursor, 19, "wraps backwards");
         assert_eq!(clock(Millis(3_723_000), 0), "01:02:03");
+    }
+
+    #[test]
+    fn each_line_takes_the_time_its_first_byte_was_written() {
+        let mut t = StreamTail::default();
+        let read = |data: &str, from: u64, times: &[(u64, i64)]| LogBytes {
+            data: data.as_bytes().to_vec(),
+            next_offset: from + data.len() as u64,
+            times: times.iter().map(|(o, m)| (*o, Millis(*m))).collect(),
+        };
+        // Two lines first read at 1 s, and the start of a third.
+        let got = t.take(read("one\ntwo\r\nthr", 0, &[(0, 1_000)]), false, Millis(99_000));
+        let seen: Vec<(&str, i64)> = got.iter().map(|l| (l.text.as_str(), l.at.0)).collect();
+        assert_eq!(seen, [("one", 1_000), ("two", 1_000)]);
+        // The third's end at 2 s: it began at 1 s. A fourth at 2 s.
+        let got = t.take(read("ee\nfour\n", 12, &[(0, 1_000), (14, 2_000)]), false, Millis(99_000));
+        let seen: Vec<(&str, i64)> = got.iter().map(|l| (l.text.as_str(), l.at.0)).collect();
+        assert_eq!(seen, [("three", 1_000), ("four", 2_000)]);
+        assert_eq!(t.offset, 20);
+        // A log with no times: when the console read it.
+        let mut t = StreamTail::default();
+        let got = t.take(read("old\n", 0, &[]), true, Millis(99_000));
+        assert_eq!((got[0].at, got[0].stderr), (Millis(99_000), true));
     }
 
     #[test]

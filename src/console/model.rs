@@ -47,6 +47,18 @@ impl WorkloadRow {
             _ => self.attempts.iter().any(|a| a.class.is_some_and(|c| c != FailureClass::Cancelled)),
         }
     }
+    /// Failed and waiting to run again: queued after its newest ended
+    /// attempt failed. Routine re-placements are not failures: a launch
+    /// the provider refused for want of room (`capacity`), an operator's
+    /// eviction (a drain) and a cancel.
+    pub fn waiting_to_retry(&self) -> bool {
+        if self.rec.state != WorkloadState::Queued {
+            return false;
+        }
+        let Some(a) = self.attempts.iter().rev().find(|a| a.state.is_final()) else { return false };
+        let routine = a.rule.as_deref() == Some(crate::engine::EVICTED_RULE);
+        a.class.is_some_and(|c| !matches!(c, FailureClass::Cancelled | FailureClass::Capacity)) && !routine
+    }
     /// The class of the newest failed attempt, or of the workload.
     pub fn fault_class(&self) -> Option<FailureClass> {
         self.attempts.iter().rev().find_map(|a| a.class).or(self.rec.class)

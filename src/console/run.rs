@@ -17,7 +17,7 @@ use super::backend::DepthBackend;
 use super::replay::Replay;
 use super::theme::ColorDepth;
 use super::views;
-use crate::console::logs::LogLine;
+use crate::console::logs::StreamTail;
 use crate::engine::handle::{EngineHandle, Link, Stream};
 use crate::engine::model::{AttemptId, Millis};
 use futures::StreamExt;
@@ -439,32 +439,25 @@ fn perform(
 /// tried again next time from the same offset.
 async fn tail(engine: EngineHandle, attempt: AttemptId, tx: mpsc::UnboundedSender<Msg>) {
     let every = if engine.is_remote() { LOG_EVERY_REMOTE } else { LOG_EVERY };
-    let mut offsets = [0u64; 2];
-    let mut partial = [Vec::new(), Vec::new()];
+    let mut streams = [StreamTail::default(), StreamTail::default()];
     loop {
         let mut batch = Vec::new();
         let mut more = false;
         for (i, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
-            let got = match engine.logs(attempt, stream, offsets[i], LOG_BATCH_BYTES).await {
+            let got = match engine.logs(attempt, stream, streams[i].offset, LOG_BATCH_BYTES).await {
                 Ok(got) => got,
                 Err(e) => {
                     tracing::debug!(%attempt, ?stream, error = %e, "console could not read a log");
                     continue;
                 }
             };
-            let n = got.data.len();
-            offsets[i] = got.next_offset.max(offsets[i]);
-            more |= n >= LOG_BATCH_BYTES;
-            partial[i].extend_from_slice(&got.data);
-            let at = now();
-            if let Some(end) = partial[i].iter().rposition(|b| *b == b'\n') {
-                let rest = partial[i].split_off(end + 1);
-                let done = std::mem::replace(&mut partial[i], rest);
-                for l in String::from_utf8_lossy(&done).lines() {
-                    batch.push(LogLine { at, stderr: i == 1, text: l.to_string() });
-                }
-            }
+            // A read cut short to carry its times has more behind it too.
+            more |= got.data.len() >= LOG_BATCH_BYTES
+                || got.times.len() >= crate::engine::log_times::MAX_PER_READ;
+            batch.extend(streams[i].take(got, i == 1, now()));
         }
+        // Two streams interleave by when their lines were written.
+        batch.sort_by_key(|l| l.at);
         if !batch.is_empty() && tx.send(Msg::Log(attempt, batch)).is_err() {
             return;
         }

@@ -101,6 +101,18 @@ impl Stream {
 pub struct LogBytes {
     pub data: Vec<u8>,
     pub next_offset: u64,
+    /// When the bytes were written, as the engine knows it: (offset where
+    /// a chunk starts, when it was first read), oldest first, the first
+    /// covering the read's start ([`super::log_times`]). Empty for a log
+    /// shipped before times were kept, or from a server that sends none.
+    pub times: Vec<(u64, Millis)>,
+}
+
+impl LogBytes {
+    /// When the byte at `offset` (a line's first) was written, if known.
+    pub fn time_at(&self, offset: u64) -> Option<Millis> {
+        super::log_times::time_at(&self.times, offset)
+    }
 }
 
 /// Whether a handle can reach its engine.
@@ -432,19 +444,43 @@ pub fn recent(j: &mut Journal, limit: usize, events: usize) -> Result<Recent, Jo
     Ok(Recent { workloads, attempts, events, total })
 }
 
-/// Up to `max` bytes of a file from `offset`; an absent file is empty.
+/// Up to `max` bytes of a shipped log from `offset`, with the times they
+/// were written (cut short where more than
+/// [`super::log_times::MAX_PER_READ`] chunks would need them); an absent
+/// file is empty.
 pub async fn read_log(path: &std::path::Path, offset: u64, max: usize) -> Result<LogBytes, String> {
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
     let mut f = match tokio::fs::File::open(path).await {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(LogBytes { data: Vec::new(), next_offset: offset });
+            return Ok(LogBytes { data: Vec::new(), next_offset: offset, times: Vec::new() });
         }
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
     f.seek(std::io::SeekFrom::Start(offset)).await.map_err(|e| e.to_string())?;
     let mut data = Vec::new();
     (&mut f).take(max as u64).read_to_end(&mut data).await.map_err(|e| e.to_string())?;
-    let next_offset = offset + data.len() as u64;
-    Ok(LogBytes { data, next_offset })
+    let mut next_offset = offset + data.len() as u64;
+    let mut times = Vec::new();
+    if !data.is_empty() {
+        // The index is written before the bytes: all read here have theirs.
+        let (log, end) = (path.to_path_buf(), next_offset);
+        // Bytes without their times are still the log: a bad index costs
+        // only the times.
+        let (t, cut) =
+            match tokio::task::spawn_blocking(move || super::log_times::read(&log, offset, end)).await {
+                Ok(Ok(found)) => found,
+                Ok(Err(e)) => {
+                    tracing::debug!(path = %path.display(), error = %e, "cannot read a log's times");
+                    (Vec::new(), None)
+                }
+                Err(e) => return Err(e.to_string()),
+            };
+        if let Some(cut) = cut.filter(|c| *c > offset && *c < next_offset) {
+            data.truncate((cut - offset) as usize);
+            next_offset = cut;
+        }
+        times = t;
+    }
+    Ok(LogBytes { data, next_offset, times })
 }

@@ -13,8 +13,11 @@ pub mod clock;
 pub mod command;
 pub mod core;
 pub mod handle;
+pub mod log_times;
 pub mod metrics;
 pub mod model;
 pub mod retry;
 mod rules;
+/// The rule of an attempt moved off a drained node (not a failure).
+pub use rules::EVICTED_RULE;
 pub mod shell;

@@ -698,9 +698,10 @@ impl Shell {
             };
             let logs = log_dir(&self.config.logs, attempt);
             let mask = self.secret_values(attempt.workload);
+            let clock = self.clock.clone();
             self.polled.insert(attempt, provider.clone());
             tokio::spawn(async move {
-                ship_logs(&*p, &token, &logs, &mask).await;
+                ship_logs(&*p, &token, &logs, &mask, &*clock).await;
                 let e = match tokio::time::timeout(timeout, p.status(&token)).await {
                     Ok(Ok(status)) => Event::Status { attempt, status },
                     Ok(Err(e)) => Event::StatusFailed { attempt, error: e.to_string() },
@@ -767,8 +768,9 @@ impl Shell {
         };
         let logs = log_dir(&self.config.logs, attempt);
         let mask = self.secret_values(attempt.workload);
+        let clock = self.clock.clone();
         tokio::spawn(async move {
-            ship_logs(&*p, &token, &logs, &mask).await;
+            ship_logs(&*p, &token, &logs, &mask, &*clock).await;
             let mut log_tail = tail_lines_of(&logs.join("stdout.log"), tail_lines).await;
             log_tail.extend(tail_lines_of(&logs.join("stderr.log"), tail_lines).await);
             let outputs = match (outputs, spec) {
@@ -803,7 +805,17 @@ pub fn log_dir(root: &std::path::Path, attempt: AttemptId) -> PathBuf {
 /// where it stopped after a restart. At most 8 MiB per stream per call, so
 /// one chatty workload cannot hog the engine. Secret values the workload
 /// prints are masked byte for byte (`*`), keeping lengths and offsets.
-async fn ship_logs(p: &dyn Provider, token: &str, dir: &std::path::Path, mask: &[SecretValue]) {
+/// Each chunk's offset and the time it was first read go in the index
+/// beside the log ([`super::log_times`]) before the chunk does, so every
+/// line keeps the time it was written (to within a poll), however late
+/// it is read.
+async fn ship_logs(
+    p: &dyn Provider,
+    token: &str,
+    dir: &std::path::Path,
+    mask: &[SecretValue],
+    clock: &dyn Clock,
+) {
     use tokio::io::AsyncWriteExt;
     const CHUNK: usize = 256 * 1024;
     if tokio::fs::create_dir_all(dir).await.is_err() {
@@ -815,13 +827,26 @@ async fn ship_logs(p: &dyn Provider, token: &str, dir: &std::path::Path, mask: &
             continue;
         };
         let mut offset = f.metadata().await.map(|m| m.len()).unwrap_or(0);
+        // Where the next chunk lands in the shipped file (the provider's
+        // offsets could skip).
+        let mut at = offset;
+        let mut times: Option<super::log_times::Writer> = None;
         for _ in 0..32 {
             match p.logs(token, stream, offset, CHUNK).await {
                 Ok(mut c) if !c.data.is_empty() => {
+                    let read_at = clock.now();
+                    if times.is_none() {
+                        times = super::log_times::Writer::open(&path).await.ok();
+                    }
+                    let Some(t) = times.as_mut() else { break };
+                    if t.record(at, read_at).await.is_err() {
+                        break;
+                    }
                     mask_secrets(&mut c.data, mask);
                     if f.write_all(&c.data).await.is_err() {
                         break;
                     }
+                    at += c.data.len() as u64;
                     offset = c.next_offset;
                 }
                 Ok(_) => break,

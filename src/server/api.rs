@@ -328,6 +328,11 @@ pub struct LogQuery {
 
 /// The header carrying where the next read of a log should start.
 pub const NEXT_OFFSET: &str = "x-canopy-next-offset";
+/// The header carrying when the bytes of a log read were written:
+/// `OFFSET:MILLIS` pairs, comma-separated, each a chunk's first byte and
+/// when the engine first read it, the first covering the read's start
+/// (see [`crate::engine::log_times`]). Absent when the log has no times.
+pub const LOG_TIMES: &str = "x-canopy-log-times";
 
 async fn logs(
     State(s): State<Served>,
@@ -362,8 +367,14 @@ async fn logs(
     if !q.follow.unwrap_or(false) {
         let max = q.limit.unwrap_or(1 << 20).min(8 << 20);
         let chunk = s.engine.logs(attempt, stream, offset, max).await.map_err(ApiError::internal)?;
+        let times = crate::engine::log_times::to_header(&chunk.times);
         let mut resp = (headers, chunk.data).into_response();
         resp.headers_mut().insert(NEXT_OFFSET, HeaderValue::from(chunk.next_offset));
+        if !times.is_empty()
+            && let Ok(v) = HeaderValue::from_str(&times)
+        {
+            resp.headers_mut().insert(LOG_TIMES, v);
+        }
         return Ok(resp);
     }
     // Follow: what is there, then what comes, until the attempt has ended

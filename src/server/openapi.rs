@@ -84,6 +84,12 @@ fn operation(method: &str, path: &str, need: Need, summary: &str) -> Value {
             }
             op["parameters"] = Value::Array(p);
             op["responses"]["200"] = json!({ "description": "Log bytes; header X-Canopy-Next-Offset says where the next read starts",
+                "headers": {
+                    "X-Canopy-Next-Offset": { "description": "Where the next read starts (without follow)",
+                        "schema": { "type": "integer" } },
+                    "X-Canopy-Log-Times": { "description": "When the bytes were written (without follow; absent for logs shipped before times were kept): OFFSET:MILLIS pairs, comma-separated, oldest first. Each is the byte offset where a chunk of the log starts and when Canopy first read it from the provider (Unix milliseconds); the first covers the read's start. A line's time is that of the chunk holding its first byte. A read spanning very many chunks is cut short where the times would no longer fit.",
+                        "schema": { "type": "string" } }
+                },
                 "content": { "text/plain": { "schema": { "type": "string" } } } });
         }
         ("GET", "/v1/stream") => {

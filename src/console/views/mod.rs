@@ -207,6 +207,7 @@ fn hints(v: View, replay: bool) -> &'static str {
         View::Overview | View::Capacity if replay => {
             "1-7 views  space pause  +/- speed  / filter  ? help  q quit"
         }
+        View::Overview => "j/k select  enter open  1-7 views  : command  / filter  ? help  q quit",
         View::Workloads => {
             "enter detail  l logs  / filter  F faults  s sort  r retry  ^k cancel  : cmd  ? help"
         }
