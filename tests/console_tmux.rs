@@ -453,3 +453,84 @@ fn a_console_with_a_viewer_token_is_read_only_by_itself() {
     s.keys(&["q"]);
     s.wait_for("CONSOLE-EXITED-0");
 }
+
+/// The 3 a.m. path, on the real binary: a node starts failing workloads
+/// → the overview shows it → into triage → the evidence line in the logs
+/// → the node cordoned with a reason → the console restarted → the
+/// cordon, its reason and the node's fault history are still there, and
+/// the node takes no new work. Keys from the overview to the cordon: 5,
+/// l, Esc, c, the reason, Enter.
+#[test]
+fn the_3am_path_survives_a_restart() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path();
+    let xid = root.join("xid.toml");
+    std::fs::write(
+        &xid,
+        "name = \"xid\"\n[runtime]\ncommand = [\"sh\", \"-c\", \
+         \"echo 'NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.' >&2; exit 1\"]\n\
+         [resources]\ngpus = 0\ncpu_cores = 0.1\nmemory_gb = 0.1\n[constraints]\nproviders = [\"local\"]\n\
+         [retry]\nmax_attempts = 1\n",
+    )
+    .unwrap();
+    let Some(s) = Session::start("canopy-3am", &console_cmd(root)) else { return };
+    s.wait_for("broken first");
+    for _ in 0..2 {
+        let (ok, out) = cli(root, &["submit", xid.to_str().unwrap()]);
+        assert!(ok, "{out}");
+    }
+    // The overview says two failed, and the node they failed on stands out.
+    s.wait_for("2 workloads failed");
+    s.keys(&["5"]);
+    let triage = s.wait_for("node:2");
+    assert!(triage.contains("fallen off the bus"), "{triage}");
+    s.keys(&["l"]);
+    s.wait_for("Xid (PCI:0000:3b:00): 79");
+    s.keys(&["Escape"]);
+    s.wait_for("by node");
+    s.keys(&["c"]);
+    s.wait_for("— why?");
+    s.text("xid 79 on gpu 3, RMA ticket 4411");
+    s.keys(&["Enter"]);
+    let (_, fleet) = wait_until("the cordon to be recorded", || {
+        let (ok, out) = cli(root, &["fleet"]);
+        (ok && out.contains("RMA ticket 4411")).then_some((ok, out))
+    });
+    let node = fleet
+        .lines()
+        .find(|l| l.contains("RMA ticket 4411"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("which node? {fleet}"))
+        .to_string();
+    // The two wait to run elsewhere (a node fault is not theirs): quit
+    // asks whether to keep the engine; no, it stops with the console.
+    s.keys(&["q"]);
+    s.wait_for("keep the engine running");
+    s.keys(&["n"]);
+    s.wait_for("CONSOLE-EXITED-0");
+    drop(s);
+
+    // The next console finds all of it.
+    let Some(s) = Session::start("canopy-3am-again", &console_cmd(root)) else { return };
+    s.wait_for("broken first");
+    s.keys(&["5"]);
+    s.wait_for("node:2");
+    s.keys(&["3", "/"]);
+    s.text(&node);
+    s.keys(&["Enter"]);
+    s.wait_for("RMA ticket 4411");
+    let job = root.join("after.toml");
+    std::fs::write(
+        &job,
+        "name = \"after\"\n[runtime]\ncommand = [\"true\"]\n[resources]\ngpus = 0\ncpu_cores = 0.1\n\
+         memory_gb = 0.1\n[constraints]\nproviders = [\"local\"]\n",
+    )
+    .unwrap();
+    let (ok, out) = cli(root, &["submit", job.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let status = wait_until("the new work to be judged", || {
+        let (ok, out) = cli(root, &["status", "w-3"]);
+        (ok && out.contains("cordoned")).then_some(out)
+    });
+    assert!(status.contains("queued"), "the cordoned node took new work: {status}");
+}
