@@ -135,7 +135,8 @@ pub(crate) struct Scorer<'a> {
     runtime_h: Option<f64>,
     /// GPU-memory fit per class (GPU work only).
     memory_fit: Vec<f64>,
-    /// The most the fit factor can be per class, for any node.
+    /// The most the fit factor can be per class, for any node (GPU work,
+    /// and work without GPUs on CPU nodes).
     fit_bound: Vec<f64>,
     /// Share of preferred capability tags per class, when any are preferred.
     preferred_caps: Vec<f64>,
@@ -175,8 +176,8 @@ impl<'a> Scorer<'a> {
         } else {
             Vec::new()
         };
-        // Work without GPUs can score 1 anywhere: on a CPU node, or on a GPU
-        // node whose GPUs are all in use.
+        // Work without GPUs scores 1 on CPU nodes; on GPU nodes `bound`
+        // reads the pool's fewest free GPUs instead.
         let fit_bound =
             (0..snap.classes.len()).map(|i| memory_fit.get(i).map_or(1.0, |&m| unit(m))).collect();
         let preferred_caps = if req.preferred_capabilities.is_empty() {
@@ -290,7 +291,12 @@ impl<'a> Scorer<'a> {
     pub fn bound(&self, row: &PoolRow, risk: Risk, expected_hourly: f64) -> f64 {
         let c = &self.coef;
         let success = risk.survival * if self.cached_success { row.success_bound } else { 1.0 };
-        let fit = self.fit_bound.get(row.class as usize).copied().unwrap_or(1.0);
+        let fit = if self.req.gpus == 0 && row.gpus_per_node > 0 {
+            // Whichever node is picked has at least the pool's fewest free GPUs.
+            cpu_fit(row.gpus_per_node, self.snap.fewest_free_gpus(row))
+        } else {
+            self.fit_bound.get(row.class as usize).copied().unwrap_or(1.0)
+        };
         let base = c[0] * self.cost(expected_hourly) + c[1] * row.health_bound + c[2] * success + c[5] * fit;
         if self.pool_level_fast {
             base + c[3] * row.startup_score

@@ -195,10 +195,14 @@ fn as_a_last_resort_cpu_work_takes_the_gpu_node_with_the_fewest_gpus_free() {
     b.pool(pool("a-idle", "r", shape(), 4.0), vec![node("idle-1")]).unwrap();
     b.pool(pool("b-half", "r", shape(), 4.0), vec![used("half-1", 2, 0)]).unwrap();
     b.pool(pool("z-busy", "r", shape(), 4.0), vec![used("busy-1", 4, 0)]).unwrap();
-    let cs = all(&b.build(), &HealthView::default(), &cpu_req(), Policy::default());
+    let f = b.build();
+    let cs = all(&f, &HealthView::default(), &cpu_req(), Policy::default());
     let order: Vec<(&str, Option<f64>)> = cs.iter().map(|c| (c.node.as_str(), raw(c, Factor::Fit))).collect();
     assert_eq!(order, vec![("busy-1", Some(1.0)), ("half-1", Some(0.5)), ("idle-1", Some(0.0))]);
     assert!(cs.iter().all(|c| c.gpu_node == Some(GpuNode::LastResort)));
+    // The score bound that skips pools knows the busy pool can fit best.
+    let best = placed(&f, &HealthView::default(), &cpu_req(), &Policy { top_k: 1, ..Policy::default() });
+    assert_eq!(best.candidates[0].node, "busy-1");
 }
 
 #[test]
