@@ -8,7 +8,7 @@ use canopy::fleet::{
     ProviderKind, Shape,
 };
 use canopy::health::{Health, HealthView};
-use canopy::schedule::{Decision, Policy, Requirements, Snapshot, place};
+use canopy::schedule::{Candidate, Decision, GpuNode, Policy, Requirements, Snapshot, place};
 use canopy::spec::GbRange;
 use canopy::units::Glob;
 use proptest::prelude::*;
@@ -494,11 +494,28 @@ proptest! {
                         .min_by(|&a, &b| key(a).partial_cmp(&key(b)).unwrap()).unwrap();
                     prop_assert_eq!(best, c.node_idx);
                 }
-                // Ranked: score desc, then hourly asc, then label, then node.
+                // Work without GPUs takes a GPU node only when no CPU-only
+                // node fits, and each GPU-node candidate says which it is.
+                let has_gpus = |n: NodeIdx| fleet.pool(fleet.node(n).pool).shape.gpus_per_node > 0;
+                let cpu_fits = feasible.iter().any(|&n| !has_gpus(n));
+                for c in &p.candidates {
+                    let want = (req.gpus == 0 && has_gpus(c.node_idx)).then_some(if cpu_fits {
+                        GpuNode::KeptForGpuWork
+                    } else {
+                        GpuNode::LastResort
+                    });
+                    prop_assert_eq!(c.gpu_node, want, "{}", c.pool);
+                }
+                if req.gpus == 0 && cpu_fits {
+                    prop_assert!(!has_gpus(p.candidates[0].node_idx), "{} placed on a GPU node", p.candidates[0].pool);
+                }
+                // Ranked: CPU-only nodes first for work without GPUs, then
+                // score desc, then hourly asc, then label, then node.
                 for w in p.candidates.windows(2) {
                     let (a, b) = (&w[0], &w[1]);
-                    let ka = (-a.score, a.hourly_usd, a.pool.clone(), a.node.clone());
-                    let kb = (-b.score, b.hourly_usd, b.pool.clone(), b.node.clone());
+                    let tier = |c: &Candidate| c.gpu_node == Some(GpuNode::KeptForGpuWork);
+                    let ka = (tier(a), -a.score, a.hourly_usd, a.pool.clone(), a.node.clone());
+                    let kb = (tier(b), -b.score, b.hourly_usd, b.pool.clone(), b.node.clone());
                     prop_assert!(ka < kb, "{ka:?} !< {kb:?}");
                     prop_assert!((0.0..=100.0).contains(&a.score));
                 }

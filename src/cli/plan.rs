@@ -5,7 +5,7 @@
 use super::table::{new_table, usd};
 use canopy::fleet::Fleet;
 use canopy::health::HealthView;
-use canopy::schedule::{Decision, Policy, Requirements, Snapshot, place};
+use canopy::schedule::{Decision, GpuNode, Policy, Requirements, Snapshot, place};
 use canopy::spec::load;
 use color_eyre::eyre::{Result, eyre};
 use serde::Serialize;
@@ -66,6 +66,9 @@ fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requireme
                 c.est_cost_usd,
                 c.startup_s
             );
+            if let Some(g) = c.gpu_node {
+                outln!("{g}.");
+            }
             outln!();
             let mut t = new_table(&[
                 "#",
@@ -81,8 +84,11 @@ fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requireme
             for (i, c) in p.candidates.iter().enumerate() {
                 let mut parts: Vec<_> = c.breakdown.iter().filter(|f| f.weight > 0.0).collect();
                 parts.sort_by(|a, b| b.contribution.total_cmp(&a.contribution));
-                let why: Vec<String> =
+                let mut why: Vec<String> =
                     parts.iter().take(4).map(|f| format!("{} {:.2}", f.factor, f.raw)).collect();
+                if let Some(g) = c.gpu_node {
+                    why.insert(0, g.short().to_string());
+                }
                 t.add_row(vec![
                     (i + 1).to_string(),
                     c.pool.clone(),
@@ -97,6 +103,12 @@ fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requireme
             }
             outln!("{t}");
             let k = &p.considered;
+            if p.candidates.iter().any(|c| c.gpu_node == Some(GpuNode::KeptForGpuWork)) {
+                outln!();
+                outln!(
+                    "GPU nodes rank after every CPU-only node that fits, whatever their score: work without GPUs would block their GPUs."
+                );
+            }
             outln!();
             outln!(
                 "{} of {} pools feasible ({} nodes in the fleet); the rest are the fallback order.",

@@ -285,7 +285,10 @@ pub struct AttemptRecord {
     pub gpus: u32,
     /// GPU memory per GPU where it ran (a gpu-oom retry needs more).
     pub gpu_memory_gb: f64,
-    /// The placement's score (0..100) and its breakdown as `factor=value` pairs.
+    /// The placement's score (0..100) and its breakdown as `factor=value`
+    /// pairs; for work without GPUs on a GPU node, then `; ` and why
+    /// ([`crate::schedule::GpuNode`]: "GPU node used as a last resort: no
+    /// CPU-only node fits").
     pub score: f64,
     pub score_breakdown: String,
     pub placed_at: Millis,

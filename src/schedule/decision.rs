@@ -54,8 +54,45 @@ pub struct Candidate {
     /// 0..100.
     pub score: f64,
     pub breakdown: Vec<FactorScore>,
+    /// For work without GPUs on a GPU node: why it ranks where it does.
+    /// Such candidates rank after every CPU-only one, whatever their
+    /// score; `None` for GPU work and for CPU-only nodes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_node: Option<GpuNode>,
     pub pool_idx: PoolIdx,
     pub node_idx: NodeIdx,
+}
+
+/// Why work without GPUs was offered a GPU node. Its CPU and memory there
+/// would block the node's free GPUs (the fragmentation GPU-cluster studies
+/// measure), so a GPU node is a last resort: it ranks after every node
+/// without GPUs that fits, whatever the scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuNode {
+    /// A CPU-only node fits too, and ranks first.
+    KeptForGpuWork,
+    /// No CPU-only node fits.
+    LastResort,
+}
+
+impl GpuNode {
+    /// A few words for a table column.
+    pub fn short(self) -> &'static str {
+        match self {
+            GpuNode::KeptForGpuWork => "kept free for GPU work",
+            GpuNode::LastResort => "GPU node, last resort",
+        }
+    }
+}
+
+impl std::fmt::Display for GpuNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GpuNode::KeptForGpuWork => "kept free for GPU work: a CPU-only node fits",
+            GpuNode::LastResort => "GPU node used as a last resort: no CPU-only node fits",
+        })
+    }
 }
 
 /// Estimated cost of one attempt: hourly share × expected runtime (low) and

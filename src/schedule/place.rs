@@ -9,16 +9,22 @@
 //!    bound can still beat the current k-th best are scored in full
 //!    (branch and bound, exact).
 //!
+//! Work without GPUs takes a GPU node only as a last resort: while a
+//! CPU-only pool is feasible, every GPU pool ranks after every CPU-only
+//! one, whatever the scores (its CPU and memory would block the node's
+//! free GPUs), and the candidate says so ([`super::GpuNode`]). GPU work is
+//! ranked by score alone.
+//!
 //! Only when nothing fits does the explanation scan every node
 //! (`explain.rs`). No I/O, no clock, no randomness.
 
 use super::bitset::PoolSet;
 use super::check::{Limits, class_checks, class_shares, free_shortfall};
-use super::decision::{Candidate, Considered, CostRange, Decision, Placement, RuledOut};
+use super::decision::{Candidate, Considered, CostRange, Decision, GpuNode, Placement, RuledOut};
 use super::explain::explain;
 use super::filter::Filter;
 use super::score::{BOUND_SLACK, Feasible, Scorer};
-use super::snapshot::{ReadyNode, Snapshot};
+use super::snapshot::{PoolRow, ReadyNode, Snapshot};
 use super::{Policy, Requirements};
 use crate::fleet::{NodeIdx, PoolIdx};
 use crate::units::allowed;
@@ -26,15 +32,16 @@ use std::cmp::Ordering;
 use std::ops::ControlFlow;
 
 /// Places one workload: every hard filter, then the policy's score, then a
-/// deterministic order (score desc, hourly asc, pool label, node name).
+/// deterministic order (CPU-only nodes first for work without GPUs, then
+/// score desc, hourly asc, pool label, node name).
 pub fn place(req: &Requirements, snap: &Snapshot, policy: &Policy) -> Decision {
     let fleet = snap.fleet();
     let mut ruled_out = Vec::with_capacity(fleet.pools.len());
     let remaining = categorical(req, snap, &mut ruled_out);
 
-    let ctx = PoolContext::new(req, snap);
+    let mut ctx = PoolContext::new(req, snap);
     let mut scorer = Scorer::new(req, snap, policy);
-    let (feasible, count, cheapest) = feasible_pools(&ctx, &scorer, &remaining, &mut ruled_out);
+    let (feasible, count, cheapest) = feasible_pools(&mut ctx, &scorer, &remaining, &mut ruled_out);
     if count == 0 {
         return Decision::Unschedulable(explain(req, snap));
     }
@@ -46,7 +53,7 @@ pub fn place(req: &Requirements, snap: &Snapshot, policy: &Policy) -> Decision {
         feasible_pools: count,
         ruled_out,
     };
-    let candidates = top.iter().map(|f| candidate(req, snap, &scorer, f)).collect();
+    let candidates = top.iter().map(|f| candidate(&ctx, &scorer, f)).collect();
     Decision::Placed(Placement { candidates, considered })
 }
 
@@ -59,6 +66,8 @@ struct PoolContext<'a> {
     limits: Limits,
     /// Excluded nodes, resolved to indices.
     excluded: Vec<u32>,
+    /// Whether a pool without GPUs is feasible (set by [`feasible_pools`]).
+    cpu_fits: bool,
 }
 
 impl<'a> PoolContext<'a> {
@@ -69,6 +78,26 @@ impl<'a> PoolContext<'a> {
             share: class_shares(req, snap),
             limits: Limits::new(req),
             excluded: req.exclude_nodes.iter().filter_map(|n| snap.node_by_name(n)).map(|n| n.0).collect(),
+            cpu_fits: false,
+        }
+    }
+
+    /// Whether placing the request on a node of pool `row` holds a GPU
+    /// node back for GPU work: work without GPUs, a GPU pool, and a
+    /// CPU-only pool that fits.
+    #[inline]
+    fn kept_for_gpu_work(&self, row: &PoolRow) -> bool {
+        self.cpu_fits && self.req.gpus == 0 && row.gpus_per_node > 0
+    }
+
+    /// What a candidate in pool `row` says about taking a GPU node.
+    fn gpu_node(&self, row: &PoolRow) -> Option<GpuNode> {
+        if self.req.gpus > 0 || row.gpus_per_node == 0 {
+            None
+        } else if self.cpu_fits {
+            Some(GpuNode::KeptForGpuWork)
+        } else {
+            Some(GpuNode::LastResort)
         }
     }
 
@@ -83,16 +112,16 @@ impl<'a> PoolContext<'a> {
 /// Judges each pool that passed the categorical filters: the pool-wide
 /// limits, then whether it has a usable node. Returns the feasible pools,
 /// how many there are, and the cheapest expected hourly share among them;
-/// the rest go to `ruled_out`.
+/// the rest go to `ruled_out`. Notes in `ctx` whether a CPU-only pool fits.
 fn feasible_pools(
-    ctx: &PoolContext<'_>,
+    ctx: &mut PoolContext<'_>,
     scorer: &Scorer<'_>,
     remaining: &PoolSet,
     ruled_out: &mut Vec<RuledOut>,
 ) -> (PoolSet, usize, f64) {
     let snap = ctx.snap;
     let mut feasible = PoolSet::empty(snap.rows.len());
-    let (mut count, mut cheapest) = (0, f64::INFINITY);
+    let (mut count, mut cheapest, mut cpu_fits) = (0, f64::INFINITY, false);
     remaining.for_each(|p| {
         let Some(row) = snap.rows.get(p) else { return };
         let hourly = ctx.hourly(p);
@@ -104,17 +133,20 @@ fn feasible_pools(
             Ok(_) => {
                 feasible.insert(p);
                 count += 1;
+                cpu_fits |= row.gpus_per_node == 0;
                 cheapest = cheapest.min(hourly * scorer.risk(row).paid_per_useful);
             }
             Err(filter) => ruled_out.push(RuledOut { pool: PoolIdx(p as u32), filter }),
         }
     });
+    ctx.cpu_fits = cpu_fits;
     (feasible, count, cheapest)
 }
 
 /// The best `k` feasible (pool, node)s, scored, in rank order. A pool whose
-/// score bound cannot reach the current k-th best is not scored (branch and
-/// bound), so only a few pools are scored in full.
+/// tier ranks after the current k-th best's, or whose score bound cannot
+/// reach it in the same tier, is not scored (branch and bound), so only a
+/// few pools are scored in full.
 fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &PoolSet, k: usize) -> Vec<Feasible> {
     let snap = ctx.snap;
     // `k` may be usize::MAX ("everything"); the list never outgrows k + 1.
@@ -124,11 +156,14 @@ fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &PoolSet, k: usiz
         let hourly = ctx.hourly(p);
         let risk = scorer.risk(row);
         let expected_hourly = hourly * risk.paid_per_useful;
+        let tier = u8::from(ctx.kept_for_gpu_work(row));
         let full = top.len() == k;
         if full
-            && top
-                .last()
-                .is_some_and(|last| scorer.bound(row, risk, expected_hourly) + BOUND_SLACK < last.score)
+            && top.last().is_some_and(|last| {
+                tier > last.tier
+                    || (tier == last.tier
+                        && scorer.bound(row, risk, expected_hourly) + BOUND_SLACK < last.score)
+            })
         {
             return;
         }
@@ -145,6 +180,7 @@ fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &PoolSet, k: usiz
             expected_hourly,
             survival: risk.survival,
             score: 0.0,
+            tier,
             label_rank: row.label_rank,
             name_rank,
         };
@@ -159,12 +195,13 @@ fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &PoolSet, k: usiz
     top
 }
 
-/// Score desc, hourly asc, pool label, node name: a total order that does
-/// not depend on insertion order.
+/// Tier asc, score desc, hourly asc, pool label, node name: a total order
+/// that does not depend on insertion order.
 #[inline]
 fn rank_order(a: &Feasible, b: &Feasible) -> Ordering {
-    b.score
-        .total_cmp(&a.score)
+    a.tier
+        .cmp(&b.tier)
+        .then(b.score.total_cmp(&a.score))
         .then(a.hourly.total_cmp(&b.hourly))
         .then(a.label_rank.cmp(&b.label_rank))
         .then(a.name_rank.cmp(&b.name_rank))
@@ -271,7 +308,8 @@ fn pick_node(ctx: &PoolContext<'_>, p: usize) -> Result<(u32, u32), Filter> {
     }))
 }
 
-fn candidate(req: &Requirements, snap: &Snapshot, scorer: &Scorer<'_>, f: &Feasible) -> Candidate {
+fn candidate(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, f: &Feasible) -> Candidate {
+    let (req, snap) = (ctx.req, ctx.snap);
     let fleet = snap.fleet();
     let pool = &fleet.pools[f.pool as usize];
     let info = &snap.pools[f.pool as usize];
@@ -286,6 +324,7 @@ fn candidate(req: &Requirements, snap: &Snapshot, scorer: &Scorer<'_>, f: &Feasi
         startup_s: pool.startup.as_secs(),
         score: f.score,
         breakdown: scorer.breakdown(f),
+        gpu_node: snap.rows.get(f.pool as usize).and_then(|row| ctx.gpu_node(row)),
         pool_idx: PoolIdx(f.pool),
         node_idx: NodeIdx(f.node),
     }

@@ -32,7 +32,10 @@ pub enum Factor {
     /// How little of the node's GPUs and GPU memory the work leaves idle:
     /// requested / free GPUs × needed / offered memory per GPU, where the
     /// need is the request's lower bound, else the fleet's smallest card.
-    /// CPU work scores 1 on CPU nodes and 0.1 on GPU nodes.
+    /// Work without GPUs scores 1 on CPU nodes; on a GPU node (a last
+    /// resort, ranked after every CPU node that fits: [`super::GpuNode`])
+    /// the share of the node's GPUs already in use, the ones its CPU and
+    /// memory cannot strand.
     Fit,
     /// Preferred regions, preferred capability tags, reserved capacity.
     Preference,
@@ -94,6 +97,9 @@ pub(crate) struct Feasible {
     /// The chance an attempt here survives ([`Risk::survival`]).
     pub survival: f64,
     pub score: f64,
+    /// Ranks before the score: 1 for work without GPUs on a GPU node while
+    /// a CPU-only node fits (kept free for GPU work), else 0.
+    pub tier: u8,
     /// Tie-break keys: the pool label's and node name's sorted positions.
     pub label_rank: u32,
     pub name_rank: u32,
@@ -129,7 +135,8 @@ pub(crate) struct Scorer<'a> {
     runtime_h: Option<f64>,
     /// GPU-memory fit per class (GPU work only).
     memory_fit: Vec<f64>,
-    /// The most the fit factor can be per class, for any node.
+    /// The most the fit factor can be per class, for any node (GPU work,
+    /// and work without GPUs on CPU nodes).
     fit_bound: Vec<f64>,
     /// Share of preferred capability tags per class, when any are preferred.
     preferred_caps: Vec<f64>,
@@ -169,15 +176,10 @@ impl<'a> Scorer<'a> {
         } else {
             Vec::new()
         };
-        let fit_bound = snap
-            .classes
-            .iter()
-            .enumerate()
-            .map(|(i, c)| match memory_fit.get(i) {
-                Some(&m) => unit(m),
-                None => cpu_fit(class_rep(c).shape.gpus_per_node),
-            })
-            .collect();
+        // Work without GPUs scores 1 on CPU nodes; on GPU nodes `bound`
+        // reads the pool's fewest free GPUs instead.
+        let fit_bound =
+            (0..snap.classes.len()).map(|i| memory_fit.get(i).map_or(1.0, |&m| unit(m))).collect();
         let preferred_caps = if req.preferred_capabilities.is_empty() {
             Vec::new()
         } else {
@@ -262,7 +264,7 @@ impl<'a> Scorer<'a> {
         let fit = if req.gpus > 0 {
             req.gpus as f64 / free_gpus.max(1) as f64 * self.memory_fit[row.class as usize]
         } else {
-            cpu_fit(row.gpus_per_node)
+            cpu_fit(row.gpus_per_node, free_gpus)
         };
         let (startup, locality, preference) = self.pool_level(row);
         [unit(health), unit(success), startup, locality, unit(fit), preference]
@@ -289,7 +291,12 @@ impl<'a> Scorer<'a> {
     pub fn bound(&self, row: &PoolRow, risk: Risk, expected_hourly: f64) -> f64 {
         let c = &self.coef;
         let success = risk.survival * if self.cached_success { row.success_bound } else { 1.0 };
-        let fit = self.fit_bound.get(row.class as usize).copied().unwrap_or(1.0);
+        let fit = if self.req.gpus == 0 && row.gpus_per_node > 0 {
+            // Whichever node is picked has at least the pool's fewest free GPUs.
+            cpu_fit(row.gpus_per_node, self.snap.fewest_free_gpus(row))
+        } else {
+            self.fit_bound.get(row.class as usize).copied().unwrap_or(1.0)
+        };
         let base = c[0] * self.cost(expected_hourly) + c[1] * row.health_bound + c[2] * success + c[5] * fit;
         if self.pool_level_fast {
             base + c[3] * row.startup_score
@@ -379,10 +386,16 @@ impl Risk {
     }
 }
 
-/// The fit of CPU work: 1 on CPU nodes, 0.1 on GPU nodes (it would strand
-/// their GPUs).
-fn cpu_fit(gpus_per_node: u32) -> f64 {
-    if gpus_per_node > 0 { 0.1 } else { 1.0 }
+/// The fit of work without GPUs: 1 on CPU nodes; on a GPU node, the share
+/// of its GPUs already in use. The CPU and memory it takes would block the
+/// free ones, so among GPU nodes (a last resort) the least GPU capacity
+/// is wasted on the one with the fewest GPUs free.
+fn cpu_fit(gpus_per_node: u32, free_gpus: u32) -> f64 {
+    if gpus_per_node == 0 {
+        1.0
+    } else {
+        1.0 - f64::from(free_gpus.min(gpus_per_node)) / f64::from(gpus_per_node)
+    }
 }
 
 /// The startup factor: 1 within `startup_within`, then decaying as the

@@ -382,6 +382,17 @@ impl Snapshot {
         self.heads.get(row.index_base as usize + gpus as usize).filter(|h| h.node != NO_NODE)
     }
 
+    /// The fewest free GPUs of any ready, unquarantined node of the pool
+    /// (its GPUs per node when it has none): the largest threshold whose
+    /// list holds every node of the first. O(GPUs per node).
+    #[inline]
+    pub(crate) fn fewest_free_gpus(&self, row: &PoolRow) -> u32 {
+        let base = row.index_base as usize;
+        let len = |g: u32| self.index_len.get(base + g as usize).copied().unwrap_or(0);
+        let all = len(0);
+        (1..=row.gpus_per_node).take_while(|&g| len(g) == all).last().unwrap_or(0)
+    }
+
     /// Ready, unquarantined nodes of the pool with at least `gpus` free
     /// GPUs, best first: healthiest, then fewest free GPUs, then by name;
     /// and how many of them lead with no free CPU or no free memory.

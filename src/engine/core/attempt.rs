@@ -101,6 +101,8 @@ impl Core {
         let est = c.est_cost_usd.high.unwrap_or(c.est_cost_usd.low);
         let breakdown: Vec<String> =
             c.breakdown.iter().map(|f| format!("{}={:.2}", f.factor, f.raw)).collect();
+        // Work without GPUs on a GPU node: why, after the factors.
+        let note = c.gpu_node.map(|g| format!("; {g}")).unwrap_or_default();
         e.attempts.push(AttemptRecord {
             id: attempt,
             provider: c.provider.clone(),
@@ -113,7 +115,7 @@ impl Core {
             gpus: alloc.gpus,
             gpu_memory_gb,
             score: c.score,
-            score_breakdown: breakdown.join(" "),
+            score_breakdown: breakdown.join(" ") + &note,
             placed_at: now,
             started_at: None,
             ended_at: None,
@@ -151,7 +153,7 @@ impl Core {
         self.save_attempt(id, idx);
         self.save_workload(id, now);
         let msg = format!(
-            "placed on {} ({}, node {}) at ${:.2}/h, score {:.1}",
+            "placed on {} ({}, node {}) at ${:.2}/h, score {:.1}{note}",
             c.pool, c.accelerator, c.node, c.hourly_usd, c.score
         );
         self.event(now, id, Some(attempt), EventKind::Placed, msg);

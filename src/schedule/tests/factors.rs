@@ -111,11 +111,98 @@ fn fit_keeps_big_nodes_for_big_work() {
     // h100-2: 1 of 2 free GPUs, 80 GB where 24 GB would do.
     let h100 = raw(by_pool(&cs, "cloud-a/us-east-h100"), Factor::Fit).unwrap();
     assert!((h100 - 0.5 * 24.0 / 80.0).abs() < 1e-12);
-    // CPU work on GPU nodes scores low, and lands on the CPU pool.
+    // CPU work lands on the CPU pool; on a GPU node it would fit as well
+    // as the share of the node's GPUs already in use (h100-2: 6 of 8).
     let cs = all(&demo(), &HealthView::default(), &cpu_req(), Policy::default());
     assert_eq!(cs[0].pool, "onprem/cpu");
     assert_eq!(raw(&cs[0], Factor::Fit), Some(1.0));
-    assert_eq!(raw(by_pool(&cs, "cloud-a/us-east-h100"), Factor::Fit), Some(0.1));
+    let h100 = by_pool(&cs, "cloud-a/us-east-h100");
+    assert_eq!((h100.node.as_str(), raw(h100, Factor::Fit)), ("h100-2", Some(0.75)));
+}
+
+/// A CPU pool and a GPU pool that outscores it on every factor but fit:
+/// cheap spot RTX cards that start fast, against dear, slow, flaky CPU nodes.
+fn cpu_against_cheap_gpus(cpu_nodes: Vec<NodeDef>) -> Fleet {
+    let mut b = FleetBuilder::new();
+    b.provider("p", ProviderKind::Cloud, None).unwrap();
+    let mut p = pool("cpu", "r", cpus(32.0, 64.0, 200.0), 8.0);
+    p.startup = Duration::from_secs(600);
+    b.pool(p, cpu_nodes).unwrap();
+    let rtx = acc(Vendor::Nvidia, "RTX-4090", Family::Ada, (8, 9), 24.0);
+    let mut p = pool("rtx", "r", gpus(rtx, 1, Interconnect::Pcie, 16.0, 64.0, 500.0), 0.45);
+    p.startup = Duration::from_secs(10);
+    b.pool(p, vec![node("rtx-1"), node("rtx-2")]).unwrap();
+    b.build()
+}
+
+#[test]
+fn cpu_work_takes_a_gpu_node_only_as_a_last_resort() {
+    let flaky = health_with(|h| {
+        h.pools.insert("p/cpu".into(), bad(0.5));
+    });
+    let f = cpu_against_cheap_gpus(vec![node("c1")]);
+    let cs = all(&f, &flaky, &cpu_req(), Policy::default());
+    assert_eq!(cs.len(), 2);
+    let (cpu, rtx) = (&cs[0], &cs[1]);
+    assert_eq!((cpu.pool.as_str(), cpu.gpu_node), ("p/cpu", None));
+    // The GPU node scores higher, and still ranks second: it is kept free.
+    assert!(rtx.score > cpu.score, "{} vs {}", rtx.score, cpu.score);
+    assert_eq!((rtx.pool.as_str(), rtx.gpu_node), ("p/rtx", Some(GpuNode::KeptForGpuWork)));
+    assert_eq!(rtx.gpu_node.unwrap().to_string(), "kept free for GPU work: a CPU-only node fits");
+    // Under every weighting, price alone included.
+    use crate::spec::Optimize;
+    for o in [Optimize::Cost, Optimize::Speed, Optimize::Reliability] {
+        assert_eq!(all(&f, &flaky, &cpu_req(), Policy::for_optimize(o))[0].pool, "p/cpu", "{o:?}");
+    }
+    let price_only = Weights {
+        cost: 1.0,
+        health: 0.0,
+        success: 0.0,
+        startup: 0.0,
+        locality: 0.0,
+        fit: 0.0,
+        preference: 0.0,
+    };
+    let p = placed(&f, &flaky, &cpu_req(), &Policy { weights: price_only, top_k: 1, ..Policy::default() });
+    assert_eq!(p.candidates[0].pool, "p/cpu", "the GPU pool is skipped before it is scored");
+
+    // The CPU node is full: the GPU node is the last resort, and says so.
+    let full = NodeDef { used: Free { cpu_cores: 32.0, ..Free::default() }, ..node("c1") };
+    let cs = all(&cpu_against_cheap_gpus(vec![full]), &flaky, &cpu_req(), Policy::default());
+    assert_eq!(cs.len(), 1);
+    assert_eq!(cs[0].gpu_node, Some(GpuNode::LastResort));
+    assert_eq!(cs[0].gpu_node.unwrap().to_string(), "GPU node used as a last resort: no CPU-only node fits");
+    // So it is when no CPU pool passes the request's own filters.
+    let req = Requirements { exclude_pools: vec!["p/cpu".into()], ..cpu_req() };
+    let cs = all(&f, &flaky, &req, Policy::default());
+    assert_eq!((cs[0].pool.as_str(), cs[0].gpu_node), ("p/rtx", Some(GpuNode::LastResort)));
+
+    // GPU work is ranked by score alone and carries no such note.
+    let cs = all(&f, &flaky, &gpu_req(1), Policy::default());
+    assert_eq!((cs[0].pool.as_str(), cs[0].gpu_node), ("p/rtx", None));
+    let json = serde_json::to_value(&cs[0]).unwrap();
+    assert!(json.get("gpu_node").is_none(), "{json}");
+    let json = serde_json::to_value(rtx).unwrap();
+    assert_eq!(json["gpu_node"], "kept-for-gpu-work");
+}
+
+#[test]
+fn as_a_last_resort_cpu_work_takes_the_gpu_node_with_the_fewest_gpus_free() {
+    // Two GPU pools alike but for their nodes' use; the busy one sorts last by name.
+    let mut b = FleetBuilder::new();
+    b.provider("p", ProviderKind::Local, None).unwrap();
+    let shape = || gpus(l40s(), 4, Interconnect::Pcie, 48.0, 256.0, 1000.0);
+    b.pool(pool("a-idle", "r", shape(), 4.0), vec![node("idle-1")]).unwrap();
+    b.pool(pool("b-half", "r", shape(), 4.0), vec![used("half-1", 2, 0)]).unwrap();
+    b.pool(pool("z-busy", "r", shape(), 4.0), vec![used("busy-1", 4, 0)]).unwrap();
+    let f = b.build();
+    let cs = all(&f, &HealthView::default(), &cpu_req(), Policy::default());
+    let order: Vec<(&str, Option<f64>)> = cs.iter().map(|c| (c.node.as_str(), raw(c, Factor::Fit))).collect();
+    assert_eq!(order, vec![("busy-1", Some(1.0)), ("half-1", Some(0.5)), ("idle-1", Some(0.0))]);
+    assert!(cs.iter().all(|c| c.gpu_node == Some(GpuNode::LastResort)));
+    // The score bound that skips pools knows the busy pool can fit best.
+    let best = placed(&f, &HealthView::default(), &cpu_req(), &Policy { top_k: 1, ..Policy::default() });
+    assert_eq!(best.candidates[0].node, "busy-1");
 }
 
 #[test]
