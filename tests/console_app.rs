@@ -890,3 +890,37 @@ fn retrying_counts_only_failed_workloads_waiting_to_run_again() {
     assert_eq!(plain.derived.overview.counts.retrying, 0);
     assert!(!screen(&plain).contains("retry"), "{}", screen(&plain));
 }
+
+/// Work moved off a drained node, or refused for room, waits to run again
+/// without being a fault: triage lists failures, not routine moves.
+#[test]
+fn an_evicted_or_refused_attempt_is_not_a_fault() {
+    use canopy::engine::model::{AttemptId, AttemptState};
+    use canopy::failure::FailureClass;
+    let mut a = app(false);
+    let (id, row) = a
+        .model
+        .workloads
+        .iter()
+        .find(|(_, w)| w.rec.state == canopy::engine::model::WorkloadState::Running && w.attempts.len() == 1)
+        .map(|(id, w)| (*id, w.clone()))
+        .expect("a running workload with one attempt");
+    let mut rec = row.rec.clone();
+    rec.state = canopy::engine::model::WorkloadState::Queued;
+    let mut evicted = row.attempts[0].clone();
+    evicted.state = AttemptState::Failed;
+    evicted.class = Some(FailureClass::Preempted);
+    evicted.rule = Some(canopy::engine::EVICTED_RULE.into());
+    let mut refused = evicted.clone();
+    refused.id = AttemptId { workload: id, n: 2 };
+    refused.class = Some(FailureClass::Capacity);
+    refused.rule = Some("provider.capacity".into());
+    let records = vec![
+        Record::Workload(Box::new(rec)),
+        Record::Attempt(Box::new(evicted)),
+        Record::Attempt(Box::new(refused)),
+    ];
+    a.update(Msg::Records(Arc::new(Batch { seq: 98, records })));
+    assert!(!a.model.workloads[&id].is_fault());
+    assert!(!a.derived.faults.contains(&id), "{id} is in triage");
+}

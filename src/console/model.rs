@@ -44,7 +44,14 @@ impl WorkloadRow {
         match self.rec.state {
             WorkloadState::Failed => self.rec.acknowledged.is_none() && self.retried_as.is_none(),
             s if s.is_final() => false,
-            _ => self.attempts.iter().any(|a| a.class.is_some_and(|c| c != FailureClass::Cancelled)),
+            // A live workload is a fault once an attempt failed; an
+            // eviction by a drain, a cancel or a launch refused for room
+            // is routine, not a failure.
+            _ => self.attempts.iter().any(|a| {
+                let routine = a.rule.as_deref() == Some(crate::engine::EVICTED_RULE);
+                a.class.is_some_and(|c| !matches!(c, FailureClass::Cancelled | FailureClass::Capacity))
+                    && !routine
+            }),
         }
     }
     /// Failed and waiting to run again: queued after its newest ended
