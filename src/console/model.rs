@@ -44,14 +44,8 @@ impl WorkloadRow {
         match self.rec.state {
             WorkloadState::Failed => self.rec.acknowledged.is_none() && self.retried_as.is_none(),
             s if s.is_final() => false,
-            // A live workload is a fault once an attempt failed; an
-            // eviction by a drain, a cancel or a launch refused for room
-            // is routine, not a failure.
-            _ => self.attempts.iter().any(|a| {
-                let routine = a.rule.as_deref() == Some(crate::engine::EVICTED_RULE);
-                a.class.is_some_and(|c| !matches!(c, FailureClass::Cancelled | FailureClass::Capacity))
-                    && !routine
-            }),
+            // A live workload is a fault once an attempt failed.
+            _ => self.attempts.iter().any(failed),
         }
     }
     /// Failed and waiting to run again: queued after its newest ended
@@ -62,14 +56,19 @@ impl WorkloadRow {
         if self.rec.state != WorkloadState::Queued {
             return false;
         }
-        let Some(a) = self.attempts.iter().rev().find(|a| a.state.is_final()) else { return false };
-        let routine = a.rule.as_deref() == Some(crate::engine::EVICTED_RULE);
-        a.class.is_some_and(|c| !matches!(c, FailureClass::Cancelled | FailureClass::Capacity)) && !routine
+        self.attempts.iter().rev().find(|a| a.state.is_final()).is_some_and(failed)
     }
     /// The class of the newest failed attempt, or of the workload.
     pub fn fault_class(&self) -> Option<FailureClass> {
         self.attempts.iter().rev().find_map(|a| a.class).or(self.rec.class)
     }
+}
+
+/// An attempt that failed, as an operator means it: an eviction by a
+/// drain, a cancel or a launch refused for room is routine, not a failure.
+fn failed(a: &AttemptRecord) -> bool {
+    let routine = a.rule.as_deref() == Some(crate::engine::EVICTED_RULE);
+    a.class.is_some_and(|c| !matches!(c, FailureClass::Cancelled | FailureClass::Capacity)) && !routine
 }
 
 /// Everything the views draw from.
