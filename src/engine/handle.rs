@@ -317,10 +317,8 @@ impl EngineHandle {
                 WorkloadFilter { before: Some(before), limit: Some(limit), ..WorkloadFilter::default() };
             let workloads = j.workloads(&filter)?;
             let total = j.count_workloads(&WorkloadFilter::default())?;
-            let attempts = match (workloads.last(), workloads.first()) {
-                (Some(lo), Some(hi)) => j.attempts_between(lo.id, hi.id)?,
-                _ => Vec::new(),
-            };
+            let ids: Vec<WorkloadId> = workloads.iter().map(|w| w.id).collect();
+            let attempts = j.attempts_of(&ids)?;
             Ok(Recent { workloads, attempts, events: Vec::new(), total })
         })
         .await
@@ -434,10 +432,8 @@ pub fn recent(j: &mut Journal, limit: usize, events: usize) -> Result<Recent, Jo
     }
     workloads.sort_by_key(|w| std::cmp::Reverse(w.id));
     let total = j.count_workloads(&WorkloadFilter::default())?;
-    let mut attempts = Vec::new();
-    for w in &workloads {
-        attempts.extend(j.attempts(w.id)?);
-    }
+    let ids: Vec<WorkloadId> = workloads.iter().map(|w| w.id).collect();
+    let attempts = j.attempts_of(&ids)?;
     let last = j.last_event_seq()?;
     let since = last.saturating_sub(i64::try_from(events).unwrap_or(i64::MAX));
     let events = j.events_since(since, events)?.into_iter().map(|(_, e)| e).collect();

@@ -202,6 +202,27 @@ impl Journal {
             .map_err(failed(&self.store, "read attempts"))
     }
 
+    /// The attempts of these workloads, by workload then attempt: one
+    /// query when their ids are close (a page of neighbours), one per
+    /// workload when they are scattered (unresolved failures across a long
+    /// history).
+    pub fn attempts_of(&self, ids: &[WorkloadId]) -> Result<Vec<AttemptRecord>, JournalError> {
+        let (Some(lo), Some(hi)) = (ids.iter().min(), ids.iter().max()) else { return Ok(Vec::new()) };
+        if hi.0 - lo.0 < 4 * ids.len() as u64 + 16 {
+            let wanted: std::collections::HashSet<WorkloadId> = ids.iter().copied().collect();
+            let mut all = self.attempts_between(*lo, *hi)?;
+            all.retain(|a| wanted.contains(&a.id.workload));
+            return Ok(all);
+        }
+        let mut sorted = ids.to_vec();
+        sorted.sort();
+        let mut all = Vec::new();
+        for id in sorted {
+            all.extend(self.attempts(id)?);
+        }
+        Ok(all)
+    }
+
     /// The events of one workload in the order they were appended.
     pub fn events(&self, id: WorkloadId) -> Result<Vec<EventRecord>, JournalError> {
         // A range for one value: see `attempts_between`.

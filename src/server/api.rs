@@ -268,25 +268,17 @@ async fn list(State(s): State<Served>, Query(q): Query<ListQuery>) -> ApiResult<
     Ok(Json(Page { workloads, next_cursor, total }))
 }
 
-/// Each workload with its attempts: one query for a page of neighbours,
-/// one per workload when they are scattered (unresolved failures across a
-/// long history).
-pub fn with_attempts(
+/// Each workload with its attempts ([`Journal::attempts_of`]).
+///
+/// [`Journal::attempts_of`]: crate::journal::Journal::attempts_of
+fn with_attempts(
     j: &crate::journal::Journal,
     ws: Vec<WorkloadRecord>,
 ) -> Result<Vec<(WorkloadRecord, Vec<AttemptRecord>)>, crate::journal::JournalError> {
-    let (Some(lo), Some(hi)) = (ws.iter().map(|w| w.id).min(), ws.iter().map(|w| w.id).max()) else {
-        return Ok(Vec::new());
-    };
+    let ids: Vec<WorkloadId> = ws.iter().map(|w| w.id).collect();
     let mut by_id: std::collections::HashMap<WorkloadId, Vec<AttemptRecord>> = Default::default();
-    if hi.0 - lo.0 < 4 * ws.len() as u64 + 16 {
-        for a in j.attempts_between(lo, hi)? {
-            by_id.entry(a.id.workload).or_default().push(a);
-        }
-    } else {
-        for w in &ws {
-            by_id.insert(w.id, j.attempts(w.id)?);
-        }
+    for a in j.attempts_of(&ids)? {
+        by_id.entry(a.id.workload).or_default().push(a);
     }
     Ok(ws
         .into_iter()
