@@ -83,6 +83,8 @@ fn attempt(id: u64, state: AttemptState) -> Record {
         provider_ref: Some(format!("slurm job {}", 900_000 + id)),
         nonce: String::new(),
         stop: None,
+        nodes: Vec::new(),
+        checkpoint: None,
     }))
 }
 

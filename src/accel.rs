@@ -185,6 +185,61 @@ impl fmt::Display for Interconnect {
     }
 }
 
+/// How nodes talk to each other: the network between the nodes of a gang.
+/// Ordered by what it can stand in for: InfiniBand serves a request for
+/// RoCE (both are RDMA), and any fabric serves a request for Ethernet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Fabric {
+    /// Plain TCP/IP between nodes.
+    Ethernet,
+    /// RDMA over Converged Ethernet.
+    Roce,
+    /// InfiniBand (RDMA).
+    Infiniband,
+}
+
+impl Fabric {
+    /// Whether a node on this fabric serves a request for `wanted`.
+    pub fn serves(self, wanted: Fabric) -> bool {
+        match wanted {
+            Fabric::Ethernet => true,
+            Fabric::Roce => matches!(self, Fabric::Roce | Fabric::Infiniband),
+            Fabric::Infiniband => self == Fabric::Infiniband,
+        }
+    }
+}
+
+impl fmt::Display for Fabric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Fabric::Ethernet => "ethernet",
+            Fabric::Roce => "roce",
+            Fabric::Infiniband => "infiniband",
+        })
+    }
+}
+
+/// Whether a pool's accelerator model (`"A100-SXM4-80GB"`, `"NVIDIA A100 80GB"`)
+/// is the model a spec names (`"A100"`): the name appears in it as a whole
+/// word, case-insensitively, so `A100` matches `A100-SXM4-80GB` but not
+/// `A1000`, and `H100` does not match `GH100X`.
+pub fn model_matches(offered: &str, wanted: &str) -> bool {
+    let wanted = wanted.trim();
+    if wanted.is_empty() {
+        return false;
+    }
+    let offered = offered.to_ascii_lowercase();
+    let wanted = wanted.to_ascii_lowercase();
+    let bytes = offered.as_bytes();
+    offered.match_indices(&wanted).any(|(at, m)| {
+        let before = at.checked_sub(1).map(|i| bytes[i]);
+        let after = bytes.get(at + m.len()).copied();
+        let edge = |c: Option<u8>| c.is_none_or(|c| !c.is_ascii_alphanumeric());
+        edge(before) && edge(after)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +251,25 @@ mod tests {
         let c: ComputeCapability = "10.0".parse().unwrap();
         assert!(a < b && b < c);
         assert!("eight".parse::<ComputeCapability>().is_err());
+    }
+
+    #[test]
+    fn a_model_matches_as_a_whole_word() {
+        assert!(model_matches("A100-SXM4-80GB", "A100"));
+        assert!(model_matches("NVIDIA A100 80GB", "a100"));
+        assert!(model_matches("A10G", "A10G"));
+        assert!(!model_matches("A10G", "A10"));
+        assert!(!model_matches("A1000", "A100"));
+        assert!(!model_matches("GH100X", "H100"));
+        assert!(!model_matches("H100", ""));
+    }
+
+    #[test]
+    fn infiniband_serves_roce_and_anything_serves_ethernet() {
+        assert!(Fabric::Infiniband.serves(Fabric::Roce));
+        assert!(Fabric::Roce.serves(Fabric::Ethernet));
+        assert!(!Fabric::Roce.serves(Fabric::Infiniband));
+        assert!(!Fabric::Ethernet.serves(Fabric::Roce));
     }
 
     #[test]

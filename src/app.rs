@@ -295,6 +295,8 @@ fn adopt_local_attempts(
             provider_ref: None,
             nonce,
             stop: None,
+            nodes: Vec::new(),
+            checkpoint: None,
         };
         let message = format!("adopted {token} into a new journal (the old one was lost)");
         records.push(Record::Workload(Box::new(w)));

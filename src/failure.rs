@@ -200,4 +200,26 @@ pub enum ProviderEnd {
     },
     /// The provider reported an end Canopy does not know.
     Unknown { message: String },
+    /// One rank of a gang ended first and the gang was stopped: how that
+    /// rank ended, and where. The class is that end's; health is charged
+    /// to that node alone.
+    Rank { rank: u32, node: String, end: Box<ProviderEnd> },
+}
+
+impl ProviderEnd {
+    /// The end itself, without the gang rank it came from.
+    pub fn inner(&self) -> &ProviderEnd {
+        match self {
+            ProviderEnd::Rank { end, .. } => end.inner(),
+            e => e,
+        }
+    }
+
+    /// For a gang rank's end: its rank and node.
+    pub fn rank(&self) -> Option<(u32, &str)> {
+        match self {
+            ProviderEnd::Rank { rank, node, .. } => Some((*rank, node.as_str())),
+            _ => None,
+        }
+    }
 }

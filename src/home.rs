@@ -42,6 +42,11 @@ impl Home {
     pub fn logs(&self) -> PathBuf {
         self.root.join("logs")
     }
+    /// Workloads' checkpoints, handed from attempt to attempt:
+    /// `checkpoints/w-17/<checkpoint>/COMPLETE`.
+    pub fn checkpoints(&self) -> PathBuf {
+        self.root.join("checkpoints")
+    }
     /// Collected outputs: `artifacts/w-17/2/<output>`.
     pub fn artifacts(&self) -> PathBuf {
         self.root.join("artifacts")

@@ -280,7 +280,7 @@ fn restart_replays_live_state_without_relaunching_running_work() {
     // The failed node stays excluded for the workload that failed there.
     let out = core.handle(Event::Tick, Millis(now.0 + 60_000));
     let next = out.iter().find_map(|a| match a {
-        Action::Launch { attempt, node, .. } if attempt.workload == failed_once => Some(node.clone()),
+        Action::Launch { attempt, nodes, .. } if attempt.workload == failed_once => nodes.first().cloned(),
         _ => None,
     });
     assert!(next.is_some_and(|n| n != n_f));

@@ -29,6 +29,7 @@ fn pool() -> PoolDef {
             cpu_cores: 16.0,
             memory_gb: 64.0,
             disk_gb: 100.0,
+            fabric: None,
         },
         price_per_hour: 0.0,
         startup: Duration::from_secs(5),
@@ -42,7 +43,13 @@ fn pool() -> PoolDef {
 }
 
 fn node(name: &str, state: NodeState, others_gpus: u32) -> NodeDef {
-    NodeDef { name: name.into(), state, used: Free { gpus: others_gpus, ..Free::default() }, canopy_gpus: 0 }
+    NodeDef {
+        name: name.into(),
+        state,
+        used: Free { gpus: others_gpus, ..Free::default() },
+        canopy_gpus: 0,
+        switch: None,
+    }
 }
 
 fn fleet(nodes: Vec<NodeDef>) -> Fleet {
@@ -75,7 +82,7 @@ fn submit(core: &mut Core, gpus: u32) -> (WorkloadId, Vec<Action>) {
 }
 
 fn launched(out: &[Action]) -> Option<String> {
-    out.iter().find_map(|a| if let Action::Launch { node, .. } = a { Some(node.clone()) } else { None })
+    out.iter().find_map(|a| if let Action::Launch { nodes, .. } = a { nodes.first().cloned() } else { None })
 }
 
 fn refresh(core: &mut Core, nodes: Vec<NodeDef>) -> Vec<Action> {

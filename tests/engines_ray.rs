@@ -54,6 +54,8 @@ async fn ray_submit_logs_duplicate_and_stop() {
         spec: Arc::new(s),
         pool: "h100".into(),
         node: "ray-127.0.0.1".into(),
+        nodes: vec!["ray-127.0.0.1".into()],
+        checkpoint_dir: None,
         secrets: Vec::new(),
         artifact_dir: t.path().into(),
     };
@@ -182,6 +184,8 @@ async fn abandoned_pending_ray_job_is_stopped_when_it_starts() {
         }))),
         pool: "h100".into(),
         node: "ray-127.0.0.1".into(),
+        nodes: vec!["ray-127.0.0.1".into()],
+        checkpoint_dir: None,
         secrets: Vec::new(),
         artifact_dir: t.path().into(),
     };
@@ -234,6 +238,8 @@ async fn secrets_reach_the_ray_job_and_no_ray_surface() {
         }))),
         pool: "cpu".into(),
         node: "ray-127.0.0.1".into(),
+        nodes: vec!["ray-127.0.0.1".into()],
+        checkpoint_dir: None,
         secrets: vec![("HF_TOKEN".into(), canopy::providers::SecretValue::new(value.clone()))],
         artifact_dir: t.path().into(),
     };

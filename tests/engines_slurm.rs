@@ -142,6 +142,8 @@ fn request(token: &str, spec: canopy::spec::Spec, dir: &std::path::Path) -> Laun
         spec: Arc::new(spec),
         pool: "debug".into(),
         node: "n1".into(),
+        nodes: vec!["n1".into()],
+        checkpoint_dir: None,
         secrets: Vec::new(),
         artifact_dir: dir.to_path_buf(),
     }

@@ -64,6 +64,8 @@ fn attempt(w: u64, n: u32, state: AttemptState) -> AttemptRecord {
         provider_ref: None,
         nonce: String::new(),
         stop: None,
+        nodes: Vec::new(),
+        checkpoint: None,
     }
 }
 

@@ -95,6 +95,8 @@ fn batch(id: u64) -> Vec<Record> {
         provider_ref: None,
         nonce: String::new(),
         stop: None,
+        nodes: Vec::new(),
+        checkpoint: None,
     };
     let event = |kind, attempt| {
         Record::Event(EventRecord {

@@ -50,6 +50,8 @@ fn request(root: &Path, workload: u64, spec: Spec) -> LaunchRequest {
         spec: Arc::new(spec),
         pool: "host".into(),
         node: "localhost".into(),
+        nodes: vec!["localhost".into()],
+        checkpoint_dir: None,
         secrets: Vec::new(),
         artifact_dir: root.join("artifacts"),
     }

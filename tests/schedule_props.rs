@@ -186,6 +186,7 @@ fn build(spec: &[ProviderSpec], reversed: bool) -> (Fleet, HealthView) {
                     cpu_cores: q.cpu,
                     memory_gb: q.mem,
                     disk_gb: q.disk,
+                    fabric: None,
                 },
                 price_per_hour: q.price,
                 startup: Duration::from_secs(q.startup),
@@ -234,6 +235,7 @@ fn build(spec: &[ProviderSpec], reversed: bool) -> (Fleet, HealthView) {
                             disk_gb: (q.disk * n.used_frac).floor(),
                         },
                         canopy_gpus: if n.canopy { used_gpus } else { 0 },
+                        switch: None,
                     }
                 })
                 .collect();

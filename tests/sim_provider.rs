@@ -103,6 +103,8 @@ impl World {
             spec: Arc::new(spec),
             pool: pool.into(),
             node: node.into(),
+            nodes: vec![node.into()],
+            checkpoint_dir: None,
             secrets: Vec::new(),
             artifact_dir: self.tmp.path().join(format!("w{w}")),
         }

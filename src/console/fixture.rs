@@ -86,6 +86,8 @@ pub fn model(fleet: Fleet, n: usize) -> Model {
                     provider_ref: None,
                     nonce: String::new(),
                     stop: None,
+                    nodes: Vec::new(),
+                    checkpoint: None,
                 });
             }
         }

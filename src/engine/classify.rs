@@ -116,6 +116,7 @@ impl fmt::Display for ProviderEnd {
             ProviderEnd::MaxRuntimeReached => f.write_str("max runtime reached"),
             ProviderEnd::Evicted { message, .. } => with(f, "evicted", message),
             ProviderEnd::Unknown { message } => with(f, "unknown end", message),
+            ProviderEnd::Rank { rank, node, end } => write!(f, "rank {rank} on {node}: {end}"),
         }
     }
 }
@@ -196,6 +197,13 @@ pub fn rule_ids() -> impl Iterator<Item = (&'static str, FailureClass)> {
 /// precedence. Always returns a classification; `default.app` when nothing
 /// more specific matched.
 pub fn classify(end: &ProviderEnd, log_tail: &[&str]) -> Classification {
+    // A gang's end is the end of the rank that ended first: classified as
+    // that end, with the rank and node named in the evidence.
+    if let ProviderEnd::Rank { rank, node, end } = end {
+        let mut c = classify(end, log_tail);
+        c.evidence.line = format!("rank {rank} on {node}: {}", c.evidence.line);
+        return c;
+    }
     for rule in RULES {
         if let Matcher::Canopy(m) | Matcher::Provider(m) = rule.matcher
             && m(end)

@@ -312,9 +312,42 @@ pub struct AttemptRecord {
     /// outcome) after any restart.
     #[serde(default)]
     pub stop: Option<ProviderEnd>,
+    /// A gang's nodes in rank order (`node` is rank 0's); empty for one node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    /// The checkpoint it resumed from and the newest complete one it left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointNote>,
+}
+
+/// An attempt's checkpoints: what it resumed from, what it left.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CheckpointNote {
+    /// The complete checkpoint handed to it at launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<SavedCheckpoint>,
+    /// The newest complete checkpoint when it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved: Option<SavedCheckpoint>,
+}
+
+/// One complete checkpoint: its directory's name, when it was marked
+/// complete, its size, and which attempt wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedCheckpoint {
+    pub name: String,
+    pub at: Millis,
+    pub bytes: u64,
+    /// The attempt number that wrote it.
+    pub attempt: u32,
 }
 
 impl AttemptRecord {
+    /// Every node the attempt holds, in rank order.
+    pub fn all_nodes(&self) -> Vec<String> {
+        if self.nodes.is_empty() { vec![self.node.clone()] } else { self.nodes.clone() }
+    }
+
     /// The token the attempt's provider knows it by.
     pub fn token(&self, store_id: &str) -> String {
         self.id.token(store_id, &self.nonce)

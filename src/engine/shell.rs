@@ -41,6 +41,9 @@ pub struct ShellConfig {
     /// Every provider's logs end up here the same way, and stay after the
     /// provider has cleaned up.
     pub logs: PathBuf,
+    /// Where workloads' checkpoints live between attempts:
+    /// `<checkpoints>/w-17/…` (see [`crate::engine::checkpoint`]).
+    pub checkpoints: PathBuf,
     /// Status of every live attempt is polled this often.
     pub poll_every: Duration,
     /// Providers are asked for what they own (leak detection) this often.
@@ -55,9 +58,12 @@ pub struct ShellConfig {
 
 impl ShellConfig {
     pub fn new(artifacts: PathBuf, logs: PathBuf) -> Self {
+        let checkpoints =
+            artifacts.parent().map_or_else(|| PathBuf::from("checkpoints"), |p| p.join("checkpoints"));
         Self {
             artifacts,
             logs,
+            checkpoints,
             poll_every: Duration::from_millis(500),
             reconcile_every: Duration::from_secs(60),
             inventory_every: Duration::from_secs(30),
@@ -577,9 +583,9 @@ impl Shell {
         for a in effects {
             match a {
                 Action::Record(_) | Action::Reply { .. } => {}
-                Action::Launch { attempt, provider, token, pool, node, spec } => {
+                Action::Launch { attempt, provider, token, pool, nodes, spec } => {
                     self.specs.insert(attempt.workload, spec.clone());
-                    self.spawn_launch(attempt, provider, token, pool, node, spec);
+                    self.spawn_launch(attempt, provider, token, pool, nodes, spec);
                 }
                 Action::Terminate { attempt, provider, token } => {
                     self.spawn_terminate(attempt, provider, token)
@@ -607,12 +613,14 @@ impl Shell {
         provider: String,
         token: String,
         pool: String,
-        node: String,
+        nodes: Vec<String>,
         spec: Arc<Spec>,
     ) {
         let tx = self.tx.clone();
         let artifact_dir =
             self.config.artifacts.join(attempt.workload.to_string()).join(attempt.n.to_string());
+        let checkpoint_dir =
+            spec.checkpoint.as_ref().map(|_| self.config.checkpoints.join(attempt.workload.to_string()));
         let timeout = self.config.call_timeout;
         let Some(p) = self.provider(&provider) else {
             let err = LaunchError::Rejected(format!("no adapter is configured for provider {provider:?}"));
@@ -626,7 +634,18 @@ impl Shell {
                     return Self::send(&tx, Event::LaunchResult { attempt, result: Err(err) });
                 }
             };
-            let req = LaunchRequest { attempt, token, spec, pool, node, secrets, artifact_dir };
+            let node = nodes.first().cloned().unwrap_or_default();
+            let req = LaunchRequest {
+                attempt,
+                token,
+                spec,
+                pool,
+                node,
+                secrets,
+                artifact_dir,
+                nodes,
+                checkpoint_dir,
+            };
             let result = match tokio::time::timeout(timeout, p.launch(&req)).await {
                 Ok(r) => r,
                 Err(_) => Err(LaunchError::Timeout),

@@ -23,13 +23,16 @@
 //! price_per_hour = 0.0        # whole node, USD
 //! startup = "30s"
 //! lifecycle = "job"
-//! nodes = 4                   # or a list of node tables
+//! fabric = { kind = "infiniband", gbps = 400 }   # between nodes, for gangs
+//! nodes_per_switch = 2        # counted nodes: sw0 = nodes 0-1, sw1 = 2-3
+//! nodes = 4                   # or a list of node tables, each with its `switch`
 //! ```
 
 use super::{
-    Fleet, FleetBuilder, FleetError, Free, Lifecycle, NodeDef, NodeState, PoolDef, ProviderKind, Shape,
+    Fleet, FleetBuilder, FleetError, Free, Lifecycle, NodeDef, NodeFabric, NodeState, PoolDef, ProviderKind,
+    Shape,
 };
-use crate::accel::{ComputeCapability, Family, Interconnect, Vendor};
+use crate::accel::{ComputeCapability, Fabric, Family, Interconnect, Vendor};
 use crate::units::HumanDuration;
 use serde::Deserialize;
 use std::path::Path;
@@ -113,7 +116,22 @@ struct FilePool {
     lifecycle: Option<Lifecycle>,
     #[serde(default)]
     lend_limit_gpus: Option<u32>,
+    /// The network between the pool's nodes.
+    #[serde(default)]
+    fabric: Option<FileFabric>,
+    /// For a counted `nodes`: how many consecutive nodes share a leaf
+    /// switch (`sw0`, `sw1`, …). Node lists name each node's `switch`.
+    #[serde(default)]
+    nodes_per_switch: Option<u32>,
     nodes: FileNodes,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileFabric {
+    kind: Fabric,
+    /// Gbit/s per node.
+    gbps: f64,
 }
 
 #[derive(Deserialize)]
@@ -140,6 +158,9 @@ struct FileNode {
     /// Of `used_gpus`, how many Canopy's workloads hold.
     #[serde(default)]
     canopy_gpus: u32,
+    /// The leaf switch or rack it hangs off.
+    #[serde(default)]
+    switch: Option<String>,
 }
 
 fn default_lifecycle(kind: ProviderKind) -> Lifecycle {
@@ -204,10 +225,34 @@ fn build(doc: FileDoc) -> Result<Fleet, FleetError> {
                 }
                 None => None,
             };
-            let nodes = match pool.nodes {
-                FileNodes::Count(n) => {
-                    (0..n).map(|i| NodeDef::idle(format!("{}-{}-{:02}", p.name, pool.name, i))).collect()
+            if let Some(f) = &pool.fabric
+                && !(f.gbps.is_finite() && f.gbps > 0.0)
+            {
+                return Err(FleetError::BadPool(
+                    label,
+                    format!("fabric gbps must be positive, got {}", f.gbps),
+                ));
+            }
+            let per_switch = match pool.nodes_per_switch {
+                Some(0) => {
+                    return Err(FleetError::BadPool(label, "nodes_per_switch must be at least 1".into()));
                 }
+                Some(_) if matches!(pool.nodes, FileNodes::List(_)) => {
+                    return Err(FleetError::BadPool(
+                        label,
+                        "nodes_per_switch applies to a counted `nodes`; give each listed node its `switch`"
+                            .into(),
+                    ));
+                }
+                n => n,
+            };
+            let nodes = match pool.nodes {
+                FileNodes::Count(n) => (0..n)
+                    .map(|i| NodeDef {
+                        switch: per_switch.map(|k| format!("sw{}", i / k)),
+                        ..NodeDef::idle(format!("{}-{}-{:02}", p.name, pool.name, i))
+                    })
+                    .collect(),
                 FileNodes::List(list) => list
                     .into_iter()
                     .map(|n| NodeDef {
@@ -220,6 +265,7 @@ fn build(doc: FileDoc) -> Result<Fleet, FleetError> {
                             disk_gb: n.used_disk_gb,
                         },
                         canopy_gpus: n.canopy_gpus,
+                        switch: n.switch,
                     })
                     .collect(),
             };
@@ -233,6 +279,7 @@ fn build(doc: FileDoc) -> Result<Fleet, FleetError> {
                     cpu_cores: pool.cpu_cores,
                     memory_gb: pool.memory_gb,
                     disk_gb: pool.disk_gb,
+                    fabric: pool.fabric.map(|f| NodeFabric { kind: f.kind, gbps: f.gbps }),
                 },
                 price_per_hour: pool.price_per_hour,
                 startup: pool.startup.map(|d| d.0).unwrap_or_default(),

@@ -8,7 +8,7 @@
 //! (Nomad's computed node classes). It does no I/O: [`load`] reads fleet
 //! files and [`synth`] generates large synthetic fleets.
 
-use crate::accel::{ComputeCapability, Family, Interconnect, Vendor};
+use crate::accel::{ComputeCapability, Fabric, Family, Interconnect, Vendor};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::ops::Range;
@@ -122,6 +122,18 @@ pub struct Shape {
     pub cpu_cores: f64,
     pub memory_gb: f64,
     pub disk_gb: f64,
+    /// The network between this pool's nodes, for gangs; `None` when the
+    /// fleet does not say (a gang that asks for a fabric cannot use it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<NodeFabric>,
+}
+
+/// A pool's inter-node network: its kind and bandwidth per node.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct NodeFabric {
+    pub kind: Fabric,
+    /// Gbit/s per node.
+    pub gbps: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -215,6 +227,10 @@ pub struct Node {
     pub free: Free,
     /// GPUs on this node held by Canopy's workloads (counts toward lend limits).
     pub canopy_gpus: u32,
+    /// The leaf switch (or rack) this node hangs off, within its pool:
+    /// the domain of a `same-switch` gang. `None` when the fleet does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<String>,
 }
 
 /// The whole fleet. Build it with [`FleetBuilder`] so the invariants hold.
@@ -316,11 +332,19 @@ pub struct NodeDef {
     pub used: Free,
     /// Of `used.gpus`, how many are Canopy's.
     pub canopy_gpus: u32,
+    /// Its leaf switch or rack ([`Node::switch`]).
+    pub switch: Option<String>,
 }
 
 impl NodeDef {
     pub fn idle(name: impl Into<String>) -> Self {
-        Self { name: name.into(), state: NodeState::Ready, used: Free::default(), canopy_gpus: 0 }
+        Self {
+            name: name.into(),
+            state: NodeState::Ready,
+            used: Free::default(),
+            canopy_gpus: 0,
+            switch: None,
+        }
     }
 }
 
@@ -418,6 +442,7 @@ impl FleetBuilder {
                     disk_gb: s.disk_gb - u.disk_gb,
                 },
                 canopy_gpus: n.canopy_gpus,
+                switch: n.switch,
             });
         }
         let last = self.fleet.nodes.len() as u32;
@@ -499,6 +524,7 @@ impl Fleet {
                     disk_gb: (s.disk_gb - n.free.disk_gb).max(0.0),
                 },
                 canopy_gpus: n.canopy_gpus,
+                switch: n.switch.clone(),
             })
             .collect()
     }

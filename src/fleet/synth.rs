@@ -371,6 +371,7 @@ fn pool_def(rng: &mut SplitMix64, t: &ProviderT, serial: usize) -> (PoolDef, u32
                 cpu_cores: g.cpu_per_gpu * n as f64,
                 memory_gb: g.ram_per_gpu * n as f64,
                 disk_gb: 500.0 * n as f64,
+                fabric: None,
             };
             let name = format!("{region}-{}x{n}", g.short);
             (name, shape, g.usd_per_gpu * n as f64, g.caps.iter().map(|c| c.to_string()).collect())
@@ -384,6 +385,7 @@ fn pool_def(rng: &mut SplitMix64, t: &ProviderT, serial: usize) -> (PoolDef, u32
                 cpu_cores: cores,
                 memory_gb: ram,
                 disk_gb: 1000.0,
+                fabric: None,
             };
             (format!("{region}-{short}"), shape, usd, Vec::new())
         }
@@ -428,7 +430,7 @@ fn node_def(rng: &mut SplitMix64, pool: &PoolDef, t: &ProviderT, gpus: u32, j: u
         disk_gb: (s.disk_gb * frac * 0.5).floor(),
     };
     let canopy_gpus = if t.owned { used_gpus / 2 + u32::from(rng.chance(0.5)) * (used_gpus / 2) } else { 0 };
-    NodeDef { name: format!("{}-{}-{j:02}", t.name, pool.name), state, used, canopy_gpus }
+    NodeDef { name: format!("{}-{}-{j:02}", t.name, pool.name), state, used, canopy_gpus, switch: None }
 }
 
 /// Health for `fleet`: every provider and most pools observed, a few

@@ -64,7 +64,7 @@ const WORKLOAD_COLUMNS: &str = "id, name, state, priority, submitted_at, updated
 
 const ATTEMPT_COLUMNS: &str = "workload, n, provider, pool, node, region, state, price_per_hour, est_cost_usd, \
      gpus, gpu_memory_gb, score, score_breakdown, placed_at, started_at, ended_at, exit_code, class, rule, \
-     evidence, cost_usd, provider_ref, nonce, stop";
+     evidence, cost_usd, provider_ref, nonce, stop, nodes, checkpoint";
 
 const EVENT_COLUMNS: &str = "seq, at, workload, attempt, kind, message";
 
@@ -373,6 +373,8 @@ fn attempt_row(r: &Row<'_>) -> rusqlite::Result<AttemptRecord> {
         provider_ref: r.get(21)?,
         nonce: r.get(22)?,
         stop: opt_json(r, 23)?,
+        nodes: opt_json(r, 24)?.unwrap_or_default(),
+        checkpoint: opt_json(r, 25)?,
     })
 }
 

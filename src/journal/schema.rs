@@ -178,6 +178,12 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE workloads ADD COLUMN acknowledged TEXT;
     CREATE INDEX workloads_unresolved ON workloads (id) WHERE state = 'failed' AND acknowledged IS NULL;
     ",
+    // 8: a gang's nodes in rank order (JSON list; NULL for one node), and
+    // the checkpoint an attempt resumed from and the one it left (JSON).
+    "
+    ALTER TABLE attempts ADD COLUMN nodes TEXT;
+    ALTER TABLE attempts ADD COLUMN checkpoint TEXT;
+    ",
 ];
 
 /// Per-connection settings.

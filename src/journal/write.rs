@@ -24,9 +24,9 @@ const UPSERT_WORKLOAD: &str = "
 const UPSERT_ATTEMPT: &str = "
     INSERT INTO attempts (workload, n, provider, pool, node, region, state, price_per_hour,
         est_cost_usd, gpus, gpu_memory_gb, score, score_breakdown, placed_at, started_at, ended_at,
-        exit_code, class, rule, evidence, cost_usd, provider_ref, nonce, stop)
+        exit_code, class, rule, evidence, cost_usd, provider_ref, nonce, stop, nodes, checkpoint)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-        ?20, ?21, ?22, ?23, ?24)
+        ?20, ?21, ?22, ?23, ?24, ?25, ?26)
     ON CONFLICT (workload, n) DO UPDATE SET
         provider = excluded.provider, pool = excluded.pool, node = excluded.node,
         region = excluded.region, state = excluded.state,
@@ -36,7 +36,8 @@ const UPSERT_ATTEMPT: &str = "
         started_at = excluded.started_at, ended_at = excluded.ended_at,
         exit_code = excluded.exit_code, class = excluded.class, rule = excluded.rule,
         evidence = excluded.evidence, cost_usd = excluded.cost_usd,
-        provider_ref = excluded.provider_ref, nonce = excluded.nonce, stop = excluded.stop";
+        provider_ref = excluded.provider_ref, nonce = excluded.nonce, stop = excluded.stop,
+        nodes = excluded.nodes, checkpoint = excluded.checkpoint";
 
 const INSERT_EVENT: &str =
     "INSERT INTO events (at, workload, attempt, kind, message) VALUES (?1, ?2, ?3, ?4, ?5)";
@@ -241,6 +242,20 @@ fn upsert_attempt(tx: &Transaction<'_>, a: &AttemptRecord, err: Wrap<'_>) -> Res
         what: format!("the stop reason of {}", a.id),
         detail: e.to_string(),
     })?;
+    let json_err = |what: &str, e: serde_json::Error| JournalError::Invalid {
+        what: format!("the {what} of {}", a.id),
+        detail: e.to_string(),
+    };
+    let nodes = (!a.nodes.is_empty())
+        .then(|| serde_json::to_string(&a.nodes))
+        .transpose()
+        .map_err(|e| json_err("gang nodes", e))?;
+    let checkpoint = a
+        .checkpoint
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| json_err("checkpoint", e))?;
     let mut stmt = tx.prepare_cached(UPSERT_ATTEMPT).map_err(err)?;
     stmt.execute(params![
         workload,
@@ -267,6 +282,8 @@ fn upsert_attempt(tx: &Transaction<'_>, a: &AttemptRecord, err: Wrap<'_>) -> Res
         a.provider_ref,
         a.nonce,
         stop,
+        nodes,
+        checkpoint,
     ])
     .map_err(err)?;
     Ok(())

@@ -64,6 +64,21 @@ pub struct LaunchRequest {
     pub secrets: Vec<(String, SecretValue)>,
     /// Where this attempt's outputs are collected (Canopy's artifact store).
     pub artifact_dir: PathBuf,
+    /// Every node in rank order, `node` first: one launcher per node (see
+    /// [`gang`]). `[node]` for ordinary work.
+    pub nodes: Vec<String>,
+    /// The workload's checkpoint directory in Canopy's store, when its spec
+    /// declares `[checkpoint]`: holds only complete checkpoints at launch
+    /// (see [`crate::engine::checkpoint`]). Providers on the same file
+    /// system use it in place as `$CANOPY_CHECKPOINT_DIR`.
+    pub checkpoint_dir: Option<PathBuf>,
+}
+
+impl LaunchRequest {
+    /// Whether this launch starts a gang (more than one node).
+    pub fn is_gang(&self) -> bool {
+        self.nodes.len() > 1
+    }
 }
 
 /// A provider's answer to a launch.
@@ -210,6 +225,7 @@ impl Inventory {
                         state: n.state,
                         used: n.used_by_others,
                         canopy_gpus: 0,
+                        switch: None,
                     })
                     .collect();
                 (p.def, nodes)

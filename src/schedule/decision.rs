@@ -61,6 +61,41 @@ pub struct Candidate {
     pub gpu_node: Option<GpuNode>,
     pub pool_idx: PoolIdx,
     pub node_idx: NodeIdx,
+    /// A gang's nodes in rank order, rank 0 first (`node` and `node_idx`
+    /// are rank 0's); empty for one node. All in one provider, and in the
+    /// topology domain the request asked for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gang: Vec<GangNode>,
+}
+
+/// One node of a gang's placement.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GangNode {
+    pub node: String,
+    /// `provider/pool` (a `same-region` gang may span pools of one shape).
+    pub pool: String,
+    #[serde(skip)]
+    pub node_idx: NodeIdx,
+}
+
+impl Candidate {
+    /// Every node the placement takes, in rank order.
+    pub fn node_names(&self) -> Vec<String> {
+        if self.gang.is_empty() {
+            vec![self.node.clone()]
+        } else {
+            self.gang.iter().map(|g| g.node.clone()).collect()
+        }
+    }
+
+    /// Every node index the placement takes, in rank order.
+    pub fn node_indices(&self) -> Vec<NodeIdx> {
+        if self.gang.is_empty() {
+            vec![self.node_idx]
+        } else {
+            self.gang.iter().map(|g| g.node_idx).collect()
+        }
+    }
 }
 
 /// Why work without GPUs was offered a GPU node. Its CPU and memory there

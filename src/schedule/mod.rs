@@ -36,7 +36,7 @@ mod score;
 mod snapshot;
 mod unfit;
 
-pub use decision::{Candidate, Considered, CostRange, Decision, GpuNode, Placement, RuledOut};
+pub use decision::{Candidate, Considered, CostRange, Decision, GangNode, GpuNode, Placement, RuledOut};
 pub use explain::{Explanation, NearMiss, ReasonCount};
 pub use filter::Filter;
 pub use place::place;

@@ -327,5 +327,6 @@ fn candidate(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, f: &Feasible) -> Candid
         gpu_node: snap.rows.get(f.pool as usize).and_then(|row| ctx.gpu_node(row)),
         pool_idx: PoolIdx(f.pool),
         node_idx: NodeIdx(f.node),
+        gang: Vec::new(),
     }
 }

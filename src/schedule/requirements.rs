@@ -5,8 +5,8 @@
 //! not check that a spec makes sense (that is `spec::validate`) and it does
 //! not look at the fleet.
 
-use crate::accel::{ComputeCapability, Family, Interconnect, Vendor};
-use crate::spec::{GbRange, Optimize, Spec, WorkloadKind};
+use crate::accel::{ComputeCapability, Fabric, Family, Interconnect, Vendor};
+use crate::spec::{GbRange, Optimize, Spec, Topology, WorkloadKind};
 use crate::units::Glob;
 use serde::Serialize;
 use std::time::Duration;
@@ -21,7 +21,19 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Requirements {
     pub kind: WorkloadKind,
-    /// GPUs, all on one node.
+    /// Nodes placed together (a gang), each with everything below; 1 for
+    /// ordinary work. See `gang.rs`.
+    pub nodes: u32,
+    /// The network a gang's nodes need between them (gangs only).
+    pub fabric: Option<Fabric>,
+    /// The least bandwidth per node on it, Gbit/s (gangs only).
+    pub fabric_gbps: Option<f64>,
+    /// How close a gang's nodes must be (gangs only).
+    pub topology: Topology,
+    /// One exact accelerator model, matched as a whole word
+    /// ([`crate::accel::model_matches`]).
+    pub model: Option<String>,
+    /// GPUs, all on one node (per node, for a gang).
     pub gpus: u32,
     /// Memory per GPU, inclusive bounds.
     pub gpu_memory_gb: GbRange,
@@ -83,6 +95,11 @@ impl Requirements {
         let acc = r.accelerator.clone().unwrap_or_default();
         Self {
             kind: spec.kind,
+            nodes: r.nodes.max(1),
+            fabric: r.fabric,
+            fabric_gbps: r.fabric_gbps,
+            topology: c.topology.unwrap_or_default(),
+            model: acc.model.clone(),
             gpus: r.gpus,
             gpu_memory_gb: r.gpu_memory_gb.unwrap_or_default(),
             min_gpu_memory_exclusive: None,

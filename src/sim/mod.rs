@@ -73,6 +73,7 @@ pub fn specs(jobs: &[Job], fleet: &Fleet, optimize: Optimize) -> Result<Vec<Spec
         retry: Default::default(),
         inputs: Vec::new(),
         outputs: Vec::new(),
+        checkpoint: None,
     };
     base.constraints.interruptible = true;
     base.preferences.optimize = optimize;

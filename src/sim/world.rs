@@ -228,7 +228,7 @@ impl World<'_> {
                     self.tally.observe(&r);
                     records.push(r);
                 }
-                Action::Launch { attempt, node, .. } => self.launch(attempt, &node),
+                Action::Launch { attempt, nodes, .. } => self.launch(attempt, &nodes),
                 Action::Terminate { attempt, .. } => {
                     if let Some(a) = self.atts.get_mut(&attempt) {
                         a.epoch += 1;
@@ -322,8 +322,8 @@ impl World<'_> {
         }
     }
 
-    fn launch(&mut self, a: AttemptId, node: &str) {
-        let Some(&n) = self.node_at.get(node) else { return };
+    fn launch(&mut self, a: AttemptId, nodes: &[String]) {
+        let Some(&n) = nodes.first().and_then(|node| self.node_at.get(node)) else { return };
         let Some(&job) = self.job_of.get(&a.workload) else { return };
         let att = self.atts.entry(a).or_insert(Att {
             job,

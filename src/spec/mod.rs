@@ -8,7 +8,7 @@
 //! The field names are the public contract: they appear in spec files, in
 //! `canopy schema`, and in the README's reference.
 
-use crate::accel::{ComputeCapability, Family, Interconnect, Vendor};
+use crate::accel::{ComputeCapability, Fabric, Family, Interconnect, Vendor};
 use crate::units::{Glob, HumanDuration};
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -56,9 +56,18 @@ pub struct Spec {
     pub inputs: Vec<Input>,
     #[serde(default)]
     pub outputs: Vec<Output>,
+    /// Where the workload saves checkpoints, so a retry resumes from the
+    /// newest complete one instead of starting over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Checkpoint>,
 }
 
 impl Spec {
+    /// Nodes the workload runs on at once: 1, or a gang's size.
+    pub fn nodes(&self) -> u32 {
+        self.resources.nodes.max(1)
+    }
+
     /// Hex SHA-256 of the spec's canonical JSON: equal specs hash equal
     /// whatever the formatting, key order or format they were written in.
     pub fn content_hash(&self) -> String {
@@ -120,10 +129,21 @@ impl Runtime {
     }
 }
 
-/// What the workload needs from one node.
+/// What the workload needs from one node, and from how many.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Resources {
+    /// Nodes to run on at once, each with everything below (a gang: one
+    /// launcher per node, all placed together or not at all). 1 when unset.
+    #[serde(default = "default_nodes", skip_serializing_if = "is_one")]
+    pub nodes: u32,
+    /// The network a gang's nodes need between them: `ethernet`, `roce`
+    /// (InfiniBand serves it too) or `infiniband`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<Fabric>,
+    /// The least bandwidth per node on that network, in Gbit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric_gbps: Option<f64>,
     /// GPUs on one node. 0 for CPU-only work.
     #[serde(default)]
     pub gpus: u32,
@@ -147,6 +167,12 @@ pub struct Resources {
 fn default_cpu() -> f64 {
     1.0
 }
+fn default_nodes() -> u32 {
+    1
+}
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
 fn default_memory() -> f64 {
     1.0
 }
@@ -154,6 +180,9 @@ fn default_memory() -> f64 {
 impl Default for Resources {
     fn default() -> Self {
         Self {
+            nodes: 1,
+            fabric: None,
+            fabric_gbps: None,
             gpus: 0,
             gpu_memory_gb: None,
             accelerator: None,
@@ -274,6 +303,11 @@ pub struct AcceleratorReq {
     pub family: Vec<Family>,
     #[serde(default)]
     pub min_compute_capability: Option<ComputeCapability>,
+    /// One exact model where a family is too coarse (`"A100"`: A10G and
+    /// A100 are both Ampere). Matched as a whole word in the pool's model
+    /// name, case-insensitively.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// Hard limits: a placement that breaks one is never chosen.
@@ -309,6 +343,42 @@ pub struct Constraints {
     /// of the configured fleet could run it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub wait_for_capacity: bool,
+    /// How close a gang's nodes must be: `same-switch`, `same-pool` (the
+    /// default for gangs) or `same-region`. Ignored for one node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<Topology>,
+}
+
+/// How close a gang's nodes must be to each other.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Topology {
+    /// Behind one leaf switch (or rack), within one pool.
+    SameSwitch,
+    /// In one pool.
+    #[default]
+    SamePool,
+    /// In one region of one provider, across pools of the same shape where
+    /// the provider can launch one gang over several pools.
+    SameRegion,
+}
+
+impl Topology {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Topology::SameSwitch => "same-switch",
+            Topology::SamePool => "same-pool",
+            Topology::SameRegion => "same-region",
+        }
+    }
+}
+
+impl std::fmt::Display for Topology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Soft wishes: they shape the score, never exclude.
@@ -393,6 +463,42 @@ impl Default for RetryPolicy {
             backoff_max: default_backoff_max(),
         }
     }
+}
+
+/// Checkpoints: the workload saves its progress under `path` (exported
+/// as `$CANOPY_CHECKPOINT_DIR`) and marks each complete; the next attempt
+/// finds the newest complete one at the same place and resumes from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Checkpoint {
+    /// Absolute path inside the workload's environment, without `..`
+    /// (where a container mounts it; processes get their own directory).
+    pub path: String,
+    /// Which complete checkpoints Canopy keeps and hands on.
+    #[serde(default)]
+    pub keep: CheckpointKeep,
+    /// How often the workload expects to save one; shown beside the age of
+    /// the newest, and used to estimate the work a failure loses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<HumanDuration>,
+    /// Largest checkpoint Canopy copies between attempts, in GB, where the
+    /// provider has no shared storage. 10 when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_gb: Option<f64>,
+}
+
+impl Checkpoint {
+    /// The marker file that makes a checkpoint directory complete.
+    pub const COMPLETE_MARKER: &'static str = "COMPLETE";
+    pub const DEFAULT_MAX_GB: f64 = 10.0;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckpointKeep {
+    /// The newest complete checkpoint only.
+    #[default]
+    Latest,
 }
 
 /// Data the workload reads. Its region drives the locality score.

@@ -42,6 +42,7 @@ pub fn gpu_pool(name: &str, model: &str, gpus_per_node: u32, gpu_memory_gb: f64,
             cpu_cores: 16.0 * f64::from(gpus_per_node),
             memory_gb: 64.0 * f64::from(gpus_per_node),
             disk_gb: 500.0,
+            fabric: None,
         },
         price_per_hour: price,
         startup: Duration::from_secs(30),
@@ -152,7 +153,9 @@ impl World {
     /// Every launch so far, oldest first: (attempt, node).
     pub fn launch_log(&self) -> impl DoubleEndedIterator<Item = (AttemptId, &str)> {
         self.actions.iter().filter_map(|a| match a {
-            Action::Launch { attempt, node, .. } => Some((*attempt, node.as_str())),
+            Action::Launch { attempt, nodes, .. } => {
+                Some((*attempt, nodes.first().map_or("", String::as_str)))
+            }
             _ => None,
         })
     }

@@ -89,7 +89,8 @@ impl Core {
 
     fn start_attempt(&mut self, id: WorkloadId, c: Candidate, now: Millis) {
         self.touched.push(id);
-        let node = c.node_idx;
+        let nodes = c.node_indices();
+        let node_names = c.node_names();
         let gpu_memory_gb = self.fleet.pool(c.pool_idx).gpu_memory_gb();
         let pool_name = self.fleet.pool(c.pool_idx).name.clone();
         let nonce = self.next_nonce();
@@ -127,11 +128,13 @@ impl Core {
             provider_ref: None,
             nonce,
             stop: None,
+            nodes: if node_names.len() > 1 { node_names.clone() } else { Vec::new() },
+            checkpoint: None,
         });
         self.live_ids.insert(id);
         e.live = Some(Live {
             idx: e.attempts.len() - 1,
-            node,
+            nodes: nodes.clone(),
             alloc,
             launch_sent_at: now,
             launch_resends: 0,
@@ -149,20 +152,34 @@ impl Core {
         let spec = e.spec.clone();
         let idx = e.attempts.len() - 1;
         let token = e.attempts[idx].token(&self.store_id);
-        self.allocate(node, alloc, 1);
+        for n in &nodes {
+            self.allocate(*n, alloc, 1);
+        }
         self.save_attempt(id, idx);
         self.save_workload(id, now);
-        let msg = format!(
-            "placed on {} ({}, node {}) at ${:.2}/h, score {:.1}{note}",
-            c.pool, c.accelerator, c.node, c.hourly_usd, c.score
-        );
+        let msg = if node_names.len() > 1 {
+            format!(
+                "placed a gang of {} on {} ({} each, nodes {}) at ${:.2}/h, score {:.1}{note}",
+                node_names.len(),
+                c.pool,
+                c.accelerator,
+                node_names.join(","),
+                c.hourly_usd,
+                c.score
+            )
+        } else {
+            format!(
+                "placed on {} ({}, node {}) at ${:.2}/h, score {:.1}{note}",
+                c.pool, c.accelerator, c.node, c.hourly_usd, c.score
+            )
+        };
         self.event(now, id, Some(attempt), EventKind::Placed, msg);
         self.out.push(Action::Launch {
             attempt,
             provider: c.provider,
             token,
             pool: pool_name,
-            node: c.node,
+            nodes: node_names,
             spec,
         });
     }
@@ -227,12 +244,12 @@ impl Core {
                 if live.launch_resends < max_resends {
                     live.launch_resends += 1;
                     live.launch_sent_at = now;
-                    let (provider, node, spec) =
-                        (e.attempts[idx].provider.clone(), e.attempts[idx].node.clone(), e.spec.clone());
+                    let (provider, nodes, spec) =
+                        (e.attempts[idx].provider.clone(), e.attempts[idx].all_nodes(), e.spec.clone());
                     let pool =
                         e.attempts[idx].pool.split_once('/').map_or(String::new(), |(_, p)| p.to_string());
                     let token = e.attempts[idx].token(&store_id);
-                    self.out.push(Action::Launch { attempt: a, provider, token, pool, node, spec });
+                    self.out.push(Action::Launch { attempt: a, provider, token, pool, nodes, spec });
                 } else {
                     let end = ProviderEnd::LaunchTimeout;
                     self.terminate_live(a.workload, end, now);
@@ -434,7 +451,7 @@ impl Core {
         let ran_h = att.started_at.map_or(0.0, |s| now.secs_since(s).max(0.0) / 3600.0);
         att.cost_usd = att.price_per_hour * ran_h;
         e.rec.cost_usd += att.cost_usd;
-        att.exit_code = match end {
+        att.exit_code = match *end.inner() {
             ProviderEnd::Exited { code } => Some(code),
             ProviderEnd::Signaled { signal } => Some(128 + signal),
             _ => None,
@@ -459,12 +476,18 @@ impl Core {
             Some(FailureClass::Cancelled) => AttemptState::Cancelled,
             Some(_) => AttemptState::Failed,
         };
-        let (provider, pool, node) = (att.provider.clone(), att.pool.clone(), att.node.clone());
+        // A gang's failure is charged to the node of the rank that ended
+        // first, when the provider says which; else to rank 0's, where the
+        // gang was launched from. Never to all of them.
+        let culprit = end.rank().map_or_else(|| att.node.clone(), |(_, n)| n.to_string());
+        let (provider, pool, node) = (att.provider.clone(), att.pool.clone(), culprit);
         let started = att.started_at;
         let gpu_mem = att.gpu_memory_gb;
         let cancelled = e.cancel_requested;
         let launched = att.started_at.is_some() || live.acked;
-        self.allocate(live.node, live.alloc, -1);
+        for n in &live.nodes {
+            self.allocate(*n, live.alloc, -1);
+        }
         self.save_attempt(a.workload, idx);
         let msg = match class {
             None => format!("succeeded on {node}"),
@@ -495,7 +518,9 @@ impl Core {
         // What this attempt held is free again: wake the blocked work that
         // fits where it was. When it actually ran, earlier "no capacity"
         // answers may no longer hold either.
-        self.node_released(live.node);
+        for n in &live.nodes {
+            self.node_released(*n);
+        }
         if launched && class != Some(FailureClass::Capacity) {
             self.forget_capacity_misses();
         }

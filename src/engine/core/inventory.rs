@@ -35,7 +35,7 @@ impl Core {
         let Some(target) = self.fleet.providers.iter().position(|p| p.name == provider) else { return };
         let mut ours: HashMap<String, Free> = HashMap::new();
         for l in self.entries.values().filter_map(|e| e.live.as_ref()) {
-            if let Some(n) = self.fleet.nodes.get(l.node.0 as usize) {
+            for n in l.nodes.iter().filter_map(|n| self.fleet.nodes.get(n.0 as usize)) {
                 let f = ours.entry(n.name.clone()).or_default();
                 f.gpus += l.alloc.gpus;
                 f.cpu_cores += l.alloc.cpu_cores;
@@ -105,6 +105,7 @@ impl Core {
                         state,
                         used,
                         canopy_gpus: mine.gpus.min(used.gpus),
+                        switch: n.switch.clone(),
                     });
                 }
                 if b.pool(def.clone(), merged).is_err() {
@@ -120,8 +121,10 @@ impl Core {
         // no longer lists holds nothing (its release is then a no-op).
         for e in self.entries.values_mut() {
             if let Some(l) = e.live.as_mut() {
-                let name = self.fleet.nodes.get(l.node.0 as usize).map(|n| n.name.as_str());
-                l.node = name.and_then(|n| fleet.node_by_name(n)).unwrap_or(NodeIdx(u32::MAX));
+                for node in l.nodes.iter_mut() {
+                    let name = self.fleet.nodes.get(node.0 as usize).map(|n| n.name.as_str());
+                    *node = name.and_then(|n| fleet.node_by_name(n)).unwrap_or(NodeIdx(u32::MAX));
+                }
             }
         }
         self.fleet = fleet;

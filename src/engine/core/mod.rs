@@ -185,7 +185,8 @@ pub enum Action {
         /// The attempt's token ([`AttemptRecord::token`]).
         token: String,
         pool: String,
-        node: String,
+        /// Every node in rank order, rank 0 first (one for ordinary work).
+        nodes: Vec<String>,
         spec: Arc<Spec>,
     },
     Terminate {
@@ -233,7 +234,9 @@ pub struct NodeNote {
 struct Live {
     /// Index into `Entry::attempts`.
     idx: usize,
-    node: NodeIdx,
+    /// Every node it holds, in rank order (one, unless a gang); a node the
+    /// fleet no longer lists is `NodeIdx(u32::MAX)` and holds nothing.
+    nodes: Vec<NodeIdx>,
     alloc: Free,
     launch_sent_at: Millis,
     launch_resends: u32,
@@ -945,7 +948,7 @@ impl Core {
             let on_node: Vec<WorkloadId> = self
                 .entries
                 .iter()
-                .filter(|(_, e)| e.live.as_ref().is_some_and(|l| l.node == idx))
+                .filter(|(_, e)| e.live.as_ref().is_some_and(|l| l.nodes.contains(&idx)))
                 .map(|(id, _)| *id)
                 .collect();
             for id in on_node {

@@ -78,7 +78,8 @@ impl Core {
                 let r = &entry.spec.resources;
                 let alloc =
                     Free { gpus: r.gpus, cpu_cores: r.cpu_cores, memory_gb: r.memory_gb, disk_gb: r.disk_gb };
-                let node = self.fleet.node_by_name(&att.node);
+                let nodes: Vec<Option<crate::fleet::NodeIdx>> =
+                    att.all_nodes().iter().map(|n| self.fleet.node_by_name(n)).collect();
                 let acked = att.state != AttemptState::Placing;
                 // A stop Canopy decided or was asked for is carried out with
                 // its own outcome; stores from before stops were recorded
@@ -92,14 +93,14 @@ impl Core {
                     entry.cancel_requested = true;
                 }
                 let stopping = terminating.is_some();
-                if let Some(n) = node {
-                    self.allocate(n, alloc, 1);
+                for n in nodes.iter().flatten() {
+                    self.allocate(*n, alloc, 1);
                 }
                 self.live_ids.insert(id);
                 entry.live = Some(Live {
                     idx,
-                    node: node.unwrap_or(crate::fleet::NodeIdx(u32::MAX)),
-                    alloc: if node.is_some() { alloc } else { Free::default() },
+                    nodes: nodes.iter().map(|n| n.unwrap_or(crate::fleet::NodeIdx(u32::MAX))).collect(),
+                    alloc,
                     launch_sent_at: now,
                     launch_resends: 0,
                     acked,
@@ -123,7 +124,7 @@ impl Core {
                         provider: att.provider.clone(),
                         token: att.token(&self.store_id),
                         pool,
-                        node: att.node.clone(),
+                        nodes: att.all_nodes(),
                         spec: entry.spec.clone(),
                     });
                 }

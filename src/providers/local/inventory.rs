@@ -76,6 +76,7 @@ pub fn pool_def(cpus: f64, memory_gb: f64, disk_gb: f64, gpus: &[GpuInfo], conta
             cpu_cores: cpus,
             memory_gb,
             disk_gb,
+            fabric: None,
         },
         price_per_hour: 0.0,
         startup: Duration::from_secs(1),

@@ -103,6 +103,7 @@ pub fn pools(nodes: &[NodeInfo], s: &PoolSettings) -> Vec<InventoryPool> {
                     cpu_cores: min("CPU"),
                     memory_gb: (min("memory") / (1024.0 * 1024.0 * 1024.0) * 10.0).floor() / 10.0,
                     disk_gb: 0.0,
+                    fabric: None,
                 },
                 price_per_hour: s.price_per_hour,
                 startup: s.startup,

@@ -123,6 +123,7 @@ mod tests {
             cpu_cores: 64.0,
             memory_gb: 512.0,
             disk_gb: 1000.0,
+            fabric: None,
         }
     }
 

@@ -30,6 +30,8 @@ fn req(w: u64, pool: &str, node: &str, gpus: u32) -> LaunchRequest {
         node: node.into(),
         secrets: Vec::new(),
         artifact_dir: "/tmp/none".into(),
+        nodes: vec![node.into()],
+        checkpoint_dir: None,
     }
 }
 

@@ -300,6 +300,7 @@ pub fn pools(nodes: &[NodeView], s: &PoolSettings) -> Vec<InventoryPool> {
                 cpu_cores: cpus,
                 memory_gb: mem,
                 disk_gb: 0.0,
+                fabric: None,
             },
             price_per_hour: o.price_per_hour.unwrap_or(0.0),
             startup: s.startup,

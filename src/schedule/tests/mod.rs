@@ -46,6 +46,7 @@ pub(super) fn gpus(a: Accelerator, n: u32, ic: Interconnect, cpu: f64, mem: f64,
         cpu_cores: cpu,
         memory_gb: mem,
         disk_gb: disk,
+        fabric: None,
     }
 }
 
@@ -57,6 +58,7 @@ pub(super) fn cpus(cpu: f64, mem: f64, disk: f64) -> Shape {
         cpu_cores: cpu,
         memory_gb: mem,
         disk_gb: disk,
+        fabric: None,
     }
 }
 
