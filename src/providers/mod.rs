@@ -8,6 +8,7 @@
 //! retries, and never log secret values.
 
 pub mod collect;
+pub mod gang;
 pub mod local;
 pub mod ray;
 pub mod secrets;
