@@ -20,6 +20,9 @@
 //! max_attempt_size = "32GiB"        # all of one attempt's outputs together
 //! collect_timeout = "10m"           # then collection stops; the rest is skipped
 //!
+//! [local]
+//! nodes = 2                         # offer this machine as 2 nodes (gangs run here)
+//!
 //! [[slurm]]
 //! name = "slurm"                    # provider name, default "slurm"
 //! url = "http://127.0.0.1:6820"     # slurmrestd
@@ -70,6 +73,19 @@ pub struct Config {
     pub outputs: OutputsEntry,
     #[serde(default)]
     pub engine: EngineEntry,
+    #[serde(default)]
+    pub local: LocalEntry,
+}
+
+/// `[local]`: how this machine is offered.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalEntry {
+    /// Split this machine into this many equal nodes, so multi-node
+    /// (gang) work runs here: each gets 1/N of the CPUs, memory, disk and
+    /// GPUs, and all talk over loopback. 1 when unset.
+    #[serde(default)]
+    pub nodes: Option<u32>,
 }
 
 impl Default for Config {
@@ -80,6 +96,7 @@ impl Default for Config {
             ray: Vec::new(),
             outputs: OutputsEntry::default(),
             engine: EngineEntry::default(),
+            local: LocalEntry::default(),
         }
     }
 }

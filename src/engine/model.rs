@@ -378,6 +378,8 @@ pub enum EventKind {
     Quarantined,
     /// An operator acknowledged the failure.
     Acknowledged,
+    /// A checkpoint was left by an attempt or handed to the next.
+    Checkpoint,
 }
 
 impl EventKind {
@@ -402,6 +404,7 @@ impl EventKind {
             Self::Outputs => "outputs",
             Self::Quarantined => "quarantined",
             Self::Acknowledged => "acknowledged",
+            Self::Checkpoint => "checkpoint",
         }
     }
 }

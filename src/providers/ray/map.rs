@@ -124,6 +124,7 @@ pub fn pools(nodes: &[NodeInfo], s: &PoolSettings) -> Vec<InventoryPool> {
                     ),
                     state: NodeState::Ready,
                     used_by_others: Free::default(),
+                    switch: None,
                 })
                 .collect();
             InventoryPool { def, nodes }

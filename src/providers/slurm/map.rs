@@ -330,6 +330,7 @@ pub fn pools(nodes: &[NodeView], s: &PoolSettings) -> Vec<InventoryPool> {
                             .min(mem),
                         disk_gb: 0.0,
                     },
+                    switch: None,
                 }
             })
             .collect();
