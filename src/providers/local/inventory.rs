@@ -42,7 +42,12 @@ pub async fn inventory(root: &Path, has_container_engine: bool) -> Result<Invent
         / GIB;
     let gpus = query_gpus().await;
     let def = pool_def(cpus as f64, round1(memory_gb), round1(disk_gb), &gpus, has_container_engine);
-    let node = InventoryNode { name: hostname(), state: NodeState::Ready, used_by_others: Free::default() };
+    let node = InventoryNode {
+        name: hostname(),
+        state: NodeState::Ready,
+        used_by_others: Free::default(),
+        switch: None,
+    };
     Ok(Inventory { pools: vec![InventoryPool { def, nodes: vec![node] }] })
 }
 

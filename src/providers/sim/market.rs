@@ -173,6 +173,7 @@ impl SimMarket {
                         name: n.name.clone(),
                         state: n.load.state,
                         used_by_others: n.load.others,
+                        switch: None,
                     })
                     .collect(),
             })
