@@ -248,7 +248,8 @@ pub struct InventoryNode {
     /// Resources used by anything that is not a Canopy attempt; Canopy adds
     /// its own allocations on top.
     pub used_by_others: Free,
-    /// Its leaf switch or rack, when known ([`crate::fleet::Node::switch`]).
+    /// The leaf switch (or rack) it hangs off, where the provider knows
+    /// or the operator declared it: the domain of a `same-switch` gang.
     pub switch: Option<String>,
 }
 
