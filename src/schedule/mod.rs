@@ -28,6 +28,7 @@ mod check;
 mod decision;
 mod explain;
 mod filter;
+mod gang;
 pub mod mix;
 mod place;
 mod policy;
@@ -37,8 +38,9 @@ mod snapshot;
 mod unfit;
 
 pub use decision::{Candidate, Considered, CostRange, Decision, GangNode, GpuNode, Placement, RuledOut};
-pub use explain::{Explanation, NearMiss, ReasonCount};
+pub use explain::{Explanation, GangShortfall, NearMiss, ReasonCount};
 pub use filter::Filter;
+pub use gang::{GangHold, gang_hold, spans_pools};
 pub use place::place;
 pub use policy::{Policy, Weights};
 pub use requirements::{InputSite, Requirements};

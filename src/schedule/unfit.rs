@@ -169,6 +169,7 @@ fn fingerprint(req: &Requirements) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::hash::DefaultHasher::new();
     req.gpus.hash(&mut h);
+    req.nodes.hash(&mut h);
     for x in [req.cpu_cores, req.memory_gb, req.disk_gb] {
         x.to_bits().hash(&mut h);
     }
@@ -205,7 +206,7 @@ impl Inputs {
 /// Per limited pool, then per limited provider: whether the request's GPUs
 /// fit under its lend limit (the lend-limit filters' predicate).
 fn lend_fits<'a>(req: &Requirements, snap: &'a Snapshot) -> impl Iterator<Item = bool> + 'a {
-    let gpus = u64::from(req.gpus);
+    let gpus = u64::from(req.gpus) * u64::from(req.gang_size());
     let pools = snap.limited_pools.iter().map(move |&p| {
         let row = &snap.rows[p as usize];
         gpus == 0 || row.held + gpus <= row.limit
