@@ -22,6 +22,11 @@
 //! score bound cannot make the top k are never scored. A decision's cost
 //! grows with pools, not nodes. Only the unschedulable path visits every
 //! node, to count reasons exactly.
+//!
+//! Gangs (`nodes > 1`: N nodes together, in one provider and one switch,
+//! pool or region) are placed by `gang.rs`, which defines a set's score
+//! and chooses the best set exactly; [`gang_hold`] says which nodes to
+//! hold for a gang that must wait.
 
 mod bitset;
 mod check;
