@@ -27,7 +27,8 @@ impl Core {
                 continue;
             }
             let placement = self.config.placement;
-            let req = self.placement_request(e);
+            let mut req = self.placement_request(e);
+            self.apply_hold(id, e.rec.priority, &mut req, now);
             let policy = placement.scheduler_policy(e.spec.preferences.optimize);
             let priority = e.rec.priority;
             let next_attempt = e.rec.attempts + 1;
@@ -65,6 +66,7 @@ impl Core {
                     None => self.queue.push_blocked(priority, id),
                 },
                 Err((group, text)) => {
+                    self.maybe_hold(id, priority, &req, now);
                     let e = self.entries.get_mut(&id).map(|e| {
                         let changed = e.last_explanation.as_deref() != Some(text.as_str());
                         e.last_explanation = Some(text.clone());
@@ -89,6 +91,7 @@ impl Core {
 
     fn start_attempt(&mut self, id: WorkloadId, c: Candidate, now: Millis) {
         self.touched.push(id);
+        self.release_hold(id);
         let nodes = c.node_indices();
         let node_names = c.node_names();
         let gpu_memory_gb = self.fleet.pool(c.pool_idx).gpu_memory_gb();

@@ -17,6 +17,7 @@
 //!   the attempt closes.
 
 mod attempt;
+mod hold;
 mod inventory;
 mod policy;
 mod queue;
@@ -364,6 +365,8 @@ pub struct Core {
     snapshot: Option<Snapshot>,
     health: HealthTracker,
     entries: BTreeMap<WorkloadId, Entry>,
+    /// Nodes held for the first waiting gang (see `hold.rs`).
+    hold: Option<hold::Hold>,
     /// Workloads with a live attempt: what the shell polls, without a scan
     /// of every queued workload.
     live_ids: BTreeSet<WorkloadId>,
@@ -445,6 +448,7 @@ impl Core {
             unfit: UnfitCache::new(),
             self_check: false,
             check_failure: None,
+            hold: None,
             nonces: Rng::stream(os_seed(), NONCE_STREAM, ""),
             journal_max_id: 0,
             first_new_id: 1,
@@ -1044,6 +1048,7 @@ impl Core {
         self.save_workload(id, now);
         self.event(now, id, None, kind, reason);
         self.live_ids.remove(&id);
+        self.release_hold(id);
         if let Some(e) = self.entries.remove(&id)
             && let Some(k) = e.rec.idempotency_key
         {
