@@ -959,3 +959,81 @@ echo started; sleep 60 & wait"#;
     assert!(logs.contains("resumed from on-term"), "{logs}");
     engine.stop();
 }
+
+/// A gang of two on this machine offered as three nodes, through the
+/// engine: the first run's rank 1 fails with an NCCL error, which stops
+/// rank 0 too (SIGTERM first); the gang runs again once — one retry, not
+/// two — away from the node that failed, which alone is charged.
+#[test]
+fn one_failing_rank_stops_the_gang_and_it_runs_again_once_elsewhere() {
+    let s = setup();
+    std::fs::create_dir_all(&s.store).unwrap();
+    std::fs::write(s.store.join("canopy.toml"), "include_demo_fleet = false\n\n[local]\nnodes = 3\n")
+        .unwrap();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    let script = r#"case "$CANOPY_ATTEMPT.$NODE_RANK" in
+  *.1.1) echo "NCCL WARN Net/Socket : peer closed connection; NCCL error: unhandled system error" >&2; exit 1 ;;
+  *.1.0) trap 'echo "rank 0 stopped by SIGTERM"; exit 143' TERM; sleep 60 & wait ;;
+  *) echo "rank $NODE_RANK of $NNODES on $CANOPY_NODE_NAME, master $MASTER_ADDR:$MASTER_PORT" ;;
+esac"#;
+    let path = spec(&s.specs, "gang", script, "");
+    let text = std::fs::read_to_string(&path).unwrap().replace("[resources]\n", "[resources]\nnodes = 2\n");
+    std::fs::write(&path, text).unwrap();
+    let id = cli.submit(&path);
+    let w = cli.wait_final(id);
+    assert_eq!(w.state, WorkloadState::Succeeded, "{w:?}");
+    let (_, attempts) = cli.status(id);
+    assert_eq!(attempts.len(), 2, "one relaunch of the whole gang: {attempts:?}");
+    let first = &attempts[0];
+    assert_eq!(first.nodes.len(), 2, "{first:?}");
+    let culprit = &first.nodes[1];
+    assert_eq!(first.class, Some(canopy::failure::FailureClass::Comm), "{first:?}");
+    let evidence = first.evidence.clone().unwrap_or_default();
+    assert!(evidence.starts_with(&format!("rank 1 on {culprit}: ")), "{evidence}");
+    assert!(!attempts[1].nodes.contains(culprit), "the rerun avoids {culprit}: {:?}", attempts[1]);
+    let logs = cli.ok(&["logs", &id.to_string(), "--attempt", "1"]);
+    assert!(logs.contains("rank 0 stopped by SIGTERM"), "{logs}");
+    let logs = cli.ok(&["logs", &id.to_string()]);
+    assert!(logs.contains("rank 0 of 2") && logs.contains("rank 1 of 2"), "{logs}");
+    // Only the failing rank's node is charged with the fault (the fleet
+    // status is published a moment after the change).
+    let mut fleet = live_fleet(&s.store);
+    wait_for("the fault on the failing rank's node", || {
+        fleet = live_fleet(&s.store);
+        fleet["health"]["faults"][culprit.as_str()].is_array()
+    });
+    let faults = &fleet["health"]["faults"];
+    assert_eq!(faults[culprit.as_str()][0]["class"], "comm", "{faults}");
+    assert!(faults[first.nodes[0].as_str()].is_null(), "rank 0's node is not blamed: {faults}");
+    engine.stop();
+}
+
+/// The launchers of a gang meet over TCP through the engine.
+#[test]
+fn a_gangs_launchers_rendezvous_over_tcp_through_the_engine() {
+    let s = setup();
+    std::fs::create_dir_all(&s.store).unwrap();
+    std::fs::write(s.store.join("canopy.toml"), "include_demo_fleet = false\n\n[local]\nnodes = 2\n")
+        .unwrap();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    let py = "import os, socket, time\n\
+rank = int(os.environ['NODE_RANK']); port = int(os.environ['MASTER_PORT']); host = os.environ['MASTER_ADDR']\n\
+if rank == 0:\n    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n    s.bind((host, port)); s.listen(1); s.settimeout(30)\n    c, _ = s.accept(); print('rank 0 heard:', c.recv(100).decode(), flush=True)\n\
+else:\n    for _ in range(300):\n        try:\n            c = socket.create_connection((host, port), timeout=1); break\n        except OSError:\n            time.sleep(0.1)\n    c.sendall(b'hello from rank 1'); c.close()\n";
+    let path = s.specs.join("rendezvous.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"rendezvous\"\n[runtime]\ncommand = [\"python3\", \"-c\", {py:?}]\n\n\
+             [resources]\nnodes = 2\ncpu_cores = 0.1\nmemory_gb = 0.1\n\n[constraints]\nproviders = [\"local\"]\n"
+        ),
+    )
+    .unwrap();
+    let id = cli.submit(&path);
+    assert_eq!(cli.wait_final(id).state, WorkloadState::Succeeded);
+    let logs = cli.ok(&["logs", &id.to_string()]);
+    assert!(logs.contains("rank 0 heard: hello from rank 1"), "{logs}");
+    engine.stop();
+}
