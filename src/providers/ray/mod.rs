@@ -255,6 +255,11 @@ impl RayProvider {
         let mut env_vars: BTreeMap<String, String> = req.spec.runtime.env.clone();
         env_vars.insert("CANOPY_OUTPUT_DIR".into(), utf8(&dir.outputs())?);
         env_vars.insert("CANOPY_ATTEMPT_TOKEN".into(), req.token.clone());
+        // Handed on in place: the nodes must see Canopy's checkpoint
+        // directory (docs/engines.md).
+        if let Some(d) = &req.checkpoint_dir {
+            env_vars.insert("CANOPY_CHECKPOINT_DIR".into(), utf8(d)?);
+        }
         let r = &req.spec.resources;
         let mut resources = BTreeMap::new();
         if r.gpus > 0

@@ -186,6 +186,11 @@ pub fn properties(req: &LaunchRequest, jobs_dir: &Path, shaping: &Shaping) -> Re
     environment.extend(req.spec.runtime.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     environment.insert("CANOPY_OUTPUT_DIR".into(), text(&dir.outputs())?);
     environment.insert("CANOPY_ATTEMPT_TOKEN".into(), req.token.clone());
+    // Checkpoints are handed on in place: Canopy's checkpoint directory must
+    // be on a file system the nodes share (docs/engines.md).
+    if let Some(d) = &req.checkpoint_dir {
+        environment.insert("CANOPY_CHECKPOINT_DIR".into(), text(d)?);
+    }
     // Secrets never go here: slurmctld keeps a job's environment in its
     // state directory. They reach the job through its secret file.
     Ok(JobProperties {
