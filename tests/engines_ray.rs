@@ -462,3 +462,37 @@ async fn an_unplaceable_ray_gang_runs_nothing_and_is_capacity() {
     );
     assert!(!marker.exists(), "a rank ran although the gang was not placed");
 }
+
+/// A gang of two through the whole engine onto Ray's two nodes (the head
+/// and the second raylet): placed on both, one launcher per node with its
+/// rank and the same rendezvous.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_two_node_gang_runs_through_the_engine_on_ray() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("a_two_node_gang_runs_through_the_engine_on_ray", "ray").await else { return };
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &ray_toml(&e, "")).await;
+    let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
+    let s = spec(json!({
+        "name": "ray-gang",
+        "runtime": { "command": ["sh", "-c", "echo \"rank=$NODE_RANK of $NNODES node=$CANOPY_NODE_NAME master=$MASTER_ADDR:$MASTER_PORT\""] },
+        "resources": { "nodes": 2, "gpus": 1, "cpu_cores": 1, "memory_gb": 0.1 },
+        "constraints": { "providers": ["ray"] },
+    }));
+    let id = submit(&r, s).await;
+    let (w, a) = wait(t.path(), id, LONG, "success", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].nodes.len(), 2, "{a:#?}");
+    let logs = find_files(&t.path().join("home"), "stdout.log");
+    let text: String = logs.iter().map(|(_, s)| s.as_str()).collect();
+    let line = regex::Regex::new(r"rank=(\d) of 2 node=(\S+) master=(\S+)").unwrap();
+    let mut seen: Vec<(String, String, String)> =
+        line.captures_iter(&text).map(|c| (c[1].to_string(), c[2].to_string(), c[3].to_string())).collect();
+    seen.sort();
+    assert_eq!(seen.len(), 2, "{text}");
+    assert_eq!((seen[0].0.as_str(), seen[1].0.as_str()), ("0", "1"), "{text}");
+    assert_eq!([seen[0].1.clone(), seen[1].1.clone()].to_vec(), a[0].nodes, "{text}");
+    assert_eq!(seen[0].2, seen[1].2, "one rendezvous for both: {seen:?}");
+    r.handle.shutdown();
+}

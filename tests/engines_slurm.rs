@@ -564,3 +564,41 @@ async fn declared_topology_reaches_the_slurm_inventory() {
     assert!(err.contains("[slurm.topology] switches.sw1 names node \"n9\""), "the key is named: {err}");
     assert!(err.contains("n1, n2"), "the nodes Slurm has are listed: {err}");
 }
+
+/// A gang of two through the whole engine onto the real Slurm: placed on
+/// both nodes at once, one launcher per node with its rank, and the same
+/// rendezvous for both (the CI nodes share one hostname, so each prints
+/// Slurm's own name for its node).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_two_node_gang_runs_through_the_engine_on_slurm() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("a_two_node_gang_runs_through_the_engine_on_slurm", "slurm").await else { return };
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &slurm_toml(&e, "")).await;
+    let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
+    let s = spec(json!({
+        "name": "slurm-gang",
+        "runtime": { "command": ["sh", "-c", "echo \"node=$SLURMD_NODENAME rank=$NODE_RANK of $NNODES master=$MASTER_ADDR:$MASTER_PORT\""] },
+        "resources": { "nodes": 2, "gpus": 2, "memory_gb": 0.1 },
+        "constraints": { "providers": ["slurm"] },
+    }));
+    let id = submit(&r, s).await;
+    let (w, a) = wait(t.path(), id, LONG, "success", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert_eq!(a.len(), 1);
+    let mut nodes = a[0].nodes.clone();
+    nodes.sort();
+    assert_eq!(nodes, ["n1", "n2"], "{a:#?}");
+    let logs = find_files(&t.path().join("home"), "stdout.log");
+    let text: String = logs.iter().map(|(_, s)| s.as_str()).collect();
+    let line = regex::Regex::new(r"node=(n\d) rank=(\d) of 2 master=(\S+)").unwrap();
+    let mut seen: Vec<(String, String, String)> =
+        line.captures_iter(&text).map(|c| (c[1].to_string(), c[2].to_string(), c[3].to_string())).collect();
+    seen.sort();
+    assert_eq!(seen.len(), 2, "{text}");
+    assert_eq!(seen[0].2, seen[1].2, "one rendezvous for both: {seen:?}");
+    let pairs: Vec<(String, String)> = seen.iter().map(|(n, r, _)| (n.clone(), r.clone())).collect();
+    let rank_of = |n: &str| a[0].nodes.iter().position(|x| x == n).unwrap().to_string();
+    assert_eq!(pairs, [("n1".to_string(), rank_of("n1")), ("n2".to_string(), rank_of("n2"))], "{text}");
+    r.handle.shutdown();
+}
