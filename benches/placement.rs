@@ -9,11 +9,15 @@
 //! `place/mix-large-pools/10000` holds 10,000 nodes in about as many pools
 //! as the 1,000-node fleet, to show the node count alone costs nothing.
 //!
+//! Gangs: `place/gang-4-same-pool` and `place/gang-4-same-switch` place
+//! the mix's GPU requests as gangs of 4 (target ≥ 10,000 decisions/s).
+//!
 //! Run: `cargo bench --bench placement -- --quick`
 
 use canopy::fleet::synth::{SynthParams, synth_fleet, synth_fleet_with, synth_health};
 use canopy::schedule::mix::requirements_mix;
 use canopy::schedule::{Decision, Policy, Requirements, Snapshot, place};
+use canopy::spec::Topology;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 
@@ -79,6 +83,34 @@ fn placement(c: &mut Criterion) {
                 b.iter(|| decide_all(snap, &subset))
             });
         }
+        g.finish();
+    }
+
+    // Gangs of 4 on the 10,000-node fleet: 8 GPUs per node (whole nodes,
+    // as distributed training takes them) and 1 GPU per node, in one pool
+    // and behind one switch.
+    let snap = snapshot(10_000);
+    for topology in [Topology::SamePool, Topology::SameSwitch] {
+        let gangs: Vec<(Requirements, Policy)> = mix
+            .iter()
+            .filter(|(r, _)| r.gpus > 0)
+            .map(|(r, p)| {
+                let r = Requirements {
+                    nodes: 4,
+                    topology,
+                    gpus: if r.gpus >= 4 { 8 } else { r.gpus },
+                    ..r.clone()
+                };
+                (r, p.clone())
+            })
+            .collect();
+        let placed = gangs.iter().filter(|(r, p)| matches!(place(r, &snap, p), Decision::Placed(_))).count();
+        eprintln!("gang/{topology}: {placed} of {} placed", gangs.len());
+        let mut g = c.benchmark_group(format!("place/gang-4-{topology}"));
+        g.throughput(Throughput::Elements(gangs.len() as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(10_000), &snap, |b, snap| {
+            b.iter(|| decide_all(snap, &gangs))
+        });
         g.finish();
     }
 

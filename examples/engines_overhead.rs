@@ -129,6 +129,7 @@ async fn slurm_direct(e: &Engines, n: usize, c: usize, round: usize) -> Res<Dura
                 cpus_per_task: 1,
                 memory_per_node: Some(100),
                 constraints: None,
+                ..JobProperties::default()
             };
             ids.push(api.submit("#!/bin/sh\nexec true\n", &props).await?);
         }

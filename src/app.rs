@@ -149,6 +149,7 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     };
     let mut local_cfg = LocalConfig::new(home.attempts(), opts.shim.clone());
     local_cfg.outputs = config.outputs.limits();
+    local_cfg.nodes = config.local.nodes.unwrap_or(1).clamp(1, 64);
     let local = LocalProvider::new(local_cfg);
     let (fleet, simulated, engines) = compose(&config, &local, opts.fleet.as_deref()).await?;
 

@@ -20,6 +20,9 @@
 //! max_attempt_size = "32GiB"        # all of one attempt's outputs together
 //! collect_timeout = "10m"           # then collection stops; the rest is skipped
 //!
+//! [local]
+//! nodes = 2                         # offer this machine as 2 nodes (gangs run here)
+//!
 //! [[slurm]]
 //! name = "slurm"                    # provider name, default "slurm"
 //! url = "http://127.0.0.1:6820"     # slurmrestd
@@ -34,6 +37,10 @@
 //! capabilities = ["infiniband"]
 //! gpu_memory_gb = 80
 //! lend_limit_gpus = 4
+//! [slurm.topology]                  # declared: Slurm does not report these
+//! fabric = { kind = "infiniband", gbps = 200 }   # every pool's inter-node network
+//! pools = { debug = { kind = "roce", gbps = 100 } }  # a pool's own, over `fabric`
+//! switches = { sw1 = ["n1", "n2"] } # each node's leaf switch (Slurm node names)
 //!
 //! [[ray]]
 //! name = "ray"
@@ -42,6 +49,9 @@
 //! jobs_dir = "/shared/canopy-jobs"
 //! capabilities = ["ray"]
 //! startup_limit = "2m"
+//! [ray.topology]                    # node names as Canopy shows them
+//! fabric = { kind = "ethernet", gbps = 25 }
+//! switches = { tor1 = ["ray-127.0.0.1", "ray-127.0.0.2"] }
 //! ```
 
 use crate::providers::collect::OutputLimits;
@@ -70,6 +80,19 @@ pub struct Config {
     pub outputs: OutputsEntry,
     #[serde(default)]
     pub engine: EngineEntry,
+    #[serde(default)]
+    pub local: LocalEntry,
+}
+
+/// `[local]`: how this machine is offered.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalEntry {
+    /// Split this machine into this many equal nodes, so multi-node
+    /// (gang) work runs here: each gets 1/N of the CPUs, memory, disk and
+    /// GPUs, and all talk over loopback. 1 when unset.
+    #[serde(default)]
+    pub nodes: Option<u32>,
 }
 
 impl Default for Config {
@@ -80,6 +103,7 @@ impl Default for Config {
             ray: Vec::new(),
             outputs: OutputsEntry::default(),
             engine: EngineEntry::default(),
+            local: LocalEntry::default(),
         }
     }
 }
@@ -171,6 +195,9 @@ pub struct SlurmEntry {
     pub region: Option<String>,
     #[serde(default)]
     pub partitions: BTreeMap<String, PartitionOverride>,
+    /// Declared fabric and switches (`[slurm.topology]`).
+    #[serde(default)]
+    pub topology: TopologyEntry,
 }
 
 fn slurm_name() -> String {
@@ -225,6 +252,108 @@ pub struct RayEntry {
     /// Python for the entrypoint wrapper on the Ray nodes.
     #[serde(default)]
     pub python: Option<String>,
+    /// Declared fabric and switches (`[ray.topology]`).
+    #[serde(default)]
+    pub topology: TopologyEntry,
+}
+
+/// `[slurm.topology]` / `[ray.topology]`: what the engine cannot report
+/// about its network, declared by the operator: each pool's inter-node
+/// fabric and each node's leaf switch (the fleet file's pool `fabric` and
+/// node `switch`). Node names are checked against the engine's inventory
+/// when the provider starts.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyEntry {
+    /// Every pool's fabric, unless `pools` names its own.
+    #[serde(default)]
+    pub fabric: Option<FabricEntry>,
+    /// Pool name → its fabric.
+    #[serde(default)]
+    pub pools: BTreeMap<String, FabricEntry>,
+    /// Switch name → the nodes on it.
+    #[serde(default)]
+    pub switches: BTreeMap<String, Vec<String>>,
+    /// The file this was read from, for errors found later (a node the
+    /// engine does not have); set by [`load`].
+    #[serde(skip)]
+    pub declared_in: Option<PathBuf>,
+}
+
+/// `{ kind = "infiniband", gbps = 200 }`, as in fleet files.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricEntry {
+    pub kind: crate::accel::Fabric,
+    /// Gbit/s per node.
+    pub gbps: f64,
+}
+
+impl FabricEntry {
+    pub fn to_fabric(self) -> crate::fleet::NodeFabric {
+        crate::fleet::NodeFabric { kind: self.kind, gbps: self.gbps }
+    }
+}
+
+impl TopologyEntry {
+    /// The fabric declared for `pool`.
+    pub fn fabric_of(&self, pool: &str) -> Option<crate::fleet::NodeFabric> {
+        self.pools.get(pool).copied().or(self.fabric).map(FabricEntry::to_fabric)
+    }
+
+    /// The switch declared for `node`.
+    pub fn switch_of(&self, node: &str) -> Option<String> {
+        self.switches.iter().find(|(_, nodes)| nodes.iter().any(|n| n == node)).map(|(s, _)| s.clone())
+    }
+
+    /// Declared nodes the engine does not have, as `switches.SW` key and
+    /// node name; `has` answers for the engine's nodes.
+    pub fn unknown_nodes(&self, has: impl Fn(&str) -> bool) -> Vec<(String, String)> {
+        self.switches
+            .iter()
+            .flat_map(|(sw, nodes)| nodes.iter().map(move |n| (sw.clone(), n.clone())))
+            .filter(|(_, n)| !has(n))
+            .collect()
+    }
+
+    /// Declared pools the engine does not have; `has` answers for its pools.
+    pub fn unknown_pools(&self, has: impl Fn(&str) -> bool) -> Vec<String> {
+        self.pools.keys().filter(|p| !has(p)).cloned().collect()
+    }
+
+    /// Where the declaration was read, for messages.
+    pub fn file(&self) -> String {
+        self.declared_in.as_ref().map_or_else(|| FILE_NAME.to_string(), |p| p.display().to_string())
+    }
+
+    fn check(&self, section: &str) -> Result<(), String> {
+        let fabrics = self
+            .fabric
+            .iter()
+            .map(|f| ("fabric".to_string(), f))
+            .chain(self.pools.iter().map(|(p, f)| (format!("pools.{p}"), f)));
+        for (key, f) in fabrics {
+            if !(f.gbps.is_finite() && f.gbps > 0.0) {
+                return Err(format!("[{section}.topology] {key}: gbps must be positive, got {}", f.gbps));
+            }
+        }
+        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+        for (sw, nodes) in &self.switches {
+            if nodes.is_empty() {
+                return Err(format!(
+                    "[{section}.topology] switches.{sw} lists no nodes; list them or remove it"
+                ));
+            }
+            for n in nodes {
+                if let Some(other) = seen.insert(n, sw) {
+                    return Err(format!(
+                        "[{section}.topology] node {n:?} is on two switches ({other} and {sw}); a node hangs off one"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 fn ray_name() -> String {
@@ -256,7 +385,12 @@ pub fn locate(flag: Option<&Path>, home: &Path) -> Option<PathBuf> {
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let text =
         std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
-    parse(&text).map_err(|message| ConfigError::Parse { path: path.into(), message })
+    let mut cfg = parse(&text).map_err(|message| ConfigError::Parse { path: path.into(), message })?;
+    for t in cfg.slurm.iter_mut().map(|s| &mut s.topology).chain(cfg.ray.iter_mut().map(|r| &mut r.topology))
+    {
+        t.declared_in = Some(path.to_path_buf());
+    }
+    Ok(cfg)
 }
 
 /// Parses and checks configuration text.
@@ -285,6 +419,10 @@ pub fn parse(text: &str) -> Result<Config, String> {
         if s.token_env.is_empty() {
             return Err(format!("[[slurm]] {}: token_env must name an environment variable", s.name));
         }
+        s.topology.check("slurm").map_err(|m| format!("[[slurm]] {}: {m}", s.name))?;
+    }
+    for r in &cfg.ray {
+        r.topology.check("ray").map_err(|m| format!("[[ray]] {}: {m}", r.name))?;
     }
     Ok(cfg)
 }
@@ -320,6 +458,29 @@ mod tests {
         eng.engine.apply(&mut core);
         assert_eq!((core.exclusion_ttl_s, core.unreachable_after_s), (120.0, 20.0));
         assert!(parse("[engine]\nblip = \"1s\"").is_err());
+        let topo = &cfg.slurm[0].topology;
+        assert_eq!(topo.switch_of("n2").as_deref(), Some("sw1"));
+        assert_eq!(topo.fabric_of("debug").map(|f| f.gbps), Some(100.0), "the pool's own");
+        assert_eq!(topo.fabric_of("other").map(|f| f.kind), Some(crate::accel::Fabric::Infiniband));
+        assert_eq!(cfg.ray[0].topology.switch_of("ray-127.0.0.2").as_deref(), Some("tor1"));
+    }
+
+    #[test]
+    fn topology_mistakes_are_named() {
+        let base = "[[slurm]]\nurl='http://a'\ntoken_env='T'\njobs_dir='/j'\n[slurm.topology]\n";
+        let two = parse(&format!("{base}switches = {{ a = ['n1'], b = ['n1'] }}")).unwrap_err();
+        assert!(two.contains("\"n1\" is on two switches (a and b)"), "{two}");
+        let gbps = parse(&format!("{base}fabric = {{ kind = 'infiniband', gbps = 0 }}")).unwrap_err();
+        assert!(gbps.contains("[slurm.topology] fabric: gbps must be positive"), "{gbps}");
+        let kind = parse(&format!("{base}fabric = {{ kind = 'myrinet', gbps = 10 }}")).unwrap_err();
+        assert!(kind.contains("myrinet"), "{kind}");
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("canopy.toml");
+        std::fs::write(&path, format!("{base}switches = {{ sw1 = ['n1', 'n9'] }}")).unwrap();
+        let cfg = load(&path).unwrap();
+        let topo = &cfg.slurm[0].topology;
+        assert_eq!(topo.unknown_nodes(|n| n == "n1"), vec![("sw1".to_string(), "n9".to_string())]);
+        assert_eq!(topo.file(), path.display().to_string());
     }
 
     #[test]

@@ -196,6 +196,23 @@ impl<'de> Deserialize<'de> for ByteSize {
     }
 }
 
+/// A span of seconds as an operator reads it: `45s`, `14m`, `3h 5m`, `2d 4h`.
+pub fn human_secs(s: f64) -> String {
+    let s = if s.is_finite() { s.max(0.0).round() as u64 } else { 0 };
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => match (s % 3600) / 60 {
+            0 => format!("{}h", s / 3600),
+            m => format!("{}h {m}m", s / 3600),
+        },
+        _ => match (s % 86400) / 3600 {
+            0 => format!("{}d", s / 86400),
+            h => format!("{}d {h}h", s / 86400),
+        },
+    }
+}
+
 /// `n` bytes for people: `512 B`, `1.5 KiB`, `8.0 GiB`.
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];

@@ -526,3 +526,41 @@ fn a_replays_marker_leaves_the_tabs_named_at_120_columns_and_numbered_at_80() {
     }
     insta::assert_snapshot!("replay_header", lines.join("\n"));
 }
+
+/// A gang's detail names every node in rank order and what each attempt
+/// resumed from and left; a checkpoint's name (the workload's own) never
+/// reaches the terminal raw.
+#[test]
+fn a_gangs_detail_names_its_nodes_and_checkpoints() {
+    use canopy::engine::model::{CheckpointNote, Millis, SavedCheckpoint};
+    let mut a = app();
+    key(&mut a, '4');
+    a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
+    let id = a.detail.expect("a workload in detail");
+    let w = a.model.workloads.get_mut(&id).unwrap();
+    w.rec.spec.resources.nodes = 2;
+    w.rec.spec.resources.gpus = 8;
+    w.rec.spec.checkpoint =
+        Some(serde_json::from_value(serde_json::json!({ "path": "/ckpt", "interval": "30m" })).unwrap());
+    let last = w.attempts.last_mut().expect("an attempt");
+    let n = last.id.n;
+    last.nodes = vec![last.node.clone(), "fra-h100-05".into()];
+    let saved = |name: &str, attempt: u32| SavedCheckpoint {
+        name: name.into(),
+        at: Millis(NOW.0 - 60_000),
+        bytes: 3 << 30,
+        attempt,
+    };
+    last.checkpoint = Some(CheckpointNote {
+        resumed: Some(saved("step-300", n.saturating_sub(1).max(1))),
+        saved: Some(saved("step-9\x1b[2J", n)),
+    });
+    a.model.generation += 1;
+    let text = format!("{:?}", render(&a, 120, 40).backend());
+    assert!(text.contains("8 × 2 nodes"), "{text}");
+    assert!(text.contains(",fra-h100-05"), "{text}");
+    assert!(text.contains("checkpoints: /ckpt, every 30m"), "{text}");
+    assert!(text.contains("resumed from step-300 of attempt"), "{text}");
+    assert!(text.contains("left step-9"), "{text}");
+    assert!(!text.contains('\x1b'), "a checkpoint name never reaches the terminal raw");
+}

@@ -876,3 +876,86 @@ fn log_lines_keep_the_time_they_were_written_not_when_they_are_read() {
     assert_eq!(from_middle.time_at(9), Some(api_lines[1].1), "byte 9 is in `line 2`");
     engine.stop();
 }
+
+/// The script of a workload that counts to 5, saving each step as a
+/// checkpoint (`step-N/` with `COMPLETE` last) and resuming from the
+/// newest it finds. `$1` is a marker file; the first run leaves step-4
+/// half-written and kills itself.
+const COUNTING: &str = r#"d="$CANOPY_CHECKPOINT_DIR"; start=0
+for c in "$d"/step-*/COMPLETE; do [ -e "$c" ] || continue; n=$(basename "$(dirname "$c")"); n=${n#step-}; [ "$n" -gt "$start" ] && start=$n; done
+echo "resumed at step $start"; echo "run from $start" >> "$MARK"
+s=$start
+while [ $s -lt 5 ]; do
+  s=$((s+1)); mkdir -p "$d/step-$s"; echo $s > "$d/step-$s/state"
+  if [ $s = 4 ] && [ $start = 0 ]; then kill -9 $$; fi
+  touch "$d/step-$s/COMPLETE"
+done
+echo "finished at step $s""#;
+
+#[test]
+fn a_checkpointed_workload_killed_mid_run_resumes_from_its_last_complete_checkpoint() {
+    let s = setup();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    let mark = s.scratch.join("runs");
+    let extra = format!(
+        "[checkpoint]\npath = \"/ckpt\"\n\n[retry]\napp_errors = 1\nbackoff = \"1s\"\n\n\
+         [runtime.env]\nMARK = {:?}\n",
+        mark.display().to_string()
+    );
+    let path = s.specs.join("counting.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"counting\"\n[runtime]\ncommand = [\"sh\", \"-c\", {COUNTING:?}]\n{}\n\
+             [resources]\ncpu_cores = 0.1\nmemory_gb = 0.1\n\n[constraints]\nproviders = [\"local\"]\n",
+            extra
+        ),
+    )
+    .unwrap();
+    let id = cli.submit(&path);
+    let w = cli.wait_final(id);
+    assert_eq!(w.state, WorkloadState::Succeeded, "{w:?}");
+    // The second run started at step 3, the last complete one; the
+    // half-written step 4 was never handed on.
+    assert_eq!(std::fs::read_to_string(&mark).unwrap(), "run from 0\nrun from 3\n");
+    let (_, attempts) = cli.status(id);
+    assert_eq!(attempts.len(), 2);
+    let resumed = attempts[1].checkpoint.as_ref().and_then(|c| c.resumed.as_ref()).expect("resumed");
+    assert_eq!((resumed.name.as_str(), resumed.attempt), ("step-3", 1));
+    let logs = cli.ok(&["logs", &id.to_string()]);
+    assert!(logs.contains("resumed at step 3") && logs.contains("finished at step 5"), "{logs}");
+    let events = cli.ok(&["events", &id.to_string()]);
+    assert!(events.contains("resumes from checkpoint step-3 of attempt 1 (saved"), "{events}");
+    engine.stop();
+}
+
+/// An evicting drain sends SIGTERM and waits its grace: the workload
+/// saves a checkpoint in that time, and its next run resumes from it.
+#[test]
+fn sigterm_with_grace_reaches_the_workload_before_an_evicting_drain_kills_it() {
+    let s = setup();
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    let cli = Cli::new(&s.store);
+    let script = r#"d="$CANOPY_CHECKPOINT_DIR"
+if [ -e "$d/on-term/COMPLETE" ]; then echo "resumed from on-term"; exit 0; fi
+trap 'mkdir -p "$d/on-term"; echo 42 > "$d/on-term/state"; touch "$d/on-term/COMPLETE"; echo saved on SIGTERM; exit 143' TERM
+echo started; sleep 60 & wait"#;
+    let path = spec(&s.specs, "graceful", script, "[checkpoint]\npath = \"/ckpt\"\n");
+    let id = cli.submit(&path);
+    cli.wait_state(id, |s| s == WorkloadState::Running);
+    let node = cli.status(id).1[0].node.clone();
+    wait_for("the workload to start", || cli.ok(&["logs", &id.to_string()]).contains("started"));
+    cli.ok(&["drain", &node, "--evict", "--grace", "30s", "--reason", "reboot"]);
+    cli.wait_state(id, |s| s == WorkloadState::Queued);
+    let (_, attempts) = cli.status(id);
+    let saved = attempts[0].checkpoint.as_ref().and_then(|c| c.saved.as_ref()).expect("a checkpoint saved");
+    assert_eq!(saved.name, "on-term");
+    cli.ok(&["uncordon", &node]);
+    assert_eq!(cli.wait_final(id).state, WorkloadState::Succeeded);
+    let logs = cli.ok(&["logs", &id.to_string(), "--attempt", "1"]);
+    assert!(logs.contains("saved on SIGTERM"), "{logs}");
+    let logs = cli.ok(&["logs", &id.to_string()]);
+    assert!(logs.contains("resumed from on-term"), "{logs}");
+    engine.stop();
+}

@@ -1,6 +1,7 @@
 //! Canopy against a real Ray head through the Jobs API (see
 //! `scripts/engines/`): submit, logs, stop, adoption of a duplicate
-//! launch, and a job Ray cannot fit, classed capacity and moved to Slurm.
+//! launch, a job Ray cannot fit, classed capacity and moved to Slurm, and
+//! gangs over its two nodes (the head and a second raylet).
 //! Skips visibly without the engines; fails under `CANOPY_ENGINES=require`.
 
 mod engines_support;
@@ -90,36 +91,56 @@ async fn ray_submit_logs_duplicate_and_stop() {
     assert_eq!(end, AttemptStatus::Ended(ProviderEnd::Cancelled));
 }
 
-/// Holds Ray's GPUs outside Canopy; stops the job on drop.
-struct Hog(String, String);
+/// Holds Ray's GPUs outside Canopy; stops its jobs on drop.
+struct Hog(String, Vec<String>);
 impl Drop for Hog {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("curl")
-            .args(["-s", "-X", "POST", &format!("{}/api/jobs/{}/stop", self.0, self.1)])
-            .output();
+        for id in &self.1 {
+            let _ = std::process::Command::new("curl")
+                .args(["-s", "-X", "POST", &format!("{}/api/jobs/{}/stop", self.0, id)])
+                .output();
+        }
     }
+}
+
+/// Takes every GPU of both Ray nodes (4 each) outside Canopy, running.
+async fn hog_all_gpus(e: &Engines, name: &str) -> Hog {
+    let client = reqwest::Client::new();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let ids: Vec<String> =
+        (1..=2).map(|i| format!("hog-{}-{nanos}-{name}-{i}", std::process::id())).collect();
+    let hog = Hog(e.ray_url.clone(), ids.clone());
+    for id in &ids {
+        let body = json!({ "entrypoint": "sleep 600", "submission_id": id, "entrypoint_num_gpus": 4 });
+        let resp = client.post(format!("{}/api/jobs/", e.ray_url)).json(&body).send().await.unwrap();
+        assert!(resp.status().is_success(), "{:?}", resp.text().await);
+    }
+    let deadline = Instant::now() + LONG;
+    for id in &ids {
+        loop {
+            let j: serde_json::Value = client
+                .get(format!("{}/api/jobs/{id}", e.ray_url))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if j["status"] == "RUNNING" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the hog did not start: {j}");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    hog
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn unfittable_ray_job_is_capacity_and_moves_to_slurm() {
     let _g = SERIAL.lock().await;
     let Some(e) = engines("unfittable_ray_job_is_capacity_and_moves_to_slurm", "both").await else { return };
-    let hog = format!("hog-{}-{}", std::process::id(), Instant::now().elapsed().as_nanos());
-    let body = json!({ "entrypoint": "sleep 600", "submission_id": hog, "entrypoint_num_gpus": 4 });
-    let client = reqwest::Client::new();
-    let resp = client.post(format!("{}/api/jobs/", e.ray_url)).json(&body).send().await.unwrap();
-    assert!(resp.status().is_success(), "{:?}", resp.text().await);
-    let _hog = Hog(e.ray_url.clone(), hog.clone());
-    let deadline = Instant::now() + LONG;
-    loop {
-        let j: serde_json::Value =
-            client.get(format!("{}/api/jobs/{hog}", e.ray_url)).send().await.unwrap().json().await.unwrap();
-        if j["status"] == "RUNNING" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the hog did not start: {j}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let _hog = hog_all_gpus(&e, "moves").await;
     let t = tempfile::tempdir().unwrap();
     let toml = format!(
         "{}{}",
@@ -152,11 +173,7 @@ async fn abandoned_pending_ray_job_is_stopped_when_it_starts() {
     let _g = SERIAL.lock().await;
     let Some(e) = engines("abandoned_pending_ray_job_is_stopped_when_it_starts", "ray").await else { return };
     let client = reqwest::Client::new();
-    let hog = format!("hog-{}-abandon", std::process::id());
-    let body = json!({ "entrypoint": "sleep 600", "submission_id": hog, "entrypoint_num_gpus": 4 });
-    let resp = client.post(format!("{}/api/jobs/", e.ray_url)).json(&body).send().await.unwrap();
-    assert!(resp.status().is_success(), "{:?}", resp.text().await);
-    let hog_guard = Hog(e.ray_url.clone(), hog.clone());
+    let hog_guard = hog_all_gpus(&e, "abandon").await;
     let job = |id: String| {
         let (client, url) = (client.clone(), e.ray_url.clone());
         async move {
@@ -165,11 +182,6 @@ async fn abandoned_pending_ray_job_is_stopped_when_it_starts() {
             j["status"].as_str().unwrap_or_default().to_string()
         }
     };
-    let deadline = Instant::now() + LONG;
-    while job(hog.clone()).await != "RUNNING" {
-        assert!(Instant::now() < deadline, "the hog did not start");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
     let entry = canopy::config::parse(&ray_toml(&e, "startup_limit = \"2s\"\n")).unwrap().ray.remove(0);
     let p = RayProvider::new(RayConfig::from_entry(&entry).unwrap()).unwrap();
     let t = tempfile::tempdir().unwrap();
@@ -315,4 +327,138 @@ async fn a_ray_head_restart_charges_no_node() {
     let node = status.health.node(&a[0].node);
     assert!(!node.quarantined, "{} was quarantined for Ray's restart: {node:?}", a[0].node);
     r.handle.shutdown();
+}
+
+/// The two Ray nodes (head and second raylet) by Canopy's names, sorted.
+async fn ray_nodes(p: &RayProvider) -> Vec<String> {
+    let inv = p.inventory().await.unwrap();
+    let mut nodes: Vec<String> = inv.pools.iter().flat_map(|p| &p.nodes).map(|n| n.name.clone()).collect();
+    nodes.sort();
+    nodes
+}
+
+fn ray_gang(token: &str, script: &str, nodes: &[String], dir: &std::path::Path) -> LaunchRequest {
+    LaunchRequest {
+        attempt: AttemptId { workload: WorkloadId(4), n: 1 },
+        token: token.into(),
+        spec: Arc::new(spec(json!({
+            "name": "gang",
+            "runtime": { "command": ["sh", "-c", script] },
+            "resources": { "nodes": nodes.len(), "gpus": 1, "cpu_cores": 1 },
+        }))),
+        pool: "h100".into(),
+        node: nodes[0].clone(),
+        nodes: nodes.to_vec(),
+        checkpoint_dir: None,
+        secrets: Vec::new(),
+        artifact_dir: dir.into(),
+    }
+}
+
+/// A gang of two on Ray: one launcher per node (STRICT_SPREAD over the
+/// head and the second raylet, each where Canopy placed it), both told
+/// the same rendezvous, rank 0's node address as MASTER_ADDR.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ray_gang_spreads_one_launcher_per_node() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("a_ray_gang_spreads_one_launcher_per_node", "ray").await else { return };
+    let p = adapter(&e);
+    let nodes = ray_nodes(&p).await;
+    assert_eq!(nodes, vec!["ray-127.0.0.1", "ray-127.0.0.2"], "Ray's inventory lists both nodes");
+    let t = tempfile::tempdir().unwrap();
+    let (value, sha) = canary();
+    let token = format!("canopy-raygang{}-w4-a1", std::process::id());
+    let script = "printf %s \"$HF_TOKEN\" | sha256sum | sed \"s/ .*//; s/^/rank $NODE_RANK saw /\"; \
+                  echo \"rank=$NODE_RANK of=$NNODES name=$CANOPY_NODE_NAME ip=$CANOPY_RAY_NODE_IP id=$CANOPY_RAY_NODE_ID \
+                  master=$MASTER_ADDR:$MASTER_PORT gpus=$CUDA_VISIBLE_DEVICES\"";
+    // Rank 0 on the second raylet: rank order is Canopy's.
+    let order = vec![nodes[1].clone(), nodes[0].clone()];
+    let mut req = ray_gang(&token, script, &order, t.path());
+    req.spec = Arc::new(spec(json!({
+        "name": "gang",
+        "runtime": { "command": ["sh", "-c", script], "secrets": ["HF_TOKEN"] },
+        "resources": { "nodes": 2, "gpus": 1, "cpu_cores": 1 },
+    })));
+    req.secrets = vec![("HF_TOKEN".into(), canopy::providers::SecretValue::new(value.clone()))];
+    p.launch(&req).await.unwrap();
+    let end = status_until(&p, &token, |s| matches!(s, AttemptStatus::Ended(_))).await;
+    let logs = String::from_utf8_lossy(&p.logs(&token, LogStream::Stdout, 0, 1 << 20).await.unwrap().data)
+        .into_owned();
+    assert_eq!(end, AttemptStatus::Ended(ProviderEnd::Exited { code: 0 }), "{logs}");
+    let line =
+        regex::Regex::new(r"rank=(\d) of=2 name=(\S+) ip=(\S+) id=(\S+) master=(\S+) gpus=\d").unwrap();
+    let mut ranks: Vec<Vec<String>> =
+        line.captures_iter(&logs).map(|c| (1..=5).map(|i| c[i].to_string()).collect()).collect();
+    ranks.sort();
+    assert_eq!(ranks.len(), 2, "one launcher per node: {logs}");
+    assert_eq!(ranks[0][..3], ["0".to_string(), "ray-127.0.0.2".into(), "127.0.0.2".into()], "{logs}");
+    assert_eq!(ranks[1][..3], ["1".to_string(), "ray-127.0.0.1".into(), "127.0.0.1".into()], "{logs}");
+    assert_ne!(ranks[0][3], ranks[1][3], "two Ray nodes: {logs}");
+    assert_eq!(ranks[0][4], ranks[1][4], "one rendezvous: {logs}");
+    assert!(ranks[0][4].starts_with("127.0.0.2:"), "rank 0's node is MASTER_ADDR: {logs}");
+    for rank in 0..2 {
+        assert!(
+            logs.contains(&format!("rank {rank} saw {sha}")),
+            "rank {rank} did not see its secret: {logs}"
+        );
+    }
+    let detail = reqwest::get(format!("{}/api/jobs/{token}", e.ray_url)).await.unwrap().text().await.unwrap();
+    assert!(!detail.contains(&value), "the job's details carry the secret");
+    for dir in [e.dir.join("raytmp"), e.jobs_dir.clone()] {
+        let hits = files_containing(&dir, value.as_bytes());
+        assert!(hits.is_empty(), "the secret is written in {hits:?}");
+    }
+}
+
+/// One rank failing stops the other, and the end names that rank and its
+/// node.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_ray_rank_stops_the_gang_and_is_named() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("a_failing_ray_rank_stops_the_gang_and_is_named", "ray").await else { return };
+    let p = adapter(&e);
+    let nodes = ray_nodes(&p).await;
+    let t = tempfile::tempdir().unwrap();
+    let token = format!("canopy-raygangfail{}-w4-a1", std::process::id());
+    let script = "echo \"rank $NODE_RANK up\"; if [ \"$NODE_RANK\" = 1 ]; then sleep 2; exit 3; fi; sleep 120; echo survived";
+    p.launch(&ray_gang(&token, script, &nodes, t.path())).await.unwrap();
+    let end = status_until(&p, &token, |s| matches!(s, AttemptStatus::Ended(_))).await;
+    let logs = String::from_utf8_lossy(&p.logs(&token, LogStream::Stdout, 0, 1 << 20).await.unwrap().data)
+        .into_owned();
+    assert_eq!(
+        end,
+        AttemptStatus::Ended(ProviderEnd::Rank {
+            rank: 1,
+            node: nodes[1].clone(),
+            end: Box::new(ProviderEnd::Exited { code: 3 })
+        }),
+        "{logs}"
+    );
+    assert!(logs.contains("rank 0 up") && logs.contains("rank 1 up"), "{logs}");
+    assert!(!logs.contains("survived"), "rank 0 was not stopped: {logs}");
+}
+
+/// A gang Ray cannot place (three nodes, two in the cluster) runs nothing
+/// and ends as a capacity refusal once the startup limit has passed.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unplaceable_ray_gang_runs_nothing_and_is_capacity() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("an_unplaceable_ray_gang_runs_nothing_and_is_capacity", "ray").await else {
+        return;
+    };
+    let entry = canopy::config::parse(&ray_toml(&e, "startup_limit = \"3s\"\n")).unwrap().ray.remove(0);
+    let p = RayProvider::new(RayConfig::from_entry(&entry).unwrap()).unwrap();
+    let mut nodes = ray_nodes(&p).await;
+    nodes.push("ray-127.0.0.3".into());
+    let t = tempfile::tempdir().unwrap();
+    let marker = t.path().join("ran");
+    let token = format!("canopy-raygangunplaced{}-w4-a1", std::process::id());
+    let script = format!("touch {}", marker.display());
+    p.launch(&ray_gang(&token, &script, &nodes, t.path())).await.unwrap();
+    let end = status_until(&p, &token, |s| matches!(s, AttemptStatus::Ended(_))).await;
+    assert!(
+        matches!(&end, AttemptStatus::Ended(ProviderEnd::LaunchRejected { capacity: true, message }) if message.contains("could not place")),
+        "{end:?}"
+    );
+    assert!(!marker.exists(), "a rank ran although the gang was not placed");
 }

@@ -392,3 +392,175 @@ async fn a_third_job_runs_beside_two_of_canopys_own() {
     }
     r.handle.shutdown();
 }
+
+fn gang(token: &str, script: &str, nodes: &[&str], dir: &std::path::Path) -> LaunchRequest {
+    let s = spec(json!({
+        "name": "gang",
+        "runtime": { "command": ["sh", "-c", script] },
+        "resources": { "nodes": nodes.len(), "gpus": 1, "memory_gb": 0.1 },
+    }));
+    let mut req = request(token, s, dir);
+    req.nodes = nodes.iter().map(|n| n.to_string()).collect();
+    req.node = req.nodes[0].clone();
+    req
+}
+
+async fn running(p: &SlurmProvider, token: &str) {
+    let deadline = Instant::now() + LONG;
+    while p.status(token).await.unwrap() != AttemptStatus::Running {
+        assert!(Instant::now() < deadline, "{token} did not start");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A gang of two is one Slurm job with a launcher on each node: each
+/// knows its rank, both agree on the rendezvous, and the secret reaches
+/// every launcher without being written anywhere in clear.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gang_runs_one_launcher_per_slurm_node() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("a_gang_runs_one_launcher_per_slurm_node", "slurm").await else { return };
+    let t = tempfile::tempdir().unwrap();
+    let p = adapter(&e);
+    p.inventory().await.unwrap();
+    let (value, sha) = canary();
+    let token = format!("canopy-slurmgang{}-w1-a1", std::process::id());
+    let script = "printf %s \"$HF_TOKEN\" | sha256sum | sed \"s/ .*//; s/^/$SLURMD_NODENAME saw /\"; \
+                  echo \"node=$SLURMD_NODENAME rank=$NODE_RANK of=$NNODES master=$MASTER_ADDR:$MASTER_PORT gpus=$CUDA_VISIBLE_DEVICES\"";
+    let mut req = gang(&token, script, &["n1", "n2"], t.path());
+    req.secrets = vec![("HF_TOKEN".into(), canopy::providers::SecretValue::new(value.clone()))];
+    p.launch(&req).await.unwrap();
+    assert_eq!(end_of(&p, &token).await, ProviderEnd::Exited { code: 0 });
+    let out = String::from_utf8_lossy(&p.logs(&token, LogStream::Stdout, 0, 1 << 20).await.unwrap().data)
+        .into_owned();
+    let line = regex::Regex::new(r"node=(n\d) rank=(\d) of=2 master=(\S+):(\d+) gpus=\d").unwrap();
+    let mut seen: Vec<(String, String, String)> = line
+        .captures_iter(&out)
+        .map(|c| (c[1].to_string(), c[2].to_string(), format!("{}:{}", &c[3], &c[4])))
+        .collect();
+    seen.sort();
+    assert_eq!(seen.len(), 2, "one launcher per node: {out}");
+    assert_eq!((seen[0].0.as_str(), seen[0].1.as_str()), ("n1", "0"), "{out}");
+    assert_eq!((seen[1].0.as_str(), seen[1].1.as_str()), ("n2", "1"), "{out}");
+    assert_eq!(seen[0].2, seen[1].2, "both ranks agree on the rendezvous: {out}");
+    assert!(seen[0].2.starts_with("127.0.0.1:"), "MASTER_ADDR is n1's address as Slurm knows it: {out}");
+    for node in ["n1", "n2"] {
+        assert!(out.contains(&format!("{node} saw {sha}")), "{node} did not see its secret: {out}");
+    }
+    for dir in [e.dir.join("slurm"), e.jobs_dir.clone()] {
+        let hits = files_containing(&dir, value.as_bytes());
+        assert!(hits.is_empty(), "the secret is written in {hits:?}");
+    }
+}
+
+/// One rank failing stops the whole gang, and the end names that rank and
+/// its node (rank order is Canopy's, not Slurm's sorted node list).
+#[tokio::test(flavor = "multi_thread")]
+async fn one_failing_rank_ends_the_slurm_gang_and_is_named() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("one_failing_rank_ends_the_slurm_gang_and_is_named", "slurm").await else { return };
+    let t = tempfile::tempdir().unwrap();
+    let p = adapter(&e);
+    p.inventory().await.unwrap();
+    let token = format!("canopy-slurmgangfail{}-w1-a1", std::process::id());
+    let script = "echo \"rank $NODE_RANK up on $SLURMD_NODENAME\"; if [ \"$NODE_RANK\" = 1 ]; then sleep 1; exit 3; fi; \
+                  sleep 120; echo survived";
+    p.launch(&gang(&token, script, &["n2", "n1"], t.path())).await.unwrap();
+    let end = end_of(&p, &token).await;
+    assert_eq!(
+        end,
+        ProviderEnd::Rank { rank: 1, node: "n1".into(), end: Box::new(ProviderEnd::Exited { code: 3 }) }
+    );
+    let out = String::from_utf8_lossy(&p.logs(&token, LogStream::Stdout, 0, 1 << 20).await.unwrap().data)
+        .into_owned();
+    assert!(out.contains("rank 0 up on n2") && out.contains("rank 1 up on n1"), "{out}");
+    assert!(!out.contains("survived"), "rank 0 was not stopped: {out}");
+}
+
+/// A running gang's holdings are Canopy's on both nodes (not "used by
+/// others"), and a stop with grace reaches every launcher as SIGTERM
+/// before anything is killed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gang_is_counted_on_both_nodes_and_stops_with_grace() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("a_gang_is_counted_on_both_nodes_and_stops_with_grace", "slurm").await else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let p = adapter(&e);
+    let used = |inv: &canopy::providers::Inventory| -> Vec<(String, u32, f64)> {
+        let mut v: Vec<(String, u32, f64)> = inv
+            .pools
+            .iter()
+            .filter(|p| p.def.name == "debug")
+            .flat_map(|p| &p.nodes)
+            .map(|n| (n.name.clone(), n.used_by_others.gpus, n.used_by_others.cpu_cores))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    let before = used(&p.inventory().await.unwrap());
+    let token = format!("canopy-slurmganggrace{}-w1-a1", std::process::id());
+    let script = "trap 'echo \"SIGTERM on $SLURMD_NODENAME\"; exit 0' TERM; echo ready; sleep 300 & wait";
+    let mut req = gang(&token, script, &["n1", "n2"], t.path());
+    req.spec = Arc::new(spec(json!({
+        "name": "gang", "runtime": { "command": ["sh", "-c", script] },
+        "resources": { "nodes": 2, "gpus": 2, "cpu_cores": 2, "memory_gb": 0.1 },
+    })));
+    p.launch(&req).await.unwrap();
+    running(&p, &token).await;
+    let during = used(&p.inventory().await.unwrap());
+    assert_eq!(during, before, "the gang's GPUs and CPUs on n1 and n2 were counted as someone else's");
+    // Both launchers have set their trap before the stop.
+    let deadline = Instant::now() + LONG;
+    loop {
+        let out = p.logs(&token, LogStream::Stdout, 0, 1 << 20).await.unwrap();
+        if String::from_utf8_lossy(&out.data).matches("ready").count() == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the launchers did not start");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    p.terminate_within(&token, Duration::from_secs(30)).await.unwrap();
+    assert!(
+        matches!(p.status(&token).await.unwrap(), AttemptStatus::Ended(_)),
+        "still running after the stop"
+    );
+    let out = String::from_utf8_lossy(&p.logs(&token, LogStream::Stdout, 0, 1 << 20).await.unwrap().data)
+        .into_owned();
+    for node in ["n1", "n2"] {
+        assert!(out.contains(&format!("SIGTERM on {node}")), "{node}'s launcher got no SIGTERM: {out}");
+    }
+}
+
+/// canopy.toml declares what Slurm cannot report: the pool's fabric and
+/// each node's switch reach the inventory (and so the fleet); a node
+/// Slurm does not have is an error naming the file and key.
+#[tokio::test(flavor = "multi_thread")]
+async fn declared_topology_reaches_the_slurm_inventory() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("declared_topology_reaches_the_slurm_inventory", "slurm").await else { return };
+    let t = tempfile::tempdir().unwrap();
+    let file = t.path().join("canopy.toml");
+    let load = |topology: &str| {
+        std::fs::write(&file, slurm_toml(&e, &format!("[slurm.topology]\n{topology}"))).unwrap();
+        let entry = canopy::config::load(&file).unwrap().slurm.remove(0);
+        SlurmProvider::new(SlurmConfig::from_entry(&entry).unwrap()).unwrap()
+    };
+    let p = load(
+        "fabric = { kind = \"infiniband\", gbps = 200 }\nswitches = { sw1 = [\"n1\"], sw2 = [\"n2\"] }\n",
+    );
+    let inv = p.inventory().await.unwrap();
+    let fleet = canopy::app::provider_def("slurm", canopy::fleet::ProviderKind::Slurm, None, inv);
+    let (pool, nodes) = fleet.pools.iter().find(|(p, _)| p.name == "debug").expect("pool debug");
+    let fabric = pool.shape.fabric.expect("the declared fabric");
+    assert_eq!((fabric.kind, fabric.gbps), (canopy::accel::Fabric::Infiniband, 200.0));
+    let switches: Vec<(String, Option<String>)> =
+        nodes.iter().map(|n| (n.name.clone(), n.switch.clone())).collect();
+    assert_eq!(switches, vec![("n1".into(), Some("sw1".into())), ("n2".into(), Some("sw2".into()))]);
+    let wrong = load("switches = { sw1 = [\"n1\", \"n9\"] }\n");
+    let err = wrong.inventory().await.unwrap_err().to_string();
+    assert!(err.contains(&file.display().to_string()), "the file is named: {err}");
+    assert!(err.contains("[slurm.topology] switches.sw1 names node \"n9\""), "the key is named: {err}");
+    assert!(err.contains("n1, n2"), "the nodes Slurm has are listed: {err}");
+}

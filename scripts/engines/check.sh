@@ -19,8 +19,8 @@ grep -q slurmrestd /proc/$pid/cmdline 2>/dev/null || fail "slurmrestd.pid ($pid)
 
 env_out=$("$HERE/start.sh" 2>&1) || fail "start.sh failed after stop.sh: $env_out"
 [ "$(ping_rest)" = 401 ] || fail "slurmrestd did not come back"
-curl -sf "http://127.0.0.1:$RAY_DASHBOARD_PORT/api/v0/nodes?detail=1" | grep -q '"ALIVE"' \
-  || fail "start.sh reported Ray up before its node registered"
+[ "$(curl -sf "http://127.0.0.1:$RAY_DASHBOARD_PORT/api/v0/nodes?detail=1" | grep -o '"ALIVE"' | wc -l)" -ge 2 ] \
+  || fail "start.sh reported Ray up before both its nodes registered"
 conf=$(echo "$env_out" | sed -n 's/^export SLURM_CONF=\([^ ]*\).*/\1/p')
 [ -n "$conf" ] || fail "start.sh does not print SLURM_CONF"
 SLURM_CONF=$conf sinfo -h >/dev/null || fail "sinfo fails with the printed SLURM_CONF"

@@ -2,7 +2,9 @@
 # Starts the test engines on this host, each recorded by PID under
 # $CANOPY_ENGINES_DIR: munged, slurmctld, slurmd n1+n2 (4 fake h100 GPUs
 # each), slurmrestd with JWT on 127.0.0.1:$SLURM_REST_PORT, and a Ray head
-# with 4 fake GPUs (accelerator_type:H100) on 127.0.0.1:$RAY_DASHBOARD_PORT.
+# with 4 fake GPUs (accelerator_type:H100) on 127.0.0.1:$RAY_DASHBOARD_PORT
+# joined by a second raylet on 127.0.0.2 with 4 more (a two-node Ray
+# cluster on one machine, so a STRICT_SPREAD gang of two can be placed).
 # Idempotent: what already runs is left alone. `start.sh slurm` or
 # `start.sh ray` starts one engine only. Prints the environment to export.
 set -euo pipefail
@@ -126,6 +128,36 @@ start_ray() {
   done
   curl -sf "http://127.0.0.1:$RAY_DASHBOARD_PORT/api/v0/nodes?detail=1" | grep -q '"ALIVE"' \
     || { echo "ray's node did not register:"; tail -20 $RAY_TMP/ray-head.log; exit 1; }
+  # The second raylet: its own address (127.0.0.2, loopback like the
+  # head's) and ports. Ray maps a head address of 127.0.0.1 to the NIC's
+  # (where nothing listens) and refuses to join a cluster while
+  # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, which keeps the head on loopback;
+  # so the CLI runs with both checks relaxed in its own process only (the
+  # raylet's processes keep the head's setting).
+  if ! running $RAY_TMP/ray-worker.pid; then
+    ( export PATH=$RAY_VENV/bin:$PATH RAY_USAGE_STATS_ENABLED=0 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
+      setsid nohup python -c '
+import sys
+import ray._private.ray_constants as c, ray._private.services as s
+c.ENABLE_RAY_CLUSTER = True
+s.resolve_ip_for_localhost = lambda host: host
+from ray.scripts.scripts import main
+sys.argv[0] = "ray"
+main()' start --block --address=127.0.0.1:6379 --node-ip-address=127.0.0.2 \
+        --num-cpus=4 --num-gpus=4 --resources='{"accelerator_type:H100": 4}' --object-store-memory=200000000 \
+        --node-manager-port=20880 --object-manager-port=20881 --dashboard-agent-listen-port=20882 \
+        --dashboard-agent-grpc-port=20883 --runtime-env-agent-port=20884 --metrics-export-port=20885 \
+        --min-worker-port=20900 --max-worker-port=20999 --disable-usage-stats --temp-dir=$RAY_TMP \
+        > $RAY_TMP/ray-worker.log 2>&1 &
+      echo $! > $RAY_TMP/ray-worker.pid )
+  fi
+  local alive=0
+  for _ in $(seq 1 240); do
+    alive=$(curl -sf "http://127.0.0.1:$RAY_DASHBOARD_PORT/api/v0/nodes?detail=1" 2>/dev/null | grep -o '"ALIVE"' | wc -l)
+    [ "$alive" -ge 2 ] && break
+    sleep 0.25
+  done
+  [ "$alive" -ge 2 ] || { echo "ray's second node did not register:"; tail -20 $RAY_TMP/ray-worker.log; exit 1; }
   echo "ray up in $(( $(ms) - t0 )) ms"
 }
 

@@ -14,7 +14,8 @@ stop_pid() { # name pidfile
   fi
   rm -f "$2"
 }
-stop_ray() { stop_pid ray-head $RAY_TMP/ray-head.pid; }
+# The second raylet first: without its head it retries for a while.
+stop_ray() { stop_pid ray-worker $RAY_TMP/ray-worker.pid; stop_pid ray-head $RAY_TMP/ray-head.pid; }
 stop_slurm() { for f in slurmrestd slurmd-n1 slurmd-n2 slurmctld munged; do stop_pid $f $S/run/$f.pid; done; }
 case ${1:-all} in
   all) stop_ray; stop_slurm ;;

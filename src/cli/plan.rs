@@ -1,6 +1,8 @@
 //! `canopy plan SPEC`: where a spec would run now, and why — the ranked
 //! candidates with their score breakdown, or the explanation of why nothing
-//! fits. Exit 3 when nothing fits, so scripts can tell.
+//! fits. Exit 3 when nothing fits, so scripts can tell. For a gang, each
+//! candidate lists its nodes (rank 0 first) and its hourly total; the JSON
+//! carries them as `gang` and `hourly_usd`.
 
 use super::table::{new_table, usd};
 use canopy::fleet::Fleet;
@@ -56,12 +58,17 @@ fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requireme
     match decision {
         Decision::Placed(p) => {
             let c = &p.candidates[0];
+            let nodes = if c.gang.is_empty() {
+                format!("node {}", c.node)
+            } else {
+                format!("a gang of {} ({}): {}", c.gang.len(), req.topology, c.node_names().join(", "))
+            };
+            let per_hour = if c.gang.is_empty() { "/h" } else { "/h for the gang" };
             outln!(
-                "{name}: {} on {} ({}), node {}, ${:.2}/h, est. {}, starts in ~{}s",
+                "{name}: {} on {} ({}), {nodes}, ${:.2}{per_hour}, est. {}, starts in ~{}s",
                 c.pool,
                 c.region,
                 c.accelerator,
-                c.node,
                 c.hourly_usd,
                 c.est_cost_usd,
                 c.startup_s
@@ -70,9 +77,10 @@ fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requireme
                 outln!("{g}.");
             }
             outln!();
+            let gang = p.candidates.iter().any(|c| !c.gang.is_empty());
             let mut t = new_table(&[
                 "#",
-                "POOL",
+                if gang { "POOL (NODES)" } else { "POOL" },
                 "REGION",
                 "ACCELERATOR",
                 "$/H",
@@ -89,9 +97,14 @@ fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requireme
                 if let Some(g) = c.gpu_node {
                     why.insert(0, g.short().to_string());
                 }
+                let pool = if c.gang.is_empty() {
+                    c.pool.clone()
+                } else {
+                    format!("{} ({})", c.pool, c.node_names().join(", "))
+                };
                 t.add_row(vec![
                     (i + 1).to_string(),
-                    c.pool.clone(),
+                    pool,
                     c.region.clone(),
                     c.accelerator.clone(),
                     usd(c.hourly_usd),
@@ -111,10 +124,11 @@ fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requireme
             }
             outln!();
             outln!(
-                "{} of {} pools feasible ({} nodes in the fleet); the rest are the fallback order.",
+                "{} of {} pools feasible ({} nodes in the fleet); the rest are the fallback order.{}",
                 k.feasible_pools,
                 k.total_pools,
-                k.total_nodes
+                k.total_nodes,
+                if gang { " $/H is each gang's total." } else { "" }
             );
             if !k.ruled_out.is_empty() {
                 outln!("Ruled out:");

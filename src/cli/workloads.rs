@@ -265,7 +265,7 @@ pub fn status(
                         a.id.to_string(),
                         state.unwrap_or_else(|| a.state.to_string()),
                         a.pool.clone(),
-                        a.node.clone(),
+                        a.nodes_label(),
                         usd(a.price_per_hour),
                         usd(a.cost_usd),
                         a.class.map(|c| c.to_string()).unwrap_or_default(),

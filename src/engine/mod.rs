@@ -8,6 +8,7 @@
 //! - [`shell`] (tokio) performs the core's actions against providers and
 //!   the journal and feeds results back as events. Only the shell does I/O.
 
+pub mod checkpoint;
 pub mod classify;
 pub mod clock;
 pub mod command;

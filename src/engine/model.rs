@@ -348,6 +348,11 @@ impl AttemptRecord {
         if self.nodes.is_empty() { vec![self.node.clone()] } else { self.nodes.clone() }
     }
 
+    /// Its node, or a gang's nodes in rank order: `n1,n2`.
+    pub fn nodes_label(&self) -> String {
+        if self.nodes.is_empty() { self.node.clone() } else { self.nodes.join(",") }
+    }
+
     /// The token the attempt's provider knows it by.
     pub fn token(&self, store_id: &str) -> String {
         self.id.token(store_id, &self.nonce)
@@ -378,6 +383,8 @@ pub enum EventKind {
     Quarantined,
     /// An operator acknowledged the failure.
     Acknowledged,
+    /// A checkpoint was left by an attempt or handed to the next.
+    Checkpoint,
 }
 
 impl EventKind {
@@ -402,6 +409,7 @@ impl EventKind {
             Self::Outputs => "outputs",
             Self::Quarantined => "quarantined",
             Self::Acknowledged => "acknowledged",
+            Self::Checkpoint => "checkpoint",
         }
     }
 }

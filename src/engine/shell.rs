@@ -634,6 +634,21 @@ impl Shell {
                     return Self::send(&tx, Event::LaunchResult { attempt, result: Err(err) });
                 }
             };
+            // Only the newest complete checkpoint is handed on.
+            if let Some(dir) = &checkpoint_dir {
+                let prepared = {
+                    let dir = dir.clone();
+                    tokio::task::spawn_blocking(move || crate::engine::checkpoint::prepare(&dir)).await
+                };
+                if let Err(e) = prepared.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| e.to_string()))
+                {
+                    let err = LaunchError::Rejected(format!(
+                        "cannot prepare the checkpoint directory {}: {e}",
+                        dir.display()
+                    ));
+                    return Self::send(&tx, Event::LaunchResult { attempt, result: Err(err) });
+                }
+            }
             let node = nodes.first().cloned().unwrap_or_default();
             let req = LaunchRequest {
                 attempt,
@@ -788,7 +803,22 @@ impl Shell {
         let logs = log_dir(&self.config.logs, attempt);
         let mask = self.secret_values(attempt.workload);
         let clock = self.clock.clone();
+        let checkpoints = spec
+            .as_ref()
+            .filter(|s| s.checkpoint.is_some())
+            .map(|_| self.config.checkpoints.join(attempt.workload.to_string()));
         tokio::spawn(async move {
+            if let Some(dir) = checkpoints {
+                let found =
+                    tokio::task::spawn_blocking(move || crate::engine::checkpoint::newest_complete(&dir))
+                        .await
+                        .ok()
+                        .and_then(|r| {
+                            r.map_err(|e| tracing::warn!(%attempt, "cannot read its checkpoints: {e}")).ok()
+                        })
+                        .flatten();
+                Self::send(&tx, Event::CheckpointFound { attempt, found });
+            }
             ship_logs(&*p, &token, &logs, &mask, &*clock).await;
             let mut log_tail = tail_lines_of(&logs.join("stdout.log"), tail_lines).await;
             log_tail.extend(tail_lines_of(&logs.join("stderr.log"), tail_lines).await);

@@ -5,13 +5,15 @@
 //! tagged), consumer 24 GB cards up to 8×141 GB NVLink nodes plus AMD,
 //! Intel and CPU-only pools, pools of 4–64 nodes, tens of classes, partial
 //! usage, a few cordoned/draining/down nodes, spot and reserved pools and
-//! some lend limits. Deterministic for a seed; no I/O, no clock. The only
+//! some lend limits; pools state their fabric and nodes their switch (8–32
+//! nodes per switch, for gangs). Deterministic for a seed; no I/O, no clock. The only
 //! randomness is [`SplitMix64`], seeded by the caller.
 
 use super::{
-    Accelerator, Fleet, FleetBuilder, Free, Lifecycle, NodeDef, NodeState, PoolDef, ProviderKind, Shape,
+    Accelerator, Fleet, FleetBuilder, Free, Lifecycle, NodeDef, NodeFabric, NodeState, PoolDef, ProviderKind,
+    Shape,
 };
-use crate::accel::{ComputeCapability, Family, Interconnect, Vendor};
+use crate::accel::{ComputeCapability, Fabric, Family, Interconnect, Vendor};
 use crate::health::{Health, HealthView};
 use std::time::Duration;
 
@@ -317,8 +319,15 @@ pub fn synth_fleet_with(params: &SynthParams) -> Fleet {
         let size = (min_pool + (skew * skew * span) as usize).min(max_pool).min(remaining);
         serial += 1;
         let (mut def, per_node_gpus) = pool_def(&mut rng, t, serial);
-        let node_defs: Vec<NodeDef> =
-            (0..size).map(|j| node_def(&mut rng, &def, t, per_node_gpus, j)).collect();
+        // Switches from a generator of their own, so that the rest of the
+        // fleet is what it was before fleets had switches.
+        let per_switch = 8 + SplitMix64::new(seed ^ (serial as u64).wrapping_mul(0x9E37_79B9)).below(25);
+        let node_defs: Vec<NodeDef> = (0..size)
+            .map(|j| NodeDef {
+                switch: Some(format!("{}-sw{}", def.name, j / per_switch)),
+                ..node_def(&mut rng, &def, t, per_node_gpus, j)
+            })
+            .collect();
         if t.owned && per_node_gpus > 0 && rng.chance(0.25) {
             // Owners lend only part of some pools.
             def.lend_limit_gpus = Some((per_node_gpus * size as u32).div_ceil(3));
@@ -342,6 +351,18 @@ pub fn synth_fleet_with(params: &SynthParams) -> Fleet {
         }
     }
     b.build()
+}
+
+/// The network between a GPU template's nodes: InfiniBand for the
+/// training parts that carry the tag, RoCE for the A100s, Ethernet else.
+fn gpu_fabric(g: &Gpu) -> NodeFabric {
+    if g.caps.contains(&"infiniband") {
+        NodeFabric { kind: Fabric::Infiniband, gbps: 400.0 }
+    } else if g.family == Family::Ampere && g.link == Nvlink {
+        NodeFabric { kind: Fabric::Roce, gbps: 200.0 }
+    } else {
+        NodeFabric { kind: Fabric::Ethernet, gbps: 100.0 }
+    }
 }
 
 fn pool_def(rng: &mut SplitMix64, t: &ProviderT, serial: usize) -> (PoolDef, u32) {
@@ -371,7 +392,7 @@ fn pool_def(rng: &mut SplitMix64, t: &ProviderT, serial: usize) -> (PoolDef, u32
                 cpu_cores: g.cpu_per_gpu * n as f64,
                 memory_gb: g.ram_per_gpu * n as f64,
                 disk_gb: 500.0 * n as f64,
-                fabric: None,
+                fabric: Some(gpu_fabric(g)),
             };
             let name = format!("{region}-{}x{n}", g.short);
             (name, shape, g.usd_per_gpu * n as f64, g.caps.iter().map(|c| c.to_string()).collect())
@@ -385,7 +406,7 @@ fn pool_def(rng: &mut SplitMix64, t: &ProviderT, serial: usize) -> (PoolDef, u32
                 cpu_cores: cores,
                 memory_gb: ram,
                 disk_gb: 1000.0,
-                fabric: None,
+                fabric: Some(NodeFabric { kind: Fabric::Ethernet, gbps: 25.0 }),
             };
             (format!("{region}-{short}"), shape, usd, Vec::new())
         }
@@ -502,6 +523,8 @@ mod tests {
             .filter_map(|p| p.shape.accelerator.as_ref().map(|a| (a.model.clone(), a.memory_gb as u32)))
             .collect();
         assert!(models.len() >= 6);
+        assert!(f.pools.iter().any(|p| p.shape.fabric.is_some_and(|x| x.kind == Fabric::Infiniband)));
+        assert!(f.nodes.iter().all(|n| n.switch.is_some()));
         let h = synth_health(&f, 7);
         assert!(h.nodes.values().any(|n| n.score < 0.8));
         assert!(h.nodes.values().any(|n| n.quarantined));

@@ -123,12 +123,13 @@ mod tests {
             Outputs,
             Quarantined,
             Acknowledged,
+            Checkpoint,
         ];
         for k in &all {
             match k {
                 Submitted | Unschedulable | Placed | Launched | Adopted | Running | StatusUnreachable
                 | Ended | Retry | Failed | Succeeded | CancelRequested | Cancelled | TerminateRequested
-                | Lost | Reconciled | Outputs | Quarantined | Acknowledged => {}
+                | Lost | Reconciled | Outputs | Quarantined | Acknowledged | Checkpoint => {}
             }
         }
         all

@@ -226,7 +226,7 @@ impl Inventory {
                         state: n.state,
                         used: n.used_by_others,
                         canopy_gpus: 0,
-                        switch: None,
+                        switch: n.switch,
                     })
                     .collect();
                 (p.def, nodes)
@@ -248,6 +248,9 @@ pub struct InventoryNode {
     /// Resources used by anything that is not a Canopy attempt; Canopy adds
     /// its own allocations on top.
     pub used_by_others: Free,
+    /// The leaf switch (or rack) it hangs off, where the provider knows
+    /// or the operator declared it: the domain of a `same-switch` gang.
+    pub switch: Option<String>,
 }
 
 /// One source of compute. Every call may be slow or fail; the shell calls

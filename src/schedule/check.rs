@@ -13,7 +13,7 @@ use super::Requirements;
 use super::bitset::PoolSet;
 use super::filter::Filter;
 use super::snapshot::{PoolRow, Snapshot};
-use crate::accel::{Interconnect, family_mask};
+use crate::accel::{Interconnect, family_mask, model_matches};
 use crate::fleet::{Free, Node, NodeState, PoolIdx, Shape};
 use crate::units::allowed;
 use std::ops::ControlFlow;
@@ -55,6 +55,11 @@ pub(crate) fn class_checks(
         let mask = family_mask(&req.families);
         check(mask == 0 || acc.is_some_and(|a| a.family.bit() & mask != 0), Filter::Family, fail)?;
         check(
+            req.model.as_deref().is_none_or(|m| acc.is_some_and(|a| model_matches(&a.model, m))),
+            Filter::Model,
+            fail,
+        )?;
+        check(
             req.min_compute_capability.is_none_or(|m| acc.is_some_and(|a| a.compute_capability >= m)),
             Filter::ComputeCapability,
             fail,
@@ -70,12 +75,22 @@ pub(crate) fn class_checks(
         };
         check(ic_ok, Filter::Interconnect, fail)?;
     }
+    if req.gang_size() > 1 && (req.fabric.is_some() || req.fabric_gbps.is_some()) {
+        let ok = shape.fabric.is_some_and(|f| {
+            req.fabric.is_none_or(|want| f.kind.serves(want))
+                && req.fabric_gbps.is_none_or(|g| at_least(f.gbps, g))
+        });
+        check(ok, Filter::Fabric, fail)?;
+    }
     check(at_least(shape.cpu_cores, req.cpu_cores), Filter::CpuShape, fail)?;
     check(at_least(shape.memory_gb, req.memory_gb), Filter::MemoryShape, fail)?;
     check(at_least(shape.disk_gb, req.disk_gb), Filter::DiskShape, fail)
 }
 
 /// The pool-wide numeric limits of one request: price, cost, lend limits.
+/// For a gang of N they are the gang's: N × the per-node hourly share
+/// against the price and cost caps, N × the per-node GPUs against lend
+/// limits (for one node, N = 1 and nothing changes).
 ///
 /// Plain initialised fields rather than `Option`s on purpose: with an
 /// `Option<f64>` the optimiser may multiply by the uninitialised payload of
@@ -90,6 +105,8 @@ pub(crate) struct Limits {
     cost_cap: f64,
     cost_hours: f64,
     gpus: u64,
+    /// Nodes in the gang, as a factor on the hourly share (1.0 for one node).
+    nodes: f64,
 }
 
 impl Limits {
@@ -101,18 +118,19 @@ impl Limits {
             has_cost: cost.is_some(),
             cost_cap: cost.map_or(f64::INFINITY, |c| c.0),
             cost_hours: cost.map_or(1.0, |c| c.1),
-            gpus: req.gpus as u64,
+            gpus: req.gpus as u64 * u64::from(req.gang_size()),
+            nodes: f64::from(req.gang_size()),
         }
     }
 
     #[inline]
     fn hourly_ok(&self, hourly: f64) -> bool {
-        !self.has_max_hourly || at_least(self.max_hourly, hourly)
+        !self.has_max_hourly || at_least(self.max_hourly, hourly * self.nodes)
     }
 
     #[inline]
     fn cost_ok(&self, hourly: f64) -> bool {
-        !self.has_cost || at_least(self.cost_cap, hourly * self.cost_hours)
+        !self.has_cost || at_least(self.cost_cap, hourly * self.nodes * self.cost_hours)
     }
 
     /// Work without GPUs never counts against GPU lend limits.

@@ -9,8 +9,10 @@
 use super::Requirements;
 use super::check::{PoolJudge, node_failure};
 use super::filter::{Filter, num, plural, usd};
+use super::gang::{DomainKey, domain_key, domain_label};
 use super::snapshot::Snapshot;
 use crate::fleet::PoolIdx;
+use crate::spec::Topology;
 use serde::Serialize;
 use std::fmt;
 use std::ops::ControlFlow;
@@ -27,6 +29,26 @@ pub struct Explanation {
     pub exhausted: Vec<String>,
     /// The pool that failed the fewest filters, and what it would need.
     pub nearest: Option<NearMiss>,
+    /// For a gang: how close the fleet came to holding it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gang: Option<GangShortfall>,
+}
+
+/// Why no set of nodes holds a gang: nodes fit on their own, but too few
+/// of them share one topology domain.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GangShortfall {
+    /// The gang's size.
+    pub nodes: u32,
+    pub topology: Topology,
+    /// Nodes that fit the per-node request on their own.
+    pub available: usize,
+    /// The most of them in one domain, and that domain ("cloud-a/h100
+    /// switch leaf-2"); 0 and `None` when no node fits.
+    pub largest: usize,
+    pub largest_domain: Option<String>,
+    /// What each node must offer, in words: "with 8 free GPUs".
+    pub per_node: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -52,12 +74,32 @@ pub struct NearMiss {
 
 impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "0/{} nodes fit", self.total_nodes)?;
+        let mut sep = ": ";
+        match &self.gang {
+            None => write!(f, "0/{} nodes fit", self.total_nodes)?,
+            Some(g) => {
+                write!(f, "0/{} nodes are available for a gang of {}", self.total_nodes, g.nodes)?;
+                if g.largest > 0 {
+                    write!(
+                        f,
+                        ": only {} node{} {} in any {} domain",
+                        g.largest,
+                        plural(g.largest),
+                        g.per_node,
+                        g.topology
+                    )?;
+                    if let Some(d) = &g.largest_domain {
+                        write!(f, " ({d})")?;
+                    }
+                    sep = "; ";
+                }
+            }
+        }
         if self.total_nodes == 0 {
             f.write_str(": the fleet has no nodes")?;
         }
         for (i, r) in self.reasons.iter().enumerate() {
-            write!(f, "{}{} {}", if i == 0 { ": " } else { ", " }, r.nodes, r.reason)?;
+            write!(f, "{}{} {}", if i == 0 { sep } else { ", " }, r.nodes, r.reason)?;
         }
         for e in &self.exhausted {
             write!(f, "\nexhausted {e}")?;
@@ -83,6 +125,10 @@ pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
     // The nearest miss so far: its key and its most common node-level
     // reason (for pools that pass every pool-level filter).
     let mut nearest: Option<(NearKey, Option<Filter>)> = None;
+    let gang = req.gang_size() > 1;
+    // Gangs: nodes that fit on their own, with their domain; each is
+    // counted below as `Topology` (or `NoSwitch`) once all are known.
+    let mut available: Vec<(Option<DomainKey>, u32)> = Vec::new();
     for (i, pool) in fleet.pools.iter().enumerate() {
         let p = PoolIdx(i as u32);
         let size = pool.nodes.len();
@@ -103,9 +149,15 @@ pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
         } else {
             let mut local = [0usize; Filter::COUNT];
             for (j, node) in fleet.pool_nodes(p).iter().enumerate() {
-                let quarantined = snap.nodes[pool.nodes.start as usize + j].quarantined;
+                let at = pool.nodes.start as usize + j;
+                let quarantined = snap.nodes[at].quarantined;
                 match node_failure(req, node, quarantined) {
                     Some(f) => local[f as usize] += 1,
+                    None if gang => {
+                        let key = domain_key(snap, req.topology, i, at);
+                        local[if key.is_some() { Filter::Topology } else { Filter::NoSwitch } as usize] += 1;
+                        available.push((key, at as u32));
+                    }
                     // The fast path would have placed here; leaving it
                     // uncounted makes the totals disagree, which tests catch.
                     None => debug_assert!(false, "explain() called while {} fits", node.name),
@@ -146,7 +198,9 @@ pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
     let mut exhausted: Vec<(Filter, usize)> =
         counts.iter().copied().filter(|(f, _)| f.is_exhaustion()).collect();
     exhausted.sort_by_key(|(f, _)| *f);
+    let gang = gang.then(|| gang_shortfall(req, snap, &mut available));
     Explanation {
+        gang,
         total_nodes: fleet.nodes.len(),
         reasons: counts
             .iter()
@@ -170,6 +224,42 @@ pub(crate) fn explain(req: &Requirements, snap: &Snapshot) -> Explanation {
             needs: needs(req, snap, p, &failed),
             failed,
         }),
+    }
+}
+
+/// The largest domain among the nodes that fit on their own.
+fn gang_shortfall(
+    req: &Requirements,
+    snap: &Snapshot,
+    available: &mut [(Option<DomainKey>, u32)],
+) -> GangShortfall {
+    available.sort_unstable();
+    let mut largest: Option<(usize, DomainKey, u32)> = None;
+    let mut i = 0;
+    while i < available.len() {
+        let key = available[i].0;
+        let j = i + available[i..].iter().take_while(|a| a.0 == key).count();
+        if let Some(k) = key {
+            let size = j - i;
+            // The largest; ties to the smallest key (the first).
+            if largest.is_none_or(|(s, _, _)| size > s) {
+                largest = Some((size, k, available[i].1));
+            }
+        }
+        i = j;
+    }
+    let per_node = if req.gpus > 0 {
+        format!("with {} free GPU{}", req.gpus, plural(req.gpus as usize))
+    } else {
+        "that fit".to_string()
+    };
+    GangShortfall {
+        nodes: req.gang_size(),
+        topology: req.topology,
+        available: available.len(),
+        largest: largest.map_or(0, |l| l.0),
+        largest_domain: largest.map(|(_, k, node)| domain_label(snap, k, node as usize)),
+        per_node,
     }
 }
 
@@ -234,7 +324,9 @@ fn needs(req: &Requirements, snap: &Snapshot, p: PoolIdx, failed: &[Filter]) -> 
     let missing = |have: &[String], want: &[String]| {
         want.iter().filter(|w| have.binary_search(w).is_err()).cloned().collect::<Vec<_>>().join(", ")
     };
-    let hourly = pool.hourly_share(req.gpus, req.cpu_cores, req.memory_gb);
+    // A gang's caps and lend limits are the whole gang's.
+    let gang = req.gang_size();
+    let hourly = pool.hourly_share(req.gpus, req.cpu_cores, req.memory_gb) * f64::from(gang);
     let (held_pool, held_provider) = snap.held(p);
     let no_gpu = || format!("it had GPU{}", plural(req.gpus as usize));
     let mut out: Vec<String> = Vec::new();
@@ -256,11 +348,17 @@ fn needs(req: &Requirements, snap: &Snapshot, p: PoolIdx, failed: &[Filter]) -> 
             }
             (Filter::Vendor, Some(a)) => format!("vendor allowed {}", a.vendor),
             (Filter::Family, Some(a)) => format!("families allowed {}", a.family),
+            (Filter::Model, None) => no_gpu(),
+            (Filter::Model, Some(a)) => format!("the model asked for were {}", a.model),
             (Filter::ComputeCapability, Some(a)) => {
                 format!("min compute capability were ≤ {}", a.compute_capability)
             }
             (Filter::GpuMemory, Some(a)) => format!("gpu memory allowed {} GB", num(a.memory_gb)),
             (Filter::Interconnect, _) => format!("interconnect allowed {}", s.interconnect),
+            (Filter::Fabric, _) => match s.fabric {
+                Some(fab) => format!("fabric allowed {} at {} Gbit/s", fab.kind, num(fab.gbps)),
+                None => "the fleet gave it a fabric".into(),
+            },
             (Filter::CpuShape, _) => format!("cpu_cores were ≤ {}", num(s.cpu_cores)),
             (Filter::MemoryShape, _) => format!("memory_gb were ≤ {}", num(s.memory_gb)),
             (Filter::DiskShape, _) => format!("disk_gb were ≤ {}", num(s.disk_gb)),
@@ -273,10 +371,14 @@ fn needs(req: &Requirements, snap: &Snapshot, p: PoolIdx, failed: &[Filter]) -> 
                 format!("max_cost_usd were ≥ {}", usd(hourly * hours))
             }
             (Filter::PoolLendLimit, _) => {
-                format!("its lend limit allowed {} GPUs", held_pool + req.gpus as u64)
+                format!("its lend limit allowed {} GPUs", held_pool + u64::from(req.gpus) * u64::from(gang))
             }
             (Filter::ProviderLendLimit, _) => {
-                format!("{}'s lend limit allowed {} GPUs", provider.name, held_provider + req.gpus as u64)
+                format!(
+                    "{}'s lend limit allowed {} GPUs",
+                    provider.name,
+                    held_provider + u64::from(req.gpus) * u64::from(gang)
+                )
             }
             (Filter::NoNodes, _) => "it had nodes".into(),
             (Filter::Cordoned, _) => "a node were uncordoned".into(),
@@ -288,6 +390,8 @@ fn needs(req: &Requirements, snap: &Snapshot, p: PoolIdx, failed: &[Filter]) -> 
             (Filter::FreeCpu, _) => format!("a node had {} free CPU cores", num(req.cpu_cores)),
             (Filter::FreeMemory, _) => format!("a node had {} GB free RAM", num(req.memory_gb)),
             (Filter::FreeDisk, _) => format!("a node had {} GB free disk", num(req.disk_gb)),
+            (Filter::Topology, _) => format!("{gang} of its free nodes shared a {} domain", req.topology),
+            (Filter::NoSwitch, _) => "the fleet said which switch its nodes hang off".into(),
         };
         if !out.contains(&phrase) {
             out.push(phrase);

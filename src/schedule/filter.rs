@@ -3,6 +3,7 @@
 //! live in `check.rs`. Nothing here decides anything.
 
 use super::Requirements;
+use crate::spec::Topology;
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -27,10 +28,14 @@ pub enum Filter {
     GpuCount,
     Vendor,
     Family,
+    /// The accelerator is not the model asked for (`accelerator.model`).
+    Model,
     ComputeCapability,
     /// GPU memory outside the requested range (or not above the retry minimum).
     GpuMemory,
     Interconnect,
+    /// A gang's nodes lack the network it asked for between them.
+    Fabric,
     /// Even an empty node has too few CPU cores.
     CpuShape,
     /// Even an empty node has too little RAM.
@@ -61,11 +66,17 @@ pub enum Filter {
     FreeCpu,
     FreeMemory,
     FreeDisk,
+    /// Gangs only: the node fits on its own, but too few such nodes share
+    /// its topology domain (switch, pool or region) to hold the gang.
+    Topology,
+    /// Gangs only: `same-switch` was asked for and the fleet does not say
+    /// which switch the node hangs off.
+    NoSwitch,
 }
 
 impl Filter {
     /// Every filter, in evaluation order.
-    pub const ALL: [Filter; 31] = [
+    pub const ALL: [Filter; 35] = [
         Filter::Provider,
         Filter::Region,
         Filter::Compliance,
@@ -74,9 +85,11 @@ impl Filter {
         Filter::GpuCount,
         Filter::Vendor,
         Filter::Family,
+        Filter::Model,
         Filter::ComputeCapability,
         Filter::GpuMemory,
         Filter::Interconnect,
+        Filter::Fabric,
         Filter::CpuShape,
         Filter::MemoryShape,
         Filter::DiskShape,
@@ -97,6 +110,8 @@ impl Filter {
         Filter::FreeCpu,
         Filter::FreeMemory,
         Filter::FreeDisk,
+        Filter::Topology,
+        Filter::NoSwitch,
     ];
     pub(crate) const COUNT: usize = Filter::ALL.len();
 
@@ -118,9 +133,11 @@ impl Filter {
             Filter::GpuCount
                 | Filter::Vendor
                 | Filter::Family
+                | Filter::Model
                 | Filter::ComputeCapability
                 | Filter::GpuMemory
                 | Filter::Interconnect
+                | Filter::Fabric
                 | Filter::CpuShape
                 | Filter::MemoryShape
                 | Filter::DiskShape
@@ -153,6 +170,10 @@ impl Filter {
                 None => "wrong vendor".into(),
             },
             Filter::Family => format!("family not in [{}]", join(&req.families)),
+            Filter::Model => match &req.model {
+                Some(m) => format!("accelerator model is not {m}"),
+                None => "wrong accelerator model".into(),
+            },
             Filter::ComputeCapability => match req.min_compute_capability {
                 Some(cc) => format!("compute capability < {cc}"),
                 None => "compute capability too low".into(),
@@ -162,6 +183,7 @@ impl Filter {
                 Some(ic) => format!("no {ic} between GPUs"),
                 None => "wrong interconnect".into(),
             },
+            Filter::Fabric => fabric_reason(req),
             Filter::CpuShape => format!("fewer than {} CPU cores per node", num(req.cpu_cores)),
             Filter::MemoryShape => format!("less than {} GB RAM per node", num(req.memory_gb)),
             Filter::DiskShape => format!("less than {} GB disk per node", num(req.disk_gb)),
@@ -190,6 +212,16 @@ impl Filter {
                 format!("insufficient free memory (need {} GB)", num(req.memory_gb))
             }
             Filter::FreeDisk => format!("insufficient free disk (need {} GB)", num(req.disk_gb)),
+            Filter::Topology => format!(
+                "fewer than {} such nodes {}",
+                req.nodes.max(1),
+                match req.topology {
+                    Topology::SameSwitch => "behind its switch",
+                    Topology::SamePool => "in its pool",
+                    Topology::SameRegion => "in its provider's region",
+                }
+            ),
+            Filter::NoSwitch => "switch unknown (same-switch needs one)".into(),
         }
     }
 
@@ -217,9 +249,11 @@ impl Filter {
             Filter::GpuCount => "gpu-count",
             Filter::Vendor => "vendor",
             Filter::Family => "family",
+            Filter::Model => "model",
             Filter::ComputeCapability => "compute-capability",
             Filter::GpuMemory => "gpu-memory",
             Filter::Interconnect => "interconnect",
+            Filter::Fabric => "fabric",
             Filter::CpuShape => "cpu-shape",
             Filter::MemoryShape => "memory-shape",
             Filter::DiskShape => "disk-shape",
@@ -240,6 +274,8 @@ impl Filter {
             Filter::FreeCpu => "free-cpu",
             Filter::FreeMemory => "free-memory",
             Filter::FreeDisk => "free-disk",
+            Filter::Topology => "topology",
+            Filter::NoSwitch => "no-switch",
         }
     }
 }
@@ -247,6 +283,15 @@ impl Filter {
 impl std::fmt::Display for Filter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// "no infiniband ≥ 400 Gbit/s between nodes".
+fn fabric_reason(req: &Requirements) -> String {
+    let kind = req.fabric.map_or_else(|| "network".to_string(), |f| f.to_string());
+    match req.fabric_gbps {
+        Some(g) => format!("no {kind} ≥ {} Gbit/s between nodes", num(g)),
+        None => format!("no {kind} between nodes"),
     }
 }
 

@@ -22,12 +22,18 @@
 //! score bound cannot make the top k are never scored. A decision's cost
 //! grows with pools, not nodes. Only the unschedulable path visits every
 //! node, to count reasons exactly.
+//!
+//! Gangs (`nodes > 1`: N nodes together, in one provider and one switch,
+//! pool or region) are placed by `gang.rs`, which defines a set's score
+//! and chooses the best set exactly; [`gang_hold`] says which nodes to
+//! hold for a gang that must wait.
 
 mod bitset;
 mod check;
 mod decision;
 mod explain;
 mod filter;
+mod gang;
 pub mod mix;
 mod place;
 mod policy;
@@ -37,8 +43,9 @@ mod snapshot;
 mod unfit;
 
 pub use decision::{Candidate, Considered, CostRange, Decision, GangNode, GpuNode, Placement, RuledOut};
-pub use explain::{Explanation, NearMiss, ReasonCount};
+pub use explain::{Explanation, GangShortfall, NearMiss, ReasonCount};
 pub use filter::Filter;
+pub use gang::{GangHold, gang_hold, spans_pools};
 pub use place::place;
 pub use policy::{Policy, Weights};
 pub use requirements::{InputSite, Requirements};

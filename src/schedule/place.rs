@@ -35,6 +35,9 @@ use std::ops::ControlFlow;
 /// deterministic order (CPU-only nodes first for work without GPUs, then
 /// score desc, hourly asc, pool label, node name).
 pub fn place(req: &Requirements, snap: &Snapshot, policy: &Policy) -> Decision {
+    if req.nodes > 1 {
+        return super::gang::place_gang(req, snap, policy);
+    }
     let fleet = snap.fleet();
     let mut ruled_out = Vec::with_capacity(fleet.pools.len());
     let remaining = categorical(req, snap, &mut ruled_out);
@@ -214,7 +217,7 @@ fn push(out: &mut Vec<RuledOut>, f: Filter) -> impl FnMut(usize) + '_ {
 
 /// The categorical and class filters on pool sets, in [`Filter`] order.
 /// Returns the pools that pass; records each removed pool's filter.
-fn categorical(req: &Requirements, snap: &Snapshot, out: &mut Vec<RuledOut>) -> PoolSet {
+pub(super) fn categorical(req: &Requirements, snap: &Snapshot, out: &mut Vec<RuledOut>) -> PoolSet {
     let fleet = snap.fleet();
     let n = fleet.pools.len();
     let mut rem = snap.all_pools.clone();

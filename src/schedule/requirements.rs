@@ -144,6 +144,12 @@ impl Requirements {
         self.max_runtime.or(self.expected_runtime).map(|d| d.as_secs_f64() / 3600.0)
     }
 
+    /// Nodes placed together: `nodes`, at least 1 (a default-built
+    /// request has 0, meaning one).
+    pub fn gang_size(&self) -> u32 {
+        self.nodes.max(1)
+    }
+
     /// True when a node must be tested on its accelerator at all.
     pub(crate) fn wants_gpus(&self) -> bool {
         self.gpus > 0

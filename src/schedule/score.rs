@@ -233,7 +233,7 @@ impl<'a> Scorer<'a> {
     }
 
     #[inline]
-    fn cost(&self, hourly: f64) -> f64 {
+    pub(crate) fn cost(&self, hourly: f64) -> f64 {
         let c = self.cost_smoothing;
         let raw = if hourly + c > 0.0 { (self.cheapest + c) / (hourly + c) } else { 1.0 };
         raw.clamp(0.0, 1.0)
@@ -242,7 +242,7 @@ impl<'a> Scorer<'a> {
     /// Raw values of every factor but cost, in [`Factor::ALL`] order from
     /// health on (0 where a factor does not apply).
     #[inline]
-    fn others(&self, f: &Feasible) -> [f64; 6] {
+    pub(crate) fn others(&self, f: &Feasible) -> [f64; 6] {
         let (pool, node, free_gpus) = (f.pool, f.node, f.free_gpus);
         let (req, snap, policy) = (self.req, self.snap, self.policy);
         let row = &snap.rows[pool as usize];
@@ -336,6 +336,33 @@ impl<'a> Scorer<'a> {
             + c[4] * r[3]
             + c[5] * r[4]
             + c[6] * r[5]
+    }
+
+    /// Points per unit of factor `i`'s raw value ([`Factor::ALL`] order).
+    #[inline]
+    pub(crate) fn coef(&self, i: usize) -> f64 {
+        self.coef[i]
+    }
+
+    /// The score of raw values already combined (a gang's), in
+    /// [`Factor::ALL`] order: the same sum as [`Scorer::score`].
+    #[inline]
+    pub(crate) fn score_raw(&self, r: &[f64; 7]) -> f64 {
+        let c = &self.coef;
+        c[0] * r[0] + c[1] * r[1] + c[2] * r[2] + c[3] * r[3] + c[4] * r[4] + c[5] * r[5] + c[6] * r[6]
+    }
+
+    /// The breakdown of raw values already combined (a gang's).
+    pub(crate) fn breakdown_raw(&self, r: &[f64; 7]) -> Vec<FactorScore> {
+        (0..7)
+            .filter(|&i| self.applies[i])
+            .map(|i| FactorScore {
+                factor: Factor::ALL[i],
+                raw: r[i],
+                weight: self.weights[i],
+                contribution: self.coef[i] * r[i],
+            })
+            .collect()
     }
 
     pub fn breakdown(&self, f: &Feasible) -> Vec<FactorScore> {

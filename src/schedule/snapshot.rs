@@ -75,10 +75,18 @@ pub struct Snapshot {
     pub(crate) stamp: u64,
     pub(crate) node_stamp: Vec<u64>,
     pub(crate) quarantine_stamp: u64,
+    /// Per node, its switch as a dense id ([`NO_SWITCH`] when the fleet
+    /// does not say); a pool's switches have consecutive ids, in name
+    /// order, in the range `pool_switches[pool]`. Fixed by the fleet.
+    pub(crate) switch_of: Vec<u32>,
+    pub(crate) pool_switches: Vec<std::ops::Range<u32>>,
     /// Pools and providers with a lend limit.
     pub(crate) limited_pools: Vec<u32>,
     pub(crate) limited_providers: Vec<u32>,
 }
+
+/// `switch_of` of a node whose switch is unknown.
+pub(crate) const NO_SWITCH: u32 = u32::MAX;
 
 /// `ReadyNode::node` of an empty list's head.
 pub(crate) const NO_NODE: u32 = u32::MAX;
@@ -303,7 +311,10 @@ impl Snapshot {
         let limited_pools = (0..n_pools as u32).filter(|&p| rows[p as usize].limit != u64::MAX).collect();
         let limited_providers =
             (0..provider_lend.len() as u32).filter(|&p| provider_lend[p as usize].1 != u64::MAX).collect();
+        let (switch_of, pool_switches) = switch_ids(&fleet);
         let mut snap = Self {
+            switch_of,
+            pool_switches,
             stamp: 0,
             node_stamp: vec![0; n_pools],
             quarantine_stamp: 0,
@@ -704,6 +715,8 @@ impl Snapshot {
                 first_diff("pool_by_label", &pools(&self.pool_by_label), &pools(&other.pool_by_label))
             })
             .or_else(|| first_diff("node_by_name", &nodes(&self.node_by_name), &nodes(&other.node_by_name)))
+            .or_else(|| first_diff("switch_of", &self.switch_of, &other.switch_of))
+            .or_else(|| first_diff("pool_switches", &self.pool_switches, &other.pool_switches))
             .or_else(|| first_diff("limited_pools", &self.limited_pools, &other.limited_pools))
             .or_else(|| first_diff("limited_providers", &self.limited_providers, &other.limited_providers))
             .or_else(|| first_diff("index_at", &self.index_at, &other.index_at))
@@ -800,6 +813,31 @@ pub(crate) fn hazard_per_h(health: &Health, interruptible: bool) -> f64 {
 
 pub(crate) fn unit(x: f64) -> f64 {
     x.clamp(0.0, 1.0)
+}
+
+/// Dense switch ids: pool by pool, each pool's distinct switch names in
+/// sorted order. Returns each node's id ([`NO_SWITCH`] for none) and each
+/// pool's range of ids.
+fn switch_ids(fleet: &Fleet) -> (Vec<u32>, Vec<std::ops::Range<u32>>) {
+    let mut of = vec![NO_SWITCH; fleet.nodes.len()];
+    let mut ranges = Vec::with_capacity(fleet.pools.len());
+    let mut next = 0u32;
+    for pool in &fleet.pools {
+        let nodes = &fleet.nodes[pool.nodes.start as usize..pool.nodes.end as usize];
+        let mut names: Vec<&str> = nodes.iter().filter_map(|n| n.switch.as_deref()).collect();
+        names.sort_unstable();
+        names.dedup();
+        for (j, n) in nodes.iter().enumerate() {
+            if let Some(sw) = n.switch.as_deref()
+                && let Ok(k) = names.binary_search(&sw)
+            {
+                of[pool.nodes.start as usize + j] = next + k as u32;
+            }
+        }
+        ranges.push(next..next + names.len() as u32);
+        next += names.len() as u32;
+    }
+    (of, ranges)
 }
 
 /// Rank of each string in sorted order. Labels and node names are unique,

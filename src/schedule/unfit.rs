@@ -5,7 +5,8 @@
 //!
 //! Whether nothing fits a request, and the [`Explanation`] of it, depend on
 //! a snapshot only through: the provider and pool quarantine sets; per pool
-//! and provider with a lend limit, whether the request's GPUs fit under it
+//! and provider with a lend limit, whether the request's GPUs (a gang's:
+//! N × its per-node GPUs) fit under it
 //! (and, where the nearest miss failed a lend limit, the GPUs held there,
 //! which its text quotes); and the nodes of the pools that pass every
 //! pool-level filter. Everything else either reads is fixed by the
@@ -14,6 +15,10 @@
 //! When they did change, [`UnfitCache::revalidate`] decides once more; an
 //! answer with the same text is brought up to date rather than replaced,
 //! so what waits on it keeps waiting without being asked one by one.
+//! This holds for gangs too: whether N nodes share a domain depends only
+//! on the nodes of pools that pass every pool-level filter (a domain never
+//! spans other pools, and switches are fixed by the fleet), so a change
+//! that could let a domain hold N bumps a stamp the entry checks.
 //! The cache follows one snapshot through its in-place updates: clear it
 //! when the snapshot is rebuilt. No I/O, no clock.
 
@@ -169,6 +174,7 @@ fn fingerprint(req: &Requirements) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::hash::DefaultHasher::new();
     req.gpus.hash(&mut h);
+    req.nodes.hash(&mut h);
     for x in [req.cpu_cores, req.memory_gb, req.disk_gb] {
         x.to_bits().hash(&mut h);
     }
@@ -205,7 +211,7 @@ impl Inputs {
 /// Per limited pool, then per limited provider: whether the request's GPUs
 /// fit under its lend limit (the lend-limit filters' predicate).
 fn lend_fits<'a>(req: &Requirements, snap: &'a Snapshot) -> impl Iterator<Item = bool> + 'a {
-    let gpus = u64::from(req.gpus);
+    let gpus = u64::from(req.gpus) * u64::from(req.gang_size());
     let pools = snap.limited_pools.iter().map(move |&p| {
         let row = &snap.rows[p as usize];
         gpus == 0 || row.held + gpus <= row.limit

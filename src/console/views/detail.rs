@@ -36,17 +36,29 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     lines.push(h("spec"));
     let s = &r.spec;
     lines.push(Line::from(format!("  command: {}", s.runtime.command.join(" "))));
+    let gpus = match s.nodes() {
+        1 => s.resources.gpus.to_string(),
+        n => format!("{} × {n} nodes", s.resources.gpus),
+    };
     lines.push(Line::from(format!(
-        "  gpus: {}  priority: {}  key: {}",
-        s.resources.gpus,
+        "  gpus: {gpus}  priority: {}  key: {}",
         r.priority,
         r.idempotency_key.as_deref().unwrap_or("-")
     )));
+    if let Some(c) = &s.checkpoint {
+        let every = c.interval.map_or(String::new(), |i| format!(", every {i}"));
+        lines.push(Line::from(format!("  checkpoints: {}{every}", c.path)));
+    }
     if let Some(a) = w.last_attempt() {
         lines.push(h("placement"));
         lines.push(Line::from(format!(
-            "  {} node {} ({}) ${:.2}/h score {:.1}",
-            a.pool, a.node, a.region, a.price_per_hour, a.score
+            "  {} {} {} ({}) ${:.2}/h score {:.1}",
+            a.pool,
+            if a.nodes.is_empty() { "node" } else { "gang" },
+            a.nodes_label(),
+            a.region,
+            a.price_per_hour,
+            a.score
         )));
         lines.push(Line::from(Span::styled(format!("  why: {}", a.score_breakdown), t.dim)));
     }
@@ -57,12 +69,35 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         let exit = a.exit_code.map_or(String::new(), |c| format!(" exit={c}"));
         lines.push(Line::from(vec![
             Span::styled(format!("  {} ", a.id), t.accent),
-            Span::raw(format!("{} on {}{exit}", a.state, a.node)),
+            Span::raw(format!("{} on {}{exit}", a.state, a.nodes_label())),
             Span::styled(class, t.bad),
             Span::styled(rule, t.dim),
         ]));
         if let Some(ev) = &a.evidence {
             lines.push(Line::from(vec![Span::styled("    evidence: ", t.warn), Span::raw(ev.clone())]));
+        }
+        // Checkpoint names are the workload's: shown sanitized.
+        if let Some(c) = &a.checkpoint {
+            let name = |s: &crate::engine::model::SavedCheckpoint| {
+                format!("{} of attempt {}", crate::text::sanitize(&s.name), s.attempt)
+            };
+            let mut said = Vec::new();
+            if let Some(r) = &c.resumed {
+                said.push(format!("resumed from {}", name(r)));
+            }
+            if let Some(s) = c.saved.as_ref().filter(|s| s.attempt == a.id.n) {
+                said.push(format!(
+                    "left {} ({})",
+                    crate::text::sanitize(&s.name),
+                    crate::units::human_bytes(s.bytes)
+                ));
+            }
+            if !said.is_empty() {
+                lines.push(Line::from(vec![
+                    Span::styled("    checkpoint: ", t.dim),
+                    Span::raw(said.join("; ")),
+                ]));
+            }
         }
     }
     lines.push(h("events"));

@@ -147,6 +147,21 @@ impl Core {
             terminate_sent_at: None,
             collecting: false,
         });
+        // The newest checkpoint an earlier attempt left is handed to this
+        // one (the shell prepares the directory before the launch).
+        let resumed = if e.spec.checkpoint.is_some() {
+            e.attempts.iter().rev().skip(1).find_map(|t| {
+                let saved = t.checkpoint.as_ref()?.saved.clone()?;
+                Some((saved, t.ended_at))
+            })
+        } else {
+            None
+        };
+        if let Some((saved, _)) = &resumed
+            && let Some(att) = e.attempts.last_mut()
+        {
+            att.checkpoint = Some(CheckpointNote { resumed: Some(saved.clone()), saved: None });
+        }
         e.rec.state = WorkloadState::Placing;
         e.rec.est_cost_usd = est;
         e.rec.reason = None;
@@ -176,6 +191,16 @@ impl Core {
             )
         };
         self.event(now, id, Some(attempt), EventKind::Placed, msg);
+        if let Some((saved, ended)) = resumed {
+            let before = ended.map_or(String::new(), |end| {
+                format!(
+                    " (saved {} before it ended)",
+                    crate::units::human_secs(end.secs_since(saved.at).max(0.0))
+                )
+            });
+            let msg = format!("resumes from checkpoint {} of attempt {}{before}", saved.name, saved.attempt);
+            self.event(now, id, Some(attempt), EventKind::Checkpoint, msg);
+        }
         self.out.push(Action::Launch {
             attempt,
             provider: c.provider,
@@ -370,6 +395,38 @@ impl Core {
         let provider = e.attempts[idx].provider.clone();
         let token = e.attempts[idx].token(&store_id);
         self.out.push(Action::Collect { attempt: a, provider, token, end, outputs });
+    }
+
+    /// Notes the newest complete checkpoint the live attempt left: written
+    /// by it, or the one it was handed when it wrote none.
+    pub(super) fn on_checkpoint(
+        &mut self,
+        a: AttemptId,
+        found: Option<crate::engine::checkpoint::Found>,
+        now: Millis,
+    ) {
+        let Some((e, idx)) = self.live_mut(a) else { return };
+        let att = &mut e.attempts[idx];
+        let note = att.checkpoint.get_or_insert_with(CheckpointNote::default);
+        let Some(f) = found else { return };
+        let handed = note.resumed.as_ref().filter(|r| r.name == f.name && r.at.0 == f.at_ms);
+        let writer = handed.map_or(a.n, |r| r.attempt);
+        let saved = SavedCheckpoint { name: f.name, at: Millis(f.at_ms), bytes: f.bytes, attempt: writer };
+        let new = writer == a.n;
+        let msg = if new {
+            let age = now.secs_since(saved.at).max(0.0);
+            format!(
+                "left checkpoint {} ({} bytes, saved {} before it ended)",
+                saved.name,
+                saved.bytes,
+                crate::units::human_secs(age)
+            )
+        } else {
+            format!("wrote no new checkpoint; {} of attempt {} stays the newest", saved.name, writer)
+        };
+        note.saved = Some(saved);
+        self.save_attempt(a.workload, idx);
+        self.event(now, a.workload, Some(a), EventKind::Checkpoint, msg);
     }
 
     pub(super) fn on_terminated(&mut self, a: AttemptId, result: Result<(), String>, now: Millis) {

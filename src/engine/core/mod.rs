@@ -148,6 +148,12 @@ pub enum Event {
         attempt: AttemptId,
         result: Result<(), String>,
     },
+    /// After an attempt with `[checkpoint]` ended, before its `Collected`:
+    /// the newest complete checkpoint in the workload's directory.
+    CheckpointFound {
+        attempt: AttemptId,
+        found: Option<crate::engine::checkpoint::Found>,
+    },
     /// What a provider runs that carries this store's tokens (reconciliation).
     Owned {
         provider: String,
@@ -570,6 +576,7 @@ impl Core {
                 self.on_collected(attempt, end, &log_tail, outputs, now)
             }
             Event::Terminated { attempt, result } => self.on_terminated(attempt, result, now),
+            Event::CheckpointFound { attempt, found } => self.on_checkpoint(attempt, found, now),
             Event::Owned { provider, tokens } => self.on_owned(&provider, &tokens, now),
             Event::Inventory { provider, pools } => self.on_inventory(&provider, pools),
             Event::Tick => self.on_tick(now),

@@ -29,8 +29,11 @@ pub struct GpuInfo {
 }
 
 /// Gathers the inventory. `root` is the attempts directory (its nearest
-/// existing ancestor is measured for free disk).
-pub async fn inventory(root: &Path, has_container_engine: bool) -> Result<Inventory, String> {
+/// existing ancestor is measured for free disk). `nodes` > 1 splits the
+/// machine into that many equal nodes, `<host>-1` … `<host>-N`, behind one
+/// loopback "switch", so multi-node (gang) work can run and be tested on
+/// one machine, as CI runs two slurmd on one host.
+pub async fn inventory(root: &Path, has_container_engine: bool, nodes: u32) -> Result<Inventory, String> {
     let meminfo =
         std::fs::read_to_string("/proc/meminfo").map_err(|e| format!("cannot read /proc/meminfo: {e}"))?;
     let memory_gb = parse_meminfo_total_gib(&meminfo).ok_or("/proc/meminfo has no MemTotal line")?;
@@ -42,8 +45,37 @@ pub async fn inventory(root: &Path, has_container_engine: bool) -> Result<Invent
         / GIB;
     let gpus = query_gpus().await;
     let def = pool_def(cpus as f64, round1(memory_gb), round1(disk_gb), &gpus, has_container_engine);
-    let node = InventoryNode { name: hostname(), state: NodeState::Ready, used_by_others: Free::default() };
-    Ok(Inventory { pools: vec![InventoryPool { def, nodes: vec![node] }] })
+    let (def, nodes) = split(def, &hostname(), nodes);
+    Ok(Inventory { pools: vec![InventoryPool { def, nodes }] })
+}
+
+/// The loopback between a split machine's nodes, as a fabric (Gbit/s).
+pub const LOOPBACK_GBPS: f64 = 100.0;
+/// The switch every node of a split machine hangs off.
+pub const LOOPBACK_SWITCH: &str = "loopback";
+
+/// The machine as `nodes` equal nodes (one node named `host` when 1).
+pub fn split(mut def: PoolDef, host: &str, nodes: u32) -> (PoolDef, Vec<InventoryNode>) {
+    let node = |name: String| InventoryNode {
+        name,
+        state: NodeState::Ready,
+        used_by_others: Free::default(),
+        switch: None,
+    };
+    if nodes <= 1 {
+        return (def, vec![node(host.to_string())]);
+    }
+    let n = f64::from(nodes);
+    let s = &mut def.shape;
+    s.cpu_cores = (s.cpu_cores / n * 10.0).floor() / 10.0;
+    s.memory_gb = round1(s.memory_gb / n);
+    s.disk_gb = round1(s.disk_gb / n);
+    s.gpus_per_node /= nodes;
+    if s.gpus_per_node == 0 {
+        s.accelerator = None;
+    }
+    s.fabric = Some(crate::fleet::NodeFabric { kind: crate::accel::Fabric::Ethernet, gbps: LOOPBACK_GBPS });
+    (def, (1..=nodes).map(|i| node(format!("{host}-{i}"))).collect())
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;

@@ -166,16 +166,24 @@ pub struct ExitRecord {
     /// Why the command could not be started, when it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// For a gang: the rank whose end this is (the first to fail, after
+    /// which the others were stopped), and its node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<(u32, String)>,
 }
 
 impl ExitRecord {
     pub fn to_end(&self) -> ProviderEnd {
-        match (self.code, self.signal) {
+        let end = match (self.code, self.signal) {
             (_, Some(signal)) => ProviderEnd::Signaled { signal },
             (Some(code), None) => ProviderEnd::Exited { code },
             (None, None) => {
                 ProviderEnd::Unknown { message: "exit.json records neither code nor signal".into() }
             }
+        };
+        match &self.rank {
+            Some((rank, node)) => ProviderEnd::Rank { rank: *rank, node: node.clone(), end: Box::new(end) },
+            None => end,
         }
     }
 }
@@ -197,6 +205,23 @@ pub struct LaunchRecord {
     /// versions).
     #[serde(default)]
     pub outputs: OutputLimits,
+    /// A gang: one launcher per node, all started by the supervisor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang: Option<GangRecord>,
+    /// Between SIGTERM and SIGKILL when a gang's ranks are stopped because
+    /// one failed (the spec's `runtime.stop_grace`), in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_grace_ms: Option<u64>,
+}
+
+/// A gang's launchers: the nodes in rank order, the rendezvous port and
+/// the GPUs per node, from which each rank's environment is made
+/// ([`crate::providers::gang::launcher_env`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GangRecord {
+    pub nodes: Vec<String>,
+    pub port: u16,
+    pub gpus_per_node: u32,
 }
 
 /// The `collected.json` file: what the supervisor collected into
@@ -340,7 +365,7 @@ mod tests {
 
     #[test]
     fn exit_records_map_to_provider_ends() {
-        let r = |code, signal| ExitRecord { code, signal, ended_at_ms: 0, error: None };
+        let r = |code, signal| ExitRecord { code, signal, ended_at_ms: 0, error: None, rank: None };
         assert_eq!(r(Some(0), None).to_end(), ProviderEnd::Exited { code: 0 });
         assert_eq!(r(None, Some(9)).to_end(), ProviderEnd::Signaled { signal: 9 });
     }
@@ -357,7 +382,7 @@ mod tests {
     }
 
     fn r_exit() -> ExitRecord {
-        ExitRecord { code: Some(3), signal: None, ended_at_ms: 5, error: None }
+        ExitRecord { code: Some(3), signal: None, ended_at_ms: 5, error: None, rank: None }
     }
 
     #[test]

@@ -99,6 +99,9 @@ pub struct LocalConfig {
     /// Size and time limits on collecting an attempt's outputs
     /// (`[outputs]` in canopy.toml).
     pub outputs: OutputLimits,
+    /// Nodes this machine is offered as (`[local] nodes` in canopy.toml):
+    /// 1, or more to run multi-node gangs here (see [`inventory::split`]).
+    pub nodes: u32,
 }
 
 impl LocalConfig {
@@ -112,6 +115,7 @@ impl LocalConfig {
             inherit_env: DEFAULT_INHERIT_ENV.iter().map(|s| s.to_string()).collect(),
             containers: ContainerPolicy::Detect,
             outputs: OutputLimits::default(),
+            nodes: 1,
         }
     }
 }
@@ -204,7 +208,15 @@ impl Provider for LocalProvider {
 
     async fn inventory(&self) -> Result<Inventory, ProviderError> {
         let containers = self.container_engine().await.is_some();
-        inventory::inventory(&self.cfg.root, containers).await.map_err(|m| self.err(m))
+        let mut inv = inventory::inventory(&self.cfg.root, containers, self.cfg.nodes)
+            .await
+            .map_err(|m| self.err(m))?;
+        if self.cfg.nodes > 1 {
+            for n in inv.pools.iter_mut().flat_map(|p| p.nodes.iter_mut()) {
+                n.switch = Some(inventory::LOOPBACK_SWITCH.into());
+            }
+        }
+        Ok(inv)
     }
 
     async fn launch(&self, req: &LaunchRequest) -> Result<LaunchAck, LaunchError> {

@@ -11,8 +11,12 @@
 //! named in `LocalConfig::inherit_env` from the launcher's environment; the
 //! spec's `runtime.env`; Canopy's own `CANOPY_ATTEMPT` (`w-17.2`),
 //! `CANOPY_WORKLOAD` (`w-17`), `CANOPY_ARTIFACTS` (the attempt's artifact
-//! store, processes only), `CANOPY_OUTPUT_DIR` and `CANOPY_INPUT_<NAME>`;
-//! then the secrets, added by the launcher at spawn time only.
+//! store, processes only), `CANOPY_OUTPUT_DIR`, `CANOPY_INPUT_<NAME>` and,
+//! with `[checkpoint]`, `CANOPY_CHECKPOINT_DIR` (the workload's checkpoint
+//! directory in Canopy's store, mounted at the spec's `path` in
+//! containers); then the secrets, added by the launcher at spawn time
+//! only; then, for each rank of a gang, its launcher variables, added by
+//! the supervisor ([`crate::providers::gang`]).
 //!
 //! Outputs: a spec output path `P` (absolute) maps to
 //! `$CANOPY_OUTPUT_DIR/P`, that is `<attempt>/outputs/P`; its parent
@@ -23,7 +27,7 @@
 
 use super::LocalConfig;
 use super::container::{self, ContainerEngine, Mount, RunPlan};
-use super::layout::{AttemptDir, LaunchRecord, now_ms, relative_output, valid_token};
+use super::layout::{AttemptDir, GangRecord, LaunchRecord, now_ms, relative_output, valid_token};
 use crate::providers::LaunchRequest;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -110,7 +114,22 @@ pub fn plan(
         container_engine: engine.map(|e| e.program.to_string_lossy().into_owned()),
         launched_at_ms: now_ms(),
         outputs: cfg.outputs,
+        gang: req.is_gang().then(|| GangRecord {
+            nodes: req.nodes.clone(),
+            port: crate::providers::gang::rendezvous_port(&req.token),
+            gpus_per_node: req.spec.resources.gpus,
+        }),
+        stop_grace_ms: Some(rt.stop_grace().as_millis() as u64),
     };
+    if req.is_gang() && rt.image.is_some() {
+        return Err("a multi-node gang in containers cannot run on the local provider yet; \
+                    run it as a process (remove runtime.image) or on Slurm or Ray"
+            .into());
+    }
+    if let (Some(ckpt), Some(host_dir)) = (&req.spec.checkpoint, &req.checkpoint_dir) {
+        let at = if rt.image.is_some() { ckpt.path.clone() } else { lossless(host_dir)? };
+        canopy.insert("CANOPY_CHECKPOINT_DIR".into(), at);
+    }
     let (argv, cwd) = match (&rt.image, engine) {
         (None, _) => {
             if rt.command.is_empty() {
@@ -153,6 +172,9 @@ pub fn plan(
                     container: lossless(&Path::new("/").join(p))?,
                     read_only: false,
                 });
+            }
+            if let (Some(ckpt), Some(host_dir)) = (&req.spec.checkpoint, &req.checkpoint_dir) {
+                mounts.push(Mount { host: host_dir.clone(), container: ckpt.path.clone(), read_only: false });
             }
             for (i, spec_input) in inputs.iter().zip(req.spec.inputs.iter()) {
                 let at = spec_input.mount.clone().unwrap_or_else(|| format!("{CONTAINER_INPUTS}/{}", i.name));

@@ -21,12 +21,22 @@
 //!   gives. What to collect is read from `spec.json` before the workload
 //!   starts, since the workload can write in the attempt directory.
 //!
+//! - A gang (`launch.json` names its nodes) is one launcher per node, all
+//!   started here in the workload's one process group, each with its
+//!   rank's variables ([`crate::providers::gang`]). A rank that cannot
+//!   start stops those that did (the gang is rolled back); the first rank
+//!   to fail stops the others (SIGTERM, the spec's grace, SIGKILL), and
+//!   `exit.json` records its end with its rank and node.
+//!
 //! It must not interpret the command (no shell), touch anything outside the
 //! attempt directory, or write environment values anywhere: secrets reach
 //! the workload through the environment only.
 
-use super::layout::{AttemptDir, ExitRecord, LaunchRecord, PidRecord, append_private, read_json, write_json};
+use super::layout::{
+    AttemptDir, ExitRecord, GangRecord, LaunchRecord, PidRecord, append_private, read_json, write_json,
+};
 use super::procfs;
+use crate::providers::gang::{Rank, launcher_env};
 use crate::spec::Spec;
 use std::fs::File;
 use std::io::{self, Write};
@@ -87,18 +97,27 @@ fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
         .map_err(|e| e.to_string())
         .and_then(|s| s.ok_or_else(|| "spec.json is missing".to_string()))
         .map_err(|e| format!("the supervisor could not read what to collect: {e}"));
-    let limits = match read_json::<LaunchRecord>(&dir.launch()) {
-        Ok(Some(l)) => l.outputs,
+    let launch = match read_json::<LaunchRecord>(&dir.launch()) {
+        Ok(Some(l)) => Some(l),
         other => {
             log.note(&format!("launch.json unreadable ({other:?}); default output limits apply"));
-            Default::default()
+            None
         }
     };
+    let limits = launch.as_ref().map(|l| l.outputs).unwrap_or_default();
+    let gang = launch.as_ref().and_then(|l| l.gang.clone()).filter(|g| g.nodes.len() > 1);
+    let grace = launch
+        .as_ref()
+        .and_then(|l| l.stop_grace_ms)
+        .map_or(crate::spec::Runtime::DEFAULT_STOP_GRACE, Duration::from_millis);
     let stdout = append_private(&dir.stdout())?;
     let stderr = append_private(&dir.stderr())?;
     let mut err_for_notes = stderr.try_clone()?;
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(stdout).stderr(stderr).process_group(0);
+    if let Some(g) = &gang {
+        cmd.envs(rank_env(g, 0));
+    }
     procfs::die_with_parent(&mut cmd);
     let spawned = cmd.spawn();
     let mut child = match spawned {
@@ -115,6 +134,7 @@ fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
                 signal: None,
                 ended_at_ms: super::layout::now_ms(),
                 error: Some(msg),
+                rank: None,
             };
             return write_json(&dir.exit(), &exit);
         }
@@ -123,10 +143,48 @@ fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
     let child_ref = procfs::proc_ref(pgid);
     write_json(&dir.pid(), &PidRecord { supervisor: me, child: child_ref, session })?;
     log.note(&format!("started {:?} as pid {pgid}", argv[0]));
-    let status = child.wait()?;
+    let (status, rank) = match &gang {
+        None => (child.wait()?, None),
+        Some(g) => {
+            let mut ranks = vec![child];
+            for r in 1..g.nodes.len() {
+                let out = append_private(&dir.stdout())?;
+                let err = append_private(&dir.stderr())?;
+                let mut cmd = Command::new(&argv[0]);
+                cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(out).stderr(err).process_group(pgid);
+                cmd.envs(rank_env(g, r));
+                procfs::die_with_parent(&mut cmd);
+                match cmd.spawn() {
+                    Ok(c) => ranks.push(c),
+                    // Not every rank started: stop those that did; the
+                    // gang is rolled back as one failed attempt.
+                    Err(e) => {
+                        let msg = format!("canopy: rank {r} of the gang could not start: {e}");
+                        let _ = writeln!(err_for_notes, "{msg}");
+                        log.note(&msg);
+                        stop_group(pgid, grace, log);
+                        for mut c in ranks {
+                            let _ = c.wait();
+                        }
+                        let exit = ExitRecord {
+                            code: Some(if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 }),
+                            signal: None,
+                            ended_at_ms: super::layout::now_ms(),
+                            error: Some(msg),
+                            rank: Some((r as u32, g.nodes[r].clone())),
+                        };
+                        return write_json(&dir.exit(), &exit);
+                    }
+                }
+            }
+            log.note(&format!("started {} gang ranks in group {pgid}", ranks.len()));
+            let (status, rank) = wait_gang(&mut ranks, pgid, grace, log)?;
+            (status, rank.map(|r| (r as u32, g.nodes[r].clone())))
+        }
+    };
     let ended_at_ms = super::layout::now_ms();
     clean_up_group(pgid, log);
-    let exit = ExitRecord { code: status.code(), signal: status.signal(), ended_at_ms, error: None };
+    let exit = ExitRecord { code: status.code(), signal: status.signal(), ended_at_ms, error: None, rank };
     log.note(&format!("workload ended: {status}"));
     if status.code() == Some(0) {
         log.note("collecting outputs");
@@ -137,6 +195,87 @@ fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
         }
     }
     write_json(&dir.exit(), &exit)
+}
+
+/// Rank `r`'s launcher variables: every node of a split machine is
+/// reached over loopback.
+fn rank_env(g: &GangRecord, r: usize) -> Vec<(String, String)> {
+    let addrs = vec!["127.0.0.1".to_string(); g.nodes.len()];
+    launcher_env(&Rank {
+        rank: r,
+        nodes: &g.nodes,
+        addrs: &addrs,
+        gpus_per_node: g.gpus_per_node,
+        port: g.port,
+    })
+}
+
+/// Waits for every rank of a gang. The first rank to end other than with
+/// exit 0 ends the gang: the others get SIGTERM, `grace`, then SIGKILL.
+/// Returns the gang's status (that rank's, or success when all exited 0)
+/// and the failing rank.
+fn wait_gang(
+    ranks: &mut [std::process::Child],
+    pgid: i32,
+    grace: Duration,
+    log: &mut Notes,
+) -> io::Result<(std::process::ExitStatus, Option<usize>)> {
+    let mut ended: Vec<Option<std::process::ExitStatus>> = vec![None; ranks.len()];
+    let mut failed: Option<usize> = None;
+    loop {
+        for (r, c) in ranks.iter_mut().enumerate() {
+            if ended[r].is_none()
+                && let Some(s) = c.try_wait()?
+            {
+                ended[r] = Some(s);
+                if !s.success() && failed.is_none() {
+                    failed = Some(r);
+                    log.note(&format!("rank {r} ended first ({s}); stopping the gang"));
+                    stop_group_async(pgid, grace);
+                }
+            }
+        }
+        if ended.iter().all(Option::is_some) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = match failed {
+        Some(r) => ended[r],
+        None => ended.first().copied().flatten(),
+    };
+    let status = status.ok_or_else(|| io::Error::other("a gang with no ranks"))?;
+    Ok((status, failed))
+}
+
+/// SIGTERM to the group now, SIGKILL after `grace` from a helper thread,
+/// so the wait loop keeps reaping the ranks meanwhile.
+fn stop_group_async(pgid: i32, grace: Duration) {
+    let _ = procfs::signal_group(pgid, libc::SIGTERM);
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if !procfs::group_exists(pgid) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = procfs::signal_group(pgid, libc::SIGKILL);
+    });
+}
+
+/// SIGTERM, up to `grace` for the group to go, then SIGKILL.
+fn stop_group(pgid: i32, grace: Duration, log: &mut Notes) {
+    let _ = procfs::signal_group(pgid, libc::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if !procfs::group_exists(pgid) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    log.note(&format!("group {pgid} still there after {grace:?}; sending SIGKILL"));
+    let _ = procfs::signal_group(pgid, libc::SIGKILL);
 }
 
 /// Ends processes the workload left in its group (background jobs), so an

@@ -47,6 +47,35 @@ pub fn job_status(j: &JobDetails) -> AttemptStatus {
     }
 }
 
+/// The end a gang's driver reported in its logs: its last
+/// `CANOPY-GANG-END rank=R node=N … exit=C|signal=S|lost …` line as that
+/// rank's end, or its `CANOPY-GANG-UNPLACED` line as a capacity refusal.
+/// `None` when it reported neither (it failed before, or was stopped).
+pub fn gang_end(logs: &str) -> Option<ProviderEnd> {
+    for line in logs.lines().rev() {
+        if let Some(rest) = line.strip_prefix("CANOPY-GANG-UNPLACED") {
+            return Some(ProviderEnd::LaunchRejected {
+                message: format!("Ray could not place the gang:{rest}"),
+                capacity: true,
+            });
+        }
+        let Some(rest) = line.strip_prefix("CANOPY-GANG-END ") else { continue };
+        let field = |k: &str| rest.split(' ').find_map(|w| w.strip_prefix(k).map(str::to_string));
+        let rank = field("rank=")?.parse::<u32>().ok()?;
+        let node = field("node=")?;
+        let end = if let Some(code) = field("exit=").and_then(|c| c.parse().ok()) {
+            ProviderEnd::Exited { code }
+        } else if let Some(signal) = field("signal=").and_then(|c| c.parse().ok()) {
+            ProviderEnd::Signaled { signal }
+        } else {
+            let why = rest.split_once(" lost").map_or("", |(_, w)| w.trim());
+            ProviderEnd::NodeLost { message: format!("Ray lost rank {rank}'s launcher on {node}: {why}") }
+        };
+        return Some(ProviderEnd::Rank { rank, node, end: Box::new(end) });
+    }
+    None
+}
+
 /// Whether a status is final.
 pub fn is_final(status: &str) -> bool {
     matches!(status, "SUCCEEDED" | "FAILED" | "STOPPED")
@@ -62,6 +91,14 @@ pub struct PoolSettings {
     pub price_per_hour: f64,
     pub lend_limit_gpus: Option<u32>,
     pub startup: Duration,
+    /// The operator's declared fabric and switches.
+    pub topology: crate::config::TopologyEntry,
+}
+
+/// Canopy's name for a Ray node: the provider's name and the node's IP
+/// (its id when Ray reports no IP).
+pub fn node_name(provider: &str, n: &NodeInfo) -> String {
+    format!("{provider}-{}", if n.node_ip.is_empty() { &n.node_id } else { &n.node_ip })
 }
 
 /// One pool per accelerator type (GPU nodes without a type and CPU-only
@@ -93,8 +130,10 @@ pub fn pools(nodes: &[NodeInfo], s: &PoolSettings) -> Vec<InventoryPool> {
                 capabilities.push(format!("{ACCEL_TAG}{kind}"));
             }
             capabilities.extend(s.capabilities.iter().cloned());
+            let name = if acc.is_some() { kind.to_ascii_lowercase() } else { "cpu".to_string() };
+            let fabric = s.topology.fabric_of(&name);
             let def = PoolDef {
-                name: if acc.is_some() { kind.to_ascii_lowercase() } else { "cpu".into() },
+                name,
                 region: s.region.clone(),
                 shape: Shape {
                     accelerator: acc,
@@ -103,7 +142,7 @@ pub fn pools(nodes: &[NodeInfo], s: &PoolSettings) -> Vec<InventoryPool> {
                     cpu_cores: min("CPU"),
                     memory_gb: (min("memory") / (1024.0 * 1024.0 * 1024.0) * 10.0).floor() / 10.0,
                     disk_gb: 0.0,
-                    fabric: None,
+                    fabric,
                 },
                 price_per_hour: s.price_per_hour,
                 startup: s.startup,
@@ -116,14 +155,14 @@ pub fn pools(nodes: &[NodeInfo], s: &PoolSettings) -> Vec<InventoryPool> {
             };
             let nodes = members
                 .iter()
-                .map(|n| InventoryNode {
-                    name: format!(
-                        "{}-{}",
-                        s.provider,
-                        if n.node_ip.is_empty() { &n.node_id } else { &n.node_ip }
-                    ),
-                    state: NodeState::Ready,
-                    used_by_others: Free::default(),
+                .map(|n| {
+                    let name = node_name(&s.provider, n);
+                    InventoryNode {
+                        switch: s.topology.switch_of(&name),
+                        name,
+                        state: NodeState::Ready,
+                        used_by_others: Free::default(),
+                    }
                 })
                 .collect();
             InventoryPool { def, nodes }
@@ -160,6 +199,31 @@ mod tests {
             job_status(&job("FAILED", Some("JOB_SUPERVISOR_ACTOR_START_TIMEOUT"), None)),
             AttemptStatus::Ended(ProviderEnd::LaunchRejected { capacity: true, .. })
         ));
+    }
+
+    #[test]
+    fn the_gang_drivers_last_word_is_read() {
+        let logs = "rank 0 up\nCANOPY-GANG-END rank=1 node=ray-127.0.0.2 ip=127.0.0.2 node_id=ab exit=3\n";
+        assert_eq!(
+            gang_end(logs),
+            Some(ProviderEnd::Rank {
+                rank: 1,
+                node: "ray-127.0.0.2".into(),
+                end: Box::new(ProviderEnd::Exited { code: 3 })
+            })
+        );
+        let killed = "CANOPY-GANG-END rank=0 node=ray-a ip=a node_id=b signal=9";
+        assert!(
+            matches!(gang_end(killed), Some(ProviderEnd::Rank { rank: 0, end, .. }) if *end == ProviderEnd::Signaled { signal: 9 })
+        );
+        let lost = "CANOPY-GANG-END rank=1 node=ray-b ip=b node_id=c lost The actor died unexpectedly";
+        assert!(
+            matches!(gang_end(lost), Some(ProviderEnd::Rank { end, .. }) if matches!(*end, ProviderEnd::NodeLost { .. }))
+        );
+        let unplaced = "CANOPY-GANG-UNPLACED ranks=3 after=5s: Ray could not place";
+        assert!(matches!(gang_end(unplaced), Some(ProviderEnd::LaunchRejected { capacity: true, .. })));
+        assert_eq!(gang_end("CANOPY-GANG-END rank=-1 stopped: the job was stopped\n"), None);
+        assert_eq!(gang_end("plain output\n"), None);
     }
 
     #[test]

@@ -15,6 +15,18 @@
 //! `<jobs_dir>/<token>/outputs`, which, like Slurm's, must be a filesystem
 //! shared between Canopy and the Ray nodes.
 //!
+//! **Gangs.** The Jobs API has no placement groups, so a launch over
+//! several nodes submits Canopy's own driver ([`GANG_DRIVER`], Python,
+//! written into the attempt's directory with its `gang.json`) as the
+//! entrypoint. It asks Ray for a `STRICT_SPREAD` placement group of one
+//! bundle per rank (each pinned to the node Canopy chose, through Ray's
+//! `node:<ip>` resource), waits for it at most the startup limit, starts
+//! one launcher per bundle with its [`crate::providers::gang`]
+//! environment, streams their output, and when one rank fails stops the
+//! others and ends with a `CANOPY-GANG-END` line that `status` reads into
+//! [`ProviderEnd::Rank`]. A placement group Ray cannot place in time runs
+//! nothing and ends as a capacity refusal.
+//!
 //! Owns the adapter and its configuration. Must not decide retries; the
 //! optional auth token never reaches a log line, an error or the journal.
 //! Secret values are passed in the job's `runtime_env`, which Ray shows to
@@ -52,7 +64,16 @@ pub struct RayConfig {
     /// Size and time limits on collecting outputs (`[outputs]` in
     /// canopy.toml).
     pub outputs: OutputLimits,
+    /// The Python that runs a gang's driver on the head node (Ray's own).
+    pub python: String,
 }
+
+/// The gang driver, run by Ray as a gang's entrypoint (see the module doc).
+pub const GANG_DRIVER: &str = include_str!("gang_driver.py");
+/// The metadata key marking a gang's job, with its size.
+pub const GANG_KEY: &str = "canopy_gang";
+/// How long a stopping gang's ranks get between SIGTERM and SIGKILL.
+const GANG_STOP_GRACE_S: u64 = 5;
 
 impl RayConfig {
     pub fn from_entry(e: &RayEntry) -> Result<Self, String> {
@@ -77,9 +98,11 @@ impl RayConfig {
                 price_per_hour: e.price_per_hour.unwrap_or(0.0),
                 lend_limit_gpus: None,
                 startup: Duration::from_secs(5),
+                topology: e.topology.clone(),
             },
             request_timeout: Duration::from_secs(30),
             outputs: OutputLimits::default(),
+            python: e.python.clone().unwrap_or_else(|| "python".into()),
         })
     }
 }
@@ -102,6 +125,11 @@ pub struct RayProvider {
     api: Api,
     /// Pool name → accelerator type, from the last inventory.
     accel: Mutex<HashMap<String, String>>,
+    /// Node name → its IP, from the last inventory (a gang's bundles are
+    /// pinned with Ray's `node:<ip>` resource).
+    node_ips: Mutex<HashMap<String, String>>,
+    /// Whether an inventory has checked the declared topology yet.
+    topology_checked: std::sync::atomic::AtomicBool,
     /// First time this adapter saw each token pending.
     pending_since: Mutex<HashMap<String, Instant>>,
     /// Tokens given up on while pending (Ray ignores their stop): stopped
@@ -120,6 +148,8 @@ impl RayProvider {
             cfg,
             api,
             accel: Mutex::new(HashMap::new()),
+            node_ips: Mutex::new(HashMap::new()),
+            topology_checked: std::sync::atomic::AtomicBool::new(false),
             pending_since: Mutex::new(HashMap::new()),
             abandoned: Arc::new(Mutex::new(HashSet::new())),
         })
@@ -204,8 +234,24 @@ impl RayProvider {
             let path = crate::providers::secrets::secret_file(dir.path());
             format!("{}; ", crate::providers::secrets::source_and_remove(&quote(&utf8(&path)?)))
         };
-        let entrypoint =
-            format!("{secrets}mkdir -p {wd} && cd {wd} && exec {}", argv.join(" "), wd = quote(&workdir));
+        let entrypoint = if req.is_gang() {
+            let config = self.gang_config(req, &workdir)?;
+            let driver = dir.path().join("canopy_gang.py");
+            let config_path = dir.path().join("gang.json");
+            let write = |p: &Path, bytes: &[u8]| {
+                std::fs::write(p, bytes).map_err(|e| format!("cannot write {}: {e}", p.display()))
+            };
+            write(&driver, GANG_DRIVER.as_bytes())?;
+            write(&config_path, &serde_json::to_vec_pretty(&config).map_err(|e| e.to_string())?)?;
+            format!(
+                "exec {} {} {}",
+                quote(&self.cfg.python),
+                quote(&utf8(&driver)?),
+                quote(&utf8(&config_path)?)
+            )
+        } else {
+            format!("{secrets}mkdir -p {wd} && cd {wd} && exec {}", argv.join(" "), wd = quote(&workdir))
+        };
         let mut env_vars: BTreeMap<String, String> = req.spec.runtime.env.clone();
         env_vars.insert("CANOPY_OUTPUT_DIR".into(), utf8(&dir.outputs())?);
         env_vars.insert("CANOPY_ATTEMPT_TOKEN".into(), req.token.clone());
@@ -219,6 +265,20 @@ impl RayProvider {
         let mut metadata = BTreeMap::new();
         metadata.insert("canopy_token".into(), req.token.clone());
         metadata.insert(SPEC_HASH_KEY.into(), req.spec.content_hash());
+        if req.is_gang() {
+            // The driver holds nothing (Ray runs it on the head node); the
+            // placement group's bundles hold what the ranks need.
+            metadata.insert(GANG_KEY.into(), req.nodes.len().to_string());
+            return Ok(Submit {
+                entrypoint,
+                submission_id: req.token.clone(),
+                runtime_env: RuntimeEnv { env_vars },
+                entrypoint_num_cpus: None,
+                entrypoint_num_gpus: None,
+                entrypoint_resources: BTreeMap::new(),
+                metadata,
+            });
+        }
         Ok(Submit {
             entrypoint,
             submission_id: req.token.clone(),
@@ -228,6 +288,115 @@ impl RayProvider {
             entrypoint_resources: resources,
             metadata,
         })
+    }
+
+    /// What the gang driver reads (`gang.json`): the argv, one bundle and
+    /// one launcher environment per rank (addresses as `@CANOPY_ADDR_<i>@`,
+    /// filled in by the driver from where Ray placed each bundle), the
+    /// secret file and the bounds.
+    fn gang_config(&self, req: &LaunchRequest, workdir: &str) -> Result<serde_json::Value, String> {
+        let r = &req.spec.resources;
+        let accel = self.accel.lock().ok().and_then(|m| m.get(&req.pool).cloned());
+        let ips = self.node_ips.lock().map(|m| m.clone()).unwrap_or_default();
+        let bundles: Vec<BTreeMap<String, f64>> = req
+            .nodes
+            .iter()
+            .map(|node| {
+                let mut b = BTreeMap::new();
+                b.insert("CPU".to_string(), if r.cpu_cores > 0.0 { r.cpu_cores } else { 0.01 });
+                if r.gpus > 0 {
+                    b.insert("GPU".to_string(), r.gpus as f64);
+                    if let Some(kind) = &accel {
+                        b.insert(format!("{}{kind}", map::ACCEL_PREFIX), r.gpus as f64);
+                    }
+                }
+                if let Some(ip) = ips.get(node) {
+                    b.insert(format!("node:{ip}"), 0.001);
+                }
+                b
+            })
+            .collect();
+        let addrs: Vec<String> = (0..req.nodes.len()).map(|i| format!("@CANOPY_ADDR_{i}@")).collect();
+        let port = crate::providers::gang::rendezvous_port(&req.token);
+        let envs: Vec<BTreeMap<String, String>> = (0..req.nodes.len())
+            .map(|rank| {
+                crate::providers::gang::launcher_env(&crate::providers::gang::Rank {
+                    rank,
+                    nodes: &req.nodes,
+                    addrs: &addrs,
+                    gpus_per_node: r.gpus,
+                    port,
+                })
+                .into_iter()
+                .collect()
+            })
+            .collect();
+        let dir = AttemptDir::at(&self.cfg.jobs_dir, &req.token);
+        let secret_file = (!req.secrets.is_empty())
+            .then(|| crate::providers::secrets::secret_file(dir.path()).to_string_lossy().into_owned());
+        let names: Vec<&str> = req.secrets.iter().map(|(n, _)| n.as_str()).collect();
+        Ok(serde_json::json!({
+            "token": req.token,
+            "argv": req.spec.runtime.command,
+            "workdir": workdir,
+            "nodes": req.nodes,
+            "bundles": bundles,
+            "envs": envs,
+            "secret_file": secret_file,
+            "secret_names": names,
+            "placement_timeout_s": self.cfg.startup_limit.as_secs().max(1),
+            "stop_grace_s": GANG_STOP_GRACE_S,
+        }))
+    }
+
+    /// A failed gang's end, from the driver's last word in the job's logs.
+    async fn gang_end(&self, token: &str, end: ProviderEnd) -> ProviderEnd {
+        match self.api.logs(token).await {
+            Ok(logs) => map::gang_end(&logs).unwrap_or(end),
+            Err(e) => {
+                tracing::debug!(provider = %self.cfg.name, %token, error = %e, "reading a gang's logs");
+                end
+            }
+        }
+    }
+
+    /// Checks the declared topology against Ray's nodes and pools: an
+    /// error naming the file and key on the first inventory, a warning
+    /// later (a node that left).
+    fn check_topology(&self, pools: &[crate::providers::InventoryPool]) -> Result<(), ProviderError> {
+        use std::sync::atomic::Ordering;
+        let topo = &self.cfg.pools.topology;
+        let nodes: Vec<&str> = pools.iter().flat_map(|p| &p.nodes).map(|n| n.name.as_str()).collect();
+        let names: Vec<&str> = pools.iter().map(|p| p.def.name.as_str()).collect();
+        let mut problems: Vec<String> = topo
+            .unknown_nodes(|n| nodes.contains(&n))
+            .into_iter()
+            .map(|(sw, n)| format!("[ray.topology] switches.{sw} names node {n:?}"))
+            .collect();
+        problems.extend(
+            topo.unknown_pools(|p| names.contains(&p))
+                .into_iter()
+                .map(|p| format!("[ray.topology] pools.{p} names pool {p:?}")),
+        );
+        let first = !self.topology_checked.swap(true, Ordering::SeqCst);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let message = format!(
+            "{}: provider {}: {}, which Ray does not have (its nodes: {}; its pools: {}); correct the name or \
+             remove it",
+            topo.file(),
+            self.cfg.name,
+            problems.join("; "),
+            nodes.join(", "),
+            names.join(", ")
+        );
+        if first {
+            self.topology_checked.store(false, Ordering::SeqCst);
+            return Err(ProviderError { provider: self.cfg.name.clone(), message });
+        }
+        tracing::warn!(provider = %self.cfg.name, "{message}");
+        Ok(())
     }
 
     fn pending_for(&self, token: &str, start_ms: Option<i64>) -> Duration {
@@ -254,6 +423,16 @@ impl Provider for RayProvider {
     async fn inventory(&self) -> Result<Inventory, ProviderError> {
         let nodes = self.api.nodes().await.map_err(|e| self.err("listing nodes", e))?;
         let pools = map::pools(&nodes, &self.cfg.pools);
+        self.check_topology(&pools)?;
+        if let Ok(mut m) = self.node_ips.lock() {
+            m.clear();
+            m.extend(
+                nodes
+                    .iter()
+                    .filter(|n| !n.node_ip.is_empty())
+                    .map(|n| (map::node_name(&self.cfg.pools.provider, n), n.node_ip.clone())),
+            );
+        }
         if let Ok(mut m) = self.accel.lock() {
             m.clear();
             for p in &pools {
@@ -319,7 +498,13 @@ impl Provider for RayProvider {
             if let Ok(mut m) = self.pending_since.lock() {
                 m.remove(token);
             }
-            return Ok(status);
+            let gang = job.metadata.as_ref().is_some_and(|m| m.contains_key(GANG_KEY));
+            return Ok(match status {
+                AttemptStatus::Ended(end) if gang && job.status == "FAILED" => {
+                    AttemptStatus::Ended(self.gang_end(token, end).await)
+                }
+                s => s,
+            });
         }
         let waited = self.pending_for(token, job.start_time);
         if waited < self.cfg.startup_limit {

@@ -63,6 +63,11 @@ pub(super) struct SimAttempt {
     pub(super) window: Duration,
     /// A node going down ends the attempt at this moment.
     pub(super) forced: Option<(Millis, RunFault)>,
+    /// The node that went down, for a gang (any of its nodes may).
+    pub(super) forced_node: Option<String>,
+    /// The node a planned fault strikes: a gang's lemon if it has one,
+    /// else rank 0's.
+    pub(super) strike_node: String,
     pub(super) phase: Phase,
     pub(super) cancel_requested: bool,
     /// The executor reported its end (frees the node's capacity).
@@ -78,6 +83,19 @@ pub(super) struct SigFacts {
 }
 
 impl SimAttempt {
+    /// Whether it runs on `node` (any rank of a gang).
+    pub(super) fn on_node(&self, node: &str) -> bool {
+        self.node == node || self.req.nodes.iter().any(|n| n == node)
+    }
+
+    /// How a fault on `node` ends it: for a gang, as that rank's end.
+    pub(super) fn end_on(&self, node: &str, end: ProviderEnd) -> ProviderEnd {
+        match self.req.nodes.iter().position(|n| n == node).filter(|_| self.req.is_gang()) {
+            Some(rank) => ProviderEnd::Rank { rank: rank as u32, node: node.to_string(), end: Box::new(end) },
+            None => end,
+        }
+    }
+
     pub(super) fn holds_capacity(&self) -> bool {
         !self.exec_ended && !matches!(self.phase, Phase::Ended { .. })
     }
@@ -148,7 +166,8 @@ impl SimMarket {
             Phase::Striking { .. } => Poll::Answer(AttemptStatus::Running),
             Phase::Pending => {
                 if let Some((_, fault)) = a.forced.filter(|(at, _)| *at <= now) {
-                    let end = fault.end(&a.node);
+                    let node = a.forced_node.clone().unwrap_or_else(|| a.node.clone());
+                    let end = a.end_on(&node, fault.end(&node));
                     a.phase = Phase::Ended { end: end.clone(), started: false, tail: None };
                     Poll::Answer(AttemptStatus::Ended(end))
                 } else if now >= a.start_at {
@@ -167,9 +186,13 @@ impl SimMarket {
                 let Some((at, fault)) = due else {
                     return Poll::Delegate { strike: None };
                 };
+                let node = match a.forced.filter(|f| f.0 == at && f.1 == fault) {
+                    Some(_) => a.forced_node.clone().unwrap_or_else(|| a.node.clone()),
+                    None => a.strike_node.clone(),
+                };
                 let ctx = SignatureContext {
                     lifecycle: a.signature.lifecycle,
-                    node: &a.node,
+                    node: &node,
                     provider_ref: &a.provider_ref,
                     gpus: a.req.spec.resources.gpus,
                     nvidia: a.signature.nvidia,
@@ -177,7 +200,7 @@ impl SimMarket {
                     now: at,
                 };
                 let tail = signature::stderr_tail(fault, &ctx, &mut Rng::stream(seed, "signature", token));
-                let end = fault.end(&a.node);
+                let end = a.end_on(&node, fault.end(&node));
                 a.phase = Phase::Striking { since };
                 tracing::debug!(token, fault = fault.as_str(), "sim: fault strikes");
                 Poll::Delegate { strike: Some(StrikeOrder { end, tail }) }

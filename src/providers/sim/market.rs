@@ -68,6 +68,8 @@ struct Placed {
     region: String,
     startup: Duration,
     sig: SigFacts,
+    /// Where a planned fault strikes (a gang's lemon, else rank 0).
+    strike_node: String,
 }
 
 /// The simulated marketplace shared by every [`super::SimProvider`].
@@ -173,6 +175,7 @@ impl SimMarket {
                         name: n.name.clone(),
                         state: n.load.state,
                         used_by_others: n.load.others,
+                        switch: None,
                     })
                     .collect(),
             })
@@ -202,8 +205,12 @@ impl SimMarket {
                     let next = churn::step(&node.load, &pool.def.shape, cfg, &mut rng);
                     if node.load.state != NodeState::Down && next.state == NodeState::Down {
                         tracing::debug!(node = %node.name, "sim: node went down");
-                        for a in attempts.values_mut().filter(|a| a.node == node.name && a.holds_capacity()) {
-                            a.forced.get_or_insert((at, RunFault::NodeLost));
+                        for a in attempts.values_mut().filter(|a| a.on_node(&node.name) && a.holds_capacity())
+                        {
+                            if a.forced.is_none() {
+                                a.forced = Some((at, RunFault::NodeLost));
+                                a.forced_node = Some(node.name.clone());
+                            }
                         }
                     }
                     node.load = next;
@@ -265,6 +272,8 @@ impl SimMarket {
                 strike,
                 window,
                 forced: None,
+                forced_node: None,
+                strike_node: place.strike_node,
                 phase: Phase::Pending,
                 cancel_requested: false,
                 exec_ended: false,
@@ -284,11 +293,26 @@ impl SimMarket {
         let Some(pool) = st.pools.iter().find(|p| p.provider == provider && p.def.name == req.pool) else {
             return Err(LaunchError::Rejected(format!("{provider} has no pool {:?}", req.pool)));
         };
-        let Some(node) = pool.nodes.iter().find(|n| n.name == req.node) else {
-            return Err(LaunchError::Rejected(format!("{provider}/{} has no node {:?}", req.pool, req.node)));
-        };
+        // Every node of a gang must be there and have room, or nothing
+        // starts: a gang is launched whole or not at all.
+        let names = if req.nodes.is_empty() { std::slice::from_ref(&req.node) } else { &req.nodes[..] };
+        let mut nodes = Vec::with_capacity(names.len());
+        for (rank, name) in names.iter().enumerate() {
+            let Some(node) = pool.nodes.iter().find(|n| &n.name == name) else {
+                return Err(LaunchError::Rejected(format!("{provider}/{} has no node {name:?}", req.pool)));
+            };
+            fits(st, pool, node, need_of(req)).map_err(|why| {
+                LaunchError::Capacity(if names.len() > 1 {
+                    format!("rank {rank} of the gang cannot start: {why}; no rank was started")
+                } else {
+                    why
+                })
+            })?;
+            nodes.push(node);
+        }
+        let lemon = nodes.iter().find(|n| n.lemon);
+        let node = lemon.copied().unwrap_or(nodes[0]);
         let r = &req.spec.resources;
-        fits(st, pool, node, need_of(req)).map_err(LaunchError::Capacity)?;
         let accel = pool.def.shape.accelerator.as_ref();
         let nvidia = accel.is_some_and(|a| a.vendor == Vendor::Nvidia);
         Ok(Placed {
@@ -301,6 +325,7 @@ impl SimMarket {
                 nvidia,
             },
             region: pool.def.region.clone(),
+            strike_node: node.name.clone(),
             startup: pool.def.startup,
             sig: SigFacts {
                 lifecycle: pool.def.lifecycle,
@@ -319,7 +344,7 @@ fn fits(st: &State, pool: &SimPool, node: &SimNode, need: Free) -> Result<(), St
     }
     let s = &pool.def.shape;
     let mut used = node.load.others;
-    for a in st.attempts.values().filter(|a| a.node == node.name && a.holds_capacity()) {
+    for a in st.attempts.values().filter(|a| a.on_node(&node.name) && a.holds_capacity()) {
         let n = a.need();
         used.gpus += n.gpus;
         used.cpu_cores += n.cpu_cores;
@@ -358,7 +383,7 @@ fn fullness(st: &State, pool: &SimPool) -> f64 {
         let mine: f64 = st
             .attempts
             .values()
-            .filter(|a| a.node == n.name && a.holds_capacity())
+            .filter(|a| a.on_node(&n.name) && a.holds_capacity())
             .map(|a| if gpu { f64::from(a.need().gpus) } else { a.need().cpu_cores })
             .sum();
         let others = if gpu { f64::from(n.load.others.gpus) } else { n.load.others.cpu_cores };

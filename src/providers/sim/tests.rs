@@ -95,6 +95,50 @@ fn launches_that_do_not_fit_are_refused_with_reasons() {
     assert!(matches!(e, LaunchError::Capacity(_)));
 }
 
+/// A gang starts whole or not at all: one node that cannot take its rank
+/// refuses the launch, and no rank holds capacity afterwards.
+#[test]
+fn a_gang_whose_one_node_is_down_starts_no_rank() {
+    let m = market(SimConfig::no_faults());
+    let gang = |w: u64, nodes: &[&str]| {
+        let mut r = req(w, "h100-nvl", nodes[0], 8);
+        r.nodes = nodes.iter().map(|n| n.to_string()).collect();
+        r
+    };
+    match m.launch("onprem-fra", &gang(1, &["fra-h100-03", "fra-h100-06"]), T0) {
+        LaunchOutcome::Refused(LaunchError::Capacity(why)) => {
+            assert!(why.contains("rank 1") && why.contains("is down") && why.contains("no rank"), "{why}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Both nodes' GPUs are still free for a gang that fits.
+    accepted(m.launch("onprem-fra", &gang(2, &["fra-h100-03", "fra-h100-05"]), T0));
+    // ... and now held by it, on every rank's node.
+    let e = m.launch("onprem-fra", &req(3, "h100-nvl", "fra-h100-05", 8), T0);
+    assert!(matches!(e, LaunchOutcome::Refused(LaunchError::Capacity(_))), "{e:?}");
+}
+
+/// A node of a running gang going down ends the gang as that rank's end.
+#[test]
+fn a_gang_node_going_down_is_that_ranks_end() {
+    let m = market(SimConfig::no_faults());
+    let mut r = req(1, "h100-nvl", "fra-h100-03", 8);
+    r.nodes = vec!["fra-h100-03".into(), "fra-h100-05".into()];
+    accepted(m.launch("onprem-fra", &r, T0));
+    {
+        let mut st = m.lock();
+        let a = st.attempts.get_mut(&r.token).expect("attempt");
+        a.forced = Some((T0, super::faults::RunFault::NodeLost));
+        a.forced_node = Some("fra-h100-05".into());
+    }
+    match m.poll("onprem-fra", &r.token, T0) {
+        Poll::Answer(AttemptStatus::Ended(ProviderEnd::Rank { rank: 1, node, .. })) => {
+            assert_eq!(node, "fra-h100-05")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn pending_until_the_startup_moment_then_started_exactly_once() {
     let m = market(SimConfig::no_faults());

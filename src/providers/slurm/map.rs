@@ -7,7 +7,7 @@
 //! slurmrestd version reports).
 
 use crate::accel::{Interconnect, Vendor};
-use crate::config::PartitionOverride;
+use crate::config::{PartitionOverride, TopologyEntry};
 use crate::failure::ProviderEnd;
 use crate::fleet::{Accelerator, Free, Lifecycle, NodeState, PoolDef, Shape};
 use crate::providers::local::inventory::family_of;
@@ -250,12 +250,161 @@ fn mem_mb(v: &str) -> u64 {
     mb.round() as u64
 }
 
-/// What shapes pools: region, startup and overrides per partition.
+/// Expands a Slurm host list: `n[1-3,7],gpu[01-02]x,login` → every name,
+/// in order. Zero padding is kept (`[01-02]` → `01`, `02`). A malformed
+/// bracket is taken as a plain name.
+pub fn expand_hostlist(list: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in list.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&list[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&list[start..]);
+    let mut out = Vec::new();
+    for part in parts.into_iter().map(str::trim).filter(|p| !p.is_empty()) {
+        let (Some(open), Some(close)) = (part.find('['), part.find(']')) else {
+            out.push(part.to_string());
+            continue;
+        };
+        if close < open {
+            out.push(part.to_string());
+            continue;
+        }
+        let (prefix, ranges, suffix) = (&part[..open], &part[open + 1..close], &part[close + 1..]);
+        let mut names = Vec::new();
+        let ok = ranges.split(',').all(|r| {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            match (a.parse::<u64>(), b.parse::<u64>()) {
+                (Ok(x), Ok(y)) if x <= y => {
+                    names.extend((x..=y).map(|k| format!("{prefix}{k:0w$}{suffix}", w = a.len())));
+                    true
+                }
+                _ => false,
+            }
+        });
+        if ok {
+            out.extend(names);
+        } else {
+            out.push(part.to_string());
+        }
+    }
+    out
+}
+
+/// What a job holds on each of its nodes: per node from its allocation
+/// (`allocated` = node name, CPUs, memory MB, as
+/// `job_resources.allocated_nodes`) and its per-node GRES detail; the
+/// job's totals split evenly where the allocation does not say.
+pub fn held_per_node(
+    nodes: &str,
+    tres_alloc: &str,
+    tres_req: &str,
+    gres_detail: &[String],
+    allocated: &[(String, u32, u64)],
+) -> Vec<(String, Held)> {
+    let names: Vec<String> = if allocated.is_empty() {
+        expand_hostlist(nodes)
+    } else {
+        allocated.iter().map(|a| a.0.clone()).collect()
+    };
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let n = names.len() as u64;
+    let mut total = held_by(tres_alloc);
+    if total.memory_mb == 0 {
+        total.memory_mb = held_by(tres_req).memory_mb;
+    }
+    names
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let a = allocated.get(i);
+            let gpus =
+                gres_detail.get(i).and_then(|g| gpus_in_gres(g)).map_or(total.gpus / n as u32, |g| g.1);
+            let held = Held {
+                gpus,
+                cpus: a.map(|a| a.1).filter(|c| *c > 0).unwrap_or(total.cpus / n as u32),
+                memory_mb: a.map(|a| a.2).filter(|m| *m > 0).unwrap_or(total.memory_mb / n),
+            };
+            (name, held)
+        })
+        .collect()
+}
+
+/// Which rank of a gang ended it and how, from srun's report in the job's
+/// stderr: the first `srun: error: NODE: task T: WHAT` line names the
+/// culprit (the others are the launchers `--kill-on-bad-exit` stopped
+/// after it). The rank is the node's place in `nodes` (rank order).
+/// `None` when no such line names one of the gang's nodes.
+pub fn rank_end(stderr: &str, nodes: &[String]) -> Option<ProviderEnd> {
+    for line in stderr.lines() {
+        let Some(rest) = line.trim().strip_prefix("srun: error: ") else { continue };
+        let mut fields = rest.splitn(3, ": ");
+        let (Some(node), Some(task), Some(what)) = (fields.next(), fields.next(), fields.next()) else {
+            continue;
+        };
+        if !task.starts_with("task") {
+            continue;
+        }
+        let Some(rank) = nodes.iter().position(|n| n == node) else { continue };
+        let what = what.trim();
+        let end = if let Some(code) = what.strip_prefix("Exited with exit code ") {
+            match code.trim().parse() {
+                Ok(code) => ProviderEnd::Exited { code },
+                Err(_) => ProviderEnd::Unknown { message: format!("srun: {what}") },
+            }
+        } else if what.eq_ignore_ascii_case("Out Of Memory") {
+            ProviderEnd::OutOfMemory
+        } else {
+            match signal_named(what) {
+                Some(signal) => ProviderEnd::Signaled { signal },
+                None => ProviderEnd::Unknown { message: format!("srun: {what}") },
+            }
+        };
+        return Some(ProviderEnd::Rank { rank: rank as u32, node: node.to_string(), end: Box::new(end) });
+    }
+    None
+}
+
+/// The signal srun names as `strsignal` does.
+fn signal_named(what: &str) -> Option<i32> {
+    Some(match what {
+        "Hangup" => 1,
+        "Interrupt" => 2,
+        "Quit" => 3,
+        "Illegal instruction" => 4,
+        "Trace/breakpoint trap" => 5,
+        "Aborted" => 6,
+        "Bus error" => 7,
+        "Floating point exception" => 8,
+        "Killed" => 9,
+        "User defined signal 1" => 10,
+        "Segmentation fault" => 11,
+        "User defined signal 2" => 12,
+        "Broken pipe" => 13,
+        "Alarm clock" => 14,
+        "Terminated" => 15,
+        _ => return None,
+    })
+}
+
+/// What shapes pools: region, startup and overrides per partition, and
+/// the operator's declared topology.
 #[derive(Debug, Clone, Default)]
 pub struct PoolSettings {
     pub region: String,
     pub startup: Duration,
     pub partitions: BTreeMap<String, PartitionOverride>,
+    pub topology: TopologyEntry,
 }
 
 /// Groups nodes into pools: one per partition and GPU type (a partition
@@ -290,8 +439,10 @@ pub fn pools(nodes: &[NodeView], s: &PoolSettings) -> Vec<InventoryPool> {
             capabilities.push(format!("{GRES_TAG}{k}"));
         }
         capabilities.extend(o.capabilities.iter().cloned());
+        let name = o.pool.clone().unwrap_or(default_name);
+        let fabric = s.topology.fabric_of(&name);
         let def = PoolDef {
-            name: o.pool.clone().unwrap_or(default_name),
+            name,
             region: s.region.clone(),
             shape: Shape {
                 accelerator: acc,
@@ -300,7 +451,7 @@ pub fn pools(nodes: &[NodeView], s: &PoolSettings) -> Vec<InventoryPool> {
                 cpu_cores: cpus,
                 memory_gb: mem,
                 disk_gb: 0.0,
-                fabric: None,
+                fabric,
             },
             price_per_hour: o.price_per_hour.unwrap_or(0.0),
             startup: s.startup,
@@ -330,6 +481,7 @@ pub fn pools(nodes: &[NodeView], s: &PoolSettings) -> Vec<InventoryPool> {
                             .min(mem),
                         disk_gb: 0.0,
                     },
+                    switch: s.topology.switch_of(&n.name),
                 }
             })
             .collect();
@@ -360,6 +512,50 @@ mod tests {
             held_by_job("cpu=1,node=1,billing=1", "cpu=1,mem=100M,node=1,billing=1", &detail),
             Held { gpus: 2, cpus: 1, memory_mb: 100 }
         );
+    }
+
+    #[test]
+    fn host_lists_expand_in_order() {
+        assert_eq!(expand_hostlist("n[1-2]"), vec!["n1", "n2"]);
+        assert_eq!(
+            expand_hostlist("gpu[08-10,3]x,login"),
+            vec!["gpu08x", "gpu09x", "gpu10x", "gpu3x", "login"]
+        );
+        assert_eq!(expand_hostlist("n1,n2"), vec!["n1", "n2"]);
+        assert_eq!(expand_hostlist("odd[a-b]"), vec!["odd[a-b]"]);
+        assert!(expand_hostlist("").is_empty());
+    }
+
+    #[test]
+    fn a_gang_holds_its_share_on_every_node() {
+        let detail = vec!["gpu:h100:2(IDX:0-1)".to_string(), "gpu:h100:2(IDX:2-3)".to_string()];
+        let alloc = vec![("n1".to_string(), 2, 0), ("n2".to_string(), 2, 0)];
+        let held =
+            held_per_node("n[1-2]", "cpu=4,node=2,billing=4", "cpu=4,mem=4000M,node=2", &detail, &alloc);
+        let h = Held { gpus: 2, cpus: 2, memory_mb: 2000 };
+        assert_eq!(held, vec![("n1".to_string(), h), ("n2".to_string(), h)]);
+        // Without the allocation's detail, the totals are split.
+        let held = held_per_node("n[1-2]", "cpu=4,node=2,gres/gpu=4", "", &[], &[]);
+        assert_eq!(held[1], ("n2".to_string(), Held { gpus: 2, cpus: 2, memory_mb: 0 }));
+    }
+
+    #[test]
+    fn the_rank_srun_names_first_ended_the_gang() {
+        let nodes = vec!["n2".to_string(), "n1".to_string()];
+        let stderr = "srun: error: n1: task 0: Exited with exit code 3\n\
+                      srun: launch/slurm: _step_signal: Terminating StepId=7.0\n\
+                      srun: error: n2: task 1: Terminated\n";
+        let end = rank_end(stderr, &nodes).unwrap();
+        assert_eq!(
+            end,
+            ProviderEnd::Rank { rank: 1, node: "n1".into(), end: Box::new(ProviderEnd::Exited { code: 3 }) }
+        );
+        let killed = rank_end("srun: error: n2: task 1: Killed\n", &nodes).unwrap();
+        assert!(
+            matches!(killed, ProviderEnd::Rank { rank: 0, end, .. } if *end == ProviderEnd::Signaled { signal: 9 })
+        );
+        assert_eq!(rank_end("srun: error: n9: task 0: Exited with exit code 1\n", &nodes), None);
+        assert_eq!(rank_end("all fine\n", &nodes), None);
     }
 
     #[test]

@@ -11,6 +11,20 @@
 //! configured startup limit is cancelled and reported as a capacity miss,
 //! so the engine places it elsewhere.
 //!
+//! **Gangs.** A launch over several nodes is one job over all of them
+//! (see [`script`]): pinned to the chosen nodes, one launcher per node,
+//! `MASTER_ADDR` the first node's address as Slurm knows it (`NodeAddr`:
+//! nodes may share a host name). When one launcher fails, srun stops the
+//! others and says which failed in the job's stderr; the end is reported
+//! as that rank's ([`ProviderEnd::Rank`], see [`map::rank_end`]). A gang's
+//! holdings count on every node it runs on.
+//!
+//! **Declared topology.** Slurm reports no fabric and no switches (without
+//! its topology plugin); `[slurm.topology]` in canopy.toml declares them.
+//! A declared node Slurm does not have fails the first inventory (the
+//! engine's start) with the file and key to fix; later, when a node leaves
+//! the cluster, it is only logged.
+//!
 //! **Shared filesystem.** Each job's directory `<jobs_dir>/<token>/` holds
 //! its `stdout.log`, `stderr.log`, `work/` and `outputs/` (the local
 //! provider's layout). Canopy reads logs and collects outputs from there
@@ -85,6 +99,7 @@ impl SlurmConfig {
                 region: e.region.clone().unwrap_or_else(|| "onprem".into()),
                 startup: Duration::from_secs(5),
                 partitions: e.partitions.clone(),
+                topology: e.topology.clone(),
             },
             request_timeout: Duration::from_secs(30),
             outputs: OutputLimits::default(),
@@ -109,6 +124,10 @@ pub struct SlurmProvider {
     /// Tokens whose launch began here, and when: until Slurm lists the
     /// job, a status poll racing the launch reads pending, not "gone".
     launching: Mutex<HashMap<String, std::time::Instant>>,
+    /// Node name → the address Slurm reaches it at, from the last inventory.
+    addrs: Mutex<HashMap<String, String>>,
+    /// Whether an inventory has checked the declared topology yet.
+    topology_checked: std::sync::atomic::AtomicBool,
 }
 
 /// How long a launch begun here keeps an unlisted job pending.
@@ -127,6 +146,8 @@ impl SlurmProvider {
             pools: Mutex::new(HashMap::new()),
             jobs: Mutex::new(HashMap::new()),
             launching: Mutex::new(HashMap::new()),
+            addrs: Mutex::new(HashMap::new()),
+            topology_checked: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -185,21 +206,27 @@ impl SlurmProvider {
             if !running || !j.name.starts_with("canopy-") || !valid_token(&j.name) || j.nodes.is_empty() {
                 continue;
             }
-            // One node per attempt (Canopy submits nodes = 1).
-            if j.nodes.contains([',', '[']) {
-                continue;
-            }
             let ours = self.known(&j.name).map(|k| k.id).or_else(|| {
                 record::read(&AttemptDir::at(&self.cfg.jobs_dir, &j.name)).ok().flatten().map(|r| r.id)
             });
             if ours != Some(j.job_id) {
                 continue;
             }
-            let h = map::held_by_job(&j.tres_alloc_str, &j.tres_req_str, &j.gres_detail);
-            let e = held.entry(j.nodes.clone()).or_default();
-            e.gpus += h.gpus;
-            e.cpus += h.cpus;
-            e.memory_mb += h.memory_mb;
+            // Every node of a gang, each with its own share.
+            let allocated: Vec<(String, u32, u64)> = j
+                .job_resources
+                .iter()
+                .flat_map(|r| &r.allocated_nodes)
+                .map(|a| (a.nodename.clone(), a.cpus_used, a.memory_allocated))
+                .collect();
+            for (node, h) in
+                map::held_per_node(&j.nodes, &j.tres_alloc_str, &j.tres_req_str, &j.gres_detail, &allocated)
+            {
+                let e = held.entry(node).or_default();
+                e.gpus += h.gpus;
+                e.cpus += h.cpus;
+                e.memory_mb += h.memory_mb;
+            }
         }
         Ok(held)
     }
@@ -234,6 +261,115 @@ impl SlurmProvider {
             .map_or((None, None), |(p, t)| (Some(p), t));
         let pin_node = self.cfg.pin_by_feature.then(|| req.node.clone());
         script::Shaping { partition, gpu_type, pin_node }
+    }
+}
+
+impl SlurmProvider {
+    /// Checks the declared topology against what Slurm reports: on the
+    /// first inventory an unknown node or pool is an error naming the file
+    /// and key; afterwards (a node removed from the cluster) a warning.
+    fn check_topology(&self, nodes: &[v0038::Node], views: &[NodeView]) -> Result<(), ProviderError> {
+        use std::sync::atomic::Ordering;
+        let topo = &self.cfg.pools.topology;
+        let mut problems: Vec<String> = topo
+            .unknown_nodes(|n| nodes.iter().any(|x| x.name == n))
+            .into_iter()
+            .map(|(sw, n)| format!("[slurm.topology] switches.{sw} names node {n:?}"))
+            .collect();
+        let pools: Vec<String> = map::pools(views, &self.cfg.pools).into_iter().map(|p| p.def.name).collect();
+        problems.extend(
+            topo.unknown_pools(|p| pools.iter().any(|x| x == p))
+                .into_iter()
+                .map(|p| format!("[slurm.topology] pools.{p} names pool {p:?}")),
+        );
+        let first = !self.topology_checked.swap(true, Ordering::SeqCst);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let mut have: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        have.sort_unstable();
+        let message = format!(
+            "{}: provider {}: {}, which Slurm does not have (its nodes: {}; its pools: {}); correct the name \
+             or remove it",
+            topo.file(),
+            self.cfg.name,
+            problems.join("; "),
+            have.join(", "),
+            pools.join(", ")
+        );
+        if first {
+            self.topology_checked.store(false, Ordering::SeqCst);
+            return Err(ProviderError { provider: self.cfg.name.clone(), message });
+        }
+        tracing::warn!(provider = %self.cfg.name, "{message}");
+        Ok(())
+    }
+
+    /// The addresses of `nodes` as Slurm knows them (`NodeAddr`), asking
+    /// Slurm for nodes the last inventory did not see.
+    async fn addresses(&self, nodes: &[String]) -> Result<Vec<String>, CallError> {
+        let cached =
+            |m: &HashMap<String, String>| nodes.iter().map(|n| m.get(n).cloned()).collect::<Option<Vec<_>>>();
+        if let Some(a) = self.addrs.lock().ok().and_then(|m| cached(&m)) {
+            return Ok(a);
+        }
+        let listed = self.api.nodes().await?;
+        let m: HashMap<String, String> = listed
+            .into_iter()
+            .map(|n| {
+                let addr = if n.address.is_empty() { n.name.clone() } else { n.address };
+                (n.name, addr)
+            })
+            .collect();
+        Ok(nodes.iter().map(|n| m.get(n).cloned().unwrap_or_else(|| n.clone())).collect())
+    }
+
+    /// Submits a gang: its rank order recorded, every launcher's
+    /// environment worked out, one job over all its nodes.
+    async fn gang_job(
+        &self,
+        req: &LaunchRequest,
+        dir: &AttemptDir,
+        secret_path: Option<&str>,
+    ) -> Result<(String, v0038::JobProperties), LaunchError> {
+        let addrs = self.addresses(&req.nodes).await.map_err(|e| LaunchError::Api(e.to_string()))?;
+        let (shared, own) = script::split_envs(&script::rank_envs(req, &addrs));
+        let props = script::gang_properties(req, &self.cfg.jobs_dir, &self.shaping(req), &shared)
+            .map_err(LaunchError::Invalid)?;
+        record::write_nodes(dir, &req.nodes).map_err(|e| {
+            LaunchError::Api(format!("cannot record the gang's nodes in {}: {e}", dir.path().display()))
+        })?;
+        let text = script::gang_script(
+            &req.spec.runtime.command,
+            &script::workdir(req, &self.cfg.jobs_dir),
+            secret_path,
+            &req.nodes,
+            &own,
+        );
+        Ok((text, props))
+    }
+
+    /// A failed gang's end as its failing rank's, from srun's report in
+    /// the job's stderr; `end` unchanged when none names a rank.
+    fn gang_end(&self, token: &str, job: &Job, end: ProviderEnd) -> ProviderEnd {
+        let gang = job.node_count > 1 || job.nodes.contains([',', '[']);
+        let failed = matches!(
+            end,
+            ProviderEnd::Exited { code } if code != 0
+        ) || matches!(
+            end,
+            ProviderEnd::Signaled { .. } | ProviderEnd::OutOfMemory | ProviderEnd::Unknown { .. }
+        );
+        if !gang || !failed {
+            return end;
+        }
+        let dir = AttemptDir::at(&self.cfg.jobs_dir, token);
+        let mut nodes = record::read_nodes(&dir).unwrap_or_default();
+        if nodes.is_empty() {
+            nodes = map::expand_hostlist(&job.nodes);
+        }
+        let stderr = std::fs::read(dir.stderr()).unwrap_or_default();
+        map::rank_end(&String::from_utf8_lossy(&stderr), &nodes).unwrap_or(end)
     }
 }
 
@@ -280,6 +416,13 @@ impl Provider for SlurmProvider {
                 held_by_canopy: held.get(&n.name).copied().unwrap_or_default(),
             })
             .collect();
+        self.check_topology(&nodes, &views)?;
+        if let Ok(mut m) = self.addrs.lock() {
+            m.clear();
+            m.extend(
+                nodes.iter().filter(|n| !n.address.is_empty()).map(|n| (n.name.clone(), n.address.clone())),
+            );
+        }
         let pools = map::pools(&views, &self.cfg.pools);
         if let Ok(mut m) = self.pools.lock() {
             m.clear();
@@ -354,13 +497,21 @@ impl Provider for SlurmProvider {
         for d in [dir.outputs(), dir.work()] {
             std::fs::create_dir_all(&d).map_err(|e| io("cannot create directories in", e))?;
         }
-        let props =
-            script::properties(req, &self.cfg.jobs_dir, &self.shaping(req)).map_err(LaunchError::Invalid)?;
         let secret_file = crate::providers::secrets::write_secret_file(dir.path(), &req.secrets)
             .map_err(|e| io("cannot write the secret file in", e))?;
         let secret_path = secret_file.as_ref().and_then(|p| p.to_str());
-        let text =
-            script::script(&req.spec.runtime.command, &script::workdir(req, &self.cfg.jobs_dir), secret_path);
+        let (text, props) = if req.is_gang() {
+            self.gang_job(req, &dir, secret_path).await?
+        } else {
+            let props = script::properties(req, &self.cfg.jobs_dir, &self.shaping(req))
+                .map_err(LaunchError::Invalid)?;
+            let text = script::script(
+                &req.spec.runtime.command,
+                &script::workdir(req, &self.cfg.jobs_dir),
+                secret_path,
+            );
+            (text, props)
+        };
         match self.api.submit(&text, &props).await {
             Ok(id) => {
                 self.record(&dir, &req.token, Known { id, submitted: epoch_now() });
@@ -405,6 +556,9 @@ impl Provider for SlurmProvider {
                 }
                 Ok(AttemptStatus::Pending)
             }
+            JobStatus::Status(AttemptStatus::Ended(end)) => {
+                Ok(AttemptStatus::Ended(self.gang_end(token, &job, end)))
+            }
             JobStatus::Status(s) => Ok(s),
         }
     }
@@ -440,6 +594,37 @@ impl Provider for SlurmProvider {
             }
             _ => Ok(()),
         }
+    }
+
+    /// SIGTERM first (for a gang: [`script::GANG_STOP_SIGNAL`] to its
+    /// batch shell, which sends SIGTERM to every launcher), then, when the
+    /// job has not ended within `grace`, a cancel (SIGKILL).
+    async fn terminate_within(&self, token: &str, grace: Duration) -> Result<(), ProviderError> {
+        crate::providers::secrets::remove_unread(&self.cfg.jobs_dir, token);
+        let Some((k, job)) = self.find(token).await.map_err(|e| self.err("finding the job", e))? else {
+            return Ok(());
+        };
+        if map::is_final(&job.job_state) {
+            return Ok(());
+        }
+        // A pending job has nothing to stop gracefully.
+        if job.job_state != "PENDING" && !grace.is_zero() {
+            let gang = job.node_count > 1 || job.nodes.contains([',', '[']);
+            let signal = if gang { script::GANG_STOP_SIGNAL } else { "SIGTERM" };
+            self.api.signal(k.id, Some(signal)).await.map_err(|e| self.err("signalling the job", e))?;
+            let deadline = std::time::Instant::now() + grace;
+            while std::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(250).min(grace)).await;
+                match self.api.job(k.id).await {
+                    Ok(Some(j)) if !map::is_final(&j.job_state) => {}
+                    Ok(_) => return Ok(()),
+                    Err(e) => {
+                        tracing::debug!(provider = %self.cfg.name, %token, error = %e, "polling a stopping job")
+                    }
+                }
+            }
+        }
+        self.api.cancel(k.id).await.map_err(|e| self.err("cancelling the job", e))
     }
 
     async fn list_owned(&self, store_id: &str) -> Result<Vec<Owned>, ProviderError> {

@@ -7,6 +7,8 @@
 //!   launch.lock      held (flock) while a launch looks up, submits, records
 //!   slurm_job.json   {"id": 4711, "submitted": 1718000000}
 //!   spec.sha256      the spec the token was claimed for (adoption checks it)
+//!   gang.nodes       a gang's nodes in rank order, one a line (Slurm lists
+//!                    a job's nodes sorted, not in Canopy's rank order)
 //! ```
 //!
 //! Idempotency rests on the order: the token's directory is created
@@ -74,6 +76,26 @@ pub fn read_spec(dir: &AttemptDir) -> io::Result<Option<String>> {
     match fs::read_to_string(spec_path(dir)) {
         Ok(s) => Ok(Some(s.trim().to_string()).filter(|s| !s.is_empty())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn nodes_path(dir: &AttemptDir) -> std::path::PathBuf {
+    dir.path().join("gang.nodes")
+}
+
+/// Records a gang's nodes in rank order, before its submit.
+pub fn write_nodes(dir: &AttemptDir, nodes: &[String]) -> io::Result<()> {
+    let tmp = dir.path().join("gang.nodes.tmp");
+    fs::write(&tmp, nodes.join("\n") + "\n")?;
+    fs::rename(&tmp, nodes_path(dir))
+}
+
+/// A gang's nodes in rank order; empty for a one-node attempt.
+pub fn read_nodes(dir: &AttemptDir) -> io::Result<Vec<String>> {
+    match fs::read_to_string(nodes_path(dir)) {
+        Ok(s) => Ok(s.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(e),
     }
 }

@@ -6,9 +6,22 @@
 //! This module owns quoting and the job directory convention shared with
 //! the local provider (`<jobs_dir>/<token>/{stdout.log,stderr.log,work,outputs}`);
 //! it does no I/O. Secret values go into the job's environment only.
+//!
+//! A gang (more than one node) is one job over all its nodes, pinned with
+//! `nodelist`, whose batch script starts one launcher per node with
+//! `srun --kill-on-bad-exit=1 --ntasks-per-node=1`: one launcher failing
+//! stops the others. Each launcher finds its rank by its node's name
+//! (`$SLURMD_NODENAME`; `$SLURM_NODEID` when the name is not listed) and
+//! exports that rank's [`launcher_env`]; the variables every rank shares
+//! go in the job's environment. Slurm's `srun` turns a SIGTERM into a
+//! SIGKILL of its tasks, so a stop with grace signals the batch shell with
+//! [`GANG_STOP_SIGNAL`] (ignored by default, so harmless to anything else
+//! that receives it), and the shell asks Slurm to send SIGTERM to the
+//! launch step only.
 
 use super::v0038::JobProperties;
 use crate::providers::LaunchRequest;
+use crate::providers::gang::{Rank, launcher_env, rendezvous_port};
 use crate::providers::local::layout::AttemptDir;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -35,6 +48,115 @@ pub fn script(argv: &[String], workdir: &str, secret_file: Option<&str>) -> Stri
         words.join(" "),
         wd = quote(workdir)
     )
+}
+
+/// What Canopy sends a gang's batch shell to stop it with grace: it
+/// answers with SIGTERM to the launch step (see the module doc).
+pub const GANG_STOP_SIGNAL: &str = "SIGURG";
+
+/// One launcher's environment: name and value, in order.
+pub type Env = Vec<(String, String)>;
+
+/// Every rank's launcher environment, rank order: `addrs` are the nodes'
+/// addresses as Slurm knows them.
+pub fn rank_envs(req: &LaunchRequest, addrs: &[String]) -> Vec<Env> {
+    let port = rendezvous_port(&req.token);
+    (0..req.nodes.len())
+        .map(|rank| {
+            launcher_env(&Rank {
+                rank,
+                nodes: &req.nodes,
+                addrs,
+                gpus_per_node: req.spec.resources.gpus,
+                port,
+            })
+        })
+        .collect()
+}
+
+/// Splits rank environments into what every rank shares and, per rank,
+/// what is its own.
+pub fn split_envs(envs: &[Env]) -> (Env, Vec<Env>) {
+    let Some(first) = envs.first() else { return (Vec::new(), Vec::new()) };
+    let shared: Vec<(String, String)> =
+        first.iter().filter(|kv| envs.iter().all(|e| e.contains(kv))).cloned().collect();
+    let own = envs.iter().map(|e| e.iter().filter(|kv| !shared.contains(kv)).cloned().collect()).collect();
+    (shared, own)
+}
+
+/// The command srun runs on each node: a launcher that finds its rank by
+/// node name (`$SLURM_NODEID` when the name is not listed), exports that
+/// rank's own variables, changes to the working directory and `exec`s the
+/// argv.
+pub fn launcher_command(
+    argv: &[String],
+    workdir: &str,
+    nodes: &[String],
+    own_env: &[Vec<(String, String)>],
+) -> String {
+    let mut by_name = String::new();
+    for (rank, node) in nodes.iter().enumerate() {
+        by_name.push_str(&format!("{}) canopy_rank={rank} ;;\n", quote(node)));
+    }
+    let mut by_rank = String::new();
+    for (rank, env) in own_env.iter().enumerate() {
+        let vars: Vec<String> = env.iter().map(|(k, v)| format!("{k}={}", quote(v))).collect();
+        by_rank.push_str(&format!("{rank}) export {} ;;\n", vars.join(" ")));
+    }
+    let launcher = format!(
+        "case $SLURMD_NODENAME in\n{by_name}*) canopy_rank=$SLURM_NODEID ;;\nesac\n\
+         case $canopy_rank in\n{by_rank}*) echo \"canopy: node $SLURMD_NODENAME is not one of this gang's nodes\" >&2; exit 1 ;;\nesac\n\
+         mkdir -p {wd} && cd {wd} || exit 1\nexec \"$@\"\n",
+        wd = quote(workdir)
+    );
+    let words: Vec<String> = argv.iter().map(|w| quote(w)).collect();
+    format!("/bin/sh -c {} canopy-rank {}", quote(&launcher), words.join(" "))
+}
+
+/// The batch script of a gang: secrets loaded (srun hands the environment
+/// to every launcher), the stop-with-grace trap, then one launcher per
+/// node through `srun`, whose exit status is the job's.
+pub fn gang_script(
+    argv: &[String],
+    workdir: &str,
+    secret_file: Option<&str>,
+    nodes: &[String],
+    own_env: &[Vec<(String, String)>],
+) -> String {
+    let n = nodes.len();
+    let secrets = secret_file
+        .map(|p| format!("{}\n", crate::providers::secrets::source_and_remove(&quote(p))))
+        .unwrap_or_default();
+    format!(
+        "#!/bin/sh\n# Canopy gang attempt: its secrets (if any) are loaded and their file removed, then one \
+         launcher per node.\n{secrets}\
+         # A stop with grace: SIGTERM to the launchers (srun would turn it into SIGKILL).\n\
+         trap 'scancel --quiet --signal=TERM \"$SLURM_JOB_ID.0\"' URG\n\
+         srun --kill-on-bad-exit=1 --nodes={n} --ntasks={n} --ntasks-per-node=1 {task} &\n\
+         canopy_srun=$!\n\
+         while :; do wait $canopy_srun; canopy_rc=$?; kill -0 $canopy_srun 2>/dev/null || break; done\n\
+         exit $canopy_rc\n",
+        task = launcher_command(argv, workdir, nodes, own_env),
+    )
+}
+
+/// A gang's job properties: `properties` over all its nodes, pinned to
+/// them, one task per node, with what every launcher shares in the job's
+/// environment.
+pub fn gang_properties(
+    req: &LaunchRequest,
+    jobs_dir: &Path,
+    shaping: &Shaping,
+    shared_env: &[(String, String)],
+) -> Result<JobProperties, String> {
+    let mut p = properties(req, jobs_dir, &Shaping { pin_node: None, ..shaping.clone() })?;
+    let n = req.nodes.len() as u32;
+    p.nodes = n;
+    p.tasks = Some(n);
+    p.tasks_per_node = Some(1);
+    p.nodelist = Some(req.nodes.join(","));
+    p.environment.extend(shared_env.iter().cloned());
+    Ok(p)
 }
 
 /// What the job asks for beyond the script.
@@ -80,6 +202,9 @@ pub fn properties(req: &LaunchRequest, jobs_dir: &Path, shaping: &Shaping) -> Re
         cpus_per_task: r.cpu_cores.ceil().max(1.0) as u32,
         memory_per_node: None,
         constraints: shaping.pin_node.clone(),
+        tasks: None,
+        tasks_per_node: None,
+        nodelist: None,
     })
 }
 
@@ -110,5 +235,45 @@ mod tests {
             "[sh][-c][echo \"$X\" 'it''s'; exit 3][][a b][$(rm -rf /)]"
         );
         assert!(s.contains("cd '/tmp/with space'"));
+    }
+
+    /// The launcher as srun would run it on each node: the rank found by
+    /// node name (or node id), its own variables exported, the argv run.
+    #[test]
+    fn each_gang_launcher_finds_its_rank_and_environment() {
+        let nodes = vec!["n2".to_string(), "n1".to_string()];
+        let envs = vec![
+            vec![("MASTER_ADDR".to_string(), "10.0.0.2".to_string()), ("NODE_RANK".into(), "0".into())],
+            vec![("MASTER_ADDR".to_string(), "10.0.0.2".to_string()), ("NODE_RANK".into(), "1".into())],
+        ];
+        let (shared, own) = split_envs(&envs);
+        assert_eq!(shared, vec![("MASTER_ADDR".to_string(), "10.0.0.2".to_string())]);
+        assert_eq!(own[1], vec![("NODE_RANK".to_string(), "1".to_string())]);
+        let argv: Vec<String> =
+            ["sh", "-c", "echo \"rank=$NODE_RANK it's $0\"", "a b"].map(String::from).to_vec();
+        let t = tempfile::tempdir().unwrap();
+        let wd = t.path().join("w d").to_string_lossy().into_owned();
+        let s = gang_script(&argv, &wd, None, &nodes, &own);
+        assert!(s.contains("srun --kill-on-bad-exit=1 --nodes=2 --ntasks=2 --ntasks-per-node=1"), "{s}");
+        let task = launcher_command(&argv, &wd, &nodes, &own);
+        assert!(s.contains(&task));
+        for (name, id, want) in
+            [("n1", "0", "rank=1 it's a b"), ("n2", "1", "rank=0 it's a b"), ("n9", "1", "rank=1 it's a b")]
+        {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&task)
+                .env("SLURMD_NODENAME", name)
+                .env("SLURM_NODEID", id)
+                .output()
+                .unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout).trim(),
+                want,
+                "{name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(std::path::Path::new(&wd).is_dir(), "the launcher made its working directory");
     }
 }

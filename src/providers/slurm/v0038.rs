@@ -111,6 +111,11 @@ pub struct Node {
     pub partitions: Vec<String>,
     #[serde(default)]
     pub features: String,
+    /// The address Slurm reaches the node at (`NodeAddr`): what a gang's
+    /// launchers use to reach each other (node names and host names may
+    /// not resolve, or may be shared).
+    #[serde(default)]
+    pub address: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -148,9 +153,33 @@ pub struct Job {
     /// allocation string lacks it).
     #[serde(default)]
     pub tres_req_str: String,
-    /// GRES held per node: `gpu:h100:2(IDX:0-1)`.
+    /// GRES held per node: `gpu:h100:2(IDX:0-1)`, in the order of
+    /// `job_resources.allocated_nodes`.
     #[serde(default)]
     pub gres_detail: Vec<String>,
+    #[serde(default)]
+    pub node_count: u32,
+    /// What each node of the allocation holds (absent while pending).
+    #[serde(default)]
+    pub job_resources: Option<JobResources>,
+}
+
+/// A job's allocation, node by node.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct JobResources {
+    #[serde(default)]
+    pub allocated_nodes: Vec<AllocatedNode>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct AllocatedNode {
+    #[serde(default)]
+    pub nodename: String,
+    #[serde(default)]
+    pub cpus_used: u32,
+    /// MB.
+    #[serde(default)]
+    pub memory_allocated: u64,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -187,6 +216,16 @@ pub struct JobProperties {
     pub memory_per_node: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub constraints: Option<String>,
+    /// Tasks in all (a gang: one per node).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks_per_node: Option<u32>,
+    /// The nodes the job must run on (`ReqNodeList`, sbatch's
+    /// `--nodelist`). This version disables `required_nodes`; `nodelist`
+    /// is what it accepts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodelist: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -294,7 +333,18 @@ impl Api {
 
     /// Cancels a job; a job that already ended or is gone counts as done.
     pub async fn cancel(&self, id: u64) -> Result<(), CallError> {
-        match self.call::<serde_json::Value>(Method::DELETE, &format!("/job/{id}"), None).await {
+        self.signal(id, None).await
+    }
+
+    /// Sends `signal` (`SIGTERM`, `SIGURG`…) to every step of a job,
+    /// its batch shell included, without cancelling it; `None` cancels.
+    /// A job that already ended or is gone counts as done.
+    pub async fn signal(&self, id: u64, signal: Option<&str>) -> Result<(), CallError> {
+        let path = match signal {
+            Some(s) => format!("/job/{id}?signal={s}"),
+            None => format!("/job/{id}"),
+        };
+        match self.call::<serde_json::Value>(Method::DELETE, &path, None).await {
             Ok(_) | Err(CallError::NoSuchJob) => Ok(()),
             Err(CallError::Slurm { message, .. }) if message.contains("Invalid job id") => Ok(()),
             Err(e) => Err(e),

@@ -3,6 +3,7 @@
 mod explain;
 mod factors;
 mod filters;
+mod gang;
 mod nodes;
 
 use super::*;
