@@ -145,3 +145,39 @@ fn a_job_too_large_for_one_node_is_split_into_the_fewest_equal_nodes() {
         (4, 8, 32.0)
     );
 }
+
+#[test]
+fn a_gang_runs_on_all_its_nodes_and_its_gpu_hours_count_every_node() {
+    struct Nodes(Vec<(usize, f64)>);
+    impl sim::RecordSink for Nodes {
+        fn batch(&mut self, _: canopy::engine::model::Millis, records: &[sim::Record]) {
+            for r in records {
+                if let sim::Record::Attempt(a) = r
+                    && a.state.is_final()
+                    && let (Some(s), Some(e)) = (a.started_at, a.ended_at)
+                {
+                    self.0.push((a.nodes.len(), f64::from(a.gpus) * e.secs_since(s) / 3600.0));
+                }
+            }
+        }
+    }
+    let fleet = load::demo().expect("demo fleet");
+    let jobs = vec![job(0, 9.0, 16)];
+    let faults = FaultModel::none();
+    let specs = sim::specs(&jobs, &fleet, Default::default(), 0, &faults).expect("specs");
+    let run = world::Run {
+        fleet: &fleet,
+        jobs: &jobs,
+        specs: &specs,
+        faults: &faults,
+        seed: 0,
+        policy: PlacementPolicy::HealthAware,
+    };
+    let mut seen = Nodes(Vec::new());
+    let r = world::run(&run, &mut seen);
+    assert_eq!((r.succeeded, r.never_ran), (1, 0), "{r:?}");
+    let [(nodes, per_node_gpu_h)] = seen.0[..] else { panic!("one attempt: {:?}", seen.0) };
+    assert_eq!(nodes, 2, "16 GPUs run as a gang of 2 × 8");
+    assert!((r.used_gpu_h - 2.0 * per_node_gpu_h).abs() < 1e-9, "{r:?}");
+    assert!((r.useful_gpu_h - 144.0).abs() < 1e-9);
+}
