@@ -23,8 +23,8 @@ fn harsh() -> FaultModel {
 }
 
 fn check(fleet: &canopy::fleet::Fleet, jobs: &[sim::Job], seed: u64) {
-    let specs = sim::specs(jobs, fleet, Default::default()).expect("specs");
     let faults = harsh();
+    let specs = sim::specs(jobs, fleet, Default::default(), seed, &faults).expect("specs");
     for policy in sim::default_policies(seed) {
         let run = world::Run { fleet, jobs, specs: &specs, faults: &faults, seed, policy };
         let report =

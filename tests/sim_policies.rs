@@ -114,3 +114,57 @@ fn random_is_seeded_and_spreads_over_feasible_pools() {
     assert!(all.iter().flatten().any(|n| n.starts_with('d')), "random reaches the dear pool: {all:?}");
     assert!(all.iter().flatten().any(|n| n.starts_with('c')));
 }
+
+/// One reserved node at 10/h and two on-demand nodes at 30/h.
+fn cheap_and_dear() -> Fleet {
+    cloud_fleet(vec![
+        (gpu_pool("reserved", "A100", 1, 80.0, 10.0), vec!["r1"]),
+        (gpu_pool("ondemand", "A100", 1, 80.0, 30.0), vec!["o1", "o2"]),
+    ])
+}
+
+#[test]
+fn canopy_waits_for_cheap_capacity_due_to_free_rather_than_overflow_long_work() {
+    let mut w = World::with(cheap_and_dear(), CoreConfig::default());
+    // Ten hours of work on the reserved node, expected to end in one hour.
+    let first = w.submit("expected_runtime = \"1h\"");
+    let (a, node) = w.last_launch(first);
+    assert_eq!(node, "r1");
+    w.run(a);
+    // Long work arrives: on-demand is free at three times the price, the
+    // reserved node is due to free within a quarter of its runtime. It waits.
+    let long = w.submit("expected_runtime = \"10h\"");
+    assert!(w.try_last_launch(long).is_none(), "long work waits for the reserved node");
+    assert!(w.workload(long).reason.unwrap_or_default().contains("waiting for capacity at $10.00/h"));
+    // Short work does not wait: it takes on-demand now.
+    let short = w.submit("expected_runtime = \"30m\"");
+    assert_eq!(w.last_launch(short).1, "o1");
+    // The reserved node frees: the long work takes it.
+    w.advance(3600.0);
+    w.end(a, ProviderEnd::Exited { code: 0 }, &[]);
+    assert_eq!(w.last_launch(long).1, "r1");
+}
+
+#[test]
+fn patience_ends_when_its_window_does_and_the_eager_policy_never_waits() {
+    let mut w = World::with(cheap_and_dear(), CoreConfig::default());
+    // The reserved node is held by work expected to end in 2 hours.
+    let first = w.submit("expected_runtime = \"2h\"");
+    let (a, _) = w.last_launch(first);
+    w.run(a);
+    // Eight hours of work may wait two hours in all; the node does not free.
+    let long = w.submit("expected_runtime = \"8h\"");
+    assert!(w.try_last_launch(long).is_none());
+    w.advance(2.0 * 3600.0 + 1.0);
+    assert_eq!(w.last_launch(long).1, "o1", "its patience spent, it takes what fits");
+
+    let mut e = World::with(
+        cheap_and_dear(),
+        CoreConfig { placement: PlacementPolicy::Eager, ..CoreConfig::default() },
+    );
+    let first = e.submit("expected_runtime = \"1h\"");
+    let (a, _) = e.last_launch(first);
+    e.run(a);
+    let long = e.submit("expected_runtime = \"10h\"");
+    assert_eq!(e.last_launch(long).1, "o1");
+}

@@ -32,7 +32,8 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Policies to compare, comma-separated:
-    /// canopy, cheapest-first, blocklist, random. Default: all four
+    /// canopy, canopy-eager (no patience), cheapest-first, blocklist, random.
+    /// Default: canopy, cheapest-first, blocklist, random
     /// (with --watch: the one to watch, default canopy).
     #[arg(long, value_delimiter = ',')]
     pub policy: Vec<String>,
@@ -136,7 +137,7 @@ fn watch(
     // What simulate would refuse, refused before the screen is taken.
     faults.validate().map_err(|e| eyre!(e))?;
     let optimize: Optimize = args.optimize.into();
-    sim::specs(&jobs, &fleet, optimize).map_err(|e| eyre!(e))?;
+    sim::specs(&jobs, &fleet, optimize, args.seed, &faults).map_err(|e| eyre!(e))?;
     let theme = super::console::theme(console_args)?;
     // A default that fits the trace: about two minutes to watch.
     let span = jobs.iter().map(|j| j.submit_s + j.duration_s).fold(0.0, f64::max);

@@ -64,6 +64,9 @@ pub struct Requirements {
     pub max_cost_usd: Option<f64>,
     pub max_runtime: Option<Duration>,
     pub expected_runtime: Option<Duration>,
+    /// How often the work saves a checkpoint it can resume from
+    /// (`[checkpoint] interval`): an interruption loses at most this much.
+    pub checkpoint_interval: Option<Duration>,
     /// Node names a retry must avoid.
     pub exclude_nodes: Vec<String>,
     /// `provider/pool` labels a retry must avoid.
@@ -119,6 +122,7 @@ impl Requirements {
             max_cost_usd: c.max_cost_usd,
             max_runtime: c.max_runtime.map(|d| d.0),
             expected_runtime: spec.expected_runtime.map(|d| d.0),
+            checkpoint_interval: spec.checkpoint.as_ref().and_then(|c| c.interval).map(|d| d.0),
             exclude_nodes: Vec::new(),
             exclude_pools: Vec::new(),
             startup_within: p.startup_within.map(|d| d.0),

@@ -382,8 +382,16 @@ impl<'a> Scorer<'a> {
     }
 }
 
+/// The run an interruption can cost: the expected runtime, or for work
+/// that checkpoints, one interval of it (an interruption loses the time
+/// since the last checkpoint, and the next attempt resumes from there), so
+/// the expected paid hours per useful hour are those of one interval, and
+/// long checkpointed work is not priced off spot capacity as if it
+/// restarted from scratch.
 fn runtime_h(req: &Requirements) -> Option<f64> {
-    req.expected_runtime.map(|d| d.as_secs_f64() / 3600.0).filter(|h| *h > 0.0)
+    let run = req.expected_runtime.map(|d| d.as_secs_f64() / 3600.0).filter(|h| *h > 0.0)?;
+    let every = req.checkpoint_interval.map(|d| d.as_secs_f64() / 3600.0).filter(|h| *h > 0.0);
+    Some(every.map_or(run, |c| c.min(run)))
 }
 
 /// What interruptions are expected to cost an attempt that restarts from

@@ -20,6 +20,7 @@
 //! | `preempt_per_hour` | 0.02 on interruptible pools | Meta RSC-1: 10 % of jobs preempted (§4.4), spread over hours-long jobs |
 //! | launch: capacity / API / timeout | 2 % / 0.5 % / 0.2 % per call (×3 capacity on spot, up to ×7 on full pools) | [`crate::providers::sim::faults`] |
 //! | `churn_per_node_day`, `churn_down_s` | 1/60, 1–6 h | unplanned host maintenance ≈ 8 % of Llama 3 interruptions |
+//! | `estimate_median`, `estimate_sigma` | 2, 1.0 | users' runtime estimates ([`estimate_factor`]) |
 //!
 //! Infrastructure faults strike at an exponential time with rate
 //! `infra_per_gpu_hour × GPUs × node multiplier` from a draw keyed by
@@ -48,6 +49,10 @@ pub struct FaultModel {
     pub launch_timeout: f64,
     pub churn_per_node_day: f64,
     pub churn_down_s: [f64; 2],
+    /// Users' runtime estimates: the median of estimate / true duration.
+    pub estimate_median: f64,
+    /// Users' runtime estimates: log-normal σ of estimate / true duration.
+    pub estimate_sigma: f64,
 }
 
 impl Default for FaultModel {
@@ -66,6 +71,8 @@ impl Default for FaultModel {
             launch_timeout: 0.002,
             churn_per_node_day: 1.0 / 60.0,
             churn_down_s: [3600.0, 6.0 * 3600.0],
+            estimate_median: 2.0,
+            estimate_sigma: 1.0,
         }
     }
 }
@@ -101,6 +108,7 @@ impl FaultModel {
             ("api_error", self.api_error),
             ("launch_timeout", self.launch_timeout),
             ("churn_per_node_day", self.churn_per_node_day),
+            ("estimate_sigma", self.estimate_sigma),
         ];
         for (k, v) in named.into_iter().chain(self.mix.iter().map(|v| ("mix", *v))) {
             if !v.is_finite() || v < 0.0 {
@@ -109,6 +117,9 @@ impl FaultModel {
         }
         if self.user_error + self.framework_error > 1.0 || self.lemon_fraction > 1.0 {
             return Err("user_error + framework_error and lemon_fraction must each be ≤ 1".into());
+        }
+        if !(self.estimate_median.is_finite() && self.estimate_median > 0.0) {
+            return Err(format!("estimate_median must be a finite number > 0, not {}", self.estimate_median));
         }
         if !(self.churn_down_s[0] >= 0.0 && self.churn_down_s[1] >= self.churn_down_s[0]) {
             return Err("churn_down_s must be [min, max] with 0 ≤ min ≤ max".into());
@@ -125,6 +136,26 @@ impl FaultModel {
             ..FaultRates::NONE
         }
     }
+}
+
+/// The factor between a job's runtime estimate (the spec's
+/// `expected_runtime`, all the engine knows) and its true duration:
+/// log-normal with median `estimate_median` and σ `estimate_sigma`, drawn
+/// from (seed, job index), the same under every policy.
+///
+/// Users' estimates are poor and mostly high. On six supercomputer logs
+/// Tsafrir, Etsion and Feitelson ("Modeling user runtime estimates",
+/// JSSPP 2005) find jobs use a small share of their estimate, with the
+/// median job near half and many under a tenth; Mu'alem and Feitelson
+/// (IEEE TPDS 2001, the SP2 with backfilling) report the same, and that
+/// about one job in five runs into its limit. The defaults
+/// give an estimate twice the truth at the median, under the truth one
+/// time in four, and off by more than ×5 either way one time in five.
+pub fn estimate_factor(seed: u64, job: usize, model: &FaultModel) -> f64 {
+    let mut r = Rng::stream(seed, "estimate", &job.to_string());
+    let (u1, u2) = (r.unit().max(1e-12), r.unit());
+    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+    model.estimate_median * (model.estimate_sigma * z).exp()
 }
 
 /// A job's own fate, the same under every policy.

@@ -4,7 +4,7 @@
 //!
 //! Owns the definitions of the reported figures; no I/O, no clock.
 
-use crate::engine::model::{AttemptState, Millis, Record, WorkloadId, WorkloadState};
+use crate::engine::model::{AttemptId, AttemptState, Millis, Record, WorkloadId, WorkloadState};
 use crate::failure::FailureClass;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -26,11 +26,24 @@ pub struct PolicyReport {
     pub infra_only: usize,
     /// Of those, how many succeeded, in percent.
     pub infra_only_completed_pct: f64,
-    /// GPU-hours of attempts that ran and failed, any class but cancel.
+    /// GPU-hours every attempt ran, on whatever GPU (a gang: every node's).
+    pub used_gpu_h: f64,
+    /// GPU-hours of attempts that ran and failed, any class but cancel,
+    /// less what they saved in checkpoints that a later attempt resumed
+    /// from: work lost or redone.
     pub wasted_gpu_h: f64,
     /// The part of `wasted_gpu_h` lost to infrastructure failures.
     pub wasted_infra_gpu_h: f64,
     pub cost_usd: f64,
+    /// The work of the jobs that completed, in the trace's GPU-hours
+    /// (GPUs × duration as measured on the trace's GPU, a V100 unless the
+    /// trace says otherwise): the same unit for every policy, whatever
+    /// GPUs did the work, and nothing for work lost, redone or abandoned.
+    pub useful_gpu_h: f64,
+    /// `cost_usd / useful_gpu_h`: what a GPU-hour of completed work cost.
+    /// A policy that spends on jobs it never completes, or on work it
+    /// redoes, pays for it here.
+    pub cost_per_useful_gpu_h: f64,
     pub queue_p50_h: f64,
     pub queue_p99_h: f64,
     /// Submit to success, for succeeded workloads.
@@ -39,7 +52,8 @@ pub struct PolicyReport {
     pub attempts_per_workload: f64,
     /// Failed attempts per class, by class name.
     pub failures_by_class: std::collections::BTreeMap<String, usize>,
-    /// Virtual time from the first submit to the last event, hours.
+    /// Virtual time from the first submit to the last workload's end
+    /// (success or failure), hours.
     pub makespan_h: f64,
 }
 
@@ -59,11 +73,28 @@ pub struct Tally {
     seen: HashMap<WorkloadId, Seen>,
     wasted: f64,
     wasted_infra: f64,
+    used: f64,
     cost: f64,
+    /// Each workload's work in trace GPU-hours ([`Tally::work`]).
+    work: HashMap<WorkloadId, f64>,
+    /// GPU-hours each stopped attempt saved in checkpoints ([`Tally::saved`]).
+    saved: HashMap<AttemptId, f64>,
     by_class: std::collections::BTreeMap<String, usize>,
 }
 
 impl Tally {
+    /// Workload `id` is `gpu_h` trace GPU-hours of work, counted as useful
+    /// if it succeeds.
+    pub fn work(&mut self, id: WorkloadId, gpu_h: f64) {
+        self.work.insert(id, gpu_h);
+    }
+
+    /// Attempt `a` stopped short, and `gpu_h` of what it ran is kept in a
+    /// checkpoint: not wasted if it fails.
+    pub fn saved(&mut self, a: AttemptId, gpu_h: f64) {
+        *self.saved.entry(a).or_default() += gpu_h;
+    }
+
     pub fn observe(&mut self, r: &Record) {
         match r {
             Record::Workload(w) => {
@@ -83,16 +114,19 @@ impl Tally {
                     return;
                 }
                 self.cost += a.cost_usd;
+                let ran_h = match (a.started_at, a.ended_at) {
+                    (Some(s), Some(e)) => e.secs_since(s).max(0.0) / 3600.0,
+                    _ => 0.0,
+                };
+                let all_gpu_h = f64::from(a.gpus) * a.nodes.len().max(1) as f64 * ran_h;
+                self.used += all_gpu_h;
+                let saved = self.saved.remove(&a.id).unwrap_or(0.0);
                 let Some(class) = a.class else { return };
                 if class == FailureClass::Cancelled || a.state == AttemptState::Cancelled {
                     return;
                 }
                 *self.by_class.entry(class.as_str().to_string()).or_default() += 1;
-                let ran_h = match (a.started_at, a.ended_at) {
-                    (Some(s), Some(e)) => e.secs_since(s).max(0.0) / 3600.0,
-                    _ => 0.0,
-                };
-                let gpu_h = f64::from(a.gpus) * ran_h;
+                let gpu_h = (all_gpu_h - saved).max(0.0);
                 self.wasted += gpu_h;
                 if class.is_infrastructure() {
                     self.wasted_infra += gpu_h;
@@ -107,7 +141,7 @@ impl Tally {
         }
     }
 
-    pub fn report(&self, policy: &str, end: Millis) -> PolicyReport {
+    pub fn report(&self, policy: &str, _end: Millis) -> PolicyReport {
         let n = self.seen.len();
         let mut ids: Vec<&WorkloadId> = self.seen.keys().collect();
         ids.sort();
@@ -115,13 +149,21 @@ impl Tally {
             (0, 0, 0, 0, 0, 0u64);
         let (mut queue, mut completion) = (Vec::new(), Vec::new());
         let mut first_submit: Option<Millis> = None;
+        let mut useful = 0.0;
+        let mut last_finish: Option<Millis> = None;
         for id in ids {
             let s = &self.seen[id];
             attempts += u64::from(s.attempts);
             if let Some(t) = s.submitted {
                 first_submit = Some(first_submit.map_or(t, |f| f.min(t)));
             }
+            if let Some((t, _)) = s.finished {
+                last_finish = Some(last_finish.map_or(t, |l: Millis| l.max(t)));
+            }
             let succeeded = matches!(s.finished, Some((_, WorkloadState::Succeeded)));
+            if succeeded {
+                useful += self.work.get(id).copied().unwrap_or(0.0);
+            }
             match s.finished {
                 Some((_, WorkloadState::Succeeded)) => ok += 1,
                 Some(_) => failed += 1,
@@ -149,16 +191,22 @@ impl Tally {
             completed_pct: pct(ok, n),
             infra_only,
             infra_only_completed_pct: pct(infra_ok, infra_only),
+            used_gpu_h: self.used,
             wasted_gpu_h: self.wasted,
             wasted_infra_gpu_h: self.wasted_infra,
             cost_usd: self.cost,
+            useful_gpu_h: useful,
+            cost_per_useful_gpu_h: if useful > 0.0 { self.cost / useful } else { 0.0 },
             queue_p50_h: percentile(&mut queue, 0.50),
             queue_p99_h: percentile(&mut queue, 0.99),
             completion_p50_h: percentile(&mut completion, 0.50),
             completion_p99_h: percentile(&mut completion, 0.99),
             attempts_per_workload: if n == 0 { 0.0 } else { attempts as f64 / n as f64 },
             failures_by_class: self.by_class.clone(),
-            makespan_h: first_submit.map_or(0.0, |f| end.secs_since(f) / 3600.0),
+            makespan_h: match (first_submit, last_finish) {
+                (Some(f), Some(l)) => l.secs_since(f) / 3600.0,
+                _ => 0.0,
+            },
         }
     }
 }

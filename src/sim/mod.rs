@@ -20,6 +20,7 @@ pub mod faults;
 pub mod metrics;
 pub mod report;
 pub mod scale;
+pub mod speed;
 pub mod trace;
 pub mod world;
 
@@ -47,19 +48,41 @@ pub fn default_policies(seed: u64) -> Vec<PlacementPolicy> {
 
 /// Parses a policy name as the CLI spells it.
 pub fn parse_policy(name: &str, seed: u64) -> Result<PlacementPolicy, String> {
-    default_policies(seed).into_iter().find(|p| p.name() == name).ok_or_else(|| {
-        format!("unknown policy {name:?}; expected one of: canopy, cheapest-first, blocklist, random")
+    default_policies(seed).into_iter().chain([PlacementPolicy::Eager]).find(|p| p.name() == name).ok_or_else(|| {
+        format!("unknown policy {name:?}; expected one of: canopy, canopy-eager, cheapest-first, blocklist, random")
     })
 }
 
+/// Trace jobs whose runtime estimate is longer than this checkpoint ...
+pub const CHECKPOINT_ABOVE_S: f64 = 3600.0;
+/// ... every this often.
+pub const CHECKPOINT_EVERY_S: u64 = 1800;
+
 /// A workload spec per job: its GPUs with 4 cores and 16 GB of host memory
 /// per GPU (2 cores and 8 GB without GPUs), interruptible capacity
-/// allowed, the default retry policy, `optimize` as given, the job's
-/// duration as its expected runtime (standing in for the estimate a user
-/// gives, as with Slurm's `--time`), and the GPU type and memory the trace
-/// names. A GPU type must name (part of) an accelerator model in the
-/// fleet; the spec then accepts that model's families.
-pub fn specs(jobs: &[Job], fleet: &Fleet, optimize: Optimize) -> Result<Vec<Spec>, String> {
+/// allowed, the default retry policy, `optimize` as given, and the GPU
+/// type and memory the trace names. A GPU type must name (part of) an
+/// accelerator model in the fleet; the spec then accepts that model's
+/// families.
+///
+/// - **Runtime estimate**: `expected_runtime` is the job's duration times
+///   [`faults::estimate_factor`] (seeded; users' estimates are rough and
+///   mostly high), never the exact duration.
+/// - **Checkpoints**: a job whose estimate exceeds [`CHECKPOINT_ABOVE_S`]
+///   gets `[checkpoint]` with `interval` [`CHECKPOINT_EVERY_S`] (as a user
+///   would configure it, from what they expect), and the simulator
+///   resumes its next attempt from its last checkpoint.
+/// - **Gangs**: a job wanting more GPUs than the fleet's largest node gets
+///   `resources.nodes` ([`gang_shape`]): the fewest nodes whose equal
+///   share of its GPUs fits a pool's node shape, in a pool with that many
+///   nodes; `resources.gpus` is then the share per node.
+pub fn specs(
+    jobs: &[Job],
+    fleet: &Fleet,
+    optimize: Optimize,
+    seed: u64,
+    model: &FaultModel,
+) -> Result<Vec<Spec>, String> {
     let mut base = Spec {
         name: "job".into(),
         kind: Default::default(),
@@ -78,15 +101,26 @@ pub fn specs(jobs: &[Job], fleet: &Fleet, optimize: Optimize) -> Result<Vec<Spec
     base.constraints.interruptible = true;
     base.preferences.optimize = optimize;
     jobs.iter()
-        .map(|j| {
+        .enumerate()
+        .map(|(i, j)| {
             let mut s = base.clone();
             s.name = sanitize(&j.name);
-            s.expected_runtime =
-                Some(crate::units::HumanDuration::from_secs(j.duration_s.round().max(1.0) as u64));
-            let g = f64::from(j.gpus);
-            s.resources.gpus = j.gpus;
-            s.resources.cpu_cores = if j.gpus == 0 { 2.0 } else { 4.0 * g };
-            s.resources.memory_gb = if j.gpus == 0 { 8.0 } else { 16.0 * g };
+            let estimate = (j.duration_s * faults::estimate_factor(seed, i, model)).round().max(1.0);
+            s.expected_runtime = Some(crate::units::HumanDuration::from_secs(estimate as u64));
+            if estimate > CHECKPOINT_ABOVE_S {
+                s.checkpoint = Some(crate::spec::Checkpoint {
+                    path: "/ckpt".into(),
+                    keep: Default::default(),
+                    interval: Some(crate::units::HumanDuration::from_secs(CHECKPOINT_EVERY_S)),
+                    max_gb: None,
+                });
+            }
+            let (nodes, per_node) = gang_shape(j.gpus, fleet);
+            let g = f64::from(per_node);
+            s.resources.nodes = nodes;
+            s.resources.gpus = per_node;
+            s.resources.cpu_cores = if per_node == 0 { 2.0 } else { 4.0 * g };
+            s.resources.memory_gb = if per_node == 0 { 8.0 } else { 16.0 * g };
             if let Some(m) = j.gpu_memory_gb {
                 s.resources.gpu_memory_gb = Some(GbRange { min: Some(m), max: None });
             }
@@ -97,6 +131,35 @@ pub fn specs(jobs: &[Job], fleet: &Fleet, optimize: Optimize) -> Result<Vec<Spec
             Ok(s)
         })
         .collect()
+}
+
+/// How a job of `gpus` GPUs is split over nodes: `(nodes, GPUs per
+/// node)`. One node when some node shape holds them all; otherwise the
+/// fewest nodes `n` such that `gpus` divides into `n` equal shares and
+/// some pool has at least `n` nodes of at least that many GPUs each (32
+/// GPUs over 8-GPU nodes: 4 × 8; 20 GPUs: 4 × 5 over 8-GPU nodes, since
+/// no pool has 10-GPU nodes). When no split fits, one node of all of them
+/// (the scheduler then says nothing fits).
+pub fn gang_shape(gpus: u32, fleet: &Fleet) -> (u32, u32) {
+    let pools: Vec<(u32, usize)> = fleet
+        .pools
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let idx = crate::fleet::PoolIdx(i as u32);
+            (p.shape.gpus_per_node, fleet.pool_nodes(idx).len())
+        })
+        .filter(|(g, n)| *g > 0 && *n > 0)
+        .collect();
+    let largest = pools.iter().map(|p| p.0).max().unwrap_or(0);
+    if gpus <= largest {
+        return (1, gpus);
+    }
+    (2..=gpus)
+        .find(|&n| {
+            gpus.is_multiple_of(n) && pools.iter().any(|&(g, count)| g >= gpus / n && count >= n as usize)
+        })
+        .map_or((1, gpus), |n| (n, gpus / n))
 }
 
 fn families(fleet: &Fleet, gpu_type: &str) -> Result<Vec<Family>, String> {
@@ -154,7 +217,7 @@ pub struct Input<'a> {
 /// records of each run in turn (see [`RecordSink`]).
 pub fn simulate(input: &Input<'_>, sink: &mut dyn RecordSink) -> Result<SimReport, String> {
     input.faults.validate()?;
-    let specs = specs(input.jobs, input.fleet, input.optimize)?;
+    let specs = specs(input.jobs, input.fleet, input.optimize, input.seed, input.faults)?;
     let policies = input
         .policies
         .iter()

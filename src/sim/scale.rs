@@ -87,6 +87,7 @@ mod tests {
             gpu_type: None,
             gpu_memory_gb: None,
             outcome: None,
+            measured_on: None,
         }
     }
 

@@ -20,6 +20,9 @@
 //! | 6 | arrival time, seconds from the trace start | submit time |
 //! | 7 | scale factor: GPUs the job uses | GPUs |
 //!
+//! Gavel's generator turned a drawn duration into steps with the job
+//! type's V100 throughput, so durations are taken as measured on a V100.
+//!
 //! Gavel stores work as steps, not time: its generator drew a duration and
 //! multiplied it by the job type's throughput. Its throughput tables are
 //! not in the trace, so the loader inverts with an estimate taken from the
@@ -33,7 +36,9 @@
 //! **Tiresias** (`*.csv` with the header
 //! `job_id,num_gpu,submit_time,iterations,model_name,duration,interval`,
 //! as in github.com/SymbioticLab/Tiresias `simulator/*.csv`): submit time
-//! and duration in seconds, `num_gpu` GPUs, `model_name` the name.
+//! and duration in seconds, `num_gpu` GPUs, `model_name` the name;
+//! durations are taken as measured on a P100 (the GPU of the Tiresias
+//! paper's testbed).
 //!
 //! **Generic CSV** (any other `*.csv`): a header naming the columns, in
 //! any order. Required: `submit_s` (seconds from the trace start),
@@ -42,8 +47,9 @@
 //! `H100-SXM5`; a substring match against pool models is enough),
 //! `gpu_memory_gb` (minimum per GPU), `outcome` (`ok` or `completed`:
 //! the job's own code never fails; `failed`, `app` or `user`: it fails by
-//! its own error, where the fault model decides when). Empty optional
-//! cells mean "not given".
+//! its own error, where the fault model decides when), `measured_on` (the
+//! accelerator model `duration_s` was measured on; default: `gpu_type`,
+//! else a V100). Empty optional cells mean "not given".
 
 use thiserror::Error;
 
@@ -64,6 +70,10 @@ pub struct Job {
     /// The job's own fate when the trace says it; otherwise the fault
     /// model draws it.
     pub outcome: Option<Outcome>,
+    /// The accelerator model `duration_s` was measured on; `None` means
+    /// [`super::speed::REFERENCE`] (a V100). On another model the job runs
+    /// `duration_s / speed::speedup(measured_on, model)`.
+    pub measured_on: Option<String>,
 }
 
 /// What a job's own code does, wherever it runs.
@@ -178,6 +188,7 @@ fn parse_gavel(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
             gpu_type: None,
             gpu_memory_gb: None,
             outcome: None,
+            measured_on: Some("V100".into()),
         })
         .collect())
 }
@@ -210,6 +221,7 @@ fn parse_tiresias(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
             gpu_type: None,
             gpu_memory_gb: None,
             outcome: None,
+            measured_on: Some("P100".into()),
         });
     }
     Ok(jobs)
@@ -226,6 +238,7 @@ fn parse_csv(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
         ));
     };
     let (name, ty, mem, out) = (at("name"), at("gpu_type"), at("gpu_memory_gb"), at("outcome"));
+    let measured = at("measured_on");
     let mut jobs = Vec::new();
     for (i, l) in text.lines().enumerate().skip(1).filter(|(_, l)| !l.trim().is_empty()) {
         let line = i + 1;
@@ -259,6 +272,7 @@ fn parse_csv(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
             gpu_type: cell(ty).map(str::to_string),
             gpu_memory_gb,
             outcome,
+            measured_on: cell(measured).or(cell(ty)).map(str::to_string),
         });
     }
     Ok(jobs)

@@ -85,12 +85,19 @@ enum Ev {
 #[derive(Debug, Clone)]
 struct Att {
     job: usize,
-    node: usize,
+    /// Its nodes in rank order (one, or a gang's).
+    nodes: Vec<usize>,
     /// Bumped when the attempt is stopped, so its pending events lapse.
     epoch: u32,
     launch_calls: u32,
     running: bool,
     end: Option<(ProviderEnd, Vec<String>)>,
+    /// Virtual ms it started running.
+    started: i64,
+    /// Trace seconds of work per second here ([`super::speed::speedup`]).
+    speed: f64,
+    /// Whether its end, when it comes on its own, is the job's completion.
+    completes: bool,
 }
 
 struct World<'a> {
@@ -106,6 +113,9 @@ struct World<'a> {
     pending_job: Option<usize>,
     mult: Vec<f64>,
     down: Vec<bool>,
+    /// Trace seconds of each job's work saved in checkpoints: where its
+    /// next attempt resumes.
+    done: Vec<f64>,
     tally: Tally,
     /// Node index by name, for the core's launches.
     node_at: HashMap<String, usize>,
@@ -152,6 +162,7 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         pending_job: None,
         mult,
         down: vec![false; r.fleet.nodes.len()],
+        done: vec![0.0; r.jobs.len()],
         tally: Tally::default(),
         node_at: r.fleet.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect(),
         check,
@@ -230,6 +241,9 @@ impl World<'_> {
                 }
                 Action::Launch { attempt, nodes, .. } => self.launch(attempt, &nodes),
                 Action::Terminate { attempt, .. } => {
+                    if self.atts.get(&attempt).is_some_and(|a| a.running && a.end.is_some()) {
+                        self.checkpointed(attempt);
+                    }
                     if let Some(a) = self.atts.get_mut(&attempt) {
                         a.epoch += 1;
                         a.end = Some((ProviderEnd::Cancelled, Vec::new()));
@@ -242,6 +256,8 @@ impl World<'_> {
                 Action::Reply { reply: Reply::Submitted { id, .. }, .. } => {
                     if let Some(j) = self.pending_job.take() {
                         self.job_of.insert(id, j);
+                        let job = &self.run.jobs[j];
+                        self.tally.work(id, f64::from(job.gpus) * job.duration_s / 3600.0);
                     }
                 }
                 Action::Reply { .. } => {}
@@ -287,7 +303,7 @@ impl World<'_> {
                     // A definite refusal: the core closed the attempt.
                     self.atts.remove(&a);
                 } else if let Some(att) = self.atts.get(&a) {
-                    let node = &self.run.fleet.nodes[att.node];
+                    let node = &self.run.fleet.nodes[att.nodes[0]];
                     let startup = self.run.fleet.pool(node.pool).startup.as_secs_f64();
                     let epoch = att.epoch;
                     self.after(startup, Ev::Running(a, epoch));
@@ -297,6 +313,9 @@ impl World<'_> {
             Ev::End(a, epoch) => {
                 let Some(att) = self.atts.get(&a).filter(|x| x.epoch == epoch) else { return };
                 let Some((end, _)) = att.end.clone() else { return };
+                if !att.completes {
+                    self.checkpointed(a);
+                }
                 self.send(Event::Status { attempt: a, status: AttemptStatus::Ended(end) }, sink);
             }
             Ev::Collected(a, end, outputs) => {
@@ -323,15 +342,42 @@ impl World<'_> {
     }
 
     fn launch(&mut self, a: AttemptId, nodes: &[String]) {
-        let Some(&n) = nodes.first().and_then(|node| self.node_at.get(node)) else { return };
+        let Some(idx) =
+            nodes.iter().map(|node| self.node_at.get(node).copied()).collect::<Option<Vec<usize>>>()
+        else {
+            return;
+        };
+        let Some(&n) = idx.first() else { return };
         let Some(&job) = self.job_of.get(&a.workload) else { return };
+        // A gang placed on fewer nodes than it asks for cannot run as
+        // written (a scheduler that does not place gangs): refused for good.
+        let want = self.run.specs[job].nodes() as usize;
+        if idx.len() != want {
+            let e = LaunchError::Invalid(format!("a gang of {want} nodes was placed on {}", idx.len()));
+            self.atts.entry(a).or_insert(Att {
+                job,
+                nodes: idx,
+                epoch: 0,
+                launch_calls: 1,
+                running: false,
+                end: None,
+                started: 0,
+                speed: 1.0,
+                completes: false,
+            });
+            self.after(API_LATENCY_S, Ev::LaunchReply(a, Err(e)));
+            return;
+        }
         let att = self.atts.entry(a).or_insert(Att {
             job,
-            node: n,
+            nodes: idx,
             epoch: 0,
             launch_calls: 0,
             running: false,
             end: None,
+            started: 0,
+            speed: 1.0,
+            completes: false,
         });
         let call = att.launch_calls;
         att.launch_calls += 1;
@@ -364,51 +410,101 @@ impl World<'_> {
 
     fn on_running(&mut self, a: AttemptId, epoch: u32, sink: &mut dyn RecordSink) {
         let Some(att) = self.atts.get(&a).filter(|x| x.epoch == epoch) else { return };
-        let (job, n) = (att.job, att.node);
+        let (job, nodes) = (att.job, att.nodes.clone());
         let r = self.run;
-        let node = &r.fleet.nodes[n];
+        let node = &r.fleet.nodes[nodes[0]];
         let pool = r.fleet.pool(node.pool);
-        let gpus = r.specs[job].resources.gpus;
+        let per_node = r.specs[job].resources.gpus;
+        let gpus = per_node * nodes.len() as u32;
         let sig = SignatureContext {
             lifecycle: pool.lifecycle,
             node: &node.name,
             provider_ref: "",
-            gpus,
+            gpus: per_node,
             nvidia: true,
             gpu_memory_gb: pool.gpu_memory_gb(),
             now: Millis(self.now),
         };
-        if self.down[n] {
-            let end = fault_end(RunFault::NodeLost, &sig, r.seed, a);
+        if let Some(rank) = nodes.iter().position(|&n| self.down[n]) {
+            let name = &r.fleet.nodes[nodes[rank]].name;
+            let sig = SignatureContext { node: name, ..sig };
+            let end = ranked(fault_end(RunFault::NodeLost, &sig, r.seed, a), rank, name, nodes.len());
             self.finish_at(a, 0.0, end);
             return;
         }
         self.send(Event::Status { attempt: a, status: AttemptStatus::Running }, sink);
+        let model = pool.shape.accelerator.as_ref().map_or("", |x| x.model.as_str());
+        let speed = super::speed::speedup(
+            r.jobs[job].measured_on.as_deref().unwrap_or(super::speed::REFERENCE),
+            model,
+        );
+        let now = self.now;
         let Some(att) = self.atts.get_mut(&a).filter(|x| x.epoch == epoch) else { return };
         att.running = true;
+        att.started = now;
+        att.speed = speed;
+        att.completes = true;
         let dur = r.jobs[job].duration_s;
-        let forced = r.jobs[job].outcome;
-        let mut end_s = dur;
+        // Resumes from its last checkpoint.
+        let done = self.done[job].min(dur);
+        let mut end_s = (dur - done) / speed;
         let mut end = (ProviderEnd::Exited { code: 0 }, vec![format!("step {0}/{0}: done", dur.round())]);
-        match faults::fate(r.seed, job, r.faults, forced) {
-            Fate::Completes => {}
+        let forced = r.jobs[job].outcome;
+        let own = match faults::fate(r.seed, job, r.faults, forced) {
+            Fate::Completes => None,
             Fate::UserError { at, kind } => {
-                end_s = at * dur;
-                end = (ProviderEnd::Exited { code: 1 }, faults::user_error_tail(kind));
+                Some((at, (ProviderEnd::Exited { code: 1 }, faults::user_error_tail(kind))))
             }
-            Fate::HostOom { at } => {
-                end_s = at * dur;
-                end = (ProviderEnd::OutOfMemory, vec!["Killed".into()]);
-            }
+            Fate::HostOom { at } => Some((at, (ProviderEnd::OutOfMemory, vec!["Killed".into()]))),
+        };
+        // The job's own error strikes when its work reaches that point.
+        if let Some((at, e)) = own {
+            end_s = ((at * dur - done).max(0.0) / speed).min(end_s);
+            end = e;
+            att.completes = false;
         }
-        if let Some(s) = faults::strike(r.seed, job, a.n, gpus, self.mult[n], pool.interruptible, r.faults)
+        let mult = nodes.iter().map(|&n| self.mult[n]).sum::<f64>() / nodes.len() as f64;
+        if let Some(s) = faults::strike(r.seed, job, a.n, gpus, mult, pool.interruptible, r.faults)
             && s.after_s < end_s
         {
             end_s = s.after_s;
-            let sig = SignatureContext { now: Millis(self.now).plus_secs(end_s), ..sig };
-            end = fault_end(s.fault, &sig, r.seed, a);
+            // Which rank it hits, for a gang.
+            let rank = if nodes.len() > 1 {
+                Rng::stream_n(r.seed, "rank", &job.to_string(), u64::from(a.n)).below(nodes.len() as u64)
+                    as usize
+            } else {
+                0
+            };
+            let name = &r.fleet.nodes[nodes[rank]].name;
+            let sig = SignatureContext { now: Millis(self.now).plus_secs(end_s), node: name, ..sig };
+            end = ranked(fault_end(s.fault, &sig, r.seed, a), rank, name, nodes.len());
+            if let Some(att) = self.atts.get_mut(&a) {
+                att.completes = false;
+            }
         }
         self.finish_at(a, end_s, end);
+    }
+
+    /// A running attempt stops short of the job's end: the work up to its
+    /// last checkpoint is saved for the next attempt, and is not wasted.
+    fn checkpointed(&mut self, a: AttemptId) {
+        let Some(att) = self.atts.get(&a).filter(|x| x.running) else { return };
+        let spec = &self.run.specs[att.job];
+        let Some(every) = spec.checkpoint.as_ref().and_then(|c| c.interval).map(|d| d.0.as_secs_f64()) else {
+            return;
+        };
+        if every <= 0.0 {
+            return;
+        }
+        let ran = Millis(self.now).secs_since(Millis(att.started)).max(0.0);
+        let kept = (ran / every).floor() * every;
+        let dur = self.run.jobs[att.job].duration_s;
+        let before = self.done[att.job];
+        let after = (before + kept * att.speed).min(dur);
+        self.done[att.job] = after;
+        let gpus = f64::from(spec.resources.gpus) * att.nodes.len() as f64;
+        let kept_here = if att.speed > 0.0 { (after - before) / att.speed } else { 0.0 };
+        self.tally.saved(a, gpus * kept_here / 3600.0);
     }
 
     fn finish_at(&mut self, a: AttemptId, after_s: f64, end: (ProviderEnd, Vec<String>)) {
@@ -429,7 +525,7 @@ impl World<'_> {
         let mut here: Vec<AttemptId> = self
             .atts
             .iter()
-            .filter(|(_, x)| x.node == n && x.running && x.end.is_some())
+            .filter(|(_, x)| x.nodes.contains(&n) && x.running && x.end.is_some())
             .map(|(a, _)| *a)
             .collect();
         here.sort();
@@ -437,6 +533,8 @@ impl World<'_> {
         for a in here {
             let Some(att) = self.atts.get_mut(&a) else { continue };
             att.epoch += 1;
+            att.completes = false;
+            let (rank, size) = (att.nodes.iter().position(|&x| x == n).unwrap_or(0), att.nodes.len());
             let sig = SignatureContext {
                 lifecycle,
                 node: &name,
@@ -446,10 +544,24 @@ impl World<'_> {
                 gpu_memory_gb: 0.0,
                 now: Millis(self.now),
             };
-            let end = fault_end(RunFault::NodeLost, &sig, self.run.seed, a);
+            let end = ranked(fault_end(RunFault::NodeLost, &sig, self.run.seed, a), rank, &name, size);
             self.finish_at(a, 0.0, end);
         }
     }
+}
+
+/// A gang's end names the rank it came from, as a provider reports it.
+fn ranked(
+    end: (ProviderEnd, Vec<String>),
+    rank: usize,
+    node: &str,
+    size: usize,
+) -> (ProviderEnd, Vec<String>) {
+    if size <= 1 {
+        return end;
+    }
+    let (e, tail) = end;
+    (ProviderEnd::Rank { rank: rank as u32, node: node.to_string(), end: Box::new(e) }, tail)
 }
 
 /// How a running fault ends the attempt and what its log says.

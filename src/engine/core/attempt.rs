@@ -62,6 +62,7 @@ impl Core {
             };
             match outcome {
                 Ok(p) => match placement.choose(p.candidates, id.0, next_attempt) {
+                    Some(c) if self.waits(id, &req, &c, now) => {}
                     Some(c) => self.start_attempt(id, c, now),
                     None => self.queue.push_blocked(priority, id),
                 },
@@ -101,6 +102,7 @@ impl Core {
         let r = &e.spec.resources;
         let alloc = Free { gpus: r.gpus, cpu_cores: r.cpu_cores, memory_gb: r.memory_gb, disk_gb: r.disk_gb };
         e.rec.attempts += 1;
+        e.waiting_since = None;
         let attempt = AttemptId { workload: id, n: e.rec.attempts };
         let est = c.est_cost_usd.high.unwrap_or(c.est_cost_usd.low);
         let breakdown: Vec<String> =
@@ -734,6 +736,7 @@ impl Core {
     pub(super) fn on_tick(&mut self, now: Millis) {
         self.expire_exclusions(now);
         self.queue.release_backoff(now);
+        self.end_waits(now);
         for id in self.due(now) {
             self.on_deadline(id, now);
         }

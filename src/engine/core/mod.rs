@@ -19,6 +19,7 @@
 mod attempt;
 mod hold;
 mod inventory;
+mod patience;
 mod policy;
 mod queue;
 mod restore;
@@ -36,7 +37,7 @@ use queue::Queue;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-pub use policy::PlacementPolicy;
+pub use policy::{Patience, PlacementPolicy};
 pub use restore::Restore;
 
 /// Tunables of the core. Defaults suit real providers; the simulator and
@@ -283,6 +284,8 @@ struct Entry {
     /// their own are placed alike, so one that cannot be placed speaks
     /// for the others.
     shape: u64,
+    /// Since when it has waited for cheaper capacity ([`Patience`]), if it has.
+    waiting_since: Option<Millis>,
 }
 
 impl Entry {
@@ -299,6 +302,7 @@ impl Entry {
             cancel_requested: false,
             last_explanation: None,
             shape: shape_key(&spec),
+            waiting_since: None,
             spec,
         }
     }
@@ -420,6 +424,8 @@ pub struct Core {
     /// cannot run *now* from work that never could; rebuilt when the
     /// fleet's shape changes.
     ideal: Option<Snapshot>,
+    /// When waiting work's patience runs out ([`Patience`]), soonest first.
+    patient: BTreeSet<(Millis, WorkloadId)>,
 }
 
 impl Core {
@@ -455,6 +461,7 @@ impl Core {
             unknown: BTreeMap::new(),
             expiries: BTreeSet::new(),
             ideal: None,
+            patient: BTreeSet::new(),
         }
     }
 
@@ -595,6 +602,9 @@ impl Core {
             consider(t);
         }
         if let Some(t) = self.intents.values().filter_map(|i| i.until).min() {
+            consider(t);
+        }
+        if let Some(&(t, _)) = self.patient.first() {
             consider(t);
         }
         next
@@ -1092,21 +1102,7 @@ impl Core {
         if spec.constraints.wait_for_capacity || !self.config.refuse_never_fits {
             return None;
         }
-        let ideal = self.ideal.get_or_insert_with(|| {
-            let mut fleet = self.fleet.clone();
-            for n in &mut fleet.nodes {
-                let s = &fleet.pools[n.pool.0 as usize].shape;
-                n.state = NodeState::Ready;
-                n.free = Free {
-                    gpus: s.gpus_per_node,
-                    cpu_cores: s.cpu_cores,
-                    memory_gb: s.memory_gb,
-                    disk_gb: s.disk_gb,
-                };
-                n.canopy_gpus = 0;
-            }
-            Snapshot::new(&fleet, &crate::health::HealthView::default())
-        });
+        let ideal = self.ideal();
         let req = crate::schedule::Requirements::from_spec(spec);
         match crate::schedule::place(&req, ideal, &crate::schedule::Policy::default()) {
             crate::schedule::Decision::Placed(_) => None,

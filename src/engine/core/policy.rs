@@ -3,7 +3,8 @@
 //! Owns the mapping from a named policy to the scheduler's knobs: factor
 //! weights, whether the health view reaches the snapshot, whether a
 //! workload's own history (failed nodes and pools) excludes placements,
-//! and whether the pick is a seeded random choice. Production runs
+//! whether the pick is a seeded random choice, and whether long work waits
+//! for cheaper capacity due to free soon ([`Patience`]). Production runs
 //! [`PlacementPolicy::HealthAware`]; the others exist so the simulator can
 //! compare Canopy with how other tools place work, through the same core.
 //! No I/O, no clock; randomness only from a seed and the attempt's identity.
@@ -20,8 +21,13 @@ pub enum PlacementPolicy {
     /// Canopy's: the spec's `optimize` weights over health, historical
     /// success, cost, startup and fit; quarantine; per-workload exclusions
     /// of failed nodes and pools.
+    /// With [`Patience`]: long work waits a while for much cheaper
+    /// capacity that running work is expected to free.
     #[default]
     HealthAware,
+    /// Canopy's policy without [`Patience`]: whatever fits now. For
+    /// comparison.
+    Eager,
     /// Price only, as dstack orders offers: no health view, no memory of
     /// where this workload failed, so a retry goes back to the cheapest
     /// offer.
@@ -44,6 +50,7 @@ impl PlacementPolicy {
     pub fn name(self) -> &'static str {
         match self {
             Self::HealthAware => "canopy",
+            Self::Eager => "canopy-eager",
             Self::CheapestFirst => "cheapest-first",
             Self::Blocklist => "blocklist",
             Self::Random { .. } => "random",
@@ -52,20 +59,25 @@ impl PlacementPolicy {
 
     /// Whether the scheduler sees observed health (scores, quarantine).
     pub fn uses_health(self) -> bool {
-        matches!(self, Self::HealthAware)
+        matches!(self, Self::HealthAware | Self::Eager)
+    }
+
+    /// Whether long work may wait for cheaper capacity, and how long.
+    pub fn patience(self) -> Option<Patience> {
+        matches!(self, Self::HealthAware).then(Patience::default)
     }
 
     /// Whether a workload's failed nodes and pools are excluded from its
     /// next attempts. Capacity misses are honoured by every policy: a pool
     /// that just said "no capacity" is skipped until capacity changes.
     pub fn keeps_exclusions(self) -> bool {
-        matches!(self, Self::HealthAware | Self::Blocklist)
+        matches!(self, Self::HealthAware | Self::Eager | Self::Blocklist)
     }
 
     /// The scheduler policy for a spec's `optimize` preference.
     pub fn scheduler_policy(self, optimize: Optimize) -> Policy {
         match self {
-            Self::HealthAware => Policy::for_optimize(optimize),
+            Self::HealthAware | Self::Eager => Policy::for_optimize(optimize),
             Self::CheapestFirst | Self::Blocklist => {
                 Policy { weights: PRICE_ONLY, interruption_risk: false, ..Policy::default() }
             }
@@ -90,6 +102,91 @@ impl PlacementPolicy {
                 Some(ranked.swap_remove(i as usize))
             }
             _ => ranked.into_iter().next(),
+        }
+    }
+}
+
+/// Patience: rather than overflow long work onto capacity at several times
+/// the price, wait a while for much cheaper capacity that running work is
+/// expected to free.
+///
+/// The engine knows when running work is expected to end only from what
+/// its specs say (`expected_runtime` from when it started; work past its
+/// estimate is not counted on), so the wait is bounded: work expected to
+/// run `D` waits at most `min(wait_share × D, max_wait_s)` in all, then
+/// takes what fits. The decision itself ([`Patience::wait`]) is a pure
+/// function of prices and times; the core supplies the cheapest price due
+/// within the wait that is left.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Patience {
+    /// Only work expected to run at least this long waits.
+    pub min_runtime_s: f64,
+    /// It waits only for capacity at most this share of the hourly price
+    /// it would pay now.
+    pub max_price_share: f64,
+    /// It waits at most this share of its expected runtime ...
+    pub wait_share: f64,
+    /// ... and never longer than this.
+    pub max_wait_s: f64,
+}
+
+impl Default for Patience {
+    /// Work of 2 hours or more waits up to a quarter of its runtime (6
+    /// hours at most) for capacity at half the price or less: a wait of a
+    /// quarter of the run at most doubles nothing but the queue time, and
+    /// halves the bill.
+    fn default() -> Self {
+        Self { min_runtime_s: 2.0 * 3600.0, max_price_share: 0.5, wait_share: 0.25, max_wait_s: 6.0 * 3600.0 }
+    }
+}
+
+impl Patience {
+    /// How long in all work expected to run `runtime_s` may wait; 0 when
+    /// it is too short to wait at all.
+    pub fn window_s(&self, runtime_s: f64) -> f64 {
+        if runtime_s.is_finite() && runtime_s >= self.min_runtime_s {
+            (self.wait_share * runtime_s).min(self.max_wait_s).max(0.0)
+        } else {
+            0.0
+        }
+    }
+
+    /// Whether work expected to run `runtime_s`, which has waited
+    /// `waited_s` so far and would pay `now_hourly` if placed now, should
+    /// wait for `later_hourly`: the cheapest price of capacity (reliable,
+    /// or interruptible where the work checkpoints) that is due to free
+    /// within the wait it has left, if any.
+    pub fn wait(&self, runtime_s: f64, waited_s: f64, now_hourly: f64, later_hourly: Option<f64>) -> bool {
+        let left = self.window_s(runtime_s) - waited_s.max(0.0);
+        left > 0.0 && later_hourly.is_some_and(|l| l.is_finite() && l <= self.max_price_share * now_hourly)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_work_waits_a_bounded_while_for_much_cheaper_capacity() {
+        let p = Patience::default();
+        let h = 3600.0;
+        // Ten hours of work, on-demand at 31.5 now, reserved at 16 due soon.
+        assert!(p.wait(10.0 * h, 0.0, 31.5, Some(15.0)));
+        // Not for capacity only a little cheaper, or none due.
+        assert!(!p.wait(10.0 * h, 0.0, 31.5, Some(20.0)));
+        assert!(!p.wait(10.0 * h, 0.0, 31.5, None));
+        // Short work never waits; long work stops once its window is spent.
+        assert!(!p.wait(h, 0.0, 31.5, Some(1.0)));
+        assert_eq!(p.window_s(10.0 * h), 2.5 * h);
+        assert!(!p.wait(10.0 * h, 2.5 * h, 31.5, Some(1.0)));
+        assert_eq!(p.window_s(100.0 * h), 6.0 * h);
+    }
+
+    #[test]
+    fn only_canopys_policy_is_patient() {
+        assert!(PlacementPolicy::HealthAware.patience().is_some());
+        for p in [PlacementPolicy::Eager, PlacementPolicy::CheapestFirst, PlacementPolicy::Blocklist] {
+            assert!(p.patience().is_none(), "{}", p.name());
         }
     }
 }

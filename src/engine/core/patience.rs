@@ -1,0 +1,181 @@
+//! Patience in the core: what capacity long work could have soon, from
+//! what the engine knows (its own live attempts and their specs' expected
+//! runtimes, never how long they will really take), and the bookkeeping of
+//! work that waits for it. The decision itself is
+//! [`Patience::wait`](super::Patience::wait).
+//!
+//! Waiting work is blocked, so a node released with room for it wakes it
+//! as it wakes any blocked work; its window's end wakes it too
+//! ([`Core::next_wake`]), and it then takes what fits.
+
+use super::Core;
+use crate::engine::model::{EventKind, Millis, WorkloadId, WorkloadState};
+use crate::fleet::{Free, NodeState, PoolIdx};
+use crate::schedule::{Candidate, Decision, Policy, Requirements, Snapshot, Weights, place};
+use std::collections::HashMap;
+
+impl Core {
+    /// Whether workload `id` should wait rather than take `c` now. When it
+    /// should, it is blocked, told why, and woken at the end of its window
+    /// at the latest.
+    pub(super) fn waits(&mut self, id: WorkloadId, req: &Requirements, c: &Candidate, now: Millis) -> bool {
+        let Some(p) = self.config.placement.patience() else { return false };
+        let Some(e) = self.entries.get(&id) else { return false };
+        let runtime_s = e.spec.expected_runtime.map_or(0.0, |d| d.0.as_secs_f64());
+        let window = p.window_s(runtime_s);
+        let (priority, first) = (e.rec.priority, e.waiting_since.is_none());
+        let since = e.waiting_since.unwrap_or(now);
+        let left = window - now.secs_since(since);
+        if left <= 0.0 || c.hourly_usd <= 0.0 {
+            return false;
+        }
+        let checkpoints = req.checkpoint_interval.is_some();
+        let later = self.cheapest_due(req, c.hourly_usd * p.max_price_share, checkpoints, now, left);
+        if !p.wait(runtime_s, now.secs_since(since), c.hourly_usd, later) {
+            return false;
+        }
+        let Some(later) = later else { return false };
+        let until = since.plus_secs(window);
+        if let Some(e) = self.entries.get_mut(&id) {
+            e.waiting_since = Some(since);
+            e.rec.state = WorkloadState::Queued;
+            e.rec.reason = Some(format!(
+                "waiting for capacity at ${later:.2}/h due to free (${:.2}/h now on {})",
+                c.hourly_usd, c.pool
+            ));
+        }
+        self.patient.insert((until, id));
+        self.queue.push_blocked(priority, id);
+        if first {
+            self.save_workload(id, now);
+            let msg = format!(
+                "waiting up to {:.1}h for capacity at ${later:.2}/h that running work is expected to free, rather than ${:.2}/h on {} now",
+                window / 3600.0,
+                c.hourly_usd,
+                c.pool
+            );
+            self.event(now, id, None, EventKind::Unschedulable, msg);
+        }
+        true
+    }
+
+    /// Wakes waiting work whose window has ended: it takes what fits.
+    pub(super) fn end_waits(&mut self, now: Millis) {
+        while let Some(&(t, id)) = self.patient.first() {
+            if t > now {
+                break;
+            }
+            self.patient.pop_first();
+            self.queue.unblock(id);
+        }
+    }
+
+    /// The cheapest hourly price, at most `max_hourly`, of a placement for
+    /// `req` on capacity that is reliable (or interruptible, when the work
+    /// `checkpoints`) and due to have room within `within_s`: a ready node,
+    /// neither excluded nor quarantined, whose free room plus what the
+    /// live attempts on it expect to release by then fits the request
+    /// (for a gang, enough such nodes in one pool).
+    fn cheapest_due(
+        &mut self,
+        req: &Requirements,
+        max_hourly: f64,
+        checkpoints: bool,
+        now: Millis,
+        within_s: f64,
+    ) -> Option<f64> {
+        let policy = Policy {
+            weights: Weights {
+                cost: 1.0,
+                health: 0.0,
+                success: 0.0,
+                startup: 0.0,
+                locality: 0.0,
+                fit: 0.0,
+                preference: 0.0,
+            },
+            top_k: usize::MAX,
+            interruption_risk: false,
+            ..Policy::default()
+        };
+        // Pools that could host it at all, with its hourly price there.
+        let Decision::Placed(p) = place(req, self.ideal(), &policy) else { return None };
+        let mut pools: HashMap<PoolIdx, f64> = HashMap::new();
+        for c in p.candidates {
+            let pool = self.fleet.pool(c.pool_idx);
+            if c.hourly_usd <= max_hourly && (checkpoints || !pool.interruptible) {
+                let h = pools.entry(c.pool_idx).or_insert(c.hourly_usd);
+                *h = h.min(c.hourly_usd);
+            }
+        }
+        if pools.is_empty() {
+            return None;
+        }
+        // What live attempts on those pools' nodes expect to release in time.
+        let by = now.plus_secs(within_s);
+        let mut room: HashMap<usize, Free> = HashMap::new();
+        for id in &self.live_ids {
+            let Some(e) = self.entries.get(id) else { continue };
+            let (Some(live), Some(d)) = (e.live.as_ref(), e.spec.expected_runtime) else { continue };
+            let att = &e.attempts[live.idx];
+            let end = att.started_at.unwrap_or(att.placed_at).plus_secs(d.0.as_secs_f64());
+            // Work past its estimate is not counted on.
+            if end <= now || end > by {
+                continue;
+            }
+            for n in &live.nodes {
+                let Some(node) = self.fleet.nodes.get(n.0 as usize) else { continue };
+                if !pools.contains_key(&node.pool) {
+                    continue;
+                }
+                let r = room.entry(n.0 as usize).or_insert(node.free);
+                r.gpus += live.alloc.gpus;
+                r.cpu_cores += live.alloc.cpu_cores;
+                r.memory_gb += live.alloc.memory_gb;
+                r.disk_gb += live.alloc.disk_gb;
+            }
+        }
+        let snap = self.snapshot.as_ref();
+        let mut fits: HashMap<PoolIdx, u32> = HashMap::new();
+        for (&i, free) in &room {
+            let node = &self.fleet.nodes[i];
+            let quarantined = snap
+                .and_then(|s| s.node_health(crate::fleet::NodeIdx(i as u32)))
+                .is_some_and(|h| h.quarantined);
+            if node.state != NodeState::Ready || quarantined || req.exclude_nodes.contains(&node.name) {
+                continue;
+            }
+            let ok = free.gpus >= req.gpus
+                && free.cpu_cores + 1e-9 >= req.cpu_cores
+                && free.memory_gb + 1e-9 >= req.memory_gb
+                && free.disk_gb + 1e-9 >= req.disk_gb;
+            if ok {
+                *fits.entry(node.pool).or_default() += 1;
+            }
+        }
+        fits.into_iter()
+            .filter(|(_, n)| *n >= req.nodes.max(1))
+            .filter_map(|(p, _)| pools.get(&p).copied())
+            .min_by(f64::total_cmp)
+    }
+
+    /// The fleet as if every node were ready and empty: what could ever
+    /// host a request, and at what price.
+    pub(super) fn ideal(&mut self) -> &Snapshot {
+        self.ideal.get_or_insert_with(|| {
+            let mut fleet = self.fleet.clone();
+            for n in &mut fleet.nodes {
+                let s = &fleet.pools[n.pool.0 as usize].shape;
+                n.state = NodeState::Ready;
+                n.free = Free {
+                    gpus: s.gpus_per_node,
+                    cpu_cores: s.cpu_cores,
+                    memory_gb: s.memory_gb,
+                    disk_gb: s.disk_gb,
+                };
+                n.canopy_gpus = 0;
+            }
+            Snapshot::new(&fleet, &crate::health::HealthView::default())
+        })
+    }
+}

@@ -1,0 +1,183 @@
+//! What the simulator counts as work: runtime estimates drawn with error
+//! (never the exact duration), run time scaled by the accelerator, work
+//! resumed from the last checkpoint, useful GPU-hours and their cost, and
+//! how a job too large for one node is split into a gang.
+
+mod common;
+
+use canopy::engine::core::PlacementPolicy;
+use canopy::fleet::{Fleet, load};
+use canopy::sim::{self, FaultModel, Job, NoSink, world};
+use common::{cloud_fleet, gpu_pool};
+
+fn job(i: usize, hours: f64, gpus: u32) -> Job {
+    Job {
+        name: format!("j{i}"),
+        submit_s: i as f64 * 60.0,
+        duration_s: hours * 3600.0,
+        gpus,
+        gpu_type: None,
+        gpu_memory_gb: None,
+        outcome: Some(sim::Outcome::Completes),
+        measured_on: Some("V100".into()),
+    }
+}
+
+/// Spot A100 nodes at 2/h, preempted often, and nothing else.
+fn spot_fleet() -> Fleet {
+    let mut pool = gpu_pool("spot", "A100-SXM4-80GB", 1, 80.0, 2.0);
+    pool.interruptible = true;
+    cloud_fleet(vec![(pool, vec!["s1", "s2", "s3", "s4"])])
+}
+
+fn preempting() -> FaultModel {
+    FaultModel { preempt_per_hour: 0.5, ..FaultModel::none() }
+}
+
+#[test]
+fn estimates_are_seeded_rough_and_never_the_duration() {
+    let fleet = load::demo().expect("demo fleet");
+    let jobs: Vec<Job> = (0..400).map(|i| job(i, 1.0 + i as f64 / 100.0, 1)).collect();
+    let m = FaultModel::default();
+    let a = sim::specs(&jobs, &fleet, Default::default(), 3, &m).expect("specs");
+    assert_eq!(a, sim::specs(&jobs, &fleet, Default::default(), 3, &m).expect("specs"));
+    assert_ne!(a, sim::specs(&jobs, &fleet, Default::default(), 4, &m).expect("specs"));
+    let mut ratios: Vec<f64> = a
+        .iter()
+        .zip(&jobs)
+        .map(|(s, j)| s.expected_runtime.expect("an estimate").0.as_secs_f64() / j.duration_s)
+        .collect();
+    assert!(ratios.iter().all(|r| (r - 1.0).abs() > 1e-6), "never the exact duration");
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios[ratios.len() / 2];
+    assert!((1.6..2.5).contains(&median), "median estimate / duration {median}");
+    let under = ratios.iter().filter(|r| **r < 1.0).count() as f64 / ratios.len() as f64;
+    assert!((0.15..0.35).contains(&under), "share underestimated {under}");
+    // Long jobs checkpoint every 30 minutes; short ones do not.
+    for (s, j) in a.iter().zip(&jobs) {
+        let long = s.expected_runtime.expect("estimate").0.as_secs_f64() > sim::CHECKPOINT_ABOVE_S;
+        assert_eq!(s.checkpoint.is_some(), long, "{}: {}", j.name, j.duration_s);
+    }
+}
+
+#[test]
+fn a_job_runs_faster_on_a_faster_accelerator() {
+    let jobs = vec![job(0, 9.0, 1)];
+    let mut times = Vec::new();
+    for model in ["V100", "A100-SXM4-80GB", "H100-SXM5"] {
+        let fleet = cloud_fleet(vec![(gpu_pool("p", model, 1, 80.0, 1.0), vec!["n1"])]);
+        let faults = FaultModel::none();
+        let specs = sim::specs(&jobs, &fleet, Default::default(), 0, &faults).expect("specs");
+        let run = world::Run {
+            fleet: &fleet,
+            jobs: &jobs,
+            specs: &specs,
+            faults: &faults,
+            seed: 0,
+            policy: PlacementPolicy::HealthAware,
+        };
+        let r = world::run(&run, &mut NoSink);
+        assert_eq!(r.succeeded, 1);
+        // The work done is the trace's, whatever the GPU.
+        assert!((r.useful_gpu_h - 9.0).abs() < 1e-9);
+        times.push(r.used_gpu_h);
+    }
+    // 9 V100-hours: 9 h on a V100, 9/2.2 on an A100, 9/4.5 on an H100.
+    for (t, want) in times.iter().zip([9.0, 9.0 / 2.2, 2.0]) {
+        assert!((t - want).abs() < 0.01, "{times:?}");
+    }
+}
+
+#[test]
+fn checkpointed_work_resumes_and_loses_only_the_time_since_its_checkpoint() {
+    let fleet = spot_fleet();
+    let jobs: Vec<Job> = (0..4).map(|i| job(i, 20.0, 1)).collect();
+    let faults = preempting();
+    let with = sim::specs(&jobs, &fleet, Default::default(), 1, &faults).expect("specs");
+    assert!(with.iter().all(|s| s.checkpoint.is_some()));
+    let without: Vec<_> = with
+        .iter()
+        .cloned()
+        .map(|mut s| {
+            s.checkpoint = None;
+            s
+        })
+        .collect();
+    let go = |specs: &[canopy::spec::Spec]| {
+        let run = world::Run {
+            fleet: &fleet,
+            jobs: &jobs,
+            specs,
+            faults: &faults,
+            seed: 1,
+            policy: PlacementPolicy::CheapestFirst,
+        };
+        world::run(&run, &mut NoSink)
+    };
+    let (a, b) = (go(&with), go(&without));
+    assert_eq!(a.succeeded, 4, "{a:?}");
+    let preempted = a.failures_by_class.get("preempted").copied().unwrap_or(0);
+    assert!(preempted > 0);
+    // At most one interval (30 min) lost per preemption.
+    assert!(a.wasted_gpu_h <= preempted as f64 * 0.5 + 1e-6, "{a:?}");
+    assert!((a.useful_gpu_h - 80.0).abs() < 1e-9);
+    // Run from scratch each time, the same jobs spend their retries, waste
+    // far more and complete less.
+    assert!(b.succeeded < 4, "{b:?}");
+    assert!(b.wasted_gpu_h > 3.0 * a.wasted_gpu_h, "{} vs {}", b.wasted_gpu_h, a.wasted_gpu_h);
+    assert!(b.useful_gpu_h < a.useful_gpu_h);
+    assert!(a.cost_per_useful_gpu_h < b.cost_per_useful_gpu_h);
+    assert!((a.cost_per_useful_gpu_h - a.cost_usd / a.useful_gpu_h).abs() < 1e-12);
+}
+
+#[test]
+fn a_job_too_large_for_one_node_is_split_into_the_fewest_equal_nodes() {
+    let fleet = load::demo().expect("demo fleet");
+    assert_eq!(sim::gang_shape(8, &fleet), (1, 8));
+    assert_eq!(sim::gang_shape(16, &fleet), (2, 8));
+    assert_eq!(sim::gang_shape(32, &fleet), (4, 8));
+    // 20 GPUs: no 10-GPU nodes, so 4 nodes of 5 on 8-GPU nodes.
+    assert_eq!(sim::gang_shape(20, &fleet), (4, 5));
+    let jobs = vec![job(0, 2.0, 32)];
+    let specs = sim::specs(&jobs, &fleet, Default::default(), 0, &FaultModel::none()).expect("specs");
+    assert_eq!(
+        (specs[0].resources.nodes, specs[0].resources.gpus, specs[0].resources.cpu_cores),
+        (4, 8, 32.0)
+    );
+}
+
+#[test]
+fn a_gang_runs_on_all_its_nodes_and_its_gpu_hours_count_every_node() {
+    struct Nodes(Vec<(usize, f64)>);
+    impl sim::RecordSink for Nodes {
+        fn batch(&mut self, _: canopy::engine::model::Millis, records: &[sim::Record]) {
+            for r in records {
+                if let sim::Record::Attempt(a) = r
+                    && a.state.is_final()
+                    && let (Some(s), Some(e)) = (a.started_at, a.ended_at)
+                {
+                    self.0.push((a.nodes.len(), f64::from(a.gpus) * e.secs_since(s) / 3600.0));
+                }
+            }
+        }
+    }
+    let fleet = load::demo().expect("demo fleet");
+    let jobs = vec![job(0, 9.0, 16)];
+    let faults = FaultModel::none();
+    let specs = sim::specs(&jobs, &fleet, Default::default(), 0, &faults).expect("specs");
+    let run = world::Run {
+        fleet: &fleet,
+        jobs: &jobs,
+        specs: &specs,
+        faults: &faults,
+        seed: 0,
+        policy: PlacementPolicy::HealthAware,
+    };
+    let mut seen = Nodes(Vec::new());
+    let r = world::run(&run, &mut seen);
+    assert_eq!((r.succeeded, r.never_ran), (1, 0), "{r:?}");
+    let [(nodes, per_node_gpu_h)] = seen.0[..] else { panic!("one attempt: {:?}", seen.0) };
+    assert_eq!(nodes, 2, "16 GPUs run as a gang of 2 × 8");
+    assert!((r.used_gpu_h - 2.0 * per_node_gpu_h).abs() < 1e-9, "{r:?}");
+    assert!((r.useful_gpu_h - 144.0).abs() < 1e-9);
+}
