@@ -168,3 +168,16 @@ fn patience_ends_when_its_window_does_and_the_eager_policy_never_waits() {
     let long = e.submit("expected_runtime = \"10h\"");
     assert_eq!(e.last_launch(long).1, "o1");
 }
+
+/// Work that asked to start soon or to be fast never waits for a price.
+#[test]
+fn work_that_asks_to_start_soon_or_run_fast_never_waits_for_a_price() {
+    for prefs in ["[preferences]\nstartup_within = \"10m\"", "[preferences]\noptimize = \"speed\""] {
+        let mut w = World::with(cheap_and_dear(), CoreConfig::default());
+        let first = w.submit("expected_runtime = \"1h\"");
+        let (a, _) = w.last_launch(first);
+        w.run(a);
+        let long = w.submit(&format!("expected_runtime = \"10h\"\n{prefs}"));
+        assert_eq!(w.try_last_launch(long).map(|l| l.1), Some("o1".to_string()), "{prefs}");
+    }
+}

@@ -83,6 +83,9 @@ pub async fn engines(test: &str, need: &str) -> Option<Engines> {
         missing.push(format!("Ray at {}", e.ray_url));
     }
     if missing.is_empty() {
+        if need != "ray" {
+            slurm_nodes_back().await;
+        }
         return Some(e);
     }
     let why =
@@ -187,6 +190,29 @@ pub fn find_files(dir: &Path, name: &str) -> Vec<(PathBuf, String)> {
 }
 
 /// The test cluster's `slurm.conf`, for `scontrol`.
+/// Waits (bounded) until no Slurm node is down or drained: a test that
+/// took a node down resumes it when it ends, and slurmd takes a moment to
+/// register again; a gang pinned to both nodes would be refused meanwhile.
+async fn slurm_nodes_back() {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = std::process::Command::new("sinfo")
+            .env("SLURM_CONF", slurm_conf())
+            .args(["-h", "-N", "-o", "%N %t"])
+            .output();
+        let Ok(out) = out else { return };
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let unready = text.lines().any(|l| {
+            let state = l.split_whitespace().nth(1).unwrap_or("");
+            state.starts_with("down") || state.starts_with("drain") || state.ends_with('*')
+        });
+        if !unready || std::time::Instant::now() > deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 pub fn slurm_conf() -> PathBuf {
     let dir = std::env::var("CANOPY_ENGINES_DIR").unwrap_or_else(|_| "/tmp/canopy-engines".into());
     PathBuf::from(dir).join("slurm/etc/slurm.conf")

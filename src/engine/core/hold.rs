@@ -103,18 +103,24 @@ impl Core {
             self.event(now, id, None, EventKind::Unschedulable, msg);
             self.hold = Some(h);
         }
-        // Work kept off the old hold's nodes may fit now.
-        if released.is_some() {
-            self.queue.unblock_all();
-        }
+        self.ask_again();
     }
 
     /// Ends the hold of `id` (placed, finished or cancelled).
     pub(super) fn release_hold(&mut self, id: WorkloadId) {
         if self.hold.as_ref().is_some_and(|h| h.workload == id) {
             self.hold = None;
-            self.queue.unblock_all();
+            self.ask_again();
         }
+    }
+
+    /// Blocked work is asked again under a new hold or none: what the old
+    /// one kept off its nodes may fit now, and a group of blocked work stays
+    /// about one request (groups are answers about a request, and the hold
+    /// is part of the request).
+    fn ask_again(&mut self) {
+        self.queue.ungroup_all();
+        self.queue.unblock_all();
     }
 
     /// When every one of `nodes` is expected to have room: the latest

@@ -721,16 +721,24 @@ impl Core {
                 let Some(e) = self.entries.get(&id) else {
                     return Err(format!("{id} is blocked in group {g} but not live"));
                 };
-                let mine = self.placement_request(e);
-                if mine != *req {
+                // A gang's hold may keep held nodes out of the request; it
+                // only ever asks for less, so it is not a different request.
+                let strip = |r: &crate::schedule::Requirements| {
+                    let mut r = r.clone();
+                    if let Some(h) = &self.hold {
+                        r.exclude_nodes.retain(|n| !h.names.contains(n));
+                    }
+                    r
+                };
+                let mine = strip(&self.placement_request(e));
+                if mine != strip(req) {
                     return Err(format!("{id} is blocked in group {g} but asks for something else"));
                 }
                 if e.last_explanation.as_deref() != Some(text) {
                     return Err(format!("{id} is blocked in group {g} but was told something else"));
                 }
                 if let Some(snap) = holds {
-                    let fresh = match crate::schedule::place(&mine, snap, &crate::schedule::Policy::default())
-                    {
+                    let fresh = match crate::schedule::place(req, snap, &crate::schedule::Policy::default()) {
                         crate::schedule::Decision::Placed(_) => "placed".to_string(),
                         crate::schedule::Decision::Unschedulable(ex) => ex.to_string(),
                     };

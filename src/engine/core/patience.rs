@@ -21,6 +21,12 @@ impl Core {
     pub(super) fn waits(&mut self, id: WorkloadId, req: &Requirements, c: &Candidate, now: Millis) -> bool {
         let Some(p) = self.config.placement.patience() else { return false };
         let Some(e) = self.entries.get(&id) else { return false };
+        // Work that asked to start soon, or to be fast, is never held back
+        // for a cheaper price.
+        let prefs = &e.spec.preferences;
+        if prefs.startup_within.is_some() || prefs.optimize == crate::spec::Optimize::Speed {
+            return false;
+        }
         let runtime_s = e.spec.expected_runtime.map_or(0.0, |d| d.0.as_secs_f64());
         let window = p.window_s(runtime_s);
         let (priority, first) = (e.rec.priority, e.waiting_since.is_none());
