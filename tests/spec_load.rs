@@ -270,3 +270,14 @@ fn the_schema_describes_the_example() {
     let raw = serde_json::to_string(&schema["$defs"]["GbRange"]).unwrap();
     assert!(raw.contains("\"number\""), "{raw}");
 }
+
+#[test]
+fn the_shipped_gang_spec_asks_for_two_nodes_behind_one_switch_and_checkpoints() {
+    let s = load::parse(&asset("pretrain-gang.toml"), "pretrain-gang.toml", Format::Toml).unwrap();
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    let s = s.spec;
+    assert_eq!((s.nodes(), s.resources.gpus), (2, 8));
+    assert_eq!(s.resources.fabric, Some(canopy::accel::Fabric::Roce));
+    assert_eq!(s.constraints.topology, Some(canopy::spec::Topology::SameSwitch));
+    assert_eq!(s.checkpoint.as_ref().map(|c| c.path.as_str()), Some("/ckpt"));
+}

@@ -206,6 +206,12 @@ fn cases() -> Vec<Case> {
             "`resources.gpu_memory_gb` is set but `resources.gpus` is 0",
             None,
         ),
+        // Gangs and checkpoints.
+        toml("zero nodes", t("[resources]\nnodes = 0\n"), (5, 9), "`resources.nodes` is 0", Some("use 1 for work on one node (the default), or the number of nodes a gang runs on")),
+        toml("unknown fabric", t("[resources]\nnodes = 2\nfabric = \"infiniband2\"\n"), (6, 10), "unknown value `infiniband2` for `resources.fabric`", None),
+        toml("bad topology", t("[resources]\nnodes = 2\n[constraints]\ntopology = \"same-rack\"\n"), (7, 12), "unknown value `same-rack` for `constraints.topology`", None),
+        toml("relative checkpoint path", t("[checkpoint]\npath = \"ckpt\"\n"), (5, 8), "`checkpoint.path` must be an absolute path", Some("write it from the root, like \"/ckpt\"")),
+        toml("empty accelerator model", t("[resources]\ngpus = 1\naccelerator = { model = \"\" }\n"), (6, 25), "`resources.accelerator.model` must name a model, like \"A100\" or \"H100\"", None),
         json(
             "json inline secret",
             "{\"name\": \"x\",\n \"runtime\": {\"command\": [\"a\"], \"env\": {\"OPENAI_API_KEY\": \"not-for-your-eyes\"}}}",

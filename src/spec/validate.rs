@@ -226,6 +226,13 @@ fn constraints(spec: &Spec, f: &mut Findings) {
         );
     }
     let c = &spec.constraints;
+    if c.topology.is_some() && spec.resources.nodes == 1 {
+        f.warning(
+            "constraints.topology",
+            "`constraints.topology` only matters between the nodes of a gang, and nodes = 1",
+            "remove it, or set resources.nodes; as written it is ignored",
+        );
+    }
     if is_zero(&c.max_runtime) {
         f.error(
             "constraints.max_runtime",

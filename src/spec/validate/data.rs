@@ -55,6 +55,25 @@ pub(super) fn check(spec: &Spec, f: &mut Findings) {
             }
         }
     }
+    if let Some(c) = &spec.checkpoint {
+        absolute_path(f, "checkpoint.path", &c.path, "/ckpt");
+        if let Some(gb) = c.max_gb
+            && (!gb.is_finite() || gb <= 0.0)
+        {
+            f.error(
+                "checkpoint.max_gb",
+                "`checkpoint.max_gb` must be a positive number of GB",
+                "give the largest checkpoint to hand on, like 50",
+            );
+        }
+        if c.interval.is_some_and(|i| i.0.is_zero()) {
+            f.error(
+                "checkpoint.interval",
+                "`checkpoint.interval` is 0",
+                "give how often the workload saves one, like \"30m\", or remove it",
+            );
+        }
+    }
     let mut paths = BTreeMap::new();
     for (i, output) in spec.outputs.iter().enumerate() {
         let path = child(&item("outputs", i), "path");

@@ -15,8 +15,12 @@ const MAX_CPU_CORES: f64 = 1024.0;
 const MAX_MEMORY_GB: f64 = 16384.0;
 const MAX_DISK_GB: f64 = 1_000_000.0;
 
+/// More nodes than one gang is allowed.
+pub const MAX_NODES: u32 = 1024;
+
 pub(super) fn check(r: &Resources, f: &mut Findings) {
     gpus(r, f);
+    gang(r, f);
     if let Some(acc) = &r.accelerator {
         accelerator(acc, f);
         interconnect_vendor(r, acc, f);
@@ -31,6 +35,43 @@ pub(super) fn check(r: &Resources, f: &mut Findings) {
     );
     amount(f, "resources.memory_gb", r.memory_gb, false, MAX_MEMORY_GB, ("GB of memory", "like 32"));
     amount(f, "resources.disk_gb", r.disk_gb, true, MAX_DISK_GB, ("GB of disk", "like 100, or 0 for none"));
+}
+
+/// `nodes` and the settings that only matter between nodes.
+fn gang(r: &Resources, f: &mut Findings) {
+    if r.nodes == 0 {
+        f.error(
+            "resources.nodes",
+            "`resources.nodes` is 0",
+            "use 1 for work on one node (the default), or the number of nodes a gang runs on",
+        );
+    } else if r.nodes > MAX_NODES {
+        f.error(
+            "resources.nodes",
+            format!("`resources.nodes` is {}, more than one gang may have", r.nodes),
+            format!("use at most {MAX_NODES}; gpus, cpu_cores and memory_gb are per node"),
+        );
+    }
+    if let Some(g) = r.fabric_gbps
+        && (!g.is_finite() || g <= 0.0)
+    {
+        f.error(
+            "resources.fabric_gbps",
+            "`resources.fabric_gbps` must be a positive number of Gbit/s",
+            "write the least bandwidth per node, like 400",
+        );
+    }
+    if r.nodes == 1 {
+        for (field, set) in [("fabric", r.fabric.is_some()), ("fabric_gbps", r.fabric_gbps.is_some())] {
+            if set {
+                f.warning(
+                    &format!("resources.{field}"),
+                    format!("`resources.{field}` only matters between the nodes of a gang, and nodes = 1"),
+                    "remove it, or set resources.nodes; as written it is ignored",
+                );
+            }
+        }
+    }
 }
 
 fn gpus(r: &Resources, f: &mut Findings) {
@@ -118,7 +159,20 @@ fn max_capability(family: Family) -> Option<ComputeCapability> {
     Some(ComputeCapability::new(major, minor))
 }
 
+fn model(acc: &AcceleratorReq, f: &mut Findings) {
+    if let Some(m) = &acc.model
+        && (m.trim().is_empty() || m.len() > 64 || m.chars().any(|c| c.is_control()))
+    {
+        f.error(
+            "resources.accelerator.model",
+            "`resources.accelerator.model` must name a model, like \"A100\" or \"H100\"",
+            "write the model as vendors name it (matched as a whole word, any case), or remove it to accept any of the families",
+        );
+    }
+}
+
 fn accelerator(acc: &AcceleratorReq, f: &mut Findings) {
+    model(acc, f);
     for (i, family) in acc.family.iter().enumerate() {
         let path = item("resources.accelerator.family", i);
         if let Some(vendor) = acc.vendor
