@@ -353,7 +353,12 @@ fn subsets(items: &[NodeIdx], k: usize, out: &mut Vec<Vec<NodeIdx>>, cur: &mut V
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+    // 1024 cases unless PROPTEST_CASES says otherwise (say, 4096 after a
+    // change to the gang placement).
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(1024),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn the_chosen_gang_is_feasible_and_no_set_scores_better(spec in fleet_spec(), req in req_spec()) {

@@ -60,9 +60,27 @@
 //! every such breakpoint finds it. Each candidate set's true score is
 //! then computed and the best kept.
 //!
-//! The top k are the best set of each of the k best domains. Domains of
-//! one pool are visited in order of an upper bound of their score and
-//! skipped once the bound cannot reach the k-th best (branch and bound).
+//! The top k are the best set of each of the k best domains.
+//!
+//! ## How a decision stays cheap
+//!
+//! Which pools hold a domain, and so `E*`, is known without reading every
+//! node: a pool's ready nodes (the snapshot's index for the per-node GPUs)
+//! are read only until N usable ones are found (`same-switch`: until one
+//! switch has N; a pool whose biggest switch has fewer than N ready nodes,
+//! which the snapshot counts, is not read at all; `same-region`: up to N
+//! per pool, all the cheapest set of N could take from it). Only pools
+//! that hold no domain are read in full, to say why.
+//!
+//! Then pools (with all their switches) and `same-region` domains are
+//! visited in order of an upper bound of their score and skipped once the
+//! bound cannot reach the k-th best (branch and bound); only visited ones
+//! are read in full and ranked as above. A pool's bound is exact but for
+//! three figures, each bounded from the index alone: the weakest node's
+//! health (at most the N-th healthiest ready node's), the mean fit (at
+//! most that of the N ready nodes with the fewest free GPUs: fit never
+//! grows with free GPUs) and success (the pool's best node's).
+//! `same-region` domains of several pools are always visited.
 //!
 //! [`gang_hold`] answers what the engine needs to hold capacity for a gang
 //! that does not fit now. No I/O, no clock, no randomness.
@@ -74,7 +92,7 @@ use super::explain::explain;
 use super::filter::Filter;
 use super::place::categorical;
 use super::score::{BOUND_SLACK, Feasible, Scorer};
-use super::snapshot::{NO_SWITCH, Snapshot};
+use super::snapshot::{NO_SWITCH, ReadyNode, Snapshot, unit};
 use super::{Policy, Requirements};
 use crate::fleet::{NodeIdx, NodeState, PoolIdx, ProviderKind};
 use crate::spec::Topology;
@@ -151,11 +169,12 @@ struct Avail {
     switch: u32,
 }
 
-/// A domain that can hold the gang: its nodes are `avail[nodes]`.
-struct Domain {
-    nodes: std::ops::Range<usize>,
-    /// Its pools, in index order, each with how many of its nodes fit.
-    pools: Vec<(u32, usize)>,
+/// A unit of the branch and bound: a `same-pool` domain (one pool), a
+/// pool's `same-switch` domains (each switch with N usable nodes), or a
+/// `same-region` domain (its pools with usable nodes).
+struct Unit {
+    /// Its pools, in index order, as a range of the pool list.
+    pools: std::ops::Range<usize>,
     /// The least expected hourly of any set of N of its nodes.
     cheapest: f64,
     gpus_per_node: u32,
@@ -187,7 +206,6 @@ struct Pick {
     nodes: Vec<u32>,
     pools: Vec<u32>,
     raw: [f64; 7],
-    domain: usize,
 }
 
 fn pick_order(a: &Pick, b: &Pick) -> Ordering {
@@ -213,11 +231,18 @@ impl Ctx<'_> {
         row.price * self.share[row.class as usize]
     }
 
+    /// Whether a ready node of the request's list fits the per-node
+    /// request: not excluded, with the free CPU, memory and disk.
+    #[inline]
+    fn usable(&self, r: &ReadyNode) -> bool {
+        !self.excluded.contains(&r.node) && free_shortfall(self.req, &r.free).is_none()
+    }
+
     /// The nodes of pool `p` that fit the per-node request now, best first.
     fn available(&self, p: usize, out: &mut Vec<Avail>) {
         let (list, _) = self.snap.ready_nodes(PoolIdx(p as u32), self.req.gpus);
         for r in list {
-            if !self.excluded.contains(&r.node) && free_shortfall(self.req, &r.free).is_none() {
+            if self.usable(r) {
                 out.push(Avail {
                     node: r.node,
                     pool: p as u32,
@@ -226,6 +251,96 @@ impl Ctx<'_> {
                 });
             }
         }
+    }
+
+    /// How many nodes of pool `p` fit the per-node request now, counting
+    /// no further than `cap`.
+    fn usable_up_to(&self, p: usize, cap: usize) -> usize {
+        let (list, _) = self.snap.ready_nodes(PoolIdx(p as u32), self.req.gpus);
+        let mut c = 0;
+        for r in list {
+            if c == cap {
+                break;
+            }
+            c += usize::from(self.usable(r));
+        }
+        c
+    }
+
+    /// Whether pool `p` alone holds a domain of N usable nodes (`same-pool`:
+    /// the pool; `same-switch`: one of its switches). Reads its ready nodes
+    /// only until it knows; under `same-switch`, none when its biggest
+    /// switch has fewer than N ready nodes. `counts` is scratch.
+    fn holds(&self, p: usize, counts: &mut Vec<u32>) -> bool {
+        let (snap, n) = (self.snap, self.n);
+        let row = &snap.rows[p];
+        let (list, _) = snap.ready_nodes(PoolIdx(p as u32), self.req.gpus);
+        if list.len() < n {
+            return false;
+        }
+        if self.req.topology != Topology::SameSwitch {
+            return self.usable_up_to(p, n) == n;
+        }
+        if snap.biggest_switch(row, self.req.gpus) < n {
+            return false;
+        }
+        let first = snap.pool_switches[p].start;
+        counts.clear();
+        counts.resize(snap.pool_switches[p].len(), 0);
+        for r in list {
+            let sw = snap.switch_of[r.node as usize];
+            if sw != NO_SWITCH && self.usable(r) {
+                let c = &mut counts[(sw - first) as usize];
+                *c += 1;
+                if *c as usize >= n {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// An upper bound of the score of any set of N usable nodes of pool
+    /// `p` (so of each of its domains), whose expected hourly is
+    /// `expected`: the weakest node's health at most the N-th best ready
+    /// node's, the mean fit at most that of the N ready nodes with the
+    /// fewest free GPUs, success at the pool's best, the rest exact.
+    fn pool_bound(&self, scorer: &Scorer<'_>, p: usize, expected: f64) -> f64 {
+        let (snap, n, gpus) = (self.snap, self.n, self.req.gpus);
+        let row = &snap.rows[p];
+        let (list, _) = snap.ready_nodes(PoolIdx(p as u32), gpus);
+        if list.len() < n || n == 0 {
+            return f64::INFINITY;
+        }
+        // Ready nodes are in node health order, NaNs (if any) at an end.
+        let score = |r: &ReadyNode| snap.nodes[r.node as usize].health.score;
+        let sane = |r: Option<&ReadyNode>| r.is_some_and(|r| !score(r).is_nan());
+        let health = if row.health >= 0.0 && sane(list.first()) && sane(list.last()) {
+            unit(row.health * score(&list[n - 1]))
+        } else {
+            row.health_bound
+        };
+        // Fit never grows with free GPUs: the N with the fewest free GPUs
+        // fit best (the last list's nodes have at least that many).
+        let (mut left, mut sum, mut most, mut prev, mut monotone) = (n, 0.0, 0.0f64, f64::INFINITY, true);
+        for g in gpus..=row.gpus_per_node {
+            let count = snap.ready_count(row, g) - snap.ready_count(row, g + 1);
+            if count == 0 {
+                continue;
+            }
+            let fit = scorer.fit(row, g);
+            if fit.is_nan() {
+                return f64::INFINITY;
+            }
+            monotone &= fit <= prev;
+            prev = fit;
+            most = most.max(fit);
+            let take = count.min(left);
+            sum += take as f64 * fit;
+            left -= take;
+        }
+        let fit = if monotone { sum / n as f64 } else { most };
+        scorer.gang_bound(row, scorer.risk(row), expected, health, fit)
     }
 }
 
@@ -262,50 +377,45 @@ pub(crate) fn place_gang(req: &Requirements, snap: &Snapshot, policy: &Policy) -
     });
     open.sort_unstable();
 
-    let (avail, domains) = domains(&ctx, &scorer, &open);
+    let (unit_pools, units) = units(&ctx, &scorer, &open);
     let in_domain = {
         let mut set = PoolSet::empty(snap.rows.len());
-        for d in &domains {
-            for &(p, _) in &d.pools {
-                set.insert(p as usize);
-            }
+        for &p in &unit_pools {
+            set.insert(p as usize);
         }
         set
     };
     for &(_, p) in &open {
         if !in_domain.contains(p as usize) {
-            ruled_out.push(RuledOut { pool: PoolIdx(p), filter: why_no_domain(&ctx, &avail, p) });
+            ruled_out.push(RuledOut { pool: PoolIdx(p), filter: why_no_domain(&ctx, p) });
         }
     }
-    if domains.is_empty() {
+    if units.is_empty() {
         return Decision::Unschedulable(explain(req, snap));
     }
     ruled_out.sort_by_key(|r| (r.filter, r.pool));
 
-    let cheapest = domains.iter().map(|d| d.cheapest).fold(f64::INFINITY, f64::min);
+    let cheapest = units.iter().map(|u| u.cheapest).fold(f64::INFINITY, f64::min);
     scorer.set_cheapest(cheapest);
-    let cpu_fits = req.gpus == 0 && domains.iter().any(|d| d.gpus_per_node == 0);
-    let tier = |d: &Domain| u8::from(cpu_fits && d.gpus_per_node > 0);
+    let cpu_fits = req.gpus == 0 && units.iter().any(|u| u.gpus_per_node == 0);
+    let tier = |u: &Unit| u8::from(cpu_fits && u.gpus_per_node > 0);
 
-    // Visit domains best bound first; stop once none can make the top k.
-    let mut order: Vec<(u8, f64, usize)> = domains
+    // Visit units best bound first; stop once none can make the top k.
+    let mut order: Vec<(u8, f64, usize)> = units
         .iter()
         .enumerate()
-        .map(|(i, d)| {
-            let bound = match d.pools.as_slice() {
-                [(p, _)] => {
-                    let row = &snap.rows[*p as usize];
-                    scorer.bound(row, scorer.risk(row), d.cheapest)
-                }
+        .map(|(i, u)| {
+            let bound = match &unit_pools[u.pools.clone()] {
+                [p] => ctx.pool_bound(&scorer, *p as usize, u.cheapest),
                 _ => f64::INFINITY,
             };
-            (tier(d), bound, i)
+            (tier(u), bound, i)
         })
         .collect();
     order.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)).then(a.2.cmp(&b.2)));
     let k = policy.top_k.max(1);
     let mut top: Vec<Pick> = Vec::with_capacity(k.min(64) + 1);
-    let mut vals = Vec::new();
+    let (mut avail, mut vals) = (Vec::new(), Vec::new());
     for &(t, bound, i) in &order {
         if top.len() == k
             && top
@@ -314,16 +424,31 @@ pub(crate) fn place_gang(req: &Requirements, snap: &Snapshot, policy: &Policy) -
         {
             break;
         }
-        let d = &domains[i];
-        node_vals(&ctx, &scorer, &avail[d.nodes.clone()], &mut vals);
-        let Some(mut pick) = best_set(&ctx, &scorer, &vals, t) else { continue };
-        pick.domain = i;
-        if top.len() == k && top.last().is_some_and(|last| pick_order(&pick, last).is_ge()) {
-            continue;
+        avail.clear();
+        for &p in &unit_pools[units[i].pools.clone()] {
+            ctx.available(p as usize, &mut avail);
         }
-        let at = top.partition_point(|x| pick_order(x, &pick).is_lt());
-        top.insert(at, pick);
-        top.truncate(k);
+        let mut offer = |nodes: &[Avail]| {
+            node_vals(&ctx, &scorer, nodes, &mut vals);
+            let Some(pick) = best_set(&ctx, &scorer, &vals, t) else { return };
+            if top.len() == k && top.last().is_some_and(|last| pick_order(&pick, last).is_ge()) {
+                return;
+            }
+            let at = top.partition_point(|x| pick_order(x, &pick).is_lt());
+            top.insert(at, pick);
+            top.truncate(k);
+        };
+        if req.topology == Topology::SameSwitch {
+            // One pool: each switch with N usable nodes is a domain.
+            avail.sort_by_key(|a| a.switch);
+            for same in avail.chunk_by(|a, b| a.switch == b.switch) {
+                if same[0].switch != NO_SWITCH && same.len() >= ctx.n {
+                    offer(same);
+                }
+            }
+        } else {
+            offer(&avail);
+        }
     }
 
     let considered = Considered {
@@ -336,63 +461,51 @@ pub(crate) fn place_gang(req: &Requirements, snap: &Snapshot, policy: &Policy) -
         },
         ruled_out,
     };
-    let candidates = top.iter().map(|p| candidate(&ctx, &scorer, &domains[p.domain], p, cpu_fits)).collect();
+    let candidates = top.iter().map(|p| candidate(&ctx, &scorer, p, cpu_fits)).collect();
     Decision::Placed(Placement { candidates, considered })
 }
 
-/// The available nodes of the open pools, and the domains among them that
-/// can hold N, each with the least expected hourly of N of its nodes.
-fn domains(ctx: &Ctx<'_>, scorer: &Scorer<'_>, open: &[(DomainKey, u32)]) -> (Vec<Avail>, Vec<Domain>) {
+/// The units of the open pools that hold at least one domain of N usable
+/// nodes, and their pools. Exact without reading every node: a pool is
+/// read only until it is known to hold a domain (N usable nodes; under
+/// `same-region`, up to N per pool, which is all the cheapest set of N
+/// can take from it).
+fn units(ctx: &Ctx<'_>, scorer: &Scorer<'_>, open: &[(DomainKey, u32)]) -> (Vec<u32>, Vec<Unit>) {
     let (snap, n) = (ctx.snap, ctx.n);
-    let mut avail: Vec<Avail> = Vec::new();
+    let mut pools: Vec<u32> = Vec::new();
     let mut out = Vec::new();
+    let mut counts = Vec::new();
     let expected = |p: u32| {
         let row = &snap.rows[p as usize];
         ctx.hourly(p as usize) * scorer.risk(row).paid_per_useful
     };
+    if ctx.req.topology != Topology::SameRegion {
+        // One pool per key.
+        for &(_, p) in open {
+            if ctx.holds(p as usize, &mut counts) {
+                pools.push(p);
+                out.push(Unit {
+                    pools: pools.len() - 1..pools.len(),
+                    cheapest: n as f64 * expected(p),
+                    gpus_per_node: snap.rows[p as usize].gpus_per_node,
+                });
+            }
+        }
+        return (pools, out);
+    }
     let mut i = 0;
     while i < open.len() {
         let key = open[i].0;
-        let mut j = i;
-        while j < open.len() && open[j].0 == key {
-            j += 1;
-        }
-        let start = avail.len();
-        let mut pools = Vec::new();
-        for &(_, p) in &open[i..j] {
-            let before = avail.len();
-            ctx.available(p as usize, &mut avail);
-            if avail.len() > before {
-                pools.push((p, avail.len() - before));
-            }
-        }
-        let gpus_per_node = snap.rows[open[i].1 as usize].gpus_per_node;
-        if ctx.req.topology == Topology::SameSwitch {
-            // One pool: split its nodes by switch (stable: best first within).
-            let slice = &mut avail[start..];
-            slice.sort_by_key(|a| a.switch);
-            let mut s = start;
-            while s < avail.len() {
-                let sw = avail[s].switch;
-                let mut e = s;
-                while e < avail.len() && avail[e].switch == sw {
-                    e += 1;
-                }
-                if sw != NO_SWITCH && e - s >= n {
-                    let p = avail[s].pool;
-                    out.push(Domain {
-                        nodes: s..e,
-                        pools: vec![(p, e - s)],
-                        cheapest: n as f64 * expected(p),
-                        gpus_per_node,
-                    });
-                }
-                s = e;
-            }
-        } else if avail.len() - start >= n {
+        let j = i + open[i..].iter().take_while(|o| o.0 == key).count();
+        let counted: Vec<(u32, usize)> = open[i..j]
+            .iter()
+            .map(|&(_, p)| (p, ctx.usable_up_to(p as usize, n)))
+            .filter(|&(_, c)| c > 0)
+            .collect();
+        if counted.iter().map(|&(_, c)| c).sum::<usize>() >= n {
             // The cheapest N: whole pools, cheapest first.
             let mut by_price: Vec<(f64, u32, usize)> =
-                pools.iter().map(|&(p, c)| (expected(p), p, c)).collect();
+                counted.iter().map(|&(p, c)| (expected(p), p, c)).collect();
             by_price.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             let mut left = n;
             let mut take: Vec<(u32, usize)> = Vec::new();
@@ -406,28 +519,34 @@ fn domains(ctx: &Ctx<'_>, scorer: &Scorer<'_>, open: &[(DomainKey, u32)]) -> (Ve
             }
             take.sort_unstable();
             let cheapest = take.iter().map(|&(p, t)| t as f64 * expected(p)).sum();
-            out.push(Domain { nodes: start..avail.len(), pools, cheapest, gpus_per_node });
+            let start = pools.len();
+            pools.extend(counted.iter().map(|&(p, _)| p));
+            let gpus_per_node = snap.rows[open[i].1 as usize].gpus_per_node;
+            out.push(Unit { pools: start..pools.len(), cheapest, gpus_per_node });
         }
         i = j;
     }
-    (avail, out)
+    (pools, out)
 }
 
 /// Why open pool `p` is in no domain that can hold the gang.
-fn why_no_domain(ctx: &Ctx<'_>, avail: &[Avail], p: u32) -> Filter {
+fn why_no_domain(ctx: &Ctx<'_>, p: u32) -> Filter {
     let snap = ctx.snap;
-    let mine = avail.iter().filter(|a| a.pool == p);
-    if ctx.req.topology == Topology::SameSwitch
-        && mine.clone().count() > 0
-        && mine.clone().all(|a| a.switch == NO_SWITCH)
-    {
-        return Filter::NoSwitch;
-    }
-    if mine.count() > 0 {
-        return Filter::Topology;
-    }
     let pi = PoolIdx(p);
     let (list, _) = snap.ready_nodes(pi, ctx.req.gpus);
+    let mut some_fit = false;
+    for r in list {
+        if ctx.usable(r) {
+            if ctx.req.topology != Topology::SameSwitch || snap.switch_of[r.node as usize] != NO_SWITCH {
+                return Filter::Topology;
+            }
+            some_fit = true;
+        }
+    }
+    if some_fit {
+        // Only nodes without a switch fit (`same-switch`).
+        return Filter::NoSwitch;
+    }
     let why = |node: u32, free| {
         if ctx.excluded.contains(&node) { Some(Filter::NodeExcluded) } else { free_shortfall(ctx.req, free) }
     };
@@ -623,17 +742,18 @@ fn evaluate(ctx: &Ctx<'_>, scorer: &Scorer<'_>, vals: &[NodeVal], set: &[usize],
         nodes: ranked.iter().map(|x| x.node).collect(),
         pools: ranked.iter().map(|x| x.pool).collect(),
         raw,
-        domain: 0,
     }
 }
 
-fn candidate(ctx: &Ctx<'_>, scorer: &Scorer<'_>, d: &Domain, p: &Pick, cpu_fits: bool) -> Candidate {
+fn candidate(ctx: &Ctx<'_>, scorer: &Scorer<'_>, p: &Pick, cpu_fits: bool) -> Candidate {
     let (req, snap) = (ctx.req, ctx.snap);
     let fleet = snap.fleet();
     let first_pool = PoolIdx(p.pools[0]);
+    // A domain's pools share a shape.
+    let gpus_per_node = snap.rows[p.pools[0] as usize].gpus_per_node;
     let pool = fleet.pool(first_pool);
     let startup_s = p.pools.iter().map(|&q| fleet.pools[q as usize].startup.as_secs()).max().unwrap_or(0);
-    let gpu_node = (req.gpus == 0 && d.gpus_per_node > 0).then_some(if cpu_fits {
+    let gpu_node = (req.gpus == 0 && gpus_per_node > 0).then_some(if cpu_fits {
         GpuNode::KeptForGpuWork
     } else {
         GpuNode::LastResort

@@ -244,7 +244,7 @@ impl<'a> Scorer<'a> {
     #[inline]
     pub(crate) fn others(&self, f: &Feasible) -> [f64; 6] {
         let (pool, node, free_gpus) = (f.pool, f.node, f.free_gpus);
-        let (req, snap, policy) = (self.req, self.snap, self.policy);
+        let (snap, policy) = (self.snap, self.policy);
         let row = &snap.rows[pool as usize];
         let node_info = &snap.nodes[node as usize];
 
@@ -261,13 +261,20 @@ impl<'a> Scorer<'a> {
                 node_info.health.smoothed_success(pool_s, weight)
             };
 
-        let fit = if req.gpus > 0 {
-            req.gpus as f64 / free_gpus.max(1) as f64 * self.memory_fit[row.class as usize]
+        let fit = self.fit(row, free_gpus);
+        let (startup, locality, preference) = self.pool_level(row);
+        [unit(health), unit(success), startup, locality, fit, preference]
+    }
+
+    /// The fit factor's raw value on a node of pool `row` with `free_gpus`
+    /// free GPUs. Never grows with `free_gpus`.
+    #[inline(always)]
+    pub(crate) fn fit(&self, row: &PoolRow, free_gpus: u32) -> f64 {
+        unit(if self.req.gpus > 0 {
+            self.req.gpus as f64 / free_gpus.max(1) as f64 * self.memory_fit[row.class as usize]
         } else {
             cpu_fit(row.gpus_per_node, free_gpus)
-        };
-        let (startup, locality, preference) = self.pool_level(row);
-        [unit(health), unit(success), startup, locality, unit(fit), preference]
+        })
     }
 
     /// The factors that depend on the pool alone: startup, locality, preference.
@@ -304,6 +311,30 @@ impl<'a> Scorer<'a> {
             let (startup, locality, preference) = self.pool_level(row);
             base + c[3] * startup + c[4] * locality + c[6] * preference
         }
+    }
+
+    /// An upper bound of a gang's score in pool `row` (one pool: every set
+    /// of it has this risk and expected hourly), given upper bounds of its
+    /// weakest node's health and of its mean fit: success at the pool's
+    /// best, everything else exact. Up to [`BOUND_SLACK`].
+    pub(crate) fn gang_bound(
+        &self,
+        row: &PoolRow,
+        risk: Risk,
+        expected_hourly: f64,
+        health: f64,
+        fit: f64,
+    ) -> f64 {
+        let c = &self.coef;
+        let success = risk.survival * if self.cached_success { row.success_bound } else { 1.0 };
+        let (startup, locality, preference) = self.pool_level(row);
+        c[0] * self.cost(expected_hourly)
+            + c[1] * health
+            + c[2] * success
+            + c[3] * startup
+            + c[4] * locality
+            + c[5] * fit
+            + c[6] * preference
     }
 
     fn preference(&self, row: &PoolRow) -> f64 {

@@ -5,7 +5,8 @@
 //! compliance tag as [`PoolSet`]s; health and quarantine flags resolved
 //! from names to indices; lend-limit usage; compact per-pool rows for the
 //! hot loop; and, per pool, its ready nodes bucketed by free GPU count and
-//! ordered by node health, with their free capacity inline. Build one per
+//! ordered by node health, with their free capacity inline, and how many
+//! of each bucket sit behind each switch. Build one per
 //! fleet and health view; when one node's capacity, state or health, or
 //! one pool's or provider's health changes, update it in place with the
 //! `set_*` methods, which touch only that node's lists (or that pool's or
@@ -80,6 +81,16 @@ pub struct Snapshot {
     /// order, in the range `pool_switches[pool]`. Fixed by the fleet.
     pub(crate) switch_of: Vec<u32>,
     pub(crate) pool_switches: Vec<std::ops::Range<u32>>,
+    /// Per list (same positions as `index_at`): where its per-switch
+    /// counts start in `switch_count`, one count per switch of
+    /// `pool_switches[pool]`, in id order.
+    switch_at: Vec<u32>,
+    /// How many nodes of each list sit behind each switch of its pool.
+    switch_count: Vec<u32>,
+    /// Per list: its largest switch count (0 when its pool has no
+    /// switches), so that a `same-switch` gang skips a pool whose biggest
+    /// switch has too few ready nodes without reading them.
+    switch_max: Vec<u32>,
     /// Pools and providers with a lend limit.
     pub(crate) limited_pools: Vec<u32>,
     pub(crate) limited_providers: Vec<u32>,
@@ -213,6 +224,10 @@ impl Snapshot {
         let mut index_len = Vec::new();
         let mut heads = Vec::new();
         let mut usable_at = Vec::new();
+        let (switch_of, pool_switches) = switch_ids(&fleet);
+        let mut switch_at = Vec::new();
+        let mut switch_count = Vec::new();
+        let mut switch_max = Vec::new();
         for (i, pool) in fleet.pools.iter().enumerate() {
             let p = PoolIdx(i as u32);
             let provider = fleet.provider(pool.provider);
@@ -266,6 +281,9 @@ impl Snapshot {
                 usable_at.push(index.len() as u32);
                 heads.push(EMPTY);
                 index.resize(index.len() + pool.nodes.len(), EMPTY);
+                switch_at.push(switch_count.len() as u32);
+                switch_count.resize(switch_count.len() + pool_switches[i].len(), 0);
+                switch_max.push(0);
             }
             rows.push(PoolRow {
                 price: pool.price_per_hour,
@@ -311,10 +329,12 @@ impl Snapshot {
         let limited_pools = (0..n_pools as u32).filter(|&p| rows[p as usize].limit != u64::MAX).collect();
         let limited_providers =
             (0..provider_lend.len() as u32).filter(|&p| provider_lend[p as usize].1 != u64::MAX).collect();
-        let (switch_of, pool_switches) = switch_ids(&fleet);
         let mut snap = Self {
             switch_of,
             pool_switches,
+            switch_at,
+            switch_count,
+            switch_max,
             stamp: 0,
             node_stamp: vec![0; n_pools],
             quarantine_stamp: 0,
@@ -417,6 +437,26 @@ impl Snapshot {
         let lo = self.index_at[at] as usize;
         let hi = lo + self.index_len[at] as usize;
         (&self.index[lo..hi], self.usable_at[at] as usize - lo)
+    }
+
+    /// How many ready, unquarantined nodes of the pool have at least
+    /// `gpus` free GPUs (the length of [`Snapshot::ready_nodes`]). O(1).
+    #[inline]
+    pub(crate) fn ready_count(&self, row: &PoolRow, gpus: u32) -> usize {
+        if gpus > row.gpus_per_node {
+            return 0;
+        }
+        self.index_len[row.index_base as usize + gpus as usize] as usize
+    }
+
+    /// The most of those nodes ([`Snapshot::ready_count`]) behind any one
+    /// switch of the pool; 0 when its nodes have no switch. O(1).
+    #[inline]
+    pub(crate) fn biggest_switch(&self, row: &PoolRow, gpus: u32) -> usize {
+        if gpus > row.gpus_per_node {
+            return 0;
+        }
+        self.switch_max[row.index_base as usize + gpus as usize] as usize
     }
 }
 
@@ -613,7 +653,36 @@ impl Snapshot {
             }
             self.index_len[at] = len as u32;
             self.refresh_head(at);
+            let block = self.switch_block(p, at);
+            self.switch_count[block].fill(0);
+            self.switch_max[at] = 0;
+            for k in 0..len {
+                let node = self.index[start + k].node;
+                self.count_switch(p, at, node, true);
+            }
         }
+    }
+
+    /// List `at`'s (of pool `p`) per-switch counts, as a range of `switch_count`.
+    fn switch_block(&self, p: usize, at: usize) -> std::ops::Range<usize> {
+        let start = self.switch_at[at] as usize;
+        start..start + self.pool_switches[p].len()
+    }
+
+    /// Counts `node` (of pool `p`) into or out of list `at`'s switch counts.
+    fn count_switch(&mut self, p: usize, at: usize, node: u32, into: bool) {
+        let sw = self.switch_of[node as usize];
+        if sw == NO_SWITCH {
+            return;
+        }
+        let block = self.switch_block(p, at);
+        let c = &mut self.switch_count[block.start + (sw - self.pool_switches[p].start) as usize];
+        if into {
+            *c += 1;
+        } else {
+            *c = c.saturating_sub(1);
+        }
+        self.switch_max[at] = self.switch_count[block].iter().copied().max().unwrap_or(0);
     }
 
     /// List `at` as a range of `index`.
@@ -639,6 +708,8 @@ impl Snapshot {
         self.index.copy_within(k + 1..end, k);
         self.index[end - 1] = EMPTY;
         self.index_len[at] -= 1;
+        let p = self.fleet.nodes[key.node as usize].pool.0 as usize;
+        self.count_switch(p, at, key.node, false);
     }
 
     fn insert(&mut self, at: usize, key: ReadyNode) {
@@ -654,6 +725,8 @@ impl Snapshot {
         self.index.copy_within(k..range.end, k + 1);
         self.index[k] = key;
         self.index_len[at] += 1;
+        let p = self.fleet.nodes[key.node as usize].pool.0 as usize;
+        self.count_switch(p, at, key.node, true);
     }
 
     /// Recomputes list `at`'s first usable node and the dense head.
@@ -717,6 +790,9 @@ impl Snapshot {
             .or_else(|| first_diff("node_by_name", &nodes(&self.node_by_name), &nodes(&other.node_by_name)))
             .or_else(|| first_diff("switch_of", &self.switch_of, &other.switch_of))
             .or_else(|| first_diff("pool_switches", &self.pool_switches, &other.pool_switches))
+            .or_else(|| first_diff("switch_at", &self.switch_at, &other.switch_at))
+            .or_else(|| first_diff("switch_count", &self.switch_count, &other.switch_count))
+            .or_else(|| first_diff("switch_max", &self.switch_max, &other.switch_max))
             .or_else(|| first_diff("limited_pools", &self.limited_pools, &other.limited_pools))
             .or_else(|| first_diff("limited_providers", &self.limited_providers, &other.limited_providers))
             .or_else(|| first_diff("index_at", &self.index_at, &other.index_at))
