@@ -151,7 +151,9 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     local_cfg.outputs = config.outputs.limits();
     local_cfg.nodes = config.local.nodes.unwrap_or(1).clamp(1, 64);
     let local = LocalProvider::new(local_cfg);
-    let (fleet, simulated, engines) = compose(&config, &local, opts.fleet.as_deref()).await?;
+    let ssh =
+        SshSetup { store: journal.store_id().to_string(), state_dir: home.root().join("ssh"), renew: true };
+    let (fleet, simulated, engines) = compose(&config, &local, opts.fleet.as_deref(), &ssh).await?;
 
     let local: Arc<dyn Provider> = Arc::new(local);
     let mut providers: Providers = Providers::new();
@@ -365,12 +367,13 @@ async fn compose(
     config: &crate::config::Config,
     local: &LocalProvider,
     fleet_file: Option<&std::path::Path>,
+    ssh: &SshSetup,
 ) -> Result<(Fleet, Fleet, Vec<(ProviderDef, Arc<dyn Provider>)>), AppError> {
     let local_def = match local.inventory().await {
         Ok(inv) => provider_def(local.name(), ProviderKind::Local, None, inv),
         Err(e) => return Err(AppError::Setup(format!("cannot take this host's inventory: {e}"))),
     };
-    let engines = engine_providers(config).await?;
+    let engines = engine_providers(config, ssh).await?;
     let simulated = match fleet_file {
         Some(path) => load::load_file(path)?,
         None if config.include_demo_fleet => load::demo()?,
@@ -399,7 +402,13 @@ pub async fn configured_fleet(home: &Home, config: Option<&std::path::Path>) -> 
         home.attempts(),
         ShimCommand::current_exe().map_err(|e| AppError::Setup(format!("cannot find this program: {e}")))?,
     ));
-    Ok(compose(&config, &local, None).await?.0)
+    // A probe only: it renews no lease and starts nothing on the hosts.
+    let ssh = SshSetup {
+        store: home.store_id_on_disk().unwrap_or_else(|| "probe".into()),
+        state_dir: home.root().join("ssh"),
+        renew: false,
+    };
+    Ok(compose(&config, &local, None, &ssh).await?.0)
 }
 
 /// The real engines `canopy.toml` names, each with the fleet entry built
@@ -408,9 +417,11 @@ pub async fn configured_fleet(home: &Home, config: Option<&std::path::Path>) -> 
 /// silently vanish from placement.
 async fn engine_providers(
     config: &crate::config::Config,
+    ssh: &SshSetup,
 ) -> Result<Vec<(ProviderDef, Arc<dyn Provider>)>, AppError> {
     use crate::providers::ray::{RayConfig, RayProvider};
     use crate::providers::slurm::{SlurmConfig, SlurmProvider};
+    use crate::providers::ssh::{SshConfig, SshProvider};
     let mut out: Vec<(Arc<dyn Provider>, ProviderKind, Option<u32>)> = Vec::new();
     let limits = config.outputs.limits();
     for e in &config.slurm {
@@ -425,6 +436,13 @@ async fn engine_providers(
         let p = RayProvider::new(cfg).map_err(AppError::Setup)?;
         out.push((Arc::new(p), ProviderKind::Ray, e.lend_limit_gpus));
     }
+    for e in &config.ssh {
+        let mut cfg = SshConfig::from_entry(e, &ssh.store, &ssh.state_dir).map_err(AppError::Setup)?;
+        cfg.outputs = limits;
+        // An unreachable host is a node that is down, not a failed start.
+        let p = if ssh.renew { SshProvider::start(cfg) } else { SshProvider::new(cfg) };
+        out.push((Arc::new(p), ProviderKind::Ssh, None));
+    }
     let mut ready = Vec::new();
     for (p, kind, lend) in out {
         let inv = p.inventory().await.map_err(|e| {
@@ -436,6 +454,15 @@ async fn engine_providers(
         ready.push((provider_def(p.name(), kind, lend, inv), p));
     }
     Ok(ready)
+}
+
+/// What the ssh providers need from the engine: the store they work for
+/// (its own directory and lease on each host), where to keep pinned host
+/// keys, and whether to renew leases (an engine) or only probe.
+struct SshSetup {
+    store: String,
+    state_dir: std::path::PathBuf,
+    renew: bool,
 }
 
 /// A fleet entry from a provider's inventory.

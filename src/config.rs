@@ -52,6 +52,24 @@
 //! [ray.topology]                    # node names as Canopy shows them
 //! fabric = { kind = "ethernet", gbps = 25 }
 //! switches = { tor1 = ["ray-127.0.0.1", "ray-127.0.0.2"] }
+//!
+//! [[ssh]]                           # owners' machines over SSH (docs/ssh.md)
+//! name = "owners"                   # provider name, default "ssh"
+//! lease = "30s"                     # a host's workloads stop this long after Canopy last reached it
+//! known_hosts = "/etc/canopy/known_hosts"   # default for the hosts below
+//! [[ssh.hosts]]
+//! name = "gpu-a"                    # the node's name
+//! address = "127.0.0.1"
+//! port = 2222
+//! user = "owner-a"                  # the unprivileged user workloads run as
+//! key = "/etc/canopy/id_ed25519"    # the key file's path, never the key
+//! pool = "lab-a"
+//! owner = "alice"
+//! [ssh.pools.lab-a]
+//! region = "eu-central"
+//! lend_limit_gpus = 2
+//! windows = ["mon-fri 20:00-08:00", "sat-sun"]
+//! timezone = "Europe/Berlin"
 //! ```
 
 use crate::providers::collect::OutputLimits;
@@ -77,6 +95,8 @@ pub struct Config {
     #[serde(default)]
     pub ray: Vec<RayEntry>,
     #[serde(default)]
+    pub ssh: Vec<SshEntry>,
+    #[serde(default)]
     pub outputs: OutputsEntry,
     #[serde(default)]
     pub engine: EngineEntry,
@@ -101,6 +121,7 @@ impl Default for Config {
             include_demo_fleet: true,
             slurm: Vec::new(),
             ray: Vec::new(),
+            ssh: Vec::new(),
             outputs: OutputsEntry::default(),
             engine: EngineEntry::default(),
             local: LocalEntry::default(),
@@ -360,6 +381,197 @@ fn ray_name() -> String {
     "ray".into()
 }
 
+/// Owners' machines reached over SSH (`[[ssh]]`), grouped into pools.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SshEntry {
+    #[serde(default = "ssh_name")]
+    pub name: String,
+    /// How long a host's supervisors keep their workloads running without
+    /// hearing from Canopy (default 60s); shorter than
+    /// `[engine] unreachable_after`.
+    #[serde(default)]
+    pub lease: Option<HumanDuration>,
+    /// The known_hosts file for hosts that name none of their own.
+    #[serde(default)]
+    pub known_hosts: Option<PathBuf>,
+    /// The Canopy build uploaded to the hosts (default: this program).
+    #[serde(default)]
+    pub binary: Option<PathBuf>,
+    pub hosts: Vec<SshHostEntry>,
+    #[serde(default)]
+    pub pools: BTreeMap<String, SshPoolEntry>,
+}
+
+/// The lease when `[[ssh]]` sets none.
+pub const DEFAULT_SSH_LEASE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The time an unreachable host's supervisors need, past the lease, to
+/// notice it ran out and stop their workloads; `lease` plus this must fit
+/// in `[engine] unreachable_after`.
+pub const SSH_LEASE_MARGIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl SshEntry {
+    pub fn lease(&self) -> std::time::Duration {
+        self.lease.map_or(DEFAULT_SSH_LEASE, |d| d.0)
+    }
+}
+
+/// One host of an `[[ssh]]` provider.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SshHostEntry {
+    /// The node's name in Canopy.
+    pub name: String,
+    pub address: String,
+    #[serde(default = "ssh_port")]
+    pub port: u16,
+    pub user: String,
+    /// The private key's file (never the key itself).
+    pub key: PathBuf,
+    /// This host's known_hosts file, instead of the provider's.
+    #[serde(default)]
+    pub known_hosts: Option<PathBuf>,
+    /// The host's public key (`ssh-ed25519 AAAA…`), instead of a
+    /// known_hosts file.
+    #[serde(default)]
+    pub host_key: Option<String>,
+    #[serde(default = "ssh_pool")]
+    pub pool: String,
+    /// Who lends it, for the audit trail and `canopy fleet`.
+    #[serde(default)]
+    pub owner: Option<String>,
+}
+
+/// `[ssh.pools.NAME]`: what a pool of hosts offers and when.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SshPoolEntry {
+    #[serde(default)]
+    pub region: Option<String>,
+    #[serde(default)]
+    pub price_per_hour: Option<f64>,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    #[serde(default)]
+    pub lend_limit_gpus: Option<u32>,
+    /// When the hosts are lent (`"mon-fri 20:00-08:00"`, `"sat-sun"`);
+    /// always when empty.
+    #[serde(default)]
+    pub windows: Vec<String>,
+    /// The IANA time zone of `windows` (required with them).
+    #[serde(default)]
+    pub timezone: Option<String>,
+}
+
+fn ssh_name() -> String {
+    "ssh".into()
+}
+fn ssh_port() -> u16 {
+    22
+}
+fn ssh_pool() -> String {
+    "default".into()
+}
+
+impl SshEntry {
+    /// Checks what can be checked without the hosts: names, keys given by
+    /// path, a host key or known_hosts for every host, the lease against
+    /// the engine's blip tolerance.
+    fn check(&self, unreachable_after: std::time::Duration) -> Result<(), String> {
+        let at = format!("[[ssh]] {}", self.name);
+        if self.hosts.is_empty() {
+            return Err(format!("{at}: lists no hosts; add [[ssh.hosts]] entries or remove it"));
+        }
+        let lease = self.lease();
+        if lease < std::time::Duration::from_secs(2) {
+            return Err(format!("{at}: lease {} is too short; give at least 2s", HumanDuration(lease)));
+        }
+        if lease + SSH_LEASE_MARGIN >= unreachable_after {
+            return Err(format!(
+                "{at}: lease {} (plus {}s for supervisors to stop their workloads) must be shorter than \
+                 [engine] unreachable_after ({}): otherwise work from an unreachable host could be \
+                 started elsewhere while it still runs there. Shorten the lease or raise unreachable_after",
+                HumanDuration(lease),
+                SSH_LEASE_MARGIN.as_secs(),
+                HumanDuration(unreachable_after)
+            ));
+        }
+        let mut names: Vec<&str> = Vec::new();
+        for h in &self.hosts {
+            let hat = format!("{at}: host {:?}", h.name);
+            if h.name.is_empty() || names.contains(&h.name.as_str()) {
+                return Err(format!("{hat}: host names must be non-empty and unique"));
+            }
+            names.push(&h.name);
+            if h.address.is_empty() || h.address.starts_with('-') || h.address.contains(char::is_whitespace) {
+                return Err(format!("{hat}: address {:?} is not a host name or IP address", h.address));
+            }
+            if h.user.is_empty()
+                || h.user.starts_with('-')
+                || h.user.contains(|c: char| c.is_whitespace() || c == '@')
+            {
+                return Err(format!("{hat}: user {:?} is not a user name", h.user));
+            }
+            let key = h.key.to_string_lossy();
+            if looks_like_key_material(&key) {
+                return Err(format!(
+                    "{hat}: `key` holds what looks like key material; give the path of the private key's \
+                     file instead (key = \"/path/id_ed25519\"), and keep the key itself out of canopy.toml"
+                ));
+            }
+            match (&h.host_key, &h.known_hosts, &self.known_hosts) {
+                (Some(_), Some(_), _) => {
+                    return Err(format!("{hat}: give host_key or known_hosts, not both"));
+                }
+                (Some(k), _, _)
+                    if !k.trim_start().starts_with("ssh-") && !k.trim_start().starts_with("ecdsa-") =>
+                {
+                    return Err(format!(
+                        "{hat}: host_key must be a public host key like \"ssh-ed25519 AAAA…\" (see \
+                         `ssh-keyscan`, checked with the owner)"
+                    ));
+                }
+                (None, None, None) => {
+                    return Err(format!(
+                        "{hat}: says nothing about the host's key; set known_hosts (here or for the \
+                         provider) or host_key, so Canopy can verify it is talking to this host"
+                    ));
+                }
+                _ => {}
+            }
+            if h.pool.is_empty() {
+                return Err(format!("{hat}: pool must not be empty"));
+            }
+        }
+        for (name, p) in &self.pools {
+            if !self.hosts.iter().any(|h| &h.pool == name) {
+                return Err(format!("{at}: [ssh.pools.{name}] has no hosts; set `pool = {name:?}` on some"));
+            }
+            if !p.windows.is_empty() && p.timezone.is_none() {
+                return Err(format!(
+                    "{at}: [ssh.pools.{name}] has lend windows but no timezone; name one such as \
+                     \"Europe/Berlin\" so the windows mean the same wherever Canopy runs"
+                ));
+            }
+            if p.price_per_hour.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+                return Err(format!("{at}: [ssh.pools.{name}] price_per_hour must be zero or more"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a `key` value is a key rather than a path to one.
+fn looks_like_key_material(key: &str) -> bool {
+    key.contains("-----BEGIN")
+        || key.contains("PRIVATE KEY")
+        || key.contains('\n')
+        || key.starts_with("ssh-")
+        || key.starts_with("AAAA")
+        || (key.len() > 64 && !key.contains('/'))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read the configuration {path}: {source}; check the path given by --config or ${ENV_VAR}")]
@@ -396,12 +608,17 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 /// Parses and checks configuration text.
 pub fn parse(text: &str) -> Result<Config, String> {
     let cfg: Config = toml::from_str(text).map_err(|e| e.to_string())?;
-    let mut names: Vec<&str> =
-        cfg.slurm.iter().map(|s| s.name.as_str()).chain(cfg.ray.iter().map(|r| r.name.as_str())).collect();
+    let mut names: Vec<&str> = cfg
+        .slurm
+        .iter()
+        .map(|s| s.name.as_str())
+        .chain(cfg.ray.iter().map(|r| r.name.as_str()))
+        .chain(cfg.ssh.iter().map(|r| r.name.as_str()))
+        .collect();
     names.sort_unstable();
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
         return Err(format!(
-            "provider name {:?} is used twice; give each [[slurm]]/[[ray]] its own `name`",
+            "provider name {:?} is used twice; give each [[slurm]]/[[ray]]/[[ssh]] its own `name`",
             w[0]
         ));
     }
@@ -423,6 +640,19 @@ pub fn parse(text: &str) -> Result<Config, String> {
     }
     for r in &cfg.ray {
         r.topology.check("ray").map_err(|m| format!("[[ray]] {}: {m}", r.name))?;
+    }
+    let mut core = crate::engine::core::CoreConfig::default();
+    cfg.engine.apply(&mut core);
+    let unreachable_after = std::time::Duration::from_secs_f64(core.unreachable_after_s);
+    let mut hosts: Vec<&str> = Vec::new();
+    for s in &cfg.ssh {
+        s.check(unreachable_after)?;
+        for h in &s.hosts {
+            if hosts.contains(&h.name.as_str()) {
+                return Err(format!("ssh host name {:?} is used twice; node names must be unique", h.name));
+            }
+            hosts.push(&h.name);
+        }
     }
     Ok(cfg)
 }
@@ -463,6 +693,28 @@ mod tests {
         assert_eq!(topo.fabric_of("debug").map(|f| f.gbps), Some(100.0), "the pool's own");
         assert_eq!(topo.fabric_of("other").map(|f| f.kind), Some(crate::accel::Fabric::Infiniband));
         assert_eq!(cfg.ray[0].topology.switch_of("ray-127.0.0.2").as_deref(), Some("tor1"));
+        let ssh = &cfg.ssh[0];
+        assert_eq!((ssh.name.as_str(), ssh.lease().as_secs(), ssh.hosts[0].port), ("owners", 30, 2222));
+        assert_eq!(ssh.pools["lab-a"].windows.len(), 2);
+    }
+
+    #[test]
+    fn ssh_mistakes_are_named() {
+        let host = "[[ssh.hosts]]\nname='a'\naddress='10.0.0.1'\nuser='u'\nknown_hosts='/k'\n";
+        let key = parse(&format!("[[ssh]]\n{host}key='-----BEGIN OPENSSH PRIVATE KEY-----'\n")).unwrap_err();
+        assert!(key.contains("looks like key material") && key.contains("path"), "{key}");
+        let ok = parse(&format!("[[ssh]]\n{host}key='/k/id'\n")).unwrap();
+        assert_eq!(ok.ssh[0].lease(), DEFAULT_SSH_LEASE);
+        let lease =
+            parse(&format!("[engine]\nunreachable_after='30s'\n[[ssh]]\nlease='30s'\n{host}key='/k'\n"))
+                .unwrap_err();
+        assert!(lease.contains("must be shorter than [engine] unreachable_after"), "{lease}");
+        let nohk = parse("[[ssh]]\n[[ssh.hosts]]\nname='a'\naddress='h'\nuser='u'\nkey='/k'\n").unwrap_err();
+        assert!(nohk.contains("known_hosts") && nohk.contains("host_key"), "{nohk}");
+        let tz = parse(&format!("[[ssh]]\n{host}key='/k'\npool='p'\n[ssh.pools.p]\nwindows=['sat-sun']\n"))
+            .unwrap_err();
+        assert!(tz.contains("no timezone"), "{tz}");
+        assert!(parse(&format!("[[ssh]]\n{host}key='/k'\npassword='x'\n")).is_err());
     }
 
     #[test]

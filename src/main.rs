@@ -18,6 +18,12 @@ fn main() -> ExitCode {
         let code = canopy::providers::local::supervise_main(&argv[2..]);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
+    // The ssh provider's host side: one request on stdin, run by the
+    // binary Canopy uploaded to an owner's host.
+    if argv.get(1).map(String::as_str) == Some(canopy::providers::ssh::protocol::HOST_SUBCOMMAND) {
+        let code = canopy::providers::ssh::remote::host_main(&argv[2..]);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let args = cli::Cli::parse();
     let debug = args.debug;
     let plain = std::env::var_os("NO_COLOR").is_some() || !std::io::stderr().is_terminal();

@@ -839,6 +839,12 @@ impl Shell {
                 },
                 _ => OutputsResult::Skipped,
             };
+            // Logs and outputs are Canopy's now: what the attempt left at
+            // its provider may go (only providers on others' machines
+            // remove anything).
+            if let Err(e) = p.release(&token).await {
+                tracing::warn!(%attempt, "could not remove what the attempt left at its provider: {e}");
+            }
             Self::send(&tx, Event::Collected { attempt, end, log_tail, outputs });
         });
     }

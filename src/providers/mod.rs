@@ -14,6 +14,7 @@ pub mod ray;
 pub mod secrets;
 pub mod sim;
 pub mod slurm;
+pub mod ssh;
 
 use crate::engine::model::AttemptId;
 use crate::failure::ProviderEnd;
@@ -290,6 +291,14 @@ pub trait Provider: Send + Sync {
     }
     /// Everything this provider runs with a token of this store.
     async fn list_owned(&self, store_id: &str) -> Result<Vec<Owned>, ProviderError>;
+    /// The engine has shipped the ended attempt's logs and taken its
+    /// outputs: the provider may remove what the attempt left where it
+    /// ran (an owner's host keeps nothing of it). Most keep it for
+    /// operators to look at and do nothing here.
+    async fn release(&self, token: &str) -> Result<(), ProviderError> {
+        let _ = token;
+        Ok(())
+    }
 }
 
 /// A failed HTTP call in a few words — what went wrong and the innermost

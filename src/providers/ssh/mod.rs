@@ -1,0 +1,923 @@
+//! The `ssh` provider: machines that owners lend, reached over SSH.
+//!
+//! Each configured host becomes a node (pools group them, with the owner's
+//! lend limits and lend windows). On a host, an attempt is a local-provider
+//! attempt run by the uploaded Canopy binary as the owner's unprivileged
+//! user ([`remote`], `canopy __host`), so it survives a dropped connection
+//! and is re-adopted by token. This side ([`SshProvider`]) routes each call
+//! to the attempt's host over [`transport`], assigns GPUs per attempt
+//! (`CUDA_VISIBLE_DEVICES` from the host's GPUs that Canopy's live attempts
+//! do not hold), fetches outputs the host's supervisor collected, and
+//! removes what an attempt left once the engine has its logs and outputs
+//! ([`Provider::release`]).
+//!
+//! The lease: every host's supervisors stop their workloads when Canopy has
+//! not renewed the store's lease there for `lease` (the host's own clock
+//! decides). A background task renews every host's lease each `lease / 3`.
+//! While a host cannot be reached, [`Provider::status`] fails (a blip the
+//! engine tolerates) until the lease, the attempt's stop grace and
+//! [`SSH_LEASE_MARGIN`] have passed since the last renewal; only then is
+//! the attempt reported [`ProviderEnd::NodeLost`], so the engine places it
+//! again only once it has stopped on the lost host: never twice.
+//!
+//! Lend windows: outside its pool's window a host is `Cordoned`; before a
+//! window closes (its stop grace plus [`WINDOW_MARGIN`] ahead), running
+//! attempts there are stopped with their grace and reported
+//! [`ProviderEnd::Preempted`]: the owner takes the capacity back.
+//!
+//! This module must not decide retries or classify failures, and secret
+//! values leave it only inside a launch request's stdin.
+
+pub mod protocol;
+pub mod remote;
+pub mod transport;
+
+use crate::config::{SSH_LEASE_MARGIN, SshEntry};
+use crate::failure::ProviderEnd;
+use crate::fleet::{Free, Lifecycle, NodeState, PoolDef, Shape};
+use crate::providers::collect::{self, OutputLimits, Wanted};
+use crate::providers::window::LendWindows;
+use crate::providers::{
+    AttemptStatus, Collection, Inventory, InventoryNode, InventoryPool, LaunchAck, LaunchError,
+    LaunchRequest, LogChunk, LogStream, Owned, Provider, ProviderError,
+};
+use crate::spec::Spec;
+use protocol::{Listed, Probe, Request, Status};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant, SystemTime};
+use transport::{Target, Transport, TransportError};
+
+pub const KIND: &str = "ssh";
+
+/// How far ahead of a window's end running work is asked to stop, beyond
+/// its stop grace.
+pub const WINDOW_MARGIN: Duration = Duration::from_secs(5);
+
+/// "Now", injectable so tests can move a lend window's end close.
+pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+
+#[derive(Clone)]
+pub struct SshConfig {
+    pub name: String,
+    pub lease: Duration,
+    /// The Canopy build uploaded to hosts.
+    pub binary: PathBuf,
+    /// The store's id: each store has its own directory and lease on a host.
+    pub store: String,
+    /// Where ssh's control sockets and Canopy's ssh_config live (0700).
+    pub control_dir: PathBuf,
+    pub hosts: Vec<HostConfig>,
+    pub pools: BTreeMap<String, PoolConfig>,
+    /// Grace between SIGTERM and SIGKILL when the spec gives none.
+    pub grace: Duration,
+    pub outputs: OutputLimits,
+    pub clock: Clock,
+}
+
+impl std::fmt::Debug for SshConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SshConfig")
+            .field("name", &self.name)
+            .field("lease", &self.lease)
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    pub target: Target,
+    pub pool: String,
+    pub owner: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    pub region: String,
+    pub price_per_hour: f64,
+    pub capabilities: Vec<String>,
+    pub lend_limit_gpus: Option<u32>,
+    pub windows: LendWindows,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            region: KIND.into(),
+            price_per_hour: 0.0,
+            capabilities: Vec::new(),
+            lend_limit_gpus: None,
+            windows: LendWindows::always(),
+        }
+    }
+}
+
+impl SshConfig {
+    /// From `[[ssh]]`. A host given by `host_key` gets a known_hosts file
+    /// of its own under `state_dir` (0600), holding only that key.
+    pub fn from_entry(e: &SshEntry, store: &str, state_dir: &Path) -> Result<Self, String> {
+        let at = format!("[[ssh]] {}", e.name);
+        let binary = match &e.binary {
+            Some(b) => b.clone(),
+            None => {
+                std::env::current_exe().map_err(|err| format!("{at}: cannot find this program: {err}"))?
+            }
+        };
+        let mut pools = BTreeMap::new();
+        for h in &e.hosts {
+            if pools.contains_key(&h.pool) {
+                continue;
+            }
+            let p = e.pools.get(&h.pool).cloned().unwrap_or_default();
+            let windows = if p.windows.is_empty() {
+                LendWindows::always()
+            } else {
+                LendWindows::parse(&p.windows, p.timezone.as_deref().unwrap_or("UTC"))
+                    .map_err(|m| format!("{at}: [ssh.pools.{}] windows: {m}", h.pool))?
+            };
+            pools.insert(
+                h.pool.clone(),
+                PoolConfig {
+                    region: p.region.unwrap_or_else(|| KIND.into()),
+                    price_per_hour: p.price_per_hour.unwrap_or(0.0),
+                    capabilities: p.capabilities,
+                    lend_limit_gpus: p.lend_limit_gpus,
+                    windows,
+                },
+            );
+        }
+        let mut hosts = Vec::new();
+        for h in &e.hosts {
+            let known_hosts = match (&h.host_key, &h.known_hosts, &e.known_hosts) {
+                (Some(key), _, _) => pinned_known_hosts(state_dir, &e.name, h, key)?,
+                (None, Some(k), _) | (None, None, Some(k)) => k.clone(),
+                (None, None, None) => return Err(format!("{at}: host {:?} names no known_hosts", h.name)),
+            };
+            hosts.push(HostConfig {
+                target: Target {
+                    name: h.name.clone(),
+                    address: h.address.clone(),
+                    port: h.port,
+                    user: h.user.clone(),
+                    key: h.key.clone(),
+                    known_hosts,
+                },
+                pool: h.pool.clone(),
+                owner: h.owner.clone(),
+            });
+        }
+        Ok(Self {
+            name: e.name.clone(),
+            lease: e.lease(),
+            binary,
+            store: store.to_string(),
+            control_dir: default_control_dir(),
+            hosts,
+            pools,
+            grace: crate::spec::Runtime::DEFAULT_STOP_GRACE,
+            outputs: OutputLimits::default(),
+            clock: Arc::new(SystemTime::now),
+        })
+    }
+}
+
+/// `<tmp>/canopy-ssh-<uid>`: short, since control socket paths are
+/// limited to about 100 bytes.
+fn default_control_dir() -> PathBuf {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    std::env::temp_dir().join(format!("canopy-ssh-{uid}"))
+}
+
+fn pinned_known_hosts(
+    state_dir: &Path,
+    provider: &str,
+    h: &crate::config::SshHostEntry,
+    key: &str,
+) -> Result<PathBuf, String> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = state_dir.join(provider);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let path = dir.join(format!("known_hosts-{}", h.name.replace(['/', '\0'], "_")));
+    let key = key.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+    let line = format!("[{}]:{} {key}\n", h.address, h.port);
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    f.write_all(line.as_bytes())
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// One host as the provider tracks it.
+struct HostState {
+    cfg: HostConfig,
+    transport: Transport,
+    /// The last probe that answered.
+    probe: Mutex<Option<Probe>>,
+    /// Why the last call failed to reach it; `None` while reachable.
+    unreachable: Mutex<Option<String>>,
+    /// When the lease was last renewed here (after the answer came).
+    renewed: Mutex<Option<Instant>>,
+    /// GPU indices held by Canopy's live attempts, by token.
+    gpus: Mutex<BTreeMap<String, Vec<u32>>>,
+}
+
+impl HostState {
+    fn name(&self) -> &str {
+        &self.cfg.target.name
+    }
+}
+
+struct Inner {
+    cfg: SshConfig,
+    hosts: Vec<Arc<HostState>>,
+    started: Instant,
+    /// The host each known token runs on.
+    tokens: Mutex<HashMap<String, usize>>,
+    /// Each known token's stop grace.
+    graces: Mutex<HashMap<String, Duration>>,
+    /// Tokens stopped because their host's lend window closes.
+    preempted: Mutex<BTreeSet<String>>,
+    /// Attempts to remove from a host once it answers again.
+    cleanups: Mutex<BTreeSet<(usize, String)>>,
+}
+
+pub struct SshProvider {
+    inner: Arc<Inner>,
+    renewer: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for SshProvider {
+    fn drop(&mut self) {
+        if let Some(h) = self.renewer.take() {
+            h.abort();
+        }
+    }
+}
+
+impl SshProvider {
+    /// A provider that only answers calls (inventory for `canopy fleet`):
+    /// it renews no lease.
+    pub fn new(cfg: SshConfig) -> Self {
+        let binary = Arc::new(tokio::sync::OnceCell::new());
+        let hosts = cfg
+            .hosts
+            .iter()
+            .map(|h| {
+                Arc::new(HostState {
+                    transport: Transport::new(
+                        h.target.clone(),
+                        cfg.store.clone(),
+                        binary.clone(),
+                        cfg.binary.clone(),
+                        cfg.control_dir.clone(),
+                    ),
+                    cfg: h.clone(),
+                    probe: Mutex::new(None),
+                    unreachable: Mutex::new(None),
+                    renewed: Mutex::new(None),
+                    gpus: Mutex::new(BTreeMap::new()),
+                })
+            })
+            .collect();
+        let inner = Arc::new(Inner {
+            cfg,
+            hosts,
+            started: Instant::now(),
+            tokens: Mutex::new(HashMap::new()),
+            graces: Mutex::new(HashMap::new()),
+            preempted: Mutex::new(BTreeSet::new()),
+            cleanups: Mutex::new(BTreeSet::new()),
+        });
+        Self { inner, renewer: None }
+    }
+
+    /// A provider for a running engine: renews every host's lease in the
+    /// background, from now until it is dropped. Needs a Tokio runtime.
+    pub fn start(cfg: SshConfig) -> Self {
+        let mut p = Self::new(cfg);
+        let weak = Arc::downgrade(&p.inner);
+        p.renewer = Some(tokio::spawn(renew_forever(weak)));
+        p
+    }
+
+    /// Connects to `node`'s host and checks its key, the way every call
+    /// does: the error says why it cannot be reached.
+    pub async fn check_host(&self, node: &str) -> Result<(), String> {
+        let h = self.inner.host_named(node).ok_or_else(|| format!("no ssh host named {node:?}"))?;
+        h.transport.connect().await.map_err(|e| e.to_string())?;
+        h.transport.call::<Probe>(&Request::Probe).await.map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
+async fn renew_forever(inner: Weak<Inner>) {
+    loop {
+        let Some(i) = inner.upgrade() else { return };
+        let every = (i.cfg.lease / 3).max(Duration::from_millis(500));
+        let calls = i.hosts.iter().enumerate().map(|(n, _)| i.renew(n));
+        futures::future::join_all(calls).await;
+        drop(i);
+        tokio::time::sleep(every).await;
+    }
+}
+
+impl Inner {
+    fn err(&self, message: impl Into<String>) -> ProviderError {
+        ProviderError { provider: self.cfg.name.clone(), message: message.into() }
+    }
+
+    fn host_named(&self, node: &str) -> Option<&Arc<HostState>> {
+        self.hosts.iter().find(|h| h.name() == node)
+    }
+
+    fn pool(&self, h: &HostState) -> PoolConfig {
+        self.cfg.pools.get(&h.cfg.pool).cloned().unwrap_or_default()
+    }
+
+    fn now(&self) -> SystemTime {
+        (self.cfg.clock)()
+    }
+
+    /// Notes whether a call reached the host.
+    fn saw(&self, h: &HostState, r: Result<(), &TransportError>) {
+        let mut u = h.unreachable.lock().unwrap();
+        match r {
+            Ok(()) => {
+                if u.take().is_some() {
+                    tracing::info!(provider = %self.cfg.name, host = %h.name(), "reachable again");
+                }
+            }
+            Err(e) if e.is_unreachable() => {
+                if u.is_none() {
+                    tracing::warn!(provider = %self.cfg.name, host = %h.name(), "{e}");
+                }
+                *u = Some(e.to_string());
+            }
+            Err(_) => {}
+        }
+    }
+
+    async fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        h: &HostState,
+        req: &Request,
+    ) -> Result<T, TransportError> {
+        let r = h.transport.call(req).await;
+        self.saw(h, r.as_ref().map(|_| ()));
+        r
+    }
+
+    async fn call_raw(&self, h: &HostState, req: &Request) -> Result<Vec<u8>, TransportError> {
+        let r = h.transport.call_raw(req).await;
+        self.saw(h, r.as_ref().map(|_| ()));
+        r
+    }
+
+    /// Renews host `n`'s lease, then removes attempts left to clean there.
+    async fn renew(&self, n: usize) {
+        let h = &self.hosts[n];
+        let for_ms = self.cfg.lease.as_millis() as u64;
+        match self.call::<i64>(h, &Request::Renew { for_ms }).await {
+            Ok(_) => *h.renewed.lock().unwrap() = Some(Instant::now()),
+            Err(e) => {
+                tracing::debug!(host = %h.name(), "lease not renewed: {e}");
+                return;
+            }
+        }
+        let pending: Vec<String> =
+            self.cleanups.lock().unwrap().iter().filter(|(i, _)| *i == n).map(|(_, t)| t.clone()).collect();
+        for token in pending {
+            if self.call::<()>(h, &Request::Cleanup { token: token.clone() }).await.is_ok() {
+                self.cleanups.lock().unwrap().remove(&(n, token));
+            }
+        }
+    }
+
+    /// The host `token` runs on: known, or asked of every host.
+    /// `Ok(None)` when every host answered that it has no such attempt.
+    async fn host_of(&self, token: &str) -> Result<Option<usize>, ProviderError> {
+        if let Some(&n) = self.tokens.lock().unwrap().get(token) {
+            return Ok(Some(n));
+        }
+        let req = Request::Status { token: token.to_string() };
+        let asks = self.hosts.iter().map(|h| self.call::<Status>(h, &req));
+        let answers = futures::future::join_all(asks).await;
+        let mut unreachable = Vec::new();
+        for (n, a) in answers.into_iter().enumerate() {
+            match a {
+                Ok(Status::NotFound) => {}
+                Ok(_) => {
+                    self.tokens.lock().unwrap().insert(token.to_string(), n);
+                    return Ok(Some(n));
+                }
+                Err(e) => unreachable.push(e.to_string()),
+            }
+        }
+        if unreachable.is_empty() {
+            Ok(None)
+        } else {
+            Err(self.err(format!("cannot tell where {token} runs: {}", unreachable.join("; "))))
+        }
+    }
+
+    fn forget(&self, n: usize, token: &str) {
+        self.hosts[n].gpus.lock().unwrap().remove(token);
+    }
+
+    fn grace_of(&self, token: &str) -> Duration {
+        self.graces.lock().unwrap().get(token).copied().unwrap_or(self.cfg.grace)
+    }
+
+    /// When host `n`'s supervisors have surely stopped `token`'s workload
+    /// for want of a lease.
+    fn lost_after(&self, n: usize, token: &str) -> Instant {
+        let base = self.hosts[n].renewed.lock().unwrap().unwrap_or(self.started);
+        base + self.cfg.lease + self.grace_of(token) + SSH_LEASE_MARGIN
+    }
+
+    /// Whether the host's lend window is closed now or closes within
+    /// `ahead`.
+    fn window_closing(&self, h: &HostState, ahead: Duration) -> bool {
+        let w = self.pool(h).windows;
+        if w.is_always() {
+            return false;
+        }
+        let now = self.now();
+        if !w.is_open(now) {
+            return true;
+        }
+        w.closes_at(now).is_some_and(|end| end.duration_since(now).unwrap_or_default() <= ahead)
+    }
+
+    fn node_state(&self, h: &HostState) -> NodeState {
+        if h.unreachable.lock().unwrap().is_some() || h.probe.lock().unwrap().is_none() {
+            NodeState::Down
+        } else if self.window_closing(h, WINDOW_MARGIN) {
+            NodeState::Cordoned
+        } else {
+            NodeState::Ready
+        }
+    }
+
+    /// Free GPU indices on the host, or `None` on a host without GPUs.
+    fn pick_gpus(&self, h: &HostState, token: &str, want: u32) -> Result<Option<Vec<u32>>, LaunchError> {
+        let total = h.probe.lock().unwrap().as_ref().map_or(0, |p| p.shape.gpus_per_node);
+        if total == 0 {
+            return if want == 0 {
+                Ok(None)
+            } else {
+                Err(LaunchError::Capacity(format!("host {} has no GPUs", h.name())))
+            };
+        }
+        let mut held = h.gpus.lock().unwrap();
+        if let Some(ids) = held.get(token) {
+            return Ok(Some(ids.clone()));
+        }
+        let busy: BTreeSet<u32> = held.values().flatten().copied().collect();
+        let free: Vec<u32> = (0..total).filter(|i| !busy.contains(i)).take(want as usize).collect();
+        if (free.len() as u32) < want {
+            return Err(LaunchError::Capacity(format!(
+                "host {} has {} of its {total} GPUs free; the attempt needs {want}",
+                h.name(),
+                total as usize - busy.len()
+            )));
+        }
+        held.insert(token.to_string(), free.clone());
+        Ok(Some(free))
+    }
+
+    /// Stops `token` before its host's lend window closes.
+    fn preempt(self: &Arc<Self>, n: usize, token: &str) {
+        if !self.preempted.lock().unwrap().insert(token.to_string()) {
+            return;
+        }
+        let grace = self.grace_of(token);
+        tracing::info!(
+            provider = %self.cfg.name, host = %self.hosts[n].name(), token,
+            "the host's lend window closes; stopping the attempt with {grace:?} of grace"
+        );
+        let me = self.clone();
+        let token = token.to_string();
+        tokio::spawn(async move {
+            let h = &me.hosts[n];
+            let req = Request::Terminate { token: token.clone(), grace_ms: Some(grace.as_millis() as u64) };
+            if let Err(e) = me.call::<()>(h, &req).await {
+                tracing::warn!(host = %h.name(), token, "could not stop the attempt for its lend window: {e}");
+                me.preempted.lock().unwrap().remove(&token);
+            }
+        });
+    }
+}
+
+/// A pool's shape from its hosts' probes: what every answering host has
+/// at least (the scheduler places by pool shape).
+fn pool_shape(probes: &[Shape]) -> Shape {
+    let Some(first) = probes.first() else {
+        return Shape {
+            accelerator: None,
+            gpus_per_node: 0,
+            interconnect: crate::accel::Interconnect::Pcie,
+            cpu_cores: 0.0,
+            memory_gb: 0.0,
+            disk_gb: 0.0,
+            fabric: None,
+        };
+    };
+    let mut s = first.clone();
+    for p in &probes[1..] {
+        s.cpu_cores = s.cpu_cores.min(p.cpu_cores);
+        s.memory_gb = s.memory_gb.min(p.memory_gb);
+        s.disk_gb = s.disk_gb.min(p.disk_gb);
+        if p.accelerator != s.accelerator {
+            tracing::warn!("hosts of one ssh pool have different GPUs; the pool offers only what all have");
+            s.accelerator = None;
+            s.gpus_per_node = 0;
+        } else {
+            s.gpus_per_node = s.gpus_per_node.min(p.gpus_per_node);
+        }
+    }
+    s
+}
+
+fn end_of(end: ProviderEnd) -> AttemptStatus {
+    AttemptStatus::Ended(end)
+}
+
+#[async_trait::async_trait]
+impl Provider for SshProvider {
+    fn name(&self) -> &str {
+        &self.inner.cfg.name
+    }
+
+    async fn inventory(&self) -> Result<Inventory, ProviderError> {
+        let i = &self.inner;
+        let probes = i.hosts.iter().map(|h| async move {
+            match tokio::time::timeout(Duration::from_secs(20), i.call::<Probe>(h, &Request::Probe)).await {
+                Ok(Ok(p)) => *h.probe.lock().unwrap() = Some(p),
+                Ok(Err(_)) => {}
+                Err(_) => i.saw(
+                    h,
+                    Err(&TransportError::Unreachable {
+                        host: h.name().into(),
+                        at: h.cfg.target.shown(),
+                        message: "the probe timed out".into(),
+                    }),
+                ),
+            }
+        });
+        futures::future::join_all(probes).await;
+        let mut pools = Vec::new();
+        for (name, p) in &i.cfg.pools {
+            let hosts: Vec<&Arc<HostState>> = i.hosts.iter().filter(|h| &h.cfg.pool == name).collect();
+            let shapes: Vec<Shape> = hosts
+                .iter()
+                .filter_map(|h| h.probe.lock().unwrap().as_ref().map(|p| p.shape.clone()))
+                .collect();
+            let def = PoolDef {
+                name: name.clone(),
+                region: p.region.clone(),
+                shape: pool_shape(&shapes),
+                price_per_hour: p.price_per_hour,
+                startup: Duration::from_secs(2),
+                capabilities: p.capabilities.clone(),
+                compliance: Vec::new(),
+                reserved: true,
+                interruptible: !p.windows.is_always(),
+                lifecycle: Lifecycle::Process,
+                lend_limit_gpus: p.lend_limit_gpus,
+            };
+            let nodes = hosts
+                .iter()
+                .map(|h| InventoryNode {
+                    name: h.name().to_string(),
+                    state: i.node_state(h),
+                    used_by_others: Free::default(),
+                    switch: None,
+                })
+                .collect();
+            pools.push(InventoryPool { def, nodes });
+        }
+        Ok(Inventory { pools })
+    }
+
+    async fn launch(&self, req: &LaunchRequest) -> Result<LaunchAck, LaunchError> {
+        let i = &self.inner;
+        if req.is_gang() {
+            return Err(LaunchError::Rejected(
+                "multi-node gangs cannot run on ssh hosts yet; run them on Slurm, Ray or the local provider"
+                    .into(),
+            ));
+        }
+        if req.spec.runtime.image.is_some() {
+            return Err(LaunchError::Rejected(
+                "ssh hosts run workloads as processes of the owner's user; containers are not offered there \
+                 (remove runtime.image)"
+                    .into(),
+            ));
+        }
+        let Some(n) = i.hosts.iter().position(|h| h.name() == req.node) else {
+            return Err(LaunchError::Rejected(format!("no ssh host named {:?} in {}", req.node, i.cfg.name)));
+        };
+        let h = &i.hosts[n];
+        let grace = req.spec.runtime.stop_grace.map_or(i.cfg.grace, |g| g.0);
+        if i.window_closing(h, grace + WINDOW_MARGIN) {
+            return Err(LaunchError::Capacity(format!(
+                "host {} is outside its owner's lend window ({})",
+                h.name(),
+                i.pool(h).windows.describe()
+            )));
+        }
+        let gpus = i.pick_gpus(h, &req.token, req.spec.resources.gpus)?;
+        let launch = protocol::Launch {
+            attempt: req.attempt,
+            token: req.token.clone(),
+            spec: (*req.spec).clone(),
+            pool: req.pool.clone(),
+            node: req.node.clone(),
+            nodes: req.nodes.clone(),
+            gpus: gpus.clone(),
+            lease_ms: i.cfg.lease.as_millis() as u64,
+            secrets: req.secrets.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect(),
+        };
+        let r = i.call::<protocol::LaunchOutcome>(h, &Request::Launch(Box::new(launch))).await;
+        let ack = match r {
+            Ok(o) => o.into_result(),
+            Err(e) if e.is_unreachable() => Err(LaunchError::Api(e.to_string())),
+            Err(e) => Err(LaunchError::Api(e.to_string())),
+        };
+        match &ack {
+            Ok(_) => {
+                i.tokens.lock().unwrap().insert(req.token.clone(), n);
+                i.graces.lock().unwrap().insert(req.token.clone(), grace);
+            }
+            Err(_) => i.forget(n, &req.token),
+        }
+        ack
+    }
+
+    async fn status(&self, token: &str) -> Result<AttemptStatus, ProviderError> {
+        let i = &self.inner;
+        let Some(n) = i.host_of(token).await? else { return Ok(AttemptStatus::NotFound) };
+        let h = &i.hosts[n];
+        match i.call::<Status>(h, &Request::Status { token: token.to_string() }).await {
+            Ok(Status::Ended { end }) => {
+                i.forget(n, token);
+                let preempted = i.preempted.lock().unwrap().contains(token);
+                Ok(end_of(if preempted { ProviderEnd::Preempted } else { end }))
+            }
+            Ok(Status::NotFound) => Ok(AttemptStatus::NotFound),
+            Ok(s) => {
+                if i.window_closing(h, i.grace_of(token) + WINDOW_MARGIN) {
+                    self.inner.preempt(n, token);
+                }
+                Ok(if s == Status::Pending { AttemptStatus::Pending } else { AttemptStatus::Running })
+            }
+            Err(e) if e.is_unreachable() && Instant::now() >= i.lost_after(n, token) => {
+                i.forget(n, token);
+                i.cleanups.lock().unwrap().insert((n, token.to_string()));
+                Ok(end_of(ProviderEnd::NodeLost {
+                    message: format!(
+                        "lost contact with ssh host {} for longer than its lease ({}); its supervisor has \
+                         stopped the workload there ({e})",
+                        h.name(),
+                        crate::units::HumanDuration(i.cfg.lease)
+                    ),
+                }))
+            }
+            Err(e) => Err(i.err(e.to_string())),
+        }
+    }
+
+    async fn logs(
+        &self,
+        token: &str,
+        stream: LogStream,
+        offset: u64,
+        max: usize,
+    ) -> Result<LogChunk, ProviderError> {
+        let i = &self.inner;
+        let Some(n) = i.host_of(token).await? else {
+            return Err(i.err(format!("no attempt {token} on any ssh host")));
+        };
+        let req = Request::Logs { token: token.to_string(), stream: stream.into(), offset, max };
+        let data = i.call_raw(&i.hosts[n], &req).await.map_err(|e| i.err(e.to_string()))?;
+        Ok(LogChunk { next_offset: offset + data.len() as u64, data })
+    }
+
+    async fn outputs(&self, token: &str, spec: &Spec, dest: &Path) -> Result<Collection, ProviderError> {
+        let i = &self.inner;
+        let Some(n) = i.host_of(token).await? else {
+            return Err(i.err(format!("no attempt {token} on any ssh host")));
+        };
+        let h = &i.hosts[n];
+        let staged: Collection = i
+            .call(h, &Request::Outputs { token: token.to_string(), spec: Box::new(spec.clone()) })
+            .await
+            .map_err(|e| i.err(e.to_string()))?;
+        if staged.artifacts.is_empty() {
+            return Ok(staged);
+        }
+        let tar = i
+            .call_raw(h, &Request::Fetch { token: token.to_string() })
+            .await
+            .map_err(|e| i.err(e.to_string()))?;
+        let (dest, limits) = (dest.to_path_buf(), i.cfg.outputs);
+        let host = h.name().to_string();
+        tokio::task::spawn_blocking(move || receive(&host, &tar, staged, &dest, &limits))
+            .await
+            .map_err(|e| i.err(format!("the output task failed: {e}")))?
+            .map_err(|m| i.err(m))
+    }
+
+    async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
+        self.stop(token, None).await
+    }
+
+    async fn terminate_within(&self, token: &str, grace: Duration) -> Result<(), ProviderError> {
+        self.stop(token, Some(grace)).await
+    }
+
+    async fn list_owned(&self, store_id: &str) -> Result<Vec<Owned>, ProviderError> {
+        let i = &self.inner;
+        if store_id != i.cfg.store {
+            return Ok(Vec::new());
+        }
+        let asks = i.hosts.iter().map(|h| i.call::<Vec<Listed>>(h, &Request::List));
+        let answers = futures::future::join_all(asks).await;
+        let mut owned = Vec::new();
+        let mut failed = Vec::new();
+        for (n, a) in answers.into_iter().enumerate() {
+            match a {
+                Ok(list) => {
+                    for l in list {
+                        i.tokens.lock().unwrap().insert(l.token.clone(), n);
+                        if l.running && !l.gpus.is_empty() {
+                            i.hosts[n].gpus.lock().unwrap().insert(l.token.clone(), l.gpus.clone());
+                        }
+                        owned.push(Owned::from(l));
+                    }
+                }
+                Err(e) => failed.push(e.to_string()),
+            }
+        }
+        if owned.is_empty() && failed.len() == i.hosts.len() {
+            return Err(i.err(failed.join("; ")));
+        }
+        owned.sort_by(|a, b| a.token.cmp(&b.token));
+        Ok(owned)
+    }
+
+    async fn release(&self, token: &str) -> Result<(), ProviderError> {
+        let i = &self.inner;
+        let Some(n) = i.tokens.lock().unwrap().get(token).copied() else { return Ok(()) };
+        i.forget(n, token);
+        let r = i.call::<()>(&i.hosts[n], &Request::Cleanup { token: token.to_string() }).await;
+        i.tokens.lock().unwrap().remove(token);
+        i.graces.lock().unwrap().remove(token);
+        i.preempted.lock().unwrap().remove(token);
+        if let Err(e) = r {
+            // Tried again each time the lease is renewed there.
+            i.cleanups.lock().unwrap().insert((n, token.to_string()));
+            return Err(i.err(format!("could not remove {token} from host {}: {e}", i.hosts[n].name())));
+        }
+        Ok(())
+    }
+}
+
+impl SshProvider {
+    async fn stop(&self, token: &str, grace: Option<Duration>) -> Result<(), ProviderError> {
+        let i = &self.inner;
+        let Some(n) = i.host_of(token).await? else { return Ok(()) };
+        let req =
+            Request::Terminate { token: token.to_string(), grace_ms: grace.map(|g| g.as_millis() as u64) };
+        i.call::<()>(&i.hosts[n], &req).await.map_err(|e| i.err(e.to_string()))
+    }
+}
+
+/// Unpacks the fetched tar into a private staging directory beside
+/// `dest` (regular files and directories only, relative paths without
+/// `..`, no more than the attempt's size limit), then collects each staged
+/// artifact into `dest` with the hardened local collection, whose
+/// checksums must match the host's.
+fn receive(
+    host: &str,
+    tar: &[u8],
+    staged: Collection,
+    dest: &Path,
+    limits: &OutputLimits,
+) -> Result<Collection, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let parent = dest.parent().unwrap_or(Path::new("/"));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(parent)
+        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let staging = parent.join(format!(".ssh-fetch-{name}-{}", std::process::id()));
+    let _ = collect::remove_existing(&staging);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&staging)
+        .map_err(|e| format!("cannot create {}: {e}", staging.display()))?;
+    let result = (|| {
+        unpack(host, tar, &staging, limits.max_attempt_bytes)?;
+        let wanted: Vec<Wanted> = staged
+            .artifacts
+            .iter()
+            .map(|a| Wanted {
+                name: a.name.clone(),
+                rel: PathBuf::from(&a.name),
+                shown: a.name.clone(),
+                required: true,
+            })
+            .collect();
+        let got = collect::collect_wanted(&staging, &wanted, dest, limits)?;
+        for a in &staged.artifacts {
+            match got.artifacts.iter().find(|g| g.name == a.name) {
+                Some(g) if g.sha256 == a.sha256 && g.bytes == a.bytes => {}
+                _ => {
+                    let _ = collect::remove_existing(&dest.join(&a.name));
+                    return Err(format!(
+                        "output {:?} arrived from host {host} different from what its supervisor collected \
+                         (size or SHA-256); refusing it",
+                        a.name
+                    ));
+                }
+            }
+        }
+        Ok(Collection { artifacts: got.artifacts, skipped: staged.skipped.clone() })
+    })();
+    let _ = collect::remove_existing(&staging);
+    result
+}
+
+fn unpack(host: &str, tar: &[u8], into: &Path, max_bytes: u64) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let bad = |m: String| format!("the outputs from host {host} were refused: {m}");
+    let mut archive = tar::Archive::new(tar);
+    let mut total = 0u64;
+    for entry in archive.entries().map_err(|e| bad(e.to_string()))? {
+        let mut entry = entry.map_err(|e| bad(e.to_string()))?;
+        let path = entry.path().map_err(|e| bad(e.to_string()))?.into_owned();
+        let safe = !path.as_os_str().is_empty()
+            && path
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
+        if !safe {
+            return Err(bad(format!("entry {} leaves the outputs", path.display())));
+        }
+        let at = into.join(&path);
+        match entry.header().entry_type() {
+            tar::EntryType::Directory => {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&at)
+                    .map_err(|e| bad(format!("cannot create {}: {e}", at.display())))?;
+            }
+            tar::EntryType::Regular => {
+                total += entry.size();
+                if total > max_bytes {
+                    return Err(bad(format!(
+                        "more than the {max_bytes} bytes an attempt's outputs may hold"
+                    )));
+                }
+                if let Some(p) = at.parent() {
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(p)
+                        .map_err(|e| bad(format!("cannot create {}: {e}", p.display())))?;
+                }
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&at)
+                    .map_err(|e| bad(format!("cannot create {}: {e}", at.display())))?;
+                std::io::copy(&mut entry, &mut f)
+                    .map_err(|e| bad(format!("cannot write {}: {e}", at.display())))?;
+            }
+            other => {
+                return Err(bad(format!("entry {} is a {other:?}, not a file or directory", path.display())));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,319 @@
+//! `canopy __host`: the host side of the `ssh` provider, run by the
+//! uploaded Canopy binary as the owner's unprivileged user.
+//!
+//! Each call performs one [`Request`] read from stdin on a
+//! [`LocalProvider`] over `~/.canopy-host/<store id>/attempts`, so an
+//! attempt on an owner's host is exactly a local attempt there: its own
+//! directory, a supervisor in its own session that outlives the SSH
+//! connection, re-adoption by token, outputs collected next to the files
+//! with the local safety rules. What the SSH provider adds lives in the
+//! store's directory beside the attempts:
+//!
+//! ```text
+//! ~/.canopy-host/<store>/lease            the deadline Canopy renews (this host's clock)
+//! ~/.canopy-host/<store>/attempts/<token>/   a local attempt directory, plus
+//!     ssh-gpus.json                        the GPU indices it was given
+//!     fetch/                               outputs staged for Canopy to fetch
+//! ```
+//!
+//! Secret values arrive in the request on stdin and go to the supervisor's
+//! environment, as the local launcher hands them; they are never written
+//! to a file or an argument list. Containers are not offered on owners'
+//! hosts (running one needs the owner's container engine, often root's).
+//!
+//! This module must not touch anything outside the store's directory nor
+//! signal processes the local provider would not.
+
+use super::protocol::{self, Listed, Probe, Reply, Request, Status};
+use crate::providers::local::layout::{self, AttemptDir, valid_token};
+use crate::providers::local::state::{self, Observed};
+use crate::providers::local::{ContainerPolicy, LocalConfig, LocalProvider, ShimCommand};
+use crate::providers::{AttemptStatus, LaunchRequest, Provider, SecretValue};
+use serde::Serialize;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Exit status when the request itself is wrong (a Canopy bug or a
+/// version mismatch).
+pub const USAGE_ERROR: i32 = 2;
+/// Exit status when the request failed; the reason is on stdout or stderr.
+pub const FAILED: i32 = 1;
+
+/// The most a request may hold (a spec and secret values).
+const MAX_REQUEST: u64 = 64 << 20;
+
+/// The store's directory on this host.
+pub fn store_dir(home: &Path, store: &str) -> PathBuf {
+    home.join(".canopy-host").join(store)
+}
+
+/// Runs one request. Returns the process's exit status.
+pub fn host_main(args: &[String]) -> i32 {
+    let store = match args {
+        [flag, store] if flag == "--store" && valid_token(store) => store.clone(),
+        _ => {
+            eprintln!("usage: canopy __host --store <store id> < request.json");
+            return USAGE_ERROR;
+        }
+    };
+    let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) else {
+        eprintln!("canopy __host: HOME is not set to an absolute path on this host");
+        return FAILED;
+    };
+    let mut text = Vec::new();
+    if let Err(e) = std::io::stdin().take(MAX_REQUEST).read_to_end(&mut text) {
+        eprintln!("canopy __host: cannot read the request: {e}");
+        return USAGE_ERROR;
+    }
+    let req: Request = match serde_json::from_slice(&text) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("canopy __host: the request is not one this version understands: {e}");
+            return USAGE_ERROR;
+        }
+    };
+    drop(text);
+    if let Request::Launch(l) = &req {
+        // The workload's GPUs: the local plan passes CUDA_VISIBLE_DEVICES
+        // on from the launcher's environment. Set while this process has
+        // one thread, before the runtime starts.
+        match &l.gpus {
+            // SAFETY: single-threaded here; nothing reads the environment concurrently.
+            Some(ids) => unsafe {
+                std::env::set_var(
+                    "CUDA_VISIBLE_DEVICES",
+                    ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+                )
+            },
+            // SAFETY: as above.
+            None => unsafe { std::env::remove_var("CUDA_VISIBLE_DEVICES") },
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("canopy __host: cannot start: {e}");
+            return FAILED;
+        }
+    };
+    let host = Host::new(store_dir(&home, &store), store);
+    rt.block_on(host.serve(req))
+}
+
+struct Host {
+    dir: PathBuf,
+    store: String,
+    provider: LocalProvider,
+}
+
+impl Host {
+    fn new(dir: PathBuf, store: String) -> Self {
+        let shim = ShimCommand::current_exe().unwrap_or_else(|_| ShimCommand {
+            program: PathBuf::from("/proc/self/exe"),
+            args: vec!["__supervise".into()],
+        });
+        let mut cfg = LocalConfig::new(dir.join("attempts"), shim);
+        cfg.containers = ContainerPolicy::Disabled;
+        cfg.lease = Some(dir.join("lease"));
+        Self { provider: LocalProvider::new(cfg), dir, store }
+    }
+
+    fn attempt(&self, token: &str) -> Result<AttemptDir, String> {
+        if valid_token(token) {
+            Ok(AttemptDir::at(&self.dir.join("attempts"), token))
+        } else {
+            Err(format!("{token:?} is not an attempt token"))
+        }
+    }
+
+    fn lease(&self) -> PathBuf {
+        self.dir.join("lease")
+    }
+
+    async fn serve(&self, req: Request) -> i32 {
+        match req {
+            Request::Probe => answer(self.probe().await),
+            Request::Launch(l) => answer(self.launch(*l).await),
+            Request::Status { token } => answer(self.status(&token).await),
+            Request::Logs { token, stream, offset, max } => raw(self
+                .provider
+                .logs(&token, stream.into(), offset, max)
+                .await
+                .map(|c| c.data)
+                .map_err(|e| e.message)),
+            Request::Terminate { token, grace_ms } => {
+                let r = match grace_ms {
+                    Some(ms) => self.provider.terminate_within(&token, Duration::from_millis(ms)).await,
+                    None => self.provider.terminate(&token).await,
+                };
+                answer(r.map_err(|e| e.message))
+            }
+            Request::Outputs { token, spec } => answer(self.outputs(&token, &spec).await),
+            Request::Fetch { token } => match self.attempt(&token) {
+                Ok(dir) => fetch(&dir.path().join("fetch")),
+                Err(e) => raw(Err(e)),
+            },
+            Request::List => answer(self.list().await),
+            Request::Renew { for_ms } => answer(self.renew(for_ms)),
+            Request::Cleanup { token } => answer(self.cleanup(&token)),
+        }
+    }
+
+    async fn probe(&self) -> Result<Probe, String> {
+        let attempts = self.dir.join("attempts");
+        let inv = crate::providers::local::inventory::inventory(&attempts, false, 1).await?;
+        let shape =
+            inv.pools.into_iter().next().map(|p| p.def.shape).ok_or("the host reported no capacity")?;
+        Ok(Probe { arch: std::env::consts::ARCH.to_string(), shape, now_ms: layout::now_ms() })
+    }
+
+    async fn launch(&self, l: protocol::Launch) -> Result<protocol::LaunchOutcome, String> {
+        let dir = self.attempt(&l.token)?;
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
+        // The supervisor must find a live lease from its first check.
+        self.renew(l.lease_ms)?;
+        let req = LaunchRequest {
+            attempt: l.attempt,
+            token: l.token.clone(),
+            spec: Arc::new(l.spec),
+            pool: l.pool,
+            node: l.node,
+            secrets: l.secrets.into_iter().map(|(k, v)| (k, SecretValue::new(v))).collect(),
+            artifact_dir: dir.outputs(),
+            nodes: l.nodes,
+            checkpoint_dir: None,
+        };
+        let r = self.provider.launch(&req).await;
+        if let (Ok(ack), Some(ids)) = (&r, &l.gpus)
+            && !ack.adopted
+        {
+            // Best effort: only `list` reads it, to account GPUs again
+            // after Canopy restarts.
+            let _ = layout::write_json(&dir.path().join("ssh-gpus.json"), ids);
+        }
+        Ok(protocol::LaunchOutcome::from_result(r))
+    }
+
+    async fn status(&self, token: &str) -> Result<Status, String> {
+        Ok(match self.provider.status(token).await.map_err(|e| e.message)? {
+            AttemptStatus::Pending => Status::Pending,
+            AttemptStatus::Running => Status::Running,
+            AttemptStatus::Ended(end) => Status::Ended { end },
+            AttemptStatus::NotFound => Status::NotFound,
+        })
+    }
+
+    async fn outputs(&self, token: &str, spec: &crate::spec::Spec) -> Result<protocol::Staged, String> {
+        let dir = self.attempt(token)?;
+        let staging = dir.path().join("fetch");
+        crate::providers::collect::remove_existing(&staging)
+            .map_err(|e| format!("cannot clear {}: {e}", staging.display()))?;
+        let mut c = self.provider.outputs(token, spec, &staging).await.map_err(|e| e.message)?;
+        for a in &mut c.artifacts {
+            a.path = a
+                .path
+                .strip_prefix(&staging)
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|_| a.name.clone().into());
+        }
+        Ok(c)
+    }
+
+    async fn list(&self) -> Result<Vec<Listed>, String> {
+        let owned = self.provider.list_owned(&self.store).await.map_err(|e| e.message)?;
+        Ok(owned
+            .into_iter()
+            .map(|o| {
+                let gpus = self
+                    .attempt(&o.token)
+                    .ok()
+                    .and_then(|d| {
+                        layout::read_json::<Vec<u32>>(&d.path().join("ssh-gpus.json")).ok().flatten()
+                    })
+                    .unwrap_or_default();
+                Listed { token: o.token, provider_ref: o.provider_ref, running: o.running, gpus }
+            })
+            .collect())
+    }
+
+    fn renew(&self, for_ms: u64) -> Result<i64, String> {
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
+        crate::providers::local::lease::renew(&self.lease(), Duration::from_millis(for_ms))
+            .map_err(|e| format!("cannot renew the lease at {}: {e}", self.lease().display()))?;
+        Ok(layout::now_ms())
+    }
+
+    /// Removes an attempt that holds no process any more.
+    fn cleanup(&self, token: &str) -> Result<(), String> {
+        let dir = self.attempt(token)?;
+        let o = state::observe(&dir).map_err(|e| format!("cannot read {}: {e}", dir.path().display()))?;
+        match o {
+            Observed::Missing => return Ok(()),
+            o if o.holds_processes() => {
+                return Err(format!("{} still runs; stop it before cleaning up", dir.path().display()));
+            }
+            _ => {}
+        }
+        std::fs::remove_dir_all(dir.path())
+            .map_err(|e| format!("cannot remove {}: {e}", dir.path().display()))
+    }
+}
+
+/// Writes a JSON reply; exit 0 for `Ok`.
+fn answer<T: Serialize>(r: Result<T, String>) -> i32 {
+    let (reply, code) = match r {
+        Ok(v) => (Reply::Ok(v), 0),
+        Err(e) => (Reply::Error(e), FAILED),
+    };
+    let mut out = std::io::stdout().lock();
+    match serde_json::to_writer(&mut out, &reply).and_then(|()| out.flush().map_err(serde_json::Error::io)) {
+        Ok(()) => code,
+        Err(_) => FAILED,
+    }
+}
+
+/// Writes raw bytes (exit 0), or the error on stderr (exit 1).
+fn raw(r: Result<Vec<u8>, String>) -> i32 {
+    match r {
+        Ok(bytes) => {
+            let mut out = std::io::stdout().lock();
+            if out.write_all(&bytes).and_then(|()| out.flush()).is_ok() { 0 } else { FAILED }
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            FAILED
+        }
+    }
+}
+
+/// The staging directory as a tar stream: its entries under their own
+/// names, links archived as links (Canopy refuses them), never followed.
+fn fetch(staging: &Path) -> i32 {
+    let write = || -> std::io::Result<()> {
+        let out = std::io::stdout().lock();
+        let mut tar = tar::Builder::new(std::io::BufWriter::new(out));
+        tar.follow_symlinks(false);
+        let mut names: Vec<_> = std::fs::read_dir(staging)?.collect::<std::io::Result<Vec<_>>>()?;
+        names.sort_by_key(|e| e.file_name());
+        for e in names {
+            let ft = e.file_type()?;
+            if ft.is_dir() {
+                tar.append_dir_all(e.file_name(), e.path())?;
+            } else {
+                tar.append_path_with_name(e.path(), e.file_name())?;
+            }
+        }
+        tar.into_inner()?.flush()
+    };
+    match write() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("cannot send {}: {e}", staging.display());
+            FAILED
+        }
+    }
+}

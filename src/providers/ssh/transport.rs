@@ -1,0 +1,451 @@
+//! Reaching one owner's host: the operator's OpenSSH client, one
+//! ControlMaster connection per host multiplexing every short command
+//! (through the `openssh` crate), the Canopy binary uploaded once per
+//! build, and one `__host` request per command.
+//!
+//! Host keys are OpenSSH's to check, strictly: only the configured
+//! known_hosts file counts (`GlobalKnownHostsFile=/dev/null`), an unknown
+//! or changed key refuses the connection ([`TransportError::UnknownHostKey`],
+//! [`TransportError::ChangedHostKey`]) and nothing is ever added to the
+//! file. Only the configured key is offered (`IdentitiesOnly=yes`), never
+//! interactively (`BatchMode=yes`).
+//!
+//! The binary goes to `~/.canopy-host/bin/canopy-<sha256 prefix>`: written
+//! under a temporary name, its SHA-256 checked on the host, then renamed,
+//! mode 0700; the host's `uname -m` must be this build's architecture.
+//!
+//! This module owns connections and the wire; it knows nothing of
+//! attempts, leases or windows. Secret values pass through it only inside
+//! a request's stdin.
+
+use super::protocol::{HOST_SUBCOMMAND, Reply, Request};
+use openssh::{KnownHosts, Session, SessionBuilder, Stdio};
+use serde::de::DeserializeOwned;
+use sha2::Digest;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+/// Where and as whom to connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The node's name, for messages.
+    pub name: String,
+    pub address: String,
+    pub port: u16,
+    pub user: String,
+    pub key: PathBuf,
+    pub known_hosts: PathBuf,
+}
+
+impl Target {
+    /// `user@address:port`, for messages.
+    pub fn shown(&self) -> String {
+        format!("{}@{}:{}", self.user, self.address, self.port)
+    }
+}
+
+/// The Canopy build uploaded to hosts, hashed once.
+#[derive(Debug)]
+pub struct Binary {
+    pub path: PathBuf,
+    pub sha256: String,
+}
+
+impl Binary {
+    /// Hashes the file (blocking: call from a blocking task).
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let mut f = std::fs::File::open(path)
+            .map_err(|e| format!("cannot read the Canopy binary to upload ({}): {e}", path.display()))?;
+        let mut h = sha2::Sha256::new();
+        std::io::copy(&mut f, &mut HashWriter(&mut h))
+            .map_err(|e| format!("cannot read the Canopy binary to upload ({}): {e}", path.display()))?;
+        Ok(Self { path: path.to_path_buf(), sha256: hex::encode(h.finalize()) })
+    }
+
+    /// Its name on hosts.
+    pub fn remote_name(&self) -> String {
+        format!("canopy-{}", &self.sha256[..16])
+    }
+}
+
+struct HashWriter<'a>(&'a mut sha2::Sha256);
+
+impl Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    #[error(
+        "host {host} ({at}) refused: its host key is not in {known_hosts}, and Canopy never trusts a host \
+         on first use. Get the key's fingerprint from the host's owner, compare it with `ssh-keyscan -p \
+         {port} {address} | ssh-keygen -lf -`, and add the line to {known_hosts} (or set host_key)"
+    )]
+    UnknownHostKey { host: String, at: String, address: String, port: u16, known_hosts: String },
+    #[error(
+        "host {host} ({at}) refused: its host key has CHANGED from the one in {known_hosts}. This may be \
+         an attack; Canopy will not connect. If the owner reinstalled the host, confirm the new key's \
+         fingerprint with them, then replace its line: ssh-keygen -R '[{address}]:{port}' -f {known_hosts}"
+    )]
+    ChangedHostKey { host: String, at: String, address: String, port: u16, known_hosts: String },
+    #[error("host {host} ({at}) is unreachable: {message}")]
+    Unreachable { host: String, at: String, message: String },
+    #[error("host {host} ({at}): {message}")]
+    Setup { host: String, at: String, message: String },
+    /// The host answered, with an error.
+    #[error("host {host}: {message}")]
+    Remote { host: String, message: String },
+}
+
+impl TransportError {
+    /// Whether Canopy could not reach the host at all (as opposed to the
+    /// host answering with an error).
+    pub fn is_unreachable(&self) -> bool {
+        !matches!(self, TransportError::Remote { .. })
+    }
+}
+
+/// One host's connection, opened on first use and again after it drops.
+pub struct Transport {
+    target: Target,
+    store: String,
+    binary: Arc<tokio::sync::OnceCell<Result<Binary, String>>>,
+    binary_path: PathBuf,
+    control_dir: PathBuf,
+    config_file: PathBuf,
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    /// The uploaded binary's path on the host, once checked.
+    remote_bin: tokio::sync::Mutex<Option<String>>,
+    connect_timeout: Duration,
+}
+
+impl Transport {
+    pub fn new(
+        target: Target,
+        store: String,
+        binary: Arc<tokio::sync::OnceCell<Result<Binary, String>>>,
+        binary_path: PathBuf,
+        control_dir: PathBuf,
+    ) -> Self {
+        let config_file = control_dir.join("ssh_config");
+        Self {
+            target,
+            store,
+            binary,
+            binary_path,
+            control_dir,
+            config_file,
+            session: tokio::sync::Mutex::new(None),
+            remote_bin: tokio::sync::Mutex::new(None),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    fn setup_err(&self, message: impl Into<String>) -> TransportError {
+        TransportError::Setup {
+            host: self.target.name.clone(),
+            at: self.target.shown(),
+            message: message.into(),
+        }
+    }
+
+    fn unreachable(&self, message: impl Into<String>) -> TransportError {
+        TransportError::Unreachable {
+            host: self.target.name.clone(),
+            at: self.target.shown(),
+            message: message.into(),
+        }
+    }
+
+    /// The ssh options Canopy insists on beyond what the builder sets.
+    fn write_config(&self) -> Result<(), TransportError> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.control_dir)
+            .map_err(|e| self.setup_err(format!("cannot create {}: {e}", self.control_dir.display())))?;
+        let text = "# Written by Canopy for its ssh provider.\nGlobalKnownHostsFile /dev/null\n\
+                    HashKnownHosts no\nUpdateHostKeys no\nCheckHostIP no\nServerAliveCountMax 3\n";
+        let tmp = self.config_file.with_extension(format!("tmp{}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| self.setup_err(format!("cannot write {}: {e}", tmp.display())))?;
+        f.write_all(text.as_bytes())
+            .and_then(|()| std::fs::rename(&tmp, &self.config_file))
+            .map_err(|e| self.setup_err(format!("cannot write {}: {e}", self.config_file.display())))
+    }
+
+    /// The connection, opened when there is none.
+    async fn session(&self) -> Result<Arc<Session>, TransportError> {
+        let mut slot = self.session.lock().await;
+        if let Some(s) = slot.as_ref() {
+            return Ok(s.clone());
+        }
+        self.write_config()?;
+        let t = &self.target;
+        if !t.key.is_file() {
+            return Err(self.setup_err(format!(
+                "the key file {} does not exist or is not a file; check `key` in canopy.toml",
+                t.key.display()
+            )));
+        }
+        if !t.known_hosts.is_file() {
+            return Err(self.setup_err(format!(
+                "the known_hosts file {} does not exist; check `known_hosts` in canopy.toml",
+                t.known_hosts.display()
+            )));
+        }
+        let mut b = SessionBuilder::default();
+        b.user(t.user.clone())
+            .port(t.port)
+            .keyfile(&t.key)
+            .known_hosts_check(KnownHosts::Strict)
+            .user_known_hosts_file(&t.known_hosts)
+            .config_file(&self.config_file)
+            .control_directory(&self.control_dir)
+            .connect_timeout(self.connect_timeout)
+            .server_alive_interval(Duration::from_secs(5));
+        let s = b.connect(&t.address).await.map_err(|e| self.connect_error(e))?;
+        let s = Arc::new(s);
+        *slot = Some(s.clone());
+        Ok(s)
+    }
+
+    fn connect_error(&self, e: openssh::Error) -> TransportError {
+        let text = match &e {
+            openssh::Error::Connect(io) => io.to_string(),
+            other => format!(
+                "{other}: {}",
+                std::error::Error::source(other).map(|s| s.to_string()).unwrap_or_default()
+            ),
+        };
+        let t = &self.target;
+        let (host, at, address, port, known_hosts) =
+            (t.name.clone(), t.shown(), t.address.clone(), t.port, t.known_hosts.display().to_string());
+        if text.contains("REMOTE HOST IDENTIFICATION HAS CHANGED")
+            || text.contains("has changed and you have requested strict")
+        {
+            TransportError::ChangedHostKey { host, at, address, port, known_hosts }
+        } else if text.contains("host key is known") || text.contains("Host key verification failed") {
+            TransportError::UnknownHostKey { host, at, address, port, known_hosts }
+        } else {
+            let line = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("ssh failed").trim();
+            self.unreachable(line.to_string())
+        }
+    }
+
+    /// Forgets the connection (it dropped); the next call opens another.
+    async fn reset(&self) {
+        let old = self.session.lock().await.take();
+        *self.remote_bin.lock().await = None;
+        if let Some(s) = old {
+            // Ends the master if it still lives; errors mean it is gone.
+            if let Ok(s) = Arc::try_unwrap(s) {
+                let _ = s.close().await;
+            }
+        }
+    }
+
+    /// Checks the connection works, opening it when needed.
+    pub async fn connect(&self) -> Result<(), TransportError> {
+        let s = self.session().await?;
+        if s.check().await.is_err() {
+            self.reset().await;
+            self.session().await?;
+        }
+        Ok(())
+    }
+
+    /// Runs a shell command on the host; its stdout, or an error with its
+    /// stderr.
+    async fn shell(
+        &self,
+        s: &Session,
+        script: &str,
+        stdin: Option<&[u8]>,
+    ) -> Result<Vec<u8>, TransportError> {
+        let cmd = format!("sh -c {}", shell_escape::unix::escape(script.into()));
+        let mut c = s.raw_command(cmd);
+        c.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().await.map_err(|e| self.unreachable(e.to_string()))?;
+        if let (Some(data), Some(mut w)) = (stdin, child.stdin().take()) {
+            w.write_all(data)
+                .await
+                .map_err(|e| self.unreachable(format!("cannot write to the host: {e}")))?;
+            w.shutdown().await.map_err(|e| self.unreachable(format!("cannot write to the host: {e}")))?;
+        }
+        let out = child.wait_with_output().await.map_err(|e| self.unreachable(e.to_string()))?;
+        if out.status.success() {
+            Ok(out.stdout)
+        } else {
+            Err(TransportError::Remote {
+                host: self.target.name.clone(),
+                message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
+        }
+    }
+
+    /// The binary's path on the host, uploading it when missing.
+    async fn remote_binary(&self, s: &Session) -> Result<String, TransportError> {
+        let mut slot = self.remote_bin.lock().await;
+        if let Some(p) = slot.as_ref() {
+            return Ok(p.clone());
+        }
+        let path = self.binary_path.clone();
+        let bin = self
+            .binary
+            .get_or_init(|| async move {
+                tokio::task::spawn_blocking(move || Binary::load(&path))
+                    .await
+                    .unwrap_or_else(|e| Err(format!("hashing the binary failed: {e}")))
+            })
+            .await
+            .as_ref()
+            .map_err(|e| self.setup_err(e.clone()))?;
+        let name = bin.remote_name();
+        let probe = format!(
+            "uname -m; printf '%s\\n' \"$HOME\"; if [ -x \"$HOME/.canopy-host/bin/{name}\" ]; then echo present; else echo absent; fi"
+        );
+        let out = String::from_utf8_lossy(&self.shell(s, &probe, None).await?).into_owned();
+        let mut lines = out.lines();
+        let (arch, home, present) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""), lines.next());
+        if arch != std::env::consts::ARCH {
+            return Err(self.setup_err(format!(
+                "the host is {arch}, but this Canopy is built for {}; Canopy uploads itself to run \
+                 there, so the host needs a Canopy build for {arch} (run Canopy from one, or remove the host)",
+                std::env::consts::ARCH
+            )));
+        }
+        if !home.starts_with('/') {
+            return Err(
+                self.setup_err(format!("the user's HOME on the host is {home:?}, not an absolute path"))
+            );
+        }
+        let remote = format!("{home}/.canopy-host/bin/{name}");
+        if present != Some("present") {
+            self.upload(s, bin, &name).await?;
+        }
+        *slot = Some(remote.clone());
+        Ok(remote)
+    }
+
+    async fn upload(&self, s: &Session, bin: &Binary, name: &str) -> Result<(), TransportError> {
+        let data = tokio::fs::read(&bin.path)
+            .await
+            .map_err(|e| self.setup_err(format!("cannot read {}: {e}", bin.path.display())))?;
+        let script = format!(
+            "set -e; umask 077; d=\"$HOME/.canopy-host/bin\"; mkdir -p \"$d\"; chmod 700 \"$HOME/.canopy-host\" \"$d\"; \
+             t=\"$d/.upload-$$\"; trap 'rm -f \"$t\"' EXIT; cat > \"$t\"; \
+             s=$(sha256sum \"$t\" | cut -d' ' -f1); \
+             if [ \"$s\" != {sha} ]; then echo \"the upload arrived with SHA-256 $s, not {sha}\" >&2; exit 3; fi; \
+             chmod 700 \"$t\"; mv -f \"$t\" \"$d/{name}\"; trap - EXIT",
+            sha = bin.sha256
+        );
+        self.shell(s, &script, Some(&data)).await.map_err(|e| match e {
+            TransportError::Remote { message, .. } => {
+                self.setup_err(format!("uploading Canopy to ~/.canopy-host/bin/{name} failed: {message}"))
+            }
+            other => other,
+        })?;
+        tracing::info!(host = %self.target.name, "uploaded Canopy as ~/.canopy-host/bin/{name}");
+        Ok(())
+    }
+
+    /// Sends one request; its raw stdout.
+    pub async fn call_raw(&self, req: &Request) -> Result<Vec<u8>, TransportError> {
+        let body =
+            serde_json::to_vec(req).map_err(|e| self.setup_err(format!("cannot encode a request: {e}")))?;
+        let mut tried_again = false;
+        loop {
+            let s = self.session().await?;
+            let outcome = match self.remote_binary(&s).await {
+                Ok(bin) => self.run(&s, &bin, &body).await,
+                Err(e) => Err(e),
+            };
+            match outcome {
+                // The master died (killed, network cut): open another once.
+                Err(TransportError::Unreachable { .. }) if !tried_again => {
+                    tried_again = true;
+                    drop(s);
+                    self.reset().await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn run(&self, s: &Session, bin: &str, body: &[u8]) -> Result<Vec<u8>, TransportError> {
+        let cmd = format!(
+            "{} {HOST_SUBCOMMAND} --store {}",
+            shell_escape::unix::escape(bin.into()),
+            shell_escape::unix::escape(self.store.as_str().into())
+        );
+        let mut c = s.raw_command(cmd);
+        c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().await.map_err(|e| self.unreachable(e.to_string()))?;
+        if let Some(mut w) = child.stdin().take() {
+            w.write_all(body)
+                .await
+                .map_err(|e| self.unreachable(format!("cannot write to the host: {e}")))?;
+            w.shutdown().await.map_err(|e| self.unreachable(format!("cannot write to the host: {e}")))?;
+        }
+        let out = match child.wait_with_output().await {
+            Ok(o) => o,
+            Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                // The binary went missing (the owner cleaned up): upload again.
+                *self.remote_bin.lock().await = None;
+                return Err(self.unreachable("the uploaded Canopy binary is gone from the host"));
+            }
+            Err(e) => return Err(self.unreachable(e.to_string())),
+        };
+        if out.status.success() || !out.stdout.is_empty() && out.stderr.is_empty() {
+            return Ok(out.stdout);
+        }
+        Err(TransportError::Remote {
+            host: self.target.name.clone(),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+
+    /// Sends one request and reads its JSON reply.
+    pub async fn call<T: DeserializeOwned>(&self, req: &Request) -> Result<T, TransportError> {
+        let out = self.call_raw(req).await?;
+        match serde_json::from_slice::<Reply<T>>(&out) {
+            Ok(Reply::Ok(v)) => Ok(v),
+            Ok(Reply::Error(message)) => {
+                Err(TransportError::Remote { host: self.target.name.clone(), message })
+            }
+            Err(e) => Err(TransportError::Remote {
+                host: self.target.name.clone(),
+                message: format!(
+                    "answered something Canopy cannot read ({e}); is the uploaded binary intact?"
+                ),
+            }),
+        }
+    }
+
+    /// Closes the connection.
+    pub async fn close(&self) {
+        self.reset().await;
+    }
+}
