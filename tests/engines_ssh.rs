@@ -1,0 +1,409 @@
+//! Canopy on two owners' hosts over SSH (the two sshd of
+//! `scripts/engines/sshd.sh`, users `canopy-owner-a` and `canopy-owner-b`),
+//! through the engine: logs and outputs back, a secret that shows in no
+//! process's arguments and no file, nothing left on the host after the end
+//! or a cancel, the connection cut mid-run (re-adopted), a host that drops
+//! off the network (its work stops there once the lease runs out and runs
+//! once on the other host), unknown and changed host keys refused, an
+//! owner's drain and a lend window that closes. Skips visibly without the
+//! hosts; fails under `CANOPY_ENGINES=require`.
+
+mod engines_support;
+
+use canopy::engine::command::{Command, CommandResult};
+use canopy::engine::model::{AttemptState, WorkloadState};
+use canopy::providers::Provider;
+use canopy::providers::ssh::{SshConfig, SshProvider};
+use engines_support::*;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(120);
+
+fn node_of(h: &SshHost) -> String {
+    format!("owner-{}", h.name)
+}
+
+/// `[[ssh]]` with both hosts in pool `lab` (or as `pools` says), pinned
+/// host keys from `known_hosts`, and the debug `canopy` as the uploaded
+/// binary.
+fn ssh_toml(h: &SshHosts, known_hosts: &Path, lease: &str, extra: &str) -> String {
+    let mut s = format!(
+        "[engine]\nunreachable_after = \"3m\"\n[[ssh]]\nlease = {lease:?}\nknown_hosts = {:?}\nbinary = {:?}\n",
+        known_hosts.display().to_string(),
+        env!("CARGO_BIN_EXE_canopy"),
+    );
+    for host in [&h.a, &h.b] {
+        s.push_str(&format!(
+            "[[ssh.hosts]]\nname = {:?}\naddress = {:?}\nport = {}\nuser = {:?}\nkey = {:?}\npool = \"lab\"\nowner = \"owner {}\"\n",
+            node_of(host),
+            host.addr,
+            host.port,
+            host.user,
+            h.key.display().to_string(),
+            host.name
+        ));
+    }
+    s.push_str("[ssh.pools.lab]\nregion = \"owners\"\ncapabilities = [\"owners\"]\n");
+    s.push_str(extra);
+    s
+}
+
+fn ssh_spec(name: &str, script: &str, extra: serde_json::Value) -> canopy::spec::Spec {
+    let mut v = json!({
+        "name": name,
+        "runtime": { "command": ["sh", "-c", script], "stop_grace": "5s" },
+        "resources": { "gpus": 0, "cpu_cores": 0.1, "memory_gb": 0.1 },
+        "constraints": { "providers": ["ssh"], "capabilities": ["owners"] },
+    });
+    if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+        for (k, x) in e {
+            if k == "runtime" {
+                for (rk, rx) in x.as_object().unwrap() {
+                    o["runtime"][rk] = rx.clone();
+                }
+            } else {
+                o.insert(k.clone(), x.clone());
+            }
+        }
+    }
+    spec(v)
+}
+
+/// The host user's home, as root sees it.
+fn home_of(user: &str) -> PathBuf {
+    PathBuf::from(sh(&format!("getent passwd {user} | cut -d: -f6")).trim())
+}
+
+/// Processes of `user` whose command line mentions `needle`.
+fn processes_of(user: &str, needle: &str) -> Vec<String> {
+    let out = std::process::Command::new("ps").args(["-u", user, "-o", "pid=,args="]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(needle)).map(str::to_owned).collect()
+}
+
+/// The attempt directories the store has on `user`'s host.
+fn attempts_on(user: &str, store: &str) -> Vec<String> {
+    let dir = home_of(user).join(".canopy-host").join(store).join("attempts");
+    std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default()
+}
+
+fn host_named<'a>(h: &'a SshHosts, node: &str) -> &'a SshHost {
+    if node == node_of(&h.a) { &h.a } else { &h.b }
+}
+
+/// Every process whose command line or environment holds `needle`, but
+/// this test process: `(pid, uid, what it runs)`.
+fn holders(needle: &[u8]) -> (Vec<String>, Vec<(i32, u32, String)>) {
+    let mut in_args = Vec::new();
+    let mut in_env = Vec::new();
+    let me = std::process::id() as i32;
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        if pid == me {
+            continue;
+        }
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let shown = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.windows(needle.len()).any(|w| w == needle) {
+            in_args.push(format!("{pid}: {shown}"));
+        }
+        let env = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        if env.windows(needle.len()).any(|w| w == needle) {
+            use std::os::unix::fs::MetadataExt;
+            let uid = std::fs::metadata(e.path()).map(|m| m.uid()).unwrap_or(0);
+            in_env.push((pid, uid, shown));
+        }
+    }
+    (in_args, in_env)
+}
+
+fn uid_of(user: &str) -> u32 {
+    sh(&format!("id -u {user}")).trim().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_and_outputs_come_back_the_secret_stays_hidden_and_nothing_is_left() {
+    let Some(h) = ssh_hosts("logs_and_outputs_come_back_the_secret_stays_hidden_and_nothing_is_left") else {
+        return;
+    };
+    let _l = h.lock(false);
+    let (canary, sha) = canary();
+    // SAFETY (test only): set before the engine starts, read by it only.
+    unsafe { std::env::set_var("CANOPY_TEST_SSH_CANARY", &canary) };
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "20s", "")).await;
+    let script = "echo \"sha=$(printf %s \"$CANOPY_TEST_SSH_CANARY\" | sha256sum | cut -d' ' -f1)\"; \
+                  echo \"gpus=[${CUDA_VISIBLE_DEVICES-unset}] user=$(id -un)\"; echo oops >&2; sleep 4; \
+                  echo done > \"$CANOPY_OUTPUT_DIR/result.txt\"";
+    let s = ssh_spec(
+        "ssh-e2e",
+        script,
+        json!({
+            "runtime": { "secrets": ["CANOPY_TEST_SSH_CANARY"] },
+            "outputs": [{ "name": "result", "path": "/result.txt", "required": true }],
+        }),
+    );
+    let id = submit(&r, s).await;
+    let (_, a) = wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
+    let host = host_named(&h, &a[0].node).clone();
+    // While it runs: the value is in no process's arguments. On the
+    // owner's side only the attempt's own processes hold it in their
+    // environment: never sshd or Canopy's host agent. (On Canopy's side
+    // the operator's processes inherit the environment the operator put
+    // it in, as every child of the engine does; ssh sends none of it.)
+    let (in_args, in_env) = holders(canary.as_bytes());
+    assert!(in_args.is_empty(), "the secret shows in ps: {in_args:?}");
+    // SAFETY: getuid cannot fail.
+    let operator = unsafe { libc::getuid() };
+    let uid = uid_of(&host.user);
+    let owner_side: Vec<_> = in_env.iter().filter(|(_, u, _)| *u != operator).collect();
+    assert!(!owner_side.is_empty(), "the workload has the secret in its environment: {in_env:?}");
+    for (pid, u, what) in owner_side {
+        assert!(
+            *u == uid && !what.contains("sshd") && !what.contains("__host"),
+            "process {pid} ({what}, uid {u}) holds the secret"
+        );
+    }
+    let (w, a) = wait(t.path(), id, LONG, "success", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].pool, "ssh/lab");
+    let logs = find_files(&t.path().join("home"), "stdout.log");
+    assert!(logs.iter().any(|(_, s)| s.contains(&format!("sha={sha}"))), "the workload saw the secret: {logs:?}");
+    assert!(logs.iter().any(|(_, s)| s.contains(&format!("user={}", host.user))), "ran as the owner's user: {logs:?}");
+    assert!(logs.iter().any(|(_, s)| s.contains("gpus=[unset]")), "no GPUs on a CPU-only host: {logs:?}");
+    let errs = find_files(&t.path().join("home"), "stderr.log");
+    assert!(errs.iter().any(|(_, s)| s.contains("oops")), "stderr shipped: {errs:?}");
+    let art = find_files(&t.path().join("home"), "result");
+    assert_eq!(art.len(), 1, "one artifact collected: {art:?}");
+    assert_eq!(art[0].1, "done\n");
+    // Nothing of the attempt is left on the host, and the secret is in no
+    // file there.
+    let store = r.store_id.clone();
+    let left = attempts_on(&host.user, &store);
+    assert!(left.is_empty(), "attempt directories left on {}: {left:?}", host.user);
+    assert!(processes_of(&host.user, "__supervise").is_empty(), "{:?}", processes_of(&host.user, ""));
+    let hits = files_containing(&home_of(&host.user), canary.as_bytes());
+    assert!(hits.is_empty(), "the secret was written on the host: {hits:?}");
+    r.handle.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_connection_leaves_the_attempt_running_and_it_is_readopted() {
+    let Some(h) = ssh_hosts("a_cut_connection_leaves_the_attempt_running_and_it_is_readopted") else { return };
+    let _l = h.lock(true);
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "30s", "")).await;
+    let s = ssh_spec("ssh-cut", "echo started; sleep 8; echo finished", json!({}));
+    let id = submit(&r, s).await;
+    let (_, a) = wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
+    let host = host_named(&h, &a[0].node).clone();
+    // Cut both ends: the host's sessions, and Canopy's ControlMaster.
+    h.cut(host.name);
+    for m in control_masters(&host.user) {
+        // SAFETY: signalling a process this test identified by pid.
+        unsafe { libc::kill(m, libc::SIGKILL) };
+    }
+    assert!(!processes_of(&host.user, "__supervise").is_empty(), "the supervisor outlived the connection");
+    let (w, a) = wait(t.path(), id, LONG, "success", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert_eq!(a.len(), 1, "re-adopted, not run again: {a:#?}");
+    let logs = find_files(&t.path().join("home"), "stdout.log");
+    assert!(logs.iter().any(|(_, s)| s.matches("started").count() == 1 && s.contains("finished")), "{logs:?}");
+    r.handle.shutdown();
+}
+
+/// This process's ssh ControlMasters to `user`'s host.
+fn control_masters(user: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<String> = cmd.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        if args.first().is_some_and(|a| a == "ssh")
+            && args.iter().any(|a| a == "-M")
+            && args.iter().any(|a| a == user)
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_off_the_network_stops_its_work_after_the_lease_and_it_runs_once_elsewhere() {
+    let Some(h) = ssh_hosts("a_host_off_the_network_stops_its_work_after_the_lease_and_it_runs_once_elsewhere")
+    else {
+        return;
+    };
+    let _l = h.lock(true);
+    let marker = PathBuf::from(format!("/tmp/canopy-ssh-ran-{}", std::process::id()));
+    std::fs::write(&marker, "").unwrap();
+    sh(&format!("chmod 666 {}", marker.display()));
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "4s", "")).await;
+    let script = format!(
+        "echo \"start $(id -un)\" >> {m}; sleep 15; echo \"done $(id -un)\" >> {m}",
+        m = marker.display()
+    );
+    let id = submit(&r, ssh_spec("ssh-lost", &script, json!({ "runtime": { "stop_grace": "1s" } }))).await;
+    let (_, a) = wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
+    let lost = host_named(&h, &a[0].node).clone();
+    let down = h.stop(lost.name);
+    h.cut(lost.name);
+    for m in control_masters(&lost.user) {
+        // SAFETY: signalling a process this test identified by pid.
+        unsafe { libc::kill(m, libc::SIGKILL) };
+    }
+    let (w, a) = wait(t.path(), id, LONG * 2, "the end", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert_eq!(a.len(), 2, "{a:#?}");
+    assert_eq!(a[0].class, Some(canopy::failure::FailureClass::Node), "charged to the host: {a:#?}");
+    assert_ne!(a[1].node, a[0].node);
+    // The lost host stopped the work itself once the lease ran out: it
+    // never finished there, and it finished once on the other host.
+    let ran = std::fs::read_to_string(&marker).unwrap();
+    let other = host_named(&h, &a[1].node).clone();
+    assert_eq!(ran.matches("done ").count(), 1, "{ran}");
+    assert!(ran.contains(&format!("done {}", other.user)), "{ran}");
+    assert!(processes_of(&lost.user, "sleep 15").is_empty(), "{:?}", processes_of(&lost.user, ""));
+    assert!(processes_of(&lost.user, "__supervise").is_empty());
+    let health = journal(t.path()).health_observations(canopy::engine::model::Millis(0)).unwrap();
+    assert!(
+        health.iter().any(|o| o.node == a[0].node && o.class == Some(canopy::failure::FailureClass::Node)),
+        "a node failure is charged to the lost host's health: {health:?}"
+    );
+    down.start();
+    let _ = std::fs::remove_file(&marker);
+    r.handle.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_leaves_no_process_and_no_file_on_the_host() {
+    let Some(h) = ssh_hosts("cancel_leaves_no_process_and_no_file_on_the_host") else { return };
+    let _l = h.lock(false);
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "20s", "")).await;
+    let s = ssh_spec("ssh-cancel", "echo up > side-file; sleep 300 & sleep 301; wait", json!({}));
+    let id = submit(&r, s).await;
+    let (_, a) = wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
+    let host = host_named(&h, &a[0].node).clone();
+    assert!(!processes_of(&host.user, "sleep 30").is_empty());
+    match r.handle.command(Command::Cancel { id }).await {
+        CommandResult::Ok { .. } => {}
+        other => panic!("cancel: {other:?}"),
+    }
+    let (w, _) = wait(t.path(), id, LONG, "cancelled", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Cancelled);
+    // The attempt's directory goes once its logs are in.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !attempts_on(&host.user, &r.store_id).is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(attempts_on(&host.user, &r.store_id).is_empty(), "left: {:?}", attempts_on(&host.user, &r.store_id));
+    assert!(processes_of(&host.user, "sleep 30").is_empty(), "{:?}", processes_of(&host.user, ""));
+    assert!(processes_of(&host.user, "__supervise").is_empty());
+    r.handle.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_and_changed_host_keys_are_refused_with_what_to_do() {
+    let Some(h) = ssh_hosts("unknown_and_changed_host_keys_are_refused_with_what_to_do") else { return };
+    let _l = h.lock(false);
+    let t = tempfile::tempdir().unwrap();
+    for (kh, says) in [(&h.known_hosts_empty, "is not in"), (&h.known_hosts_changed, "has CHANGED")] {
+        let cfg = canopy::config::parse(&ssh_toml(&h, kh, "20s", "")).unwrap();
+        let c = SshConfig::from_entry(&cfg.ssh[0], "keytest", t.path()).unwrap();
+        let p = SshProvider::new(c);
+        let e = p.check_host("owner-a").await.unwrap_err();
+        assert!(e.contains(says) && e.contains("owner-a") && e.contains(&kh.display().to_string()), "{e}");
+        assert!(e.contains("never trusts") || e.contains("ssh-keygen -R"), "says what to do: {e}");
+        let inv = p.inventory().await.unwrap();
+        let states: Vec<_> = inv.pools[0].nodes.iter().map(|n| n.state).collect();
+        assert!(states.iter().all(|s| *s == canopy::fleet::NodeState::Down), "{states:?}");
+        // Nothing was added to the file.
+        assert_eq!(std::fs::read(kh).unwrap(), std::fs::read(kh).unwrap());
+    }
+    let empty = std::fs::read_to_string(&h.known_hosts_empty).unwrap();
+    assert!(empty.is_empty(), "trust on first use added a key: {empty}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_owners_drain_moves_running_work_with_its_grace() {
+    let Some(h) = ssh_hosts("an_owners_drain_moves_running_work_with_its_grace") else { return };
+    let _l = h.lock(false);
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "20s", "")).await;
+    let script = "trap 'echo got SIGTERM on $(id -un); exit 143' TERM; echo started on $(id -un); \
+                  for i in $(seq 1 8); do sleep 1; done; echo finished on $(id -un)";
+    let id = submit(&r, ssh_spec("ssh-drain", script, json!({}))).await;
+    let (_, a) = wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
+    let first = host_named(&h, &a[0].node).clone();
+    match r.handle.command(Command::Drain { node: a[0].node.clone(), evict: true, grace_s: Some(5) }).await {
+        CommandResult::Ok { .. } => {}
+        other => panic!("drain: {other:?}"),
+    }
+    let (w, a) = wait(t.path(), id, LONG, "the end", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert_eq!(a.len(), 2, "{a:#?}");
+    assert_ne!(a[1].node, a[0].node, "moved to the other owner's host");
+    let logs = find_files(&t.path().join("home"), "stdout.log");
+    assert!(logs.iter().any(|(_, s)| s.contains(&format!("got SIGTERM on {}", first.user))), "{logs:?}");
+    let events: Vec<String> = journal(t.path()).events(id).unwrap().into_iter().map(|e| e.message).collect();
+    assert!(events.iter().any(|e| e.contains("drain")), "the reclaim is in the record: {events:#?}");
+    assert!(attempts_on(&first.user, &r.store_id).is_empty());
+    r.handle.shutdown();
+}
+
+/// `HH:MM` in UTC, `minutes` from now (negative: before).
+fn utc_hhmm(minutes: i64) -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let m = (now / 60 + minutes).rem_euclid(24 * 60);
+    format!("{:02}:{:02}", m / 60, m % 60)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_closing_lend_window_stops_running_work_with_grace_and_places_nothing_new() {
+    let Some(h) = ssh_hosts("a_closing_lend_window_stops_running_work_with_grace_and_places_nothing_new") else {
+        return;
+    };
+    let _l = h.lock(false);
+    let t = tempfile::tempdir().unwrap();
+    // Owner a lends until two minutes from now; the workload's stop grace
+    // is longer than what is left, so it is asked to stop at once.
+    let window = format!("{}-{}", utc_hhmm(-1), utc_hhmm(2));
+    let toml = ssh_toml(&h, &h.known_hosts, "20s", "")
+        .replace("pool = \"lab\"\nowner = \"owner a\"", "pool = \"evening\"\nowner = \"owner a\"")
+        .replace("capabilities = [\"owners\"]\n", "capabilities = [\"owners\"]\n")
+        + &format!(
+            "[ssh.pools.evening]\ncapabilities = [\"evening\"]\nwindows = [{window:?}]\ntimezone = \"UTC\"\n"
+        );
+    let r = start(t.path(), &toml).await;
+    let script = "trap 'echo got SIGTERM, saving; exit 0' TERM; echo started; sleep 300 & wait";
+    let s = ssh_spec(
+        "ssh-window",
+        script,
+        json!({
+            "runtime": { "stop_grace": "150s" },
+            "constraints": { "providers": ["ssh"], "capabilities": ["evening"], "interruptible": true },
+        }),
+    );
+    let id = submit(&r, s).await;
+    let (_, a) = wait(t.path(), id, LONG, "the first attempt's end", |_, a| {
+        a.first().is_some_and(|a| a.ended_at.is_some())
+    })
+    .await;
+    assert_eq!(a[0].node, "owner-a");
+    assert_eq!(a[0].class, Some(canopy::failure::FailureClass::Preempted), "{a:#?}");
+    let logs = find_files(&t.path().join("home"), "stdout.log");
+    assert!(logs.iter().any(|(_, s)| s.contains("started") && s.contains("got SIGTERM, saving")), "{logs:?}");
+    // Nothing new starts there while the window closes.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let a = journal(t.path()).attempts(id).unwrap();
+    assert!(a.iter().skip(1).all(|a| a.started_at.is_none()), "placed again in a closing window: {a:#?}");
+    let _ = r.handle.command(Command::Cancel { id }).await;
+    r.handle.shutdown();
+}
