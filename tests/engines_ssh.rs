@@ -147,7 +147,8 @@ async fn logs_and_outputs_come_back_the_secret_stays_hidden_and_nothing_is_left(
         }),
     );
     let id = submit(&r, s).await;
-    let (_, a) = wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
+    let (_, a) =
+        wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
     let host = host_named(&h, &a[0].node).clone();
     // While it runs: the value is in no process's arguments. On the
     // owner's side only the attempt's own processes hold it in their
@@ -172,8 +173,14 @@ async fn logs_and_outputs_come_back_the_secret_stays_hidden_and_nothing_is_left(
     assert_eq!(a.len(), 1);
     assert_eq!(a[0].pool, "ssh/lab");
     let logs = find_files(&t.path().join("home"), "stdout.log");
-    assert!(logs.iter().any(|(_, s)| s.contains(&format!("sha={sha}"))), "the workload saw the secret: {logs:?}");
-    assert!(logs.iter().any(|(_, s)| s.contains(&format!("user={}", host.user))), "ran as the owner's user: {logs:?}");
+    assert!(
+        logs.iter().any(|(_, s)| s.contains(&format!("sha={sha}"))),
+        "the workload saw the secret: {logs:?}"
+    );
+    assert!(
+        logs.iter().any(|(_, s)| s.contains(&format!("user={}", host.user))),
+        "ran as the owner's user: {logs:?}"
+    );
     assert!(logs.iter().any(|(_, s)| s.contains("gpus=[unset]")), "no GPUs on a CPU-only host: {logs:?}");
     let errs = find_files(&t.path().join("home"), "stderr.log");
     assert!(errs.iter().any(|(_, s)| s.contains("oops")), "stderr shipped: {errs:?}");
@@ -193,13 +200,16 @@ async fn logs_and_outputs_come_back_the_secret_stays_hidden_and_nothing_is_left(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cut_connection_leaves_the_attempt_running_and_it_is_readopted() {
-    let Some(h) = ssh_hosts("a_cut_connection_leaves_the_attempt_running_and_it_is_readopted") else { return };
+    let Some(h) = ssh_hosts("a_cut_connection_leaves_the_attempt_running_and_it_is_readopted") else {
+        return;
+    };
     let _l = h.lock(true);
     let t = tempfile::tempdir().unwrap();
     let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "30s", "")).await;
     let s = ssh_spec("ssh-cut", "echo started; sleep 8; echo finished", json!({}));
     let id = submit(&r, s).await;
-    let (_, a) = wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
+    let (_, a) =
+        wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
     let host = host_named(&h, &a[0].node).clone();
     // Cut both ends: the host's sessions, and Canopy's ControlMaster.
     h.cut(host.name);
@@ -212,7 +222,10 @@ async fn a_cut_connection_leaves_the_attempt_running_and_it_is_readopted() {
     assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
     assert_eq!(a.len(), 1, "re-adopted, not run again: {a:#?}");
     let logs = find_files(&t.path().join("home"), "stdout.log");
-    assert!(logs.iter().any(|(_, s)| s.matches("started").count() == 1 && s.contains("finished")), "{logs:?}");
+    assert!(
+        logs.iter().any(|(_, s)| s.matches("started").count() == 1 && s.contains("finished")),
+        "{logs:?}"
+    );
     r.handle.shutdown();
 }
 
@@ -222,7 +235,8 @@ fn control_masters(user: &str) -> Vec<i32> {
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
         let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let args: Vec<String> = cmd.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        let args: Vec<String> =
+            cmd.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
         if args.first().is_some_and(|a| a == "ssh")
             && args.iter().any(|a| a == "-M")
             && args.iter().any(|a| a == user)
@@ -235,7 +249,8 @@ fn control_masters(user: &str) -> Vec<i32> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_off_the_network_stops_its_work_after_the_lease_and_it_runs_once_elsewhere() {
-    let Some(h) = ssh_hosts("a_host_off_the_network_stops_its_work_after_the_lease_and_it_runs_once_elsewhere")
+    let Some(h) =
+        ssh_hosts("a_host_off_the_network_stops_its_work_after_the_lease_and_it_runs_once_elsewhere")
     else {
         return;
     };
@@ -250,7 +265,8 @@ async fn a_host_off_the_network_stops_its_work_after_the_lease_and_it_runs_once_
         m = marker.display()
     );
     let id = submit(&r, ssh_spec("ssh-lost", &script, json!({ "runtime": { "stop_grace": "1s" } }))).await;
-    let (_, a) = wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
+    let (_, a) =
+        wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
     let lost = host_named(&h, &a[0].node).clone();
     let down = h.stop(lost.name);
     h.cut(lost.name);
@@ -289,7 +305,8 @@ async fn cancel_leaves_no_process_and_no_file_on_the_host() {
     let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "20s", "")).await;
     let s = ssh_spec("ssh-cancel", "echo up > side-file; sleep 300 & sleep 301; wait", json!({}));
     let id = submit(&r, s).await;
-    let (_, a) = wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
+    let (_, a) =
+        wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
     let host = host_named(&h, &a[0].node).clone();
     assert!(!processes_of(&host.user, "sleep 30").is_empty());
     match r.handle.command(Command::Cancel { id }).await {
@@ -303,7 +320,11 @@ async fn cancel_leaves_no_process_and_no_file_on_the_host() {
     while !attempts_on(&host.user, &r.store_id).is_empty() && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(attempts_on(&host.user, &r.store_id).is_empty(), "left: {:?}", attempts_on(&host.user, &r.store_id));
+    assert!(
+        attempts_on(&host.user, &r.store_id).is_empty(),
+        "left: {:?}",
+        attempts_on(&host.user, &r.store_id)
+    );
     assert!(processes_of(&host.user, "sleep 30").is_empty(), "{:?}", processes_of(&host.user, ""));
     assert!(processes_of(&host.user, "__supervise").is_empty());
     r.handle.shutdown();
@@ -340,7 +361,8 @@ async fn an_owners_drain_moves_running_work_with_its_grace() {
     let script = "trap 'echo got SIGTERM on $(id -un); exit 143' TERM; echo started on $(id -un); \
                   for i in $(seq 1 8); do sleep 1; done; echo finished on $(id -un)";
     let id = submit(&r, ssh_spec("ssh-drain", script, json!({}))).await;
-    let (_, a) = wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
+    let (_, a) =
+        wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
     let first = host_named(&h, &a[0].node).clone();
     match r.handle.command(Command::Drain { node: a[0].node.clone(), evict: true, grace_s: Some(5) }).await {
         CommandResult::Ok { .. } => {}
@@ -367,7 +389,8 @@ fn utc_hhmm(minutes: i64) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_closing_lend_window_stops_running_work_with_grace_and_places_nothing_new() {
-    let Some(h) = ssh_hosts("a_closing_lend_window_stops_running_work_with_grace_and_places_nothing_new") else {
+    let Some(h) = ssh_hosts("a_closing_lend_window_stops_running_work_with_grace_and_places_nothing_new")
+    else {
         return;
     };
     let _l = h.lock(false);
@@ -377,7 +400,6 @@ async fn a_closing_lend_window_stops_running_work_with_grace_and_places_nothing_
     let window = format!("{}-{}", utc_hhmm(-1), utc_hhmm(2));
     let toml = ssh_toml(&h, &h.known_hosts, "20s", "")
         .replace("pool = \"lab\"\nowner = \"owner a\"", "pool = \"evening\"\nowner = \"owner a\"")
-        .replace("capabilities = [\"owners\"]\n", "capabilities = [\"owners\"]\n")
         + &format!(
             "[ssh.pools.evening]\ncapabilities = [\"evening\"]\nwindows = [{window:?}]\ntimezone = \"UTC\"\n"
         );
