@@ -921,3 +921,62 @@ fn unpack(host: &str, tar: &[u8], into: &Path, max_bytes: u64) -> Result<(), Str
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tar_with(build: impl FnOnce(&mut tar::Builder<Vec<u8>>)) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        build(&mut b);
+        b.into_inner().unwrap()
+    }
+
+    fn header(kind: tar::EntryType, size: u64) -> tar::Header {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_size(size);
+        h.set_mode(0o600);
+        h
+    }
+
+    #[test]
+    fn fetched_outputs_hold_only_files_and_directories_inside_the_staging_dir() {
+        let t = tempfile::tempdir().unwrap();
+        let ok = tar_with(|b| {
+            b.append_data(&mut header(tar::EntryType::Directory, 0), "dir", std::io::empty()).unwrap();
+            b.append_data(&mut header(tar::EntryType::Regular, 2), "dir/a", &b"hi"[..]).unwrap();
+        });
+        unpack("h", &ok, t.path(), 1 << 20).unwrap();
+        assert_eq!(std::fs::read(t.path().join("dir/a")).unwrap(), b"hi");
+
+        let mut link = header(tar::EntryType::Symlink, 0);
+        link.set_link_name("/etc/passwd").unwrap();
+        let t2 = tempfile::tempdir().unwrap();
+        let links = tar_with(|b| b.append_data(&mut link, "x", std::io::empty()).unwrap());
+        let e = unpack("h", &links, t2.path(), 1 << 20).unwrap_err();
+        assert!(e.contains("not a file or directory") && e.contains("host h"), "{e}");
+
+        let big = tar_with(|b| {
+            b.append_data(&mut header(tar::EntryType::Regular, 4), "big", &b"1234"[..]).unwrap();
+        });
+        let e = unpack("h", &big, tempfile::tempdir().unwrap().path(), 3).unwrap_err();
+        assert!(e.contains("more than the 3 bytes"), "{e}");
+    }
+
+    #[test]
+    fn a_pool_offers_what_all_its_hosts_have() {
+        let s = |cpu: f64, mem: f64| Shape {
+            accelerator: None,
+            gpus_per_node: 0,
+            interconnect: crate::accel::Interconnect::Pcie,
+            cpu_cores: cpu,
+            memory_gb: mem,
+            disk_gb: 10.0,
+            fabric: None,
+        };
+        let p = pool_shape(&[s(8.0, 16.0), s(4.0, 32.0)]);
+        assert_eq!((p.cpu_cores, p.memory_gb), (4.0, 16.0));
+        assert_eq!(pool_shape(&[]).cpu_cores, 0.0, "no host has answered yet");
+    }
+}
