@@ -371,8 +371,45 @@ impl Transport {
         Ok(())
     }
 
-    /// Sends one request; its raw stdout.
+    /// Sends one request; its stdout when it succeeded.
     pub async fn call_raw(&self, req: &Request) -> Result<Vec<u8>, TransportError> {
+        let out = self.request(req).await?;
+        if out.status.success() {
+            return Ok(out.stdout);
+        }
+        Err(self.remote_failure(&out))
+    }
+
+    /// Sends one request and reads its JSON reply (a failed request
+    /// answers `{"error": …}` on stdout too).
+    pub async fn call<T: DeserializeOwned>(&self, req: &Request) -> Result<T, TransportError> {
+        let out = self.request(req).await?;
+        if out.stdout.is_empty() {
+            return Err(self.remote_failure(&out));
+        }
+        match serde_json::from_slice::<Reply<T>>(&out.stdout) {
+            Ok(Reply::Ok(v)) => Ok(v),
+            Ok(Reply::Error(message)) => {
+                Err(TransportError::Remote { host: self.target.name.clone(), message })
+            }
+            Err(e) => Err(TransportError::Remote {
+                host: self.target.name.clone(),
+                message: format!(
+                    "answered something Canopy cannot read ({e}); is the uploaded binary intact?"
+                ),
+            }),
+        }
+    }
+
+    fn remote_failure(&self, out: &std::process::Output) -> TransportError {
+        let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        let message = if err.is_empty() { format!("the host agent failed ({})", out.status) } else { err };
+        TransportError::Remote { host: self.target.name.clone(), message }
+    }
+
+    /// Runs one request, opening the connection (once more when it had
+    /// dropped) and uploading Canopy when needed.
+    async fn request(&self, req: &Request) -> Result<std::process::Output, TransportError> {
         let body =
             serde_json::to_vec(req).map_err(|e| self.setup_err(format!("cannot encode a request: {e}")))?;
         let mut tried_again = false;
@@ -394,7 +431,7 @@ impl Transport {
         }
     }
 
-    async fn run(&self, s: &Session, bin: &str, body: &[u8]) -> Result<Vec<u8>, TransportError> {
+    async fn run(&self, s: &Session, bin: &str, body: &[u8]) -> Result<std::process::Output, TransportError> {
         let cmd = format!(
             "{} {HOST_SUBCOMMAND} --store {}",
             shell_escape::unix::escape(bin.into()),
@@ -409,38 +446,14 @@ impl Transport {
                 .map_err(|e| self.unreachable(format!("cannot write to the host: {e}")))?;
             w.shutdown().await.map_err(|e| self.unreachable(format!("cannot write to the host: {e}")))?;
         }
-        let out = match child.wait_with_output().await {
-            Ok(o) => o,
+        match child.wait_with_output().await {
+            Ok(o) => Ok(o),
             Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                 // The binary went missing (the owner cleaned up): upload again.
                 *self.remote_bin.lock().await = None;
-                return Err(self.unreachable("the uploaded Canopy binary is gone from the host"));
+                Err(self.unreachable("the uploaded Canopy binary is gone from the host"))
             }
-            Err(e) => return Err(self.unreachable(e.to_string())),
-        };
-        if out.status.success() || !out.stdout.is_empty() && out.stderr.is_empty() {
-            return Ok(out.stdout);
-        }
-        Err(TransportError::Remote {
-            host: self.target.name.clone(),
-            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        })
-    }
-
-    /// Sends one request and reads its JSON reply.
-    pub async fn call<T: DeserializeOwned>(&self, req: &Request) -> Result<T, TransportError> {
-        let out = self.call_raw(req).await?;
-        match serde_json::from_slice::<Reply<T>>(&out) {
-            Ok(Reply::Ok(v)) => Ok(v),
-            Ok(Reply::Error(message)) => {
-                Err(TransportError::Remote { host: self.target.name.clone(), message })
-            }
-            Err(e) => Err(TransportError::Remote {
-                host: self.target.name.clone(),
-                message: format!(
-                    "answered something Canopy cannot read ({e}); is the uploaded binary intact?"
-                ),
-            }),
+            Err(e) => Err(self.unreachable(e.to_string())),
         }
     }
 
