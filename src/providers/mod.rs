@@ -14,6 +14,7 @@ pub mod ray;
 pub mod secrets;
 pub mod sim;
 pub mod slurm;
+pub mod window;
 
 use crate::engine::model::AttemptId;
 use crate::failure::ProviderEnd;
