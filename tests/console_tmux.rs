@@ -35,12 +35,22 @@ impl Session {
             return None;
         }
         let name = format!("{prefix}-{}", std::process::id());
-        let out = Command::new("tmux")
-            .args(["new-session", "-d", "-s", &name, "-x", "100", "-y", "30", cmd])
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        Some(Session { name })
+        // Tests start sessions in parallel; when no tmux server runs yet,
+        // each races to start one and all but one may fail ("server exited
+        // unexpectedly"). A second try joins the server that won.
+        let mut last = String::new();
+        for _ in 0..10 {
+            let out = Command::new("tmux")
+                .args(["new-session", "-d", "-s", &name, "-x", "100", "-y", "30", cmd])
+                .output()
+                .unwrap();
+            if out.status.success() {
+                return Some(Session { name });
+            }
+            last = String::from_utf8_lossy(&out.stderr).into_owned();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("tmux cannot start session {name}: {last}");
     }
 
     fn tmux(&self, args: &[&str]) -> String {

@@ -4,9 +4,12 @@
 # each), slurmrestd with JWT on 127.0.0.1:$SLURM_REST_PORT, and a Ray head
 # with 4 fake GPUs (accelerator_type:H100) on 127.0.0.1:$RAY_DASHBOARD_PORT
 # joined by a second raylet on 127.0.0.2 with 4 more (a two-node Ray
-# cluster on one machine, so a STRICT_SPREAD gang of two can be placed).
-# Idempotent: what already runs is left alone. `start.sh slurm` or
-# `start.sh ray` starts one engine only. Prints the environment to export.
+# cluster on one machine, so a STRICT_SPREAD gang of two can be placed),
+# and two sshd acting as two owners' hosts (127.0.0.1:2222 canopy-owner-a,
+# 127.0.0.1:2223 canopy-owner-b; see sshd.sh).
+# Idempotent: what already runs is left alone. `start.sh slurm`,
+# `start.sh ray` or `start.sh ssh` starts one engine only. Prints the
+# environment to export.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); . "$HERE/common.sh"
 WHAT=${1:-all}
@@ -162,10 +165,11 @@ main()' start --block --address=127.0.0.1:6379 --node-ip-address=127.0.0.2 \
 }
 
 case $WHAT in
-  all) start_slurm; start_ray ;;
+  all) start_slurm; start_ray; "$HERE/sshd.sh" start ;;
   slurm) start_slurm ;;
   ray) start_ray ;;
-  *) echo "usage: $0 [all|slurm|ray]"; exit 2 ;;
+  ssh) "$HERE/sshd.sh" start ;;
+  *) echo "usage: $0 [all|slurm|ray|ssh]"; exit 2 ;;
 esac
 cat <<ENV
 # for Canopy and its tests:
@@ -173,5 +177,6 @@ export CANOPY_SLURM_URL=http://127.0.0.1:$SLURM_REST_PORT
 export CANOPY_SLURM_JWT=\$(cat $S/rest/root.jwt)
 export CANOPY_RAY_URL=http://127.0.0.1:$RAY_DASHBOARD_PORT
 export CANOPY_ENGINES_DIR=$E
+export CANOPY_SSH_DIR=$SSH_DIR   # client_ed25519, known_hosts for the two sshd
 export SLURM_CONF=$SLURM_CONF   # for sinfo, squeue, scontrol
 ENV

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Stops what start.sh started, by the PIDs it recorded (SIGTERM, then
 # SIGKILL after 15 s). slurmd stops before slurmctld (a slurmd without its
-# controller hangs on SIGTERM). Idempotent. `stop.sh ray` or `stop.sh slurm`
-# stops one engine (tests use it to take a control plane away).
+# controller hangs on SIGTERM). Idempotent. `stop.sh ray`, `stop.sh slurm`
+# or `stop.sh ssh` stops one engine (tests use it to take a control plane
+# away). Stopping an sshd leaves its established sessions (see sshd.sh).
 HERE=$(cd "$(dirname "$0")" && pwd); . "$HERE/common.sh"
 stop_pid() { # name pidfile
   [ -f "$2" ] || return 0
@@ -17,9 +18,11 @@ stop_pid() { # name pidfile
 # The second raylet first: without its head it retries for a while.
 stop_ray() { stop_pid ray-worker $RAY_TMP/ray-worker.pid; stop_pid ray-head $RAY_TMP/ray-head.pid; }
 stop_slurm() { for f in slurmrestd slurmd-n1 slurmd-n2 slurmctld munged; do stop_pid $f $S/run/$f.pid; done; }
+stop_ssh() { "$HERE/sshd.sh" stop all; }
 case ${1:-all} in
-  all) stop_ray; stop_slurm ;;
+  all) stop_ray; stop_slurm; stop_ssh ;;
   ray) stop_ray ;;
   slurm) stop_slurm ;;
-  *) echo "usage: $0 [all|slurm|ray]"; exit 2 ;;
+  ssh) stop_ssh ;;
+  *) echo "usage: $0 [all|slurm|ray|ssh]"; exit 2 ;;
 esac

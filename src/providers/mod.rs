@@ -15,6 +15,7 @@ pub mod secrets;
 pub mod sim;
 pub mod slurm;
 pub mod ssh;
+pub mod window;
 
 use crate::engine::model::AttemptId;
 use crate::failure::ProviderEnd;

@@ -281,3 +281,168 @@ pub fn canary() -> (String, String) {
     let sha = hex::encode(sha2::Sha256::digest(value.as_bytes()));
     (value, sha)
 }
+
+/// One of the two test sshd `scripts/engines/sshd.sh` runs: an asset
+/// owner's host.
+#[derive(Debug, Clone)]
+pub struct SshHost {
+    /// `a` or `b`, as `sshd.sh` names it.
+    pub name: &'static str,
+    pub addr: String,
+    pub port: u16,
+    pub user: String,
+}
+
+/// The two owners' hosts and the client's files. Tests that take a host
+/// down use [`SshHosts::stop`] / [`SshHosts::cut`], which bring it back
+/// when dropped.
+#[derive(Debug, Clone)]
+pub struct SshHosts {
+    pub a: SshHost,
+    pub b: SshHost,
+    /// `$CANOPY_SSH_DIR`, by default `<engines>/ssh`.
+    pub dir: PathBuf,
+    /// Authorised for both owners.
+    pub key: PathBuf,
+    /// Pins both hosts' keys.
+    pub known_hosts: PathBuf,
+    /// The same host names with another key: a changed host key.
+    pub known_hosts_changed: PathBuf,
+    /// No entries: an unknown host key.
+    pub known_hosts_empty: PathBuf,
+}
+
+fn ssh_host(name: &'static str, var: &str, default_port: u16, default_user: &str) -> SshHost {
+    // CANOPY_SSH_A / CANOPY_SSH_B: `user@addr:port`.
+    let spec = std::env::var(var).unwrap_or_else(|_| format!("{default_user}@127.0.0.1:{default_port}"));
+    let (user, rest) = spec.split_once('@').unwrap_or((default_user, &spec));
+    let (addr, port) = rest.rsplit_once(':').unwrap_or((rest, "22"));
+    SshHost {
+        name,
+        addr: addr.into(),
+        port: port.parse().unwrap_or_else(|_| panic!("{var}={spec:?}: the port is not a number")),
+        user: user.into(),
+    }
+}
+
+impl SshHosts {
+    pub fn host(&self, name: &str) -> &SshHost {
+        if name == "a" { &self.a } else { &self.b }
+    }
+
+    /// `ssh … <host> <command>` as the host's owner, host keys checked
+    /// strictly against `known_hosts`.
+    pub fn ssh(&self, host: &SshHost, known_hosts: &Path, command: &str) -> std::process::Output {
+        std::process::Command::new("ssh")
+            .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=5"])
+            .arg("-o")
+            .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
+            .arg("-i")
+            .arg(&self.key)
+            .arg("-p")
+            .arg(host.port.to_string())
+            .arg(format!("{}@{}", host.user, host.addr))
+            .arg(command)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("cannot run ssh")
+    }
+
+    /// Stops host `name`'s sshd (no new connections; established sessions
+    /// stay, see `scripts/engines/sshd.sh`) until the guard is dropped.
+    pub fn stop(&self, name: &str) -> SshdDown {
+        sshd_sh(&["stop", name]);
+        SshdDown { name: name.to_string() }
+    }
+
+    /// Ends host `name`'s established ssh sessions (not the processes they
+    /// started); with [`SshHosts::stop`] first, the host is off the network.
+    pub fn cut(&self, name: &str) {
+        sshd_sh(&["cut", name]);
+    }
+
+    /// A lock on the hosts across test processes (nextest runs each test in
+    /// its own): tests that take a host down hold it exclusively, others
+    /// shared. Released when the file is dropped.
+    pub fn lock(&self, exclusive: bool) -> std::fs::File {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(std::env::temp_dir().join("canopy-ssh-hosts.lock"))
+            .expect("cannot open the ssh hosts' lock file");
+        if exclusive { f.lock() } else { f.lock_shared() }.expect("cannot lock the ssh hosts");
+        f
+    }
+}
+
+/// A host whose sshd a test stopped; started again when dropped, even when
+/// the test panics.
+pub struct SshdDown {
+    name: String,
+}
+
+impl SshdDown {
+    /// Starts the host's sshd again now.
+    pub fn start(self) {}
+}
+
+impl Drop for SshdDown {
+    fn drop(&mut self) {
+        sshd_sh(&["start", &self.name]);
+    }
+}
+
+fn sshd_sh(args: &[&str]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/engines/sshd.sh");
+    let out = std::process::Command::new(&script).args(args).output().expect("cannot run sshd.sh");
+    assert!(
+        out.status.success(),
+        "{} {}: {}{}",
+        script.display(),
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The two owners' hosts, or `None` after printing `SKIPPED: …` (a panic
+/// under `CANOPY_ENGINES=require`). Each host must admit its owner with
+/// the client key and the pinned host key (`ssh … true`).
+pub fn ssh_hosts(test: &str) -> Option<SshHosts> {
+    let engines =
+        PathBuf::from(std::env::var("CANOPY_ENGINES_DIR").unwrap_or_else(|_| "/tmp/canopy-engines".into()));
+    let dir = std::env::var("CANOPY_SSH_DIR").map_or_else(|_| engines.join("ssh"), PathBuf::from);
+    let hosts = SshHosts {
+        a: ssh_host("a", "CANOPY_SSH_A", 2222, "canopy-owner-a"),
+        b: ssh_host("b", "CANOPY_SSH_B", 2223, "canopy-owner-b"),
+        key: dir.join("client_ed25519"),
+        known_hosts: dir.join("known_hosts"),
+        known_hosts_changed: dir.join("known_hosts.changed"),
+        known_hosts_empty: dir.join("known_hosts.empty"),
+        dir,
+    };
+    let mut missing = Vec::new();
+    if !hosts.key.is_file() || !hosts.known_hosts.is_file() {
+        missing.push(format!("the client key and known_hosts in {}", hosts.dir.display()));
+    } else {
+        for h in [&hosts.a, &hosts.b] {
+            let out = hosts.ssh(h, &hosts.known_hosts, "true");
+            if !out.status.success() {
+                let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+                missing.push(format!("sshd for {}@{}:{} ({why})", h.user, h.addr, h.port));
+            }
+        }
+    }
+    if missing.is_empty() {
+        return Some(hosts);
+    }
+    let why =
+        format!("{test}: {} not reachable; start them with scripts/engines/start.sh ssh", missing.join(", "));
+    if std::env::var("CANOPY_ENGINES").as_deref() == Ok("require") {
+        panic!("CANOPY_ENGINES=require but {why}");
+    }
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {why}");
+    None
+}

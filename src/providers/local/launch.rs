@@ -172,10 +172,11 @@ async fn start(
     let api = |what: &str, e: io::Error| LaunchError::Api(format!("{what}: {e}"));
     let notes = append_private(&dir.supervisor_log()).map_err(|e| api("cannot create supervisor.log", e))?;
     let mut cmd = tokio::process::Command::new(&cfg.shim.program);
-    cmd.args(&cfg.shim.args)
-        .arg("--attempt")
-        .arg(dir.path())
-        .arg("--")
+    cmd.args(&cfg.shim.args).arg("--attempt").arg(dir.path());
+    if let Some(lease) = &plan.lease {
+        cmd.arg("--lease").arg(lease);
+    }
+    cmd.arg("--")
         .args(&plan.argv)
         .env_clear()
         .envs(&plan.env)

@@ -20,7 +20,8 @@
 //!   launch.json      token, attempt, pool, node, container engine if any
 //!   spec.json        the spec (secret names only)
 //!   pid              supervisor and child pids with their start times
-//!   exit.json        the child's exit code or signal and end time
+//!   exit.json        the child's exit code or signal and end time (and
+//!                    why it was stopped when its lease ran out)
 //!   collected.json   what the supervisor collected after a clean exit
 //!   collected/<name> the collected outputs, until the provider moves them
 //!   stdout.log, stderr.log, supervisor.log   (files 0600, directory 0700)
@@ -170,10 +171,18 @@ pub struct ExitRecord {
     /// which the others were stopped), and its node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank: Option<(u32, String)>,
+    /// Why the supervisor stopped the workload for the host's sake, not
+    /// the workload's: its lease ran out ([`super::lease`]). The end is
+    /// then the node's ([`ProviderEnd::NodeLost`]), whatever the exit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<String>,
 }
 
 impl ExitRecord {
     pub fn to_end(&self) -> ProviderEnd {
+        if let Some(message) = &self.lost {
+            return ProviderEnd::NodeLost { message: message.clone() };
+        }
         let end = match (self.code, self.signal) {
             (_, Some(signal)) => ProviderEnd::Signaled { signal },
             (Some(code), None) => ProviderEnd::Exited { code },
@@ -365,9 +374,12 @@ mod tests {
 
     #[test]
     fn exit_records_map_to_provider_ends() {
-        let r = |code, signal| ExitRecord { code, signal, ended_at_ms: 0, error: None, rank: None };
+        let r =
+            |code, signal| ExitRecord { code, signal, ended_at_ms: 0, error: None, rank: None, lost: None };
         assert_eq!(r(Some(0), None).to_end(), ProviderEnd::Exited { code: 0 });
         assert_eq!(r(None, Some(9)).to_end(), ProviderEnd::Signaled { signal: 9 });
+        let lost = ExitRecord { lost: Some("lease expired: …".into()), ..r(None, Some(15)) };
+        assert_eq!(lost.to_end(), ProviderEnd::NodeLost { message: "lease expired: …".into() });
     }
 
     #[test]
@@ -382,7 +394,7 @@ mod tests {
     }
 
     fn r_exit() -> ExitRecord {
-        ExitRecord { code: Some(3), signal: None, ended_at_ms: 5, error: None, rank: None }
+        ExitRecord { code: Some(3), signal: None, ended_at_ms: 5, error: None, rank: None, lost: None }
     }
 
     #[test]

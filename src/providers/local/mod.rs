@@ -15,6 +15,11 @@
 //! supervisor gone, which reports a provider-side end
 //! ([`ProviderEnd::ApiError`], class `provider`: the node is not blamed).
 //!
+//! Under a lease ([`LocalConfig::lease`], see [`lease`]), as when the ssh
+//! provider runs this provider on an owner's host, each supervisor also
+//! stops its workload once the lease runs out, and the end is reported as
+//! [`ProviderEnd::NodeLost`] (class `node`: retried elsewhere).
+//!
 //! Outputs reach the engine without the engine opening anything the
 //! workload wrote: it moves what the supervisor collected (regular files
 //! only, links never followed, bounded by [`LocalConfig::outputs`]).
@@ -29,6 +34,7 @@ pub mod container;
 pub mod inventory;
 pub mod launch;
 pub mod layout;
+pub mod lease;
 pub mod outputs;
 pub mod plan;
 pub mod procfs;
@@ -102,6 +108,10 @@ pub struct LocalConfig {
     /// Nodes this machine is offered as (`[local] nodes` in canopy.toml):
     /// 1, or more to run multi-node gangs here (see [`inventory::split`]).
     pub nodes: u32,
+    /// A lease file ([`lease`]) whoever speaks for Canopy on this host
+    /// keeps renewing: every attempt's supervisor stops its workload once
+    /// it runs out. `None`: workloads run until they end or are terminated.
+    pub lease: Option<PathBuf>,
 }
 
 impl LocalConfig {
@@ -116,6 +126,7 @@ impl LocalConfig {
             containers: ContainerPolicy::Detect,
             outputs: OutputLimits::default(),
             nodes: 1,
+            lease: None,
         }
     }
 }
@@ -152,6 +163,9 @@ impl LocalProvider {
         // directory differs: make the root absolute once.
         if let Ok(abs) = std::path::absolute(&cfg.root) {
             cfg.root = abs;
+        }
+        if let Some(abs) = cfg.lease.as_deref().and_then(|l| std::path::absolute(l).ok()) {
+            cfg.lease = Some(abs);
         }
         Self { cfg, engine: tokio::sync::OnceCell::new() }
     }

@@ -46,6 +46,9 @@ pub struct Plan {
     pub dirs: Vec<PathBuf>,
     pub inputs: Vec<StagedInput>,
     pub record: LaunchRecord,
+    /// The lease the supervisor keeps the workload under
+    /// (`LocalConfig::lease`), passed as `--lease <file>`.
+    pub lease: Option<PathBuf>,
 }
 
 /// A `file://` input: staged as `inputs/<name>` pointing at `source`.
@@ -207,7 +210,7 @@ pub fn plan(
     };
     env.extend(rt.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(canopy);
-    Ok(Plan { argv, env, cwd, dirs, inputs, record })
+    Ok(Plan { argv, env, cwd, dirs, inputs, record, lease: cfg.lease.clone() })
 }
 
 /// Every secret the spec names must have a value in the request; values

@@ -3,9 +3,9 @@
 //! workload, waits for it and records how it ended.
 //!
 //! Invocation (after whatever leading arguments select the shim, such as
-//! `canopy __supervise`): `--attempt <dir> -- <argv...>`. The workload gets
-//! the shim's environment and working directory as they are; the launcher
-//! sets both. The shim writes `pid` once the child runs and `exit.json`
+//! `canopy __supervise`): `--attempt <dir> [--lease <file>] -- <argv...>`.
+//! The workload gets the shim's environment and working directory as they
+//! are; the launcher sets both. The shim writes `pid` once the child runs and `exit.json`
 //! (atomically) once it ends, and its own notes to `supervisor.log`; every
 //! file it creates is 0600.
 //!
@@ -28,6 +28,16 @@
 //!   to fail stops the others (SIGTERM, the spec's grace, SIGKILL), and
 //!   `exit.json` records its end with its rank and node.
 //!
+//! - Under a lease (`--lease <file>`, see [`super::lease`]), the workload
+//!   runs only while Canopy keeps renewing it: the supervisor does not
+//!   start it when the lease has run out or there is none, and reads the
+//!   lease about every [`lease::CHECK_EVERY`] while it runs; once it has run
+//!   out (or no readable lease has been found for a whole check period) the
+//!   whole group, every rank of a gang included, gets SIGTERM, the spec's
+//!   grace, then SIGKILL, and `exit.json` records why (`lost`), which the
+//!   provider reports as [`crate::failure::ProviderEnd::NodeLost`]. Outputs
+//!   are not collected then: the attempt did not finish.
+//!
 //! It must not interpret the command (no shell), touch anything outside the
 //! attempt directory, or write environment values anywhere: secrets reach
 //! the workload through the environment only.
@@ -35,7 +45,7 @@
 use super::layout::{
     AttemptDir, ExitRecord, GangRecord, LaunchRecord, PidRecord, append_private, read_json, write_json,
 };
-use super::procfs;
+use super::{lease, procfs};
 use crate::providers::gang::{Rank, launcher_env};
 use crate::spec::Spec;
 use std::fs::File;
@@ -43,7 +53,8 @@ use std::io::{self, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Exit status of the shim when its arguments are wrong (a Canopy bug).
 pub const USAGE_ERROR: i32 = 2;
@@ -57,7 +68,7 @@ const STRAGGLER_GRACE: Duration = Duration::from_secs(2);
 /// Runs the supervisor. Returns the shim's own exit status: 0 when the
 /// workload's end was recorded (whatever that end was).
 pub fn supervise_main(args: &[String]) -> i32 {
-    let Some((dir, argv)) = parse_args(args) else {
+    let Some(Args { dir, lease, argv }) = parse_args(args) else {
         return USAGE_ERROR;
     };
     let dir = AttemptDir::new(dir);
@@ -66,7 +77,7 @@ pub fn supervise_main(args: &[String]) -> i32 {
     // did makes this fail harmlessly.
     let _ = procfs::setsid();
     let mut log = Notes::open(&dir);
-    match run(&dir, &argv, &mut log) {
+    match run(&dir, lease, &argv, &mut log) {
         Ok(()) => 0,
         Err(e) => {
             log.note(&format!("could not record the attempt's end: {e}"));
@@ -75,20 +86,35 @@ pub fn supervise_main(args: &[String]) -> i32 {
     }
 }
 
-fn parse_args(args: &[String]) -> Option<(PathBuf, Vec<String>)> {
+/// The supervisor's arguments.
+#[derive(Debug, PartialEq, Eq)]
+struct Args {
+    dir: PathBuf,
+    lease: Option<PathBuf>,
+    argv: Vec<String>,
+}
+
+fn parse_args(args: &[String]) -> Option<Args> {
     let mut it = args.iter();
     if it.next()? != "--attempt" {
         return None;
     }
     let dir = PathBuf::from(it.next()?);
-    if it.next()? != "--" {
+    let mut lease = None;
+    let mut next = it.next()?;
+    if next == "--lease" {
+        lease = Some(PathBuf::from(it.next()?));
+        next = it.next()?;
+    }
+    if next != "--" {
         return None;
     }
     let argv: Vec<String> = it.cloned().collect();
-    if argv.is_empty() || !dir.is_absolute() { None } else { Some((dir, argv)) }
+    let absolute = dir.is_absolute() && lease.as_ref().is_none_or(|l| l.is_absolute());
+    if argv.is_empty() || !absolute { None } else { Some(Args { dir, lease, argv }) }
 }
 
-fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
+fn run(dir: &AttemptDir, lease: Option<PathBuf>, argv: &[String], log: &mut Notes) -> io::Result<()> {
     let me = procfs::proc_ref(std::process::id() as i32)
         .ok_or_else(|| io::Error::other("cannot read /proc/self/stat"))?;
     let session = procfs::stat(me.pid).map(|s| s.session);
@@ -113,6 +139,23 @@ fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
     let stdout = append_private(&dir.stdout())?;
     let stderr = append_private(&dir.stderr())?;
     let mut err_for_notes = stderr.try_clone()?;
+    // Under a lease that has already run out, nothing starts.
+    if let Some(l) = &lease
+        && let Some(why) = lease_not_held(l)
+    {
+        let _ = writeln!(err_for_notes, "canopy: {why}");
+        log.note(&why);
+        write_json(&dir.pid(), &PidRecord { supervisor: me, child: None, session })?;
+        let exit = ExitRecord {
+            code: None,
+            signal: None,
+            ended_at_ms: super::layout::now_ms(),
+            error: Some(why.clone()),
+            rank: None,
+            lost: Some(why),
+        };
+        return write_json(&dir.exit(), &exit);
+    }
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(stdout).stderr(stderr).process_group(0);
     if let Some(g) = &gang {
@@ -135,6 +178,7 @@ fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
                 ended_at_ms: super::layout::now_ms(),
                 error: Some(msg),
                 rank: None,
+                lost: None,
             };
             return write_json(&dir.exit(), &exit);
         }
@@ -143,6 +187,7 @@ fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
     let child_ref = procfs::proc_ref(pgid);
     write_json(&dir.pid(), &PidRecord { supervisor: me, child: child_ref, session })?;
     log.note(&format!("started {:?} as pid {pgid}", argv[0]));
+    let watch = lease.map(|l| LeaseWatch::start(l, pgid, grace, dir));
     let (status, rank) = match &gang {
         None => (child.wait()?, None),
         Some(g) => {
@@ -172,21 +217,28 @@ fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
                             ended_at_ms: super::layout::now_ms(),
                             error: Some(msg),
                             rank: Some((r as u32, g.nodes[r].clone())),
+                            lost: None,
                         };
                         return write_json(&dir.exit(), &exit);
                     }
                 }
             }
             log.note(&format!("started {} gang ranks in group {pgid}", ranks.len()));
-            let (status, rank) = wait_gang(&mut ranks, pgid, grace, log)?;
+            let lease_stopping = || watch.as_ref().is_some_and(LeaseWatch::expired);
+            let (status, rank) = wait_gang(&mut ranks, pgid, grace, &lease_stopping, log)?;
             (status, rank.map(|r| (r as u32, g.nodes[r].clone())))
         }
     };
     let ended_at_ms = super::layout::now_ms();
+    // Waits out the lease's own stop of the group, if it made one.
+    let lost = watch.and_then(LeaseWatch::finish);
     clean_up_group(pgid, log);
-    let exit = ExitRecord { code: status.code(), signal: status.signal(), ended_at_ms, error: None, rank };
+    let exit =
+        ExitRecord { code: status.code(), signal: status.signal(), ended_at_ms, error: None, rank, lost };
     log.note(&format!("workload ended: {status}"));
-    if status.code() == Some(0) {
+    if let Some(why) = &exit.lost {
+        log.note(&format!("not collecting outputs: {why}"));
+    } else if status.code() == Some(0) {
         log.note("collecting outputs");
         match super::outputs::supervise_collection(dir, spec.as_ref().map_err(Clone::clone), &limits) {
             Ok(()) => log.note("outputs collected; see collected.json"),
@@ -195,6 +247,99 @@ fn run(dir: &AttemptDir, argv: &[String], log: &mut Notes) -> io::Result<()> {
         }
     }
     write_json(&dir.exit(), &exit)
+}
+
+/// Why the workload must not start under the lease at `path`, if so: it
+/// has run out, or there is no readable lease.
+fn lease_not_held(path: &std::path::Path) -> Option<String> {
+    let now = SystemTime::now();
+    match lease::read_record(path) {
+        Ok(Some(r)) if now < r.expires_at() => None,
+        Ok(Some(r)) => Some(format!(
+            "lease expired: lost contact with Canopy for {} before the workload started (the lease in {} \
+             ran out), so it was not started",
+            lease::human(now.duration_since(r.renewed_at()).unwrap_or_default()),
+            path.display()
+        )),
+        Ok(None) => Some(format!(
+            "lease expired: there is no lease file at {}, so the workload was not started",
+            path.display()
+        )),
+        Err(e) => Some(format!(
+            "lease expired: the lease file {} cannot be read ({e}), so the workload was not started",
+            path.display()
+        )),
+    }
+}
+
+/// A thread that reads the lease every [`lease::CHECK_EVERY`] while the
+/// workload runs and stops the workload's group when it runs out.
+struct LeaseWatch {
+    /// Dropped (or sent to) when the workload has ended.
+    done: mpsc::Sender<()>,
+    state: Arc<Mutex<WatchState>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct WatchState {
+    /// The workload ended: the watch must not stop anything any more.
+    ended: bool,
+    /// Why the watch stopped the workload.
+    expired: Option<String>,
+}
+
+impl LeaseWatch {
+    fn start(path: PathBuf, pgid: i32, grace: Duration, dir: &AttemptDir) -> Self {
+        let (done, wake) = mpsc::channel::<()>();
+        let state = Arc::new(Mutex::new(WatchState::default()));
+        let shared = Arc::clone(&state);
+        let mut log = Notes::open(dir);
+        let thread = std::thread::spawn(move || {
+            let mut missing_since = None;
+            loop {
+                match wake.recv_timeout(lease::CHECK_EVERY) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+                let Some(why) = lease::verdict(&path, SystemTime::now(), &mut missing_since) else {
+                    continue;
+                };
+                {
+                    let mut st = shared.lock().unwrap_or_else(|e| e.into_inner());
+                    if st.ended {
+                        return;
+                    }
+                    st.expired = Some(why.clone());
+                }
+                log.note(&format!("{why}; stopping group {pgid}"));
+                stop_group(pgid, grace, &mut log);
+                return;
+            }
+        });
+        Self { done, state, thread }
+    }
+
+    /// Whether the lease ran out and the watch is stopping the group.
+    fn expired(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).expired.is_some()
+    }
+
+    /// Ends the watch once the workload has ended. When the lease stopped
+    /// the workload, waits until its stop is complete (the grace, SIGKILL)
+    /// and returns why.
+    fn finish(self) -> Option<String> {
+        let expired = {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.ended = true;
+            st.expired.clone()
+        };
+        let _ = self.done.send(());
+        if expired.is_some() {
+            let _ = self.thread.join();
+        }
+        expired
+    }
 }
 
 /// Rank `r`'s launcher variables: every node of a split machine is
@@ -211,13 +356,15 @@ fn rank_env(g: &GangRecord, r: usize) -> Vec<(String, String)> {
 }
 
 /// Waits for every rank of a gang. The first rank to end other than with
-/// exit 0 ends the gang: the others get SIGTERM, `grace`, then SIGKILL.
+/// exit 0 ends the gang: the others get SIGTERM, `grace`, then SIGKILL
+/// (unless `stopping` says the whole group is being stopped already).
 /// Returns the gang's status (that rank's, or success when all exited 0)
 /// and the failing rank.
 fn wait_gang(
     ranks: &mut [std::process::Child],
     pgid: i32,
     grace: Duration,
+    stopping: &dyn Fn() -> bool,
     log: &mut Notes,
 ) -> io::Result<(std::process::ExitStatus, Option<usize>)> {
     let mut ended: Vec<Option<std::process::ExitStatus>> = vec![None; ranks.len()];
@@ -230,8 +377,10 @@ fn wait_gang(
                 ended[r] = Some(s);
                 if !s.success() && failed.is_none() {
                     failed = Some(r);
-                    log.note(&format!("rank {r} ended first ({s}); stopping the gang"));
-                    stop_group_async(pgid, grace);
+                    if !stopping() {
+                        log.note(&format!("rank {r} ended first ({s}); stopping the gang"));
+                        stop_group_async(pgid, grace);
+                    }
                 }
             }
         }
@@ -323,9 +472,12 @@ mod tests {
 
     #[test]
     fn arguments_are_attempt_dir_then_argv() {
-        let (dir, argv) = parse_args(&s(&["--attempt", "/r/t", "--", "echo", "a b"])).unwrap();
-        assert_eq!(dir, PathBuf::from("/r/t"));
-        assert_eq!(argv, s(&["echo", "a b"]));
+        let a = parse_args(&s(&["--attempt", "/r/t", "--", "echo", "a b"])).unwrap();
+        assert_eq!(a, Args { dir: "/r/t".into(), lease: None, argv: s(&["echo", "a b"]) });
+        let a = parse_args(&s(&["--attempt", "/r/t", "--lease", "/h/lease.json", "--", "x"])).unwrap();
+        assert_eq!(a.lease, Some(PathBuf::from("/h/lease.json")));
+        assert!(parse_args(&s(&["--attempt", "/r/t", "--lease", "rel", "--", "x"])).is_none());
+        assert!(parse_args(&s(&["--attempt", "/r/t", "--lease", "--", "x"])).is_none());
         assert!(parse_args(&s(&["--attempt", "/r/t", "--"])).is_none());
         assert!(parse_args(&s(&["--attempt", "rel", "--", "x"])).is_none());
         assert!(parse_args(&s(&["/r/t", "--", "x"])).is_none());
