@@ -380,10 +380,9 @@ async fn an_owners_drain_moves_running_work_with_its_grace() {
     r.handle.shutdown();
 }
 
-/// `HH:MM` in UTC, `minutes` from now (negative: before).
-fn utc_hhmm(minutes: i64) -> String {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
-    let m = (now / 60 + minutes).rem_euclid(24 * 60);
+/// `HH:MM` in UTC of minute `m` since the epoch.
+fn utc_hhmm(m: u64) -> String {
+    let m = m % (24 * 60);
     format!("{:02}:{:02}", m / 60, m % 60)
 }
 
@@ -395,9 +394,13 @@ async fn a_closing_lend_window_stops_running_work_with_grace_and_places_nothing_
     };
     let _l = h.lock(false);
     let t = tempfile::tempdir().unwrap();
-    // Owner a lends until two minutes from now; the workload's stop grace
-    // is longer than what is left, so it is asked to stop at once.
-    let window = format!("{}-{}", utc_hhmm(-1), utc_hhmm(2));
+    // Owner a lends until two to three minutes from now; the workload's
+    // stop grace fits when it starts and no longer about 10 s later, when
+    // it is asked to stop (closes at - now <= grace + 5 s).
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let end = (now / 60 + 3) * 60;
+    let grace = end - now - 15;
+    let window = format!("{}-{}", utc_hhmm(now / 60 - 1), utc_hhmm(end / 60));
     let toml = ssh_toml(&h, &h.known_hosts, "20s", "")
         .replace("pool = \"lab\"\nowner = \"owner a\"", "pool = \"evening\"\nowner = \"owner a\"")
         + &format!(
@@ -409,7 +412,7 @@ async fn a_closing_lend_window_stops_running_work_with_grace_and_places_nothing_
         "ssh-window",
         script,
         json!({
-            "runtime": { "stop_grace": "150s" },
+            "runtime": { "stop_grace": format!("{grace}s") },
             "constraints": { "providers": ["ssh"], "capabilities": ["evening"], "interruptible": true },
         }),
     );
