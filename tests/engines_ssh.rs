@@ -432,3 +432,27 @@ async fn a_closing_lend_window_stops_running_work_with_grace_and_places_nothing_
     let _ = r.handle.command(Command::Cancel { id }).await;
     r.handle.shutdown();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_engine_readopts_work_on_an_owners_host() {
+    let Some(h) = ssh_hosts("a_restarted_engine_readopts_work_on_an_owners_host") else { return };
+    let _l = h.lock(false);
+    let t = tempfile::tempdir().unwrap();
+    let toml = ssh_toml(&h, &h.known_hosts, "20s", "");
+    let r = start(t.path(), &toml).await;
+    let id = submit(&r, ssh_spec("ssh-restart", "echo started; sleep 8; echo finished", json!({}))).await;
+    wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
+    r.stop(Duration::from_secs(10)).await.unwrap();
+    // A new engine over the same store finds the attempt on its host by
+    // its token, renews its lease and follows it to its end.
+    let r = start(t.path(), &toml).await;
+    let (w, a) = wait(t.path(), id, LONG, "success", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert_eq!(a.len(), 1, "adopted, not run again: {a:#?}");
+    let logs = find_files(&t.path().join("home"), "stdout.log");
+    assert!(
+        logs.iter().any(|(_, s)| s.matches("started").count() == 1 && s.contains("finished")),
+        "{logs:?}"
+    );
+    r.handle.shutdown();
+}
