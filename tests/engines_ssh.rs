@@ -71,6 +71,22 @@ fn ssh_spec(name: &str, script: &str, extra: serde_json::Value) -> canopy::spec:
     spec(v)
 }
 
+/// Removes the store's directory (its lease, the empty attempts
+/// directory) from both hosts when the test ends, whatever happens.
+struct ForgetStore(Vec<PathBuf>);
+
+impl Drop for ForgetStore {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn forget_store(h: &SshHosts, store: &str) -> ForgetStore {
+    ForgetStore([&h.a, &h.b].iter().map(|x| home_of(&x.user).join(".canopy-host").join(store)).collect())
+}
+
 /// The host user's home, as root sees it.
 fn home_of(user: &str) -> PathBuf {
     PathBuf::from(sh(&format!("getent passwd {user} | cut -d: -f6")).trim())
@@ -135,6 +151,7 @@ async fn logs_and_outputs_come_back_the_secret_stays_hidden_and_nothing_is_left(
     unsafe { std::env::set_var("CANOPY_TEST_SSH_CANARY", &canary) };
     let t = tempfile::tempdir().unwrap();
     let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "20s", "")).await;
+    let _forget = forget_store(&h, &r.store_id);
     let script = "echo \"sha=$(printf %s \"$CANOPY_TEST_SSH_CANARY\" | sha256sum | cut -d' ' -f1)\"; \
                   echo \"gpus=[${CUDA_VISIBLE_DEVICES-unset}] user=$(id -un)\"; echo oops >&2; sleep 4; \
                   echo done > \"$CANOPY_OUTPUT_DIR/result.txt\"";
@@ -195,7 +212,7 @@ async fn logs_and_outputs_come_back_the_secret_stays_hidden_and_nothing_is_left(
     assert!(processes_of(&host.user, "__supervise").is_empty(), "{:?}", processes_of(&host.user, ""));
     let hits = files_containing(&home_of(&host.user), canary.as_bytes());
     assert!(hits.is_empty(), "the secret was written on the host: {hits:?}");
-    r.handle.shutdown();
+    r.stop(Duration::from_secs(10)).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -206,6 +223,7 @@ async fn a_cut_connection_leaves_the_attempt_running_and_it_is_readopted() {
     let _l = h.lock(true);
     let t = tempfile::tempdir().unwrap();
     let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "30s", "")).await;
+    let _forget = forget_store(&h, &r.store_id);
     let s = ssh_spec("ssh-cut", "echo started; sleep 8; echo finished", json!({}));
     let id = submit(&r, s).await;
     let (_, a) =
@@ -226,7 +244,7 @@ async fn a_cut_connection_leaves_the_attempt_running_and_it_is_readopted() {
         logs.iter().any(|(_, s)| s.matches("started").count() == 1 && s.contains("finished")),
         "{logs:?}"
     );
-    r.handle.shutdown();
+    r.stop(Duration::from_secs(10)).await.unwrap();
 }
 
 /// This process's ssh ControlMasters to `user`'s host.
@@ -260,6 +278,7 @@ async fn a_host_off_the_network_stops_its_work_after_the_lease_and_it_runs_once_
     sh(&format!("chmod 666 {}", marker.display()));
     let t = tempfile::tempdir().unwrap();
     let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "4s", "")).await;
+    let _forget = forget_store(&h, &r.store_id);
     let script = format!(
         "echo \"start $(id -un)\" >> {m}; sleep 15; echo \"done $(id -un)\" >> {m}",
         m = marker.display()
@@ -294,7 +313,7 @@ async fn a_host_off_the_network_stops_its_work_after_the_lease_and_it_runs_once_
     );
     down.start();
     let _ = std::fs::remove_file(&marker);
-    r.handle.shutdown();
+    r.stop(Duration::from_secs(10)).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -303,6 +322,7 @@ async fn cancel_leaves_no_process_and_no_file_on_the_host() {
     let _l = h.lock(false);
     let t = tempfile::tempdir().unwrap();
     let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "20s", "")).await;
+    let _forget = forget_store(&h, &r.store_id);
     let s = ssh_spec("ssh-cancel", "echo up > side-file; sleep 300 & sleep 301; wait", json!({}));
     let id = submit(&r, s).await;
     let (_, a) =
@@ -327,7 +347,7 @@ async fn cancel_leaves_no_process_and_no_file_on_the_host() {
     );
     assert!(processes_of(&host.user, "sleep 30").is_empty(), "{:?}", processes_of(&host.user, ""));
     assert!(processes_of(&host.user, "__supervise").is_empty());
-    r.handle.shutdown();
+    r.stop(Duration::from_secs(10)).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -358,6 +378,7 @@ async fn an_owners_drain_moves_running_work_with_its_grace() {
     let _l = h.lock(false);
     let t = tempfile::tempdir().unwrap();
     let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "20s", "")).await;
+    let _forget = forget_store(&h, &r.store_id);
     let script = "trap 'echo got SIGTERM on $(id -un); exit 143' TERM; echo started on $(id -un); \
                   for i in $(seq 1 8); do sleep 1; done; echo finished on $(id -un)";
     let id = submit(&r, ssh_spec("ssh-drain", script, json!({}))).await;
@@ -377,7 +398,7 @@ async fn an_owners_drain_moves_running_work_with_its_grace() {
     let events: Vec<String> = journal(t.path()).events(id).unwrap().into_iter().map(|e| e.message).collect();
     assert!(events.iter().any(|e| e.contains("drain")), "the reclaim is in the record: {events:#?}");
     assert!(attempts_on(&first.user, &r.store_id).is_empty());
-    r.handle.shutdown();
+    r.stop(Duration::from_secs(10)).await.unwrap();
 }
 
 /// `HH:MM` in UTC of minute `m` since the epoch.
@@ -407,6 +428,7 @@ async fn a_closing_lend_window_stops_running_work_with_grace_and_places_nothing_
             "[ssh.pools.evening]\ncapabilities = [\"evening\"]\nwindows = [{window:?}]\ntimezone = \"UTC\"\n"
         );
     let r = start(t.path(), &toml).await;
+    let _forget = forget_store(&h, &r.store_id);
     let script = "trap 'echo got SIGTERM, saving; exit 0' TERM; echo started; sleep 300 & wait";
     let s = ssh_spec(
         "ssh-window",
@@ -430,7 +452,7 @@ async fn a_closing_lend_window_stops_running_work_with_grace_and_places_nothing_
     let a = journal(t.path()).attempts(id).unwrap();
     assert!(a.iter().skip(1).all(|a| a.started_at.is_none()), "placed again in a closing window: {a:#?}");
     let _ = r.handle.command(Command::Cancel { id }).await;
-    r.handle.shutdown();
+    r.stop(Duration::from_secs(10)).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -440,12 +462,14 @@ async fn a_restarted_engine_readopts_work_on_an_owners_host() {
     let t = tempfile::tempdir().unwrap();
     let toml = ssh_toml(&h, &h.known_hosts, "20s", "");
     let r = start(t.path(), &toml).await;
+    let _forget = forget_store(&h, &r.store_id);
     let id = submit(&r, ssh_spec("ssh-restart", "echo started; sleep 8; echo finished", json!({}))).await;
     wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
     r.stop(Duration::from_secs(10)).await.unwrap();
     // A new engine over the same store finds the attempt on its host by
     // its token, renews its lease and follows it to its end.
     let r = start(t.path(), &toml).await;
+    let _forget = forget_store(&h, &r.store_id);
     let (w, a) = wait(t.path(), id, LONG, "success", |w, _| w.state.is_final()).await;
     assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
     assert_eq!(a.len(), 1, "adopted, not run again: {a:#?}");
@@ -454,5 +478,5 @@ async fn a_restarted_engine_readopts_work_on_an_owners_host() {
         logs.iter().any(|(_, s)| s.matches("started").count() == 1 && s.contains("finished")),
         "{logs:?}"
     );
-    r.handle.shutdown();
+    r.stop(Duration::from_secs(10)).await.unwrap();
 }

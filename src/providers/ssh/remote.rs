@@ -132,6 +132,16 @@ impl Host {
         self.dir.join("lease")
     }
 
+    /// The store's directory and its attempts, private to the owner's user.
+    fn make_dir(&self) -> Result<(), String> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(self.dir.join("attempts"))
+            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))
+    }
+
     async fn serve(&self, req: Request) -> i32 {
         match req {
             Request::Probe => answer(self.probe().await),
@@ -171,8 +181,6 @@ impl Host {
 
     async fn launch(&self, l: protocol::Launch) -> Result<protocol::LaunchOutcome, String> {
         let dir = self.attempt(&l.token)?;
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
         // The supervisor must find a live lease from its first check.
         self.renew(l.lease_ms)?;
         let req = LaunchRequest {
@@ -240,8 +248,7 @@ impl Host {
     }
 
     fn renew(&self, for_ms: u64) -> Result<i64, String> {
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
+        self.make_dir()?;
         crate::providers::local::lease::renew(&self.lease(), Duration::from_millis(for_ms))
             .map_err(|e| format!("cannot renew the lease at {}: {e}", self.lease().display()))?;
         Ok(layout::now_ms())
