@@ -209,7 +209,8 @@ async fn logs_and_outputs_come_back_the_secret_stays_hidden_and_nothing_is_left(
     let store = r.store_id.clone();
     let left = attempts_on(&host.user, &store);
     assert!(left.is_empty(), "attempt directories left on {}: {left:?}", host.user);
-    assert!(processes_of(&host.user, "__supervise").is_empty(), "{:?}", processes_of(&host.user, ""));
+    let store_dir = format!("/.canopy-host/{store}/");
+    assert!(processes_of(&host.user, &store_dir).is_empty(), "{:?}", processes_of(&host.user, ""));
     let hits = files_containing(&home_of(&host.user), canary.as_bytes());
     assert!(hits.is_empty(), "the secret was written on the host: {hits:?}");
     r.stop(Duration::from_secs(10)).await.unwrap();
@@ -235,7 +236,8 @@ async fn a_cut_connection_leaves_the_attempt_running_and_it_is_readopted() {
         // SAFETY: signalling a process this test identified by pid.
         unsafe { libc::kill(m, libc::SIGKILL) };
     }
-    assert!(!processes_of(&host.user, "__supervise").is_empty(), "the supervisor outlived the connection");
+    let store_dir = format!("/.canopy-host/{}/", r.store_id);
+    assert!(!processes_of(&host.user, &store_dir).is_empty(), "the supervisor outlived the connection");
     let (w, a) = wait(t.path(), id, LONG, "success", |w, _| w.state.is_final()).await;
     assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
     assert_eq!(a.len(), 1, "re-adopted, not run again: {a:#?}");
@@ -305,7 +307,8 @@ async fn a_host_off_the_network_stops_its_work_after_the_lease_and_it_runs_once_
     assert_eq!(ran.matches("done ").count(), 1, "{ran}");
     assert!(ran.contains(&format!("done {}", other.user)), "{ran}");
     assert!(processes_of(&lost.user, "sleep 15").is_empty(), "{:?}", processes_of(&lost.user, ""));
-    assert!(processes_of(&lost.user, "__supervise").is_empty());
+    let store_dir = format!("/.canopy-host/{}/", r.store_id);
+    assert!(processes_of(&lost.user, &store_dir).is_empty(), "{:?}", processes_of(&lost.user, ""));
     let health = journal(t.path()).health_observations(canopy::engine::model::Millis(0)).unwrap();
     assert!(
         health.iter().any(|o| o.node == a[0].node && o.class == Some(canopy::failure::FailureClass::Node)),
@@ -323,12 +326,12 @@ async fn cancel_leaves_no_process_and_no_file_on_the_host() {
     let t = tempfile::tempdir().unwrap();
     let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "20s", "")).await;
     let _forget = forget_store(&h, &r.store_id);
-    let s = ssh_spec("ssh-cancel", "echo up > side-file; sleep 300 & sleep 301; wait", json!({}));
+    let s = ssh_spec("ssh-cancel", "echo up > side-file; sleep 3171 & sleep 3172; wait", json!({}));
     let id = submit(&r, s).await;
     let (_, a) =
         wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
     let host = host_named(&h, &a[0].node).clone();
-    assert!(!processes_of(&host.user, "sleep 30").is_empty());
+    assert!(!processes_of(&host.user, "sleep 317").is_empty());
     match r.handle.command(Command::Cancel { id }).await {
         CommandResult::Ok { .. } => {}
         other => panic!("cancel: {other:?}"),
@@ -345,8 +348,9 @@ async fn cancel_leaves_no_process_and_no_file_on_the_host() {
         "left: {:?}",
         attempts_on(&host.user, &r.store_id)
     );
-    assert!(processes_of(&host.user, "sleep 30").is_empty(), "{:?}", processes_of(&host.user, ""));
-    assert!(processes_of(&host.user, "__supervise").is_empty());
+    assert!(processes_of(&host.user, "sleep 317").is_empty(), "{:?}", processes_of(&host.user, ""));
+    let store_dir = format!("/.canopy-host/{}/", r.store_id);
+    assert!(processes_of(&host.user, &store_dir).is_empty(), "{:?}", processes_of(&host.user, ""));
     r.stop(Duration::from_secs(10)).await.unwrap();
 }
 
