@@ -291,6 +291,18 @@ fn bad_cases() -> Vec<Bad> {
             help: "like 2",
         },
         Bad {
+            yaml: "type: task\ncommands: [x]\nresources:\n  cpu: 0\n",
+            at: (4, 8),
+            message: "the converted spec is not valid: `resources.cpu_cores` must be a number more than 0",
+            help: "CPU cores per node",
+        },
+        Bad {
+            yaml: "type: task\ncommands: [x]\nresources:\n  gpu: -1\n",
+            at: (4, 8),
+            message: "`resources.gpu` must be 0 or more",
+            help: "H100:8",
+        },
+        Bad {
             yaml: "type: task\ncommands: [x]\nstop_duration: 3h\n",
             at: (3, 16),
             message: "the converted spec is not valid:",

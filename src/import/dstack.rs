@@ -538,7 +538,8 @@ fn cpu(n: &Node<'_>, cx: &mut Cx<'_>) {
         }
     };
     let Some(r) = range else { return };
-    if let Some(min) = r.min.filter(|m| *m > 0.0) {
+    if let Some(min) = r.min {
+        // 0 or less is the spec's validation's to refuse, at this line.
         cx.spec.resources.cpu_cores = min;
         cx.from("resources.cpu_cores", n.pos());
     }
@@ -643,6 +644,10 @@ fn gpu(n: &Node<'_>, cx: &mut Cx<'_>) -> Option<GpuAsk> {
     match n.kind() {
         Kind::Int => {
             let c = cx.ok(n.integer(HELP))?;
+            if c < 0 {
+                cx.error(n.problem("`resources.gpu` must be 0 or more", HELP));
+                return None;
+            }
             count = Range { min: Some(c as f64), max: Some(c as f64) };
         }
         Kind::Str => {

@@ -228,7 +228,7 @@ pub(crate) struct Cx<'c> {
     pub spec: Spec,
     warnings: Vec<Diagnostic>,
     errors: Vec<Diagnostic>,
-    origin: Vec<(String, Pos)>,
+    origin: std::collections::BTreeMap<String, Pos>,
     /// Values never to be shown: secret values and credential-shaped
     /// tokens of the source.
     hidden: Vec<String>,
@@ -242,7 +242,7 @@ impl<'c> Cx<'c> {
             spec: blank("imported", Vec::new()),
             warnings: Vec::new(),
             errors: Vec::new(),
-            origin: Vec::new(),
+            origin: Default::default(),
             hidden: hidden.collect(),
         }
     }
@@ -294,8 +294,7 @@ impl<'c> Cx<'c> {
 
     /// Canopy field `path` was set from the YAML at `pos`.
     pub fn from(&mut self, path: &str, pos: Pos) {
-        self.origin.retain(|(p, _)| p != path);
-        self.origin.push((path.to_string(), pos));
+        self.origin.insert(path.to_string(), pos);
     }
 
     /// Never show `value` in any message.
@@ -337,7 +336,7 @@ impl<'c> Cx<'c> {
         self.origin
             .iter()
             .filter(|(p, _)| {
-                path == p
+                path == p.as_str()
                     || path.strip_prefix(p.as_str()).is_some_and(|rest| rest.starts_with(['.', '[']))
                     || p.strip_prefix(path).is_some_and(|rest| rest.starts_with(['.', '[']))
             })
