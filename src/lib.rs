@@ -20,6 +20,7 @@ pub mod failure;
 pub mod fleet;
 pub mod health;
 pub mod home;
+pub mod import;
 pub mod journal;
 pub mod providers;
 pub mod schedule;

@@ -116,6 +116,19 @@ async fn argv_is_passed_verbatim_and_streams_are_captured() {
     assert_eq!(log(&p, &req.token, LogStream::Stderr).await, "to-err\n");
 }
 
+/// A script written for a gang, or for SkyPilot or dstack, runs unchanged
+/// on one node: it is rank 0 of 1 with its own master.
+#[tokio::test]
+async fn a_one_node_workload_sees_the_launcher_variables_as_rank_0_of_1() {
+    let t = tempfile::tempdir().unwrap();
+    let p = provider(t.path());
+    let script =
+        "echo $NODE_RANK/$NNODES $SKYPILOT_NODE_RANK/$SKYPILOT_NUM_NODES $DSTACK_NODES_NUM $MASTER_ADDR";
+    let req = request(t.path(), 3, cmd(&["sh", "-c", script]));
+    assert_eq!(run(&p, &req).await, ProviderEnd::Exited { code: 0 });
+    assert_eq!(log(&p, &req.token, LogStream::Stdout).await, "0/1 0/1 1 127.0.0.1\n");
+}
+
 #[tokio::test]
 async fn exit_codes_and_signals_are_reported() {
     let t = tempfile::tempdir().unwrap();

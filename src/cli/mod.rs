@@ -15,6 +15,7 @@ mod admin;
 mod console;
 mod engine;
 mod fleet;
+mod import;
 mod plan;
 mod sim;
 mod table;
@@ -174,6 +175,9 @@ pub enum Command {
     },
     /// Print the JSON Schema of the workload spec, for editors.
     Schema,
+    /// Convert a SkyPilot task YAML or a dstack task configuration into a
+    /// Canopy spec; what has no counterpart is a warning at its line.
+    Import(import::ImportArgs),
     /// Run the engine as a service until Ctrl-C or SIGTERM: the HTTP API on
     /// <store>/canopy.sock (the store's owner, as admin) and, with
     /// --listen, on TCP for everyone else (bearer tokens). Workloads keep
@@ -183,6 +187,10 @@ pub enum Command {
     /// Submit a workload spec to the engine that owns the store.
     Submit {
         spec: PathBuf,
+        /// SPEC is a SkyPilot task YAML or a dstack task configuration:
+        /// converted as `canopy import` does, then submitted.
+        #[arg(long, value_enum, value_name = "FORMAT")]
+        from: Option<import::ImportFrom>,
         /// The same key with the same spec returns the same workload.
         #[arg(long, value_name = "KEY")]
         idempotency_key: Option<String>,
@@ -361,9 +369,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         },
         Some(Command::Validate { specs, json }) => validate::run(&specs, json),
         Some(Command::Serve(args)) => engine::run(&cli.store, args),
-        Some(Command::Submit { spec, idempotency_key, wait, json }) => {
-            workloads::submit(&cli.store, &spec, idempotency_key, wait, json)
+        Some(Command::Submit { spec, from, idempotency_key, wait, json }) => {
+            workloads::submit(&cli.store, &spec, from.map(Into::into), idempotency_key, wait, json)
         }
+        Some(Command::Import(args)) => import::run(&args),
         Some(Command::Status { id, states, unresolved, limit, json }) => {
             workloads::status(&cli.store, id, states, unresolved, limit, json)
         }

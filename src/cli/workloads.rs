@@ -103,10 +103,19 @@ fn run<T>(
 pub fn submit(
     store: &StoreArgs,
     spec_path: &Path,
+    from: Option<canopy::import::Source>,
     key: Option<String>,
     wait: bool,
     json: bool,
 ) -> Result<ExitCode> {
+    // A SkyPilot or dstack file is converted first (its warnings shown),
+    // and the converted spec is what is checked and sent.
+    if let Some(format) = from {
+        let Some(imported) = super::import::converted(spec_path, format) else {
+            return Ok(ExitCode::from(EXIT_ERROR));
+        };
+        return send(store, &imported.toml, false, key, wait, json);
+    }
     // Read once, safely (a FIFO or /dev/zero is refused), validated here
     // first so problems are shown against the user's file, and the same
     // text is sent.
@@ -121,11 +130,22 @@ pub fn submit(
     for w in &loaded.warnings {
         errln!("{}\n", w.render(&source));
     }
+    send(store, &source, Format::from_path(spec_path) == Format::Json, key, wait, json)
+}
+
+/// Sends checked spec text; with `wait`, follows the workload to its end.
+fn send(
+    store: &StoreArgs,
+    source: &str,
+    is_json: bool,
+    key: Option<String>,
+    wait: bool,
+    json: bool,
+) -> Result<ExitCode> {
     // Always keyed, so a request retried after a lost answer never submits
     // twice.
     let key = key.unwrap_or_else(new_key);
-    let is_json = Format::from_path(spec_path) == Format::Json;
-    let submitted = with_api(store, async |c| c.submit(&source, is_json, &key).await)?;
+    let submitted = with_api(store, async |c| c.submit(source, is_json, &key).await)?;
     let v = match submitted {
         Ok(v) => v,
         Err(code) => return Ok(code),

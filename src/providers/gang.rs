@@ -76,6 +76,15 @@ pub fn launcher_env(r: &Rank<'_>) -> Vec<(String, String)> {
     env
 }
 
+/// The launcher environment of a one-node workload: rank 0 of 1, its own
+/// master on loopback, so a script written for a gang (or for SkyPilot or
+/// dstack) runs unchanged on one node.
+pub fn one_node_env(node: &str, gpus_per_node: u32, token: &str) -> Vec<(String, String)> {
+    let nodes = [node.to_string()];
+    let addrs = ["127.0.0.1".to_string()];
+    launcher_env(&Rank { rank: 0, nodes: &nodes, addrs: &addrs, gpus_per_node, port: rendezvous_port(token) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +109,16 @@ mod tests {
             assert_eq!(get(&env, "SKYPILOT_NODE_IPS"), "10.0.0.1\n10.0.0.2");
             assert_eq!(get(&env, "CANOPY_NODE_NAME"), nodes[rank]);
         }
+    }
+
+    #[test]
+    fn one_node_is_rank_0_of_1_on_loopback() {
+        let env = one_node_env("local", 2, "canopy-s1-w-7-a1-x");
+        assert_eq!(get(&env, "NNODES"), "1");
+        assert_eq!(get(&env, "NODE_RANK"), "0");
+        assert_eq!(get(&env, "SKYPILOT_NUM_NODES"), "1");
+        assert_eq!(get(&env, "DSTACK_MASTER_NODE_IP"), "127.0.0.1");
+        assert_eq!(get(&env, "GPUS_PER_NODE"), "2");
     }
 
     #[test]

@@ -18,6 +18,8 @@ mod resources;
 mod runtime;
 
 pub use super::locate::Target;
+pub use data::INPUT_SCHEMES;
+pub(crate) use runtime::is_env_name;
 
 /// Largest spec text accepted, checked before parsing.
 pub const MAX_SPEC_BYTES: usize = 256 * 1024;

@@ -109,6 +109,10 @@ pub fn plan(
     let mut canopy = BTreeMap::new();
     canopy.insert("CANOPY_ATTEMPT".to_string(), req.attempt.to_string());
     canopy.insert("CANOPY_WORKLOAD".to_string(), req.attempt.workload.to_string());
+    if !req.is_gang() {
+        // A gang's ranks get theirs from the supervisor, one per rank.
+        canopy.extend(crate::providers::gang::one_node_env(&req.node, req.spec.resources.gpus, &req.token));
+    }
     let record = LaunchRecord {
         token: req.token.clone(),
         attempt: req.attempt.to_string(),

@@ -255,6 +255,13 @@ impl RayProvider {
         let mut env_vars: BTreeMap<String, String> = req.spec.runtime.env.clone();
         env_vars.insert("CANOPY_OUTPUT_DIR".into(), utf8(&dir.outputs())?);
         env_vars.insert("CANOPY_ATTEMPT_TOKEN".into(), req.token.clone());
+        if !req.is_gang() {
+            env_vars.extend(crate::providers::gang::one_node_env(
+                &req.node,
+                req.spec.resources.gpus,
+                &req.token,
+            ));
+        }
         // Handed on in place: the nodes must see Canopy's checkpoint
         // directory (docs/engines.md).
         if let Some(d) = &req.checkpoint_dir {

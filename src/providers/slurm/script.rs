@@ -186,6 +186,13 @@ pub fn properties(req: &LaunchRequest, jobs_dir: &Path, shaping: &Shaping) -> Re
     environment.extend(req.spec.runtime.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     environment.insert("CANOPY_OUTPUT_DIR".into(), text(&dir.outputs())?);
     environment.insert("CANOPY_ATTEMPT_TOKEN".into(), req.token.clone());
+    if !req.is_gang() {
+        environment.extend(crate::providers::gang::one_node_env(
+            &req.node,
+            req.spec.resources.gpus,
+            &req.token,
+        ));
+    }
     // Checkpoints are handed on in place: Canopy's checkpoint directory must
     // be on a file system the nodes share (docs/engines.md).
     if let Some(d) = &req.checkpoint_dir {
