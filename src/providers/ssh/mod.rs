@@ -654,11 +654,10 @@ impl Provider for SshProvider {
             secrets: req.secrets.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect(),
         };
         let r = i.call::<protocol::LaunchOutcome>(h, &Request::Launch(Box::new(launch))).await;
-        let ack = match r {
-            Ok(o) => o.into_result(),
-            Err(e) if e.is_unreachable() => Err(LaunchError::Api(e.to_string())),
-            Err(e) => Err(LaunchError::Api(e.to_string())),
-        };
+        // A launch that may or may not have reached the host is retried
+        // with the same token, which adopts.
+        let ack =
+            r.map_or_else(|e| Err(LaunchError::Api(e.to_string())), protocol::LaunchOutcome::into_result);
         match &ack {
             Ok(_) => {
                 i.tokens.lock().unwrap().insert(req.token.clone(), n);

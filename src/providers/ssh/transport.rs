@@ -178,6 +178,23 @@ impl Transport {
             .mode(0o700)
             .create(&self.control_dir)
             .map_err(|e| self.setup_err(format!("cannot create {}: {e}", self.control_dir.display())))?;
+        // A shared temporary directory: someone else may have made it first.
+        {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::symlink_metadata(&self.control_dir)
+                .map_err(|e| self.setup_err(format!("cannot read {}: {e}", self.control_dir.display())))?;
+            // SAFETY: getuid cannot fail.
+            let me = unsafe { libc::getuid() };
+            if !m.is_dir() || m.uid() != me || m.mode() & 0o077 != 0 {
+                return Err(self.setup_err(format!(
+                    "{} is not a private directory of this user (owner uid {}, mode {:o}); remove it, or \
+                     set TMPDIR to a private directory",
+                    self.control_dir.display(),
+                    m.uid(),
+                    m.mode() & 0o7777
+                )));
+            }
+        }
         let text = "# Written by Canopy for its ssh provider.\nGlobalKnownHostsFile /dev/null\n\
                     HashKnownHosts no\nUpdateHostKeys no\nCheckHostIP no\nServerAliveCountMax 3\n";
         let tmp = self.config_file.with_extension(format!("tmp{}", std::process::id()));
