@@ -484,3 +484,61 @@ async fn a_restarted_engine_readopts_work_on_an_owners_host() {
     );
     r.stop(Duration::from_secs(10)).await.unwrap();
 }
+
+/// An owner takes a host back by removing it from the configuration while
+/// work runs there. The next engine asks that host nothing, so it cannot
+/// know the attempt is gone: "not found" must wait until the lease the old
+/// engine renewed has run out (the host's supervisor stops the work then),
+/// or the work would be placed again while it still runs there.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_removed_from_the_configuration_is_not_forgotten_before_its_lease_runs_out() {
+    use canopy::engine::model::{AttemptId, WorkloadId};
+    use canopy::providers::{AttemptStatus, LaunchRequest};
+    use std::sync::Arc;
+    let Some(h) =
+        ssh_hosts("a_host_removed_from_the_configuration_is_not_forgotten_before_its_lease_runs_out")
+    else {
+        return;
+    };
+    let _l = h.lock(false);
+    let t = tempfile::tempdir().unwrap();
+    let store = format!("removed{}", std::process::id());
+    let _forget = forget_store(&h, &store);
+    let cfg = canopy::config::parse(&ssh_toml(&h, &h.known_hosts, "3s", "")).unwrap();
+    let before = SshProvider::start(SshConfig::from_entry(&cfg.ssh[0], &store, t.path()).unwrap());
+    let attempt = AttemptId { workload: WorkloadId(1), n: 1 };
+    let token = attempt.token(&store, "");
+    let spec = ssh_spec("taken-back", "sleep 120", json!({ "runtime": { "stop_grace": "1s" } }));
+    let req = LaunchRequest {
+        attempt,
+        token: token.clone(),
+        spec: Arc::new(spec),
+        pool: "lab".into(),
+        node: node_of(&h.a),
+        nodes: vec![node_of(&h.a)],
+        checkpoint_dir: None,
+        secrets: Vec::new(),
+        artifact_dir: t.path().join("artifacts"),
+    };
+    before.launch(&req).await.unwrap();
+    assert!(matches!(before.status(&token).await.unwrap(), AttemptStatus::Pending | AttemptStatus::Running));
+    // The engine stops; the owner removes host a; a new engine starts.
+    drop(before);
+    let mut entry = cfg.ssh[0].clone();
+    entry.hosts.retain(|x| x.name != node_of(&h.a));
+    let after = SshProvider::start(SshConfig::from_entry(&entry, &store, t.path()).unwrap());
+    let e = after.status(&token).await.unwrap_err();
+    assert!(e.message.contains("removed from the configuration"), "{e}");
+    // Once the lease has run out, the work is gone from the host and only
+    // then is the attempt reported not found.
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        match after.status(&token).await {
+            Ok(AttemptStatus::NotFound) => break,
+            Ok(s) => panic!("host a is not configured, yet: {s:?}"),
+            Err(_) => assert!(std::time::Instant::now() < deadline, "still unknown after {LONG:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(processes_of(&h.a.user, &token), Vec::<String>::new(), "stopped on the removed host");
+}

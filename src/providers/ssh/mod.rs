@@ -428,6 +428,19 @@ impl Inner {
             }
         }
         if unreachable.is_empty() {
+            // A host removed from the configuration (an owner taking it
+            // back) is asked nothing, yet may still run the attempt: its
+            // supervisor stops it only once the lease the previous engine
+            // renewed runs out. Until then "not on any host" is not known,
+            // and the engine must not place the work again beside it.
+            let removed_hosts_stopped = self.started + self.cfg.lease + self.cfg.grace + SSH_LEASE_MARGIN;
+            if Instant::now() < removed_hosts_stopped {
+                return Err(self.err(format!(
+                    "{token} is on none of the configured ssh hosts; a host removed from the \
+                     configuration may still run it until its lease ({}) runs out",
+                    crate::units::HumanDuration(self.cfg.lease)
+                )));
+            }
             Ok(None)
         } else {
             Err(self.err(format!("cannot tell where {token} runs: {}", unreachable.join("; "))))
