@@ -169,7 +169,8 @@ async fn logs_and_outputs_come_back_the_secret_stays_hidden_and_nothing_is_left(
     let host = host_named(&h, &a[0].node).clone();
     // While it runs: the value is in no process's arguments. On the
     // owner's side only the attempt's own processes hold it in their
-    // environment: never sshd or Canopy's host agent. (On Canopy's side
+    // environment: never sshd, Canopy's host agent or the supervisor (it
+    // reads the secrets on its stdin). (On Canopy's side
     // the operator's processes inherit the environment the operator put
     // it in, as every child of the engine does; ssh sends none of it.)
     let (in_args, in_env) = holders(canary.as_bytes());
@@ -181,7 +182,7 @@ async fn logs_and_outputs_come_back_the_secret_stays_hidden_and_nothing_is_left(
     assert!(!owner_side.is_empty(), "the workload has the secret in its environment: {in_env:?}");
     for (pid, u, what) in owner_side {
         assert!(
-            *u == uid && !what.contains("sshd") && !what.contains("__host"),
+            *u == uid && !what.contains("sshd") && !what.contains("__host") && !what.contains("__supervise"),
             "process {pid} ({what}, uid {u}) holds the secret"
         );
     }

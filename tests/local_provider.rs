@@ -430,6 +430,32 @@ async fn secrets_reach_the_workload_but_are_never_written() {
     }
 }
 
+/// The supervisor reads the secrets on its stdin: while the workload runs,
+/// only the workload holds the value in its environment, not the
+/// supervisor, and no process shows it in its arguments.
+#[tokio::test]
+async fn only_the_workload_holds_a_secret_in_its_environment() {
+    let t = tempfile::tempdir().unwrap();
+    let p = provider(t.path());
+    let secret = "tok-0a1b2c3d-ONLY-THE-WORKLOAD";
+    let s = spec(json!({ "runtime": { "command": ["sleep", "30"], "secrets": ["API_TOKEN"] } }));
+    let mut req = request(t.path(), 1, s);
+    req.secrets = vec![("API_TOKEN".into(), SecretValue::new(secret))];
+    p.launch(&req).await.unwrap();
+    let pids: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(p.attempt_dir(&req.token).join("pid")).unwrap()).unwrap();
+    let pid_of = |who: &str| pids[who]["pid"].as_i64().unwrap_or_else(|| panic!("{who} in {pids}"));
+    let holds = |pid: i64, what: &str| {
+        let bytes = std::fs::read(format!("/proc/{pid}/{what}")).unwrap();
+        bytes.windows(secret.len()).any(|w| w == secret.as_bytes())
+    };
+    let (supervisor, workload) = (pid_of("supervisor"), pid_of("child"));
+    assert!(holds(workload, "environ"), "the workload has the secret");
+    assert!(!holds(supervisor, "environ"), "the supervisor's environment holds the secret");
+    assert!(!holds(supervisor, "cmdline") && !holds(workload, "cmdline"));
+    p.terminate(&req.token).await.unwrap();
+}
+
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let path = e.unwrap().path();

@@ -176,13 +176,21 @@ async fn start(
     if let Some(lease) = &plan.lease {
         cmd.arg("--lease").arg(lease);
     }
+    // Secrets go on the supervisor's stdin: in no process's arguments, and
+    // not in the supervisor's own environment, only in the workload's.
+    let secret_json = (!secrets.is_empty()).then(|| {
+        let pairs: Vec<(&str, &str)> = secrets.iter().map(|(k, v)| (k.as_str(), v.expose())).collect();
+        serde_json::to_vec(&pairs).unwrap_or_default()
+    });
+    if secret_json.is_some() {
+        cmd.arg("--secrets-on-stdin");
+    }
     cmd.arg("--")
         .args(&plan.argv)
         .env_clear()
         .envs(&plan.env)
-        .envs(secrets.iter().map(|(k, v)| (k, v.expose())))
         .current_dir(&plan.cwd)
-        .stdin(Stdio::null())
+        .stdin(if secret_json.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::null())
         .stderr(notes);
     // The supervisor makes itself a session leader first thing
@@ -195,6 +203,12 @@ async fn start(
     let mut child = cmd.spawn().map_err(|e| {
         api(&format!("cannot start the supervisor {} (LocalConfig.shim)", cfg.shim.program.display()), e)
     })?;
+    if let (Some(bytes), Some(mut stdin)) = (secret_json, child.stdin.take()) {
+        use tokio::io::AsyncWriteExt;
+        // A supervisor that dies before reading fails the launch below.
+        let _ = tokio::time::timeout(cfg.launch_timeout, stdin.write_all(&bytes)).await;
+        drop(stdin);
+    }
     let deadline = Instant::now() + cfg.launch_timeout;
     let outcome = loop {
         if dir.pid().exists() || dir.exit().exists() {

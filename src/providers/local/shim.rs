@@ -39,8 +39,9 @@
 //!   are not collected then: the attempt did not finish.
 //!
 //! It must not interpret the command (no shell), touch anything outside the
-//! attempt directory, or write environment values anywhere: secrets reach
-//! the workload through the environment only.
+//! attempt directory, or write environment values anywhere: secrets come
+//! on its stdin (`--secrets-on-stdin`) and reach the workload through its
+//! environment only, never the supervisor's own.
 
 use super::layout::{
     AttemptDir, ExitRecord, GangRecord, LaunchRecord, PidRecord, append_private, read_json, write_json,
@@ -68,16 +69,30 @@ const STRAGGLER_GRACE: Duration = Duration::from_secs(2);
 /// Runs the supervisor. Returns the shim's own exit status: 0 when the
 /// workload's end was recorded (whatever that end was).
 pub fn supervise_main(args: &[String]) -> i32 {
-    let Some(Args { dir, lease, argv }) = parse_args(args) else {
+    let Some(Args { dir, lease, secrets_on_stdin, argv }) = parse_args(args) else {
         return USAGE_ERROR;
     };
     let dir = AttemptDir::new(dir);
+    // Secrets come on stdin, so they are in no process's arguments and not
+    // in this supervisor's own environment (`/proc/<pid>/environ`): only
+    // the workload's processes hold them.
+    let secrets = if secrets_on_stdin {
+        match read_secrets(io::stdin().lock()) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = writeln!(io::stderr(), "canopy supervisor: cannot read the secrets on stdin: {e}");
+                return USAGE_ERROR;
+            }
+        }
+    } else {
+        Vec::new()
+    };
     // Its own session, so it outlives the launcher and its terminal. The
     // launcher does not arrange this (see `launch::start`); a launcher that
     // did makes this fail harmlessly.
     let _ = procfs::setsid();
     let mut log = Notes::open(&dir);
-    match run(&dir, lease, &argv, &mut log) {
+    match run(&dir, lease, &argv, &secrets, &mut log) {
         Ok(()) => 0,
         Err(e) => {
             log.note(&format!("could not record the attempt's end: {e}"));
@@ -91,7 +106,25 @@ pub fn supervise_main(args: &[String]) -> i32 {
 struct Args {
     dir: PathBuf,
     lease: Option<PathBuf>,
+    /// The launcher writes the secrets, as JSON `[[name, value], …]`, on
+    /// the supervisor's stdin and closes it.
+    secrets_on_stdin: bool,
     argv: Vec<String>,
+}
+
+/// At most this much of secrets on stdin (every value also has to fit in
+/// an environment).
+const MAX_SECRETS_BYTES: u64 = 4 << 20;
+
+fn read_secrets(input: impl io::Read) -> io::Result<Vec<(String, String)>> {
+    use io::Read;
+    let mut buf = Vec::new();
+    input.take(MAX_SECRETS_BYTES + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > MAX_SECRETS_BYTES {
+        return Err(io::Error::other("more than 4 MiB"));
+    }
+    // The error names no value: serde_json's messages give positions only.
+    serde_json::from_slice(&buf).map_err(|e| io::Error::other(format!("not a JSON list of pairs ({e})")))
 }
 
 fn parse_args(args: &[String]) -> Option<Args> {
@@ -106,15 +139,25 @@ fn parse_args(args: &[String]) -> Option<Args> {
         lease = Some(PathBuf::from(it.next()?));
         next = it.next()?;
     }
+    let secrets_on_stdin = next == "--secrets-on-stdin";
+    if secrets_on_stdin {
+        next = it.next()?;
+    }
     if next != "--" {
         return None;
     }
     let argv: Vec<String> = it.cloned().collect();
     let absolute = dir.is_absolute() && lease.as_ref().is_none_or(|l| l.is_absolute());
-    if argv.is_empty() || !absolute { None } else { Some(Args { dir, lease, argv }) }
+    if argv.is_empty() || !absolute { None } else { Some(Args { dir, lease, secrets_on_stdin, argv }) }
 }
 
-fn run(dir: &AttemptDir, lease: Option<PathBuf>, argv: &[String], log: &mut Notes) -> io::Result<()> {
+fn run(
+    dir: &AttemptDir,
+    lease: Option<PathBuf>,
+    argv: &[String],
+    secrets: &[(String, String)],
+    log: &mut Notes,
+) -> io::Result<()> {
     let me = procfs::proc_ref(std::process::id() as i32)
         .ok_or_else(|| io::Error::other("cannot read /proc/self/stat"))?;
     let session = procfs::stat(me.pid).map(|s| s.session);
@@ -158,6 +201,7 @@ fn run(dir: &AttemptDir, lease: Option<PathBuf>, argv: &[String], log: &mut Note
     }
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(stdout).stderr(stderr).process_group(0);
+    cmd.envs(secrets.iter().map(|(k, v)| (k, v)));
     if let Some(g) = &gang {
         cmd.envs(rank_env(g, 0));
     }
@@ -197,6 +241,7 @@ fn run(dir: &AttemptDir, lease: Option<PathBuf>, argv: &[String], log: &mut Note
                 let err = append_private(&dir.stderr())?;
                 let mut cmd = Command::new(&argv[0]);
                 cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(out).stderr(err).process_group(pgid);
+                cmd.envs(secrets.iter().map(|(k, v)| (k, v)));
                 cmd.envs(rank_env(g, r));
                 procfs::die_with_parent(&mut cmd);
                 match cmd.spawn() {
@@ -473,7 +518,12 @@ mod tests {
     #[test]
     fn arguments_are_attempt_dir_then_argv() {
         let a = parse_args(&s(&["--attempt", "/r/t", "--", "echo", "a b"])).unwrap();
-        assert_eq!(a, Args { dir: "/r/t".into(), lease: None, argv: s(&["echo", "a b"]) });
+        assert_eq!(
+            a,
+            Args { dir: "/r/t".into(), lease: None, secrets_on_stdin: false, argv: s(&["echo", "a b"]) }
+        );
+        let a = parse_args(&s(&["--attempt", "/r/t", "--secrets-on-stdin", "--", "x"])).unwrap();
+        assert!(a.secrets_on_stdin && a.lease.is_none());
         let a = parse_args(&s(&["--attempt", "/r/t", "--lease", "/h/lease.json", "--", "x"])).unwrap();
         assert_eq!(a.lease, Some(PathBuf::from("/h/lease.json")));
         assert!(parse_args(&s(&["--attempt", "/r/t", "--lease", "rel", "--", "x"])).is_none());
@@ -482,5 +532,13 @@ mod tests {
         assert!(parse_args(&s(&["--attempt", "rel", "--", "x"])).is_none());
         assert!(parse_args(&s(&["/r/t", "--", "x"])).is_none());
         assert_eq!(supervise_main(&s(&["nonsense"])), USAGE_ERROR);
+    }
+
+    #[test]
+    fn secrets_on_stdin_are_pairs_and_errors_show_no_value() {
+        let got = read_secrets(&br#"[["TOKEN","s3cr3t"],["B",""]]"#[..]).unwrap();
+        assert_eq!(got, vec![("TOKEN".to_string(), "s3cr3t".to_string()), ("B".into(), "".into())]);
+        let e = read_secrets(&br#"{"TOKEN":"s3cr3t-value"}"#[..]).unwrap_err().to_string();
+        assert!(!e.contains("s3cr3t"), "{e}");
     }
 }
