@@ -6,83 +6,40 @@
 //! FILE:LINE:COL with what to do, never a panic.
 
 use canopy::accel::{ComputeCapability, Family, Vendor};
-use canopy::import::{self, Context, Imported, Source};
-use canopy::spec::{Diagnostic, Format, GbRange, Severity, load};
-use std::path::Path;
+use canopy::import::Source;
+use canopy::spec::GbRange;
 
-const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/import/dstack");
+mod import_support;
 
-/// As if the configuration lived in /home/ada/project.
-fn ctx(file: &str) -> Context {
-    Context {
-        file: format!("dstack/{file}"),
-        cwd: "/home/ada".into(),
-        config_dir: "/home/ada/project".into(),
-        home: Some("/home/ada".into()),
-    }
-}
+use import_support::{Bad, Fixtures, warnings};
 
-fn text(name: &str) -> String {
-    std::fs::read_to_string(Path::new(DIR).join(name)).unwrap()
-}
-
-fn convert(name: &str) -> Imported {
-    match import::convert(Source::Dstack, &text(name), &ctx(name)) {
-        Ok(i) => i,
-        Err(e) => panic!("{name} did not convert:\n{e}"),
-    }
-}
-
-fn convert_str(yaml: &str) -> Result<Imported, Vec<Diagnostic>> {
-    import::convert(Source::Dstack, yaml, &ctx(".dstack.yml")).map_err(|e| e.diagnostics)
-}
-
-fn warnings(i: &Imported) -> String {
-    i.warnings.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
-}
-
-fn examples() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(DIR)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".dstack.yml"))
-        .collect();
-    names.sort();
-    names
-}
+const FIX: Fixtures = Fixtures {
+    source: Source::Dstack,
+    kind: "dstack",
+    ext: ".dstack.yml",
+    cwd: "/home/ada",
+    snippet_name: ".dstack.yml",
+};
 
 #[test]
 fn every_example_converts_to_a_spec_that_loads_and_matches_its_snapshot() {
-    let names = examples();
-    assert!(names.len() >= 5, "at least 5 dstack examples, found {}", names.len());
-    for name in names {
-        let i = convert(&name);
-        let loaded = load::parse(&i.toml, &name, Format::Toml)
-            .unwrap_or_else(|e| panic!("{name}: the output does not load:\n{e}\n{}", i.toml));
-        assert_eq!(loaded.spec, i.spec, "{name}: the text and the spec differ");
-        assert!(loaded.warnings.is_empty(), "{name}: {:?}", loaded.warnings);
-        for w in &i.warnings {
-            assert_eq!(w.severity, Severity::Warning);
-            assert!(w.line > 0 && w.col > 0, "{name}: a warning without a position: {w}");
-        }
-        let snapshot = format!("{}\n--- warnings ---\n{}\n", i.toml, warnings(&i));
-        let stem = name.trim_end_matches(".dstack.yml");
-        insta::assert_snapshot!(format!("dstack_{stem}"), snapshot);
+    for (name, snapshot) in FIX.converted_examples(5) {
+        insta::assert_snapshot!(name, snapshot);
     }
 }
 
 #[test]
 fn commands_run_joined_by_and_in_bash_without_an_image_and_sh_with_one() {
-    let i = convert("hello.dstack.yml");
+    let i = FIX.convert("hello.dstack.yml");
     assert_eq!(i.spec.name, "hello");
     assert_eq!(i.spec.runtime.command, ["/bin/bash", "-c", "echo \"Hello, dstack!\""]);
     assert!(i.warnings.is_empty(), "{}", warnings(&i));
 
-    let i = convert("amd.dstack.yml");
+    let i = FIX.convert("amd.dstack.yml");
     assert_eq!(i.spec.runtime.command, ["/bin/sh", "-c", "python bench.py"]);
     assert_eq!(i.spec.runtime.image.as_deref(), Some("rocm/pytorch:latest"));
 
-    let i = convert("image-and-files.dstack.yml");
+    let i = FIX.convert("image-and-files.dstack.yml");
     assert_eq!(
         i.spec.runtime.command,
         ["/bin/bash", "-c", "{ vllm serve $MODEL_ID --max-model-len $MAX_MODEL_LEN & } && python bench.py"],
@@ -93,7 +50,7 @@ fn commands_run_joined_by_and_in_bash_without_an_image_and_sh_with_one() {
 
 #[test]
 fn gpu_ranges_names_and_memory_map_to_count_model_and_memory_per_gpu() {
-    let i = convert("gpu-memory-range.dstack.yml");
+    let i = FIX.convert("gpu-memory-range.dstack.yml");
     let r = &i.spec.resources;
     assert_eq!(r.gpus, 8);
     assert_eq!(r.gpu_memory_gb, Some(GbRange { min: Some(24.0), max: Some(80.0) }));
@@ -104,13 +61,13 @@ fn gpu_ranges_names_and_memory_map_to_count_model_and_memory_per_gpu() {
     assert_eq!(c.max_hourly_usd, Some(12.5));
     assert_eq!(c.max_runtime.unwrap().as_secs(), 86_400);
 
-    let i = convert("image-and-files.dstack.yml");
+    let i = FIX.convert("image-and-files.dstack.yml");
     let r = &i.spec.resources;
     assert_eq!(r.gpus, 2);
     assert_eq!(r.accelerator.as_ref().unwrap().model.as_deref(), Some("A100"));
     assert_eq!(r.gpu_memory_gb, Some(GbRange { min: Some(40.0), max: Some(40.0) }), "A100:40GB");
 
-    let i = convert("gpu-object.dstack.yml");
+    let i = FIX.convert("gpu-object.dstack.yml");
     let r = &i.spec.resources;
     assert_eq!(r.gpus, 2, "the least of 2..4");
     let acc = r.accelerator.as_ref().unwrap();
@@ -123,7 +80,7 @@ fn gpu_ranges_names_and_memory_map_to_count_model_and_memory_per_gpu() {
     assert!(w.contains("The architecture in `resources.cpu` has no Canopy counterpart"), "{w}");
     assert!(w.contains("The upper bound in `resources.memory` has no Canopy counterpart"), "{w}");
 
-    let i = convert("amd.dstack.yml");
+    let i = FIX.convert("amd.dstack.yml");
     let acc = i.spec.resources.accelerator.as_ref().unwrap();
     assert_eq!((acc.vendor, acc.model.as_deref()), (Some(Vendor::Amd), Some("MI300X")));
     assert_eq!(i.spec.resources.gpus, 8);
@@ -132,7 +89,7 @@ fn gpu_ranges_names_and_memory_map_to_count_model_and_memory_per_gpu() {
 
 #[test]
 fn nodes_env_secrets_backends_regions_and_spot_map() {
-    let i = convert("distributed.dstack.yml");
+    let i = FIX.convert("distributed.dstack.yml");
     let s = &i.spec;
     assert_eq!(s.resources.nodes, 2);
     assert_eq!(s.resources.gpus, 8);
@@ -162,8 +119,8 @@ fn nodes_env_secrets_backends_regions_and_spot_map() {
 
 #[test]
 fn image_env_map_files_stop_duration_and_priority_map() {
-    let src = text("image-and-files.dstack.yml");
-    let i = convert("image-and-files.dstack.yml");
+    let src = FIX.text("image-and-files.dstack.yml");
+    let i = FIX.convert("image-and-files.dstack.yml");
     let s = &i.spec;
     assert_eq!(s.runtime.env["MAX_MODEL_LEN"], "8192");
     assert_eq!(s.runtime.secrets, ["HF_TOKEN"], "an inline token becomes a secret name");
@@ -189,13 +146,6 @@ fn image_env_map_files_stop_duration_and_priority_map() {
     for field in ["ports", "volumes"] {
         assert!(w.contains(&format!("`{field}` has no Canopy counterpart")), "{field}: {w}");
     }
-}
-
-struct Bad {
-    yaml: &'static str,
-    at: (usize, usize),
-    message: &'static str,
-    help: &'static str,
 }
 
 fn bad_cases() -> Vec<Bad> {
@@ -319,28 +269,10 @@ fn bad_cases() -> Vec<Bad> {
 
 #[test]
 fn malformed_files_and_other_types_get_an_error_at_file_line_col_with_what_to_do() {
-    for case in bad_cases() {
-        let diagnostics = match convert_str(case.yaml) {
-            Ok(i) => panic!("{:?} converted:\n{}", case.yaml, i.toml),
-            Err(d) => d,
-        };
-        let e = diagnostics.iter().find(|d| d.is_error()).expect("an error");
-        assert!(e.message.contains(case.message), "{:?}: message {:?}", case.yaml, e.message);
-        assert_eq!((e.line, e.col), case.at, "{:?}: {e}", case.yaml);
-        let help = e.help.as_deref().unwrap_or("");
-        assert!(help.contains(case.help) && !help.is_empty(), "{:?}: help {help:?}", case.yaml);
-        let prefix = format!("dstack/.dstack.yml:{}:{}: error: ", case.at.0, case.at.1);
-        assert!(e.to_string().starts_with(&prefix), "{e}");
-        assert!(!e.to_string().contains("secretish"), "an env value was echoed: {e}");
-    }
+    FIX.check_malformed(&bad_cases());
 }
 
 #[test]
 fn no_prefix_of_any_example_makes_the_importer_panic() {
-    for name in examples() {
-        let src = text(&name);
-        for (i, _) in src.char_indices().filter(|(_, c)| matches!(c, '\n' | ':' | '[' | '.')) {
-            let _ = import::convert(Source::Dstack, &src[..i], &ctx(&name));
-        }
-    }
+    FIX.convert_every_prefix();
 }

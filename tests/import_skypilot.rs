@@ -5,83 +5,39 @@
 //! an error at FILE:LINE:COL with what to do, and never a panic.
 
 use canopy::accel::{Family, Vendor};
-use canopy::import::{self, Context, Imported, Source};
-use canopy::spec::{Diagnostic, Format, GbRange, Severity, load};
-use std::path::Path;
+use canopy::import::Source;
+use canopy::spec::GbRange;
 
-const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/import/skypilot");
+mod import_support;
 
-/// As if run from /home/ada/project by a user whose home is /home/ada.
-fn ctx(file: &str) -> Context {
-    Context {
-        file: format!("skypilot/{file}"),
-        cwd: "/home/ada/project".into(),
-        config_dir: "/home/ada/project".into(),
-        home: Some("/home/ada".into()),
-    }
-}
+use import_support::{Bad, Fixtures, warnings};
 
-fn text(name: &str) -> String {
-    std::fs::read_to_string(Path::new(DIR).join(name)).unwrap()
-}
-
-fn convert(name: &str) -> Imported {
-    match import::convert(Source::Skypilot, &text(name), &ctx(name)) {
-        Ok(i) => i,
-        Err(e) => panic!("{name} did not convert:\n{e}"),
-    }
-}
-
-fn convert_str(yaml: &str) -> Result<Imported, Vec<Diagnostic>> {
-    import::convert(Source::Skypilot, yaml, &ctx("task.yaml")).map_err(|e| e.diagnostics)
-}
-
-fn warnings(i: &Imported) -> Vec<String> {
-    i.warnings.iter().map(ToString::to_string).collect()
-}
-
-fn examples() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(DIR)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".yaml"))
-        .collect();
-    names.sort();
-    names
-}
+const FIX: Fixtures = Fixtures {
+    source: Source::Skypilot,
+    kind: "skypilot",
+    ext: ".yaml",
+    cwd: "/home/ada/project",
+    snippet_name: "task.yaml",
+};
 
 #[test]
 fn every_example_converts_to_a_spec_that_loads_and_matches_its_snapshot() {
-    let names = examples();
-    assert!(names.len() >= 10, "at least 10 SkyPilot examples, found {}", names.len());
-    for name in names {
-        let i = convert(&name);
-        let loaded = load::parse(&i.toml, &name, Format::Toml)
-            .unwrap_or_else(|e| panic!("{name}: the output does not load:\n{e}\n{}", i.toml));
-        assert_eq!(loaded.spec, i.spec, "{name}: the text and the spec differ");
-        assert!(loaded.warnings.is_empty(), "{name}: {:?}", loaded.warnings);
-        for w in &i.warnings {
-            assert_eq!(w.severity, Severity::Warning);
-            assert!(w.line > 0 && w.col > 0, "{name}: a warning without a position: {w}");
-            assert!(!w.to_string().contains('\n'), "{name}: warnings are one line: {w}");
-        }
-        let snapshot = format!("{}\n--- warnings ---\n{}\n", i.toml, warnings(&i).join("\n"));
-        let stem = name.trim_end_matches(".yaml");
-        insta::assert_snapshot!(format!("skypilot_{stem}"), snapshot);
+    for (name, snapshot) in FIX.converted_examples(10) {
+        insta::assert_snapshot!(name, snapshot);
     }
 }
 
 #[test]
 fn a_file_without_a_name_is_named_after_the_file_and_runs_its_script_in_bash() {
-    let i = convert("hello.yaml");
+    let i = FIX.convert("hello.yaml");
     assert_eq!(i.spec.name, "hello");
     assert_eq!(i.spec.runtime.command, ["bash", "-c", "echo \"Hello, SkyPilot!\"\n"]);
-    assert!(i.warnings.is_empty(), "{:?}", warnings(&i));
+    assert!(i.warnings.is_empty(), "{}", warnings(&i));
 }
 
 #[test]
 fn accelerators_become_the_exact_model_its_family_and_the_count() {
-    let i = convert("finetune-h100.yaml");
+    let i = FIX.convert("finetune-h100.yaml");
     let r = &i.spec.resources;
     assert_eq!(r.gpus, 8);
     let acc = r.accelerator.as_ref().unwrap();
@@ -98,7 +54,7 @@ fn accelerators_become_the_exact_model_its_family_and_the_count() {
     assert_eq!(argv[..4], ["bash", "-c", "bash -c \"$1\" && exec bash -c \"$2\"", "skypilot"]);
     assert!(argv[4].starts_with("pip install torch") && argv[5].starts_with("accelerate launch"));
 
-    let i = convert("a100-80gb-mapping.yaml");
+    let i = FIX.convert("a100-80gb-mapping.yaml");
     let r = &i.spec.resources;
     assert_eq!(r.gpus, 4);
     assert_eq!(r.accelerator.as_ref().unwrap().model.as_deref(), Some("A100"));
@@ -108,7 +64,7 @@ fn accelerators_become_the_exact_model_its_family_and_the_count() {
     assert_eq!(globs(&i.spec.constraints.providers), ["gcp"]);
     assert_eq!(globs(&i.spec.constraints.regions), ["us-central1"]);
 
-    let i = convert("amd-mi300x.yaml");
+    let i = FIX.convert("amd-mi300x.yaml");
     let acc = i.spec.resources.accelerator.as_ref().unwrap();
     assert_eq!((acc.model.as_deref(), acc.vendor), (Some("MI300X"), Some(Vendor::Amd)));
     assert_eq!(i.spec.resources.disk_gb, 2048.0);
@@ -116,21 +72,21 @@ fn accelerators_become_the_exact_model_its_family_and_the_count() {
 
 #[test]
 fn several_candidate_gpus_become_their_families_with_a_warning() {
-    let i = convert("candidates-list.yaml");
+    let i = FIX.convert("candidates-list.yaml");
     let acc = i.spec.resources.accelerator.as_ref().unwrap();
     assert_eq!(acc.family, [Family::Ada, Family::Ampere, Family::Turing]);
     assert_eq!(acc.model, None);
     assert_eq!(i.spec.resources.gpu_memory_gb.unwrap().min, Some(16.0), "the least of the candidates");
     assert!(i.spec.constraints.interruptible);
     assert_eq!(i.spec.constraints.max_hourly_usd, Some(1.5));
-    let w = warnings(&i).join("\n");
+    let w = warnings(&i);
     assert!(w.contains("skypilot/candidates-list.yaml:4:17: warning: `resources.accelerators` offers several GPUs (L4, A10G, T4)"), "{w}");
     assert!(
         w.contains("skypilot/candidates-list.yaml:5:13: warning: `resources.use_spot: true` becomes"),
         "{w}"
     );
 
-    let i = convert("candidates-set.yaml");
+    let i = FIX.convert("candidates-set.yaml");
     let acc = i.spec.resources.accelerator.as_ref().unwrap();
     assert_eq!(acc.family, [Family::Ada]);
     assert_eq!(i.spec.resources.gpus, 2);
@@ -138,10 +94,10 @@ fn several_candidate_gpus_become_their_families_with_a_warning() {
 
 #[test]
 fn num_nodes_makes_a_gang_and_dropped_resources_are_named_at_their_lines() {
-    let i = convert("multinode.yaml");
+    let i = FIX.convert("multinode.yaml");
     assert_eq!(i.spec.resources.nodes, 4);
     assert_eq!(i.spec.resources.gpus, 8, "GPUs per node");
-    let w = warnings(&i).join("\n");
+    let w = warnings(&i);
     assert!(
         w.contains(
             "skypilot/multinode.yaml:9:3: warning: `resources.network_tier` has no Canopy counterpart"
@@ -157,30 +113,30 @@ fn num_nodes_makes_a_gang_and_dropped_resources_are_named_at_their_lines() {
 
 #[test]
 fn secret_values_and_value_less_entries_become_secret_names_never_values() {
-    let src = text("envs-and-secrets.yaml");
-    let i = convert("envs-and-secrets.yaml");
+    let src = FIX.text("envs-and-secrets.yaml");
+    let i = FIX.convert("envs-and-secrets.yaml");
     let rt = &i.spec.runtime;
     assert_eq!(rt.secrets, ["HF_TOKEN", "OPENAI_API_KEY", "WANDB_API_KEY", "GITHUB_TOKEN"]);
     assert_eq!(rt.env.keys().collect::<Vec<_>>(), ["BATCH_SIZE", "DATASET", "USE_FP16"]);
     assert_eq!(rt.env["USE_FP16"], "true");
-    let everything = format!("{}\n{}", i.toml, warnings(&i).join("\n"));
+    let everything = format!("{}\n{}", i.toml, warnings(&i));
     for secret in ["sk-proj-abcdefghijklmnopqrstuvwxyz012345", "0123456789abcdef0123456789abcdef01234567"] {
         assert!(src.contains(secret));
         assert!(!everything.contains(secret), "{secret} leaked:\n{everything}");
     }
-    let w = warnings(&i).join("\n");
+    let w = warnings(&i);
     assert!(w.contains("`envs.HF_TOKEN` has no value in the file: it becomes secret `HF_TOKEN`"), "{w}");
     assert!(w.contains("`envs.OPENAI_API_KEY` holds a secret value"), "{w}");
     assert!(w.contains("`secrets.WANDB_API_KEY` has its value in the file"), "{w}");
 
-    let i = convert("secrets-list.yaml");
+    let i = FIX.convert("secrets-list.yaml");
     assert_eq!(i.spec.runtime.secrets, ["HF_TOKEN", "SLACK_WEBHOOK_TOKEN"]);
     assert!(i.warnings.is_empty());
 }
 
 #[test]
 fn file_mounts_become_inputs_where_they_map() {
-    let i = convert("file-mounts.yaml");
+    let i = FIX.convert("file-mounts.yaml");
     let inputs: Vec<(&str, &str, Option<&str>)> =
         i.spec.inputs.iter().map(|x| (x.name.as_str(), x.source.as_str(), x.mount.as_deref())).collect();
     assert_eq!(
@@ -192,7 +148,7 @@ fn file_mounts_become_inputs_where_they_map() {
             ("models", "gs://team-models/llama", Some("/models")),
         ]
     );
-    let w = warnings(&i).join("\n");
+    let w = warnings(&i);
     assert!(w.contains("`~/.netrc` is not an absolute path"), "{w}");
     assert!(w.contains("$CANOPY_INPUT__NETRC"), "{w}");
     assert!(w.contains("`file_mounts./models.name` has no Canopy counterpart"), "{w}");
@@ -202,7 +158,7 @@ fn file_mounts_become_inputs_where_they_map() {
 
 #[test]
 fn a_workdir_is_an_input_and_the_scripts_start_in_it() {
-    let i = convert("workdir.yaml");
+    let i = FIX.convert("workdir.yaml");
     assert_eq!(i.spec.inputs[0].name, "workdir");
     assert_eq!(i.spec.inputs[0].source, "file:///home/ada/projects/quickstart");
     assert_eq!(
@@ -215,7 +171,7 @@ fn a_workdir_is_an_input_and_the_scripts_start_in_it() {
 
 #[test]
 fn cloud_region_image_labels_and_recovery_map_and_the_rest_is_named() {
-    let i = convert("legacy-cloud-region.yaml");
+    let i = FIX.convert("legacy-cloud-region.yaml");
     let s = &i.spec;
     assert_eq!(s.constraints.providers[0].as_str(), "aws");
     assert_eq!(s.constraints.regions[0].as_str(), "us-west-2");
@@ -224,7 +180,7 @@ fn cloud_region_image_labels_and_recovery_map_and_the_rest_is_named() {
     assert_eq!(s.labels["cost-center"], "1234");
     assert_eq!(s.constraints.max_hourly_usd, Some(8.0));
     assert_eq!((s.retry.app_errors, s.retry.max_attempts), (3, 4));
-    let w = warnings(&i).join("\n");
+    let w = warnings(&i);
     for field in ["resources.zone", "resources.instance_type", "resources.job_recovery.strategy"] {
         assert!(w.contains(&format!("`{field}` has no Canopy counterpart")), "{field}: {w}");
     }
@@ -232,23 +188,23 @@ fn cloud_region_image_labels_and_recovery_map_and_the_rest_is_named() {
 
 #[test]
 fn unknown_gpus_fractions_and_kubernetes_extras_are_kept_or_named() {
-    let i = convert("unknown-gpu.yaml");
+    let i = FIX.convert("unknown-gpu.yaml");
     let acc = i.spec.resources.accelerator.as_ref().unwrap();
     assert_eq!((acc.model.as_deref(), acc.family.len()), (Some("K80"), 0));
-    assert!(warnings(&i)[0].contains("`K80` is not a GPU name Canopy knows"), "{:?}", warnings(&i));
+    assert!(i.warnings[0].to_string().contains("`K80` is not a GPU name Canopy knows"), "{}", warnings(&i));
 
-    let i = convert("kubernetes-extras.yaml");
+    let i = FIX.convert("kubernetes-extras.yaml");
     assert_eq!(i.spec.resources.gpus, 1, "half a T4 is one whole GPU");
     assert_eq!(i.spec.constraints.providers[0].as_str(), "kubernetes");
-    let w = warnings(&i).join("\n");
+    let w = warnings(&i);
     assert!(w.contains("asks for 0.5 of a GPU: Canopy gives whole GPUs, 1"), "{w}");
     for field in ["resources.ports", "resources.autostop", "service", "config"] {
         assert!(w.contains(&format!("`{field}` has no Canopy counterpart")), "{field}: {w}");
     }
     assert!(w.contains("The Kubernetes context in `resources.infra` has no Canopy counterpart"), "{w}");
 
-    let i = convert("misspelled-field.yaml");
-    let w = warnings(&i).join("\n");
+    let i = FIX.convert("misspelled-field.yaml");
+    let w = warnings(&i);
     assert!(
         w.contains("skypilot/misspelled-field.yaml:3:1: warning: `enviroment` is not a SkyPilot task field"),
         "{w}"
@@ -257,13 +213,6 @@ fn unknown_gpus_fractions_and_kubernetes_extras_are_kept_or_named() {
 }
 
 // ── Malformed files ──────────────────────────────────────────────────────
-
-struct Bad {
-    yaml: &'static str,
-    at: (usize, usize),
-    message: &'static str,
-    help: &'static str,
-}
 
 fn bad_cases() -> Vec<Bad> {
     vec![
@@ -371,29 +320,16 @@ fn bad_cases() -> Vec<Bad> {
 
 #[test]
 fn malformed_files_get_an_error_at_file_line_col_with_what_to_do() {
-    for case in bad_cases() {
-        let diagnostics = match convert_str(case.yaml) {
-            Ok(i) => panic!("{:?} converted:\n{}", case.yaml, i.toml),
-            Err(d) => d,
-        };
-        let e = diagnostics.iter().find(|d| d.is_error()).expect("an error");
-        assert!(e.message.contains(case.message), "{:?}: message {:?}", case.yaml, e.message);
-        assert_eq!((e.line, e.col), case.at, "{:?}: {e}", case.yaml);
-        let help = e.help.as_deref().unwrap_or("");
-        assert!(help.contains(case.help), "{:?}: help {help:?}", case.yaml);
-        let shown = e.to_string();
-        let prefix = format!("skypilot/task.yaml:{}:{}: error: ", case.at.0, case.at.1);
-        assert!(shown.starts_with(&prefix), "{shown}");
-    }
+    FIX.check_malformed(&bad_cases());
 }
 
 #[test]
 fn hostile_yaml_is_refused_without_a_panic() {
     let deep = format!("run: x\nresources: {}1{}\n", "[".repeat(200), "]".repeat(200));
-    let e = convert_str(&deep).err().unwrap();
+    let e = FIX.convert_str(&deep).err().unwrap();
     assert!(e[0].message.contains("invalid YAML") || e[0].message.contains("deeper than"), "{e:?}");
     let nested = format!("run: x\nfile_mounts:\n{}x\n", "- ".repeat(5000));
-    let e = convert_str(&nested).err().unwrap();
+    let e = FIX.convert_str(&nested).err().unwrap();
     assert!(e[0].message.contains("deeper than 64 levels"), "{e:?}");
     let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
     for i in 0..8 {
@@ -402,17 +338,11 @@ fn hostile_yaml_is_refused_without_a_panic() {
         bomb.push_str(&format!("b{i}: &b{i} [{refs}]\n"));
     }
     bomb.push_str("run: x\n");
-    let e = convert_str(&bomb).err().unwrap();
+    let e = FIX.convert_str(&bomb).err().unwrap();
     assert!(e[0].message.contains("alias expansion"), "{e:?}");
 }
 
 #[test]
 fn no_prefix_of_any_example_makes_the_importer_panic() {
-    for name in examples() {
-        let src = text(&name);
-        for (i, _) in src.char_indices().filter(|(_, c)| *c == '\n' || *c == ':' || *c == '[') {
-            // Ok or Err, never a panic.
-            let _ = import::convert(Source::Skypilot, &src[..i], &ctx(&name));
-        }
-    }
+    FIX.convert_every_prefix();
 }
