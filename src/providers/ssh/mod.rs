@@ -324,6 +324,28 @@ impl SshProvider {
     }
 }
 
+/// Calls `f` until it succeeds, a few times over about ten seconds while
+/// the host cannot be reached; an answer from the host (even an error) is
+/// final.
+async fn with_retries<T, F, Fut>(mut f: F) -> Result<T, TransportError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, TransportError>>,
+{
+    let mut wait = Duration::from_millis(500);
+    for _ in 0..4 {
+        match f().await {
+            Err(e) if e.is_unreachable() => {
+                tracing::debug!("retrying in {wait:?}: {e}");
+                tokio::time::sleep(wait).await;
+                wait *= 3;
+            }
+            done => return done,
+        }
+    }
+    f().await
+}
+
 async fn renew_forever(inner: Weak<Inner>) {
     loop {
         let Some(i) = inner.upgrade() else { return };
@@ -736,17 +758,17 @@ impl Provider for SshProvider {
             return Err(i.err(format!("no attempt {token} on any ssh host")));
         };
         let h = &i.hosts[n];
-        let staged: Collection = i
-            .call(h, &Request::Outputs { token: token.to_string(), spec: Box::new(spec.clone()) })
-            .await
-            .map_err(|e| i.err(e.to_string()))?;
+        // Both steps may be asked again when the connection drops: staging
+        // answers the same the second time, and fetching only reads. A
+        // dropped link costs a retry here, not a rerun of the workload.
+        let outputs = Request::Outputs { token: token.to_string(), spec: Box::new(spec.clone()) };
+        let staged: Collection =
+            with_retries(|| i.call::<Collection>(h, &outputs)).await.map_err(|e| i.err(e.to_string()))?;
         if staged.artifacts.is_empty() {
             return Ok(staged);
         }
-        let tar = i
-            .call_raw(h, &Request::Fetch { token: token.to_string() })
-            .await
-            .map_err(|e| i.err(e.to_string()))?;
+        let fetch = Request::Fetch { token: token.to_string() };
+        let tar = with_retries(|| i.call_raw(h, &fetch)).await.map_err(|e| i.err(e.to_string()))?;
         let (dest, limits) = (dest.to_path_buf(), i.cfg.outputs);
         let host = h.name().to_string();
         tokio::task::spawn_blocking(move || receive(&host, &tar, staged, &dest, &limits))

@@ -13,12 +13,13 @@
 //! ~/.canopy-host/<store>/lease            the deadline Canopy renews (this host's clock)
 //! ~/.canopy-host/<store>/attempts/<token>/   a local attempt directory, plus
 //!     ssh-gpus.json                        the GPU indices it was given
-//!     fetch/                               outputs staged for Canopy to fetch
+//!     fetch/, fetch.json                   outputs staged for Canopy to fetch, and what they are
 //! ```
 //!
-//! Secret values arrive in the request on stdin and go to the supervisor's
-//! environment, as the local launcher hands them; they are never written
-//! to a file or an argument list. Containers are not offered on owners'
+//! Secret values arrive in the request on stdin and go on the
+//! supervisor's stdin, as the local launcher hands them, and from there
+//! into the workload's environment only; they are never written to a file
+//! or an argument list. Containers are not offered on owners'
 //! hosts (running one needs the owner's container engine, often root's).
 //!
 //! This module must not touch anything outside the store's directory nor
@@ -214,9 +215,17 @@ impl Host {
         })
     }
 
+    /// Moves what the supervisor collected into `fetch/` and says what it
+    /// is. Asked again (its reply was lost on the way), it answers the same
+    /// from `fetch.json`: the first call moved the files, so collecting
+    /// again would find nothing.
     async fn outputs(&self, token: &str, spec: &crate::spec::Spec) -> Result<protocol::Staged, String> {
         let dir = self.attempt(token)?;
         let staging = dir.path().join("fetch");
+        let staged = dir.path().join("fetch.json");
+        if let Ok(Some(c)) = layout::read_json::<protocol::Staged>(&staged) {
+            return Ok(c);
+        }
         crate::providers::collect::remove_existing(&staging)
             .map_err(|e| format!("cannot clear {}: {e}", staging.display()))?;
         let mut c = self.provider.outputs(token, spec, &staging).await.map_err(|e| e.message)?;
@@ -227,6 +236,7 @@ impl Host {
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|_| a.name.clone().into());
         }
+        layout::write_json(&staged, &c).map_err(|e| format!("cannot write {}: {e}", staged.display()))?;
         Ok(c)
     }
 
