@@ -554,6 +554,10 @@ impl SshEntry {
                      \"Europe/Berlin\" so the windows mean the same wherever Canopy runs"
                 ));
             }
+            if let Some(tz) = &p.timezone {
+                crate::providers::window::LendWindows::parse(&p.windows, tz)
+                    .map_err(|m| format!("{at}: [ssh.pools.{name}] windows: {m}"))?;
+            }
             if p.price_per_hour.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
                 return Err(format!("{at}: [ssh.pools.{name}] price_per_hour must be zero or more"));
             }
@@ -714,6 +718,14 @@ mod tests {
         let tz = parse(&format!("[[ssh]]\n{host}key='/k'\npool='p'\n[ssh.pools.p]\nwindows=['sat-sun']\n"))
             .unwrap_err();
         assert!(tz.contains("no timezone"), "{tz}");
+        let pool = "pool='p'\n[ssh.pools.p]\ntimezone='Europe/Berlin'\n";
+        let day =
+            parse(&format!("[[ssh]]\n{host}key='/k'\n{pool}windows=['mon-fry 20:00-08:00']\n")).unwrap_err();
+        assert!(day.contains("[ssh.pools.p] windows") && day.contains("\"fry\" is not a day"), "{day}");
+        let zone =
+            parse(&format!("[[ssh]]\n{host}key='/k'\npool='p'\n[ssh.pools.p]\ntimezone='Mars/Base'\n"))
+                .unwrap_err();
+        assert!(zone.contains("unknown time zone \"Mars/Base\""), "{zone}");
         assert!(parse(&format!("[[ssh]]\n{host}key='/k'\npassword='x'\n")).is_err());
     }
 
