@@ -109,7 +109,7 @@ async fn main() {
     let cfg = SshConfig {
         name: "ssh".into(),
         lease: Duration::from_secs(60),
-        binary: binary(),
+        binaries: std::collections::BTreeMap::from([(std::env::consts::ARCH.to_string(), binary())]),
         store: "bench".into(),
         control_dir: std::env::temp_dir().join("canopy-ssh-bench-ctl"),
         hosts: vec![HostConfig { target: target(), pool: "lab".into(), owner: None }],

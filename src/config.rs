@@ -395,9 +395,15 @@ pub struct SshEntry {
     /// The known_hosts file for hosts that name none of their own.
     #[serde(default)]
     pub known_hosts: Option<PathBuf>,
-    /// The Canopy build uploaded to the hosts (default: this program).
+    /// The Canopy build uploaded to hosts of this program's architecture
+    /// (default: this program; e.g. a static musl build, docs/ssh.md).
     #[serde(default)]
     pub binary: Option<PathBuf>,
+    /// Builds for hosts of other architectures, by `uname -m`
+    /// (`{ aarch64 = "/opt/canopy/aarch64/canopy" }`); one named here for
+    /// this program's architecture replaces `binary`.
+    #[serde(default)]
+    pub binaries: BTreeMap<String, PathBuf>,
     pub hosts: Vec<SshHostEntry>,
     #[serde(default)]
     pub pools: BTreeMap<String, SshPoolEntry>,

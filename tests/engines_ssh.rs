@@ -27,12 +27,14 @@ fn node_of(h: &SshHost) -> String {
 
 /// `[[ssh]]` with both hosts in pool `lab` (or as `pools` says), pinned
 /// host keys from `known_hosts`, and the debug `canopy` as the uploaded
-/// binary.
+/// binary, or `$CANOPY_SSH_TEST_BINARY` (e.g. a static musl build, see
+/// docs/ssh.md).
 fn ssh_toml(h: &SshHosts, known_hosts: &Path, lease: &str, extra: &str) -> String {
+    let binary =
+        std::env::var("CANOPY_SSH_TEST_BINARY").unwrap_or_else(|_| env!("CARGO_BIN_EXE_canopy").to_string());
     let mut s = format!(
-        "[engine]\nunreachable_after = \"3m\"\n[[ssh]]\nlease = {lease:?}\nknown_hosts = {:?}\nbinary = {:?}\n",
+        "[engine]\nunreachable_after = \"3m\"\n[[ssh]]\nlease = {lease:?}\nknown_hosts = {:?}\nbinary = {binary:?}\n",
         known_hosts.display().to_string(),
-        env!("CARGO_BIN_EXE_canopy"),
     );
     for host in [&h.a, &h.b] {
         s.push_str(&format!(
@@ -542,4 +544,55 @@ async fn a_host_removed_from_the_configuration_is_not_forgotten_before_its_lease
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(processes_of(&h.a.user, &token), Vec::<String>::new(), "stopped on the removed host");
+}
+
+/// Every new Canopy build is uploaded once per host; builds no Canopy has
+/// used for a week are removed so an owner's disk does not fill up with
+/// them, while the one in use stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn builds_unused_for_a_week_are_removed_from_the_host() {
+    let Some(h) = ssh_hosts("builds_unused_for_a_week_are_removed_from_the_host") else { return };
+    let _l = h.lock(false);
+    let t = tempfile::tempdir().unwrap();
+    let bin = home_of(&h.a.user).join(".canopy-host").join("bin");
+    let u = &h.a.user;
+    sh(&format!(
+        "install -d -m 700 -o {u} -g {u} {b} && for n in 00000000000000aa 00000000000000bb; do \
+         install -m 700 -o {u} -g {u} /dev/null {b}/canopy-$n; done && touch -d '10 days ago' {b}/canopy-00000000000000aa",
+        b = bin.display()
+    ));
+    let cfg = canopy::config::parse(&ssh_toml(&h, &h.known_hosts, "20s", "")).unwrap();
+    let p = SshProvider::new(SshConfig::from_entry(&cfg.ssh[0], "prunetest", t.path()).unwrap());
+    p.check_host(&node_of(&h.a)).await.unwrap();
+    assert!(!bin.join("canopy-00000000000000aa").exists(), "a build unused for 10 days is removed");
+    assert!(bin.join("canopy-00000000000000bb").exists(), "a recent build stays");
+    let _ = std::fs::remove_file(bin.join("canopy-00000000000000bb"));
+    let _ = std::fs::remove_dir_all(home_of(&h.a.user).join(".canopy-host").join("prunetest"));
+}
+
+/// The build uploaded is chosen by the host's architecture
+/// (`[ssh.binaries]`): here a distinct build for this machine's own, whose
+/// hash names the file the host runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_build_for_the_hosts_architecture_is_uploaded() {
+    let Some(h) = ssh_hosts("the_build_for_the_hosts_architecture_is_uploaded") else { return };
+    let _l = h.lock(false);
+    let t = tempfile::tempdir().unwrap();
+    // A build of its own: the test's canopy with a byte appended (an ELF
+    // runs the same with trailing bytes), so its hash is new.
+    let own = t.path().join("canopy-for-this-arch");
+    let mut bytes = std::fs::read(env!("CARGO_BIN_EXE_canopy")).unwrap();
+    bytes.push(0);
+    std::fs::write(&own, &bytes).unwrap();
+    std::fs::set_permissions(&own, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    use sha2::Digest;
+    let name = format!("canopy-{}", &hex::encode(sha2::Sha256::digest(&bytes))[..16]);
+    let extra = format!("[ssh.binaries]\n{} = {:?}\n", std::env::consts::ARCH, own.display().to_string());
+    let cfg = canopy::config::parse(&ssh_toml(&h, &h.known_hosts, "20s", &extra)).unwrap();
+    let p = SshProvider::new(SshConfig::from_entry(&cfg.ssh[0], "archtest", t.path()).unwrap());
+    p.check_host(&node_of(&h.b)).await.unwrap();
+    let uploaded = home_of(&h.b.user).join(".canopy-host").join("bin").join(&name);
+    assert!(uploaded.exists(), "{} was not uploaded", uploaded.display());
+    let _ = std::fs::remove_file(&uploaded);
+    let _ = std::fs::remove_dir_all(home_of(&h.b.user).join(".canopy-host").join("archtest"));
 }

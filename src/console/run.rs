@@ -46,18 +46,10 @@ pub fn now() -> Millis {
     Millis(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Local time's offset from UTC in seconds, now.
+/// Local time's offset from UTC in seconds, now (`TZ`, else
+/// `/etc/localtime`).
 pub fn local_offset_s() -> i64 {
-    let t: libc::time_t = (now().0 / 1000) as libc::time_t;
-    // SAFETY: localtime_r writes only into `tm`, which we own; both
-    // pointers are valid for the call.
-    unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&t, &mut tm).is_null() {
-            return 0;
-        }
-        tm.tm_gmtoff
-    }
+    i64::from(jiff::Zoned::now().offset().seconds())
 }
 
 /// The console's terminal: stdout, with colours at the theme's depth.

@@ -63,7 +63,9 @@ pub struct SshConfig {
     pub name: String,
     pub lease: Duration,
     /// The Canopy build uploaded to hosts.
-    pub binary: PathBuf,
+    /// The Canopy builds uploaded to hosts, by architecture (`uname -m`):
+    /// this program for its own, plus `[[ssh]] binaries`.
+    pub binaries: BTreeMap<String, PathBuf>,
     /// The store's id: each store has its own directory and lease on a host.
     pub store: String,
     /// Where ssh's control sockets and Canopy's ssh_config live (0700).
@@ -125,6 +127,8 @@ impl SshConfig {
                 std::env::current_exe().map_err(|err| format!("{at}: cannot find this program: {err}"))?
             }
         };
+        let mut binaries = BTreeMap::from([(std::env::consts::ARCH.to_string(), binary)]);
+        binaries.extend(e.binaries.iter().map(|(arch, p)| (arch.clone(), p.clone())));
         let mut pools = BTreeMap::new();
         for h in &e.hosts {
             if pools.contains_key(&h.pool) {
@@ -171,7 +175,7 @@ impl SshConfig {
         Ok(Self {
             name: e.name.clone(),
             lease: e.lease(),
-            binary,
+            binaries,
             store: store.to_string(),
             control_dir: default_control_dir(),
             hosts,
@@ -273,7 +277,7 @@ impl SshProvider {
     /// A provider that only answers calls (inventory for `canopy fleet`):
     /// it renews no lease.
     pub fn new(cfg: SshConfig) -> Self {
-        let binary = Arc::new(tokio::sync::OnceCell::new());
+        let binaries = Arc::new(transport::Binaries::new(cfg.binaries.clone()));
         let hosts = cfg
             .hosts
             .iter()
@@ -282,8 +286,7 @@ impl SshProvider {
                     transport: Transport::new(
                         h.target.clone(),
                         cfg.store.clone(),
-                        binary.clone(),
-                        cfg.binary.clone(),
+                        binaries.clone(),
                         cfg.control_dir.clone(),
                     ),
                     cfg: h.clone(),
@@ -1028,7 +1031,7 @@ mod tests {
         let p = SshProvider::new(SshConfig {
             name: "ssh".into(),
             lease: Duration::from_secs(30),
-            binary: "/bin/true".into(),
+            binaries: BTreeMap::from([(std::env::consts::ARCH.to_string(), "/bin/true".into())]),
             store: "s".into(),
             control_dir: std::env::temp_dir(),
             hosts: vec![HostConfig { target, pool: "lab".into(), owner: None }],

@@ -12,7 +12,7 @@
 //!
 //! The binary goes to `~/.canopy-host/bin/canopy-<sha256 prefix>`: written
 //! under a temporary name, its SHA-256 checked on the host, then renamed,
-//! mode 0700; the host's `uname -m` must be this build's architecture.
+//! mode 0700; the build is chosen by the host's `uname -m` ([`Binaries`]).
 //!
 //! This module owns connections and the wire; it knows nothing of
 //! attempts, leases or windows. Secret values pass through it only inside
@@ -22,6 +22,7 @@ use super::protocol::{HOST_SUBCOMMAND, Reply, Request};
 use openssh::{KnownHosts, Session, SessionBuilder, Stdio};
 use serde::de::DeserializeOwned;
 use sha2::Digest;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -47,8 +48,50 @@ impl Target {
     }
 }
 
-/// The Canopy build uploaded to hosts, hashed once.
-#[derive(Debug)]
+/// Uploaded builds unused this many days are removed from hosts.
+pub const PRUNE_AFTER_DAYS: u32 = 7;
+
+/// The Canopy builds uploaded to hosts, by architecture (`uname -m`),
+/// each hashed once, when a host of that architecture first needs it.
+#[derive(Debug, Default)]
+pub struct Binaries {
+    paths: BTreeMap<String, PathBuf>,
+    hashed: std::sync::Mutex<BTreeMap<String, Arc<Hashed>>>,
+}
+
+/// A build's hash, computed once (or why it could not be read).
+type Hashed = tokio::sync::OnceCell<Result<Binary, String>>;
+
+impl Binaries {
+    pub fn new(paths: BTreeMap<String, PathBuf>) -> Self {
+        Self { paths, hashed: Default::default() }
+    }
+
+    /// The build for `arch`, hashed; an error that says how to give one
+    /// when there is none.
+    pub async fn for_arch(&self, arch: &str) -> Result<Binary, String> {
+        let Some(path) = self.paths.get(arch).cloned() else {
+            let have: Vec<&str> = self.paths.keys().map(String::as_str).collect();
+            return Err(format!(
+                "the host is {arch}, and Canopy has builds for {} only; Canopy uploads itself to run there, \
+                 so give a Canopy build for {arch} in [[ssh]] `binaries = {{ {arch} = \"/path/to/canopy\" }}`, \
+                 or remove the host",
+                have.join(", ")
+            ));
+        };
+        let cell = self.hashed.lock().unwrap().entry(arch.to_string()).or_default().clone();
+        cell.get_or_init(|| async move {
+            tokio::task::spawn_blocking(move || Binary::load(&path))
+                .await
+                .unwrap_or_else(|e| Err(format!("hashing the binary failed: {e}")))
+        })
+        .await
+        .clone()
+    }
+}
+
+/// One Canopy build uploaded to hosts.
+#[derive(Debug, Clone)]
 pub struct Binary {
     pub path: PathBuf,
     pub sha256: String,
@@ -118,8 +161,7 @@ impl TransportError {
 pub struct Transport {
     target: Target,
     store: String,
-    binary: Arc<tokio::sync::OnceCell<Result<Binary, String>>>,
-    binary_path: PathBuf,
+    binaries: Arc<Binaries>,
     control_dir: PathBuf,
     config_file: PathBuf,
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
@@ -129,19 +171,12 @@ pub struct Transport {
 }
 
 impl Transport {
-    pub fn new(
-        target: Target,
-        store: String,
-        binary: Arc<tokio::sync::OnceCell<Result<Binary, String>>>,
-        binary_path: PathBuf,
-        control_dir: PathBuf,
-    ) -> Self {
+    pub fn new(target: Target, store: String, binaries: Arc<Binaries>, control_dir: PathBuf) -> Self {
         let config_file = control_dir.join("ssh_config");
         Self {
             target,
             store,
-            binary,
-            binary_path,
+            binaries,
             control_dir,
             config_file,
             session: tokio::sync::Mutex::new(None),
@@ -328,31 +363,24 @@ impl Transport {
         if let Some(p) = slot.as_ref() {
             return Ok(p.clone());
         }
-        let path = self.binary_path.clone();
-        let bin = self
-            .binary
-            .get_or_init(|| async move {
-                tokio::task::spawn_blocking(move || Binary::load(&path))
-                    .await
-                    .unwrap_or_else(|e| Err(format!("hashing the binary failed: {e}")))
-            })
-            .await
-            .as_ref()
-            .map_err(|e| self.setup_err(e.clone()))?;
+        let out = String::from_utf8_lossy(&self.shell(s, "uname -m; printf '%s\\n' \"$HOME\"", None).await?)
+            .into_owned();
+        let mut lines = out.lines();
+        let (arch, home) =
+            (lines.next().unwrap_or("").trim().to_string(), lines.next().unwrap_or("").to_string());
+        let bin = &self.binaries.for_arch(&arch).await.map_err(|e| self.setup_err(e))?;
         let name = bin.remote_name();
+        // Builds no Canopy has used for a week go (a running supervisor
+        // keeps its executable's inode; an engine that still wants one
+        // uploads it again); this one is marked used.
         let probe = format!(
-            "uname -m; printf '%s\\n' \"$HOME\"; if [ -x \"$HOME/.canopy-host/bin/{name}\" ]; then echo present; else echo absent; fi"
+            "b=\"$HOME/.canopy-host/bin\"; \
+             if [ -x \"$b/{name}\" ]; then echo present; touch \"$b/{name}\"; else echo absent; fi; \
+             find \"$b\" -maxdepth 1 -type f -name 'canopy-*' ! -name '{name}' -mtime +{PRUNE_AFTER_DAYS} \
+             -exec rm -f {{}} + 2>/dev/null || true"
         );
         let out = String::from_utf8_lossy(&self.shell(s, &probe, None).await?).into_owned();
-        let mut lines = out.lines();
-        let (arch, home, present) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""), lines.next());
-        if arch != std::env::consts::ARCH {
-            return Err(self.setup_err(format!(
-                "the host is {arch}, but this Canopy is built for {}; Canopy uploads itself to run \
-                 there, so the host needs a Canopy build for {arch} (run Canopy from one, or remove the host)",
-                std::env::consts::ARCH
-            )));
-        }
+        let present = out.lines().next();
         if !home.starts_with('/') {
             return Err(
                 self.setup_err(format!("the user's HOME on the host is {home:?}, not an absolute path"))
@@ -477,5 +505,20 @@ impl Transport {
     /// Closes the connection.
     pub async fn close(&self) {
         self.reset().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_host_of_an_architecture_without_a_build_is_told_how_to_give_one() {
+        let b = Binaries::new(BTreeMap::from([("x86_64".to_string(), PathBuf::from("/nonexistent/canopy"))]));
+        let e = b.for_arch("riscv64").await.unwrap_err();
+        assert!(e.contains("the host is riscv64") && e.contains("builds for x86_64 only"), "{e}");
+        assert!(e.contains("binaries = { riscv64 = "), "{e}");
+        let e = b.for_arch("x86_64").await.unwrap_err();
+        assert!(e.contains("cannot read the Canopy binary to upload (/nonexistent/canopy)"), "{e}");
     }
 }
