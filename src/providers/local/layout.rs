@@ -255,24 +255,30 @@ pub struct CollectedArtifact {
 }
 
 /// Writes `bytes` to `path` so that readers see the old file or the whole
-/// new one: write a fresh `<path>.tmp` (0600), fsync, rename, fsync the
-/// directory.
+/// new one: a fresh 0600 temporary file beside it (`.<name>.<pid>.<ns>.tmp`,
+/// created exclusively, so writers in several processes never collide and
+/// nothing planted there is written through), fsync, rename, fsync the
+/// directory. The temporary file is removed when any step fails.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    {
-        // Whatever was left at the temporary name (a link, say) is
-        // replaced, never written through.
-        match fs::remove_file(&tmp) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("{} names no file", path.display()))
+    })?;
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.{nanos}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let written = (|| {
         let mut f = create_private(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
     }
-    fs::rename(&tmp, path)?;
+    written?;
     if let Some(dir) = path.parent() {
         // Makes the rename itself durable; a failure here leaves a correct
         // file that may not survive a power loss, so it is not an error.
@@ -390,6 +396,8 @@ mod tests {
         write_json(&p, &r_exit()).unwrap();
         assert_eq!(read_json::<ExitRecord>(&p).unwrap(), Some(r_exit()));
         assert!(!dir.path().join("exit.json.tmp").exists());
+        let left: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("exit.json")], "no temporary file is left");
         assert_eq!(read_json::<ExitRecord>(&dir.path().join("none")).unwrap(), None);
     }
 

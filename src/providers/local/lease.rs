@@ -9,16 +9,15 @@
 //! …}`, both in milliseconds since the Unix epoch by the host's own clock:
 //! the renewer and the supervisors share the host, so clock differences
 //! between Canopy and the host do not matter (a clock stepped on the host
-//! does). It is replaced atomically (a fresh 0600 temporary file in the
-//! same directory, fsync, rename), so a reader sees the old record or the
-//! new one, never a missing or partial file.
+//! does). It is replaced atomically ([`write_atomic`]), so a reader sees
+//! the old record or the new one, never a missing or partial file.
 //!
-//! This module owns the file's format and its atomic replacement. It
-//! decides nothing about what an expired lease means and signals nothing.
+//! This module owns the file's format. It decides nothing about what an
+//! expired lease means and signals nothing.
 
-use super::layout::{create_private, read_json};
+use super::layout::{read_json, write_atomic};
 use serde::{Deserialize, Serialize};
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -47,7 +46,7 @@ impl LeaseRecord {
 pub fn renew(path: &Path, for_: Duration) -> io::Result<()> {
     let now = SystemTime::now();
     let record = LeaseRecord { renewed_at_ms: unix_ms(now), expires_at_ms: unix_ms(now + for_) };
-    write_replacing(path, &serde_json::to_vec(&record).map_err(io::Error::other)?)
+    write_atomic(path, &serde_json::to_vec(&record).map_err(io::Error::other)?)
 }
 
 /// Until when the lease at `path` holds; `Ok(None)` when there is no lease
@@ -59,29 +58,6 @@ pub fn read(path: &Path) -> io::Result<Option<SystemTime>> {
 /// The whole record at `path`; `Ok(None)` when there is no lease file.
 pub fn read_record(path: &Path) -> io::Result<Option<LeaseRecord>> {
     read_json::<LeaseRecord>(path)
-}
-
-/// Writes `bytes` to a fresh temporary file beside `path` (a unique name,
-/// so concurrent renewers never collide), then renames it over `path`.
-fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let name = path.file_name().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("{} names no file", path.display()))
-    })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".{}.{nanos}.tmp", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let written = (|| {
-        let mut f = create_private(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
 }
 
 fn unix_ms(t: SystemTime) -> u64 {

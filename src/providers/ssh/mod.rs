@@ -201,8 +201,7 @@ fn pinned_known_hosts(
     h: &crate::config::SshHostEntry,
     key: &str,
 ) -> Result<PathBuf, String> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     let dir = state_dir.join(provider);
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -212,16 +211,7 @@ fn pinned_known_hosts(
     let path = dir.join(format!("known_hosts-{}", h.name.replace(['/', '\0'], "_")));
     let key = key.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
     let line = format!("[{}]:{} {key}\n", h.address, h.port);
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    f.write_all(line.as_bytes())
-        .and_then(|()| std::fs::rename(&tmp, &path))
+    crate::providers::local::layout::write_atomic(&path, line.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(path)
 }

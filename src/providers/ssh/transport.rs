@@ -207,7 +207,7 @@ impl Transport {
 
     /// The ssh options Canopy insists on beyond what the builder sets.
     fn write_config(&self) -> Result<(), TransportError> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -232,16 +232,7 @@ impl Transport {
         }
         let text = "# Written by Canopy for its ssh provider.\nGlobalKnownHostsFile /dev/null\n\
                     HashKnownHosts no\nUpdateHostKeys no\nCheckHostIP no\nServerAliveCountMax 3\n";
-        let tmp = self.config_file.with_extension(format!("tmp{}", std::process::id()));
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(|e| self.setup_err(format!("cannot write {}: {e}", tmp.display())))?;
-        f.write_all(text.as_bytes())
-            .and_then(|()| std::fs::rename(&tmp, &self.config_file))
+        crate::providers::local::layout::write_atomic(&self.config_file, text.as_bytes())
             .map_err(|e| self.setup_err(format!("cannot write {}: {e}", self.config_file.display())))
     }
 
