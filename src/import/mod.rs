@@ -239,7 +239,7 @@ impl<'c> Cx<'c> {
         let hidden = secrets::secret_ranges(text).into_iter().filter_map(|r| text.get(r)).map(str::to_owned);
         Cx {
             ctx,
-            spec: blank("imported", Vec::new()),
+            spec: Spec::new("imported", Vec::new()),
             warnings: Vec::new(),
             errors: Vec::new(),
             origin: Default::default(),
@@ -350,7 +350,7 @@ impl<'c> Cx<'c> {
         if !self.errors.is_empty() {
             return Err(self.failed());
         }
-        let baseline = blank(&self.spec.name, self.spec.runtime.command.clone());
+        let baseline = Spec::new(self.spec.name.clone(), self.spec.runtime.command.clone());
         let body = match emit::to_toml(&self.spec, &baseline, &[]) {
             Ok(t) => t,
             Err(e) => return Err(self.internal(&format!("the spec could not be written as TOML ({e})"))),
@@ -713,31 +713,6 @@ pub(crate) struct GpuAsk {
     pub pos: Pos,
     /// The source field, for messages.
     pub path: String,
-}
-
-/// A spec with every default and the given name and command, as the
-/// loader would fill it in.
-pub(crate) fn blank(name: &str, command: Vec<String>) -> Spec {
-    let value = serde_json::json!({ "name": name, "runtime": { "command": command } });
-    match serde_json::from_value(value) {
-        Ok(spec) => spec,
-        // Unreachable: name and command are the only required fields.
-        Err(_) => Spec {
-            name: name.to_string(),
-            kind: Default::default(),
-            priority: 50,
-            expected_runtime: None,
-            labels: Default::default(),
-            runtime: crate::spec::Runtime { command, ..Default::default() },
-            resources: Default::default(),
-            constraints: Default::default(),
-            preferences: Default::default(),
-            retry: Default::default(),
-            inputs: Vec::new(),
-            outputs: Vec::new(),
-            checkpoint: None,
-        },
-    }
 }
 
 /// Letters, digits, `-`, `_`, `.`; anything else becomes `-`, runs of `-`

@@ -83,21 +83,7 @@ pub fn specs(
     seed: u64,
     model: &FaultModel,
 ) -> Result<Vec<Spec>, String> {
-    let mut base = Spec {
-        name: "job".into(),
-        kind: Default::default(),
-        priority: 50,
-        expected_runtime: None,
-        labels: Default::default(),
-        runtime: crate::spec::Runtime { command: vec!["train".into()], ..Default::default() },
-        resources: Default::default(),
-        constraints: Default::default(),
-        preferences: Default::default(),
-        retry: Default::default(),
-        inputs: Vec::new(),
-        outputs: Vec::new(),
-        checkpoint: None,
-    };
+    let mut base = Spec::new("job", vec!["train".into()]);
     base.constraints.interruptible = true;
     base.preferences.optimize = optimize;
     jobs.iter()

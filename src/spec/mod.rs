@@ -63,6 +63,26 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// A spec with this name and command and every other field at the
+    /// default the loader fills in.
+    pub fn new(name: impl Into<String>, command: Vec<String>) -> Self {
+        Spec {
+            name: name.into(),
+            kind: WorkloadKind::default(),
+            priority: default_priority(),
+            expected_runtime: None,
+            labels: BTreeMap::new(),
+            runtime: Runtime { command, ..Runtime::default() },
+            resources: Resources::default(),
+            constraints: Constraints::default(),
+            preferences: Preferences::default(),
+            retry: RetryPolicy::default(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            checkpoint: None,
+        }
+    }
+
     /// Nodes the workload runs on at once: 1, or a gang's size.
     pub fn nodes(&self) -> u32 {
         self.resources.nodes.max(1)
@@ -529,4 +549,17 @@ pub struct Output {
     /// Fail the attempt (class `io`) when the output is missing.
     #[serde(default)]
     pub required: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_spec_is_what_the_loader_makes_of_a_name_and_a_command() {
+        let loaded: Spec =
+            serde_json::from_value(serde_json::json!({ "name": "x", "runtime": { "command": ["a", "b"] } }))
+                .unwrap();
+        assert_eq!(Spec::new("x", vec!["a".into(), "b".into()]), loaded);
+    }
 }
