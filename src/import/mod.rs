@@ -30,7 +30,6 @@ use crate::accel::{ComputeCapability, Family, Vendor};
 use crate::spec::load::{self, Format};
 use crate::spec::secrets;
 use crate::spec::{AcceleratorReq, Diagnostic, GbRange, Input, Severity, Spec};
-use std::fmt;
 use std::path::{Path, PathBuf};
 use yaml::{Got, Pos, Problem};
 
@@ -121,25 +120,9 @@ pub struct Imported {
     pub warnings: Vec<Diagnostic>,
 }
 
-/// A file that could not be converted: errors first, then warnings.
-#[derive(Debug)]
-pub struct ImportError {
-    pub diagnostics: Vec<Diagnostic>,
-}
-
-impl fmt::Display for ImportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, d) in self.diagnostics.iter().enumerate() {
-            if i > 0 {
-                writeln!(f)?;
-            }
-            write!(f, "{d}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ImportError {}
+/// A file that could not be converted: errors first, then warnings, shown
+/// one per line as a spec that does not load is.
+pub type ImportError = crate::spec::SpecError;
 
 /// Convert `text`, a file of `source`'s format.
 pub fn convert(source: Source, text: &str, ctx: &Context) -> Result<Imported, ImportError> {
