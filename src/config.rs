@@ -347,6 +347,40 @@ impl TopologyEntry {
         self.declared_in.as_ref().map_or_else(|| FILE_NAME.to_string(), |p| p.display().to_string())
     }
 
+    /// What this `[<section>.topology]` names that the engine (`engine`,
+    /// say "Slurm") does not have, given the nodes and pools it reports, as
+    /// one message naming the file, the keys and what to do; `None` when
+    /// everything it names exists.
+    pub fn mismatch(
+        &self,
+        section: &str,
+        engine: &str,
+        provider: &str,
+        nodes: &[&str],
+        pools: &[&str],
+    ) -> Option<String> {
+        let mut problems: Vec<String> = self
+            .unknown_nodes(|n| nodes.contains(&n))
+            .into_iter()
+            .map(|(sw, n)| format!("[{section}.topology] switches.{sw} names node {n:?}"))
+            .collect();
+        problems.extend(
+            self.unknown_pools(|p| pools.contains(&p))
+                .into_iter()
+                .map(|p| format!("[{section}.topology] pools.{p} names pool {p:?}")),
+        );
+        (!problems.is_empty()).then(|| {
+            format!(
+                "{}: provider {provider}: {}, which {engine} does not have (its nodes: {}; its pools: {}); \
+                 correct the name or remove it",
+                self.file(),
+                problems.join("; "),
+                nodes.join(", "),
+                pools.join(", ")
+            )
+        })
+    }
+
     fn check(&self, section: &str) -> Result<(), String> {
         let fabrics = self
             .fabric
@@ -751,6 +785,16 @@ mod tests {
         let topo = &cfg.slurm[0].topology;
         assert_eq!(topo.unknown_nodes(|n| n == "n1"), vec![("sw1".to_string(), "n9".to_string())]);
         assert_eq!(topo.file(), path.display().to_string());
+        let m = topo.mismatch("ray", "Ray", "ray-iad", &["n1"], &["gpu"]).unwrap();
+        assert_eq!(
+            m,
+            format!(
+                "{}: provider ray-iad: [ray.topology] switches.sw1 names node \"n9\", which Ray does not have \
+                 (its nodes: n1; its pools: gpu); correct the name or remove it",
+                path.display()
+            )
+        );
+        assert_eq!(topo.mismatch("ray", "Ray", "ray-iad", &["n1", "n9"], &[]), None);
     }
 
     #[test]

@@ -302,6 +302,27 @@ pub trait Provider: Send + Sync {
     }
 }
 
+/// What a declared topology that names unknown nodes or pools
+/// ([`crate::config::TopologyEntry::mismatch`]) means: an error on the
+/// provider's first inventory (a typo to fix before anything runs), a
+/// warning afterwards (a node that left the cluster). `checked` records
+/// that a first inventory has passed.
+pub(crate) fn topology_verdict(
+    checked: &std::sync::atomic::AtomicBool,
+    provider: &str,
+    mismatch: Option<String>,
+) -> Result<(), ProviderError> {
+    use std::sync::atomic::Ordering;
+    let first = !checked.swap(true, Ordering::SeqCst);
+    let Some(message) = mismatch else { return Ok(()) };
+    if first {
+        checked.store(false, Ordering::SeqCst);
+        return Err(ProviderError { provider: provider.to_string(), message });
+    }
+    tracing::warn!(provider, "{message}");
+    Ok(())
+}
+
 /// A failed HTTP call in a few words — what went wrong and the innermost
 /// cause — without the URL, so messages stay short and free of query
 /// strings. Shared by the HTTP adapters (Slurm, Ray).

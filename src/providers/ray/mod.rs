@@ -376,39 +376,10 @@ impl RayProvider {
     /// error naming the file and key on the first inventory, a warning
     /// later (a node that left).
     fn check_topology(&self, pools: &[crate::providers::InventoryPool]) -> Result<(), ProviderError> {
-        use std::sync::atomic::Ordering;
-        let topo = &self.cfg.pools.topology;
         let nodes: Vec<&str> = pools.iter().flat_map(|p| &p.nodes).map(|n| n.name.as_str()).collect();
         let names: Vec<&str> = pools.iter().map(|p| p.def.name.as_str()).collect();
-        let mut problems: Vec<String> = topo
-            .unknown_nodes(|n| nodes.contains(&n))
-            .into_iter()
-            .map(|(sw, n)| format!("[ray.topology] switches.{sw} names node {n:?}"))
-            .collect();
-        problems.extend(
-            topo.unknown_pools(|p| names.contains(&p))
-                .into_iter()
-                .map(|p| format!("[ray.topology] pools.{p} names pool {p:?}")),
-        );
-        let first = !self.topology_checked.swap(true, Ordering::SeqCst);
-        if problems.is_empty() {
-            return Ok(());
-        }
-        let message = format!(
-            "{}: provider {}: {}, which Ray does not have (its nodes: {}; its pools: {}); correct the name or \
-             remove it",
-            topo.file(),
-            self.cfg.name,
-            problems.join("; "),
-            nodes.join(", "),
-            names.join(", ")
-        );
-        if first {
-            self.topology_checked.store(false, Ordering::SeqCst);
-            return Err(ProviderError { provider: self.cfg.name.clone(), message });
-        }
-        tracing::warn!(provider = %self.cfg.name, "{message}");
-        Ok(())
+        let mismatch = self.cfg.pools.topology.mismatch("ray", "Ray", &self.cfg.name, &nodes, &names);
+        crate::providers::topology_verdict(&self.topology_checked, &self.cfg.name, mismatch)
     }
 
     fn pending_for(&self, token: &str, start_ms: Option<i64>) -> Duration {

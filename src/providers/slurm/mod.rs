@@ -269,40 +269,12 @@ impl SlurmProvider {
     /// first inventory an unknown node or pool is an error naming the file
     /// and key; afterwards (a node removed from the cluster) a warning.
     fn check_topology(&self, nodes: &[v0038::Node], views: &[NodeView]) -> Result<(), ProviderError> {
-        use std::sync::atomic::Ordering;
-        let topo = &self.cfg.pools.topology;
-        let mut problems: Vec<String> = topo
-            .unknown_nodes(|n| nodes.iter().any(|x| x.name == n))
-            .into_iter()
-            .map(|(sw, n)| format!("[slurm.topology] switches.{sw} names node {n:?}"))
-            .collect();
-        let pools: Vec<String> = map::pools(views, &self.cfg.pools).into_iter().map(|p| p.def.name).collect();
-        problems.extend(
-            topo.unknown_pools(|p| pools.iter().any(|x| x == p))
-                .into_iter()
-                .map(|p| format!("[slurm.topology] pools.{p} names pool {p:?}")),
-        );
-        let first = !self.topology_checked.swap(true, Ordering::SeqCst);
-        if problems.is_empty() {
-            return Ok(());
-        }
         let mut have: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
         have.sort_unstable();
-        let message = format!(
-            "{}: provider {}: {}, which Slurm does not have (its nodes: {}; its pools: {}); correct the name \
-             or remove it",
-            topo.file(),
-            self.cfg.name,
-            problems.join("; "),
-            have.join(", "),
-            pools.join(", ")
-        );
-        if first {
-            self.topology_checked.store(false, Ordering::SeqCst);
-            return Err(ProviderError { provider: self.cfg.name.clone(), message });
-        }
-        tracing::warn!(provider = %self.cfg.name, "{message}");
-        Ok(())
+        let pools: Vec<String> = map::pools(views, &self.cfg.pools).into_iter().map(|p| p.def.name).collect();
+        let pools: Vec<&str> = pools.iter().map(String::as_str).collect();
+        let mismatch = self.cfg.pools.topology.mismatch("slurm", "Slurm", &self.cfg.name, &have, &pools);
+        crate::providers::topology_verdict(&self.topology_checked, &self.cfg.name, mismatch)
     }
 
     /// The addresses of `nodes` as Slurm knows them (`NodeAddr`), asking
