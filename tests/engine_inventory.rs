@@ -23,6 +23,7 @@ fn pool() -> PoolDef {
                 family: Family::Hopper,
                 compute_capability: ComputeCapability::new(9, 0),
                 memory_gb: 80.0,
+                throughput: None,
             }),
             gpus_per_node: 4,
             interconnect: Interconnect::Pcie,

@@ -4,9 +4,9 @@
 //!
 //! The reference takes each node's single-node factor values from the
 //! one-node scheduler (the node alone allowed), and combines them for a
-//! set as `gang.rs` defines: cost on the summed hourly against the
-//! cheapest feasible set's, the weakest node's health, success, startup
-//! and locality, the mean fit and preference.
+//! set as `gang.rs` defines: cost on the summed hourly (per unit of work)
+//! against the cheapest feasible set's, the weakest node's health,
+//! success, startup and locality, the mean fit and preference.
 
 use canopy::accel::{ComputeCapability, Fabric, Family, Interconnect, Vendor};
 use canopy::fleet::{
@@ -106,6 +106,7 @@ fn shape(i: u8) -> Shape {
         family: Family::Hopper,
         compute_capability: ComputeCapability::new(9, 0),
         memory_gb: 80.0,
+        throughput: None,
     };
     let gpu = |kind, gbps| Shape {
         accelerator: Some(h100.clone()),
@@ -300,9 +301,16 @@ fn domain(f: &Fleet, r: &Requirements, i: NodeIdx) -> Option<String> {
 /// Per factor: the node's raw value and the factor's points per unit.
 type Factors = std::collections::HashMap<Factor, (f64, f64)>;
 
-/// One node's factor values (by factor) and hourly share, from the
-/// one-node scheduler with every other node excluded.
-fn node_factors(f: &Fleet, snap: &Snapshot, r: &Requirements, policy: &Policy, i: NodeIdx) -> (Factors, f64) {
+/// One node's factor values (by factor), hourly share and the relative
+/// throughput its cost was priced at, from the one-node scheduler with
+/// every other node excluded.
+fn node_factors(
+    f: &Fleet,
+    snap: &Snapshot,
+    r: &Requirements,
+    policy: &Policy,
+    i: NodeIdx,
+) -> (Factors, f64, f64) {
     let one = Requirements {
         nodes: 1,
         max_hourly_usd: None,
@@ -315,23 +323,34 @@ fn node_factors(f: &Fleet, snap: &Snapshot, r: &Requirements, policy: &Policy, i
     let c = &p.candidates[0];
     assert_eq!(c.node_idx, i);
     let total: f64 = c.breakdown.iter().map(|b| b.weight).sum();
-    (c.breakdown.iter().map(|b| (b.factor, (b.raw, b.weight * 100.0 / total))).collect(), c.hourly_usd)
+    (
+        c.breakdown.iter().map(|b| (b.factor, (b.raw, b.weight * 100.0 / total))).collect(),
+        c.hourly_usd,
+        c.relative_speed,
+    )
 }
 
-/// The defined score of a set, given the cheapest set's hourly.
+/// What a set's cost factor compares: its nodes' hourly shares, each over
+/// the throughput it was priced at.
+fn priced(nodes: &[NodeIdx], factors: &BTreeMap<NodeIdx, (Factors, f64, f64)>) -> f64 {
+    nodes.iter().map(|n| factors[n].1 / factors[n].2).sum()
+}
+
+/// The defined score of a set, given the cheapest set's priced hourly.
 fn set_score(
     nodes: &[NodeIdx],
-    factors: &BTreeMap<NodeIdx, (Factors, f64)>,
+    factors: &BTreeMap<NodeIdx, (Factors, f64, f64)>,
     cheapest: f64,
     smoothing: f64,
 ) -> (f64, f64) {
     let hourly: f64 = nodes.iter().map(|n| factors[n].1).sum();
+    let cost = priced(nodes, factors);
     let first = &factors[&nodes[0]].0;
     let mut score = 0.0;
     for (&factor, &(_, coef)) in first {
         let vals: Vec<f64> = nodes.iter().map(|n| factors[n].0[&factor].0).collect();
         let raw = match factor {
-            Factor::Cost => ((cheapest + smoothing) / (hourly + smoothing)).clamp(0.0, 1.0),
+            Factor::Cost => ((cheapest + smoothing) / (cost + smoothing)).clamp(0.0, 1.0),
             Factor::Fit | Factor::Preference => vals.iter().sum::<f64>() / vals.len() as f64,
             _ => vals.iter().copied().fold(f64::INFINITY, f64::min),
         };
@@ -396,7 +415,7 @@ proptest! {
             fits.iter().map(|&i| (i, node_factors(&fleet, &snap, &req, &policy, i))).collect();
         let cheapest = sets
             .iter()
-            .map(|(_, s)| s.iter().map(|i| factors[i].1).sum::<f64>())
+            .map(|(_, s)| priced(s, &factors))
             .fold(f64::INFINITY, f64::min);
         let smoothing = policy.cost_smoothing_usd.max(0.0);
         let cpu_set = |s: &[NodeIdx]| fleet.pool(fleet.node(s[0]).pool).shape.gpus_per_node == 0;

@@ -27,6 +27,7 @@ fn catalog(i: usize) -> Option<(Accelerator, Interconnect)> {
         family,
         compute_capability: ComputeCapability::new(cc.0, cc.1),
         memory_gb: mem,
+        throughput: None,
     };
     Some(match i {
         0 => (a(Vendor::Nvidia, "L4", Family::Ada, (8, 9), 24.0), Interconnect::Pcie),

@@ -78,7 +78,8 @@ fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requireme
             }
             outln!();
             let gang = p.candidates.iter().any(|c| !c.gang.is_empty());
-            let mut t = new_table(&[
+            let per_work = p.candidates.iter().any(|c| c.relative_speed != 1.0);
+            let mut header = vec![
                 "#",
                 if gang { "POOL (NODES)" } else { "POOL" },
                 "REGION",
@@ -88,7 +89,11 @@ fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requireme
                 "STARTUP",
                 "SCORE",
                 "WHY",
-            ]);
+            ];
+            if per_work {
+                header.insert(5, "$/V100-H");
+            }
+            let mut t = new_table(&header);
             for (i, c) in p.candidates.iter().enumerate() {
                 let mut parts: Vec<_> = c.breakdown.iter().filter(|f| f.weight > 0.0).collect();
                 parts.sort_by(|a, b| b.contribution.total_cmp(&a.contribution));
@@ -102,7 +107,7 @@ fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requireme
                 } else {
                     format!("{} ({})", c.pool, c.node_names().join(", "))
                 };
-                t.add_row(vec![
+                let mut row = vec![
                     (i + 1).to_string(),
                     pool,
                     c.region.clone(),
@@ -112,9 +117,19 @@ fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requireme
                     format!("{}s", c.startup_s),
                     format!("{:.1}", c.score),
                     why.join(", "),
-                ]);
+                ];
+                if per_work {
+                    row.insert(5, usd(c.hourly_usd / c.relative_speed));
+                }
+                t.add_row(row);
             }
             outln!("{t}");
+            if per_work {
+                outln!();
+                outln!(
+                    "Cost compares $/V100-H: the price per hour over the GPUs' training throughput relative to a V100 (a fleet may state it: accelerator.throughput)."
+                );
+            }
             let k = &p.considered;
             if p.candidates.iter().any(|c| c.gpu_node == Some(GpuNode::KeptForGpuWork)) {
                 outln!();

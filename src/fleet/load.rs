@@ -15,6 +15,8 @@
 //! name = "h100-nvl"
 //! region = "eu-west"
 //! accelerator = { vendor = "nvidia", model = "H100-SXM5", family = "hopper", compute_capability = "9.0", memory_gb = 80 }
+//! # throughput = 4.5        # in `accelerator`: relative to a V100, when the
+//! #                          # built-in table (fleet::throughput) does not know the model
 //! gpus_per_node = 8
 //! interconnect = "nvlink"
 //! cpu_cores = 192
@@ -84,6 +86,9 @@ struct FileAccelerator {
     family: Family,
     compute_capability: ComputeCapability,
     memory_gb: f64,
+    /// Training throughput of one GPU relative to a V100.
+    #[serde(default)]
+    throughput: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -207,6 +212,16 @@ fn build(doc: FileDoc) -> Result<Fleet, FleetError> {
             let accelerator = match pool.accelerator {
                 Some(a) => {
                     let family_vendor = a.family.vendor();
+                    if let Some(t) = a.throughput
+                        && !(t.is_finite() && t > 0.0)
+                    {
+                        return Err(FleetError::BadPool(
+                            label,
+                            format!(
+                                "accelerator throughput must be a positive number (relative to a V100 = 1), got {t}"
+                            ),
+                        ));
+                    }
                     if let Some(v) = a.vendor
                         && v != family_vendor
                     {
@@ -221,6 +236,7 @@ fn build(doc: FileDoc) -> Result<Fleet, FleetError> {
                         family: a.family,
                         compute_capability: a.compute_capability,
                         memory_gb: a.memory_gb,
+                        throughput: a.throughput,
                     })
                 }
                 None => None,

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 pub mod load;
 pub mod synth;
+pub mod throughput;
 
 /// What kind of system a provider is; decides which adapter drives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -110,6 +111,18 @@ pub struct Accelerator {
     pub compute_capability: ComputeCapability,
     /// Memory per GPU.
     pub memory_gb: f64,
+    /// Training throughput of one GPU relative to a V100, when the fleet
+    /// states it; else [`throughput::relative`] of the model's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<f64>,
+}
+
+impl Accelerator {
+    /// Training throughput of one GPU relative to a V100: the stated
+    /// figure, else the table's for the model, else 1 (priced as a V100).
+    pub fn relative_speed(&self) -> f64 {
+        self.throughput.or_else(|| throughput::relative(&self.model)).filter(|s| *s > 0.0).unwrap_or(1.0)
+    }
 }
 
 /// The hardware shape of every node in a pool.

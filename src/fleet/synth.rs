@@ -386,6 +386,7 @@ fn pool_def(rng: &mut SplitMix64, t: &ProviderT, serial: usize) -> (PoolDef, u32
                     family: g.family,
                     compute_capability: ComputeCapability::new(g.cc.0, g.cc.1),
                     memory_gb: g.memory_gb,
+                    throughput: None,
                 }),
                 gpus_per_node: n,
                 interconnect: if n > 1 { g.link } else { Pcie },

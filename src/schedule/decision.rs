@@ -49,6 +49,10 @@ pub struct Candidate {
     pub accelerator: String,
     /// This workload's share of the node per hour ([`crate::fleet::Pool::hourly_share`]).
     pub hourly_usd: f64,
+    /// The relative training throughput (V100 = 1) the cost factor divided
+    /// `hourly_usd` by: the GPUs' when GPU work is priced per unit of work
+    /// ([`super::Policy::per_work`]), else 1.
+    pub relative_speed: f64,
     pub est_cost_usd: CostRange,
     pub startup_s: u64,
     /// 0..100.

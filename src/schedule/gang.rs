@@ -27,7 +27,8 @@
 //! (`others` in `score.rs`): health `h_i`, success `s_i`, startup `t_i`,
 //! locality `l_i`, fit `f_i`, preference `p_i`; and its pool's hourly share
 //! `c_i` and expected hourly share `e_i` (`c_i` × the pool's paid hours per
-//! useful hour). For a set S of N nodes:
+//! useful hour, over its GPUs' relative throughput when the policy prices
+//! per unit of work: [`super::Risk::per_work`]). For a set S of N nodes:
 //! - hourly `H(S) = Σ_pools k_p c_p` (k_p nodes of pool p), reported as
 //!   the candidate's `hourly_usd`; expected `E(S) = Σ_pools k_p e_p`;
 //! - cost = `(E* + s) / (E(S) + s)` clamped to 0..=1, where `E*` is the
@@ -765,6 +766,7 @@ fn candidate(ctx: &Ctx<'_>, scorer: &Scorer<'_>, p: &Pick, cpu_fits: bool) -> Ca
         region: pool.region.clone(),
         accelerator: snap.accelerator(first_pool).to_string(),
         hourly_usd: p.hourly,
+        relative_speed: scorer.speed(&snap.rows[p.pools[0] as usize]),
         est_cost_usd: CostRange::estimate(p.hourly, req),
         startup_s,
         score: p.score,

@@ -323,6 +323,7 @@ fn candidate(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, f: &Feasible) -> Candid
         region: pool.region.clone(),
         accelerator: info.accelerator.clone(),
         hourly_usd: f.hourly,
+        relative_speed: snap.rows.get(f.pool as usize).map_or(1.0, |row| scorer.speed(row)),
         est_cost_usd: CostRange::estimate(f.hourly, req),
         startup_s: pool.startup.as_secs(),
         score: f.score,

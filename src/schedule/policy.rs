@@ -83,9 +83,21 @@ pub struct Policy {
     /// runtime: cost compares the expected paid hours to finish, success
     /// includes the chance the attempt survives ([`super::Risk`]).
     pub interruption_risk: bool,
+    /// Whether GPU work is priced per unit of work rather than per hour:
+    /// the cost factor compares the hourly share over the pool's relative
+    /// training throughput ([`crate::fleet::Accelerator::relative_speed`]),
+    /// so a GPU twice as fast at less than twice the price is the cheaper
+    /// one. Never for `inference` (a service runs for wall-clock time
+    /// whatever the GPU) or work without GPUs.
+    pub per_work: bool,
 }
 
 impl Policy {
+    /// Whether this policy prices `req` per unit of work ([`Policy::per_work`]).
+    pub fn prices_per_work(&self, req: &super::Requirements) -> bool {
+        self.per_work && req.gpus > 0 && req.kind != crate::spec::WorkloadKind::Inference
+    }
+
     /// The weights a spec's `preferences.optimize` asks for.
     pub fn for_optimize(o: Optimize) -> Self {
         let weights = match o {
@@ -111,6 +123,7 @@ impl Default for Policy {
             startup_reference_s: 300.0,
             cost_smoothing_usd: 0.10,
             interruption_risk: true,
+            per_work: true,
         }
     }
 }

@@ -19,7 +19,9 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Factor {
-    /// Cheapest feasible hourly share = 1; others by price ratio.
+    /// Cheapest feasible expected hourly share = 1; others by price ratio.
+    /// Expected: times the paid hours interruptions add, and for GPU work
+    /// per unit of work (over the GPUs' relative throughput).
     Cost,
     /// Node × pool × provider health score.
     Health,
@@ -133,6 +135,9 @@ pub(crate) struct Scorer<'a> {
     cost_smoothing: f64,
     /// The request's expected runtime in hours, when it gives one.
     runtime_h: Option<f64>,
+    /// Whether cost is compared per unit of work (`Policy::per_work`, for
+    /// GPU work other than inference).
+    per_work: bool,
     /// GPU-memory fit per class (GPU work only).
     memory_fit: Vec<f64>,
     /// The most the fit factor can be per class, for any node (GPU work,
@@ -212,6 +217,7 @@ impl<'a> Scorer<'a> {
             pool_level_fast: cached_startup && !applies[4] && !applies[6],
             cost_smoothing: policy.cost_smoothing_usd.max(0.0),
             runtime_h: if policy.interruption_risk { runtime_h(req) } else { None },
+            per_work: policy.prices_per_work(req),
             memory_fit,
             fit_bound,
             preferred_caps,
@@ -220,10 +226,19 @@ impl<'a> Scorer<'a> {
         }
     }
 
-    /// The risk of an attempt of this request in a pool.
+    /// The risk of an attempt of this request in a pool, and what the
+    /// cost factor compares there: paid hours per useful hour, divided by
+    /// the pool's relative throughput when cost is per unit of work.
     #[inline]
     pub fn risk(&self, row: &PoolRow) -> Risk {
-        Risk::new(row.hazard_per_h, self.runtime_h)
+        let r = Risk::new(row.hazard_per_h, self.runtime_h);
+        if self.per_work { r.per_work(row.speed) } else { r }
+    }
+
+    /// The relative throughput the cost factor divides by in a pool: its
+    /// GPUs' when cost is per unit of work, else 1.
+    pub fn speed(&self, row: &PoolRow) -> f64 {
+        if self.per_work { row.speed } else { 1.0 }
     }
 
     /// Records the cheapest feasible expected hourly share, which the cost
@@ -434,7 +449,8 @@ fn runtime_h(req: &Requirements) -> Option<f64> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Risk {
     pub survival: f64,
-    /// Expected paid hours per hour of useful work (≥ 1).
+    /// Expected paid hours per hour of useful work (≥ 1; per unit of work
+    /// after [`Risk::per_work`], less on faster GPUs).
     pub paid_per_useful: f64,
 }
 
@@ -449,6 +465,14 @@ impl Risk {
         let x = x.min(30.0);
         let paid = if x < 1e-6 { 1.0 + x / 2.0 } else { x.exp_m1() / x };
         Self { survival: (-x).exp(), paid_per_useful: paid }
+    }
+
+    /// Paid hours per useful hour of reference work on GPUs `speed` times
+    /// as fast as the reference (a V100): an hour there does `speed` hours
+    /// of it.
+    pub fn per_work(self, speed: f64) -> Self {
+        let speed = if speed.is_finite() && speed > 0.0 { speed } else { 1.0 };
+        Self { paid_per_useful: self.paid_per_useful / speed, ..self }
     }
 }
 

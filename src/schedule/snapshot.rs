@@ -139,6 +139,9 @@ pub(crate) struct PoolRow {
     /// (Hardware faults strike every pool; node health and quarantine deal
     /// with those.)
     pub hazard_per_h: f64,
+    /// Training throughput of one of its GPUs relative to a V100
+    /// ([`crate::fleet::Accelerator::relative_speed`]; 1 for CPU-only pools).
+    pub speed: f64,
 }
 
 /// What output and explanations read of a pool.
@@ -307,6 +310,7 @@ impl Snapshot {
                 gpus_per_node: pool.shape.gpus_per_node,
                 reserved: pool.reserved,
                 hazard_per_h: hazard_per_h(&pool_health, pool.interruptible),
+                speed: pool.shape.accelerator.as_ref().map_or(1.0, crate::fleet::Accelerator::relative_speed),
             });
             pools.push(PoolInfo {
                 label: labels[i].clone(),

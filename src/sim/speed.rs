@@ -1,76 +1,21 @@
-//! How fast each accelerator model trains, relative to an NVIDIA V100: a
-//! trace job's duration was measured on one model, and on another it runs
-//! that duration times the ratio of their throughputs.
-//!
-//! Owns the table and the scaling; no I/O, no clock, no randomness.
-//!
-//! # The table (V100 = 1)
-//!
-//! One figure per model for mixed-precision training throughput, rounded:
-//! real ratios depend on the model trained (Gavel's own matrix spans
-//! 1.5–10× between K80 and V100 depending on the job type), so these are
-//! typical values for convolutional and transformer training at a batch
-//! size that fills the GPU, not a per-job measurement.
-//!
-//! | model | × V100 | basis |
-//! |---|---:|---|
-//! | K80 | 0.2 | Gavel (Narayanan et al., OSDI 2020), measured throughput matrix: K80 3–10× slower than V100 |
-//! | P100 | 0.5 | Gavel's matrix: P100 1.5–3× slower than V100 |
-//! | V100 | 1 | reference |
-//! | T4 | 0.45 | Lambda Labs, PyTorch training GPU benchmarks (lambdalabs.com/gpu-benchmarks) |
-//! | A10G, A10 | 0.85 | Lambda Labs benchmarks (A10 ≈ RTX A5000 class, just under V100) |
-//! | L4 | 0.6 | NVIDIA L4 datasheet (≈ 120 dense FP16 TFLOPS, 300 GB/s): between T4 and A10 |
-//! | RTX-3090 | 1.2 | Lambda Labs and AIME (aime.info) deep-learning GPU benchmarks |
-//! | RTX-4090 | 1.8 | Lambda Labs and AIME benchmarks (≈ 1.5× RTX 3090) |
-//! | A100 | 2.2 | Lambda Labs: A100 ≈ 2.2× V100 in FP16/TF32 PyTorch training |
-//! | L40S | 2.0 | CUDO Compute BERT fine-tune (2025): L40S a little under A100 in training |
-//! | MI250 | 1.8 | MosaicML/Databricks LLM training on MI250: ≈ 0.8× A100 |
-//! | H100 | 4.5 | MLPerf Training v3.0 per-GPU results and Lambda: ≈ 2× A100 |
-//! | MI300X | 4.0 | AMD MI300X training results (MLPerf Training v5.0): close to H100 |
-//! | H200 | 5.2 | H100's silicon with 141 GB HBM3e at 4.8 TB/s: ≈ 1.15× H100 in training |
-//!
-//! Models are matched by the first entry their name contains, case
-//! ignored, longest names first (`A100-SXM4-80GB` is an A100, `L40S` is
-//! not an `L4`). A model the table does not know runs at the speed it was
-//! measured on: its duration is kept.
+//! A trace job's duration was measured on one accelerator model; on another
+//! it runs that duration times the ratio of their throughputs
+//! ([`crate::fleet::throughput`], the table the scheduler prices by too).
 
-/// (name part, throughput relative to a V100), longest parts first where
-/// one contains another.
-const TABLE: &[(&str, f64)] = &[
-    ("RTX-4090", 1.8),
-    ("RTX 4090", 1.8),
-    ("RTX-3090", 1.2),
-    ("RTX 3090", 1.2),
-    ("H200", 5.2),
-    ("H100", 4.5),
-    ("MI300", 4.0),
-    ("MI250", 1.8),
-    ("A100", 2.2),
-    ("A10G", 0.85),
-    ("A10", 0.85),
-    ("L40S", 2.0),
-    ("L4", 0.6),
-    ("T4", 0.45),
-    ("V100", 1.0),
-    ("P100", 0.5),
-    ("K80", 0.2),
-];
+use crate::fleet::Accelerator;
+use crate::fleet::throughput::relative;
 
 /// The model every trace duration is taken to be measured on unless the
 /// trace says otherwise.
 pub const REFERENCE: &str = "V100";
 
-/// Training throughput of `model` relative to a V100, if the table knows it.
-pub fn relative(model: &str) -> Option<f64> {
-    let m = model.to_ascii_uppercase();
-    TABLE.iter().find(|(k, _)| m.contains(k)).map(|(_, v)| *v)
-}
-
-/// How much faster `model` runs a job than `measured_on` did: the job's
-/// run time there is its duration divided by this. 1 when either model is
-/// unknown.
-pub fn speedup(measured_on: &str, model: &str) -> f64 {
-    match (relative(measured_on), relative(model)) {
+/// How much faster a GPU `on` runs a job than `measured_on` did: the job's
+/// run time there is its duration divided by this. 1 when either is
+/// unknown (the fleet states no throughput and the table does not know
+/// the model) and for work without GPUs.
+pub fn speedup(measured_on: &str, on: Option<&Accelerator>) -> f64 {
+    let here = on.and_then(|a| a.throughput.or_else(|| relative(&a.model)));
+    match (relative(measured_on), here) {
         (Some(a), Some(b)) if a > 0.0 && b > 0.0 => b / a,
         _ => 1.0,
     }
@@ -80,23 +25,26 @@ pub fn speedup(measured_on: &str, model: &str) -> f64 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn models_match_by_name_part_longest_first() {
-        assert_eq!(relative("A100-SXM4-80GB"), Some(2.2));
-        assert_eq!(relative("a10g"), Some(0.85));
-        assert_eq!(relative("L40S"), Some(2.0));
-        assert_eq!(relative("L4"), Some(0.6));
-        assert_eq!(relative("H100-SXM5"), Some(4.5));
-        assert_eq!(relative("RTX-4090"), Some(1.8));
-        assert_eq!(relative("MI300X"), Some(4.0));
-        assert_eq!(relative("TPU-v5e"), None);
+    fn gpu(model: &str, throughput: Option<f64>) -> Accelerator {
+        Accelerator {
+            vendor: crate::accel::Vendor::Nvidia,
+            model: model.into(),
+            family: crate::accel::Family::Hopper,
+            compute_capability: crate::accel::ComputeCapability::new(9, 0),
+            memory_gb: 80.0,
+            throughput,
+        }
     }
 
     #[test]
     fn run_time_scales_by_the_ratio_to_the_measured_model() {
-        assert!((speedup("V100", "H100-SXM5") - 4.5).abs() < 1e-12);
-        assert!((speedup("P100", "V100") - 2.0).abs() < 1e-12);
-        assert_eq!(speedup("V100", "unknown"), 1.0);
-        assert_eq!(speedup("unknown", "A100"), 1.0);
+        assert!((speedup("V100", Some(&gpu("H100-SXM5", None))) - 4.5).abs() < 1e-12);
+        assert!((speedup("P100", Some(&gpu("V100", None))) - 2.0).abs() < 1e-12);
+        assert_eq!(speedup("V100", Some(&gpu("unknown", None))), 1.0);
+        assert_eq!(speedup("unknown", Some(&gpu("A100", None))), 1.0);
+        assert_eq!(speedup("V100", None), 1.0);
+        // A figure the fleet states wins over the table's.
+        assert!((speedup("V100", Some(&gpu("H100-SXM5", Some(3.0)))) - 3.0).abs() < 1e-12);
+        assert!((speedup("V100", Some(&gpu("X-9000", Some(7.0)))) - 7.0).abs() < 1e-12);
     }
 }

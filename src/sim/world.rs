@@ -433,10 +433,9 @@ impl World<'_> {
             return;
         }
         self.send(Event::Status { attempt: a, status: AttemptStatus::Running }, sink);
-        let model = pool.shape.accelerator.as_ref().map_or("", |x| x.model.as_str());
         let speed = super::speed::speedup(
             r.jobs[job].measured_on.as_deref().unwrap_or(super::speed::REFERENCE),
-            model,
+            pool.shape.accelerator.as_ref(),
         );
         let now = self.now;
         let Some(att) = self.atts.get_mut(&a).filter(|x| x.epoch == epoch) else { return };

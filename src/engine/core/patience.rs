@@ -35,19 +35,25 @@ impl Core {
         if left <= 0.0 || c.hourly_usd <= 0.0 {
             return false;
         }
+        // Prices per unit of work where the candidate was priced so
+        // (`relative_speed`), as the cost factor compares them.
+        let now_price = c.hourly_usd / c.relative_speed;
         let checkpoints = req.checkpoint_interval.is_some();
-        let later = self.cheapest_due(req, c.hourly_usd * p.max_price_share, checkpoints, now, left);
-        if !p.wait(runtime_s, now.secs_since(since), c.hourly_usd, later) {
+        let per_work = self.config.placement.scheduler_policy(prefs.optimize).prices_per_work(req);
+        let later = self.cheapest_due(req, now_price * p.max_price_share, checkpoints, per_work, now, left);
+        if !p.wait(runtime_s, now.secs_since(since), now_price, later.map(|l| l.0)) {
             return false;
         }
-        let Some(later) = later else { return false };
+        let Some((_, later)) = later else { return false };
+        let now_text = price_text(c.hourly_usd, c.relative_speed);
+        let later_text = price_text(later.hourly_usd, later.relative_speed);
         let until = since.plus_secs(window);
         if let Some(e) = self.entries.get_mut(&id) {
             e.waiting_since = Some(since);
             e.rec.state = WorkloadState::Queued;
             e.rec.reason = Some(format!(
-                "waiting for capacity at ${later:.2}/h due to free (${:.2}/h now on {})",
-                c.hourly_usd, c.pool
+                "waiting for capacity at {later_text} due to free ({now_text} now on {})",
+                c.pool
             ));
         }
         self.patient.insert((until, id));
@@ -55,9 +61,8 @@ impl Core {
         if first {
             self.save_workload(id, now);
             let msg = format!(
-                "waiting up to {:.1}h for capacity at ${later:.2}/h that running work is expected to free, rather than ${:.2}/h on {} now",
+                "waiting up to {:.1}h for capacity at {later_text} that running work is expected to free, rather than {now_text} on {} now",
                 window / 3600.0,
-                c.hourly_usd,
                 c.pool
             );
             self.event(now, id, None, EventKind::Unschedulable, msg);
@@ -76,8 +81,9 @@ impl Core {
         }
     }
 
-    /// The cheapest hourly price, at most `max_hourly`, of a placement for
-    /// `req` on capacity that is reliable (or interruptible, when the work
+    /// The cheapest price (per unit of work when `per_work`: the hourly
+    /// share over the GPUs' relative throughput), at most `max_price`, of a
+    /// placement for `req` on capacity that is reliable (or interruptible, when the work
     /// `checkpoints`) and due to have room within `within_s`: a ready node,
     /// neither excluded nor quarantined, whose free room plus what the
     /// live attempts on it expect to release by then fits the request
@@ -85,11 +91,12 @@ impl Core {
     fn cheapest_due(
         &mut self,
         req: &Requirements,
-        max_hourly: f64,
+        max_price: f64,
         checkpoints: bool,
+        per_work: bool,
         now: Millis,
         within_s: f64,
-    ) -> Option<f64> {
+    ) -> Option<(f64, Due)> {
         let policy = Policy {
             weights: Weights {
                 cost: 1.0,
@@ -102,16 +109,21 @@ impl Core {
             },
             top_k: usize::MAX,
             interruption_risk: false,
+            per_work,
             ..Policy::default()
         };
-        // Pools that could host it at all, with its hourly price there.
+        // Pools that could host it at all, with its price there.
         let Decision::Placed(p) = place(req, self.ideal(), &policy) else { return None };
-        let mut pools: HashMap<PoolIdx, f64> = HashMap::new();
+        let mut pools: HashMap<PoolIdx, (f64, Due)> = HashMap::new();
         for c in p.candidates {
             let pool = self.fleet.pool(c.pool_idx);
-            if c.hourly_usd <= max_hourly && (checkpoints || !pool.interruptible) {
-                let h = pools.entry(c.pool_idx).or_insert(c.hourly_usd);
-                *h = h.min(c.hourly_usd);
+            let price = c.hourly_usd / c.relative_speed;
+            if price <= max_price && (checkpoints || !pool.interruptible) {
+                let due = Due { hourly_usd: c.hourly_usd, relative_speed: c.relative_speed };
+                let h = pools.entry(c.pool_idx).or_insert((price, due));
+                if price < h.0 {
+                    *h = (price, due);
+                }
             }
         }
         if pools.is_empty() {
@@ -162,7 +174,7 @@ impl Core {
         fits.into_iter()
             .filter(|(_, n)| *n >= req.nodes.max(1))
             .filter_map(|(p, _)| pools.get(&p).copied())
-            .min_by(f64::total_cmp)
+            .min_by(|a, b| a.0.total_cmp(&b.0))
     }
 
     /// The fleet as if every node were ready and empty: what could ever
@@ -183,5 +195,22 @@ impl Core {
             }
             Snapshot::new(&fleet, &crate::health::HealthView::default())
         })
+    }
+}
+
+/// The capacity long work could wait for: its hourly share and the
+/// relative throughput it was priced at.
+#[derive(Debug, Clone, Copy)]
+struct Due {
+    hourly_usd: f64,
+    relative_speed: f64,
+}
+
+/// "$16.00/h", or per unit of work "$16.00/h (×4.5 a V100: $3.56 per V100-hour)".
+fn price_text(hourly: f64, speed: f64) -> String {
+    if speed == 1.0 {
+        format!("${hourly:.2}/h")
+    } else {
+        format!("${hourly:.2}/h (×{speed} a V100: ${:.2} per V100-hour)", hourly / speed)
     }
 }

@@ -79,13 +79,14 @@ impl PlacementPolicy {
         match self {
             Self::HealthAware | Self::Eager => Policy::for_optimize(optimize),
             Self::CheapestFirst | Self::Blocklist => {
-                Policy { weights: PRICE_ONLY, interruption_risk: false, ..Policy::default() }
+                Policy { weights: PRICE_ONLY, interruption_risk: false, per_work: false, ..Policy::default() }
             }
             // Every feasible pool comes back; `choose` draws among them.
             Self::Random { .. } => Policy {
                 weights: PRICE_ONLY,
                 top_k: usize::MAX,
                 interruption_risk: false,
+                per_work: false,
                 ..Policy::default()
             },
         }

@@ -133,6 +133,7 @@ fn accelerator_of(g: &GpuInfo) -> Option<Accelerator> {
         family,
         compute_capability: g.compute_cap.unwrap_or(cc),
         memory_gb: marketed_gb(g.memory_mib),
+        throughput: None,
     })
 }
 

@@ -174,6 +174,7 @@ pub fn accelerator(kind: &str, memory_gb: Option<f64>) -> Option<Accelerator> {
         family,
         compute_capability: cc,
         memory_gb: memory_gb.unwrap_or_else(|| typical_gpu_memory_gb(kind)),
+        throughput: None,
     })
 }
 

@@ -28,7 +28,8 @@ fn twins(tweak: impl Fn(&mut PoolDef, bool)) -> Fleet {
 
 #[test]
 fn cost_cheapest_feasible_scores_one() {
-    let cs = all(&demo(), &HealthView::default(), &gpu_req(1), Policy::default());
+    let per_hour = Policy { per_work: false, ..Policy::default() };
+    let cs = all(&demo(), &HealthView::default(), &gpu_req(1), per_hour);
     let min = cs.iter().map(|c| c.hourly_usd).fold(f64::INFINITY, f64::min);
     assert_eq!(min, 0.5, "a quarter of rack-a's $2 node");
     for c in &cs {
@@ -36,6 +37,47 @@ fn cost_cheapest_feasible_scores_one() {
         assert!((raw(c, Factor::Cost).unwrap() - want).abs() < 1e-12, "{}", c.pool);
     }
     assert_eq!(raw(by_pool(&cs, "onprem/rack-a"), Factor::Cost), Some(1.0));
+}
+
+/// One L4 node at $0.80/h and one L40S node at $1.20/h: the L40S costs
+/// 1.5× as much per hour and trains 3.3× as fast (`fleet::throughput`).
+fn l4_and_l40s(l40s_throughput: Option<f64>) -> Fleet {
+    let mut b = FleetBuilder::new();
+    b.provider("p", ProviderKind::Local, None).unwrap();
+    let p = pool("l4", "r1", gpus(l4(), 1, Interconnect::Pcie, 8.0, 32.0, 200.0), 0.8);
+    b.pool(p, vec![node("l4-1")]).unwrap();
+    let card = Accelerator { throughput: l40s_throughput, ..l40s() };
+    let p = pool("l40s", "r1", gpus(card, 1, Interconnect::Pcie, 8.0, 32.0, 200.0), 1.2);
+    b.pool(p, vec![node("l40s-1")]).unwrap();
+    b.build()
+}
+
+#[test]
+fn gpu_work_is_priced_per_unit_of_work_and_inference_per_hour() {
+    let f = l4_and_l40s(None);
+    let h = HealthView::default();
+    let cost_only = Policy::for_optimize(crate::spec::Optimize::Cost);
+    let train = Requirements { kind: crate::spec::WorkloadKind::Training, ..gpu_req(1) };
+    let cs = all(&f, &h, &train, cost_only.clone());
+    assert_eq!(cs[0].pool, "p/l40s", "$0.60 per V100-hour beats the L4's $1.33");
+    assert_eq!(raw(&cs[0], Factor::Cost), Some(1.0));
+    assert_eq!((cs[0].hourly_usd, cs[0].relative_speed), (1.2, 2.0), "the quoted price stays the hourly one");
+    let l4 = by_pool(&cs, "p/l4");
+    assert_eq!(l4.relative_speed, 0.6);
+    let want = (1.2 / 2.0 + 0.1) / (0.8 / 0.6 + 0.1);
+    assert!((raw(l4, Factor::Cost).unwrap() - want).abs() < 1e-12);
+
+    // A service's hours do not shrink on a faster card: per hour.
+    let serve = Requirements { kind: crate::spec::WorkloadKind::Inference, ..gpu_req(1) };
+    let cs = all(&f, &h, &serve, cost_only.clone());
+    assert_eq!((cs[0].pool.as_str(), cs[0].relative_speed), ("p/l4", 1.0));
+    // Nor does a policy that prices per hour (cheapest-first's).
+    let cs = all(&f, &h, &train, Policy { per_work: false, ..cost_only.clone() });
+    assert_eq!(cs[0].pool, "p/l4");
+
+    // A throughput the fleet states wins over the table's.
+    let cs = all(&l4_and_l40s(Some(0.5)), &h, &train, cost_only);
+    assert_eq!((cs[0].pool.as_str(), by_pool(&cs, "p/l40s").relative_speed), ("p/l4", 0.5));
 }
 
 #[test]
@@ -210,12 +252,12 @@ fn fit_prefers_the_small_card_at_equal_price() {
     let mut b = FleetBuilder::new();
     b.provider("p", ProviderKind::Local, None).unwrap();
     b.pool(
-        pool("big", "r", gpus(h100(), 8, Interconnect::Nvlink, 64.0, 512.0, 100.0), 8.0),
+        pool("big", "r", gpus(l40s(), 8, Interconnect::Nvlink, 64.0, 512.0, 100.0), 8.0),
         vec![node("big-1")],
     )
     .unwrap();
     b.pool(
-        pool("small", "r", gpus(l4(), 1, Interconnect::Pcie, 8.0, 64.0, 100.0), 1.0),
+        pool("small", "r", gpus(l40s(), 1, Interconnect::Pcie, 8.0, 64.0, 100.0), 1.0),
         vec![node("small-1")],
     )
     .unwrap();

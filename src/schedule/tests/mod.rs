@@ -23,6 +23,7 @@ pub(super) fn acc(vendor: Vendor, model: &str, family: Family, cc: (u8, u8), mem
         family,
         compute_capability: ComputeCapability::new(cc.0, cc.1),
         memory_gb: mem,
+        throughput: None,
     }
 }
 
