@@ -617,19 +617,24 @@ mod tests {
             rank_end(stderr, &nodes),
             Some(boot(1, "n2", "srun could not launch the task: Invalid job credential"))
         );
-        // The program is not on n2 (rank 0 on n1 found it and was stopped).
-        let stderr = "canopy: rank 1 on n2 could not start: train: not found\n\
-                      srun: error: n1: task 0: Killed\n\
-                      srun: error: n2: task 1: Exited with exit code 127\n";
+        // Rank 1 could not start on n2 (rank 0 on n1 had, and was
+        // stopped), in the order srun 22.05 reported it on the test cluster.
+        let stderr = "srun: error: n2: task 1: Exited with exit code 127\n\
+                      srun: launch/slurm: _step_signal: Terminating StepId=1.0\n\
+                      canopy: rank 1 on n2 could not start: train: not found\n\
+                      slurmstepd-n1: error: *** STEP 1.0 ON n1 CANCELLED AT 2026-12-02T04:59:08 ***\n\
+                      srun: error: n1: task 0: Terminated\n\
+                      srun: Force Terminated StepId=1.0\n";
         assert_eq!(
             rank_end(stderr, &nodes),
             Some(boot(1, "n2", "the launcher could not start: train: not found"))
         );
         // Not found on any node: the workload's own command, as on one.
         let stderr = "canopy: rank 1 on n2 could not start: train: not found\n\
-                      canopy: rank 0 on n1 could not start: train: not found\n\
                       srun: error: n2: task 1: Exited with exit code 127\n\
-                      srun: error: n1: task 0: Exited with exit code 127\n";
+                      srun: launch/slurm: _step_signal: Terminating StepId=2.0\n\
+                      srun: error: n1: task 0: Exited with exit code 127\n\
+                      canopy: rank 0 on n1 could not start: train: not found\n";
         let exited = Box::new(ProviderEnd::Exited { code: 127 });
         assert_eq!(
             rank_end(stderr, &nodes),
