@@ -4,8 +4,8 @@
 
 mod common;
 
-use canopy::engine::model::{EventKind, WorkloadState};
-use canopy::failure::ProviderEnd;
+use canopy::engine::model::{EventKind, Record, WorkloadState};
+use canopy::failure::{FailureClass, ProviderEnd};
 use common::{World, cloud_fleet, gpu_pool, toml_spec};
 
 /// Two 8-GPU nodes in one pool.
@@ -125,4 +125,52 @@ fn a_ranks_failure_relaunches_the_gang_once() {
     assert!(!second.contains(&first[1]), "the failing node is avoided: {second:?}");
     assert!(second.contains(&first[0]), "rank 0's node is not excluded: {second:?}");
     assert_eq!(w.workload(g).attempts, 2);
+}
+
+/// A launch where only rank 0 started: rank 1 could not start on its
+/// node, so the provider stopped rank 0 and reports rank 1's failed
+/// launch (as the local supervisor does). The gang is rolled back as one
+/// failed attempt: charged to rank 1's node alone, relaunched once away
+/// from that node only, and both nodes are given back together.
+#[test]
+fn a_launch_where_only_one_rank_starts_is_rolled_back_as_one_attempt() {
+    let mut w =
+        World::new(cloud_fleet(vec![(gpu_pool("h100", "H100-SXM5", 8, 80.0, 30.0), vec!["n1", "n2", "n3"])]));
+    let g = submit(&mut w, &spec("gang", 2, 8, "[retry]\nbackoff = \"1s\"\n"));
+    let (a, _) = w.last_launch(g);
+    let first = w.attempt(a).nodes.clone();
+    w.ack(a);
+    let why = format!(
+        "rank 1 of the gang (node {}) could not start \"train\": No such file or directory (os error 2); \
+         the 1 rank(s) that had started were stopped",
+        first[1]
+    );
+    let end = ProviderEnd::Rank {
+        rank: 1,
+        node: first[1].clone(),
+        end: Box::new(ProviderEnd::BootFailed { message: why.clone() }),
+    };
+    w.end(a, end, &[&format!("canopy: {why}")]);
+    let att = w.attempt(a);
+    assert_eq!(att.class, Some(FailureClass::Node), "{att:?}");
+    let evidence = att.evidence.clone().unwrap_or_default();
+    assert!(evidence.starts_with(&format!("rank 1 on {}: ", first[1])), "{evidence}");
+    let charged: Vec<_> = w
+        .records()
+        .filter_map(|r| if let Record::Health(h) = r { Some((h.node.clone(), h.class)) } else { None })
+        .collect();
+    assert_eq!(charged, [(first[1].clone(), Some(FailureClass::Node))], "only rank 1's node is charged");
+    w.advance(2.0);
+    assert_eq!(w.launches(g), 2, "the gang is relaunched once, not once per rank");
+    assert_eq!(w.events(g, EventKind::Retry).len(), 1);
+    let (b, _) = w.last_launch(g);
+    assert_eq!(b.n, 2);
+    let second = w.attempt(b).nodes;
+    assert!(!second.contains(&first[1]), "the node that could not start rank 1 is avoided: {second:?}");
+    assert!(second.contains(&first[0]), "rank 0's node is not excluded: {second:?}");
+    assert_eq!(w.workload(g).attempts, 2);
+    // Rank 1's node was given back with rank 0's: a whole-node job runs
+    // there while the relaunched gang holds the other two.
+    let x = submit(&mut w, &spec("x", 1, 8, ""));
+    assert_eq!(w.launched(x), Some(first[1].as_str()));
 }

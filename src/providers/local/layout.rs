@@ -164,7 +164,9 @@ pub struct ExitRecord {
     pub signal: Option<i32>,
     /// Milliseconds since the Unix epoch.
     pub ended_at_ms: i64,
-    /// Why the command could not be started, when it could not.
+    /// Why the command could not be started, when it could not (with
+    /// `rank`: why that rank of a gang could not, after the ranks before
+    /// it had started and were stopped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// For a gang: the rank whose end this is (the first to fail, after
@@ -190,9 +192,19 @@ impl ExitRecord {
                 ProviderEnd::Unknown { message: "exit.json records neither code nor signal".into() }
             }
         };
-        match &self.rank {
-            Some((rank, node)) => ProviderEnd::Rank { rank: *rank, node: node.clone(), end: Box::new(end) },
-            None => end,
+        match (&self.rank, &self.error) {
+            // A rank that could not start while others had: its node's
+            // launch failed, not the workload (the same command started
+            // elsewhere), so the gang is rolled back as that node's fault.
+            (Some((rank, node)), Some(message)) => ProviderEnd::Rank {
+                rank: *rank,
+                node: node.clone(),
+                end: Box::new(ProviderEnd::BootFailed { message: message.clone() }),
+            },
+            (Some((rank, node)), None) => {
+                ProviderEnd::Rank { rank: *rank, node: node.clone(), end: Box::new(end) }
+            }
+            (None, _) => end,
         }
     }
 }
@@ -386,6 +398,18 @@ mod tests {
         assert_eq!(r(None, Some(9)).to_end(), ProviderEnd::Signaled { signal: 9 });
         let lost = ExitRecord { lost: Some("lease expired: …".into()), ..r(None, Some(15)) };
         assert_eq!(lost.to_end(), ProviderEnd::NodeLost { message: "lease expired: …".into() });
+        // A rank that ended is that rank's end; a rank that never started
+        // is its node's failed launch, not the workload's exit 127.
+        let ended = ExitRecord { rank: Some((1, "h-2".into())), ..r(Some(127), None) };
+        let exited = Box::new(ProviderEnd::Exited { code: 127 });
+        assert_eq!(ended.to_end(), ProviderEnd::Rank { rank: 1, node: "h-2".into(), end: exited });
+        let why = "rank 1 of the gang (node h-2) could not start \"train\": No such file or directory";
+        let unstarted = ExitRecord { error: Some(why.into()), ..ended };
+        let boot = Box::new(ProviderEnd::BootFailed { message: why.into() });
+        assert_eq!(unstarted.to_end(), ProviderEnd::Rank { rank: 1, node: "h-2".into(), end: boot });
+        // A single command that could not start is still exit 127.
+        let alone = ExitRecord { error: Some("cannot start \"train\"".into()), ..r(Some(127), None) };
+        assert_eq!(alone.to_end(), ProviderEnd::Exited { code: 127 });
     }
 
     #[test]

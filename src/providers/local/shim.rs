@@ -24,9 +24,12 @@
 //! - A gang (`launch.json` names its nodes) is one launcher per node, all
 //!   started here in the workload's one process group, each with its
 //!   rank's variables ([`crate::providers::gang`]). A rank that cannot
-//!   start stops those that did (the gang is rolled back); the first rank
-//!   to fail stops the others (SIGTERM, the spec's grace, SIGKILL), and
-//!   `exit.json` records its end with its rank and node.
+//!   start (on one machine: its program vanished, the machine could not
+//!   fork) stops those that did (SIGTERM, the spec's grace, SIGKILL; the
+//!   gang is rolled back) and `exit.json` records it with its rank, node
+//!   and `error`, which the provider reports as that node's failed launch.
+//!   The first rank to fail stops the others the same way, and `exit.json`
+//!   records its end with its rank and node.
 //!
 //! - Under a lease (`--lease <file>`, see [`super::lease`]), the workload
 //!   runs only while Canopy keeps renewing it: the supervisor does not
@@ -158,6 +161,32 @@ fn run(
     secrets: &[(String, String)],
     log: &mut Notes,
 ) -> io::Result<()> {
+    // Every rank runs the same argv with the same secrets; only its
+    // launcher variables differ.
+    let command = |_rank: usize, rank_env: &[(String, String)]| {
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
+        cmd.envs(secrets.iter().map(|(k, v)| (k, v)));
+        cmd.envs(rank_env.iter().map(|(k, v)| (k, v)));
+        cmd
+    };
+    supervise(dir, lease, &command, log)
+}
+
+/// Rank `r`'s command (0 for a single node), given that rank's launcher
+/// variables (none for a single node): program, arguments and
+/// environment. The supervisor adds stdio, the process group and the
+/// parent-death signal.
+type RankCommand<'a> = dyn Fn(usize, &[(String, String)]) -> Command + 'a;
+
+/// Starts the workload (every rank of a gang), waits for it, and records
+/// its end.
+fn supervise(
+    dir: &AttemptDir,
+    lease: Option<PathBuf>,
+    rank_command: &RankCommand<'_>,
+    log: &mut Notes,
+) -> io::Result<()> {
     let me = procfs::proc_ref(std::process::id() as i32)
         .ok_or_else(|| io::Error::other("cannot read /proc/self/stat"))?;
     let session = procfs::stat(me.pid).map(|s| s.session);
@@ -199,25 +228,21 @@ fn run(
         };
         return write_json(&dir.exit(), &exit);
     }
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(stdout).stderr(stderr).process_group(0);
-    cmd.envs(secrets.iter().map(|(k, v)| (k, v)));
-    if let Some(g) = &gang {
-        cmd.envs(rank_env(g, 0));
-    }
+    let env0 = gang.as_ref().map(|g| rank_env(g, 0)).unwrap_or_default();
+    let mut cmd = rank_command(0, &env0);
+    let program = cmd.get_program().to_owned();
+    cmd.stdin(Stdio::null()).stdout(stdout).stderr(stderr).process_group(0);
     procfs::die_with_parent(&mut cmd);
     let spawned = cmd.spawn();
-    let mut child = match spawned {
+    let child = match spawned {
         Ok(c) => c,
         Err(e) => {
-            // 127/126 as a shell would say: not found / not executable.
-            let code = if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
-            let msg = format!("canopy: cannot start {:?}: {e}", argv[0]);
+            let msg = format!("canopy: cannot start {program:?}: {e}");
             let _ = writeln!(err_for_notes, "{msg}");
             log.note(&msg);
             write_json(&dir.pid(), &PidRecord { supervisor: me, child: None, session })?;
             let exit = ExitRecord {
-                code: Some(code),
+                code: Some(not_started_code(&e)),
                 signal: None,
                 ended_at_ms: super::layout::now_ms(),
                 error: Some(msg),
@@ -230,44 +255,47 @@ fn run(
     let pgid = child.id() as i32;
     let child_ref = procfs::proc_ref(pgid);
     write_json(&dir.pid(), &PidRecord { supervisor: me, child: child_ref, session })?;
-    log.note(&format!("started {:?} as pid {pgid}", argv[0]));
+    log.note(&format!("started {program:?} as pid {pgid}"));
     let watch = lease.map(|l| LeaseWatch::start(l, pgid, grace, dir));
     let (status, rank) = match &gang {
-        None => (child.wait()?, None),
+        None => {
+            let mut child = child;
+            (child.wait()?, None)
+        }
         Some(g) => {
-            let mut ranks = vec![child];
-            for r in 1..g.nodes.len() {
-                let out = append_private(&dir.stdout())?;
-                let err = append_private(&dir.stderr())?;
-                let mut cmd = Command::new(&argv[0]);
-                cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(out).stderr(err).process_group(pgid);
-                cmd.envs(secrets.iter().map(|(k, v)| (k, v)));
-                cmd.envs(rank_env(g, r));
-                procfs::die_with_parent(&mut cmd);
-                match cmd.spawn() {
-                    Ok(c) => ranks.push(c),
-                    // Not every rank started: stop those that did; the
-                    // gang is rolled back as one failed attempt.
-                    Err(e) => {
-                        let msg = format!("canopy: rank {r} of the gang could not start: {e}");
-                        let _ = writeln!(err_for_notes, "{msg}");
-                        log.note(&msg);
-                        stop_group(pgid, grace, log);
-                        for mut c in ranks {
-                            let _ = c.wait();
-                        }
-                        let exit = ExitRecord {
-                            code: Some(if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 }),
-                            signal: None,
-                            ended_at_ms: super::layout::now_ms(),
-                            error: Some(msg),
-                            rank: Some((r as u32, g.nodes[r].clone())),
-                            lost: None,
-                        };
-                        return write_json(&dir.exit(), &exit);
+            let mut ranks = match start_other_ranks(child, g, dir, rank_command, log)? {
+                Ok(ranks) => ranks,
+                // Not every rank started: stop those that did; the gang is
+                // rolled back as one failed attempt, charged to the node of
+                // the rank that did not start.
+                Err(NotStarted { rank: r, error: e, started }) => {
+                    let node = g.nodes[r].clone();
+                    let msg = format!(
+                        "rank {r} of the gang (node {node}) could not start {program:?}: {e}; \
+                         the {} rank(s) that had started were stopped",
+                        started.len()
+                    );
+                    let _ = writeln!(err_for_notes, "canopy: {msg}");
+                    log.note(&msg);
+                    stop_group(pgid, grace, log);
+                    for mut c in started {
+                        let _ = c.wait();
                     }
+                    if let Some(w) = watch {
+                        let _ = w.finish();
+                    }
+                    clean_up_group(pgid, log);
+                    let exit = ExitRecord {
+                        code: Some(not_started_code(&e)),
+                        signal: None,
+                        ended_at_ms: super::layout::now_ms(),
+                        error: Some(msg),
+                        rank: Some((r as u32, node)),
+                        lost: None,
+                    };
+                    return write_json(&dir.exit(), &exit);
                 }
-            }
+            };
             log.note(&format!("started {} gang ranks in group {pgid}", ranks.len()));
             let lease_stopping = || watch.as_ref().is_some_and(LeaseWatch::expired);
             let (status, rank) = wait_gang(&mut ranks, pgid, grace, &lease_stopping, log)?;
@@ -292,6 +320,51 @@ fn run(
         }
     }
     write_json(&dir.exit(), &exit)
+}
+
+/// The exit status recorded for a command that could not be started, as
+/// a shell would say: 127 not found, 126 found but not executable.
+fn not_started_code(e: &io::Error) -> i32 {
+    if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 }
+}
+
+/// A gang's rank that could not be started, and the ranks before it that
+/// were (still to be stopped and reaped).
+struct NotStarted {
+    rank: usize,
+    error: io::Error,
+    started: Vec<std::process::Child>,
+}
+
+/// Starts ranks 1.. of gang `g` in rank 0's process group, each with its
+/// own launcher variables and its output appended to the attempt's logs.
+/// Stops at the first rank that cannot be started (its program is
+/// missing, the machine cannot fork, …) and hands back the ranks that
+/// did, for the caller to stop: a gang runs whole or not at all.
+fn start_other_ranks(
+    rank0: std::process::Child,
+    g: &GangRecord,
+    dir: &AttemptDir,
+    rank_command: &RankCommand<'_>,
+    log: &mut Notes,
+) -> io::Result<Result<Vec<std::process::Child>, NotStarted>> {
+    let pgid = rank0.id() as i32;
+    let mut ranks = vec![rank0];
+    for r in 1..g.nodes.len() {
+        let out = append_private(&dir.stdout())?;
+        let err = append_private(&dir.stderr())?;
+        let mut cmd = rank_command(r, &rank_env(g, r));
+        cmd.stdin(Stdio::null()).stdout(out).stderr(err).process_group(pgid);
+        procfs::die_with_parent(&mut cmd);
+        match cmd.spawn() {
+            Ok(c) => {
+                log.note(&format!("started rank {r} (node {}) as pid {}", g.nodes[r], c.id()));
+                ranks.push(c);
+            }
+            Err(error) => return Ok(Err(NotStarted { rank: r, error, started: ranks })),
+        }
+    }
+    Ok(Ok(ranks))
 }
 
 /// Why the workload must not start under the lease at `path`, if so: it
@@ -532,6 +605,62 @@ mod tests {
         assert!(parse_args(&s(&["--attempt", "rel", "--", "x"])).is_none());
         assert!(parse_args(&s(&["/r/t", "--", "x"])).is_none());
         assert_eq!(supervise_main(&s(&["nonsense"])), USAGE_ERROR);
+    }
+
+    /// A gang of three on nodes h-1..h-3: rank 0 starts (a real process
+    /// that would run a minute and ignores SIGTERM) and rank 1's program
+    /// is not there, as when it is missing on that node. Rank 0 is
+    /// stopped and gone, rank 2 never starts, and the attempt ends as rank
+    /// 1's failed launch on h-2: the node's fault, not the workload's.
+    #[test]
+    fn a_rank_that_cannot_start_rolls_the_gang_back() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = AttemptDir::new(t.path().join("attempt"));
+        std::fs::create_dir(dir.path()).unwrap();
+        let gang = GangRecord { nodes: s(&["h-1", "h-2", "h-3"]), port: 29500, gpus_per_node: 0 };
+        let launch = LaunchRecord {
+            token: "t".into(),
+            attempt: "w-1.1".into(),
+            pool: "host".into(),
+            node: "h-1".into(),
+            container_engine: None,
+            launched_at_ms: 0,
+            outputs: Default::default(),
+            gang: Some(gang),
+            stop_grace_ms: Some(300),
+        };
+        write_json(&dir.launch(), &launch).unwrap();
+        let missing = t.path().join("only-on-h-1-and-h-3/train");
+        let command = |r: usize, env: &[(String, String)]| {
+            let mut c = if r == 1 {
+                Command::new(&missing)
+            } else {
+                let mut c = Command::new("sh");
+                c.args(["-c", "trap '' TERM; exec sleep 60"]);
+                c
+            };
+            c.envs(env.iter().map(|(k, v)| (k, v)));
+            c
+        };
+        supervise(&dir, None, &command, &mut Notes::open(&dir)).unwrap();
+
+        let pids = read_json::<PidRecord>(&dir.pid()).unwrap().unwrap();
+        let rank0 = pids.child.expect("rank 0 started");
+        assert!(!procfs::is_alive(&rank0), "rank 0 is gone");
+        let left = procfs::group_members(rank0.pid, pids.session.unwrap(), 0);
+        assert_eq!(left, Vec::<i32>::new(), "nothing of the gang is left running");
+
+        let exit = read_json::<ExitRecord>(&dir.exit()).unwrap().unwrap();
+        let end = exit.to_end();
+        let crate::failure::ProviderEnd::Rank { rank: 1, node, end: inner } = &end else { panic!("{end:?}") };
+        assert_eq!(node, "h-2");
+        let crate::failure::ProviderEnd::BootFailed { message } = &**inner else { panic!("{end:?}") };
+        assert!(message.contains("could not start") && message.contains("No such file"), "{message}");
+        let stderr = std::fs::read_to_string(dir.stderr()).unwrap();
+        assert!(stderr.contains("canopy: rank 1 of the gang (node h-2) could not start"), "{stderr}");
+        let c = crate::engine::classify::classify(&end, &[]);
+        assert_eq!(c.class, crate::failure::FailureClass::Node);
+        assert!(c.evidence.line.starts_with("rank 1 on h-2: "), "{}", c.evidence.line);
     }
 
     #[test]

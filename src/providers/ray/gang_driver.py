@@ -15,6 +15,11 @@
 #    killed if the actor dies) with that environment, the secrets (read
 #    from the attempt's secret file, which is removed once every rank has
 #    read it) and Ray's CUDA_VISIBLE_DEVICES.
+#    If a rank's actor does not come up, or its process cannot be started
+#    on its node (program missing there, no fork...), the ranks that did
+#    start are stopped (SIGTERM, then SIGKILL after `stop_grace_s`) and the
+#    driver prints a CANOPY-GANG-END line naming that rank with `unstarted`
+#    and why, then exits non-zero: the gang is rolled back whole.
 # 4. The driver prints every rank's output as it comes. When a rank exits
 #    non-zero (or its actor dies) the others are stopped (SIGTERM, then
 #    SIGKILL after `stop_grace_s`) and the driver prints one
@@ -84,18 +89,23 @@ class Rank:
             except Exception:
                 pass
 
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=full,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            preexec_fn=on_fork,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=full,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                preexec_fn=on_fork,
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            # Not there on this node, not executable, no working
+            # directory, no fork: this rank did not start.
+            return {"error": "%s: %s" % (argv[0], getattr(e, "strerror", None) or e)}
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        return self.proc.pid
+        return {"pid": self.proc.pid}
 
     def _read(self):
         for line in iter(self.proc.stdout.readline, b""):
@@ -125,6 +135,23 @@ class Rank:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def first_line(e):
+    """The first line of an exception's text (Ray's carry tracebacks)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def each(refs, timeout=None):
+    """Every ref's value, or the exception it raised, in order."""
+    out = []
+    for ref in refs:
+        try:
+            out.append((ray.get(ref, timeout=timeout), None))
+        except Exception as e:  # the actor or its node is gone
+            out.append((None, e))
+    return out
 
 
 def how(returncode):
@@ -160,16 +187,39 @@ def main():
             ),
         )
         actors.append(Rank.options(**opts).remote())
-    where = ray.get([a.where.remote() for a in actors])
     grace = cfg["stop_grace_s"]
     stopping = {"now": False}
 
     def stop_all(except_rank=None):
         refs = [a.stop.remote(grace) for i, a in enumerate(actors) if i != except_rank]
+        # Waits for every stop (a dead actor's fails at once, which must
+        # not cut the wait for the others short).
         try:
-            ray.get(refs, timeout=grace + 10)
+            ray.wait(refs, num_returns=len(refs), timeout=grace + 10)
         except Exception:
             pass
+
+    def not_started(rank, ip, node_id, why):
+        """Rank `rank` could not start: every rank that did is stopped
+        (SIGTERM, grace, SIGKILL) and the gang ends as that rank's."""
+        stop_all(except_rank=rank)
+        for i, (lines, _) in enumerate(each([a.poll.remote(0) for a in actors], timeout=10)):
+            for line in (lines or []) if i != rank else []:
+                sys.stdout.write(line.decode("utf-8", "replace"))
+        say(
+            "%s rank=%d node=%s ip=%s node_id=%s unstarted %s"
+            % (END_MARK, rank, nodes[rank], ip, node_id, " ".join(why.split()))
+        )
+        remove_placement_group(pg)
+        sys.exit(1)
+
+    # Each rank's actor must come up on its node (its worker started, its
+    # runtime environment set up) before any workload starts.
+    where = []
+    for i, (w, e) in enumerate(each([a.where.remote() for a in actors])):
+        if e is not None:
+            not_started(i, "-", "-", "its Ray actor did not start: %s" % first_line(e))
+        where.append(w)
 
     def on_term(signum, frame):
         stopping["now"] = True
@@ -185,7 +235,7 @@ def main():
         # Where Ray put this rank, for its logs.
         env["CANOPY_RAY_NODE_IP"], env["CANOPY_RAY_NODE_ID"] = where[rank]
         envs.append(env)
-    ray.get(
+    started = each(
         [
             a.start.remote(cfg["argv"], envs[i], cfg["workdir"], cfg.get("secret_file"), cfg.get("secret_names", []))
             for i, a in enumerate(actors)
@@ -196,6 +246,12 @@ def main():
             os.remove(cfg["secret_file"])
         except OSError:
             pass
+    # Not every rank started: those that did are stopped, and the gang is
+    # rolled back as the first rank that did not start.
+    for i, (r, e) in enumerate(started):
+        if e is not None or "error" in (r or {}):
+            why = "could not start %s" % (r["error"] if e is None else first_line(e))
+            not_started(i, where[i][0], where[i][1], why)
     offsets = [0] * n
     ended = [None] * n
     failed = None

@@ -48,8 +48,10 @@ pub fn job_status(j: &JobDetails) -> AttemptStatus {
 }
 
 /// The end a gang's driver reported in its logs: its last
-/// `CANOPY-GANG-END rank=R node=N … exit=C|signal=S|lost …` line as that
-/// rank's end, or its `CANOPY-GANG-UNPLACED` line as a capacity refusal.
+/// `CANOPY-GANG-END rank=R node=N … exit=C|signal=S|lost …|unstarted …`
+/// line as that rank's end (`unstarted`: the rank could not start on its
+/// node and the driver stopped those that had, a failed launch of that
+/// node), or its `CANOPY-GANG-UNPLACED` line as a capacity refusal.
 /// `None` when it reported neither (it failed before, or was stopped).
 pub fn gang_end(logs: &str) -> Option<ProviderEnd> {
     for line in logs.lines().rev() {
@@ -67,6 +69,11 @@ pub fn gang_end(logs: &str) -> Option<ProviderEnd> {
             ProviderEnd::Exited { code }
         } else if let Some(signal) = field("signal=").and_then(|c| c.parse().ok()) {
             ProviderEnd::Signaled { signal }
+        } else if let Some((_, why)) = rest.split_once(" unstarted ") {
+            // The driver's output carries the workload's: what is kept of
+            // it is bounded.
+            let why: String = why.trim().chars().take(300).collect();
+            ProviderEnd::BootFailed { message: format!("Ray could not start rank {rank} on {node}: {why}") }
         } else {
             let why = rest.split_once(" lost").map_or("", |(_, w)| w.trim());
             ProviderEnd::NodeLost { message: format!("Ray lost rank {rank}'s launcher on {node}: {why}") }
@@ -219,6 +226,19 @@ mod tests {
         let lost = "CANOPY-GANG-END rank=1 node=ray-b ip=b node_id=c lost The actor died unexpectedly";
         assert!(
             matches!(gang_end(lost), Some(ProviderEnd::Rank { end, .. }) if matches!(*end, ProviderEnd::NodeLost { .. }))
+        );
+        let unstarted = "CANOPY-GANG-END rank=1 node=ray-b ip=b node_id=c unstarted could not start train: \
+                         No such file or directory";
+        assert_eq!(
+            gang_end(unstarted),
+            Some(ProviderEnd::Rank {
+                rank: 1,
+                node: "ray-b".into(),
+                end: Box::new(ProviderEnd::BootFailed {
+                    message: "Ray could not start rank 1 on ray-b: could not start train: No such file or directory"
+                        .into()
+                })
+            })
         );
         let unplaced = "CANOPY-GANG-UNPLACED ranks=3 after=5s: Ray could not place";
         assert!(matches!(gang_end(unplaced), Some(ProviderEnd::LaunchRejected { capacity: true, .. })));

@@ -24,8 +24,11 @@
 //! one launcher per bundle with its [`crate::providers::gang`]
 //! environment, streams their output, and when one rank fails stops the
 //! others and ends with a `CANOPY-GANG-END` line that `status` reads into
-//! [`ProviderEnd::Rank`]. A placement group Ray cannot place in time runs
-//! nothing and ends as a capacity refusal.
+//! [`ProviderEnd::Rank`]. A rank that cannot start (its actor does not
+//! come up, its process cannot be started on its node) stops those that
+//! did and ends the gang as that rank's failed launch
+//! ([`ProviderEnd::BootFailed`]). A placement group Ray cannot place in
+//! time runs nothing and ends as a capacity refusal.
 //!
 //! Owns the adapter and its configuration. Must not decide retries; the
 //! optional auth token never reaches a log line, an error or the journal.

@@ -342,38 +342,78 @@ pub fn held_per_node(
 }
 
 /// Which rank of a gang ended it and how, from srun's report in the job's
-/// stderr: the first `srun: error: NODE: task T: WHAT` line names the
-/// culprit (the others are the launchers `--kill-on-bad-exit` stopped
-/// after it). The rank is the node's place in `nodes` (rank order).
-/// `None` when no such line names one of the gang's nodes.
+/// stderr. A rank that never started comes first, whatever followed:
+/// srun's `srun: error: Task launch for STEP failed on node NODE: WHY`
+/// (slurmd could not launch its task), or a `srun: error: NODE: task T:
+/// …` line for a rank whose launcher said it could not start there
+/// ([`super::script::launcher_command`]) while some other rank did not
+/// say so (whichever srun reported first) — either is [`ProviderEnd::BootFailed`] of that rank, its node's
+/// fault, since the gang's other ranks got further. Otherwise the first
+/// `srun: error: NODE: task T: WHAT` line names the culprit (the others
+/// are the launchers `--kill-on-bad-exit` stopped after it). The rank is
+/// the node's place in `nodes` (rank order). `None` when no such line
+/// names one of the gang's nodes.
 pub fn rank_end(stderr: &str, nodes: &[String]) -> Option<ProviderEnd> {
+    let rank_of = |node: &str| nodes.iter().position(|n| n == node);
+    // The job's stderr is the workload's too: what is kept of it is bounded.
+    let boot = |rank: usize, node: &str, what: &str, why: &str| ProviderEnd::Rank {
+        rank: rank as u32,
+        node: node.to_string(),
+        end: Box::new(ProviderEnd::BootFailed {
+            message: format!("{what}: {}", why.trim().chars().take(300).collect::<String>()),
+        }),
+    };
+    for line in stderr.lines() {
+        let Some(rest) = line.trim().strip_prefix("srun: error: Task launch for ") else { continue };
+        let Some((_, after)) = rest.split_once(" failed on node ") else { continue };
+        let (node, why) = after.split_once(": ").unwrap_or((after, ""));
+        if let Some(rank) = rank_of(node.trim()) {
+            return Some(boot(rank, node.trim(), "srun could not launch the task", why));
+        }
+    }
+    // What each rank's launcher said when it could not start, rank order.
+    let not_started: Vec<Option<&str>> = nodes
+        .iter()
+        .enumerate()
+        .map(|(rank, node)| {
+            let prefix = super::script::not_started_prefix(rank, node);
+            stderr.lines().find_map(|l| l.trim().strip_prefix(prefix.as_str()))
+        })
+        .collect();
+    let some_started = not_started.iter().any(Option::is_none);
+    // srun's `NODE: task T: WHAT` lines for the gang's nodes, in order.
+    let mut reported = Vec::new();
     for line in stderr.lines() {
         let Some(rest) = line.trim().strip_prefix("srun: error: ") else { continue };
         let mut fields = rest.splitn(3, ": ");
         let (Some(node), Some(task), Some(what)) = (fields.next(), fields.next(), fields.next()) else {
             continue;
         };
-        if !task.starts_with("task") {
-            continue;
+        if let (true, Some(rank)) = (task.starts_with("task"), rank_of(node)) {
+            reported.push((rank, node, what.trim()));
         }
-        let Some(rank) = nodes.iter().position(|n| n == node) else { continue };
-        let what = what.trim();
-        let end = if let Some(code) = what.strip_prefix("Exited with exit code ") {
-            match code.trim().parse() {
-                Ok(code) => ProviderEnd::Exited { code },
-                Err(_) => ProviderEnd::Unknown { message: format!("srun: {what}") },
-            }
-        } else if what.eq_ignore_ascii_case("Out Of Memory") {
-            ProviderEnd::OutOfMemory
-        } else {
-            match signal_named(what) {
-                Some(signal) => ProviderEnd::Signaled { signal },
-                None => ProviderEnd::Unknown { message: format!("srun: {what}") },
-            }
-        };
-        return Some(ProviderEnd::Rank { rank: rank as u32, node: node.to_string(), end: Box::new(end) });
     }
-    None
+    // Not found on its node while another rank got further: that node's
+    // fault. Not found by any rank: the workload's command, as on one node.
+    let unstarted = reported.iter().find_map(|(rank, node, _)| Some((*rank, *node, not_started[*rank]?)));
+    if let (Some((rank, node, said)), true) = (unstarted, some_started) {
+        return Some(boot(rank, node, "the launcher could not start", said));
+    }
+    let &(rank, node, what) = reported.first()?;
+    let end = if let Some(code) = what.strip_prefix("Exited with exit code ") {
+        match code.trim().parse() {
+            Ok(code) => ProviderEnd::Exited { code },
+            Err(_) => ProviderEnd::Unknown { message: format!("srun: {what}") },
+        }
+    } else if what.eq_ignore_ascii_case("Out Of Memory") {
+        ProviderEnd::OutOfMemory
+    } else {
+        match signal_named(what) {
+            Some(signal) => ProviderEnd::Signaled { signal },
+            None => ProviderEnd::Unknown { message: format!("srun: {what}") },
+        }
+    };
+    Some(ProviderEnd::Rank { rank: rank as u32, node: node.to_string(), end: Box::new(end) })
 }
 
 /// The signal srun names as `strsignal` does.
@@ -557,6 +597,54 @@ mod tests {
         );
         assert_eq!(rank_end("srun: error: n9: task 0: Exited with exit code 1\n", &nodes), None);
         assert_eq!(rank_end("all fine\n", &nodes), None);
+    }
+
+    /// A rank that never started is its node's failed launch, whatever
+    /// srun reported first about the ranks it stopped.
+    #[test]
+    fn a_rank_that_never_started_is_its_nodes_failed_launch() {
+        let nodes = vec!["n1".to_string(), "n2".to_string()];
+        let boot = |rank, node: &str, message: &str| ProviderEnd::Rank {
+            rank,
+            node: node.into(),
+            end: Box::new(ProviderEnd::BootFailed { message: message.into() }),
+        };
+        // slurmd on n2 could not launch its task; srun aborted the step.
+        let stderr = "srun: error: n1: task 0: Killed\n\
+                      srun: error: Task launch for StepId=7.0 failed on node n2: Invalid job credential\n\
+                      srun: error: Application launch failed: Invalid job credential\n\
+                      srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n";
+        assert_eq!(
+            rank_end(stderr, &nodes),
+            Some(boot(1, "n2", "srun could not launch the task: Invalid job credential"))
+        );
+        // Rank 1 could not start on n2 (rank 0 on n1 had, and was
+        // stopped), in the order srun 22.05 reported it on the test cluster.
+        let stderr = "srun: error: n2: task 1: Exited with exit code 127\n\
+                      srun: launch/slurm: _step_signal: Terminating StepId=1.0\n\
+                      canopy: rank 1 on n2 could not start: train: not found\n\
+                      slurmstepd-n1: error: *** STEP 1.0 ON n1 CANCELLED AT 2026-12-02T04:59:08 ***\n\
+                      srun: error: n1: task 0: Terminated\n\
+                      srun: Force Terminated StepId=1.0\n";
+        assert_eq!(
+            rank_end(stderr, &nodes),
+            Some(boot(1, "n2", "the launcher could not start: train: not found"))
+        );
+        // Not found on any node: the workload's own command, as on one.
+        let stderr = "canopy: rank 1 on n2 could not start: train: not found\n\
+                      srun: error: n2: task 1: Exited with exit code 127\n\
+                      srun: launch/slurm: _step_signal: Terminating StepId=2.0\n\
+                      srun: error: n1: task 0: Exited with exit code 127\n\
+                      canopy: rank 0 on n1 could not start: train: not found\n";
+        let exited = Box::new(ProviderEnd::Exited { code: 127 });
+        assert_eq!(
+            rank_end(stderr, &nodes),
+            Some(ProviderEnd::Rank { rank: 1, node: "n2".into(), end: exited })
+        );
+        // A launcher line that srun did not report a task end for is not
+        // enough (the workload can write anything on stderr).
+        let said = "canopy: rank 1 on n2 could not start: train: not found\n";
+        assert_eq!(rank_end(said, &nodes), None);
     }
 
     #[test]

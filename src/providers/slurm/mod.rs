@@ -16,8 +16,11 @@
 //! `MASTER_ADDR` the first node's address as Slurm knows it (`NodeAddr`:
 //! nodes may share a host name). When one launcher fails, srun stops the
 //! others and says which failed in the job's stderr; the end is reported
-//! as that rank's ([`ProviderEnd::Rank`], see [`map::rank_end`]). A gang's
-//! holdings count on every node it runs on.
+//! as that rank's ([`ProviderEnd::Rank`], see [`map::rank_end`]). A rank
+//! that never started (slurmd could not launch its task, or its launcher
+//! could not start the program on that node while others could) is that
+//! node's failed launch ([`ProviderEnd::BootFailed`]). A gang's holdings
+//! count on every node it runs on.
 //!
 //! **Declared topology.** Slurm reports no fabric and no switches (without
 //! its topology plugin); `[slurm.topology]` in canopy.toml declares them.

@@ -50,6 +50,12 @@ pub fn script(argv: &[String], workdir: &str, secret_file: Option<&str>) -> Stri
     )
 }
 
+/// How a gang's launcher begins the line saying that its rank could not
+/// start on its node, before why.
+pub fn not_started_prefix(rank: impl std::fmt::Display, node: &str) -> String {
+    format!("canopy: rank {rank} on {node} could not start: ")
+}
+
 /// What Canopy sends a gang's batch shell to stop it with grace: it
 /// answers with SIGTERM to the launch step (see the module doc).
 pub const GANG_STOP_SIGNAL: &str = "SIGURG";
@@ -87,7 +93,11 @@ pub fn split_envs(envs: &[Env]) -> (Env, Vec<Env>) {
 /// The command srun runs on each node: a launcher that finds its rank by
 /// node name (`$SLURM_NODEID` when the name is not listed), exports that
 /// rank's own variables, changes to the working directory and `exec`s the
-/// argv.
+/// argv. When its rank cannot start there (the working directory cannot
+/// be entered, the program is not found on that node) it says so on
+/// stderr ([`not_started_prefix`]), and exits non-zero, so
+/// srun stops the other ranks and the adapter can tell a rank that never
+/// started from one that ran and failed ([`super::map::rank_end`]).
 pub fn launcher_command(
     argv: &[String],
     workdir: &str,
@@ -106,8 +116,11 @@ pub fn launcher_command(
     let launcher = format!(
         "case $SLURMD_NODENAME in\n{by_name}*) canopy_rank=$SLURM_NODEID ;;\nesac\n\
          case $canopy_rank in\n{by_rank}*) echo \"canopy: node $SLURMD_NODENAME is not one of this gang's nodes\" >&2; exit 1 ;;\nesac\n\
-         mkdir -p {wd} && cd {wd} || exit 1\nexec \"$@\"\n",
-        wd = quote(workdir)
+         mkdir -p {wd} && cd {wd} || {{ printf '%s\\n' \"{said} cannot enter \"{wd} >&2; exit 1; }}\n\
+         command -v \"$1\" >/dev/null 2>&1 || {{ printf '%s\\n' \"{said} $1: not found\" >&2; exit 127; }}\n\
+         exec \"$@\"\n",
+        wd = quote(workdir),
+        said = not_started_prefix("$canopy_rank", "$SLURMD_NODENAME").trim_end(),
     );
     let words: Vec<String> = argv.iter().map(|w| quote(w)).collect();
     format!("/bin/sh -c {} canopy-rank {}", quote(&launcher), words.join(" "))
@@ -287,5 +300,44 @@ mod tests {
             );
         }
         assert!(std::path::Path::new(&wd).is_dir(), "the launcher made its working directory");
+    }
+
+    /// Run by sh as srun would on node n2, a launcher whose program is not
+    /// there, or whose working directory cannot be made, says that its
+    /// rank could not start there and fails, so srun stops the others.
+    #[test]
+    fn a_launcher_that_cannot_start_its_rank_says_so() {
+        let nodes = vec!["n1".to_string(), "n2".to_string()];
+        let own =
+            vec![vec![("NODE_RANK".to_string(), "0".to_string())], vec![("NODE_RANK".into(), "1".into())]];
+        let t = tempfile::tempdir().unwrap();
+        let run = |argv: &[&str], wd: &str| {
+            let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(launcher_command(&argv, wd, &nodes, &own))
+                .env("SLURMD_NODENAME", "n2")
+                .env("SLURM_NODEID", "1")
+                .output()
+                .unwrap();
+            (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        };
+        let wd = t.path().join("w d").to_string_lossy().into_owned();
+        let missing = t.path().join("not-on-n2/train").to_string_lossy().into_owned();
+        let (code, stderr) = run(&[&missing, "--lr", "1"], &wd);
+        assert_eq!(code, Some(127), "{stderr}");
+        let said = format!("{}{missing}: not found", not_started_prefix(1, "n2"));
+        assert_eq!(stderr.trim(), said);
+        // A file where the working directory should be: it cannot be made.
+        let file = t.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let blocked = file.join("w").to_string_lossy().into_owned();
+        let (code, stderr) = run(&["true"], &blocked);
+        assert_eq!(code, Some(1), "{stderr}");
+        let said = format!("{}cannot enter {blocked}", not_started_prefix(1, "n2"));
+        assert!(stderr.lines().any(|l| l == said), "{stderr}");
+        // A program that is there runs, and its own failure is its own.
+        let (code, stderr) = run(&["sh", "-c", "exit 127"], &wd);
+        assert_eq!((code, stderr.as_str()), (Some(127), ""));
     }
 }
