@@ -343,9 +343,25 @@ impl SlurmProvider {
         if nodes.is_empty() {
             nodes = map::expand_hostlist(&job.nodes);
         }
-        let stderr = std::fs::read(dir.stderr()).unwrap_or_default();
+        let stderr = read_tail(&dir.stderr(), RANK_END_TAIL).unwrap_or_default();
         map::rank_end(&String::from_utf8_lossy(&stderr), &nodes).unwrap_or(end)
     }
+}
+
+/// How much of a gang's `stderr.log` is read to find which rank ended it:
+/// srun's and the launchers' lines come last, and the workload controls
+/// the file's size.
+const RANK_END_TAIL: u64 = 4 << 20;
+
+/// The last `max` bytes of the file at `path` (all of it when smaller).
+fn read_tail(path: &std::path::Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(max)))?;
+    let mut out = Vec::new();
+    f.take(max).read_to_end(&mut out)?;
+    Ok(out)
 }
 
 fn owns(j: &Job, token: &str) -> bool {
@@ -638,4 +654,23 @@ pub async fn read_from(path: &Path, offset: u64, max: usize) -> Result<LogChunk,
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let next_offset = offset + data.len() as u64;
     Ok(LogChunk { data, next_offset })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_stderr_is_read_by_its_tail_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stderr.log");
+        let mut text = "x".repeat(3 << 20);
+        text.push_str("\nsrun: error: n2: task 1: Exited with exit code 3\n");
+        std::fs::write(&path, &text).unwrap();
+        let tail = read_tail(&path, 1 << 20).unwrap();
+        assert_eq!(tail.len(), 1 << 20);
+        assert!(String::from_utf8_lossy(&tail).ends_with("task 1: Exited with exit code 3\n"));
+        std::fs::write(&path, "short\n").unwrap();
+        assert_eq!(read_tail(&path, 1 << 20).unwrap(), b"short\n");
+    }
 }
