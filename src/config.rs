@@ -14,6 +14,8 @@
 //! unreachable_after = "5m"          # status polls failing this long end an attempt
 //! exclusion_ttl = "30m"             # a workload's failed nodes/pools are retried after
 //! quarantine_cooldown = "30m"       # a quarantined node's first cool-down
+//! patience = true                   # work of 2h+ may wait for capacity at half the price
+//! patience_max_wait = "6h"          # ... a quarter of its expected runtime, this long at most
 //!
 //! [outputs]                         # collecting outputs, every provider
 //! max_output_size = "8GiB"          # per output (a file, or a directory's files)
@@ -146,6 +148,15 @@ pub struct EngineEntry {
     /// repeats).
     #[serde(default)]
     pub quarantine_cooldown: Option<HumanDuration>,
+    /// Whether work expected to run 2 hours or more may wait a while for
+    /// capacity at half the price or less that running work is due to
+    /// free (default true).
+    #[serde(default)]
+    pub patience: Option<bool>,
+    /// The longest such a wait lasts (default 6h; it is also at most a
+    /// quarter of the work's expected runtime).
+    #[serde(default)]
+    pub patience_max_wait: Option<HumanDuration>,
 }
 
 impl EngineEntry {
@@ -160,6 +171,13 @@ impl EngineEntry {
         if let Some(d) = self.quarantine_cooldown {
             core.health.cooldown_s = d.0.as_secs_f64();
             core.health.max_cooldown_s = core.health.max_cooldown_s.max(core.health.cooldown_s);
+        }
+        if self.patience == Some(false) && core.placement == crate::engine::core::PlacementPolicy::HealthAware
+        {
+            core.placement = crate::engine::core::PlacementPolicy::Eager;
+        }
+        if let Some(d) = self.patience_max_wait {
+            core.patience.max_wait_s = d.0.as_secs_f64();
         }
     }
 }
@@ -732,6 +750,17 @@ mod tests {
         eng.engine.apply(&mut core);
         assert_eq!((core.exclusion_ttl_s, core.unreachable_after_s), (120.0, 20.0));
         assert!(parse("[engine]\nblip = \"1s\"").is_err());
+        use crate::engine::core::PlacementPolicy;
+        assert!(core.placement.patient(), "patient unless told otherwise");
+        let eng = parse("[engine]\npatience = false").unwrap();
+        let mut core = crate::engine::core::CoreConfig::default();
+        eng.engine.apply(&mut core);
+        assert_eq!(core.placement, PlacementPolicy::Eager);
+        let eng = parse("[engine]\npatience_max_wait = \"90m\"").unwrap();
+        let mut core = crate::engine::core::CoreConfig::default();
+        eng.engine.apply(&mut core);
+        assert_eq!((core.placement, core.patience.max_wait_s), (PlacementPolicy::HealthAware, 5400.0));
+        assert!(parse("[engine]\npatience = \"soon\"").is_err());
         let topo = &cfg.slurm[0].topology;
         assert_eq!(topo.switch_of("n2").as_deref(), Some("sw1"));
         assert_eq!(topo.fabric_of("debug").map(|f| f.gbps), Some(100.0), "the pool's own");

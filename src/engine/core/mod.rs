@@ -69,6 +69,9 @@ pub struct CoreConfig {
     /// How placements are chosen; production keeps Canopy's health-aware
     /// policy, the simulator compares it with others.
     pub placement: PlacementPolicy,
+    /// How long work may wait for cheaper capacity, under a patient
+    /// placement policy.
+    pub patience: Patience,
 }
 
 impl Default for CoreConfig {
@@ -83,6 +86,7 @@ impl Default for CoreConfig {
             refuse_never_fits: true,
             health: HealthConfig::default(),
             placement: PlacementPolicy::default(),
+            patience: Patience::default(),
         }
     }
 }

@@ -19,7 +19,10 @@ impl Core {
     /// should, it is blocked, told why, and woken at the end of its window
     /// at the latest.
     pub(super) fn waits(&mut self, id: WorkloadId, req: &Requirements, c: &Candidate, now: Millis) -> bool {
-        let Some(p) = self.config.placement.patience() else { return false };
+        if !self.config.placement.patient() {
+            return false;
+        }
+        let p = self.config.patience;
         let Some(e) = self.entries.get(&id) else { return false };
         // Work that asked to start soon, or to be fast, is never held back
         // for a cheaper price.

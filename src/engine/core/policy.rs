@@ -62,9 +62,10 @@ impl PlacementPolicy {
         matches!(self, Self::HealthAware | Self::Eager)
     }
 
-    /// Whether long work may wait for cheaper capacity, and how long.
-    pub fn patience(self) -> Option<Patience> {
-        matches!(self, Self::HealthAware).then(Patience::default)
+    /// Whether long work may wait for cheaper capacity (as
+    /// [`super::CoreConfig::patience`] says).
+    pub fn patient(self) -> bool {
+        matches!(self, Self::HealthAware)
     }
 
     /// Whether a workload's failed nodes and pools are excluded from its
@@ -185,9 +186,9 @@ mod tests {
 
     #[test]
     fn only_canopys_policy_is_patient() {
-        assert!(PlacementPolicy::HealthAware.patience().is_some());
+        assert!(PlacementPolicy::HealthAware.patient());
         for p in [PlacementPolicy::Eager, PlacementPolicy::CheapestFirst, PlacementPolicy::Blocklist] {
-            assert!(p.patience().is_none(), "{}", p.name());
+            assert!(!p.patient(), "{}", p.name());
         }
     }
 }
