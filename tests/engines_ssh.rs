@@ -596,3 +596,160 @@ async fn the_build_for_the_hosts_architecture_is_uploaded() {
     let _ = std::fs::remove_file(&uploaded);
     let _ = std::fs::remove_dir_all(home_of(&h.b.user).join(".canopy-host").join("archtest"));
 }
+
+/// A workload that counts to 5, one checkpoint per step (`step-N/` with
+/// `COMPLETE` last), resuming from the newest complete one it finds in
+/// `$CANOPY_CHECKPOINT_DIR` and saying what that directory holds. Its
+/// first run writes steps 1–3 complete, each with a link to a file of the
+/// owner's outside the checkpoint, and step 4 without `COMPLETE` (cut
+/// off), then waits.
+const COUNTING: &str = r#"d="$CANOPY_CHECKPOINT_DIR"; start=0
+for c in "$d"/step-*/COMPLETE; do [ -e "$c" ] || continue; n=$(basename "$(dirname "$c")"); n=${n#step-}; [ "$n" -gt "$start" ] && start=$n; done
+echo "resumed at step $start on $(id -un)"; echo "holds: $(ls -A "$d" | tr '\n' ' ')"
+if [ -e "$d/step-$start/leak" ] || [ -L "$d/step-$start/leak" ]; then echo "the link came along"; fi
+if [ $start = 0 ]; then
+  for s in 1 2 3; do mkdir -p "$d/step-$s"; echo $s > "$d/step-$s/state"; ln -s "$OUTSIDE" "$d/step-$s/leak"; touch "$d/step-$s/COMPLETE"; done
+  mkdir -p "$d/step-4"; echo 4 > "$d/step-4/state"
+  echo "wrote step 3"; sleep 300
+fi
+echo "finished at step 5 from $(cat "$d/step-$start/state")""#;
+
+/// The stdout of attempt `n`.
+fn attempt_stdout(root: &Path, n: u32) -> String {
+    let logs = find_files(&root.join("home"), "stdout.log");
+    logs.into_iter()
+        .find(|(p, _)| p.parent().and_then(|d| d.file_name()).is_some_and(|d| d == n.to_string().as_str()))
+        .map(|(_, s)| s)
+        .unwrap_or_default()
+}
+
+/// A host that dies mid-run is the reason checkpoints exist: its newest
+/// complete checkpoint was copied into Canopy's store while it ran, and
+/// the next attempt, on the other host, resumes from it. The checkpoint
+/// cut off mid-write never travels, and a link inside a checkpoint is not
+/// followed: the owner's file it points at reaches neither Canopy nor the
+/// other host.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_checkpointed_workload_on_a_lost_host_resumes_on_the_other_from_its_last_complete_checkpoint() {
+    let Some(h) = ssh_hosts(
+        "a_checkpointed_workload_on_a_lost_host_resumes_on_the_other_from_its_last_complete_checkpoint",
+    ) else {
+        return;
+    };
+    let _l = h.lock(true);
+    let (canary, _) = canary();
+    let outside = format!("/tmp/canopy-ssh-outside-{}", std::process::id());
+    std::fs::write(&outside, &canary).unwrap();
+    sh(&format!("chmod 644 {outside}"));
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "4s", "")).await;
+    let _forget = forget_store(&h, &r.store_id);
+    let s = ssh_spec(
+        "ssh-ckpt-lost",
+        COUNTING,
+        json!({
+            "runtime": { "stop_grace": "1s", "env": { "OUTSIDE": outside } },
+            "checkpoint": { "path": "/ckpt" },
+        }),
+    );
+    let id = submit(&r, s).await;
+    let (_, a) =
+        wait(t.path(), id, LONG, "running", |_, a| a.iter().any(|a| a.state == AttemptState::Running)).await;
+    let lost = host_named(&h, &a[0].node).clone();
+    // While it runs, its newest complete checkpoint reaches Canopy's store.
+    let store = t.path().join("home/checkpoints").join(id.to_string());
+    let deadline = std::time::Instant::now() + LONG;
+    while !store.join("step-3/COMPLETE").is_file() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "step-3 never reached the store: {:?}; logs {}",
+            find_files(&store, "state"),
+            attempt_stdout(t.path(), 1)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(attempt_stdout(t.path(), 1).contains("resumed at step 0"));
+    let down = h.stop(lost.name);
+    h.cut(lost.name);
+    for m in control_masters(&lost.user) {
+        // SAFETY: signalling a process this test identified by pid.
+        unsafe { libc::kill(m, libc::SIGKILL) };
+    }
+    let (w, a) = wait(t.path(), id, LONG * 2, "the end", |w, _| w.state.is_final()).await;
+    down.start();
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert_eq!(a.len(), 2, "{a:#?}");
+    assert_ne!(a[1].node, a[0].node, "resumed on the other host");
+    let second = attempt_stdout(t.path(), 2);
+    let other = host_named(&h, &a[1].node);
+    assert!(second.contains(&format!("resumed at step 3 on {}", other.user)), "{second}");
+    assert!(second.contains("holds: step-3 \n"), "only the newest complete checkpoint: {second}");
+    assert!(second.contains("finished at step 5 from 3"), "{second}");
+    assert!(!second.contains("the link came along"), "{second}");
+    let resumed = a[1].checkpoint.as_ref().and_then(|c| c.resumed.as_ref()).expect("resumed");
+    assert_eq!((resumed.name.as_str(), resumed.attempt), ("step-3", 1));
+    let events: Vec<String> = journal(t.path()).events(id).unwrap().into_iter().map(|e| e.message).collect();
+    assert!(events.iter().any(|e| e.contains("resumes from checkpoint step-3 of attempt 1")), "{events:#?}");
+    // The file the links pointed at reached neither Canopy nor the host
+    // that resumed.
+    let hits = files_containing(t.path(), canary.as_bytes());
+    assert!(hits.is_empty(), "the linked file was copied into Canopy's store: {hits:?}");
+    let hits = files_containing(&home_of(&other.user), canary.as_bytes());
+    assert!(hits.is_empty(), "the linked file was copied to the other host: {hits:?}");
+    let _ = std::fs::remove_file(&outside);
+    r.stop(Duration::from_secs(10)).await.unwrap();
+}
+
+/// An attempt that fails after writing a checkpoint hands it on through
+/// Canopy's store (copied when it ended); one over `checkpoint.max_gb`
+/// stays where it was written, and the events say so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_attempts_checkpoint_is_handed_on_and_one_over_the_cap_is_not() {
+    let Some(h) = ssh_hosts("a_failed_attempts_checkpoint_is_handed_on_and_one_over_the_cap_is_not") else {
+        return;
+    };
+    let _l = h.lock(false);
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "20s", "")).await;
+    let _forget = forget_store(&h, &r.store_id);
+    // Run 1 saves step-1 (100 bytes) and fails; run 2 resumes from it,
+    // saves step-2 (5000 bytes, over the 1000-byte cap) and fails; run 3
+    // finds step-1 again. The runs are counted in a file of the test's.
+    let mark = format!("/tmp/canopy-ssh-ckpt-runs-{}", std::process::id());
+    std::fs::write(&mark, "").unwrap();
+    sh(&format!("chmod 666 {mark}"));
+    let script = r#"d="$CANOPY_CHECKPOINT_DIR"; echo "holds: $(ls -A "$d" | tr '\n' ' ')"
+echo run >> "$MARK"; runs=$(wc -l < "$MARK")
+if [ "$runs" -ge 3 ]; then echo finished; exit 0; fi
+if [ "$runs" = 1 ]; then n=100; else n=5000; fi
+mkdir "$d/step-$runs"; head -c $n /dev/zero > "$d/step-$runs/w"; touch "$d/step-$runs/COMPLETE"; exit 3"#;
+    let s = ssh_spec(
+        "ssh-ckpt-cap",
+        script,
+        json!({
+            "runtime": { "env": { "MARK": mark } },
+            "checkpoint": { "path": "/ckpt", "max_gb": 0.000001 },
+            "retry": { "app_errors": 2, "backoff": "1s" },
+        }),
+    );
+    let id = submit(&r, s).await;
+    let (w, a) = wait(t.path(), id, LONG * 2, "the end", |w, _| w.state.is_final()).await;
+    let _ = std::fs::remove_file(&mark);
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    assert_eq!(a.len(), 3, "{a:#?}");
+    assert!(attempt_stdout(t.path(), 1).contains("holds: \n"), "{}", attempt_stdout(t.path(), 1));
+    assert!(attempt_stdout(t.path(), 2).contains("holds: step-1 \n"), "{}", attempt_stdout(t.path(), 2));
+    let third = attempt_stdout(t.path(), 3);
+    assert!(third.contains("holds: step-1 \n") && third.contains("finished"), "{third}");
+    let events: Vec<String> = journal(t.path()).events(id).unwrap().into_iter().map(|e| e.message).collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.contains("checkpoint step-2 (4.9 KiB)") && e.contains("over the checkpoint cap")),
+        "{events:#?}"
+    );
+    assert!(events.iter().any(|e| e.contains("resumes from checkpoint step-1 of attempt 1")), "{events:#?}");
+    let store = t.path().join("home/checkpoints").join(id.to_string());
+    assert!(!store.join("step-2").exists(), "a checkpoint over the cap reached the store");
+    r.stop(Duration::from_secs(10)).await.unwrap();
+}

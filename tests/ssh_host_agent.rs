@@ -28,6 +28,39 @@ fn call_raw(home: &Path, req: &Request) -> (bool, Vec<u8>) {
     (out.status.success(), out.stdout)
 }
 
+/// One call with `payload` on stdin after the request line, as the
+/// provider sends a checkpoint.
+fn call_with(home: &Path, req: &Request, payload: &[u8]) -> (bool, Vec<u8>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_canopy"))
+        .args(["__host", "--store", STORE])
+        .env("HOME", home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut line = serde_json::to_vec(req).unwrap();
+    line.push(b'\n');
+    stdin.write_all(&line).unwrap();
+    // A refusal answers before reading the rest.
+    let _ = stdin.write_all(payload);
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    (out.status.success(), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The reply's `ok` value, or the error it answered.
+fn reply(stdout: &[u8]) -> Result<Value, String> {
+    let reply: Value =
+        serde_json::from_slice(stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(stdout)));
+    match (reply.get("ok"), reply.get("error")) {
+        (Some(v), _) => Ok(v.clone()),
+        (_, Some(e)) => Err(e.to_string()),
+        _ => panic!("{reply}"),
+    }
+}
+
 /// One call: the reply's `ok` value, or the error it answered.
 fn call(home: &Path, req: &Request) -> Result<Value, String> {
     let (_, stdout) = call_raw(home, req);
@@ -60,6 +93,7 @@ fn staged_outputs_are_answered_again_after_a_lost_reply() {
         nodes: vec!["here".into()],
         gpus: None,
         lease_ms: 60_000,
+        checkpoint: false,
         secrets: BTreeMap::new(),
     };
     call(home.path(), &Request::Launch(Box::new(launch))).unwrap();
@@ -89,4 +123,123 @@ fn staged_outputs_are_answered_again_after_a_lost_reply() {
     call(home.path(), &Request::Cleanup { token: token.clone() }).unwrap();
     let left = home.path().join(".canopy-host").join(STORE).join("attempts").join(&token);
     assert!(!left.exists(), "cleanup removed the attempt");
+}
+
+/// Waits until the attempt has ended, and says how.
+fn wait_ended(home: &Path, token: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = call(home, &Request::Status { token: token.to_string() }).unwrap();
+        if s.to_string().contains("ended") {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "still {s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The host's side of checkpoints copied through Canopy's store: the one
+/// Canopy hands arrives complete before the launch and is the attempt's
+/// `$CANOPY_CHECKPOINT_DIR`; it is known as handed; once the attempt runs
+/// nothing is put into its directory; the newest complete one it wrote
+/// goes back without links, and only as the checkpoint that was asked
+/// for, within the cap.
+#[test]
+fn a_checkpoint_goes_to_the_host_before_the_launch_and_the_newest_comes_back() {
+    use canopy::providers::ssh::checkpoints::{self, Bounds, Marker};
+    let home = tempfile::tempdir().unwrap();
+    let attempt = AttemptId { workload: WorkloadId(2), n: 2 };
+    let token = attempt.token(STORE, "");
+    // What Canopy's store holds: step-2, with a link to a file outside it.
+    let store = tempfile::tempdir().unwrap();
+    let outside = store.path().join("outside-secret");
+    std::fs::write(&outside, "not to be copied").unwrap();
+    let step2 = store.path().join("w-2/step-2");
+    std::fs::create_dir_all(&step2).unwrap();
+    std::fs::write(step2.join("state"), "2").unwrap();
+    std::fs::write(step2.join("COMPLETE"), "").unwrap();
+    std::os::unix::fs::symlink(&outside, step2.join("leak")).unwrap();
+    let mut tar = Vec::new();
+    checkpoints::write_tar(&step2, &mut tar, Bounds::checkpoint(1 << 20)).unwrap();
+    let put = Request::PutCheckpoint { token: token.clone(), name: "step-2".into(), max_bytes: 1 << 20 };
+    let (ok, out, err) = call_with(home.path(), &put, &tar);
+    let handed = reply(&out).unwrap_or_else(|e| panic!("{e} {err}"));
+    assert!(ok);
+    assert_eq!((handed["name"].as_str(), handed["handed"].as_bool()), (Some("step-2"), Some(true)));
+    let newest = Request::NewestCheckpoint { token: token.clone() };
+    assert_eq!(call(home.path(), &newest).unwrap(), handed);
+
+    let script = r#"d="$CANOPY_CHECKPOINT_DIR"; echo "holds: $(ls -A "$d" | tr '\n' ' ') state $(cat "$d/step-2/state")"
+[ -e "$d/step-2/leak" ] && echo "the link came along"
+mkdir "$d/step-3"; echo 3 > "$d/step-3/state"; ln -s /etc/passwd "$d/step-3/passwd"; mkfifo "$d/step-3/pipe"
+touch "$d/step-3/COMPLETE"; mkdir "$d/step-4"; echo 4 > "$d/step-4/state""#;
+    let spec: canopy::spec::Spec = serde_json::from_value(json!({
+        "name": "agent-ckpt",
+        "runtime": { "command": ["sh", "-c", script] },
+        "checkpoint": { "path": "/ckpt" },
+    }))
+    .unwrap();
+    let launch = Launch {
+        attempt,
+        token: token.clone(),
+        spec,
+        pool: "lab".into(),
+        node: "here".into(),
+        nodes: vec!["here".into()],
+        gpus: None,
+        lease_ms: 60_000,
+        checkpoint: true,
+        secrets: BTreeMap::new(),
+    };
+    call(home.path(), &Request::Launch(Box::new(launch))).unwrap();
+    let end = wait_ended(home.path(), &token);
+    assert!(end.to_string().contains("\"code\":0"), "{end}");
+    let logs = Request::Logs {
+        token: token.clone(),
+        stream: canopy::providers::ssh::protocol::WireStream::Stdout,
+        offset: 0,
+        max: 1 << 16,
+    };
+    let (_, stdout) = call_raw(home.path(), &logs);
+    let stdout = String::from_utf8_lossy(&stdout);
+    assert!(stdout.contains("holds: step-2  state 2"), "{stdout}");
+    assert!(!stdout.contains("the link came along"), "{stdout}");
+
+    // Launched: nothing goes into its directory any more.
+    let (ok, out, _) = call_with(home.path(), &put, &tar);
+    let e = reply(&out).unwrap_err();
+    assert!(!ok && e.contains("launched already"), "{e}");
+
+    let newest = call(home.path(), &newest).unwrap();
+    assert_eq!((newest["name"].as_str(), newest["handed"].as_bool()), (Some("step-3"), Some(false)));
+    let at_ms = newest["at_ms"].as_i64().unwrap();
+    let fetch = |at_ms: i64, max_bytes: u64| Request::FetchCheckpoint {
+        token: token.clone(),
+        name: "step-3".into(),
+        at_ms,
+        max_bytes,
+    };
+    let (ok, sent) = call_raw(home.path(), &fetch(at_ms, 1 << 20));
+    assert!(ok, "{}", String::from_utf8_lossy(&sent));
+    let marker = Marker { token: token.clone(), host: "here".into(), host_at_ms: at_ms };
+    let back = store.path().join("w-2");
+    let found = checkpoints::receive(&back, "step-3", &sent[..], 1 << 20, &marker).unwrap();
+    assert_eq!(found.name, "step-3");
+    let mut names: Vec<String> = std::fs::read_dir(back.join("step-3"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["COMPLETE", "state"], "links and FIFOs stay on the host");
+    assert!(checkpoints::holds(&back, &token, "step-3", at_ms));
+    let left: Vec<_> = std::fs::read_dir(&back).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["step-3"], "the older checkpoint goes once a newer one is in");
+    // Not the checkpoint complete at that time, or over the cap: refused.
+    assert!(!call_raw(home.path(), &fetch(at_ms - 1, 1 << 20)).0);
+    assert!(!call_raw(home.path(), &fetch(at_ms, 1)).0);
+
+    call(home.path(), &Request::Cleanup { token: token.clone() }).unwrap();
+    let host = home.path().join(".canopy-host").join(STORE);
+    assert!(!host.join("attempts").join(&token).exists());
+    assert!(!host.join("checkpoints").join(&token).exists(), "cleanup removed its checkpoints");
 }

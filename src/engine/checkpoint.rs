@@ -4,7 +4,9 @@
 //! `COMPLETE` inside it last (`step-300/COMPLETE`). Canopy keeps the
 //! workload's checkpoint directory in its store (`checkpoints/w-17/`) and
 //! hands it to every attempt in place (by reference) where the provider
-//! shares the file system, as the local provider does.
+//! shares the file system, as the local provider does; a provider that
+//! does not ([`crate::providers::Provider::copies_checkpoints`]) copies
+//! the newest complete one to the attempt and back, within the spec's cap.
 //!
 //! Before each launch [`prepare`] leaves only the newest complete
 //! checkpoint there (`keep = "latest"`): a checkpoint cut off mid-write has
@@ -24,7 +26,7 @@ use std::path::Path;
 use std::time::UNIX_EPOCH;
 
 /// Most directory entries visited when sizing one checkpoint.
-const MAX_ENTRIES: usize = 100_000;
+pub const MAX_ENTRIES: usize = 100_000;
 
 /// A complete checkpoint found in a checkpoint directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,8 +66,9 @@ pub fn newest_complete(dir: &Path) -> io::Result<Option<Found>> {
 
 /// Makes `dir` ready for an attempt: created if missing (0700), and
 /// everything in it removed but the newest complete checkpoint, which is
-/// returned. A newest checkpoint larger than the spec's `max_gb` is kept
-/// (it is handed on in place, not copied) but reported by the caller.
+/// returned. A newest checkpoint larger than the spec's `max_gb` is kept:
+/// handed on in place it needs no copy; a provider that copies leaves it
+/// behind, and the caller says so.
 pub fn prepare(dir: &Path) -> io::Result<Option<Found>> {
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     let keep = newest_complete(dir)?;
@@ -85,14 +88,21 @@ pub fn prepare(dir: &Path) -> io::Result<Option<Found>> {
     Ok(keep)
 }
 
-/// Whether a checkpoint of `bytes` is over the spec's cap.
-pub fn over_cap(spec: &Checkpoint, bytes: u64) -> bool {
+/// The spec's cap on a checkpoint copied through Canopy's store, in bytes.
+pub fn cap_bytes(spec: &Checkpoint) -> u64 {
     let cap = spec.max_gb.unwrap_or(Checkpoint::DEFAULT_MAX_GB);
-    bytes as f64 > cap * 1e9
+    (cap * 1e9) as u64
 }
 
-/// When `path` (a real directory) was marked complete.
-fn completed_at(path: &Path) -> Option<i64> {
+/// Whether a checkpoint of `bytes` is over the spec's cap.
+pub fn over_cap(spec: &Checkpoint, bytes: u64) -> bool {
+    bytes > cap_bytes(spec)
+}
+
+/// When `path`, a real directory (not a link), was marked complete: its
+/// `COMPLETE` (a regular file, not a link) modification time, ms since
+/// the Unix epoch; `None` when it is not a complete checkpoint.
+pub fn completed_at(path: &Path) -> Option<i64> {
     let meta = std::fs::symlink_metadata(path).ok()?;
     if !meta.file_type().is_dir() {
         return None;

@@ -46,6 +46,10 @@ pub struct ShellConfig {
     pub checkpoints: PathBuf,
     /// Status of every live attempt is polled this often.
     pub poll_every: Duration,
+    /// A running attempt whose provider copies checkpoints
+    /// ([`Provider::copies_checkpoints`]) has its newest complete one
+    /// copied into the store at most this often (and once at its end).
+    pub checkpoint_sync_every: Duration,
     /// Providers are asked for what they own (leak detection) this often.
     pub reconcile_every: Duration,
     /// Each provider's inventory is taken again this often.
@@ -65,6 +69,7 @@ impl ShellConfig {
             logs,
             checkpoints,
             poll_every: Duration::from_millis(500),
+            checkpoint_sync_every: Duration::from_secs(5),
             reconcile_every: Duration::from_secs(60),
             inventory_every: Duration::from_secs(30),
             call_timeout: Duration::from_secs(60),
@@ -128,6 +133,31 @@ struct Shell {
     unreachable: BTreeMap<String, String>,
     /// Since when each unreachable provider has not answered.
     unreachable_since: BTreeMap<String, super::model::Millis>,
+    /// Checkpoints copied through the store, per workload and attempt.
+    checkpoints: CheckpointSyncs,
+}
+
+/// What the shell keeps to copy checkpoints through the store for
+/// providers without shared storage.
+#[derive(Default)]
+struct CheckpointSyncs {
+    /// Held while a workload's checkpoint directory is prepared and handed
+    /// to a launch, or a checkpoint is copied into it: one at a time.
+    locks: HashMap<WorkloadId, Arc<tokio::sync::Mutex<()>>>,
+    /// Attempts seen running (a sync asks where they run).
+    running: HashSet<AttemptId>,
+    /// When each attempt's last sync started.
+    last: HashMap<AttemptId, std::time::Instant>,
+    /// Attempts with a sync under way.
+    busy: Arc<std::sync::Mutex<HashSet<AttemptId>>>,
+    /// What was last said of each attempt's syncs, said once.
+    said: Arc<std::sync::Mutex<HashMap<AttemptId, String>>>,
+}
+
+impl CheckpointSyncs {
+    fn lock(&mut self, w: WorkloadId) -> Arc<tokio::sync::Mutex<()>> {
+        self.locks.entry(w).or_default().clone()
+    }
 }
 
 /// Starts the engine on the current tokio runtime. The core must already
@@ -171,6 +201,7 @@ pub fn start(
         polled: HashMap::new(),
         unreachable: BTreeMap::new(),
         unreachable_since: BTreeMap::new(),
+        checkpoints: CheckpointSyncs::default(),
     };
     let task = tokio::spawn(shell.run(rx, restored));
     (handle, task)
@@ -299,6 +330,9 @@ impl Shell {
             Msg::Event(e) => {
                 if let Event::Status { attempt, .. } | Event::StatusFailed { attempt, .. } = &e {
                     self.polling.remove(attempt);
+                }
+                if let Event::Status { attempt, status: crate::providers::AttemptStatus::Running } = &e {
+                    self.checkpoints.running.insert(*attempt);
                 }
                 self.note_reachability(&e);
                 events.push(e);
@@ -608,7 +642,7 @@ impl Shell {
 
     #[allow(clippy::too_many_arguments)]
     fn spawn_launch(
-        &self,
+        &mut self,
         attempt: AttemptId,
         provider: String,
         token: String,
@@ -626,7 +660,14 @@ impl Shell {
             let err = LaunchError::Rejected(format!("no adapter is configured for provider {provider:?}"));
             return Self::send(&tx, Event::LaunchResult { attempt, result: Err(err) });
         };
+        let lock = checkpoint_dir.as_ref().map(|_| self.checkpoints.lock(attempt.workload));
         tokio::spawn(async move {
+            // The directory stays as prepared until the launch has taken
+            // what it needs (a provider that copies reads it).
+            let _held = match &lock {
+                Some(l) => Some(l.lock().await),
+                None => None,
+            };
             let secrets = match secrets::resolve_secrets(&spec.runtime.secrets, |k| std::env::var(k).ok()) {
                 Ok(s) => s,
                 Err(e) => {
@@ -640,13 +681,31 @@ impl Shell {
                     let dir = dir.clone();
                     tokio::task::spawn_blocking(move || crate::engine::checkpoint::prepare(&dir)).await
                 };
-                if let Err(e) = prepared.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| e.to_string()))
-                {
-                    let err = LaunchError::Rejected(format!(
-                        "cannot prepare the checkpoint directory {}: {e}",
-                        dir.display()
-                    ));
-                    return Self::send(&tx, Event::LaunchResult { attempt, result: Err(err) });
+                match prepared.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| e.to_string())) {
+                    Err(e) => {
+                        let err = LaunchError::Rejected(format!(
+                            "cannot prepare the checkpoint directory {}: {e}",
+                            dir.display()
+                        ));
+                        return Self::send(&tx, Event::LaunchResult { attempt, result: Err(err) });
+                    }
+                    // Handed in place, any size; copied, within the cap.
+                    Ok(Some(f)) if p.copies_checkpoints() => {
+                        if let Some(ck) = &spec.checkpoint
+                            && crate::engine::checkpoint::over_cap(ck, f.bytes)
+                        {
+                            let message = format!(
+                                "checkpoint {} ({}) is over the checkpoint cap ({}, checkpoint.max_gb) for \
+                                 copying to {provider}; attempt {} starts without it",
+                                f.name,
+                                crate::units::human_bytes(f.bytes),
+                                cap_text(ck),
+                                attempt.n
+                            );
+                            Self::send(&tx, Event::CheckpointNotCopied { attempt, message });
+                        }
+                    }
+                    Ok(_) => {}
                 }
             }
             let node = nodes.first().cloned().unwrap_or_default();
@@ -720,6 +779,7 @@ impl Shell {
     }
 
     fn spawn_polls(&mut self) {
+        self.spawn_checkpoint_syncs();
         for (attempt, provider, token) in self.core.live_attempts() {
             if !self.polling.insert(attempt) {
                 continue;
@@ -742,6 +802,52 @@ impl Shell {
                     Err(_) => Event::StatusFailed { attempt, error: "status call timed out".into() },
                 };
                 Self::send(&tx, e);
+            });
+        }
+    }
+
+    /// Copies each running attempt's newest complete checkpoint into the
+    /// store where its provider copies checkpoints: at most every
+    /// `checkpoint_sync_every`, one copy at a time per workload, so a host
+    /// that dies mid-run has left its last checkpoint with Canopy.
+    fn spawn_checkpoint_syncs(&mut self) {
+        let live = self.core.live_attempts();
+        let ids: HashSet<AttemptId> = live.iter().map(|(a, _, _)| *a).collect();
+        let workloads: HashSet<WorkloadId> = ids.iter().map(|a| a.workload).collect();
+        let c = &mut self.checkpoints;
+        c.running.retain(|a| ids.contains(a));
+        c.last.retain(|a, _| ids.contains(a));
+        c.locks.retain(|w, _| workloads.contains(w));
+        c.said.lock().unwrap_or_else(|e| e.into_inner()).retain(|a, _| ids.contains(a));
+        let now = std::time::Instant::now();
+        for (attempt, provider, token) in live {
+            if !self.checkpoints.running.contains(&attempt)
+                || self
+                    .checkpoints
+                    .last
+                    .get(&attempt)
+                    .is_some_and(|t| now - *t < self.config.checkpoint_sync_every)
+            {
+                continue;
+            }
+            let Some(p) = self.provider(&provider).filter(|p| p.copies_checkpoints()) else { continue };
+            let Some(Some(ck)) = self.with_spec(attempt.workload, |s| s.checkpoint.clone()) else { continue };
+            if !self.checkpoints.busy.lock().unwrap_or_else(|e| e.into_inner()).insert(attempt) {
+                continue;
+            }
+            self.checkpoints.last.insert(attempt, now);
+            let lock = self.checkpoints.lock(attempt.workload);
+            let busy = self.checkpoints.busy.clone();
+            let said = self.checkpoints.said.clone();
+            let dir = self.config.checkpoints.join(attempt.workload.to_string());
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                let r = {
+                    let _held = lock.lock().await;
+                    p.sync_checkpoint(&token, &dir, crate::engine::checkpoint::cap_bytes(&ck)).await
+                };
+                report_sync(&tx, &said, attempt, &provider, &ck, r);
+                busy.lock().unwrap_or_else(|e| e.into_inner()).remove(&attempt);
             });
         }
     }
@@ -805,10 +911,28 @@ impl Shell {
         let clock = self.clock.clone();
         let checkpoints = spec
             .as_ref()
-            .filter(|s| s.checkpoint.is_some())
-            .map(|_| self.config.checkpoints.join(attempt.workload.to_string()));
+            .and_then(|s| s.checkpoint.clone())
+            .map(|ck| (self.config.checkpoints.join(attempt.workload.to_string()), ck));
+        let lock = self.checkpoints.lock(attempt.workload);
+        let said = self.checkpoints.said.clone();
         tokio::spawn(async move {
-            if let Some(dir) = checkpoints {
+            if let Some((dir, ck)) = checkpoints {
+                let _held = lock.lock().await;
+                // Copied through the store: what the attempt wrote last
+                // comes in before the store is read (an attempt that never
+                // launched wrote nothing; a lost node has nothing to give:
+                // what it had was copied while it ran).
+                let reachable = !matches!(
+                    end,
+                    ProviderEnd::LaunchRejected { .. }
+                        | ProviderEnd::LaunchTimeout
+                        | ProviderEnd::BootFailed { .. }
+                        | ProviderEnd::NodeLost { .. }
+                );
+                if reachable && p.copies_checkpoints() {
+                    let r = p.sync_checkpoint(&token, &dir, crate::engine::checkpoint::cap_bytes(&ck)).await;
+                    report_sync(&tx, &said, attempt, &provider, &ck, r);
+                }
                 let found =
                     tokio::task::spawn_blocking(move || crate::engine::checkpoint::newest_complete(&dir))
                         .await
@@ -847,6 +971,49 @@ impl Shell {
             }
             Self::send(&tx, Event::Collected { attempt, end, log_tail, outputs });
         });
+    }
+}
+
+/// The spec's checkpoint cap, as the operator wrote it and in bytes.
+fn cap_text(ck: &crate::spec::Checkpoint) -> String {
+    let gb = ck.max_gb.unwrap_or(crate::spec::Checkpoint::DEFAULT_MAX_GB);
+    format!("{gb} GB, {}", crate::units::human_bytes(crate::engine::checkpoint::cap_bytes(ck)))
+}
+
+/// Says what a checkpoint sync found that matters, once: a checkpoint
+/// over the cap in the workload's events, a failure in the engine's log.
+fn report_sync(
+    tx: &mpsc::UnboundedSender<Msg>,
+    said: &std::sync::Mutex<HashMap<AttemptId, String>>,
+    attempt: AttemptId,
+    provider: &str,
+    ck: &crate::spec::Checkpoint,
+    r: Result<crate::providers::CheckpointCopy, crate::providers::ProviderError>,
+) {
+    use crate::providers::CheckpointCopy;
+    let note = match &r {
+        Ok(CheckpointCopy::UpToDate | CheckpointCopy::Copied(_)) => return,
+        Ok(CheckpointCopy::OverCap(f)) => format!("over:{}:{}", f.name, f.at_ms),
+        Err(e) => format!("error:{e}"),
+    };
+    let mut said = said.lock().unwrap_or_else(|e| e.into_inner());
+    if said.get(&attempt) == Some(&note) {
+        return;
+    }
+    said.insert(attempt, note);
+    match r {
+        Ok(CheckpointCopy::OverCap(f)) => {
+            let message = format!(
+                "checkpoint {} ({}) written on {provider} is over the checkpoint cap ({}, checkpoint.max_gb): \
+                 it is not copied into Canopy's store, so a later attempt cannot resume from it",
+                f.name,
+                crate::units::human_bytes(f.bytes),
+                cap_text(ck)
+            );
+            let _ = tx.send(Msg::Event(Event::CheckpointNotCopied { attempt, message }));
+        }
+        Err(e) => tracing::warn!(%attempt, "could not copy its newest checkpoint into the store: {e}"),
+        Ok(_) => {}
     }
 }
 

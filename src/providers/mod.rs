@@ -73,7 +73,9 @@ pub struct LaunchRequest {
     /// The workload's checkpoint directory in Canopy's store, when its spec
     /// declares `[checkpoint]`: holds only complete checkpoints at launch
     /// (see [`crate::engine::checkpoint`]). Providers on the same file
-    /// system use it in place as `$CANOPY_CHECKPOINT_DIR`.
+    /// system use it in place as `$CANOPY_CHECKPOINT_DIR`; the others
+    /// ([`Provider::copies_checkpoints`]) copy its newest complete
+    /// checkpoint to where the attempt runs, within the spec's cap.
     pub checkpoint_dir: Option<PathBuf>,
 }
 
@@ -199,6 +201,20 @@ pub struct Collection {
     pub skipped: Vec<Skipped>,
 }
 
+/// What [`Provider::sync_checkpoint`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckpointCopy {
+    /// Canopy's store already holds the attempt's newest complete
+    /// checkpoint, or the attempt has written none (yet).
+    UpToDate,
+    /// The attempt's newest complete checkpoint is now in Canopy's store,
+    /// as this one (its time: when it was complete there).
+    Copied(crate::engine::checkpoint::Found),
+    /// The attempt's newest complete checkpoint is over the spec's cap: it
+    /// stays where it was written, and a later attempt cannot resume from it.
+    OverCap(crate::engine::checkpoint::Found),
+}
+
 /// Something the provider runs that carries a Canopy token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owned {
@@ -292,6 +308,30 @@ pub trait Provider: Send + Sync {
     }
     /// Everything this provider runs with a token of this store.
     async fn list_owned(&self, store_id: &str) -> Result<Vec<Owned>, ProviderError>;
+    /// Whether checkpoints travel by copy through Canopy's store (the
+    /// provider shares no file system with it): the newest complete one
+    /// to the attempt at launch, and back with
+    /// [`Provider::sync_checkpoint`]. Most hand the store's directory in
+    /// place.
+    fn copies_checkpoints(&self) -> bool {
+        false
+    }
+    /// For a provider that [`copies_checkpoints`](Provider::copies_checkpoints):
+    /// copies the newest complete checkpoint the attempt has written where
+    /// it runs into `dir` (the workload's checkpoint directory in Canopy's
+    /// store) when `dir` does not hold it yet and it has at most
+    /// `max_bytes`, its `COMPLETE` written last so a copy cut off is never
+    /// complete; older ones in `dir` are removed. Called while the attempt
+    /// runs and once after it ended, never twice at once for a workload.
+    async fn sync_checkpoint(
+        &self,
+        token: &str,
+        dir: &std::path::Path,
+        max_bytes: u64,
+    ) -> Result<CheckpointCopy, ProviderError> {
+        let _ = (token, dir, max_bytes);
+        Ok(CheckpointCopy::UpToDate)
+    }
     /// The engine has shipped the ended attempt's logs and taken its
     /// outputs: the provider may remove what the attempt left where it
     /// ran (an owner's host keeps nothing of it). Most keep it for

@@ -432,6 +432,14 @@ impl Core {
         self.event(now, a.workload, Some(a), EventKind::Checkpoint, msg);
     }
 
+    /// Says in the live attempt's events why a checkpoint did not travel.
+    pub(super) fn on_checkpoint_not_copied(&mut self, a: AttemptId, message: String, now: Millis) {
+        if self.live_mut(a).is_none() {
+            return;
+        }
+        self.event(now, a.workload, Some(a), EventKind::Checkpoint, message);
+    }
+
     pub(super) fn on_terminated(&mut self, a: AttemptId, result: Result<(), String>, now: Millis) {
         let Some((e, _)) = self.live_mut(a) else { return };
         let Some(live) = e.live.as_ref() else { return };

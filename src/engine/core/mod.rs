@@ -159,6 +159,12 @@ pub enum Event {
         attempt: AttemptId,
         found: Option<crate::engine::checkpoint::Found>,
     },
+    /// A checkpoint did not travel with a live attempt of a provider that
+    /// copies them (over the spec's cap): said in the workload's events.
+    CheckpointNotCopied {
+        attempt: AttemptId,
+        message: String,
+    },
     /// What a provider runs that carries this store's tokens (reconciliation).
     Owned {
         provider: String,
@@ -585,6 +591,9 @@ impl Core {
             }
             Event::Terminated { attempt, result } => self.on_terminated(attempt, result, now),
             Event::CheckpointFound { attempt, found } => self.on_checkpoint(attempt, found, now),
+            Event::CheckpointNotCopied { attempt, message } => {
+                self.on_checkpoint_not_copied(attempt, message, now)
+            }
             Event::Owned { provider, tokens } => self.on_owned(&provider, &tokens, now),
             Event::Inventory { provider, pools } => self.on_inventory(&provider, pools),
             Event::Tick => self.on_tick(now),

@@ -9,7 +9,9 @@
 //! (`CUDA_VISIBLE_DEVICES` from the host's GPUs that Canopy's live attempts
 //! do not hold), fetches outputs the host's supervisor collected, and
 //! removes what an attempt left once the engine has its logs and outputs
-//! ([`Provider::release`]).
+//! ([`Provider::release`]). Checkpoints are copied through Canopy's
+//! store ([`checkpoints`]): to the host before a launch, back while the
+//! attempt runs and when it ends ([`Provider::sync_checkpoint`]).
 //!
 //! The lease: every host's supervisors stop their workloads when Canopy has
 //! not renewed the store's lease there for `lease` (the host's own clock
@@ -28,18 +30,20 @@
 //! This module must not decide retries or classify failures, and secret
 //! values leave it only inside a launch request's stdin.
 
+pub mod checkpoints;
 pub mod protocol;
 pub mod remote;
 pub mod transport;
 
 use crate::config::{SSH_LEASE_MARGIN, SshEntry};
+use crate::engine::checkpoint;
 use crate::failure::ProviderEnd;
 use crate::fleet::{Free, Lifecycle, NodeState, PoolDef, Shape};
 use crate::providers::collect::{self, OutputLimits, Wanted};
 use crate::providers::window::LendWindows;
 use crate::providers::{
-    AttemptStatus, Collection, Inventory, InventoryNode, InventoryPool, LaunchAck, LaunchError,
-    LaunchRequest, LogChunk, LogStream, Owned, Provider, ProviderError,
+    AttemptStatus, CheckpointCopy, Collection, Inventory, InventoryNode, InventoryPool, LaunchAck,
+    LaunchError, LaunchRequest, LogChunk, LogStream, Owned, Provider, ProviderError,
 };
 use crate::spec::Spec;
 use protocol::{Listed, Probe, Request, Status};
@@ -422,6 +426,56 @@ impl Inner {
         }
     }
 
+    /// Before a launch on host `n`: copies the newest complete checkpoint
+    /// in Canopy's store there, unless it is over the spec's cap (the
+    /// engine says so in the workload's events) or the attempt was
+    /// launched already (a resent launch, which adopts: its checkpoint is
+    /// in place and in use).
+    async fn hand_checkpoint(&self, n: usize, req: &LaunchRequest) -> Result<(), LaunchError> {
+        let (Some(spec), Some(dir)) = (&req.spec.checkpoint, &req.checkpoint_dir) else { return Ok(()) };
+        let h = &self.hosts[n];
+        let found = {
+            let d = dir.clone();
+            tokio::task::spawn_blocking(move || checkpoint::newest_complete(&d))
+                .await
+                .map_err(|e| LaunchError::Api(format!("the checkpoint task failed: {e}")))?
+                .map_err(|e| LaunchError::Api(format!("cannot read {}: {e}", dir.display())))?
+        };
+        let Some(f) = found else { return Ok(()) };
+        let max_bytes = checkpoint::cap_bytes(spec);
+        if f.bytes > max_bytes {
+            tracing::warn!(
+                provider = %self.cfg.name, host = %h.name(), token = %req.token,
+                "checkpoint {} ({} bytes) is over the checkpoint cap ({max_bytes} bytes); the attempt starts without it",
+                f.name, f.bytes
+            );
+            return Ok(());
+        }
+        let status = Request::Status { token: req.token.clone() };
+        match self.call::<Status>(h, &status).await {
+            Ok(Status::NotFound) => {}
+            Ok(_) => return Ok(()),
+            Err(e) => return Err(LaunchError::Api(e.to_string())),
+        }
+        let put = Request::PutCheckpoint { token: req.token.clone(), name: f.name.clone(), max_bytes };
+        let src = dir.join(&f.name);
+        let r = h
+            .transport
+            .call_with_payload::<protocol::HostCheckpoint>(&put, move |w| {
+                checkpoints::write_tar(&src, w, checkpoints::Bounds::checkpoint(max_bytes)).map(|_| ())
+            })
+            .await;
+        self.saw(h, r.as_ref().map(|_| ()));
+        let sent = r.map_err(|e| {
+            LaunchError::Api(format!("could not copy checkpoint {} to host {}: {e}", f.name, h.name()))
+        })?;
+        tracing::info!(
+            provider = %self.cfg.name, host = %h.name(), token = %req.token,
+            "handed checkpoint {} ({} bytes) to the attempt", sent.name, sent.bytes
+        );
+        Ok(())
+    }
+
     /// The host `token` runs on: known, or asked of every host.
     /// `Ok(None)` when every host answered that it has no such attempt.
     async fn host_of(&self, token: &str) -> Result<Option<usize>, ProviderError> {
@@ -670,6 +724,10 @@ impl Provider for SshProvider {
             )));
         }
         let gpus = i.pick_gpus(h, &req.token, req.spec.resources.gpus)?;
+        if let Err(e) = i.hand_checkpoint(n, req).await {
+            i.forget(n, &req.token);
+            return Err(e);
+        }
         let launch = protocol::Launch {
             attempt: req.attempt,
             token: req.token.clone(),
@@ -679,6 +737,7 @@ impl Provider for SshProvider {
             nodes: req.nodes.clone(),
             gpus: gpus.clone(),
             lease_ms: i.cfg.lease.as_millis() as u64,
+            checkpoint: req.checkpoint_dir.is_some(),
             secrets: req.secrets.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect(),
         };
         let r = i.call::<protocol::LaunchOutcome>(h, &Request::Launch(Box::new(launch))).await;
@@ -772,6 +831,61 @@ impl Provider for SshProvider {
 
     async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
         self.stop(token, None).await
+    }
+
+    fn copies_checkpoints(&self) -> bool {
+        true
+    }
+
+    async fn sync_checkpoint(
+        &self,
+        token: &str,
+        dir: &Path,
+        max_bytes: u64,
+    ) -> Result<CheckpointCopy, ProviderError> {
+        let i = &self.inner;
+        let Some(n) = i.host_of(token).await? else { return Ok(CheckpointCopy::UpToDate) };
+        let h = &i.hosts[n];
+        let ask = Request::NewestCheckpoint { token: token.to_string() };
+        let newest =
+            i.call::<Option<protocol::HostCheckpoint>>(h, &ask).await.map_err(|e| i.err(e.to_string()))?;
+        let Some(hc) = newest.filter(|c| !c.handed) else { return Ok(CheckpointCopy::UpToDate) };
+        if hc.bytes > max_bytes {
+            let found = checkpoint::Found { name: hc.name, at_ms: hc.at_ms, bytes: hc.bytes };
+            return Ok(CheckpointCopy::OverCap(found));
+        }
+        let held = {
+            let (dir, token, name) = (dir.to_path_buf(), token.to_string(), hc.name.clone());
+            tokio::task::spawn_blocking(move || checkpoints::holds(&dir, &token, &name, hc.at_ms))
+                .await
+                .unwrap_or(false)
+        };
+        if held {
+            return Ok(CheckpointCopy::UpToDate);
+        }
+        let marker = checkpoints::Marker {
+            token: token.to_string(),
+            host: h.name().to_string(),
+            host_at_ms: hc.at_ms,
+        };
+        let fetch = Request::FetchCheckpoint {
+            token: token.to_string(),
+            name: hc.name.clone(),
+            at_ms: hc.at_ms,
+            max_bytes,
+        };
+        let (dir, name) = (dir.to_path_buf(), hc.name.clone());
+        let r = h
+            .transport
+            .call_streamed(&fetch, move |tar| checkpoints::receive(&dir, &name, tar, max_bytes, &marker))
+            .await;
+        i.saw(h, r.as_ref().map(|_| ()));
+        let found = r.map_err(|e| i.err(format!("could not copy checkpoint {} from it: {e}", hc.name)))?;
+        tracing::info!(
+            provider = %i.cfg.name, host = %h.name(), token,
+            "copied checkpoint {} ({} bytes) into Canopy's store", found.name, found.bytes
+        );
+        Ok(CheckpointCopy::Copied(found))
     }
 
     async fn terminate_within(&self, token: &str, grace: Duration) -> Result<(), ProviderError> {
@@ -893,60 +1007,14 @@ fn receive(
     result
 }
 
+/// The most entries fetched outputs may hold.
+const MAX_OUTPUT_ENTRIES: usize = 1_000_000;
+
 fn unpack(host: &str, tar: &[u8], into: &Path, max_bytes: u64) -> Result<(), String> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let bad = |m: String| format!("the outputs from host {host} were refused: {m}");
-    let mut archive = tar::Archive::new(tar);
-    let mut total = 0u64;
-    for entry in archive.entries().map_err(|e| bad(e.to_string()))? {
-        let mut entry = entry.map_err(|e| bad(e.to_string()))?;
-        let path = entry.path().map_err(|e| bad(e.to_string()))?.into_owned();
-        let safe = !path.as_os_str().is_empty()
-            && path
-                .components()
-                .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
-        if !safe {
-            return Err(bad(format!("entry {} leaves the outputs", path.display())));
-        }
-        let at = into.join(&path);
-        match entry.header().entry_type() {
-            tar::EntryType::Directory => {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(&at)
-                    .map_err(|e| bad(format!("cannot create {}: {e}", at.display())))?;
-            }
-            tar::EntryType::Regular => {
-                total += entry.size();
-                if total > max_bytes {
-                    return Err(bad(format!(
-                        "more than the {max_bytes} bytes an attempt's outputs may hold"
-                    )));
-                }
-                if let Some(p) = at.parent() {
-                    std::fs::DirBuilder::new()
-                        .recursive(true)
-                        .mode(0o700)
-                        .create(p)
-                        .map_err(|e| bad(format!("cannot create {}: {e}", p.display())))?;
-                }
-                let mut f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(&at)
-                    .map_err(|e| bad(format!("cannot create {}: {e}", at.display())))?;
-                std::io::copy(&mut entry, &mut f)
-                    .map_err(|e| bad(format!("cannot write {}: {e}", at.display())))?;
-            }
-            other => {
-                return Err(bad(format!("entry {} is a {other:?}, not a file or directory", path.display())));
-            }
-        }
-    }
-    Ok(())
+    let b = checkpoints::Bounds { max_bytes, max_entries: MAX_OUTPUT_ENTRIES };
+    checkpoints::unpack(tar, into, b)
+        .map(|_| ())
+        .map_err(|m| format!("the outputs from host {host} were refused: {m}"))
 }
 
 #[cfg(test)]

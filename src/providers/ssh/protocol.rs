@@ -5,10 +5,12 @@
 //! [`Request`] to its stdin (secret values travel here and nowhere else:
 //! never in the command line, which every user on the host can read, and
 //! never in the environment, which sshd does not pass). The answer is one
-//! JSON [`Reply`] on stdout, except for [`Request::Logs`] and
-//! [`Request::Fetch`], whose stdout is the raw bytes (a tar stream for
-//! `Fetch`) when the exit status is 0 and whose error is on stderr
-//! otherwise.
+//! JSON [`Reply`] on stdout, except for [`Request::Logs`],
+//! [`Request::Fetch`] and [`Request::FetchCheckpoint`], whose stdout is the
+//! raw bytes (a tar stream for the fetches) when the exit status is 0 and
+//! whose error is on stderr otherwise. The request is one line (compact
+//! JSON holds no newline); [`Request::PutCheckpoint`] is followed on stdin
+//! by a tar stream, after a newline.
 //!
 //! This module owns the wire types only; it performs no I/O.
 
@@ -64,6 +66,41 @@ pub enum Request {
     Cleanup {
         token: String,
     },
+    /// Before the launch: the checkpoint Canopy hands the attempt, as a tar
+    /// stream of its content after the request line (no `COMPLETE`: the
+    /// host writes it last), at most `max_bytes`. Refused once the attempt
+    /// has been launched. Answers a [`HostCheckpoint`].
+    PutCheckpoint {
+        token: String,
+        name: String,
+        max_bytes: u64,
+    },
+    /// The newest complete checkpoint in the attempt's checkpoint
+    /// directory: `Option<HostCheckpoint>`.
+    NewestCheckpoint {
+        token: String,
+    },
+    /// Checkpoint `name`, complete at `at_ms`, as a tar stream of its
+    /// content on stdout (without `COMPLETE`; links and special files left
+    /// out); fails when it is over `max_bytes` or was changed meanwhile.
+    FetchCheckpoint {
+        token: String,
+        name: String,
+        at_ms: i64,
+        max_bytes: u64,
+    },
+}
+
+/// A complete checkpoint in an attempt's checkpoint directory on a host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCheckpoint {
+    pub name: String,
+    /// Its `COMPLETE`'s modification time, on the host's clock.
+    pub at_ms: i64,
+    /// Bytes of its regular files.
+    pub bytes: u64,
+    /// It is the one Canopy handed the attempt at launch.
+    pub handed: bool,
 }
 
 /// A launch as the host's local provider needs it. Secret values ride
@@ -81,6 +118,11 @@ pub struct Launch {
     pub gpus: Option<Vec<u32>>,
     /// The lease to set before the supervisor starts.
     pub lease_ms: u64,
+    /// The spec declares `[checkpoint]`: the attempt gets a checkpoint
+    /// directory of its own on the host (holding what
+    /// [`Request::PutCheckpoint`] put there).
+    #[serde(default)]
+    pub checkpoint: bool,
     pub secrets: BTreeMap<String, String>,
 }
 

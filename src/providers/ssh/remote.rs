@@ -14,6 +14,7 @@
 //! ~/.canopy-host/<store>/attempts/<token>/   a local attempt directory, plus
 //!     ssh-gpus.json                        the GPU indices it was given
 //!     fetch/, fetch.json                   outputs staged for Canopy to fetch, and what they are
+//! ~/.canopy-host/<store>/checkpoints/<token>/   its checkpoints (see [`super::checkpoints`])
 //! ```
 //!
 //! Secret values arrive in the request on stdin and go on the
@@ -25,13 +26,15 @@
 //! This module must not touch anything outside the store's directory nor
 //! signal processes the local provider would not.
 
+use super::checkpoints;
 use super::protocol::{self, Listed, Probe, Reply, Request, Status};
+use crate::providers::collect;
 use crate::providers::local::layout::{self, AttemptDir, valid_token};
 use crate::providers::local::state::{self, Observed};
 use crate::providers::local::{ContainerPolicy, LocalConfig, LocalProvider, ShimCommand};
 use crate::providers::{AttemptStatus, LaunchRequest, Provider, SecretValue};
 use serde::Serialize;
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,8 +66,10 @@ pub fn host_main(args: &[String]) -> i32 {
         eprintln!("canopy __host: HOME is not set to an absolute path on this host");
         return FAILED;
     };
+    // The request is the first line; a checkpoint sent along follows it.
+    let mut stdin = std::io::stdin().lock();
     let mut text = Vec::new();
-    if let Err(e) = std::io::stdin().take(MAX_REQUEST).read_to_end(&mut text) {
+    if let Err(e) = (&mut stdin).take(MAX_REQUEST).read_until(b'\n', &mut text) {
         eprintln!("canopy __host: cannot read the request: {e}");
         return USAGE_ERROR;
     }
@@ -100,7 +105,7 @@ pub fn host_main(args: &[String]) -> i32 {
         }
     };
     let host = Host::new(store_dir(&home, &store), store);
-    rt.block_on(host.serve(req))
+    rt.block_on(host.serve(req, &mut stdin))
 }
 
 struct Host {
@@ -143,7 +148,7 @@ impl Host {
             .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))
     }
 
-    async fn serve(&self, req: Request) -> i32 {
+    async fn serve(&self, req: Request, payload: &mut dyn Read) -> i32 {
         match req {
             Request::Probe => answer(self.probe().await),
             Request::Launch(l) => answer(self.launch(*l).await),
@@ -169,6 +174,106 @@ impl Host {
             Request::List => answer(self.list().await),
             Request::Renew { for_ms } => answer(self.renew(for_ms)),
             Request::Cleanup { token } => answer(self.cleanup(&token)),
+            Request::PutCheckpoint { token, name, max_bytes } => {
+                answer(self.put_checkpoint(&token, &name, max_bytes, payload))
+            }
+            Request::NewestCheckpoint { token } => answer(self.newest_checkpoint(&token)),
+            Request::FetchCheckpoint { token, name, at_ms, max_bytes } => {
+                self.fetch_checkpoint(&token, &name, at_ms, max_bytes)
+            }
+        }
+    }
+
+    /// The attempt's checkpoints: `ckpt/` (its `$CANOPY_CHECKPOINT_DIR`),
+    /// `handed.json`, `incoming/`.
+    fn checkpoints(&self, token: &str) -> Result<PathBuf, String> {
+        self.attempt(token)?;
+        Ok(self.dir.join("checkpoints").join(token))
+    }
+
+    /// Receives the checkpoint Canopy hands the attempt, before its launch
+    /// (never into a directory a running workload uses): unpacked, moved
+    /// into `ckpt/`, then marked complete, and noted as handed.
+    fn put_checkpoint(
+        &self,
+        token: &str,
+        name: &str,
+        max_bytes: u64,
+        tar: &mut dyn Read,
+    ) -> Result<protocol::HostCheckpoint, String> {
+        use std::os::unix::fs::DirBuilderExt;
+        if !checkpoints::valid_name(name) {
+            return Err(format!("{name:?} cannot name a checkpoint"));
+        }
+        if self.attempt(token)?.path().exists() {
+            return Err(format!("{token} was launched already; its checkpoint directory is in use"));
+        }
+        let root = self.checkpoints(token)?;
+        collect::remove_existing(&root).map_err(|e| format!("cannot clear {}: {e}", root.display()))?;
+        let (incoming, ckpt) = (root.join("incoming"), root.join("ckpt"));
+        for d in [&incoming, &ckpt] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(d)
+                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        }
+        let r = (|| {
+            checkpoints::unpack(tar, &incoming, checkpoints::Bounds::checkpoint(max_bytes))
+                .map_err(|m| format!("the checkpoint from Canopy was refused: {m}"))?;
+            checkpoints::install(&ckpt, &incoming, name, b"")
+        })();
+        let _ = collect::remove_existing(&incoming);
+        let f = r?;
+        let handed = protocol::HostCheckpoint { name: f.name, at_ms: f.at_ms, bytes: f.bytes, handed: true };
+        let record = root.join("handed.json");
+        layout::write_json(&record, &handed)
+            .map_err(|e| format!("cannot write {}: {e}", record.display()))?;
+        Ok(handed)
+    }
+
+    /// The newest complete checkpoint the attempt has.
+    fn newest_checkpoint(&self, token: &str) -> Result<Option<protocol::HostCheckpoint>, String> {
+        let root = self.checkpoints(token)?;
+        let ckpt = root.join("ckpt");
+        let Some(f) = crate::engine::checkpoint::newest_complete(&ckpt)
+            .map_err(|e| format!("cannot read {}: {e}", ckpt.display()))?
+        else {
+            return Ok(None);
+        };
+        let handed = layout::read_json::<protocol::HostCheckpoint>(&root.join("handed.json"))
+            .ok()
+            .flatten()
+            .is_some_and(|h| h.name == f.name && h.at_ms == f.at_ms);
+        Ok(Some(protocol::HostCheckpoint { name: f.name, at_ms: f.at_ms, bytes: f.bytes, handed }))
+    }
+
+    /// Sends checkpoint `name` as a tar stream; fails (exit 1) when it is
+    /// not the complete checkpoint of `at_ms`, before or after it was sent
+    /// (the workload changed it meanwhile), or is over `max_bytes`.
+    fn fetch_checkpoint(&self, token: &str, name: &str, at_ms: i64, max_bytes: u64) -> i32 {
+        let send = || -> Result<(), String> {
+            if !checkpoints::valid_name(name) {
+                return Err(format!("{name:?} cannot name a checkpoint"));
+            }
+            let dir = self.checkpoints(token)?.join("ckpt").join(name);
+            let same = || crate::engine::checkpoint::completed_at(&dir) == Some(at_ms);
+            if !same() {
+                return Err(format!("checkpoint {name} is no longer the one complete at {at_ms}"));
+            }
+            let out = std::io::BufWriter::new(std::io::stdout().lock());
+            checkpoints::write_tar(&dir, out, checkpoints::Bounds::checkpoint(max_bytes))?;
+            if !same() {
+                return Err(format!("checkpoint {name} changed while it was sent"));
+            }
+            Ok(())
+        };
+        match send() {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("{e}");
+                FAILED
+            }
         }
     }
 
@@ -184,6 +289,19 @@ impl Host {
         let dir = self.attempt(&l.token)?;
         // The supervisor must find a live lease from its first check.
         self.renew(l.lease_ms)?;
+        // Its own checkpoint directory, holding what Canopy put there.
+        let checkpoint_dir = if l.checkpoint && l.spec.checkpoint.is_some() {
+            use std::os::unix::fs::DirBuilderExt;
+            let ckpt = self.checkpoints(&l.token)?.join("ckpt");
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&ckpt)
+                .map_err(|e| format!("cannot create {}: {e}", ckpt.display()))?;
+            Some(ckpt)
+        } else {
+            None
+        };
         let req = LaunchRequest {
             attempt: l.attempt,
             token: l.token.clone(),
@@ -193,7 +311,7 @@ impl Host {
             secrets: l.secrets.into_iter().map(|(k, v)| (k, SecretValue::new(v))).collect(),
             artifact_dir: dir.outputs(),
             nodes: l.nodes,
-            checkpoint_dir: None,
+            checkpoint_dir,
         };
         let r = self.provider.launch(&req).await;
         if let (Ok(ack), Some(ids)) = (&r, &l.gpus)
@@ -268,12 +386,13 @@ impl Host {
     fn cleanup(&self, token: &str) -> Result<(), String> {
         let dir = self.attempt(token)?;
         let o = state::observe(&dir).map_err(|e| format!("cannot read {}: {e}", dir.path().display()))?;
-        match o {
-            Observed::Missing => return Ok(()),
-            o if o.holds_processes() => {
-                return Err(format!("{} still runs; stop it before cleaning up", dir.path().display()));
-            }
-            _ => {}
+        if o.holds_processes() {
+            return Err(format!("{} still runs; stop it before cleaning up", dir.path().display()));
+        }
+        let ckpt = self.checkpoints(token)?;
+        collect::remove_existing(&ckpt).map_err(|e| format!("cannot remove {}: {e}", ckpt.display()))?;
+        if matches!(o, Observed::Missing) {
+            return Ok(());
         }
         std::fs::remove_dir_all(dir.path())
             .map_err(|e| format!("cannot remove {}: {e}", dir.path().display()))

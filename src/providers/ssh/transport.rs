@@ -147,13 +147,62 @@ pub enum TransportError {
     /// The host answered, with an error.
     #[error("host {host}: {message}")]
     Remote { host: String, message: String },
+    /// Canopy's own side of a transfer failed (reading what it sends,
+    /// writing what it receives): the host is not to blame.
+    #[error("host {host}: {message}")]
+    Local { host: String, message: String },
 }
 
 impl TransportError {
     /// Whether Canopy could not reach the host at all (as opposed to the
-    /// host answering with an error).
+    /// host answering with an error, or Canopy's own side failing).
     pub fn is_unreachable(&self) -> bool {
-        !matches!(self, TransportError::Remote { .. })
+        !matches!(self, TransportError::Remote { .. } | TransportError::Local { .. })
+    }
+}
+
+/// Chunks between a transfer's blocking side and its connection.
+const CHUNK: usize = 256 * 1024;
+/// Chunks in flight between them.
+const IN_FLIGHT: usize = 8;
+/// The most read past what a finished consumer took.
+const DRAIN: u64 = 1 << 20;
+
+/// A blocking writer that hands what it is given to an async task.
+struct ChannelWriter(tokio::sync::mpsc::Sender<Vec<u8>>);
+
+impl Write for ChannelWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(CHUNK);
+        self.0
+            .blocking_send(buf[..n].to_vec())
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the host stopped reading"))?;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A blocking reader of what an async task receives.
+struct ChannelReader {
+    rx: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl std::io::Read for ChannelReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.buf.len() {
+            match self.rx.blocking_recv() {
+                Some(b) => (self.buf, self.at) = (b, 0),
+                None => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.at);
+        out[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
     }
 }
 
@@ -441,6 +490,181 @@ impl Transport {
         let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
         let message = if err.is_empty() { format!("the host agent failed ({})", out.status) } else { err };
         TransportError::Remote { host: self.target.name.clone(), message }
+    }
+
+    fn local_err(&self, message: impl Into<String>) -> TransportError {
+        TransportError::Local { host: self.target.name.clone(), message: message.into() }
+    }
+
+    /// Starts one request's `__host` on an open connection: the child,
+    /// with the request line already written to its stdin.
+    async fn start<'s>(
+        &self,
+        s: &'s Session,
+        req: &Request,
+    ) -> Result<openssh::Child<&'s Session>, TransportError> {
+        let mut body =
+            serde_json::to_vec(req).map_err(|e| self.setup_err(format!("cannot encode a request: {e}")))?;
+        body.push(b'\n');
+        let bin = self.remote_binary(s).await?;
+        let cmd = format!(
+            "{} {HOST_SUBCOMMAND} --store {}",
+            shell_escape::unix::escape(bin.as_str().into()),
+            shell_escape::unix::escape(self.store.as_str().into())
+        );
+        let mut c = s.raw_command(cmd);
+        c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().await.map_err(|e| self.unreachable(e.to_string()))?;
+        if let Some(w) = child.stdin().as_mut() {
+            w.write_all(&body)
+                .await
+                .map_err(|e| self.unreachable(format!("cannot write to the host: {e}")))?;
+        }
+        Ok(child)
+    }
+
+    /// Sends one request followed on its stdin by what `produce` writes
+    /// (run on a blocking thread, fed to the host as it writes: nothing is
+    /// held whole in memory), and reads the JSON reply. A host that
+    /// answers before reading it all (a refusal) is answered as it says.
+    pub async fn call_with_payload<T: DeserializeOwned>(
+        &self,
+        req: &Request,
+        produce: impl FnOnce(&mut dyn Write) -> Result<(), String> + Send + 'static,
+    ) -> Result<T, TransportError> {
+        let r = self.with_payload(req, produce).await;
+        if matches!(r, Err(TransportError::Unreachable { .. })) {
+            self.reset().await;
+        }
+        r
+    }
+
+    async fn with_payload<T: DeserializeOwned>(
+        &self,
+        req: &Request,
+        produce: impl FnOnce(&mut dyn Write) -> Result<(), String> + Send + 'static,
+    ) -> Result<T, TransportError> {
+        let s = self.session().await?;
+        let mut child = self.start(&s, req).await?;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(IN_FLIGHT);
+        let producer = tokio::task::spawn_blocking(move || produce(&mut ChannelWriter(tx)));
+        let mut stdin = child.stdin().take();
+        let mut sent = Ok(());
+        while let Some(chunk) = rx.recv().await {
+            if let Some(w) = stdin.as_mut()
+                && let Err(e) = w.write_all(&chunk).await
+            {
+                sent = Err(format!("cannot write to the host: {e}"));
+                break;
+            }
+        }
+        drop(rx);
+        if let Some(mut w) = stdin.take() {
+            let _ = w.shutdown().await;
+        }
+        let produced = producer.await.map_err(|e| self.local_err(format!("the sending task failed: {e}")))?;
+        let out = child.wait_with_output().await.map_err(|e| self.unreachable(e.to_string()))?;
+        match serde_json::from_slice::<Reply<T>>(&out.stdout) {
+            // The host's word: a refusal it gave before reading everything
+            // included.
+            Ok(Reply::Error(message)) => {
+                Err(TransportError::Remote { host: self.target.name.clone(), message })
+            }
+            Ok(Reply::Ok(v)) if out.status.success() => {
+                produced.map_err(|m| self.local_err(m))?;
+                Ok(v)
+            }
+            _ => {
+                produced.map_err(|m| self.local_err(m))?;
+                sent.map_err(|m| self.unreachable(m))?;
+                Err(self.remote_failure(&out))
+            }
+        }
+    }
+
+    /// Sends one request and hands its stdout, as it arrives, to `consume`
+    /// (run on a blocking thread: nothing is held whole in memory). Its
+    /// answer once the host has exited 0; the host's error otherwise.
+    pub async fn call_streamed<R: Send + 'static>(
+        &self,
+        req: &Request,
+        consume: impl FnOnce(&mut dyn std::io::Read) -> Result<R, String> + Send + 'static,
+    ) -> Result<R, TransportError> {
+        let r = self.streamed(req, consume).await;
+        if matches!(r, Err(TransportError::Unreachable { .. })) {
+            self.reset().await;
+        }
+        r
+    }
+
+    async fn streamed<R: Send + 'static>(
+        &self,
+        req: &Request,
+        consume: impl FnOnce(&mut dyn std::io::Read) -> Result<R, String> + Send + 'static,
+    ) -> Result<R, TransportError> {
+        use tokio::io::AsyncReadExt;
+        let s = self.session().await?;
+        let mut child = self.start(&s, req).await?;
+        if let Some(mut w) = child.stdin().take() {
+            let _ = w.shutdown().await;
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(IN_FLIGHT);
+        let consumer = tokio::task::spawn_blocking(move || {
+            let mut r = ChannelReader { rx, buf: Vec::new(), at: 0 };
+            let answer = consume(&mut r);
+            // What a consumer that is done left unread (a tar stream's
+            // padding) is taken off the connection for the host to finish;
+            // a little only.
+            if answer.is_ok() {
+                let _ = std::io::copy(&mut std::io::Read::take(&mut r, DRAIN), &mut std::io::sink());
+            }
+            answer
+        });
+        let mut stdout = child.stdout().take();
+        let mut stderr_pipe = child.stderr().take();
+        let pump = async {
+            let tx = tx;
+            let Some(out) = stdout.as_mut() else { return Ok(()) };
+            loop {
+                let mut buf = vec![0u8; CHUNK];
+                let n = out.read(&mut buf).await.map_err(|e| e.to_string())?;
+                if n == 0 {
+                    return Ok(());
+                }
+                buf.truncate(n);
+                if tx.send(buf).await.is_err() {
+                    // The consumer stopped (it refused what came): stop here.
+                    return Err(String::new());
+                }
+            }
+        };
+        let errs = async {
+            let mut e = Vec::new();
+            if let Some(p) = stderr_pipe.as_mut() {
+                let _ = p.read_to_end(&mut e).await;
+            }
+            e
+        };
+        let (pumped, stderr) = tokio::join!(pump, errs);
+        let answer = consumer.await.map_err(|e| self.local_err(format!("the receiving task failed: {e}")))?;
+        if let Err(m) = pumped {
+            // Stopped early: the host may still be writing; let it go.
+            drop(stdout);
+            let _ = child.disconnect().await;
+            return Err(match answer {
+                _ if !m.is_empty() => self.unreachable(m),
+                Err(refused) => self.local_err(refused),
+                Ok(_) => self.local_err("the host sent more than was asked for"),
+            });
+        }
+        drop(stdout);
+        let status = child.wait().await.map_err(|e| self.unreachable(e.to_string()))?;
+        if !status.success() {
+            let err = String::from_utf8_lossy(&stderr).trim().to_string();
+            let message = if err.is_empty() { format!("the host agent failed ({status})") } else { err };
+            return Err(TransportError::Remote { host: self.target.name.clone(), message });
+        }
+        answer.map_err(|m| self.local_err(m))
     }
 
     /// Runs one request, opening the connection (once more when it had
