@@ -53,6 +53,36 @@ fn capacity_error_moves_to_the_next_candidate_without_spending_an_attempt() {
     assert_eq!(w.state(id), WorkloadState::Succeeded, "max_attempts = 1 was not spent by the miss");
 }
 
+/// A "no capacity" answer is forgotten when capacity may have changed
+/// (another attempt ran and ended); work that only that answer kept out is
+/// placed again then, even though nothing was released in the pool it
+/// needs. Found on the ITP trace (docs/sim-itp.md): a 32-GPU gang that
+/// met two capacity misses was left queued for good.
+#[test]
+fn work_kept_out_only_by_forgotten_capacity_misses_is_placed_again() {
+    let fleet = cloud_fleet(vec![
+        (gpu_pool("one", "GPU-24", 1, 24.0, 1.0), vec!["o1"]),
+        (gpu_pool("two", "GPU-24", 2, 24.0, 2.0), vec!["t1"]),
+    ]);
+    let mut w = World::new(fleet);
+    let small = w.submit("");
+    let (a_small, on) = w.last_launch(small);
+    assert_eq!(on, "o1");
+    w.run(a_small);
+    // Only t1 holds two GPUs; its provider says it has none right now.
+    let big = w.submit_gpus(2);
+    let (a_big, on) = w.last_launch(big);
+    assert_eq!(on, "t1");
+    w.send(Event::LaunchResult { attempt: a_big, result: Err(LaunchError::Capacity("none left".into())) });
+    w.advance(1.0);
+    assert_eq!(w.launches(big), 1, "nowhere else to go while the miss holds");
+    // Another attempt ran and ended: the miss is forgotten.
+    w.end(a_small, ProviderEnd::Exited { code: 0 }, &[]);
+    w.advance(1.0);
+    assert_eq!(w.launches(big), 2, "placed again once the capacity miss is forgotten");
+    assert_eq!(w.last_launch(big).1, "t1");
+}
+
 #[test]
 fn node_lost_relocates_and_excludes_the_node() {
     let mut w = World::new(fleet());

@@ -20,6 +20,7 @@ pub mod faults;
 pub mod metrics;
 pub mod report;
 pub mod scale;
+pub mod seeds;
 pub mod speed;
 pub mod trace;
 pub mod world;

@@ -1,5 +1,5 @@
-//! Workload traces: Gavel's TSV, Tiresias' CSV and a documented generic
-//! CSV, parsed from text into [`Job`]s.
+//! Workload traces: Gavel's TSV, Tiresias' CSV, the ElasticFlow/ITP CSV
+//! and a documented generic CSV, parsed from text into [`Job`]s.
 //!
 //! Owns parsing only: every function takes the file's text and a name for
 //! error messages; reading the file is the caller's (the CLI's) job. No
@@ -39,6 +39,17 @@
 //! and duration in seconds, `num_gpu` GPUs, `model_name` the name;
 //! durations are taken as measured on a P100 (the GPU of the Tiresias
 //! paper's testbed).
+//!
+//! **ElasticFlow/ITP** (`*.csv` whose header starts with
+//! `job_id,submission_time`; the format of github.com/microsoft/elasticflow-traces,
+//! jobs of Microsoft's internal ITP GPU clusters): columns by name, in any
+//! order. Required: `submission_time` (seconds from the start of the
+//! collection), `duration` (seconds the job ran), `num_gpu`. The name is
+//! `model_name` when the file has it (the `elasticflow-traces` variant,
+//! whose model names are generated), else `job_id`. Other columns
+//! (`num_iteration`, `deadline`, `batch_size`) are ignored. The trace does
+//! not name the GPU model; durations are taken as measured on a V100, the
+//! simulator's reference, as for the generic CSV.
 //!
 //! **Generic CSV** (any other `*.csv`): a header naming the columns, in
 //! any order. Required: `submit_s` (seconds from the trace start),
@@ -87,6 +98,8 @@ pub enum Outcome {
 pub enum Format {
     Gavel,
     Tiresias,
+    /// Microsoft's ITP traces as published for ElasticFlow.
+    ElasticFlow,
     Csv,
 }
 
@@ -107,6 +120,8 @@ pub fn detect(file: &str, text: &str) -> Format {
     let first = text.lines().next().unwrap_or_default().trim();
     if first.starts_with("job_id,num_gpu,submit_time") {
         Format::Tiresias
+    } else if first.starts_with("job_id,submission_time") {
+        Format::ElasticFlow
     } else if file.ends_with(".csv") || (first.contains(',') && !first.contains('\t')) {
         Format::Csv
     } else {
@@ -120,6 +135,7 @@ pub fn parse(format: Format, text: &str, file: &str) -> Result<Vec<Job>, TraceEr
     let mut jobs = match format {
         Format::Gavel => parse_gavel(text, file)?,
         Format::Tiresias => parse_tiresias(text, file)?,
+        Format::ElasticFlow => parse_elasticflow(text, file)?,
         Format::Csv => parse_csv(text, file)?,
     };
     if jobs.is_empty() {
@@ -227,6 +243,34 @@ fn parse_tiresias(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
     Ok(jobs)
 }
 
+fn parse_elasticflow(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
+    let cols = header(text);
+    let at = |name: &str| cols.iter().position(|c| c == name);
+    let (Some(s), Some(d), Some(g)) = (at("submission_time"), at("duration"), at("num_gpu")) else {
+        return Err(bad(file, 1, "an ElasticFlow/ITP header needs submission_time, duration and num_gpu"));
+    };
+    let name = at("model_name").or(at("job_id"));
+    let mut jobs = Vec::new();
+    for (i, l) in text.lines().enumerate().skip(1).filter(|(_, l)| !l.trim().is_empty()) {
+        let line = i + 1;
+        let f: Vec<&str> = l.split(',').map(str::trim).collect();
+        if f.len() != cols.len() {
+            return Err(bad(file, line, format!("expected {} fields, found {}", cols.len(), f.len())));
+        }
+        jobs.push(Job {
+            name: name.map(|c| f[c]).filter(|v| !v.is_empty()).unwrap_or("job").to_string(),
+            submit_s: non_negative(num(f[s], "submission_time", file, line)?, "submission_time", file, line)?,
+            duration_s: non_negative(num(f[d], "duration", file, line)?, "duration", file, line)?.max(1.0),
+            gpus: num(f[g], "num_gpu", file, line)?,
+            gpu_type: None,
+            gpu_memory_gb: None,
+            outcome: None,
+            measured_on: Some("V100".into()),
+        });
+    }
+    Ok(jobs)
+}
+
 fn parse_csv(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
     let cols = header(text);
     let at = |name: &str| cols.iter().position(|c| c == name);
@@ -309,5 +353,31 @@ mod tests {
         assert_eq!(jobs[1].gpu_type, None);
         let e = parse(Format::Csv, "gpus,submit_s\n1,0\n", "c.csv").unwrap_err();
         assert!(e.to_string().contains("duration_s"));
+    }
+
+    #[test]
+    fn elasticflow_raw_and_generated_variants() {
+        // The raw ITP trace: no trailing newline in the published files.
+        let raw = "job_id,submission_time,duration,num_gpu\n6b2d9ccc-6279,16566,3890,4\nfb10-98,5010,1265,64";
+        let jobs = parse(detect("cluster02.csv", raw), raw, "cluster02.csv").unwrap();
+        assert_eq!(detect("cluster02.csv", raw), Format::ElasticFlow);
+        assert_eq!(jobs.len(), 2);
+        // Submit order, whatever the file's order.
+        assert_eq!(
+            (jobs[0].name.as_str(), jobs[0].submit_s, jobs[0].duration_s, jobs[0].gpus),
+            ("fb10-98", 5010.0, 1265.0, 64)
+        );
+        assert_eq!(jobs[1].measured_on.as_deref(), Some("V100"));
+        let generated = "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,duration\n6b2d,16566,40285,bert,21347,64,4,3890\n";
+        let jobs = parse(detect("c.csv", generated), generated, "c.csv").unwrap();
+        assert_eq!((jobs[0].name.as_str(), jobs[0].gpus, jobs[0].duration_s), ("bert", 4, 3890.0));
+        let e = parse(Format::ElasticFlow, "job_id,submission_time,num_gpu\nx,0,1\n", "e.csv").unwrap_err();
+        assert!(e.to_string().contains("duration"), "{e}");
+        let e = parse(Format::ElasticFlow, "job_id,submission_time,duration,num_gpu\nx,0,-5,1\n", "e.csv")
+            .unwrap_err();
+        assert_eq!(e.to_string(), "e.csv:2: duration must be ≥ 0, not -5");
+        let e = parse(Format::ElasticFlow, "job_id,submission_time,duration,num_gpu\nx,0,5\n", "e.csv")
+            .unwrap_err();
+        assert_eq!(e.to_string(), "e.csv:2: expected 4 fields, found 3");
     }
 }

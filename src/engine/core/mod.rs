@@ -1177,9 +1177,10 @@ impl Core {
                 && !e.capacity_misses.is_empty()
             {
                 e.capacity_misses.clear();
-                // It asks for something else now: no longer blocked by the
-                // answer its group shares.
-                self.queue.ungroup(id);
+                // It may go where the misses kept it out: placed again, not
+                // left blocked until a node it fits on is released (none
+                // may ever be, when the pools it was missing are idle).
+                self.queue.unblock(id);
             }
         }
     }
