@@ -52,14 +52,16 @@
 //! the candidates of the triple `(h*, s*, t*)`, and any set there scores
 //! at least as well on the three minima. What is left is to maximise
 //! `Σ v_i / N + w·g(E(S))` with `v_i = coef_fit f_i + coef_pref p_i` and
-//! `g(E) = (E* + s)/(E + s)`, convex and decreasing. In one pool `E` is
-//! the same for every set, so the N largest `v` are optimal. Across pools
-//! (`same-region`), for a convex `g` the optimum maximises the linear
-//! `Σ (v_i − λ e_i)` for λ the slope of `g` at `E(S*)` (a tangent lies
-//! below `g`), and that linear problem's solution (the N largest keys)
-//! only changes where two keys swap order; trying one λ at and between
-//! every such breakpoint finds it. Each candidate set's true score is
-//! then computed and the best kept.
+//! `g(E) = (E* + s)/(E + s)`, decreasing. In one pool `E` is the same for
+//! every set, so the N largest `v` are optimal. Across pools
+//! (`same-region`), the optimum is among the sets no other set beats on
+//! both `Σ v` and `E` (the Pareto frontier); a pool's nodes share a price,
+//! so a set takes the best `k_p` of each pool, and the frontier is built
+//! pool by pool over the `k_p` ([`frontier`]). Each candidate set's true
+//! score is then computed and the best kept. Only N nodes of a pool are
+//! candidates at a threshold triple, and triples are visited by the
+//! points their minima give, skipped once even the best the rest of the
+//! score could add cannot reach the best set found.
 //!
 //! The top k are the best set of each of the k best domains.
 //!
@@ -621,8 +623,31 @@ fn best_set(ctx: &Ctx<'_>, scorer: &Scorer<'_>, vals: &[NodeVal], tier: u8) -> O
     let hs = distinct_desc(vals.iter().map(|x| x.raw[0]));
     let ss = distinct_desc(vals.iter().map(|x| x.raw[1]));
     let ts = distinct_desc(vals.iter().map(|x| x.raw[2]));
+    // Thresholds in descending order of the points their minima give, so
+    // a good set is found early and the bound below skips the rest: a set
+    // whose minima are (h, s, t) scores at most those points, plus the
+    // best cost, the best locality and the mean of the N largest `v` of
+    // the nodes at or above them.
+    let (ch, cs, ct) = (scorer.coef(1), scorer.coef(2), scorer.coef(3));
+    let mut triples: Vec<(f64, f64, f64, f64)> = Vec::with_capacity(hs.len() * ss.len() * ts.len());
+    for &h in &hs {
+        for &s in &ss {
+            for &t in &ts {
+                triples.push((ch * h + cs * s + ct * t, h, s, t));
+            }
+        }
+    }
+    triples.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let rest = scorer.coef(0) + scorer.coef(4) * vals.iter().map(|x| x.raw[3]).fold(0.0, f64::max);
     let mut best: Option<Pick> = None;
     let mut eligible: Vec<usize> = Vec::with_capacity(vals.len());
+    let mut last: Vec<usize> = Vec::new();
+    // Each node's pool as a small index, for counting a pool's nodes.
+    let mut pool_ids: Vec<u32> = vals.iter().map(|x| x.pool).collect();
+    pool_ids.sort_unstable();
+    pool_ids.dedup();
+    let local: Vec<usize> = vals.iter().map(|x| pool_ids.binary_search(&x.pool).unwrap_or(0)).collect();
+    let mut taken: Vec<usize> = vec![0; pool_ids.len()];
     let mut set: Vec<usize> = Vec::with_capacity(n);
     let consider = |set: &[usize], best: &mut Option<Pick>| {
         let pick = evaluate(ctx, scorer, vals, set, tier);
@@ -630,75 +655,87 @@ fn best_set(ctx: &Ctx<'_>, scorer: &Scorer<'_>, vals: &[NodeVal], tier: u8) -> O
             *best = Some(pick);
         }
     };
-    for &th in &hs {
-        for &tsu in &ss {
-            for &tst in &ts {
-                eligible.clear();
-                eligible.extend(sorted.iter().copied().filter(|&i| {
-                    let r = &vals[i].raw;
-                    r[0] >= th && r[1] >= tsu && r[2] >= tst
-                }));
-                if eligible.len() < n {
-                    continue;
-                }
-                let single = one_price
-                    || eligible
-                        .iter()
-                        .all(|&i| vals[i].expected.to_bits() == vals[eligible[0]].expected.to_bits());
-                if single {
-                    set.clear();
-                    set.extend_from_slice(&eligible[..n]);
-                    consider(&set, &mut best);
-                    continue;
-                }
-                for lambda in breakpoints(vals, &eligible) {
-                    let mut keyed = eligible.clone();
-                    let key = |i: usize| vals[i].v - lambda * vals[i].expected;
-                    keyed.sort_by(|&a, &b| key(b).total_cmp(&key(a)).then(pref(&vals[a], &vals[b])));
-                    set.clear();
-                    set.extend_from_slice(&keyed[..n]);
-                    consider(&set, &mut best);
-                }
+    for &(points, th, tsu, tst) in &triples {
+        // The nodes at or above the thresholds, in preference order, at
+        // most N of each pool: a pool's nodes share one price, so any set
+        // the linear part picks takes a pool's nodes in this order.
+        eligible.clear();
+        taken.fill(0);
+        for &i in &sorted {
+            let r = &vals[i].raw;
+            if r[0] >= th && r[1] >= tsu && r[2] >= tst && taken[local[i]] < n {
+                taken[local[i]] += 1;
+                eligible.push(i);
             }
+        }
+        if eligible.len() < n || eligible == last {
+            continue;
+        }
+        last.clone_from(&eligible);
+        let v_top = eligible[..n].iter().map(|&i| vals[i].v).sum::<f64>() / n as f64;
+        if best.as_ref().is_some_and(|b| points + rest + v_top + BOUND_SLACK < b.score) {
+            continue;
+        }
+        let single = one_price
+            || eligible.iter().all(|&i| vals[i].expected.to_bits() == vals[eligible[0]].expected.to_bits());
+        if single {
+            set.clear();
+            set.extend_from_slice(&eligible[..n]);
+            consider(&set, &mut best);
+            continue;
+        }
+        for set in frontier(vals, &eligible, n) {
+            consider(&set, &mut best);
         }
     }
     best
 }
 
-/// The λ worth trying for `Σ (v − λ e)` over `eligible`: every value
-/// where two keys swap order, a point between each two, and one beyond
-/// each end.
-fn breakpoints(vals: &[NodeVal], eligible: &[usize]) -> Vec<f64> {
-    let mut groups: Vec<(f64, f64)> = eligible.iter().map(|&i| (vals[i].v, vals[i].expected)).collect();
-    groups.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
-    groups.dedup_by(|a, b| a.0.to_bits() == b.0.to_bits() && a.1.to_bits() == b.1.to_bits());
-    let mut bps = Vec::new();
-    for (i, a) in groups.iter().enumerate() {
-        for b in &groups[i + 1..] {
-            if a.1 != b.1 {
-                let l = (a.0 - b.0) / (a.1 - b.1);
-                if l.is_finite() {
-                    bps.push(l);
+/// The sets of `n` among `eligible` (in preference order, at most `n`
+/// per pool) that no other set beats on both the summed `v` (more is
+/// better) and the expected hourly `E` (less is better): the best set for
+/// any score that grows with `Σ v` and falls with `E` is among them. A
+/// pool's nodes share one price, so a set takes a prefix of each pool's;
+/// the frontier is built pool by pool over how many nodes each gives.
+fn frontier(vals: &[NodeVal], eligible: &[usize], n: usize) -> Vec<Vec<usize>> {
+    // (E, Σ v, nodes) per count of nodes taken so far.
+    type Point = (f64, f64, Vec<usize>);
+    let mut pools: Vec<(u32, Vec<usize>)> = Vec::new();
+    for &i in eligible {
+        match pools.iter_mut().find(|(p, _)| *p == vals[i].pool) {
+            Some((_, nodes)) => nodes.push(i),
+            None => pools.push((vals[i].pool, vec![i])),
+        }
+    }
+    let mut by_count: Vec<Vec<Point>> = vec![Vec::new(); n + 1];
+    by_count[0].push((0.0, 0.0, Vec::new()));
+    for (_, nodes) in &pools {
+        let e = vals[nodes[0]].expected;
+        let mut next = by_count.clone();
+        for c in 0..n {
+            for (pe, pv, pset) in &by_count[c] {
+                let (mut v, mut set) = (*pv, pset.clone());
+                for (k, &i) in nodes.iter().enumerate().take(n - c) {
+                    v += vals[i].v;
+                    set.push(i);
+                    next[c + k + 1].push((pe + (k + 1) as f64 * e, v, set.clone()));
                 }
             }
         }
-    }
-    bps.sort_by(f64::total_cmp);
-    bps.dedup();
-    let mut out = Vec::with_capacity(2 * bps.len() + 2);
-    match (bps.first(), bps.last()) {
-        (Some(&lo), Some(&hi)) => {
-            out.push(lo - 1.0 - lo.abs());
-            for w in bps.windows(2) {
-                out.push(w[0]);
-                out.push(w[0] + (w[1] - w[0]) / 2.0);
-            }
-            out.push(hi);
-            out.push(hi + 1.0 + hi.abs());
+        for points in &mut next {
+            // Cheapest first, then most v; keep a point only if it has
+            // more v than every cheaper one.
+            points.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
+            let mut most = f64::NEG_INFINITY;
+            points.retain(|p| {
+                let keep = p.1 > most;
+                most = most.max(p.1);
+                keep
+            });
         }
-        _ => out.push(0.0),
+        by_count = next;
     }
-    out
+    by_count.pop().unwrap_or_default().into_iter().map(|(_, _, set)| set).collect()
 }
 
 /// The set's combined factors, score and rank order.
