@@ -9,7 +9,7 @@
 //! `place/mix-large-pools/10000` holds 10,000 nodes in about as many pools
 //! as the 1,000-node fleet, to show the node count alone costs nothing.
 //!
-//! Gangs: `place/gang-4-same-pool` and `place/gang-4-same-switch` place
+//! Gangs: `place/gang-4-same-pool`, `-same-switch` and `-same-region` place
 //! the mix's GPU requests as gangs of 4 (target ≥ 10,000 decisions/s).
 //!
 //! Run: `cargo bench --bench placement -- --quick`
@@ -87,10 +87,10 @@ fn placement(c: &mut Criterion) {
     }
 
     // Gangs of 4 on the 10,000-node fleet: 8 GPUs per node (whole nodes,
-    // as distributed training takes them) and 1 GPU per node, in one pool
-    // and behind one switch.
+    // as distributed training takes them) and 1 GPU per node, in one pool,
+    // behind one switch, and across the pools of one region.
     let snap = snapshot(10_000);
-    for topology in [Topology::SamePool, Topology::SameSwitch] {
+    for topology in [Topology::SamePool, Topology::SameSwitch, Topology::SameRegion] {
         let gangs: Vec<(Requirements, Policy)> = mix
             .iter()
             .filter(|(r, _)| r.gpus > 0)

@@ -454,10 +454,13 @@ proptest! {
             let tier = |c: &canopy::schedule::Candidate| u8::from(c.gpu_node == Some(canopy::schedule::GpuNode::KeptForGpuWork));
             prop_assert!((tier(&w[0]), -w[0].score) <= (tier(&w[1]), -w[1].score) || (w[0].score - w[1].score).abs() < 1e-9);
         }
-        // The pruned top-1 path picks the same set.
-        let Decision::Placed(one) = place(&req, &snap, &Policy::default()) else {
-            return Err(TestCaseError::fail("top-1 found nothing"));
-        };
-        prop_assert_eq!(one.candidates[0].node_names(), p.candidates[0].node_names());
+        // The pruned paths (the default top 5, and top 1, where the bounds
+        // skip the most) pick the same set.
+        for top_k in [5, 1] {
+            let Decision::Placed(one) = place(&req, &snap, &Policy { top_k, ..Policy::default() }) else {
+                return Err(TestCaseError::fail("top-k found nothing"));
+            };
+            prop_assert_eq!(one.candidates[0].node_names(), p.candidates[0].node_names(), "top {}", top_k);
+        }
     }
 }

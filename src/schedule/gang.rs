@@ -303,13 +303,15 @@ impl Ctx<'_> {
         false
     }
 
-    /// An upper bound of the score of any set of N usable nodes of pool
-    /// `p` (so of each of its domains), whose expected hourly is
-    /// `expected`: the weakest node's health at most the N-th best ready
-    /// node's, the mean fit at most that of the N ready nodes with the
-    /// fewest free GPUs, success at the pool's best, the rest exact.
-    fn pool_bound(&self, scorer: &Scorer<'_>, p: usize, expected: f64) -> f64 {
-        let (snap, n, gpus) = (self.snap, self.n, self.req.gpus);
+    /// An upper bound of the score of any set with `n` usable nodes of
+    /// pool `p` (`n` = N: of each of its domains; 1: of any set that has
+    /// one of its nodes, with the factors at their best there), whose
+    /// expected hourly is at least `expected`: the weakest node's health
+    /// at most the `n`-th best ready node's, the mean fit at most that of
+    /// the `n` ready nodes with the fewest free GPUs, success at the pool's
+    /// best, the rest exact.
+    fn pool_bound(&self, scorer: &Scorer<'_>, p: usize, expected: f64, n: usize) -> f64 {
+        let (snap, gpus) = (self.snap, self.req.gpus);
         let row = &snap.rows[p];
         let (list, _) = snap.ready_nodes(PoolIdx(p as u32), gpus);
         if list.len() < n || n == 0 {
@@ -408,9 +410,16 @@ pub(crate) fn place_gang(req: &Requirements, snap: &Snapshot, policy: &Policy) -
         .iter()
         .enumerate()
         .map(|(i, u)| {
+            // A set across pools (`same-region`) scores at most the bound
+            // of the pool of it whose nodes' fit and preference are best:
+            // its minima are at most that pool's, its means at most its
+            // best, its cost at most the unit's cheapest set's.
             let bound = match &unit_pools[u.pools.clone()] {
-                [p] => ctx.pool_bound(&scorer, *p as usize, u.cheapest),
-                _ => f64::INFINITY,
+                [p] => ctx.pool_bound(&scorer, *p as usize, u.cheapest, ctx.n),
+                pools => pools
+                    .iter()
+                    .map(|&p| ctx.pool_bound(&scorer, p as usize, u.cheapest, 1))
+                    .fold(f64::NEG_INFINITY, f64::max),
             };
             (tier(u), bound, i)
         })
@@ -638,7 +647,10 @@ fn best_set(ctx: &Ctx<'_>, scorer: &Scorer<'_>, vals: &[NodeVal], tier: u8) -> O
         }
     }
     triples.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let rest = scorer.coef(0) + scorer.coef(4) * vals.iter().map(|x| x.raw[3]).fold(0.0, f64::max);
+    let locality = scorer.coef(4) * vals.iter().map(|x| x.raw[3]).fold(0.0, f64::max);
+    // No set here costs less than N of its cheapest nodes.
+    let e_least = vals.iter().map(|x| x.expected).fold(f64::INFINITY, f64::min);
+    let rest = scorer.coef(0) * scorer.cost(n as f64 * e_least) + locality;
     let mut best: Option<Pick> = None;
     let mut eligible: Vec<usize> = Vec::with_capacity(vals.len());
     let mut last: Vec<usize> = Vec::new();
@@ -655,7 +667,14 @@ fn best_set(ctx: &Ctx<'_>, scorer: &Scorer<'_>, vals: &[NodeVal], tier: u8) -> O
             *best = Some(pick);
         }
     };
+    // The most the mean `v` of any N nodes can be.
+    let v_most = sorted[..n].iter().map(|&i| vals[i].v).sum::<f64>() / n as f64;
     for &(points, th, tsu, tst) in &triples {
+        // Triples come by points, descending: once even the best of
+        // everything else cannot lift one to the best set, none can.
+        if best.as_ref().is_some_and(|b| points + rest + v_most + BOUND_SLACK < b.score) {
+            break;
+        }
         // The nodes at or above the thresholds, in preference order, at
         // most N of each pool: a pool's nodes share one price, so any set
         // the linear part picks takes a pool's nodes in this order.
@@ -673,7 +692,10 @@ fn best_set(ctx: &Ctx<'_>, scorer: &Scorer<'_>, vals: &[NodeVal], tier: u8) -> O
         }
         last.clone_from(&eligible);
         let v_top = eligible[..n].iter().map(|&i| vals[i].v).sum::<f64>() / n as f64;
-        if best.as_ref().is_some_and(|b| points + rest + v_top + BOUND_SLACK < b.score) {
+        // No set of them costs less than N of the cheapest.
+        let e_least = eligible.iter().map(|&i| vals[i].expected).fold(f64::INFINITY, f64::min);
+        let cost = scorer.coef(0) * scorer.cost(n as f64 * e_least);
+        if best.as_ref().is_some_and(|b| points + cost + locality + v_top + BOUND_SLACK < b.score) {
             continue;
         }
         let single = one_price
