@@ -87,6 +87,23 @@ pub struct Job {
     pub measured_on: Option<String>,
 }
 
+impl Job {
+    /// A job known only by its submit time, duration (at least a second)
+    /// and GPUs, measured on `measured_on`.
+    fn timed(name: &str, submit_s: f64, duration_s: f64, gpus: u32, measured_on: &str) -> Self {
+        Job {
+            name: name.to_string(),
+            submit_s,
+            duration_s: duration_s.max(1.0),
+            gpus,
+            gpu_type: None,
+            gpu_memory_gb: None,
+            outcome: None,
+            measured_on: Some(measured_on.into()),
+        }
+    }
+}
+
 /// What a job's own code does, wherever it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -229,16 +246,13 @@ fn parse_tiresias(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
         if f.len() < cols.len() {
             return Err(bad(file, line, format!("expected {} fields, found {}", cols.len(), f.len())));
         }
-        jobs.push(Job {
-            name: f[m].trim().to_string(),
-            submit_s: non_negative(num(f[s], "submit_time", file, line)?, "submit_time", file, line)?,
-            duration_s: non_negative(num(f[d], "duration", file, line)?, "duration", file, line)?.max(1.0),
-            gpus: num(f[g], "num_gpu", file, line)?,
-            gpu_type: None,
-            gpu_memory_gb: None,
-            outcome: None,
-            measured_on: Some("P100".into()),
-        });
+        jobs.push(Job::timed(
+            f[m].trim(),
+            non_negative(num(f[s], "submit_time", file, line)?, "submit_time", file, line)?,
+            non_negative(num(f[d], "duration", file, line)?, "duration", file, line)?,
+            num(f[g], "num_gpu", file, line)?,
+            "P100",
+        ));
     }
     Ok(jobs)
 }
@@ -257,16 +271,13 @@ fn parse_elasticflow(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
         if f.len() != cols.len() {
             return Err(bad(file, line, format!("expected {} fields, found {}", cols.len(), f.len())));
         }
-        jobs.push(Job {
-            name: name.map(|c| f[c]).filter(|v| !v.is_empty()).unwrap_or("job").to_string(),
-            submit_s: non_negative(num(f[s], "submission_time", file, line)?, "submission_time", file, line)?,
-            duration_s: non_negative(num(f[d], "duration", file, line)?, "duration", file, line)?.max(1.0),
-            gpus: num(f[g], "num_gpu", file, line)?,
-            gpu_type: None,
-            gpu_memory_gb: None,
-            outcome: None,
-            measured_on: Some("V100".into()),
-        });
+        jobs.push(Job::timed(
+            name.map(|c| f[c]).filter(|v| !v.is_empty()).unwrap_or("job"),
+            non_negative(num(f[s], "submission_time", file, line)?, "submission_time", file, line)?,
+            non_negative(num(f[d], "duration", file, line)?, "duration", file, line)?,
+            num(f[g], "num_gpu", file, line)?,
+            "V100",
+        ));
     }
     Ok(jobs)
 }

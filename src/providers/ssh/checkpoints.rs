@@ -332,16 +332,18 @@ pub fn install(dir: &Path, staging: &Path, name: &str, marker: &[u8]) -> Result<
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn tar_with(build: impl FnOnce(&mut tar::Builder<Vec<u8>>)) -> Vec<u8> {
+    /// A tar archive in memory, as `build` writes it.
+    pub(in crate::providers::ssh) fn tar_with(build: impl FnOnce(&mut tar::Builder<Vec<u8>>)) -> Vec<u8> {
         let mut b = tar::Builder::new(Vec::new());
         build(&mut b);
         b.into_inner().unwrap()
     }
 
-    fn header(kind: tar::EntryType, size: u64) -> tar::Header {
+    /// A private entry's header of `kind` and `size`.
+    pub(in crate::providers::ssh) fn header(kind: tar::EntryType, size: u64) -> tar::Header {
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(kind);
         h.set_size(size);

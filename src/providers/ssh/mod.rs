@@ -1019,21 +1019,8 @@ fn unpack(host: &str, tar: &[u8], into: &Path, max_bytes: u64) -> Result<(), Str
 
 #[cfg(test)]
 mod tests {
+    use super::checkpoints::tests::{header, tar_with};
     use super::*;
-
-    fn tar_with(build: impl FnOnce(&mut tar::Builder<Vec<u8>>)) -> Vec<u8> {
-        let mut b = tar::Builder::new(Vec::new());
-        build(&mut b);
-        b.into_inner().unwrap()
-    }
-
-    fn header(kind: tar::EntryType, size: u64) -> tar::Header {
-        let mut h = tar::Header::new_gnu();
-        h.set_entry_type(kind);
-        h.set_size(size);
-        h.set_mode(0o600);
-        h
-    }
 
     #[test]
     fn fetched_outputs_hold_only_files_and_directories_inside_the_staging_dir() {
