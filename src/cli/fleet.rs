@@ -33,6 +33,10 @@ struct PoolRow {
     compliance: Vec<String>,
     lend_limit_gpus: Option<u32>,
     class: u32,
+    /// Training throughput of one GPU relative to a V100, as GPU work is
+    /// priced by: the fleet's stated figure or the built-in table's;
+    /// `None` for CPU-only pools and models neither knows (priced as 1).
+    relative_speed: Option<f64>,
     nodes: Vec<NodeRow>,
 }
 
@@ -78,6 +82,11 @@ fn rows(fleet: &Fleet, intents: &BTreeMap<String, NodeIntent>, with_nodes: bool)
                 compliance: p.compliance.clone(),
                 lend_limit_gpus: p.lend_limit_gpus,
                 class: p.class.0,
+                relative_speed: p
+                    .shape
+                    .accelerator
+                    .as_ref()
+                    .and_then(canopy::fleet::Accelerator::known_speed),
                 nodes: if with_nodes {
                     nodes
                         .iter()
@@ -137,6 +146,7 @@ pub fn run(
         "TAGS",
     ];
     if wide {
+        header.push("×V100");
         header.push("CAPABILITIES");
     }
     let mut t = new_table(&header);
@@ -163,6 +173,11 @@ pub fn run(
             tags.join(","),
         ];
         if wide {
+            row.push(match (r.gpus_per_node, r.relative_speed) {
+                (0, _) => "-".into(),
+                (_, Some(s)) => format!("{s}"),
+                (_, None) => "1?".into(),
+            });
             row.push(r.capabilities.join(","));
         }
         t.add_row(row);
@@ -179,6 +194,17 @@ pub fn run(
         }
     }
     outln!("{t}");
+    let unknown_speed: Vec<String> = rows
+        .iter()
+        .filter(|r| r.gpus_per_node > 0 && r.relative_speed.is_none())
+        .map(|r| format!("{}/{} ({})", r.provider, r.pool, r.accelerator))
+        .collect();
+    if !unknown_speed.is_empty() {
+        outln!(
+            "Not in the throughput table, so priced as a V100 for training and batch work: {}. State `throughput` in the pool's accelerator (relative to a V100 = 1).",
+            unknown_speed.join(", ")
+        );
+    }
     let limits: Vec<String> = fleet
         .providers
         .iter()

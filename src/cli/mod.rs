@@ -321,7 +321,7 @@ pub enum Command {
         /// List every node too.
         #[arg(long)]
         nodes: bool,
-        /// Show capability tags as well.
+        /// Show capability tags and GPU throughput (×V100) as well.
         #[arg(long, short)]
         wide: bool,
         /// Machine-readable output.

@@ -121,7 +121,12 @@ impl Accelerator {
     /// Training throughput of one GPU relative to a V100: the stated
     /// figure, else the table's for the model, else 1 (priced as a V100).
     pub fn relative_speed(&self) -> f64 {
-        self.throughput.or_else(|| throughput::relative(&self.model)).filter(|s| *s > 0.0).unwrap_or(1.0)
+        self.known_speed().unwrap_or(1.0)
+    }
+
+    /// The stated figure, else the table's; `None` when neither knows it.
+    pub fn known_speed(&self) -> Option<f64> {
+        self.throughput.or_else(|| throughput::relative(&self.model)).filter(|s| *s > 0.0)
     }
 }
 
