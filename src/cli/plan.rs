@@ -119,7 +119,7 @@ fn print_human(name: &str, decision: &Decision, snap: &Snapshot, req: &Requireme
                     why.join(", "),
                 ];
                 if per_work {
-                    row.insert(5, usd(c.hourly_usd / c.relative_speed));
+                    row.insert(5, usd(c.priced_hourly()));
                 }
                 t.add_row(row);
             }

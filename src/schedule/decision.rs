@@ -83,6 +83,12 @@ pub struct GangNode {
 }
 
 impl Candidate {
+    /// What the cost factor compares: `hourly_usd` over `relative_speed`
+    /// (per V100-hour of work where GPU work is priced so, else per hour).
+    pub fn priced_hourly(&self) -> f64 {
+        self.hourly_usd / self.relative_speed
+    }
+
     /// Every node the placement takes, in rank order.
     pub fn node_names(&self) -> Vec<String> {
         if self.gang.is_empty() {

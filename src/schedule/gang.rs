@@ -648,9 +648,14 @@ fn best_set(ctx: &Ctx<'_>, scorer: &Scorer<'_>, vals: &[NodeVal], tier: u8) -> O
     }
     triples.sort_by(|a, b| b.0.total_cmp(&a.0));
     let locality = scorer.coef(4) * vals.iter().map(|x| x.raw[3]).fold(0.0, f64::max);
-    // No set here costs less than N of its cheapest nodes.
-    let e_least = vals.iter().map(|x| x.expected).fold(f64::INFINITY, f64::min);
-    let rest = scorer.coef(0) * scorer.cost(n as f64 * e_least) + locality;
+    // The most a set whose minima give `points`, among nodes the cheapest
+    // of which has expected hourly `e_least`, can score: it costs no less
+    // than N of those.
+    let bound = |points: f64, e_least: f64, v_mean: f64| {
+        points + scorer.coef(0) * scorer.cost(n as f64 * e_least) + locality + v_mean
+    };
+    let least = |nodes: &[usize]| nodes.iter().map(|&i| vals[i].expected).fold(f64::INFINITY, f64::min);
+    let e_all = least(&sorted);
     let mut best: Option<Pick> = None;
     let mut eligible: Vec<usize> = Vec::with_capacity(vals.len());
     let mut last: Vec<usize> = Vec::new();
@@ -672,7 +677,7 @@ fn best_set(ctx: &Ctx<'_>, scorer: &Scorer<'_>, vals: &[NodeVal], tier: u8) -> O
     for &(points, th, tsu, tst) in &triples {
         // Triples come by points, descending: once even the best of
         // everything else cannot lift one to the best set, none can.
-        if best.as_ref().is_some_and(|b| points + rest + v_most + BOUND_SLACK < b.score) {
+        if best.as_ref().is_some_and(|b| bound(points, e_all, v_most) + BOUND_SLACK < b.score) {
             break;
         }
         // The nodes at or above the thresholds, in preference order, at
@@ -692,10 +697,7 @@ fn best_set(ctx: &Ctx<'_>, scorer: &Scorer<'_>, vals: &[NodeVal], tier: u8) -> O
         }
         last.clone_from(&eligible);
         let v_top = eligible[..n].iter().map(|&i| vals[i].v).sum::<f64>() / n as f64;
-        // No set of them costs less than N of the cheapest.
-        let e_least = eligible.iter().map(|&i| vals[i].expected).fold(f64::INFINITY, f64::min);
-        let cost = scorer.coef(0) * scorer.cost(n as f64 * e_least);
-        if best.as_ref().is_some_and(|b| points + cost + locality + v_top + BOUND_SLACK < b.score) {
+        if best.as_ref().is_some_and(|b| bound(points, least(&eligible), v_top) + BOUND_SLACK < b.score) {
             continue;
         }
         let single = one_price

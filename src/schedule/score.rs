@@ -231,8 +231,7 @@ impl<'a> Scorer<'a> {
     /// the pool's relative throughput when cost is per unit of work.
     #[inline]
     pub fn risk(&self, row: &PoolRow) -> Risk {
-        let r = Risk::new(row.hazard_per_h, self.runtime_h);
-        if self.per_work { r.per_work(row.speed) } else { r }
+        Risk::new(row.hazard_per_h, self.runtime_h).per_work(self.speed(row))
     }
 
     /// The relative throughput the cost factor divides by in a pool: its

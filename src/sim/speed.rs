@@ -14,8 +14,7 @@ pub const REFERENCE: &str = "V100";
 /// unknown (the fleet states no throughput and the table does not know
 /// the model) and for work without GPUs.
 pub fn speedup(measured_on: &str, on: Option<&Accelerator>) -> f64 {
-    let here = on.and_then(|a| a.throughput.or_else(|| relative(&a.model)));
-    match (relative(measured_on), here) {
+    match (relative(measured_on), on.and_then(Accelerator::known_speed)) {
         (Some(a), Some(b)) if a > 0.0 && b > 0.0 => b / a,
         _ => 1.0,
     }

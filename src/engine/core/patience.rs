@@ -13,6 +13,7 @@ use crate::engine::model::{EventKind, Millis, WorkloadId, WorkloadState};
 use crate::fleet::{Free, NodeState, PoolIdx};
 use crate::schedule::{Candidate, Decision, Policy, Requirements, Snapshot, Weights, place};
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 impl Core {
     /// Whether workload `id` should wait rather than take `c` now. When it
@@ -38,18 +39,18 @@ impl Core {
         if left <= 0.0 || c.hourly_usd <= 0.0 {
             return false;
         }
-        // Prices per unit of work where the candidate was priced so
-        // (`relative_speed`), as the cost factor compares them.
-        let now_price = c.hourly_usd / c.relative_speed;
+        // Prices per unit of work where the candidate was priced so, as
+        // the cost factor compares them.
+        let now_price = c.priced_hourly();
         let checkpoints = req.checkpoint_interval.is_some();
         let per_work = self.config.placement.scheduler_policy(prefs.optimize).prices_per_work(req);
         let later = self.cheapest_due(req, now_price * p.max_price_share, checkpoints, per_work, now, left);
-        if !p.wait(runtime_s, now.secs_since(since), now_price, later.map(|l| l.0)) {
+        if !p.wait(runtime_s, now.secs_since(since), now_price, later.as_ref().map(Candidate::priced_hourly))
+        {
             return false;
         }
-        let Some((_, later)) = later else { return false };
-        let now_text = price_text(c.hourly_usd, c.relative_speed);
-        let later_text = price_text(later.hourly_usd, later.relative_speed);
+        let Some(later) = later else { return false };
+        let (now_text, later_text) = (price_text(c), price_text(&later));
         let until = since.plus_secs(window);
         if let Some(e) = self.entries.get_mut(&id) {
             e.waiting_since = Some(since);
@@ -99,7 +100,7 @@ impl Core {
         per_work: bool,
         now: Millis,
         within_s: f64,
-    ) -> Option<(f64, Due)> {
+    ) -> Option<Candidate> {
         let policy = Policy {
             weights: Weights {
                 cost: 1.0,
@@ -117,15 +118,18 @@ impl Core {
         };
         // Pools that could host it at all, with its price there.
         let Decision::Placed(p) = place(req, self.ideal(), &policy) else { return None };
-        let mut pools: HashMap<PoolIdx, (f64, Due)> = HashMap::new();
+        let mut pools: HashMap<PoolIdx, Candidate> = HashMap::new();
         for c in p.candidates {
             let pool = self.fleet.pool(c.pool_idx);
-            let price = c.hourly_usd / c.relative_speed;
-            if price <= max_price && (checkpoints || !pool.interruptible) {
-                let due = Due { hourly_usd: c.hourly_usd, relative_speed: c.relative_speed };
-                let h = pools.entry(c.pool_idx).or_insert((price, due));
-                if price < h.0 {
-                    *h = (price, due);
+            if c.priced_hourly() <= max_price && (checkpoints || !pool.interruptible) {
+                match pools.entry(c.pool_idx) {
+                    Entry::Occupied(mut o) if c.priced_hourly() < o.get().priced_hourly() => {
+                        o.insert(c);
+                    }
+                    Entry::Occupied(_) => {}
+                    Entry::Vacant(v) => {
+                        v.insert(c);
+                    }
                 }
             }
         }
@@ -176,8 +180,9 @@ impl Core {
         }
         fits.into_iter()
             .filter(|(_, n)| *n >= req.nodes.max(1))
-            .filter_map(|(p, _)| pools.get(&p).copied())
-            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .filter_map(|(p, _)| pools.remove(&p))
+            // Equal prices: the first pool, so the reason reads the same every run.
+            .min_by(|a, b| a.priced_hourly().total_cmp(&b.priced_hourly()).then(a.pool_idx.cmp(&b.pool_idx)))
     }
 
     /// The fleet as if every node were ready and empty: what could ever
@@ -201,19 +206,16 @@ impl Core {
     }
 }
 
-/// The capacity long work could wait for: its hourly share and the
-/// relative throughput it was priced at.
-#[derive(Debug, Clone, Copy)]
-struct Due {
-    hourly_usd: f64,
-    relative_speed: f64,
-}
-
 /// "$16.00/h", or per unit of work "$16.00/h (×4.5 a V100: $3.56 per V100-hour)".
-fn price_text(hourly: f64, speed: f64) -> String {
-    if speed == 1.0 {
-        format!("${hourly:.2}/h")
+fn price_text(c: &Candidate) -> String {
+    if c.relative_speed == 1.0 {
+        format!("${:.2}/h", c.hourly_usd)
     } else {
-        format!("${hourly:.2}/h (×{speed} a V100: ${:.2} per V100-hour)", hourly / speed)
+        format!(
+            "${:.2}/h (×{} a V100: ${:.2} per V100-hour)",
+            c.hourly_usd,
+            c.relative_speed,
+            c.priced_hourly()
+        )
     }
 }
