@@ -779,8 +779,9 @@ impl Shell {
     }
 
     fn spawn_polls(&mut self) {
-        self.spawn_checkpoint_syncs();
-        for (attempt, provider, token) in self.core.live_attempts() {
+        let live = self.core.live_attempts();
+        self.spawn_checkpoint_syncs(&live);
+        for (attempt, provider, token) in live {
             if !self.polling.insert(attempt) {
                 continue;
             }
@@ -810,8 +811,7 @@ impl Shell {
     /// store where its provider copies checkpoints: at most every
     /// `checkpoint_sync_every`, one copy at a time per workload, so a host
     /// that dies mid-run has left its last checkpoint with Canopy.
-    fn spawn_checkpoint_syncs(&mut self) {
-        let live = self.core.live_attempts();
+    fn spawn_checkpoint_syncs(&mut self, live: &[(AttemptId, String, String)]) {
         let ids: HashSet<AttemptId> = live.iter().map(|(a, _, _)| *a).collect();
         let workloads: HashSet<WorkloadId> = ids.iter().map(|a| a.workload).collect();
         let c = &mut self.checkpoints;
@@ -821,6 +821,7 @@ impl Shell {
         c.said.lock().unwrap_or_else(|e| e.into_inner()).retain(|a, _| ids.contains(a));
         let now = std::time::Instant::now();
         for (attempt, provider, token) in live {
+            let attempt = *attempt;
             if !self.checkpoints.running.contains(&attempt)
                 || self
                     .checkpoints
@@ -830,7 +831,7 @@ impl Shell {
             {
                 continue;
             }
-            let Some(p) = self.provider(&provider).filter(|p| p.copies_checkpoints()) else { continue };
+            let Some(p) = self.provider(provider).filter(|p| p.copies_checkpoints()) else { continue };
             let Some(Some(ck)) = self.with_spec(attempt.workload, |s| s.checkpoint.clone()) else { continue };
             if !self.checkpoints.busy.lock().unwrap_or_else(|e| e.into_inner()).insert(attempt) {
                 continue;
@@ -841,6 +842,7 @@ impl Shell {
             let said = self.checkpoints.said.clone();
             let dir = self.config.checkpoints.join(attempt.workload.to_string());
             let tx = self.tx.clone();
+            let (provider, token) = (provider.clone(), token.clone());
             tokio::spawn(async move {
                 let r = {
                     let _held = lock.lock().await;
