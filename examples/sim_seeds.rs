@@ -21,6 +21,7 @@ use canopy::sim::{self, FaultModel, Input, NoSink, PlacementPolicy, SimReport, s
 use canopy::spec::Optimize;
 use std::path::Path;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 struct Args {
     trace: String,
@@ -141,17 +142,12 @@ fn run() -> Result<(), String> {
         p
     };
     let results: Mutex<Vec<(usize, Result<SimReport, String>)>> = Mutex::new(Vec::new());
-    let next = Mutex::new(0usize);
+    let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for _ in 0..args.threads.min(args.seeds.len()) {
             scope.spawn(|| {
                 loop {
-                    let i = {
-                        let mut n = next.lock().unwrap_or_else(|e| e.into_inner());
-                        let i = *n;
-                        *n += 1;
-                        i
-                    };
+                    let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&seed) = args.seeds.get(i) else { break };
                     let policies = policies(seed);
                     let input = Input {

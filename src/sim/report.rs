@@ -58,7 +58,7 @@ impl SimReport {
                 "| {} | {:.1}% | {} | {:.0} | {:.0} ({:.0}) | ${:.0} | {:.0} | ${:.3} | {} | {} / {} | {} / {} | {:.2} | {} |",
                 p.policy,
                 p.completed_pct,
-                infra_only(p.infra_only_completed_pct, p.infra_only),
+                infra_only(p.infra_only_completed_pct, p.infra_only, "%"),
                 p.used_gpu_h,
                 p.wasted_gpu_h,
                 p.wasted_infra_gpu_h,
@@ -92,13 +92,14 @@ impl SimReport {
 }
 
 /// `42m`, `3.5h`, `2.1d`.
-/// "97.5% (39/40)", or "—" when no workload failed only for the
-/// infrastructure (a share of nothing is not 100%).
-fn infra_only(pct: f64, of: usize) -> String {
+/// "97.5% (39/40)" (`percent` = "%"; the seeds tables write " %"), or
+/// "—" when no workload failed only for the infrastructure (a share of
+/// nothing is not 100%).
+pub(super) fn infra_only(pct: f64, of: usize, percent: &str) -> String {
     if of == 0 {
         return "—".into();
     }
-    format!("{pct:.1}% ({}/{of})", (pct / 100.0 * of as f64).round())
+    format!("{pct:.1}{percent} ({}/{of})", (pct / 100.0 * of as f64).round())
 }
 
 fn hours(h: f64) -> String {
@@ -117,7 +118,7 @@ mod tests {
 
     #[test]
     fn a_share_of_nothing_is_not_a_percentage() {
-        assert_eq!(infra_only(100.0, 0), "—");
-        assert_eq!(infra_only(97.5, 40), "97.5% (39/40)");
+        assert_eq!(infra_only(100.0, 0, "%"), "—");
+        assert_eq!(infra_only(97.5, 40, "%"), "97.5% (39/40)");
     }
 }

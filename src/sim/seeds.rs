@@ -290,11 +290,7 @@ impl Seeds {
 /// "97.5 % (39/40)", or "—" when no workload failed only for the
 /// infrastructure.
 fn infra_only(p: &PolicyReport) -> String {
-    if p.infra_only == 0 {
-        return "—".into();
-    }
-    let ok = (p.infra_only_completed_pct / 100.0 * p.infra_only as f64).round();
-    format!("{:.1} % ({ok}/{})", p.infra_only_completed_pct, p.infra_only)
+    super::report::infra_only(p.infra_only_completed_pct, p.infra_only, " %")
 }
 
 fn fixed(x: Option<f64>, places: usize) -> String {
