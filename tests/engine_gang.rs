@@ -98,16 +98,24 @@ fn work_of_higher_priority_is_not_held_back_by_a_gang() {
     assert!(w.launched(urgent).is_some());
 }
 
-/// One rank's comm failure costs the gang one relaunch, not one per node,
-/// and is charged to that rank's node only.
-#[test]
-fn a_ranks_failure_relaunches_the_gang_once() {
+/// A 2-node gang on three H100 nodes, launched and acknowledged: the
+/// world, the workload, its first attempt and that attempt's nodes.
+fn a_launched_gang_of_two()
+-> (World, canopy::engine::model::WorkloadId, canopy::engine::model::AttemptId, Vec<String>) {
     let mut w =
         World::new(cloud_fleet(vec![(gpu_pool("h100", "H100-SXM5", 8, 80.0, 30.0), vec!["n1", "n2", "n3"])]));
     let g = submit(&mut w, &spec("gang", 2, 8, "[retry]\nbackoff = \"1s\"\n"));
     let (a, _) = w.last_launch(g);
     let first = w.attempt(a).nodes.clone();
     w.ack(a);
+    (w, g, a, first)
+}
+
+/// One rank's comm failure costs the gang one relaunch, not one per node,
+/// and is charged to that rank's node only.
+#[test]
+fn a_ranks_failure_relaunches_the_gang_once() {
+    let (mut w, g, a, first) = a_launched_gang_of_two();
     w.run(a);
     let end =
         ProviderEnd::Rank { rank: 1, node: first[1].clone(), end: Box::new(ProviderEnd::Exited { code: 1 }) };
@@ -134,12 +142,7 @@ fn a_ranks_failure_relaunches_the_gang_once() {
 /// from that node only, and both nodes are given back together.
 #[test]
 fn a_launch_where_only_one_rank_starts_is_rolled_back_as_one_attempt() {
-    let mut w =
-        World::new(cloud_fleet(vec![(gpu_pool("h100", "H100-SXM5", 8, 80.0, 30.0), vec!["n1", "n2", "n3"])]));
-    let g = submit(&mut w, &spec("gang", 2, 8, "[retry]\nbackoff = \"1s\"\n"));
-    let (a, _) = w.last_launch(g);
-    let first = w.attempt(a).nodes.clone();
-    w.ack(a);
+    let (mut w, g, a, first) = a_launched_gang_of_two();
     let why = format!(
         "rank 1 of the gang (node {}) could not start \"train\": No such file or directory (os error 2); \
          the 1 rank(s) that had started were stopped",

@@ -13,16 +13,21 @@ use std::time::{Duration, Instant};
 
 const STORE: &str = "agenttest";
 
-/// One call's exit status and standard output.
-fn call_raw(home: &Path, req: &Request) -> (bool, Vec<u8>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_canopy"))
+/// `canopy __host` for this test's store, as the owner whose home is `home`.
+fn agent(home: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_canopy"))
         .args(["__host", "--store", STORE])
         .env("HOME", home)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// One call's exit status and standard output.
+fn call_raw(home: &Path, req: &Request) -> (bool, Vec<u8>) {
+    let mut child = agent(home);
     child.stdin.take().unwrap().write_all(&serde_json::to_vec(req).unwrap()).unwrap();
     let out = child.wait_with_output().unwrap();
     (out.status.success(), out.stdout)
@@ -31,14 +36,7 @@ fn call_raw(home: &Path, req: &Request) -> (bool, Vec<u8>) {
 /// One call with `payload` on stdin after the request line, as the
 /// provider sends a checkpoint.
 fn call_with(home: &Path, req: &Request, payload: &[u8]) -> (bool, Vec<u8>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_canopy"))
-        .args(["__host", "--store", STORE])
-        .env("HOME", home)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = agent(home);
     let mut stdin = child.stdin.take().unwrap();
     let mut line = serde_json::to_vec(req).unwrap();
     line.push(b'\n');
