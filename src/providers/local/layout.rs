@@ -266,8 +266,16 @@ pub struct CollectedArtifact {
     pub sha256: String,
 }
 
+/// `<prefix>-<pid>-<n>`: a name no other call in this process, or in
+/// another live one, returns.
+pub fn unique_name(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
 /// Writes `bytes` to `path` so that readers see the old file or the whole
-/// new one: a fresh 0600 temporary file beside it (`.<name>.<pid>.<ns>.tmp`,
+/// new one: a fresh 0600 temporary file beside it (`.<name>-<pid>-<n>.tmp`,
 /// created exclusively, so writers in several processes never collide and
 /// nothing planted there is written through), fsync, rename, fsync the
 /// directory. The temporary file is removed when any step fails.
@@ -275,11 +283,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path.file_name().ok_or_else(|| {
         io::Error::new(io::ErrorKind::InvalidInput, format!("{} names no file", path.display()))
     })?;
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(name);
-    tmp_name.push(format!(".{}.{nanos}.tmp", std::process::id()));
+    tmp_name.push(format!("{}.tmp", unique_name("")));
     let tmp = path.with_file_name(tmp_name);
     let written = (|| {
         let mut f = create_private(&tmp)?;

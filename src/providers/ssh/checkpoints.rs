@@ -254,13 +254,6 @@ pub fn holds(dir: &Path, token: &str, name: &str, host_at_ms: i64) -> bool {
         && marker_of(dir, name).is_some_and(|m| m.token == token && m.host_at_ms == host_at_ms)
 }
 
-/// A name no other copy in this process or another uses.
-fn unique(prefix: &str) -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
 /// Receives checkpoint `name` as a tar stream into `dir`, a workload's
 /// checkpoint directory in Canopy's store: unpacked beside `dir` (never
 /// inside it, where it could pass for a checkpoint), renamed into place
@@ -286,7 +279,7 @@ pub fn receive(
             .create(d)
             .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
     }
-    let staging = parent.join(unique(&format!(".incoming-{base}")));
+    let staging = parent.join(layout::unique_name(&format!(".incoming-{base}")));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&staging)
@@ -307,7 +300,7 @@ pub fn install(dir: &Path, staging: &Path, name: &str, marker: &[u8]) -> Result<
     remove_existing(&complete).map_err(|e| format!("cannot remove {}: {e}", complete.display()))?;
     let target = dir.join(name);
     let parent = dir.parent().unwrap_or(dir);
-    let replaced = parent.join(unique(".replaced"));
+    let replaced = parent.join(layout::unique_name(".replaced"));
     let had = std::fs::symlink_metadata(&target).is_ok();
     if had {
         std::fs::rename(&target, &replaced)
