@@ -280,6 +280,17 @@ pub fn unique_name(prefix: &str) -> String {
 /// nothing planted there is written through), fsync, rename, fsync the
 /// directory. The temporary file is removed when any step fails.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, true)
+}
+
+/// [`write_atomic`] without the fsyncs, for records whose loss in a power
+/// cut is harmless (the reader then takes the slow path) but which must
+/// never be read torn, nor written through a link planted beside them.
+pub fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let name = path.file_name().ok_or_else(|| {
         io::Error::new(io::ErrorKind::InvalidInput, format!("{} names no file", path.display()))
     })?;
@@ -290,14 +301,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let written = (|| {
         let mut f = create_private(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if durable {
+            f.sync_all()?;
+        }
         fs::rename(&tmp, path)
     })();
     if written.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     written?;
-    if let Some(dir) = path.parent() {
+    if durable && let Some(dir) = path.parent() {
         // Makes the rename itself durable; a failure here leaves a correct
         // file that may not survive a power loss, so it is not an error.
         if let Ok(d) = File::open(dir) {

@@ -18,7 +18,7 @@
 //! job list be searched. Owns these file names and nothing else; it never
 //! talks to Slurm.
 
-use crate::providers::local::layout::AttemptDir;
+use crate::providers::local::layout::{AttemptDir, write_replacing};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, TryLockError};
 use std::io;
@@ -65,9 +65,7 @@ fn spec_path(dir: &AttemptDir) -> std::path::PathBuf {
 
 /// Records which spec the token was claimed for, right after the claim.
 pub fn write_spec(dir: &AttemptDir, hash: &str) -> io::Result<()> {
-    let tmp = dir.path().join("spec.sha256.tmp");
-    fs::write(&tmp, hash)?;
-    fs::rename(&tmp, spec_path(dir))
+    write_replacing(&spec_path(dir), hash.as_bytes())
 }
 
 /// The spec hash recorded at the claim; `None` for directories from
@@ -86,9 +84,7 @@ fn nodes_path(dir: &AttemptDir) -> std::path::PathBuf {
 
 /// Records a gang's nodes in rank order, before its submit.
 pub fn write_nodes(dir: &AttemptDir, nodes: &[String]) -> io::Result<()> {
-    let tmp = dir.path().join("gang.nodes.tmp");
-    fs::write(&tmp, nodes.join("\n") + "\n")?;
-    fs::rename(&tmp, nodes_path(dir))
+    write_replacing(&nodes_path(dir), (nodes.join("\n") + "\n").as_bytes())
 }
 
 /// A gang's nodes in rank order; empty for a one-node attempt.
@@ -100,17 +96,17 @@ pub fn read_nodes(dir: &AttemptDir) -> io::Result<Vec<String>> {
     }
 }
 
-/// Records the job atomically (write a temporary file, rename): readers
-/// see no record or the whole one. Not fsynced, on purpose: a record lost
-/// to a power cut leaves the directory without an id, which sends the next
-/// launch to the job list, so idempotency holds without paying two
-/// fsyncs per launch.
+/// Records the job atomically (write a fresh temporary file, rename):
+/// readers see no record or the whole one. Not fsynced, on purpose: a
+/// record lost to a power cut leaves the directory without an id, which
+/// sends the next launch to the job list, so idempotency holds without
+/// paying two fsyncs per launch. The job may already be running and can
+/// write to this directory (its work directory is below it), so the
+/// temporary file's name is unique and created exclusively: a link it
+/// planted is never written through.
 pub fn write(dir: &AttemptDir, rec: JobRecord) -> io::Result<()> {
-    let path = record_path(dir);
-    let tmp = dir.path().join("slurm_job.json.tmp");
     let bytes = serde_json::to_vec(&rec).map_err(io::Error::other)?;
-    fs::write(&tmp, bytes)?;
-    fs::rename(&tmp, path)
+    write_replacing(&record_path(dir), &bytes)
 }
 
 /// Takes the token's launch lock, waiting (without blocking the runtime)
@@ -155,5 +151,26 @@ mod tests {
         assert_eq!(read(&dir).unwrap(), Some(JobRecord { id: 42, submitted: 7 }));
         fs::write(record_path(&dir), b"").unwrap();
         assert_eq!(read(&dir).unwrap(), None, "a torn record reads as none");
+    }
+
+    #[test]
+    fn links_the_job_planted_in_its_directory_are_never_written_through() {
+        // The job runs below its attempt directory and may plant links at
+        // the names a writer would use for its temporary files.
+        let root = tempfile::tempdir().unwrap();
+        let dir = AttemptDir::at(root.path(), "canopy-s-w-1-1");
+        claim(&dir).unwrap();
+        let victim = root.path().join("victim");
+        fs::write(&victim, "keep").unwrap();
+        for name in ["slurm_job.json.tmp", "spec.sha256.tmp", "gang.nodes.tmp"] {
+            std::os::unix::fs::symlink(&victim, dir.path().join(name)).unwrap();
+        }
+        write_spec(&dir, "abc").unwrap();
+        write_nodes(&dir, &["n2".into(), "n1".into()]).unwrap();
+        write(&dir, JobRecord { id: 42, submitted: 7 }).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(read(&dir).unwrap(), Some(JobRecord { id: 42, submitted: 7 }));
+        assert_eq!(read_spec(&dir).unwrap().as_deref(), Some("abc"));
+        assert_eq!(read_nodes(&dir).unwrap(), ["n2", "n1"]);
     }
 }
