@@ -181,3 +181,31 @@ fn a_gang_runs_on_all_its_nodes_and_its_gpu_hours_count_every_node() {
     assert!((r.used_gpu_h - 2.0 * per_node_gpu_h).abs() < 1e-9, "{r:?}");
     assert!((r.useful_gpu_h - 144.0).abs() < 1e-9);
 }
+
+#[test]
+fn a_checkpoint_no_later_attempt_resumes_from_is_wasted_with_its_attempt() {
+    // Jobs that fail on their own after checkpointing: own errors are not
+    // retried, so nothing ever resumes from what they saved, and every
+    // GPU-hour they ran is lost.
+    let fleet = cloud_fleet(vec![(gpu_pool("p", "V100", 1, 32.0, 1.0), vec!["n1", "n2", "n3", "n4"])]);
+    let jobs: Vec<Job> =
+        (0..8).map(|i| Job { outcome: Some(sim::Outcome::FailsOnItsOwn), ..job(i, 20.0, 1) }).collect();
+    let faults = FaultModel::none();
+    let specs = sim::specs(&jobs, &fleet, Default::default(), 0, &faults).expect("specs");
+    assert!(specs.iter().all(|s| s.checkpoint.is_some()));
+    let run = world::Run {
+        fleet: &fleet,
+        jobs: &jobs,
+        specs: &specs,
+        faults: &faults,
+        seed: 0,
+        policy: PlacementPolicy::HealthAware,
+    };
+    let r = world::run(&run, &mut NoSink);
+    assert_eq!(r.failed, 8, "{r:?}");
+    // Some ran past their first checkpoint (30 min).
+    assert!(r.used_gpu_h > 8.0 * 0.5, "{r:?}");
+    assert!((r.wasted_gpu_h - r.used_gpu_h).abs() < 1e-6, "{r:?}");
+    assert!((r.wasted_by_class_gpu_h["app"] - r.used_gpu_h).abs() < 1e-6, "{r:?}");
+    assert_eq!(r.wasted_infra_gpu_h, 0.0);
+}

@@ -52,6 +52,8 @@ pub struct PolicyReport {
     pub attempts_per_workload: f64,
     /// Failed attempts per class, by class name.
     pub failures_by_class: std::collections::BTreeMap<String, usize>,
+    /// `wasted_gpu_h` per class, by class name.
+    pub wasted_by_class_gpu_h: std::collections::BTreeMap<String, f64>,
     /// Virtual time from the first submit to the last workload's end
     /// (success or failure), hours.
     pub makespan_h: f64,
@@ -79,7 +81,11 @@ pub struct Tally {
     work: HashMap<WorkloadId, f64>,
     /// GPU-hours each stopped attempt saved in checkpoints ([`Tally::saved`]).
     saved: HashMap<AttemptId, f64>,
+    /// What failed attempts saved, by workload, until a later attempt
+    /// resumes from it ([`Tally::resumed`]): (class, GPU-hours).
+    unclaimed: HashMap<WorkloadId, Vec<(FailureClass, f64)>>,
     by_class: std::collections::BTreeMap<String, usize>,
+    wasted_by_class: std::collections::BTreeMap<String, f64>,
 }
 
 impl Tally {
@@ -93,6 +99,20 @@ impl Tally {
     /// checkpoint: not wasted if it fails.
     pub fn saved(&mut self, a: AttemptId, gpu_h: f64) {
         *self.saved.entry(a).or_default() += gpu_h;
+    }
+
+    /// An attempt of workload `w` resumed from its checkpoint: what the
+    /// failed attempts before it saved is not wasted after all.
+    pub fn resumed(&mut self, w: WorkloadId) {
+        for (class, gpu_h) in self.unclaimed.remove(&w).unwrap_or_default() {
+            self.wasted -= gpu_h;
+            if class.is_infrastructure() {
+                self.wasted_infra -= gpu_h;
+            }
+            if let Some(c) = self.wasted_by_class.get_mut(class.as_str()) {
+                *c -= gpu_h;
+            }
+        }
     }
 
     pub fn observe(&mut self, r: &Record) {
@@ -126,8 +146,13 @@ impl Tally {
                     return;
                 }
                 *self.by_class.entry(class.as_str().to_string()).or_default() += 1;
-                let gpu_h = (all_gpu_h - saved).max(0.0);
+                // Wasted until a later attempt resumes from what it saved.
+                let gpu_h = all_gpu_h;
+                if saved > 0.0 {
+                    self.unclaimed.entry(a.id.workload).or_default().push((class, saved.min(all_gpu_h)));
+                }
                 self.wasted += gpu_h;
+                *self.wasted_by_class.entry(class.as_str().to_string()).or_default() += gpu_h;
                 if class.is_infrastructure() {
                     self.wasted_infra += gpu_h;
                     if class != FailureClass::Capacity {
@@ -203,6 +228,7 @@ impl Tally {
             completion_p99_h: percentile(&mut completion, 0.99),
             attempts_per_workload: if n == 0 { 0.0 } else { attempts as f64 / n as f64 },
             failures_by_class: self.by_class.clone(),
+            wasted_by_class_gpu_h: self.wasted_by_class.clone(),
             makespan_h: match (first_submit, last_finish) {
                 (Some(f), Some(l)) => l.secs_since(f) / 3600.0,
                 _ => 0.0,

@@ -86,6 +86,9 @@ impl SimReport {
                 ratio(c.cost_per_useful_gpu_h, b.cost_per_useful_gpu_h),
                 ratio(c.makespan_h, b.makespan_h),
             );
+            if let Ok(one) = super::seeds::Seeds::new(std::slice::from_ref(self)) {
+                let _ = write!(s, "\nGPU-hours wasted by failure class:\n\n{}", one.waste_table());
+            }
         }
         s
     }

@@ -67,6 +67,13 @@ impl SeedRun {
         ratio(self.canopy.wasted_infra_gpu_h, self.cheapest.wasted_infra_gpu_h)
     }
 
+    /// Canopy's waste from the workloads' own errors alone over
+    /// cheapest-first's whole waste: where Canopy would be with no
+    /// infrastructure waste at all.
+    pub fn wasted_own_ratio(&self) -> Option<f64> {
+        ratio(self.canopy.wasted_gpu_h - self.canopy.wasted_infra_gpu_h, self.cheapest.wasted_gpu_h)
+    }
+
     pub fn cost_ratio(&self) -> Option<f64> {
         ratio(self.canopy.cost_usd, self.cheapest.cost_usd)
     }
@@ -120,7 +127,9 @@ impl Seeds {
         let _ = writeln!(s, "## Seed{plural} {} (canopy vs cheapest-first, \"CF\")\n", self.label());
         s.push_str(&self.table());
         let _ = writeln!(s, "\n{}\n", self.summary());
-        s.push_str("## Against the targets\n\n");
+        let _ = writeln!(s, "## Where the waste goes (GPU-hours, seed{plural} {} summed)\n", self.label());
+        s.push_str(&self.waste_table());
+        s.push_str("\n## Against the targets\n\n");
         s.push_str(&self.against_targets());
         s
     }
@@ -146,6 +155,38 @@ impl Seeds {
                 r.canopy.never_ran,
                 r.cheapest.never_ran,
             );
+        }
+        s
+    }
+
+    /// GPU-hours wasted per failure class, canopy and CF, summed over the
+    /// seeds; the largest of CF's first.
+    pub fn waste_table(&self) -> String {
+        let mut by: std::collections::BTreeMap<&str, (f64, f64)> = Default::default();
+        for r in &self.runs {
+            for (c, v) in &r.canopy.wasted_by_class_gpu_h {
+                by.entry(c).or_default().0 += v;
+            }
+            for (c, v) in &r.cheapest.wasted_by_class_gpu_h {
+                by.entry(c).or_default().1 += v;
+            }
+        }
+        let mut rows: Vec<(&str, (f64, f64))> =
+            by.into_iter().filter(|(_, (a, b))| *a > 0.0 || *b > 0.0).collect();
+        rows.sort_by(|a, b| b.1.1.total_cmp(&a.1.1).then(b.1.0.total_cmp(&a.1.0)));
+        let mut s = String::from("| class | whose | canopy | CF | ×CF |\n|---|---|---:|---:|---:|\n");
+        let (mut own, mut infra) = ((0.0, 0.0), (0.0, 0.0));
+        for (c, (a, b)) in rows {
+            let is_infra = c.parse::<crate::failure::FailureClass>().is_ok_and(|c| c.is_infrastructure());
+            let sum = if is_infra { &mut infra } else { &mut own };
+            sum.0 += a;
+            sum.1 += b;
+            let whose = if is_infra { "infrastructure" } else { "the workload's" };
+            let _ =
+                writeln!(s, "| {c} | {whose} | {} | {} | {} |", gpu_h(a), gpu_h(b), fixed(ratio(a, b), 2));
+        }
+        for (name, (a, b)) in [("all the workloads' own", own), ("all infrastructure", infra)] {
+            let _ = writeln!(s, "| *{name}* | | {} | {} | {} |", gpu_h(a), gpu_h(b), fixed(ratio(a, b), 2));
         }
         s
     }
@@ -243,9 +284,10 @@ impl Seeds {
         let missed: Vec<u64> =
             self.runs.iter().zip(&ratios).filter(|(r, (_, x))| !met(r, *x)).map(|(r, _)| r.seed).collect();
         let range = format!(
-            "{}×; infrastructure part {}×",
+            "{}×; infrastructure part {}×; own errors alone, over CF's whole waste, {}×",
             span(ratios.iter().filter_map(|(_, x)| *x), 2),
-            span(self.runs.iter().filter_map(SeedRun::wasted_infra_ratio), 2)
+            span(self.runs.iter().filter_map(SeedRun::wasted_infra_ratio), 2),
+            span(self.runs.iter().filter_map(SeedRun::wasted_own_ratio), 2)
         );
         match missed.len() {
             0 => format!("**met** on every seed ({range})"),
@@ -291,6 +333,11 @@ impl Seeds {
 /// infrastructure.
 fn infra_only(p: &PolicyReport) -> String {
     super::report::infra_only(p.infra_only_completed_pct, p.infra_only, " %")
+}
+
+/// GPU-hours: whole ones, tenths under 10.
+fn gpu_h(x: f64) -> String {
+    if x < 10.0 { format!("{x:.1}") } else { format!("{x:.0}") }
 }
 
 fn fixed(x: Option<f64>, places: usize) -> String {
@@ -369,6 +416,7 @@ mod tests {
             completion_p99_h: 0.0,
             attempts_per_workload: 1.1,
             failures_by_class: Default::default(),
+            wasted_by_class_gpu_h: Default::default(),
             makespan_h: 100.0,
         }
     }
@@ -437,7 +485,10 @@ mod tests {
             "{t}"
         );
         assert!(
-            t.contains("**missed** on 1 of 3 seeds: seed 1 (0.30–0.60×; infrastructure part 0.10–0.30×)"),
+            t.contains(
+                "**missed** on 1 of 3 seeds: seed 1 (0.30–0.60×; infrastructure part 0.10–0.30×; \
+                 own errors alone, over CF's whole waste, 0.20–0.30×)"
+            ),
             "{t}"
         );
         // Mean 0.973 is within 1.0, but seed 1 is 1.06 > 1.05.
@@ -462,6 +513,31 @@ mod tests {
         ]);
         let t = partly.against_targets();
         assert!(t.contains("| **met**: 100 % on seed 3 (cheapest-first: 100 % on every seed) |"), "{t}");
+    }
+
+    #[test]
+    fn the_waste_table_sums_seeds_by_class_and_says_whose() {
+        let with = |p: PolicyReport, classes: &[(&str, f64)]| PolicyReport {
+            wasted_by_class_gpu_h: classes.iter().map(|(c, v)| (c.to_string(), *v)).collect(),
+            ..p
+        };
+        let c = || with(policy("canopy", (0.0, 0.0), 1.0, 1.0, (0, 0), 0), &[("app", 30.0), ("node", 5.0)]);
+        let cf = || {
+            with(
+                policy("cheapest-first", (0.0, 0.0), 1.0, 1.0, (0, 0), 0),
+                &[("app", 40.0), ("node", 20.0), ("preempted", 50.0), ("capacity", 0.0)],
+            )
+        };
+        let t = seeds(vec![run(0, c(), cf(), None), run(1, c(), cf(), None)]).waste_table();
+        assert_eq!(
+            t,
+            "| class | whose | canopy | CF | ×CF |\n|---|---|---:|---:|---:|\n\
+             | preempted | infrastructure | 0.0 | 100 | 0.00 |\n\
+             | app | the workload's | 60 | 80 | 0.75 |\n\
+             | node | infrastructure | 10 | 40 | 0.25 |\n\
+             | *all the workloads' own* | | 60 | 80 | 0.75 |\n\
+             | *all infrastructure* | | 10 | 140 | 0.07 |\n"
+        );
     }
 
     #[test]

@@ -446,6 +446,9 @@ impl World<'_> {
         let dur = r.jobs[job].duration_s;
         // Resumes from its last checkpoint.
         let done = self.done[job].min(dur);
+        if done > 0.0 {
+            self.tally.resumed(a.workload);
+        }
         let mut end_s = (dur - done) / speed;
         let mut end = (ProviderEnd::Exited { code: 0 }, vec![format!("step {0}/{0}: done", dur.round())]);
         let forced = r.jobs[job].outcome;
