@@ -645,3 +645,42 @@ fn work_that_can_never_fit_is_refused_at_submit_unless_it_waits() {
     }
     assert!(matches!(w.submit_spec(&job_spec(1, ""), None), Reply::Submitted { .. }));
 }
+
+/// A checkpoint the provider could not take along (over `checkpoint.max_gb`
+/// for a provider that copies them) is not recorded as resumed from: the
+/// attempt's record, which the console and the API show, says it started
+/// without it.
+#[test]
+fn a_checkpoint_that_did_not_travel_is_not_recorded_as_resumed_from() {
+    let mut w = World::new(fleet());
+    let id = w.submit("[checkpoint]\npath = \"/ckpt\"\n");
+    let (a1, _) = w.last_launch(id);
+    w.run(a1);
+    w.advance(600.0);
+    w.send(Event::Status {
+        attempt: a1,
+        status: AttemptStatus::Ended(ProviderEnd::NodeLost { message: "gone".into() }),
+    });
+    let found =
+        canopy::engine::checkpoint::Found { name: "step-3".into(), at_ms: w.now - 60_000, bytes: 5 << 30 };
+    w.send(Event::CheckpointFound { attempt: a1, found: Some(found) });
+    w.send(Event::Collected {
+        attempt: a1,
+        end: ProviderEnd::NodeLost { message: "gone".into() },
+        log_tail: vec![],
+        outputs: OutputsResult::Skipped,
+    });
+    w.advance(120.0);
+    let (a2, _) = w.last_launch(id);
+    assert_eq!(a2.n, 2);
+    let handed = w.attempt(a2).checkpoint.and_then(|c| c.resumed).expect("handed step-3");
+    assert_eq!((handed.name.as_str(), handed.attempt), ("step-3", 1));
+    let why = "checkpoint step-3 (5.0 GiB) is over the checkpoint cap (1 GB, checkpoint.max_gb); attempt 2 starts without it";
+    w.send(Event::CheckpointNotCopied { attempt: a2, message: why.into() });
+    assert_eq!(w.attempt(a2).checkpoint.and_then(|c| c.resumed), None);
+    assert!(
+        w.events(id, EventKind::Checkpoint).iter().any(|e| e == why),
+        "{:?}",
+        w.events(id, EventKind::Checkpoint)
+    );
+}

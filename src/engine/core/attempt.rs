@@ -432,10 +432,15 @@ impl Core {
         self.event(now, a.workload, Some(a), EventKind::Checkpoint, msg);
     }
 
-    /// Says in the live attempt's events why a checkpoint did not travel.
+    /// A checkpoint did not travel with the live attempt: it starts
+    /// without it, so its record no longer says it resumed from it, and
+    /// its events say why.
     pub(super) fn on_checkpoint_not_copied(&mut self, a: AttemptId, message: String, now: Millis) {
-        if self.live_mut(a).is_none() {
-            return;
+        let Some((e, idx)) = self.live_mut(a) else { return };
+        if let Some(note) = e.attempts[idx].checkpoint.as_mut()
+            && note.resumed.take().is_some()
+        {
+            self.save_attempt(a.workload, idx);
         }
         self.event(now, a.workload, Some(a), EventKind::Checkpoint, message);
     }
