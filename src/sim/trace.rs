@@ -151,8 +151,8 @@ pub fn detect(file: &str, text: &str) -> Format {
 pub fn parse(format: Format, text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
     let mut jobs = match format {
         Format::Gavel => parse_gavel(text, file)?,
-        Format::Tiresias => parse_tiresias(text, file)?,
-        Format::ElasticFlow => parse_elasticflow(text, file)?,
+        Format::Tiresias => parse_columns(text, file, &TIRESIAS)?,
+        Format::ElasticFlow => parse_columns(text, file, &ELASTICFLOW)?,
         Format::Csv => parse_csv(text, file)?,
     };
     if jobs.is_empty() {
@@ -231,39 +231,52 @@ fn header(text: &str) -> Vec<String> {
     text.lines().next().unwrap_or_default().split(',').map(|c| c.trim().to_ascii_lowercase()).collect()
 }
 
-fn parse_tiresias(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
-    let cols = header(text);
-    let at = |name: &str| cols.iter().position(|c| c == name);
-    let (Some(g), Some(s), Some(m), Some(d)) =
-        (at("num_gpu"), at("submit_time"), at("model_name"), at("duration"))
-    else {
-        return Err(bad(file, 1, "a Tiresias header needs num_gpu, submit_time, model_name and duration"));
-    };
-    let mut jobs = Vec::new();
-    for (i, l) in text.lines().enumerate().skip(1).filter(|(_, l)| !l.trim().is_empty()) {
-        let line = i + 1;
-        let f: Vec<&str> = l.split(',').collect();
-        if f.len() < cols.len() {
-            return Err(bad(file, line, format!("expected {} fields, found {}", cols.len(), f.len())));
-        }
-        jobs.push(Job::timed(
-            f[m].trim(),
-            non_negative(num(f[s], "submit_time", file, line)?, "submit_time", file, line)?,
-            non_negative(num(f[d], "duration", file, line)?, "duration", file, line)?,
-            num(f[g], "num_gpu", file, line)?,
-            "P100",
-        ));
-    }
-    Ok(jobs)
+/// A published trace's native columns: what [`parse_columns`] reads.
+struct Columns {
+    /// "a Tiresias header", for the error when a column is missing.
+    what: &'static str,
+    submit: &'static str,
+    duration: &'static str,
+    gpus: &'static str,
+    /// The job's name: the first of these present (required when `name_required`).
+    names: &'static [&'static str],
+    name_required: bool,
+    /// The GPU its durations were measured on.
+    measured_on: &'static str,
 }
 
-fn parse_elasticflow(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
+const TIRESIAS: Columns = Columns {
+    what: "a Tiresias header",
+    submit: "submit_time",
+    duration: "duration",
+    gpus: "num_gpu",
+    names: &["model_name"],
+    name_required: true,
+    measured_on: "P100",
+};
+
+const ELASTICFLOW: Columns = Columns {
+    what: "an ElasticFlow/ITP header",
+    submit: "submission_time",
+    duration: "duration",
+    gpus: "num_gpu",
+    names: &["model_name", "job_id"],
+    name_required: false,
+    measured_on: "V100",
+};
+
+/// One job a row, from a header naming the columns in `c`; every row has
+/// exactly the header's fields.
+fn parse_columns(text: &str, file: &str, c: &Columns) -> Result<Vec<Job>, TraceError> {
     let cols = header(text);
     let at = |name: &str| cols.iter().position(|c| c == name);
-    let (Some(s), Some(d), Some(g)) = (at("submission_time"), at("duration"), at("num_gpu")) else {
-        return Err(bad(file, 1, "an ElasticFlow/ITP header needs submission_time, duration and num_gpu"));
+    let name = c.names.iter().find_map(|n| at(n));
+    let (Some(s), Some(d), Some(g)) = (at(c.submit), at(c.duration), at(c.gpus)) else {
+        return Err(bad(file, 1, missing(c)));
     };
-    let name = at("model_name").or(at("job_id"));
+    if c.name_required && name.is_none() {
+        return Err(bad(file, 1, missing(c)));
+    }
     let mut jobs = Vec::new();
     for (i, l) in text.lines().enumerate().skip(1).filter(|(_, l)| !l.trim().is_empty()) {
         let line = i + 1;
@@ -272,14 +285,24 @@ fn parse_elasticflow(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
             return Err(bad(file, line, format!("expected {} fields, found {}", cols.len(), f.len())));
         }
         jobs.push(Job::timed(
-            name.map(|c| f[c]).filter(|v| !v.is_empty()).unwrap_or("job"),
-            non_negative(num(f[s], "submission_time", file, line)?, "submission_time", file, line)?,
-            non_negative(num(f[d], "duration", file, line)?, "duration", file, line)?,
-            num(f[g], "num_gpu", file, line)?,
-            "V100",
+            name.map(|n| f[n]).filter(|v| !v.is_empty()).unwrap_or("job"),
+            non_negative(num(f[s], c.submit, file, line)?, c.submit, file, line)?,
+            non_negative(num(f[d], c.duration, file, line)?, c.duration, file, line)?,
+            num(f[g], c.gpus, file, line)?,
+            c.measured_on,
         ));
     }
     Ok(jobs)
+}
+
+/// "a Tiresias header needs submit_time, duration, num_gpu and model_name".
+fn missing(c: &Columns) -> String {
+    let mut need = vec![c.submit, c.duration, c.gpus];
+    if c.name_required {
+        need.extend(c.names.first());
+    }
+    let last = need.pop().unwrap_or_default();
+    format!("{} needs {} and {last}", c.what, need.join(", "))
 }
 
 fn parse_csv(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
@@ -364,6 +387,21 @@ mod tests {
         assert_eq!(jobs[1].gpu_type, None);
         let e = parse(Format::Csv, "gpus,submit_s\n1,0\n", "c.csv").unwrap_err();
         assert!(e.to_string().contains("duration_s"));
+    }
+
+    #[test]
+    fn a_missing_column_is_named_with_what_the_format_needs() {
+        let e =
+            parse(Format::Tiresias, "job_id,num_gpu,submit_time,duration\n0,1,0,5\n", "t.csv").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.csv:1: a Tiresias header needs submit_time, duration, num_gpu and model_name"
+        );
+        let e = parse(Format::ElasticFlow, "job_id,submission_time,num_gpu\n", "e.csv").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "e.csv:1: an ElasticFlow/ITP header needs submission_time, duration and num_gpu"
+        );
     }
 
     #[test]
