@@ -198,6 +198,10 @@ pub enum ProviderEnd {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         grace_s: Option<u64>,
     },
+    /// Canopy stopped the attempt on the provider's notice that it reclaims
+    /// the capacity: a preemption, stopped SIGTERM first within the
+    /// notice's time (`grace_s`, at most the workload's own grace).
+    Reclaimed { message: String, grace_s: u64 },
     /// The provider reported an end Canopy does not know.
     Unknown { message: String },
     /// One rank of a gang ended first and the gang was stopped: how that

@@ -684,3 +684,47 @@ fn a_checkpoint_that_did_not_travel_is_not_recorded_as_resumed_from() {
         w.events(id, EventKind::Checkpoint)
     );
 }
+
+/// A provider's notice that it reclaims the capacity (a spot interruption
+/// notice) makes Canopy stop the attempt itself, SIGTERM first within the
+/// notice's time, rather than wait for the capacity to vanish under it. It
+/// ends as a preemption, not as the node's fault, and is placed again.
+#[test]
+fn a_preemption_notice_stops_the_attempt_in_time_and_ends_as_a_preemption() {
+    let mut w = World::new(fleet());
+    let id = w.submit("");
+    let (a1, n1) = w.last_launch(id);
+    w.run(a1);
+    w.advance(600.0);
+    let notice =
+        || AttemptStatus::Reclaiming { within_s: 120, message: "cloud reclaims this capacity in 2m".into() };
+    w.send(Event::Status { attempt: a1, status: notice() });
+    assert!(w.terminated(a1));
+    // The stop is durable, with the time the notice leaves.
+    assert_eq!(
+        w.core.stop_reason(a1),
+        Some(&ProviderEnd::Reclaimed { message: "cloud reclaims this capacity in 2m".into(), grace_s: 120 })
+    );
+    assert_eq!(w.attempt(a1).state, AttemptState::Terminating);
+    let said = w.events(id, EventKind::TerminateRequested);
+    assert!(
+        said.iter().any(|e| e.contains("preemption notice: cloud reclaims this capacity in 2m")),
+        "{said:?}"
+    );
+    // Notices repeat at every poll until it stops: one stop.
+    let stops = w.actions.iter().filter(|x| matches!(x, Action::Terminate { .. })).count();
+    w.send(Event::Status { attempt: a1, status: notice() });
+    assert_eq!(w.actions.iter().filter(|x| matches!(x, Action::Terminate { .. })).count(), stops);
+    w.confirm_terminated(a1, ProviderEnd::Signaled { signal: 15 });
+    let rec = w.attempt(a1);
+    assert_eq!(
+        (rec.class, rec.rule.as_deref()),
+        (Some(FailureClass::Preempted), Some("canopy.preemption-notice"))
+    );
+    w.advance(10.0);
+    let (a2, _) = w.last_launch(id);
+    assert_eq!(a2.n, 2, "placed again");
+    let health = w.core.health().node(&n1, Millis(w.now));
+    assert_eq!(health.score, 1.0, "a preemption is not the node's fault: {health:?}");
+    assert!(w.records().any(|r| matches!(r, Record::Health(h) if h.class == Some(FailureClass::Preempted))));
+}

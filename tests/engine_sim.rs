@@ -161,3 +161,86 @@ async fn faults_are_classified_infra_is_retried_elsewhere_and_app_errors_are_not
         workloads.len()
     );
 }
+
+/// Spot capacity that gives notice before it is reclaimed: Canopy stops
+/// the attempt itself, SIGTERM first, so a workload that checkpoints on
+/// SIGTERM saves its step; the next attempt resumes from it. The
+/// workload's command really runs (the simulator's executor).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preemption_notice_gives_the_workload_sigterm_to_checkpoint_and_the_retry_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = Home::new(tmp.path().join("home"));
+    let mut opts = EngineOptions::embedded(home.clone()).unwrap();
+    opts.shim =
+        ShimCommand { program: env!("CARGO_BIN_EXE_canopy").into(), args: vec!["__supervise".into()] };
+    opts.sim = SimConfig {
+        time_scale: 0.005,
+        // Every attempt on interruptible capacity is reclaimed within 4 s
+        // of starting, with 2 s of notice.
+        faults: FaultRates { preempted: 1.0, ..FaultRates::NONE },
+        fault_window: Duration::from_secs(4),
+        preempt_notice: Duration::from_secs(2),
+        ..SimConfig::no_faults().with_seed(7)
+    };
+    opts.poll_every = Some(Duration::from_millis(100));
+    let running = app::start(opts).await.unwrap();
+
+    // Resumes from the newest complete checkpoint, or counts steps until
+    // SIGTERM, saves the step it reached and exits.
+    let script = r#"d="$CANOPY_CHECKPOINT_DIR"
+last=$(ls "$d" | sort -t- -k2 -n | tail -1)
+if [ -n "$last" ]; then echo "resumed at $last"; exit 0; fi
+step=0
+trap 'mkdir "$d/step-$step" && touch "$d/step-$step/COMPLETE"; echo "saved step-$step on SIGTERM"; exit 143' TERM
+while true; do step=$((step+1)); echo "step $step"; sleep 0.1; done"#;
+    let text = format!(
+        "name = \"spot-train\"\n[runtime]\ncommand = [\"sh\", \"-c\", {script:?}]\nstop_grace = \"30s\"\n\n\
+         [resources]\ngpus = 1\ncpu_cores = 1\nmemory_gb = 4\n\n\
+         [constraints]\ninterruptible = true\nproviders = [\"market\"]\n\n\
+         [checkpoint]\npath = \"/ckpt\"\n\n\
+         [retry]\nmax_attempts = 3\nbackoff = \"200ms\"\nbackoff_max = \"1s\"\n"
+    );
+    let spec = Box::new(load::parse(&text, "spot-train.toml", Format::Toml).unwrap().spec);
+    let id = match running.handle.command(Command::Submit { spec, idempotency_key: None }).await {
+        CommandResult::Submitted { id, .. } => id,
+        other => panic!("submit: {other:?}"),
+    };
+    let journal = Journal::open(&home.store()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let w = loop {
+        let w = journal.workload(id).unwrap().expect("submitted");
+        if w.state.is_final() {
+            break w;
+        }
+        assert!(Instant::now() < deadline, "not final in time: {w:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    running.handle.shutdown();
+    running.task.await.unwrap().unwrap();
+
+    let attempts = journal.attempts(id).unwrap();
+    let story: Vec<_> = attempts.iter().map(|a| (a.id.n, a.node.as_str(), a.class, a.rule.clone())).collect();
+    assert_eq!(w.state, WorkloadState::Succeeded, "{story:?}");
+    let first = &attempts[0];
+    assert_eq!(
+        (first.class, first.rule.as_deref()),
+        (Some(FailureClass::Preempted), Some("canopy.preemption-notice")),
+        "{story:?}"
+    );
+    let stdout = |n: u32| {
+        std::fs::read_to_string(home.logs().join(id.to_string()).join(n.to_string()).join("stdout.log"))
+            .unwrap_or_default()
+    };
+    let out = stdout(1);
+    let saved =
+        out.lines().find_map(|l| l.strip_suffix(" on SIGTERM")?.strip_prefix("saved ")).map(str::to_string);
+    let saved = saved.unwrap_or_else(|| panic!("attempt 1 never heard SIGTERM: {out}"));
+    let last = attempts.last().unwrap();
+    assert!(stdout(last.id.n).contains(&format!("resumed at {saved}")), "{}", stdout(last.id.n));
+    let events: Vec<String> = journal.events(id).unwrap().into_iter().map(|e| e.message).collect();
+    assert!(events.iter().any(|e| e.contains("preemption notice: market reclaims")), "{events:#?}");
+    assert!(
+        events.iter().any(|e| e.contains(&format!("resumes from checkpoint {saved} of attempt 1"))),
+        "{events:#?}"
+    );
+}

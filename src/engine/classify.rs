@@ -115,6 +115,7 @@ impl fmt::Display for ProviderEnd {
             ProviderEnd::CostCapReached => f.write_str("cost cap reached"),
             ProviderEnd::MaxRuntimeReached => f.write_str("max runtime reached"),
             ProviderEnd::Evicted { message, .. } => with(f, "evicted", message),
+            ProviderEnd::Reclaimed { message, .. } => with(f, "preemption notice", message),
             ProviderEnd::Unknown { message } => with(f, "unknown end", message),
             ProviderEnd::Rank { rank, node, end } => write!(f, "rank {rank} on {node}: {end}"),
         }

@@ -187,6 +187,11 @@ pub(crate) static RULES: &[Rule] = &[
     rule("canopy.cancelled", C::Cancelled, Matcher::Canopy(|e| matches!(e, ProviderEnd::Cancelled))),
     rule("canopy.cost-cap", C::CostCap, Matcher::Canopy(|e| matches!(e, ProviderEnd::CostCapReached))),
     rule(EVICTED_RULE, C::Preempted, Matcher::Canopy(|e| matches!(e, ProviderEnd::Evicted { .. }))),
+    rule(
+        "canopy.preemption-notice",
+        C::Preempted,
+        Matcher::Canopy(|e| matches!(e, ProviderEnd::Reclaimed { .. })),
+    ),
     rule("canopy.max-runtime", C::Timeout, Matcher::Canopy(|e| matches!(e, ProviderEnd::MaxRuntimeReached))),
     // ── Tier 2: provider states ──────────────────────────────────────────
     rule("provider.preempted", C::Preempted, Matcher::Provider(|e| matches!(e, ProviderEnd::Preempted))),

@@ -734,9 +734,11 @@ impl Shell {
         let grace = self
             .with_spec(attempt.workload, |s| s.runtime.stop_grace())
             .unwrap_or(crate::spec::Runtime::DEFAULT_STOP_GRACE);
-        // An evicting drain may set its own.
+        // An evicting drain may set its own; a preemption notice leaves at
+        // most its own time.
         let drain_grace = match self.core.stop_reason(attempt) {
             Some(ProviderEnd::Evicted { grace_s: Some(g), .. }) => Some(Duration::from_secs(*g)),
+            Some(ProviderEnd::Reclaimed { grace_s, .. }) => Some(grace.min(Duration::from_secs(*grace_s))),
             _ => None,
         };
         let grace = drain_grace.unwrap_or(grace);

@@ -148,6 +148,14 @@ pub enum AttemptStatus {
     /// Accepted, not running yet (queued, provisioning, booting).
     Pending,
     Running,
+    /// Running, and the provider has given notice that it reclaims the
+    /// capacity within `within_s` seconds (a spot interruption notice).
+    /// Canopy stops the attempt itself, SIGTERM first, so the workload can
+    /// checkpoint before the capacity goes.
+    Reclaiming {
+        within_s: u64,
+        message: String,
+    },
     /// Ended, with how.
     Ended(ProviderEnd),
     /// The provider has no such attempt.

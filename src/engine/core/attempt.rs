@@ -294,6 +294,11 @@ impl Core {
     }
 
     pub(super) fn on_status(&mut self, a: AttemptId, status: AttemptStatus, now: Millis) {
+        if let AttemptStatus::Reclaiming { within_s, message } = status {
+            // It runs until Canopy stops it.
+            self.on_status(a, AttemptStatus::Running, now);
+            return self.on_reclaim_notice(a, within_s, message, now);
+        }
         let Some((e, _)) = self.live_mut(a) else { return };
         if e.live.as_mut().and_then(|l| l.unreachable_since.take()).is_some() {
             self.event(now, a.workload, Some(a), EventKind::Running, "provider reachable again".into());
@@ -327,6 +332,8 @@ impl Core {
                 }
             }
             AttemptStatus::Ended(end) => self.request_collect(a, end),
+            // Handled above.
+            AttemptStatus::Reclaiming { .. } => {}
             AttemptStatus::NotFound => {
                 let live = e.live.as_ref();
                 let terminating = live.and_then(|l| l.terminating.clone());
@@ -384,6 +391,18 @@ impl Core {
             let msg = format!("status poll failed: {error} (not an end: waiting)");
             self.event(now, a.workload, Some(a), EventKind::StatusUnreachable, msg);
         }
+    }
+
+    /// The provider reclaims the attempt's capacity within `within_s`:
+    /// stop it now, SIGTERM first with the time the notice leaves, so a
+    /// workload that checkpoints on SIGTERM loses nothing. A stop already
+    /// under way (cancel, drain, limits) keeps its own reason.
+    fn on_reclaim_notice(&mut self, a: AttemptId, within_s: u64, message: String, now: Millis) {
+        let Some((e, _)) = self.live_mut(a) else { return };
+        if e.live.as_ref().is_some_and(|l| l.terminating.is_some() || l.collecting) {
+            return;
+        }
+        self.terminate_live(a.workload, ProviderEnd::Reclaimed { message, grace_s: within_s }, now);
     }
 
     fn request_collect(&mut self, a: AttemptId, end: ProviderEnd) {
@@ -870,6 +889,9 @@ fn describe_end(end: &ProviderEnd) -> String {
         ProviderEnd::ApiError { message } => message.clone(),
         ProviderEnd::LaunchRejected { message, .. } => message.clone(),
         ProviderEnd::NodeLost { message } | ProviderEnd::Evicted { message, .. } => message.clone(),
+        ProviderEnd::Reclaimed { message, grace_s } => {
+            format!("preemption notice: {message}; SIGTERM, then SIGKILL after up to {grace_s}s")
+        }
         other => format!("{other:?}"),
     }
 }

@@ -117,9 +117,12 @@ pub(super) enum Poll {
     /// Launch this on the executor now, then report with [`SimMarket::started`].
     Start(Box<LaunchRequest>),
     /// Ask the executor; when `strike` is set, stop the process and report
-    /// with [`SimMarket::struck`] unless it has already ended.
+    /// with [`SimMarket::struck`] unless it has already ended. When
+    /// `notice` is set and it still runs, a preemption strikes within
+    /// that many seconds: answer `Reclaiming`.
     Delegate {
         strike: Option<StrikeOrder>,
+        notice: Option<u64>,
     },
 }
 
@@ -178,13 +181,24 @@ impl SimMarket {
                 }
             }
             &Phase::Running { since } => {
+                // A preemption always comes with its whole notice.
+                let notice = self.config().preempt_notice.as_secs_f64();
                 let planned = a.strike.map(|s| {
-                    let offset = a.window.as_secs_f64() * s.at_fraction;
+                    let mut offset = a.window.as_secs_f64() * s.at_fraction;
+                    if s.fault == RunFault::Preempted {
+                        offset = offset.max(notice);
+                    }
                     (since.plus_secs(offset), s.fault)
                 });
                 let due = [planned, a.forced].into_iter().flatten().filter(|(at, _)| *at <= now).min();
                 let Some((at, fault)) = due else {
-                    return Poll::Delegate { strike: None };
+                    // A preemption gives notice before it strikes.
+                    let within = planned
+                        .filter(|(at, f)| {
+                            *f == RunFault::Preempted && notice > 0.0 && at.secs_since(now) <= notice
+                        })
+                        .map(|(at, _)| at.secs_since(now).max(0.0).ceil() as u64);
+                    return Poll::Delegate { strike: None, notice: within };
                 };
                 let node = match a.forced.filter(|f| f.0 == at && f.1 == fault) {
                     Some(_) => a.forced_node.clone().unwrap_or_else(|| a.node.clone()),
@@ -203,7 +217,7 @@ impl SimMarket {
                 let end = a.end_on(&node, fault.end(&node));
                 a.phase = Phase::Striking { since };
                 tracing::debug!(token, fault = fault.as_str(), "sim: fault strikes");
-                Poll::Delegate { strike: Some(StrikeOrder { end, tail }) }
+                Poll::Delegate { strike: Some(StrikeOrder { end, tail }), notice: None }
             }
         }
     }

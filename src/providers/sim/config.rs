@@ -26,6 +26,10 @@ pub struct SimConfig {
     /// A launch timeout hangs this long before answering `Timeout` (a
     /// caller with a shorter timeout gives up first); `None` answers at once.
     pub launch_hang: Option<Duration>,
+    /// How long before a preemption strikes its notice is given (status
+    /// polls answer `Reclaiming`), as clouds do for spot capacity (AWS two
+    /// minutes, GCP and Azure 30 s); zero gives none.
+    pub preempt_notice: Duration,
 }
 
 impl Default for SimConfig {
@@ -41,6 +45,7 @@ impl Default for SimConfig {
             churn: ChurnConfig::CALIBRATED,
             fault_window: Duration::from_secs(30 * 60),
             launch_hang: None,
+            preempt_notice: Duration::from_secs(120),
         }
     }
 }
@@ -56,6 +61,8 @@ impl SimConfig {
             churn: ChurnConfig::DEMO,
             fault_window: Duration::from_secs(20),
             launch_hang: Some(Duration::from_secs(45)),
+            // AWS's two minutes at the demo's pace.
+            preempt_notice: Duration::from_secs(6),
             ..Self::default()
         }
     }

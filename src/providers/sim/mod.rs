@@ -138,7 +138,7 @@ impl SimProvider {
                 self.market.strike_missed(token, true);
                 return Ok(s);
             }
-            Ok(AttemptStatus::Running | AttemptStatus::Pending) => {}
+            Ok(AttemptStatus::Running | AttemptStatus::Pending | AttemptStatus::Reclaiming { .. }) => {}
             Err(e) => {
                 self.market.strike_missed(token, false);
                 return Err(self.exec_err(e));
@@ -209,13 +209,23 @@ impl Provider for SimProvider {
         match self.market.poll(&self.name, token, self.clock.now()) {
             Poll::Answer(s) => Ok(s),
             Poll::Start(req) => self.start(token, &req).await,
-            Poll::Delegate { strike: Some(order) } => self.strike(token, order).await,
-            Poll::Delegate { strike: None } => {
+            Poll::Delegate { strike: Some(order), .. } => self.strike(token, order).await,
+            Poll::Delegate { strike: None, notice } => {
                 let s = self.exec.status(token).await.map_err(|e| self.exec_err(e))?;
                 if matches!(s, AttemptStatus::Ended(_)) {
                     self.market.exec_ended(token);
                 }
-                Ok(s)
+                Ok(match (s, notice) {
+                    (AttemptStatus::Running, Some(within_s)) => AttemptStatus::Reclaiming {
+                        within_s,
+                        message: format!(
+                            "{} reclaims this interruptible capacity in {}",
+                            self.name,
+                            crate::units::human_secs(within_s as f64)
+                        ),
+                    },
+                    (s, _) => s,
+                })
             }
         }
     }
@@ -262,6 +272,13 @@ impl Provider for SimProvider {
     async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
         if self.market.terminate(&self.name, token) {
             self.exec.terminate(token).await.map_err(|e| self.exec_err(e))?;
+        }
+        Ok(())
+    }
+
+    async fn terminate_within(&self, token: &str, grace: Duration) -> Result<(), ProviderError> {
+        if self.market.terminate(&self.name, token) {
+            self.exec.terminate_within(token, grace).await.map_err(|e| self.exec_err(e))?;
         }
         Ok(())
     }

@@ -151,7 +151,7 @@ fn pending_until_the_startup_moment_then_started_exactly_once() {
     // A second poll while the executor's launch is in flight does not start it again.
     assert!(matches!(m.poll("onprem-fra", &r.token, later), Poll::Answer(AttemptStatus::Pending)));
     assert_eq!(m.started(&r.token, later, Ok(())), AfterStart::Answer(AttemptStatus::Running));
-    assert!(matches!(m.poll("onprem-fra", &r.token, later), Poll::Delegate { strike: None }));
+    assert!(matches!(m.poll("onprem-fra", &r.token, later), Poll::Delegate { strike: None, .. }));
 }
 
 #[test]
@@ -179,9 +179,9 @@ fn a_due_fault_strikes_with_its_signature() {
     let start = T0.plus_secs(3600.0);
     assert!(matches!(m.poll("cloud-a", &r.token, start), Poll::Start(_)));
     m.started(&r.token, start, Ok(()));
-    assert!(matches!(m.poll("cloud-a", &r.token, start), Poll::Delegate { strike: None }));
+    assert!(matches!(m.poll("cloud-a", &r.token, start), Poll::Delegate { strike: None, .. }));
     let after = start.plus_secs(window.as_secs_f64());
-    let Poll::Delegate { strike: Some(order) } = m.poll("cloud-a", &r.token, after) else {
+    let Poll::Delegate { strike: Some(order), .. } = m.poll("cloud-a", &r.token, after) else {
         panic!("no strike")
     };
     assert_eq!(order.end, ProviderEnd::Exited { code: 1 });
@@ -190,7 +190,10 @@ fn a_due_fault_strikes_with_its_signature() {
     // ended first) leaves the executor's end standing.
     assert!(matches!(m.poll("cloud-a", &r.token, after), Poll::Answer(AttemptStatus::Running)));
     m.strike_missed(&r.token, true);
-    assert!(matches!(m.poll("cloud-a", &r.token, after.plus_secs(60.0)), Poll::Delegate { strike: None }));
+    assert!(matches!(
+        m.poll("cloud-a", &r.token, after.plus_secs(60.0)),
+        Poll::Delegate { strike: None, .. }
+    ));
 }
 
 #[test]
@@ -210,7 +213,7 @@ fn a_node_going_down_loses_the_attempts_on_it() {
     accepted(m.launch("cloud-a", &pending, T0));
 
     let later = T0.plus_secs(20.0);
-    let Poll::Delegate { strike: Some(order) } = m.poll("cloud-a", &running.token, later) else {
+    let Poll::Delegate { strike: Some(order), .. } = m.poll("cloud-a", &running.token, later) else {
         panic!("no strike")
     };
     assert!(
@@ -259,4 +262,52 @@ fn a_start_the_executor_did_not_answer_is_tried_again_and_a_cancel_wins() {
     let e = LaunchError::Rejected("no such program".into());
     let end = ProviderEnd::LaunchRejected { message: "no such program".into(), capacity: false };
     assert_eq!(m.started(&refused.token, T0, Err(e)), AfterStart::Answer(AttemptStatus::Ended(end)));
+}
+
+#[test]
+fn a_preemption_gives_notice_before_it_strikes_and_only_on_interruptible_capacity() {
+    let config =
+        SimConfig { faults: FaultRates { preempted: 1.0, ..FaultRates::NONE }, ..SimConfig::no_faults() };
+    let (window, notice) = (config.fault_window.as_secs(), config.preempt_notice.as_secs());
+    let m = market(config);
+    let spot = req(1, "a100x8-spot", "cloud-a-a100x8-spot-00", 8);
+    let steady = req(2, "h100x8-ondemand", "cloud-a-h100x8-ondemand-01", 8);
+    let start = T0.plus_secs(3600.0);
+    for r in [&spot, &steady] {
+        accepted(m.launch("cloud-a", r, T0));
+        assert!(matches!(m.poll("cloud-a", &r.token, start), Poll::Start(_)));
+        m.started(&r.token, start, Ok(()));
+    }
+    // Poll every second: notices count down to the strike, which ends it
+    // as a preemption; the on-demand node never hears of one.
+    let mut notices = Vec::new();
+    let mut struck = None;
+    for s in 0..=window {
+        let now = start.plus_secs(s as f64);
+        assert!(matches!(
+            m.poll("cloud-a", &steady.token, now),
+            Poll::Delegate { strike: None, notice: None }
+        ));
+        match m.poll("cloud-a", &spot.token, now) {
+            Poll::Delegate { strike: None, notice: Some(w) } => notices.push((s, w)),
+            Poll::Delegate { strike: None, notice: None } => {
+                assert!(notices.is_empty(), "notice withdrawn at {s}")
+            }
+            Poll::Delegate { strike: Some(order), .. } => {
+                assert_eq!(order.end, ProviderEnd::Preempted);
+                struck = Some(s);
+                break;
+            }
+            other => panic!("at {s}: {other:?}"),
+        }
+    }
+    let struck = struck.expect("a preemption within the fault window");
+    assert!(struck > notice, "this seed strikes after a whole notice: {struck}s");
+    for (s, w) in &notices {
+        assert!(
+            *w <= notice && s + w >= struck && s + w <= struck + 1,
+            "notice at {s}s: within {w}s, struck at {struck}s"
+        );
+    }
+    assert_eq!(notices.first().map(|n| n.0), Some(struck - notice), "{notices:?}");
 }

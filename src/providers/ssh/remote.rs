@@ -327,7 +327,8 @@ impl Host {
     async fn status(&self, token: &str) -> Result<Status, String> {
         Ok(match self.provider.status(token).await.map_err(|e| e.message)? {
             AttemptStatus::Pending => Status::Pending,
-            AttemptStatus::Running => Status::Running,
+            // The host's own processes are never reclaimed with notice.
+            AttemptStatus::Running | AttemptStatus::Reclaiming { .. } => Status::Running,
             AttemptStatus::Ended(end) => Status::Ended { end },
             AttemptStatus::NotFound => Status::NotFound,
         })
