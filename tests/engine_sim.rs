@@ -52,17 +52,23 @@ fn faulty() -> SimConfig {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn faults_are_classified_infra_is_retried_elsewhere_and_app_errors_are_not() {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = Home::new(tmp.path().join("home"));
+/// The engine in process over the simulated market `sim`, polling every
+/// 100 ms, its store below `dir`.
+async fn start(dir: &std::path::Path, sim: SimConfig) -> (Home, app::Running) {
+    let home = Home::new(dir.join("home"));
     let mut opts = EngineOptions::embedded(home.clone()).unwrap();
     // The test binary is not `canopy`: point the supervisor at the real one.
     opts.shim =
         ShimCommand { program: env!("CARGO_BIN_EXE_canopy").into(), args: vec!["__supervise".into()] };
-    opts.sim = faulty();
+    opts.sim = sim;
     opts.poll_every = Some(Duration::from_millis(100));
-    let running = app::start(opts).await.unwrap();
+    (home, app::start(opts).await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_are_classified_infra_is_retried_elsewhere_and_app_errors_are_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, running) = start(tmp.path(), faulty()).await;
 
     let mut submitted = Vec::new();
     for i in 0..GOOD + BAD {
@@ -169,11 +175,7 @@ async fn faults_are_classified_infra_is_retried_elsewhere_and_app_errors_are_not
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_preemption_notice_gives_the_workload_sigterm_to_checkpoint_and_the_retry_resumes() {
     let tmp = tempfile::tempdir().unwrap();
-    let home = Home::new(tmp.path().join("home"));
-    let mut opts = EngineOptions::embedded(home.clone()).unwrap();
-    opts.shim =
-        ShimCommand { program: env!("CARGO_BIN_EXE_canopy").into(), args: vec!["__supervise".into()] };
-    opts.sim = SimConfig {
+    let sim = SimConfig {
         time_scale: 0.005,
         // Every attempt on interruptible capacity is reclaimed within 4 s
         // of starting, with 2 s of notice.
@@ -182,8 +184,7 @@ async fn a_preemption_notice_gives_the_workload_sigterm_to_checkpoint_and_the_re
         preempt_notice: Duration::from_secs(2),
         ..SimConfig::no_faults().with_seed(7)
     };
-    opts.poll_every = Some(Duration::from_millis(100));
-    let running = app::start(opts).await.unwrap();
+    let (home, running) = start(tmp.path(), sim).await;
 
     // Resumes from the newest complete checkpoint, or counts steps until
     // SIGTERM, saves the step it reached and exits.

@@ -34,6 +34,23 @@ fn preempting() -> FaultModel {
     FaultModel { preempt_per_hour: 0.5, ..FaultModel::none() }
 }
 
+/// Canopy's policy over `jobs` with no infrastructure faults, seed 0;
+/// `check` sees the specs first.
+fn fault_free(fleet: &Fleet, jobs: &[Job], check: impl Fn(&[canopy::spec::Spec])) -> sim::PolicyReport {
+    let faults = FaultModel::none();
+    let specs = sim::specs(jobs, fleet, Default::default(), 0, &faults).expect("specs");
+    check(&specs);
+    let run = world::Run {
+        fleet,
+        jobs,
+        specs: &specs,
+        faults: &faults,
+        seed: 0,
+        policy: PlacementPolicy::HealthAware,
+    };
+    world::run(&run, &mut NoSink)
+}
+
 #[test]
 fn estimates_are_seeded_rough_and_never_the_duration() {
     let fleet = load::demo().expect("demo fleet");
@@ -66,17 +83,7 @@ fn a_job_runs_faster_on_a_faster_accelerator() {
     let mut times = Vec::new();
     for model in ["V100", "A100-SXM4-80GB", "H100-SXM5"] {
         let fleet = cloud_fleet(vec![(gpu_pool("p", model, 1, 80.0, 1.0), vec!["n1"])]);
-        let faults = FaultModel::none();
-        let specs = sim::specs(&jobs, &fleet, Default::default(), 0, &faults).expect("specs");
-        let run = world::Run {
-            fleet: &fleet,
-            jobs: &jobs,
-            specs: &specs,
-            faults: &faults,
-            seed: 0,
-            policy: PlacementPolicy::HealthAware,
-        };
-        let r = world::run(&run, &mut NoSink);
+        let r = fault_free(&fleet, &jobs, |_| {});
         assert_eq!(r.succeeded, 1);
         // The work done is the trace's, whatever the GPU.
         assert!((r.useful_gpu_h - 9.0).abs() < 1e-9);
@@ -190,18 +197,7 @@ fn a_checkpoint_no_later_attempt_resumes_from_is_wasted_with_its_attempt() {
     let fleet = cloud_fleet(vec![(gpu_pool("p", "V100", 1, 32.0, 1.0), vec!["n1", "n2", "n3", "n4"])]);
     let jobs: Vec<Job> =
         (0..8).map(|i| Job { outcome: Some(sim::Outcome::FailsOnItsOwn), ..job(i, 20.0, 1) }).collect();
-    let faults = FaultModel::none();
-    let specs = sim::specs(&jobs, &fleet, Default::default(), 0, &faults).expect("specs");
-    assert!(specs.iter().all(|s| s.checkpoint.is_some()));
-    let run = world::Run {
-        fleet: &fleet,
-        jobs: &jobs,
-        specs: &specs,
-        faults: &faults,
-        seed: 0,
-        policy: PlacementPolicy::HealthAware,
-    };
-    let r = world::run(&run, &mut NoSink);
+    let r = fault_free(&fleet, &jobs, |specs| assert!(specs.iter().all(|s| s.checkpoint.is_some())));
     assert_eq!(r.failed, 8, "{r:?}");
     // Some ran past their first checkpoint (30 min).
     assert!(r.used_gpu_h > 8.0 * 0.5, "{r:?}");
