@@ -568,8 +568,12 @@ fn exclusions_expire_and_provider_failures_never_exclude_the_pool() {
         w.end(a, ProviderEnd::NodeLost { message: "gone".into() }, &[]);
         w.advance(2.0);
     }
-    // Both nodes (and so the pool) are ruled out: it waits.
+    // Both nodes (and so the pool) are ruled out: it waits, and the core
+    // asks to be woken when that ends (nothing else may wake it: found by
+    // the simulator, where two workloads stayed queued for good).
     assert_eq!(w.launches(id), 2);
+    let expiry = w.now + 600_000;
+    assert!(w.core.next_wake().is_some_and(|t| t.0 <= expiry), "{:?} vs {expiry}", w.core.next_wake());
     w.advance(300.0);
     assert_eq!(w.launches(id), 2, "excluded everywhere until the TTL");
     w.advance(301.0);

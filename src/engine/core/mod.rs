@@ -620,6 +620,10 @@ impl Core {
         if let Some(&(t, _)) = self.patient.first() {
             consider(t);
         }
+        // Work kept out only by its exclusions may go when they expire.
+        if let Some(&(t, _)) = self.expiries.first() {
+            consider(t);
+        }
         next
     }
 
