@@ -48,3 +48,24 @@ fn a_prefix_prints_the_comparison_table() {
     assert!(md.contains("\n| canopy | ") && md.contains("\n| cheapest-first | "), "{md}");
     assert!(md.contains("canopy vs cheapest-first: GPU-h wasted ×"), "{md}");
 }
+
+#[test]
+fn a_fault_model_file_is_read_and_a_bad_share_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (good, bad) = (dir.path().join("good.toml"), dir.path().join("bad.toml"));
+    std::fs::write(&good, "saves_on_sigterm = 1.0\npreempt_notice_s = 30\n").unwrap();
+    std::fs::write(&bad, "saves_on_sigterm = 2.0\n").unwrap();
+    let md = sim(&["--limit", "200", "--policy", "canopy", "--faults", good.to_str().unwrap()]);
+    assert!(md.contains("\n| canopy | "), "{md}");
+    let out = Command::new(BIN)
+        .arg("sim")
+        .args(["--trace", TRACE, "--limit", "10", "--faults", bad.to_str().unwrap()])
+        .output()
+        .expect("runs canopy");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("{}: saves_on_sigterm is a share and must be ≤ 1, not 2", bad.display())),
+        "{stderr}"
+    );
+}

@@ -205,3 +205,32 @@ fn a_checkpoint_no_later_attempt_resumes_from_is_wasted_with_its_attempt() {
     assert!((r.wasted_by_class_gpu_h["app"] - r.used_gpu_h).abs() < 1e-6, "{r:?}");
     assert_eq!(r.wasted_infra_gpu_h, 0.0);
 }
+
+#[test]
+fn with_notice_a_job_that_saves_on_sigterm_loses_nothing_to_a_preemption() {
+    let fleet = spot_fleet();
+    let jobs: Vec<Job> = (0..4).map(|i| job(i, 20.0, 1)).collect();
+    let go = |faults: &FaultModel| {
+        let specs = sim::specs(&jobs, &fleet, Default::default(), 1, faults).expect("specs");
+        let run = world::Run {
+            fleet: &fleet,
+            jobs: &jobs,
+            specs: &specs,
+            faults,
+            seed: 1,
+            policy: PlacementPolicy::HealthAware,
+        };
+        world::run(&run, &mut NoSink)
+    };
+    let saving = go(&FaultModel { saves_on_sigterm: 1.0, ..preempting() });
+    let not = go(&preempting());
+    for r in [&saving, &not] {
+        assert_eq!(r.succeeded, 4, "{r:?}");
+        // Stopped by Canopy on the notice, not struck by the provider.
+        assert!(r.failures_by_class.get("preempted").copied().unwrap_or(0) > 2, "{r:?}");
+    }
+    let preempted = saving.failures_by_class["preempted"] as f64;
+    // All but the seconds between SIGTERM and the end of the stop (5 s).
+    assert!(saving.wasted_gpu_h <= preempted * 10.0 / 3600.0, "{saving:?}");
+    assert!(not.wasted_gpu_h > 10.0 * saving.wasted_gpu_h, "{} vs {}", not.wasted_gpu_h, saving.wasted_gpu_h);
+}

@@ -72,7 +72,12 @@ pub fn run(args: SimArgs, console: &ConsoleArgs) -> Result<()> {
     let faults: FaultModel = match &faults_path {
         Some(p) => {
             let text = std::fs::read_to_string(p).wrap_err_with(|| format!("reading {}", p.display()))?;
-            toml::from_str(&text).map_err(|e| eyre!("{}: {}", p.display(), e.message().trim()))?
+            let faults: FaultModel =
+                toml::from_str(&text).map_err(|e| eyre!("{}: {}", p.display(), e.message().trim()))?;
+            faults.validate().map_err(|e| {
+                eyre!("{}: {e}; correct it, or leave the key out for its default (docs/sim.md, \"Fault model\")", p.display())
+            })?;
+            faults
         }
         None => FaultModel::default(),
     };

@@ -18,6 +18,8 @@
 //! | `lemon_fraction` × `lemon_multiplier` | 5 % of nodes × 30 | Kokolis et al. (§4.4): a few lemon nodes cause most repeat failures |
 //! | infrastructure mix | Xid 79 60 %, node lost 25 %, NCCL timeout 10 % (≥ 2 GPUs), no space 5 % | Llama 3 (§4.2): GPU ≈ 59 %, host/other HW ≈ 20 %, network ≈ 10 %, storage ≈ 1–4 % |
 //! | `preempt_per_hour` | 0.02 on interruptible pools | Meta RSC-1: 10 % of jobs preempted (§4.4), spread over hours-long jobs |
+//! | `preempt_notice_s` | 120 s | AWS spot's two-minute interruption notice (GCP and Azure give 30 s); Canopy stops the attempt on it, SIGTERM first |
+//! | `saves_on_sigterm` | 0 of checkpointing jobs | how many save a checkpoint when SIGTERM stops them (PyTorch Lightning can; most training loops do not by default): none, so a stop keeps the last interval's |
 //! | launch: capacity / API / timeout | 2 % / 0.5 % / 0.2 % per call (×3 capacity on spot, up to ×7 on full pools) | [`crate::providers::sim::faults`] |
 //! | `churn_per_node_day`, `churn_down_s` | 1/60, 1–6 h | unplanned host maintenance ≈ 8 % of Llama 3 interruptions |
 //! | `estimate_median`, `estimate_sigma` | 2, 1.0 | users' runtime estimates ([`estimate_factor`]) |
@@ -44,6 +46,12 @@ pub struct FaultModel {
     /// Shares of the infrastructure faults: xid79, node lost, NCCL, no space.
     pub mix: [f64; 4],
     pub preempt_per_hour: f64,
+    /// Seconds of notice before a preemption strikes (0: none).
+    pub preempt_notice_s: f64,
+    /// Share of checkpointing jobs that save a checkpoint when a stop
+    /// Canopy controls sends them SIGTERM (else they keep their last
+    /// whole interval's).
+    pub saves_on_sigterm: f64,
     pub capacity_error: f64,
     pub api_error: f64,
     pub launch_timeout: f64,
@@ -66,6 +74,8 @@ impl Default for FaultModel {
             lemon_multiplier: 30.0,
             mix: [0.60, 0.25, 0.10, 0.05],
             preempt_per_hour: 0.02,
+            preempt_notice_s: 120.0,
+            saves_on_sigterm: 0.0,
             capacity_error: 0.02,
             api_error: 0.005,
             launch_timeout: 0.002,
@@ -104,6 +114,8 @@ impl FaultModel {
             ("lemon_fraction", self.lemon_fraction),
             ("lemon_multiplier", self.lemon_multiplier),
             ("preempt_per_hour", self.preempt_per_hour),
+            ("preempt_notice_s", self.preempt_notice_s),
+            ("saves_on_sigterm", self.saves_on_sigterm),
             ("capacity_error", self.capacity_error),
             ("api_error", self.api_error),
             ("launch_timeout", self.launch_timeout),
@@ -115,8 +127,16 @@ impl FaultModel {
                 return Err(format!("{k} must be a finite number ≥ 0, not {v}"));
             }
         }
-        if self.user_error + self.framework_error > 1.0 || self.lemon_fraction > 1.0 {
-            return Err("user_error + framework_error and lemon_fraction must each be ≤ 1".into());
+        if self.user_error + self.framework_error > 1.0 {
+            return Err(format!(
+                "user_error + framework_error is a share of the jobs and must be ≤ 1, not {}",
+                self.user_error + self.framework_error
+            ));
+        }
+        for (k, v) in [("lemon_fraction", self.lemon_fraction), ("saves_on_sigterm", self.saves_on_sigterm)] {
+            if v > 1.0 {
+                return Err(format!("{k} is a share and must be ≤ 1, not {v}"));
+            }
         }
         if !(self.estimate_median.is_finite() && self.estimate_median > 0.0) {
             return Err(format!("estimate_median must be a finite number > 0, not {}", self.estimate_median));
@@ -156,6 +176,13 @@ pub fn estimate_factor(seed: u64, job: usize, model: &FaultModel) -> f64 {
     let (u1, u2) = (r.unit().max(1e-12), r.unit());
     let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
     model.estimate_median * (model.estimate_sigma * z).exp()
+}
+
+/// Whether job `job` saves a checkpoint when SIGTERM stops it: drawn from
+/// (seed, job index), the same under every policy.
+pub fn saves_on_sigterm(seed: u64, job: usize, model: &FaultModel) -> bool {
+    model.saves_on_sigterm > 0.0
+        && Rng::stream(seed, "saves-on-sigterm", &job.to_string()).unit() < model.saves_on_sigterm
 }
 
 /// A job's own fate, the same under every policy.

@@ -77,6 +77,9 @@ enum Ev {
     End(AttemptId, u32),
     Collected(AttemptId, ProviderEnd, bool),
     Terminated(AttemptId),
+    /// The provider's notice: it reclaims the attempt's capacity within
+    /// this many seconds.
+    Notice(AttemptId, u32, u64),
     Down(usize),
     Up(usize),
     Tick,
@@ -242,7 +245,7 @@ impl World<'_> {
                 Action::Launch { attempt, nodes, .. } => self.launch(attempt, &nodes),
                 Action::Terminate { attempt, .. } => {
                     if self.atts.get(&attempt).is_some_and(|a| a.running && a.end.is_some()) {
-                        self.checkpointed(attempt);
+                        self.checkpointed(attempt, true);
                     }
                     if let Some(a) = self.atts.get_mut(&attempt) {
                         a.epoch += 1;
@@ -314,7 +317,7 @@ impl World<'_> {
                 let Some(att) = self.atts.get(&a).filter(|x| x.epoch == epoch) else { return };
                 let Some((end, _)) = att.end.clone() else { return };
                 if !att.completes {
-                    self.checkpointed(a);
+                    self.checkpointed(a, false);
                 }
                 self.send(Event::Status { attempt: a, status: AttemptStatus::Ended(end) }, sink);
             }
@@ -325,6 +328,13 @@ impl World<'_> {
                 self.send(Event::Collected { attempt: a, end, log_tail: tail, outputs }, sink);
             }
             Ev::Terminated(a) => self.send(Event::Terminated { attempt: a, result: Ok(()) }, sink),
+            Ev::Notice(a, epoch, within_s) => {
+                if self.atts.get(&a).is_some_and(|x| x.epoch == epoch && x.running) {
+                    let message = format!("the provider reclaims this interruptible capacity in {within_s}s");
+                    let status = AttemptStatus::Reclaiming { within_s, message };
+                    self.send(Event::Status { attempt: a, status }, sink);
+                }
+            }
             Ev::Down(n) => self.node_down(n, sink),
             Ev::Up(n) => {
                 self.down[n] = false;
@@ -480,6 +490,12 @@ impl World<'_> {
             let name = &r.fleet.nodes[nodes[rank]].name;
             let sig = SignatureContext { now: Millis(self.now).plus_secs(end_s), node: name, ..sig };
             end = ranked(fault_end(s.fault, &sig, r.seed, a), rank, name, nodes.len());
+            // Spot capacity gives notice before it is reclaimed.
+            let notice = r.faults.preempt_notice_s;
+            if s.fault == RunFault::Preempted && notice > 0.0 {
+                let within = notice.min(s.after_s);
+                self.after(s.after_s - within, Ev::Notice(a, epoch, within.ceil() as u64));
+            }
             if let Some(att) = self.atts.get_mut(&a) {
                 att.completes = false;
             }
@@ -489,7 +505,9 @@ impl World<'_> {
 
     /// A running attempt stops short of the job's end: the work up to its
     /// last checkpoint is saved for the next attempt, and is not wasted.
-    fn checkpointed(&mut self, a: AttemptId) {
+    /// Stopped by SIGTERM (`sigterm`), a job that saves on it keeps all
+    /// its work.
+    fn checkpointed(&mut self, a: AttemptId, sigterm: bool) {
         let Some(att) = self.atts.get(&a).filter(|x| x.running) else { return };
         let spec = &self.run.specs[att.job];
         let Some(every) = spec.checkpoint.as_ref().and_then(|c| c.interval).map(|d| d.0.as_secs_f64()) else {
@@ -499,7 +517,11 @@ impl World<'_> {
             return;
         }
         let ran = Millis(self.now).secs_since(Millis(att.started)).max(0.0);
-        let kept = (ran / every).floor() * every;
+        let kept = if sigterm && faults::saves_on_sigterm(self.run.seed, att.job, self.run.faults) {
+            ran
+        } else {
+            (ran / every).floor() * every
+        };
         let dur = self.run.jobs[att.job].duration_s;
         let before = self.done[att.job];
         let after = (before + kept * att.speed).min(dur);
