@@ -199,8 +199,9 @@ pub enum ProviderEnd {
         grace_s: Option<u64>,
     },
     /// Canopy stopped the attempt on the provider's notice that it reclaims
-    /// the capacity: a preemption, stopped SIGTERM first within the
-    /// notice's time (`grace_s`, at most the workload's own grace).
+    /// the capacity: a preemption, stopped SIGTERM first. `grace_s` is the
+    /// time the notice left; the stop waits that or the workload's own
+    /// `stop_grace`, whichever is less, before SIGKILL.
     Reclaimed { message: String, grace_s: u64 },
     /// The provider reported an end Canopy does not know.
     Unknown { message: String },
