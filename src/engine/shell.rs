@@ -331,7 +331,13 @@ impl Shell {
                 if let Event::Status { attempt, .. } | Event::StatusFailed { attempt, .. } = &e {
                     self.polling.remove(attempt);
                 }
-                if let Event::Status { attempt, status: crate::providers::AttemptStatus::Running } = &e {
+                if let Event::Status {
+                    attempt,
+                    status:
+                        crate::providers::AttemptStatus::Running
+                        | crate::providers::AttemptStatus::Reclaiming { .. },
+                } = &e
+                {
                     self.checkpoints.running.insert(*attempt);
                 }
                 self.note_reachability(&e);
@@ -735,13 +741,13 @@ impl Shell {
             .with_spec(attempt.workload, |s| s.runtime.stop_grace())
             .unwrap_or(crate::spec::Runtime::DEFAULT_STOP_GRACE);
         // An evicting drain may set its own; a preemption notice leaves at
-        // most its own time.
-        let drain_grace = match self.core.stop_reason(attempt) {
+        // most its own time. Either is given to the provider as a bound.
+        let bounded = match self.core.stop_reason(attempt) {
             Some(ProviderEnd::Evicted { grace_s: Some(g), .. }) => Some(Duration::from_secs(*g)),
             Some(ProviderEnd::Reclaimed { grace_s, .. }) => Some(grace.min(Duration::from_secs(*grace_s))),
             _ => None,
         };
-        let grace = drain_grace.unwrap_or(grace);
+        let grace = bounded.unwrap_or(grace);
         let timeout = self.config.call_timeout + grace;
         let Some(p) = self.provider(&provider) else {
             let result = Err(format!("no adapter is configured for provider {provider:?}"));
@@ -749,7 +755,7 @@ impl Shell {
         };
         tokio::spawn(async move {
             let stop = async {
-                match drain_grace {
+                match bounded {
                     Some(g) => p.terminate_within(&token, g).await,
                     None => p.terminate(&token).await,
                 }
