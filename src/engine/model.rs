@@ -73,7 +73,13 @@ impl std::str::FromStr for WorkloadId {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let digits = s.strip_prefix("w-").unwrap_or(s);
-        digits.parse().map(WorkloadId).map_err(|_| format!("{s:?} is not a workload id; ids look like w-17"))
+        // The store keeps ids as SQLite integers: 63 bits.
+        digits
+            .parse::<u64>()
+            .ok()
+            .filter(|n| i64::try_from(*n).is_ok())
+            .map(WorkloadId)
+            .ok_or_else(|| format!("{s:?} is not a workload id; ids look like w-17"))
     }
 }
 

@@ -4,7 +4,8 @@
 
 use super::auth::{self, Principal, Role, Scope};
 use super::authz;
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, Query};
+use super::target::Target;
 use super::{Served, ServerState};
 use crate::engine::command::{Caller, Command, CommandResult, scoped_key, shown_key};
 use crate::engine::handle::Stream as LogStream;
@@ -15,7 +16,7 @@ use crate::journal::{AuditFilter, WorkloadFilter};
 use crate::spec::load::{self, Format};
 use crate::spec::validate::MAX_SPEC_BYTES;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -220,7 +221,14 @@ pub struct Page {
     /// "N of M".
     #[serde(default)]
     pub total: u64,
+    /// The page size applied: the `limit` asked for (100 by default),
+    /// brought within 1 to [`MAX_PAGE`].
+    #[serde(default)]
+    pub limit: usize,
 }
+
+/// The most workloads one page holds.
+pub const MAX_PAGE: usize = 1000;
 
 /// `queued,running` → the states.
 pub fn parse_states(s: &str) -> Result<Vec<WorkloadState>, String> {
@@ -242,7 +250,7 @@ async fn list(State(s): State<Served>, Query(q): Query<ListQuery>) -> ApiResult<
         None => None,
         Some(c) => Some(c.parse::<WorkloadId>().map_err(|e| ApiError::bad_request(e).field("cursor"))?),
     };
-    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let limit = q.limit.unwrap_or(100).clamp(1, MAX_PAGE);
     let filter = WorkloadFilter {
         states,
         name_contains: q.name.clone(),
@@ -265,7 +273,7 @@ async fn list(State(s): State<Served>, Query(q): Query<ListQuery>) -> ApiResult<
     let more = rows.len() > limit;
     let workloads: Vec<WorkloadView> = rows.into_iter().take(limit).map(|(w, a)| view(w, a, false)).collect();
     let next_cursor = if more { workloads.last().map(|v| v.workload.id.to_string()) } else { None };
-    Ok(Json(Page { workloads, next_cursor, total }))
+    Ok(Json(Page { workloads, next_cursor, total, limit }))
 }
 
 /// Each workload with its attempts ([`Journal::attempts_of`]).
@@ -289,16 +297,15 @@ fn with_attempts(
         .collect())
 }
 
-fn workload_id(raw: &str) -> ApiResult<WorkloadId> {
-    raw.parse().map_err(|e: String| ApiError::bad_request(e).field("id"))
+async fn show(State(s): State<Served>, Extension(t): Extension<Target>) -> ApiResult<Json<WorkloadView>> {
+    Ok(Json(load_view(&s, t.workload()?).await?))
 }
 
-async fn show(State(s): State<Served>, Path(id): Path<String>) -> ApiResult<Json<WorkloadView>> {
-    Ok(Json(load_view(&s, workload_id(&id)?).await?))
-}
-
-async fn events(State(s): State<Served>, Path(id): Path<String>) -> ApiResult<Json<Vec<EventRecord>>> {
-    let id = workload_id(&id)?;
+async fn events(
+    State(s): State<Served>,
+    Extension(t): Extension<Target>,
+) -> ApiResult<Json<Vec<EventRecord>>> {
+    let id = t.workload()?;
     load_view(&s, id).await?;
     s.read(move |j| j.events(id)).await.map(Json).map_err(|e| ApiError::internal(e.to_string()))
 }
@@ -328,10 +335,10 @@ pub const LOG_TIMES: &str = "x-canopy-log-times";
 
 async fn logs(
     State(s): State<Served>,
-    Path(id): Path<String>,
+    Extension(t): Extension<Target>,
     Query(q): Query<LogQuery>,
 ) -> ApiResult<Response> {
-    let id = workload_id(&id)?;
+    let id = t.workload()?;
     let stream = match q.stream.as_deref().unwrap_or("stdout") {
         "stdout" => LogStream::Stdout,
         "stderr" => LogStream::Stderr,
@@ -454,8 +461,11 @@ async fn manifest(s: &ServerState, id: WorkloadId) -> ApiResult<Vec<(u32, crate:
     Ok(out)
 }
 
-async fn artifacts(State(s): State<Served>, Path(id): Path<String>) -> ApiResult<Json<Vec<ArtifactView>>> {
-    let id = workload_id(&id)?;
+async fn artifacts(
+    State(s): State<Served>,
+    Extension(t): Extension<Target>,
+) -> ApiResult<Json<Vec<ArtifactView>>> {
+    let id = t.workload()?;
     let all = manifest(&s, id).await?;
     let views = all
         .into_iter()
@@ -474,11 +484,10 @@ async fn artifacts(State(s): State<Served>, Path(id): Path<String>) -> ApiResult
     Ok(Json(views))
 }
 
-async fn artifact(
-    State(s): State<Served>,
-    Path((id, attempt, name)): Path<(String, u32, String)>,
-) -> ApiResult<Response> {
-    let id = workload_id(&id)?;
+async fn artifact(State(s): State<Served>, Extension(t): Extension<Target>) -> ApiResult<Response> {
+    let Target::Artifact { workload: id, attempt, name } = t else {
+        return Err(ApiError::internal(format!("the artifact endpoint's path named {t:?}")));
+    };
     let all = manifest(&s, id).await?;
     let Some((_, a)) = all.into_iter().find(|(n, a)| *n == attempt && a.name == name) else {
         return Err(ApiError::not_found(format!("{id} attempt {attempt} has no output {name:?}")));
@@ -634,9 +643,12 @@ async fn body_bytes(req: Request) -> ApiResult<Bytes> {
 async fn command(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
-    Path((target, op)): Path<(String, String)>,
+    Extension(target): Extension<Target>,
+    Extension(route): Extension<&'static authz::Route>,
     req: Request,
 ) -> ApiResult<Json<serde_json::Value>> {
+    // The command is the route authorization matched, never the raw path.
+    let op = route.path.rsplit('/').next().unwrap_or_default();
     let r = reason_body(body_bytes(req).await?).await?;
     let until = match &r.until {
         None => None,
@@ -653,14 +665,14 @@ async fn command(
             ApiError::unprocessable("grace applies to an evicting drain (evict: true)").field("grace")
         );
     }
-    let cmd = match op.as_str() {
-        "cancel" => Command::Cancel { id: workload_id(&target)? },
-        "retry" => Command::Retry { id: workload_id(&target)? },
-        "acknowledge" => Command::Acknowledge { id: workload_id(&target)? },
-        "cordon" => Command::Cordon { node: target, until },
-        "uncordon" => Command::Uncordon { node: target },
-        "drain" => Command::Drain { node: target, evict: r.evict, grace_s: grace_s(&r)? },
-        "unquarantine" => Command::Unquarantine { node: target },
+    let cmd = match op {
+        "cancel" => Command::Cancel { id: target.workload()? },
+        "retry" => Command::Retry { id: target.workload()? },
+        "acknowledge" => Command::Acknowledge { id: target.workload()? },
+        "cordon" => Command::Cordon { node: target.node()?.to_string(), until },
+        "uncordon" => Command::Uncordon { node: target.node()?.to_string() },
+        "drain" => Command::Drain { node: target.node()?.to_string(), evict: r.evict, grace_s: grace_s(&r)? },
+        "unquarantine" => Command::Unquarantine { node: target.node()?.to_string() },
         other => return Err(ApiError::not_found(format!("no command {other:?}"))),
     };
     run_command(&s, &p, cmd, r).await
@@ -825,8 +837,9 @@ async fn create_token(
 async fn revoke_token(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
-    Path(name): Path<String>,
+    Extension(t): Extension<Target>,
 ) -> ApiResult<Json<serde_json::Value>> {
+    let name = t.token()?.to_string();
     let now = authz::now();
     let known = s.tokens.has_live(&name);
     let outcome = if known { "ok".to_string() } else { "refused: no such live token".to_string() };

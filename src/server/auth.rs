@@ -109,6 +109,8 @@ pub struct Principal {
     pub scopes: Vec<Scope>,
     /// `socket (uid 1000)` or the client's address.
     pub origin: String,
+    /// The token it came with; `None` for the store's owner on the socket.
+    pub token_id: Option<String>,
 }
 
 impl Principal {
@@ -222,6 +224,25 @@ impl Tokens {
             .any(|r| r.name == name && r.revoked_at.is_none())
     }
 
+    /// The name of the token with this id, live or not.
+    pub fn name_of(&self, id: &str) -> Option<String> {
+        self.by_id.read().unwrap_or_else(|e| e.into_inner()).get(id).map(|r| r.name.clone())
+    }
+
+    /// Why the token with this id no longer stands for its principal at
+    /// `now` (revoked, expired, unknown); `None` while it does. Open
+    /// streams ask this.
+    pub fn no_longer_valid(&self, id: &str, now: Millis) -> Option<String> {
+        let map = self.by_id.read().unwrap_or_else(|e| e.into_inner());
+        let error = match map.get(id) {
+            None => TokenError::Invalid,
+            Some(r) if r.revoked_at.is_some() => TokenError::Revoked { name: r.name.clone() },
+            Some(r) if r.expires_at.is_some_and(|t| now >= t) => TokenError::Expired { name: r.name.clone() },
+            Some(_) => return None,
+        };
+        Some(error.to_string())
+    }
+
     /// Every token, oldest first.
     pub fn list(&self) -> Vec<TokenRow> {
         let mut v: Vec<TokenRow> =
@@ -247,7 +268,13 @@ impl Tokens {
         }
         let role = row.role.parse().map_err(|_| TokenError::Invalid)?;
         let scopes = row.scopes.iter().filter_map(|s| s.parse().ok()).collect();
-        Ok(Principal { name: row.name.clone(), role, scopes, origin: origin.to_string() })
+        Ok(Principal {
+            name: row.name.clone(),
+            role,
+            scopes,
+            origin: origin.to_string(),
+            token_id: Some(row.id.clone()),
+        })
     }
 }
 

@@ -8,10 +8,12 @@
 use super::auth::{Principal, Role};
 use super::error::ApiError;
 use super::listen::Peer;
+use super::target::Target;
 use super::{Served, ServerState};
 use crate::engine::command::{current_uid, current_user, user_name};
-use crate::engine::model::{Millis, WorkloadId};
-use axum::extract::{ConnectInfo, MatchedPath, Request, State};
+use crate::engine::model::Millis;
+use axum::extract::rejection::RawPathParamsRejection;
+use axum::extract::{ConnectInfo, MatchedPath, RawPathParams, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -93,19 +95,21 @@ pub const ROUTES: &[Route] = &[
 
 /// The route `method matched` is, if it is one of ours. Commands share
 /// one router entry (`…/{op}`); each has its own line in the table, found
-/// by the request's last path segment.
-pub fn route(method: &Method, matched: &str, uri_path: &str) -> Option<&'static Route> {
-    let path = match matched.strip_suffix("/{op}") {
-        Some(prefix) => format!("{prefix}/{}", uri_path.rsplit('/').next().unwrap_or_default()),
-        None => matched.to_string(),
+/// by the command's name as the path parameter `op` decoded it.
+pub fn route(method: &Method, matched: &str, op: Option<&str>) -> Option<&'static Route> {
+    let path = match (matched.strip_suffix("/{op}"), op) {
+        (Some(prefix), Some(op)) => format!("{prefix}/{op}"),
+        (Some(_), None) => return None,
+        (None, _) => matched.to_string(),
     };
     ROUTES.iter().find(|r| r.path == path && r.method == method.as_str())
 }
 
-/// Facts about what a request acts on.
+/// Facts about what a request acts on, looked up for the [`Target`] the
+/// handler will act on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Facts {
-    /// Nothing to know, or it does not exist (the handler answers 404).
+    /// The decision needs none.
     #[default]
     None,
     Workload {
@@ -134,7 +138,9 @@ pub fn decide(p: &Principal, need: Need, facts: &Facts) -> Result<(), String> {
         Need::Admin => at_least(Role::Admin),
         Need::OwnWorkload => {
             at_least(Role::Submitter)?;
-            let Facts::Workload { submitted_by, pools } = facts else { return Ok(()) };
+            let Facts::Workload { submitted_by, pools } = facts else {
+                return Err("the workload this request names could not be determined".into());
+            };
             let own = submitted_by.as_deref() == Some(p.name.as_str());
             let in_scope = role >= Role::Operator && pools.iter().any(|(prov, pool)| p.in_scope(prov, pool));
             let unscoped_operator = role >= Role::Operator && p.scopes.is_empty();
@@ -156,7 +162,8 @@ pub fn decide(p: &Principal, need: Need, facts: &Facts) -> Result<(), String> {
                         scopes(p)
                     ))
                 }
-                _ => Ok(()),
+                Facts::Node { .. } => Ok(()),
+                _ => Err("the node this request names could not be determined".into()),
             }
         }
     }
@@ -174,19 +181,28 @@ pub fn owner(uid: u32) -> Principal {
         role: Role::Admin,
         scopes: Vec::new(),
         origin: format!("socket (uid {uid})"),
+        token_id: None,
     }
 }
 
-/// The middleware: who is calling, may they, and who they are for the
-/// handler (an `Extension<Principal>`).
+/// The middleware: what the request acts on (decoded once, see
+/// [`target`](super::target)), who is calling, may they; the handler gets
+/// both as extensions (`Extension<Principal>`, `Extension<Target>`) and
+/// acts on exactly that target.
 pub async fn middleware(
     State(state): State<Arc<ServerState>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     matched: MatchedPath,
+    params: Result<RawPathParams, RawPathParamsRejection>,
     mut req: Request,
     next: Next,
 ) -> Response {
-    let Some(route) = route(req.method(), matched.as_str(), req.uri().path()) else {
+    let params: Vec<(String, String)> = match &params {
+        Ok(p) => p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        Err(e) => return ApiError::bad_request(format!("the path cannot be read: {e}")).into_response(),
+    };
+    let op = params.iter().find(|(k, _)| k == "op").map(|(_, v)| v.as_str());
+    let Some(route) = route(req.method(), matched.as_str(), op) else {
         return ApiError::not_found(format!("no such endpoint: {} {}", req.method(), req.uri().path()))
             .into_response();
     };
@@ -211,36 +227,57 @@ pub async fn middleware(
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!(%addr, path = matched.as_str(), error = %e, "refused a request without a valid token");
+                    state.refusals.refused(&state, bearer, *addr, route, &e, now).await;
                     return ApiError::unauthorized(e.to_string()).into_response();
                 }
             }
         }
     };
-    let path = req.uri().path().to_string();
-    let facts = facts(&state, route.need, &path).await;
-    if let Err(why) = decide(&principal, route.need, &facts) {
-        if route.method != "GET" {
-            let a = super::auth::audit(
-                &principal,
-                &format!("{} {}", route.method, route.path),
-                Some(path),
-                format!("denied: {why}"),
-                now,
-            );
-            state.write_audit(a).await;
+    let action = format!("{} {}", route.method, route.path);
+    let denied = |why: String, target: Option<String>| {
+        let state = state.clone();
+        let principal = principal.clone();
+        let action = action.clone();
+        async move {
+            if route.method != "GET" {
+                let a = super::auth::audit(&principal, &action, target, format!("denied: {why}"), now);
+                state.write_audit(a).await;
+            }
         }
+    };
+    let target = match super::target::decode(route, params.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+        Ok(t) => t,
+        Err(e) => {
+            // Whatever the path names, it is nothing this handler could act
+            // on: refused before any decision, and audited as refused.
+            denied(e.body.message.clone(), Some(req.uri().path().to_string())).await;
+            return e.into_response();
+        }
+    };
+    let facts = match facts(&state, route.need, &target).await {
+        Ok(f) => f,
+        Err(e) => {
+            denied(e.body.message.clone(), target.audited()).await;
+            return e.into_response();
+        }
+    };
+    if let Err(why) = decide(&principal, route.need, &facts) {
+        denied(why.clone(), target.audited()).await;
         return ApiError::forbidden(why).into_response();
     }
     req.extensions_mut().insert(principal);
+    req.extensions_mut().insert(target);
+    req.extensions_mut().insert(route);
     next.run(req).await
 }
 
-/// Looks up what a decision about `need` depends on.
-async fn facts(state: &Served, need: Need, path: &str) -> Facts {
-    let segment = |i: usize| path.split('/').nth(i).map(str::to_string);
+/// Looks up what a decision about `need` on `target` depends on. A target
+/// that does not exist is a 404 here, before the decision; one whose facts
+/// cannot be read is refused.
+async fn facts(state: &Served, need: Need, target: &Target) -> Result<Facts, ApiError> {
     match need {
         Need::OwnWorkload => {
-            let Some(id) = segment(3).and_then(|s| s.parse::<WorkloadId>().ok()) else { return Facts::None };
+            let id = target.workload()?;
             let read = state
                 .read(move |j| {
                     let w = j.workload(id)?;
@@ -249,30 +286,37 @@ async fn facts(state: &Served, need: Need, path: &str) -> Facts {
                 })
                 .await;
             match read {
-                Ok(Some((submitted_by, attempts))) => Facts::Workload {
+                Ok(Some((submitted_by, attempts))) => Ok(Facts::Workload {
                     submitted_by,
                     pools: attempts.into_iter().map(|a| (a.provider, a.pool)).collect(),
-                },
-                _ => Facts::None,
+                }),
+                Ok(None) => Err(ApiError::not_found(format!("no workload {id} in this store"))),
+                Err(e) => {
+                    Err(ApiError::unavailable(format!("cannot read {id} to authorize the request: {e}")))
+                }
             }
         }
         Need::Node => {
-            let Some(name) = segment(3) else { return Facts::None };
+            let name = target.node()?;
             let status = state.engine.status().borrow().clone();
-            let Some(status) = status else { return Facts::None };
+            let Some(status) = status else {
+                return Err(ApiError::unavailable(
+                    "the engine has not published its fleet yet, so the node cannot be checked; try again in a second",
+                ));
+            };
             let fleet = &status.fleet;
-            match fleet.node_by_name(&name) {
+            match fleet.node_by_name(name) {
                 Some(i) => {
                     let pool = fleet.node(i).pool;
-                    Facts::Node {
+                    Ok(Facts::Node {
                         provider: fleet.provider_of(pool).name.clone(),
                         pool: fleet.pool_label(pool),
-                    }
+                    })
                 }
-                None => Facts::None,
+                None => Err(ApiError::not_found(format!("no node {name:?} in the fleet"))),
             }
         }
-        _ => Facts::None,
+        _ => Ok(Facts::None),
     }
 }
 
@@ -293,6 +337,7 @@ mod tests {
             role,
             scopes: scopes.iter().map(|s| s.parse::<Scope>().unwrap()).collect(),
             origin: "test".into(),
+            token_id: None,
         }
     }
 

@@ -84,3 +84,33 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// `axum`'s `Query`, refusing a query string that does not parse with the
+/// API's error shape (400, `bad-request`, naming the parameter) instead of
+/// axum's plain text.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Query<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for Query<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, ApiError> {
+        let q = parts.uri.query().unwrap_or_default();
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(q.as_bytes()));
+        serde_path_to_error::deserialize(de).map(Query).map_err(|e| {
+            let field = e.path().to_string();
+            let mut err = ApiError::bad_request(format!(
+                "the query parameter {field} is not valid: {}; GET /v1/openapi.json says what each takes",
+                e.inner()
+            ));
+            if field != "." {
+                err = err.field(&field);
+            }
+            err
+        })
+    }
+}

@@ -17,7 +17,9 @@ pub mod error;
 pub mod listen;
 pub mod metrics;
 pub mod openapi;
+pub mod refusals;
 pub mod sse;
+pub mod target;
 
 use crate::engine::handle::EngineHandle;
 use crate::engine::model::AuditRecord;
@@ -55,6 +57,8 @@ pub struct ServerState {
     pub home: Home,
     pub store_id: String,
     pub tokens: Tokens,
+    /// Requests refused for their token, counted for the audit trail.
+    pub refusals: refusals::Refusals,
     pub options: ServerOptions,
     /// Turns true when the server stops; event streams end on it.
     pub stopping: tokio::sync::watch::Receiver<bool>,
@@ -172,6 +176,7 @@ pub async fn serve(
         home: home.clone(),
         store_id,
         tokens,
+        refusals: refusals::Refusals::default(),
         options: options.clone(),
         stopping: stop_rx.clone(),
         readers: Mutex::new(vec![reader]),
@@ -180,10 +185,11 @@ pub async fn serve(
     let shutdown = move |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(flush_refusals(state.clone(), stop_rx.clone())));
     let socket = listen::socket_path(home.root());
     let uds = listen::bind_socket(&socket)
         .map_err(|source| ServeError::Bind { what: socket.display().to_string(), source })?;
-    let mut tasks = Vec::new();
     let svc = app.clone().into_make_service_with_connect_info::<listen::Peer>();
     let rx = stop_rx.clone();
     tasks.push(tokio::spawn(async move {
@@ -218,4 +224,17 @@ pub async fn serve(
     }
     tracing::info!(socket = %socket.display(), tcp = ?tcp_addr, "serving the API");
     Ok(Serving { socket, tcp: tcp_addr, state, stop, tasks })
+}
+
+/// Writes the counted repeats of refused tokens once their minute is over
+/// (see [`refusals`]), until the server stops; then once more.
+async fn flush_refusals(state: Served, mut stopping: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+            _ = stopping.wait_for(|s| *s) => break,
+        }
+        state.refusals.flush(&state, authz::now(), false).await;
+    }
+    state.refusals.flush(&state, authz::now(), true).await;
 }

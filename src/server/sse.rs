@@ -9,9 +9,18 @@
 //! asks for a batch older than the store keeps, is sent `event: resync`
 //! (data: the newest sequence number) and the stream ends: it reloads and
 //! reconnects. No client can slow the engine.
+//!
+//! Each subscriber sees what the endpoints serving the same records would
+//! show it, decided by the same rule: audit records only when
+//! `GET /v1/audit` would answer this principal (see [`Visibility`]). A
+//! stream opened with a token ends within [`RECHECK`] of that token being
+//! revoked or expiring, with a last `event: unauthorized`.
 
 use super::Served;
-use crate::engine::model::Batch;
+use super::auth::Principal;
+use super::authz::{self, Facts};
+use crate::engine::model::{Batch, Record};
+use axum::Extension;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -21,6 +30,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 
+/// How often an open stream checks that its token still stands.
+pub const RECHECK: Duration = Duration::from_millis(250);
+
 /// What goes to one client, in order.
 enum Item {
     Batch(Arc<Batch>),
@@ -28,6 +40,35 @@ enum Item {
     /// First on a fresh stream: the sequence number it starts after.
     Hello(u64),
     Resync(u64),
+    /// The token was revoked or expired: the last item.
+    Unauthorized(String),
+}
+
+/// What of each batch one subscriber may see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Visibility {
+    /// Audit records: exactly when `GET /v1/audit` would answer.
+    pub audit: bool,
+}
+
+impl Visibility {
+    /// Decided by the rules of the endpoints that serve the same records.
+    pub fn of(p: &Principal) -> Visibility {
+        let need =
+            |path: &str| authz::ROUTES.iter().find(|r| r.method == "GET" && r.path == path).map(|r| r.need);
+        let audit = need("/v1/audit").is_some_and(|n| authz::decide(p, n, &Facts::None).is_ok());
+        Visibility { audit }
+    }
+
+    /// The batch as this subscriber may see it: the same sequence number,
+    /// so resuming works alike for all, with what it may not see left out.
+    pub fn filter(&self, b: Arc<Batch>) -> Arc<Batch> {
+        if self.audit || !b.records.iter().any(|r| matches!(r, Record::Audit(_))) {
+            return b;
+        }
+        let records = b.records.iter().filter(|r| !matches!(r, Record::Audit(_))).cloned().collect();
+        Arc::new(Batch { seq: b.seq, records })
+    }
 }
 
 /// `STORE:SEQ` → the sequence number, when it is this store's.
@@ -41,8 +82,11 @@ pub fn parse_event_id(id: &str, store_id: &str) -> Option<u64> {
 
 pub async fn stream(
     State(s): State<Served>,
+    Extension(p): Extension<Principal>,
     headers: HeaderMap,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let visible = Visibility::of(&p);
+    let token = p.token_id.clone();
     let last = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_string);
     // Subscribed before reading the journal: nothing committed from here
     // on can fall between the replay and the live feed.
@@ -84,7 +128,7 @@ pub async fn stream(
                         if b.seq > newest {
                             break;
                         }
-                        if tx.send(Item::Batch(Arc::new(b))).await.is_err() {
+                        if tx.send(Item::Batch(visible.filter(Arc::new(b)))).await.is_err() {
                             return;
                         }
                     }
@@ -107,8 +151,16 @@ pub async fn stream(
             }
         };
         send_status(status.borrow_and_update().clone());
+        let mut recheck = tokio::time::interval(RECHECK);
         loop {
             let b = tokio::select! {
+                _ = recheck.tick() => {
+                    if let Some(why) = token.as_deref().and_then(|id| st.tokens.no_longer_valid(id, authz::now())) {
+                        let _ = tx.try_send(Item::Unauthorized(why));
+                        return;
+                    }
+                    continue;
+                }
                 r = live.recv() => match r {
                     Ok(b) if b.seq <= sent => continue,
                     Ok(b) => b,
@@ -132,7 +184,7 @@ pub async fn stream(
             // make too (`EngineHandle::commit`), so batches come gap-free.
             sent = b.seq;
             // The last free slot is the resync's.
-            if tx.capacity() <= 1 || tx.try_send(Item::Batch(b)).is_err() {
+            if tx.capacity() <= 1 || tx.try_send(Item::Batch(visible.filter(b))).is_err() {
                 // Full: this client is too slow. Closed: gone.
                 let _ = tx.try_send(Item::Resync(sent));
                 return;
@@ -153,6 +205,9 @@ pub async fn stream(
             Item::Resync(seq) => Event::default()
                 .event("resync")
                 .data(serde_json::json!({ "seq": seq, "store_id": store_id }).to_string()),
+            Item::Unauthorized(message) => Event::default().event("unauthorized").data(
+                serde_json::json!({ "error": { "code": "unauthorized", "message": message } }).to_string(),
+            ),
         })
     });
     Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
