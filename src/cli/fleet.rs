@@ -5,7 +5,8 @@
 
 use super::table::{new_table, usd};
 use canopy::engine::model::NodeIntent;
-use canopy::fleet::{Fleet, NodeState, PoolIdx};
+use canopy::fleet::{Fleet, Node, NodeState, PoolIdx};
+use canopy::health::HealthView;
 use color_eyre::eyre::Result;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -51,16 +52,44 @@ struct NodeRow {
     /// An operator's standing cordon or drain: who, when, why, until.
     #[serde(skip_serializing_if = "Option::is_none")]
     intent: Option<NodeIntent>,
+    /// Health score, 0..1, from what ran there (1 when nothing did).
+    health: f64,
+    /// Kept out of placement by its failures until its cool-down ends or
+    /// an operator lifts it (`canopy unquarantine`).
+    quarantined: bool,
+    /// Taking work again after a quarantine, one attempt at a time.
+    probation: bool,
 }
 
-fn rows(fleet: &Fleet, intents: &BTreeMap<String, NodeIntent>, with_nodes: bool) -> Vec<PoolRow> {
+/// What the fleet shows for a node: its state, unless its health keeps it
+/// out of placement (`quarantined`) or on probation.
+fn shown_state(n: &Node, health: &HealthView) -> String {
+    let h = health.node(&n.name);
+    match n.state {
+        NodeState::Ready if h.quarantined => "quarantined".into(),
+        NodeState::Ready if h.probation => "ready (probation)".into(),
+        s => s.to_string(),
+    }
+}
+
+/// Whether the node takes new work now.
+fn takes_work(n: &Node, health: &HealthView) -> bool {
+    n.state == NodeState::Ready && !health.node(&n.name).quarantined
+}
+
+fn rows(
+    fleet: &Fleet,
+    intents: &BTreeMap<String, NodeIntent>,
+    health: &HealthView,
+    with_nodes: bool,
+) -> Vec<PoolRow> {
     (0..fleet.pools.len())
         .map(|i| {
             let idx = PoolIdx(i as u32);
             let p = fleet.pool(idx);
             let prov = fleet.provider(p.provider);
             let nodes = fleet.pool_nodes(idx);
-            let ready = nodes.iter().filter(|n| n.state == NodeState::Ready);
+            let ready = nodes.iter().filter(|n| takes_work(n, health));
             PoolRow {
                 provider: prov.name.clone(),
                 kind: prov.kind.to_string(),
@@ -92,12 +121,15 @@ fn rows(fleet: &Fleet, intents: &BTreeMap<String, NodeIntent>, with_nodes: bool)
                         .iter()
                         .map(|n| NodeRow {
                             name: n.name.clone(),
-                            state: n.state.to_string(),
+                            state: shown_state(n, health),
                             gpus_free: n.free.gpus,
                             cpu_free: n.free.cpu_cores,
                             memory_free_gb: n.free.memory_gb,
                             canopy_gpus: n.canopy_gpus,
                             intent: intents.get(&n.name).cloned(),
+                            health: health.node(&n.name).score,
+                            quarantined: health.node(&n.name).quarantined,
+                            probation: health.node(&n.name).probation,
                         })
                         .collect()
                 } else {
@@ -124,12 +156,13 @@ pub fn accelerator_label(fleet: &Fleet, pool: PoolIdx) -> String {
 pub fn run(
     fleet: &Fleet,
     intents: &BTreeMap<String, NodeIntent>,
+    health: &HealthView,
     unknown: &BTreeMap<String, String>,
     with_nodes: bool,
     wide: bool,
     json: bool,
 ) -> Result<ExitCode> {
-    let rows = rows(fleet, intents, with_nodes);
+    let rows = rows(fleet, intents, health, with_nodes);
     if json {
         outln!("{}", canopy::text::json_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
@@ -254,4 +287,36 @@ fn describe(i: &NodeIntent) -> String {
     let until = i.until.map(|u| format!(" until {}", super::workloads::chrono_like(u))).unwrap_or_default();
     let why = i.reason.as_deref().map(|r| format!(": {}", sanitize(r))).unwrap_or_default();
     format!("{} by {} at {}{until}{why}", i.state, sanitize(&i.by), super::workloads::chrono_like(i.at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use canopy::health::Health;
+
+    #[test]
+    fn a_quarantined_node_is_shown_so_and_not_counted_ready() {
+        let fleet = canopy::fleet::load::demo().unwrap();
+        let mut health = HealthView::default();
+        health.nodes.insert("fra-h100-03".into(), Health::new(0.4, 0.2, 5).quarantined());
+        health.nodes.insert("fra-h100-05".into(), Health { probation: true, ..Health::new(0.8, 0.9, 5) });
+        let before = rows(&fleet, &BTreeMap::new(), &HealthView::default(), true);
+        let after = rows(&fleet, &BTreeMap::new(), &health, true);
+        let pool = |rows: &[PoolRow]| {
+            let i = rows.iter().position(|r| r.provider == "onprem-fra" && r.pool == "h100-nvl").unwrap();
+            (
+                rows[i].nodes_ready,
+                rows[i].gpus_free,
+                rows[i].nodes.iter().map(|n| n.state.clone()).collect::<Vec<_>>(),
+            )
+        };
+        let (ready_before, free_before, _) = pool(&before);
+        let (ready, free, states) = pool(&after);
+        assert_eq!(ready, ready_before - 1, "the quarantined node takes no work");
+        assert_eq!(free, free_before - 8, "nor are its GPUs free to anyone");
+        assert_eq!(states[2], "quarantined", "{states:?}");
+        assert_eq!(states[4], "ready (probation)", "{states:?}");
+        let node = &after.iter().find(|r| r.pool == "h100-nvl").unwrap().nodes[2];
+        assert!(node.quarantined && node.health < 0.5);
+    }
 }

@@ -342,14 +342,18 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 &load_fleet(Some(&path))?,
                 &Default::default(),
                 &Default::default(),
+                &Default::default(),
                 nodes,
                 wide,
                 json,
             ),
             None => match live_fleet(&cli.store)? {
-                Some(s) => fleet::run(&s.fleet, &s.intents, &s.unknown_attempts, nodes, wide, json),
+                Some(s) => {
+                    fleet::run(&s.fleet, &s.intents, &s.health, &s.unknown_attempts, nodes, wide, json)
+                }
                 None => fleet::run(
                     &configured_fleet(&cli.store)?,
+                    &Default::default(),
                     &Default::default(),
                     &Default::default(),
                     nodes,
