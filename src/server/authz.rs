@@ -123,21 +123,35 @@ pub enum Facts {
     },
 }
 
+/// The least role `need` asks for.
+fn least_role(need: Need) -> Option<Role> {
+    match need {
+        Need::Public => None,
+        Need::Read => Some(Role::Viewer),
+        Need::Submit | Need::OwnWorkload => Some(Role::Submitter),
+        Need::Audit | Need::Node => Some(Role::Operator),
+        Need::Admin => Some(Role::Admin),
+    }
+}
+
+/// Whether `p`'s role is enough for `need` at all, before any facts: a
+/// principal that may never make the request learns nothing about its
+/// target (not even whether it exists).
+pub fn role_allows(p: &Principal, need: Need) -> Result<(), String> {
+    match least_role(need) {
+        Some(min) if p.role < min => Err(format!("{} is a {}; this needs the {min} role", p.name, p.role)),
+        _ => Ok(()),
+    }
+}
+
 /// Whether `p` may make a request that needs `need`, given `facts`; the
 /// reason when not.
 pub fn decide(p: &Principal, need: Need, facts: &Facts) -> Result<(), String> {
     let role = p.role;
-    let at_least = |min: Role| {
-        if role >= min { Ok(()) } else { Err(format!("{} is a {role}; this needs the {min} role", p.name)) }
-    };
+    role_allows(p, need)?;
     match need {
-        Need::Public => Ok(()),
-        Need::Read => at_least(Role::Viewer),
-        Need::Submit => at_least(Role::Submitter),
-        Need::Audit => at_least(Role::Operator),
-        Need::Admin => at_least(Role::Admin),
+        Need::Public | Need::Read | Need::Submit | Need::Audit | Need::Admin => Ok(()),
         Need::OwnWorkload => {
-            at_least(Role::Submitter)?;
             let Facts::Workload { submitted_by, pools } = facts else {
                 return Err("the workload this request names could not be determined".into());
             };
@@ -152,20 +166,17 @@ pub fn decide(p: &Principal, need: Need, facts: &Facts) -> Result<(), String> {
                 Err(format!("{} may act only on work within its scopes ({})", p.name, scopes(p)))
             }
         }
-        Need::Node => {
-            at_least(Role::Operator)?;
-            match facts {
-                Facts::Node { provider, pool } if role < Role::Admin && !p.in_scope(provider, pool) => {
-                    Err(format!(
-                        "{} may act only on nodes within its scopes ({}); this node is in {pool}",
-                        p.name,
-                        scopes(p)
-                    ))
-                }
-                Facts::Node { .. } => Ok(()),
-                _ => Err("the node this request names could not be determined".into()),
+        Need::Node => match facts {
+            Facts::Node { provider, pool } if role < Role::Admin && !p.in_scope(provider, pool) => {
+                Err(format!(
+                    "{} may act only on nodes within its scopes ({}); this node is in {pool}",
+                    p.name,
+                    scopes(p)
+                ))
             }
-        }
+            Facts::Node { .. } => Ok(()),
+            _ => Err("the node this request names could not be determined".into()),
+        },
     }
 }
 
@@ -245,6 +256,11 @@ pub async fn middleware(
             }
         }
     };
+    if let Err(why) = role_allows(&principal, route.need) {
+        let target = Some(req.uri().path().to_string());
+        denied(why.clone(), target).await;
+        return ApiError::forbidden(why).into_response();
+    }
     let target = match super::target::decode(route, params.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
         Ok(t) => t,
         Err(e) => {
