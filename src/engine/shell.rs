@@ -340,6 +340,19 @@ impl Shell {
                 {
                     self.checkpoints.running.insert(*attempt);
                 }
+                if let Event::Status { attempt, status: crate::providers::AttemptStatus::Ended(end) } = &e
+                    && matches!(
+                        end.inner(),
+                        crate::failure::ProviderEnd::NodeLost { .. }
+                            | crate::failure::ProviderEnd::Evicted { .. }
+                    )
+                    && let Some(provider) = self.polled.get(attempt).cloned()
+                {
+                    // A node is gone or out of service: the provider's own
+                    // view of its nodes now, not at the next scheduled
+                    // inventory, so the work is not placed there again.
+                    self.spawn_inventory(provider);
+                }
                 self.note_reachability(&e);
                 events.push(e);
             }

@@ -400,6 +400,42 @@ impl RayProvider {
     }
 }
 
+impl RayProvider {
+    /// Where the attempt stands at the provider (see `status`).
+    async fn status_of(&self, token: &str) -> Result<AttemptStatus, ProviderError> {
+        let Some(job) = self.api.job(token).await.map_err(|e| self.err("reading the job", e))? else {
+            let racing =
+                self.pending_since.lock().ok().and_then(|m| m.get(token).map(|t| t.elapsed() < LAUNCH_GRACE));
+            return Ok(if racing == Some(true) { AttemptStatus::Pending } else { AttemptStatus::NotFound });
+        };
+        let status = map::job_status(&job);
+        if status != AttemptStatus::Pending {
+            if let Ok(mut m) = self.pending_since.lock() {
+                m.remove(token);
+            }
+            let gang = job.metadata.as_ref().is_some_and(|m| m.contains_key(GANG_KEY));
+            return Ok(match status {
+                AttemptStatus::Ended(end) if gang && job.status == "FAILED" => {
+                    AttemptStatus::Ended(self.gang_end(token, end).await)
+                }
+                s => s,
+            });
+        }
+        let waited = self.pending_for(token, job.start_time);
+        if waited < self.cfg.startup_limit {
+            return Ok(AttemptStatus::Pending);
+        }
+        self.abandon(token).await.map_err(|e| self.err("stopping the pending job", e))?;
+        let message = format!(
+            "{}: still pending after {}s, past the startup limit of {}s (Ray cannot fit it now)",
+            self.cfg.name,
+            waited.as_secs(),
+            self.cfg.startup_limit.as_secs()
+        );
+        Ok(AttemptStatus::Ended(ProviderEnd::LaunchRejected { message, capacity: true }))
+    }
+}
+
 #[async_trait::async_trait]
 impl Provider for RayProvider {
     fn name(&self) -> &str {
@@ -474,36 +510,13 @@ impl Provider for RayProvider {
     }
 
     async fn status(&self, token: &str) -> Result<AttemptStatus, ProviderError> {
-        let Some(job) = self.api.job(token).await.map_err(|e| self.err("reading the job", e))? else {
-            let racing =
-                self.pending_since.lock().ok().and_then(|m| m.get(token).map(|t| t.elapsed() < LAUNCH_GRACE));
-            return Ok(if racing == Some(true) { AttemptStatus::Pending } else { AttemptStatus::NotFound });
-        };
-        let status = map::job_status(&job);
-        if status != AttemptStatus::Pending {
-            if let Ok(mut m) = self.pending_since.lock() {
-                m.remove(token);
-            }
-            let gang = job.metadata.as_ref().is_some_and(|m| m.contains_key(GANG_KEY));
-            return Ok(match status {
-                AttemptStatus::Ended(end) if gang && job.status == "FAILED" => {
-                    AttemptStatus::Ended(self.gang_end(token, end).await)
-                }
-                s => s,
-            });
+        let status = self.status_of(token).await?;
+        if matches!(status, AttemptStatus::Ended(_) | AttemptStatus::NotFound) {
+            // However the attempt ended (lost while still pending, too),
+            // its secret file is not left on the shared file system.
+            crate::providers::secrets::remove_unread(&self.cfg.jobs_dir, token);
         }
-        let waited = self.pending_for(token, job.start_time);
-        if waited < self.cfg.startup_limit {
-            return Ok(AttemptStatus::Pending);
-        }
-        self.abandon(token).await.map_err(|e| self.err("stopping the pending job", e))?;
-        let message = format!(
-            "{}: still pending after {}s, past the startup limit of {}s (Ray cannot fit it now)",
-            self.cfg.name,
-            waited.as_secs(),
-            self.cfg.startup_limit.as_secs()
-        );
-        Ok(AttemptStatus::Ended(ProviderEnd::LaunchRejected { message, capacity: true }))
+        Ok(status)
     }
 
     async fn logs(
@@ -550,12 +563,14 @@ impl Provider for RayProvider {
         self.restop_abandoned().await;
         let prefix = format!("canopy-{store_id}-");
         let jobs = self.api.jobs().await.map_err(|e| self.err("listing jobs", e))?;
-        Ok(jobs
+        let owned: Vec<Owned> = jobs
             .into_iter()
             .filter_map(|j| {
                 let id = j.submission_id.filter(|s| s.starts_with(&prefix))?;
                 Some(Owned { token: id.clone(), provider_ref: id, running: !map::is_final(&j.status) })
             })
-            .collect())
+            .collect();
+        crate::providers::secrets::sweep_owned(&self.cfg.name, &self.cfg.jobs_dir, store_id, &owned);
+        Ok(owned)
     }
 }

@@ -39,6 +39,7 @@
 //! a log line, an error or the journal. Version-specific wire types live
 //! in [`v0038`].
 
+pub mod lost;
 pub mod map;
 pub mod record;
 pub mod script;
@@ -129,6 +130,10 @@ pub struct SlurmProvider {
     launching: Mutex<HashMap<String, std::time::Instant>>,
     /// Node name → the address Slurm reaches it at, from the last inventory.
     addrs: Mutex<HashMap<String, String>>,
+    /// One-node attempts whose node (Slurm's choice) is recorded: a
+    /// requeued job's node list is empty, and the node it lost must still
+    /// be known. Gangs record theirs at launch.
+    noted: Mutex<std::collections::HashSet<String>>,
     /// Whether an inventory has checked the declared topology yet.
     topology_checked: std::sync::atomic::AtomicBool,
 }
@@ -149,6 +154,7 @@ impl SlurmProvider {
             pools: Mutex::new(HashMap::new()),
             jobs: Mutex::new(HashMap::new()),
             launching: Mutex::new(HashMap::new()),
+            noted: Mutex::new(Default::default()),
             addrs: Mutex::new(HashMap::new()),
             topology_checked: std::sync::atomic::AtomicBool::new(false),
         })
@@ -348,6 +354,61 @@ impl SlurmProvider {
     }
 }
 
+impl SlurmProvider {
+    /// Records the node Slurm runs a one-node attempt on, once.
+    fn note_node(&self, token: &str, job: &Job) {
+        if job.node_count > 1 || job.nodes.is_empty() {
+            return;
+        }
+        let Ok(mut noted) = self.noted.lock() else { return };
+        if noted.contains(token) {
+            return;
+        }
+        let dir = AttemptDir::at(&self.cfg.jobs_dir, token);
+        match record::write_nodes(&dir, &map::expand_hostlist(&job.nodes)) {
+            Ok(()) => {
+                noted.insert(token.to_string());
+            }
+            Err(e) => tracing::warn!(%token, error = %e, "cannot record the node a Slurm job runs on"),
+        }
+    }
+
+    /// A lost node's end, with the node Slurm lost named (see
+    /// [`lost::lost_end`]); `end` as it was when Slurm's node list cannot
+    /// be read or names none of the attempt's nodes down.
+    async fn lost_end(&self, token: &str, job: &Job, end: ProviderEnd) -> ProviderEnd {
+        if let Ok(mut noted) = self.noted.lock() {
+            noted.remove(token);
+        }
+        let dir = AttemptDir::at(&self.cfg.jobs_dir, token);
+        let mut nodes = record::read_nodes(&dir).unwrap_or_default();
+        if nodes.is_empty() {
+            nodes = map::expand_hostlist(&job.nodes);
+        }
+        if nodes.is_empty() {
+            return end;
+        }
+        match self.api.nodes().await {
+            Ok(listed) => {
+                let views: Vec<lost::NodeView> = listed
+                    .into_iter()
+                    .map(|n| lost::NodeView {
+                        name: n.name,
+                        state: n.state,
+                        flags: n.state_flags,
+                        reason: n.reason,
+                    })
+                    .collect();
+                lost::lost_end(&nodes, &views, end)
+            }
+            Err(e) => {
+                tracing::warn!(provider = %self.cfg.name, error = %e, "cannot list nodes to tell which one Slurm lost");
+                end
+            }
+        }
+    }
+}
+
 /// How much of a gang's `stderr.log` is read to find which rank ended it:
 /// srun's and the launchers' lines come last, and the workload controls
 /// the file's size.
@@ -380,6 +441,51 @@ fn view(j: &Job) -> JobView {
 
 fn epoch_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+impl SlurmProvider {
+    /// Where the attempt stands at the provider (see `status`).
+    async fn status_of(&self, token: &str) -> Result<AttemptStatus, ProviderError> {
+        let Some((k, job)) = self.find(token).await.map_err(|e| self.err("reading the job", e))? else {
+            let racing =
+                self.launching.lock().ok().and_then(|m| m.get(token).map(|t| t.elapsed() < LAUNCH_GRACE));
+            return Ok(if racing == Some(true) { AttemptStatus::Pending } else { AttemptStatus::NotFound });
+        };
+        match map::job_status(&view(&job)) {
+            JobStatus::Requeued(end) => {
+                if !map::is_final(&job.job_state) {
+                    self.api.cancel(k.id).await.map_err(|e| self.err("cancelling the requeued job", e))?;
+                }
+                Ok(AttemptStatus::Ended(self.lost_end(token, &job, end).await))
+            }
+            JobStatus::Status(AttemptStatus::Ended(end @ ProviderEnd::NodeLost { .. })) => {
+                Ok(AttemptStatus::Ended(self.lost_end(token, &job, end).await))
+            }
+            JobStatus::Status(AttemptStatus::Pending) => {
+                let since = if job.submit_time > 0 { job.submit_time } else { k.submitted };
+                let waited = epoch_now() - since;
+                if waited >= self.cfg.startup_limit.as_secs() as i64 {
+                    self.api.cancel(k.id).await.map_err(|e| self.err("cancelling the pending job", e))?;
+                    let message = format!(
+                        "{}: still pending after {waited}s (reason {}), past the startup limit of {}s",
+                        self.cfg.name,
+                        job.state_reason,
+                        self.cfg.startup_limit.as_secs()
+                    );
+                    return Ok(AttemptStatus::Ended(ProviderEnd::LaunchRejected { message, capacity: true }));
+                }
+                Ok(AttemptStatus::Pending)
+            }
+            JobStatus::Status(AttemptStatus::Ended(end)) => {
+                Ok(AttemptStatus::Ended(self.gang_end(token, &job, end)))
+            }
+            JobStatus::Status(AttemptStatus::Running) => {
+                self.note_node(token, &job);
+                Ok(AttemptStatus::Running)
+            }
+            JobStatus::Status(s) => Ok(s),
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -508,9 +614,11 @@ impl Provider for SlurmProvider {
                 self.record(&dir, &req.token, Known { id, submitted: epoch_now() });
                 Ok(LaunchAck { provider_ref: id.to_string(), adopted: false })
             }
-            // "Requested node configuration is not available", bad partition.
+            // "Requested node configuration is not available", bad
+            // partition, "Required node not available (down, drained or
+            // reserved)": the node Canopy chose is not free right now.
             Err(CallError::Slurm { numbers, message, .. })
-                if numbers.iter().any(|n| matches!(n, 2014 | 2000)) =>
+                if numbers.iter().any(|n| matches!(n, 2014 | 2000 | 2068)) =>
             {
                 Err(LaunchError::Capacity(format!("{}: {message}", self.cfg.name)))
             }
@@ -520,38 +628,13 @@ impl Provider for SlurmProvider {
     }
 
     async fn status(&self, token: &str) -> Result<AttemptStatus, ProviderError> {
-        let Some((k, job)) = self.find(token).await.map_err(|e| self.err("reading the job", e))? else {
-            let racing =
-                self.launching.lock().ok().and_then(|m| m.get(token).map(|t| t.elapsed() < LAUNCH_GRACE));
-            return Ok(if racing == Some(true) { AttemptStatus::Pending } else { AttemptStatus::NotFound });
-        };
-        match map::job_status(&view(&job)) {
-            JobStatus::Requeued(end) => {
-                if !map::is_final(&job.job_state) {
-                    self.api.cancel(k.id).await.map_err(|e| self.err("cancelling the requeued job", e))?;
-                }
-                Ok(AttemptStatus::Ended(end))
-            }
-            JobStatus::Status(AttemptStatus::Pending) => {
-                let since = if job.submit_time > 0 { job.submit_time } else { k.submitted };
-                let waited = epoch_now() - since;
-                if waited >= self.cfg.startup_limit.as_secs() as i64 {
-                    self.api.cancel(k.id).await.map_err(|e| self.err("cancelling the pending job", e))?;
-                    let message = format!(
-                        "{}: still pending after {waited}s (reason {}), past the startup limit of {}s",
-                        self.cfg.name,
-                        job.state_reason,
-                        self.cfg.startup_limit.as_secs()
-                    );
-                    return Ok(AttemptStatus::Ended(ProviderEnd::LaunchRejected { message, capacity: true }));
-                }
-                Ok(AttemptStatus::Pending)
-            }
-            JobStatus::Status(AttemptStatus::Ended(end)) => {
-                Ok(AttemptStatus::Ended(self.gang_end(token, &job, end)))
-            }
-            JobStatus::Status(s) => Ok(s),
+        let status = self.status_of(token).await?;
+        if matches!(status, AttemptStatus::Ended(_) | AttemptStatus::NotFound) {
+            // However the attempt ended (lost while still pending, too),
+            // its secret file is not left on the shared file system.
+            crate::providers::secrets::remove_unread(&self.cfg.jobs_dir, token);
         }
+        Ok(status)
     }
 
     async fn logs(
@@ -621,7 +704,7 @@ impl Provider for SlurmProvider {
     async fn list_owned(&self, store_id: &str) -> Result<Vec<Owned>, ProviderError> {
         let prefix = format!("canopy-{store_id}-");
         let jobs = self.api.jobs().await.map_err(|e| self.err("listing jobs", e))?;
-        Ok(jobs
+        let owned: Vec<Owned> = jobs
             .into_iter()
             .filter(|j| j.name.starts_with(&prefix))
             .map(|j| Owned {
@@ -629,7 +712,9 @@ impl Provider for SlurmProvider {
                 provider_ref: j.job_id.to_string(),
                 token: j.name,
             })
-            .collect())
+            .collect();
+        crate::providers::secrets::sweep_owned(&self.cfg.name, &self.cfg.jobs_dir, store_id, &owned);
+        Ok(owned)
     }
 }
 

@@ -87,7 +87,8 @@ pub fn write_nodes(dir: &AttemptDir, nodes: &[String]) -> io::Result<()> {
     write_replacing(&nodes_path(dir), (nodes.join("\n") + "\n").as_bytes())
 }
 
-/// A gang's nodes in rank order; empty for a one-node attempt.
+/// The attempt's nodes in rank order: a gang's from its launch, a one-node
+/// attempt's once it was seen running; empty before.
 pub fn read_nodes(dir: &AttemptDir) -> io::Result<Vec<String>> {
     match fs::read_to_string(nodes_path(dir)) {
         Ok(s) => Ok(s.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect()),
