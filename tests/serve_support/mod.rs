@@ -109,8 +109,14 @@ impl Serve {
 
     /// Runs `canopy ARGS` against the store (its socket), with a deadline.
     pub fn canopy(&self, args: &[&str]) -> Output {
+        self.canopy_with(args, &[])
+    }
+
+    /// [`Serve::canopy`] with more environment variables.
+    pub fn canopy_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut child = command(&self.store, &self.config)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
