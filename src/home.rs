@@ -139,18 +139,26 @@ impl Home {
     }
 
     /// Creates the store directory private to its owner (0700), or, when
-    /// it exists, returns a warning if others may read it.
+    /// it exists, makes what Canopy keeps in it private (an older Canopy
+    /// made some of it with the umask's mode) and returns a warning if
+    /// others may read the store's directory itself.
     pub fn prepare(&self) -> std::io::Result<Option<String>> {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
         match std::fs::metadata(&self.root) {
-            Ok(m) if m.permissions().mode() & 0o077 != 0 => Ok(Some(format!(
-                "the store {} is readable by other users (mode {:o}); its logs and artifacts may hold \
-                 secrets: `chmod 700 {}`",
-                self.root.display(),
-                m.permissions().mode() & 0o777,
-                self.root.display()
-            ))),
-            Ok(_) => Ok(None),
+            Ok(m) if m.permissions().mode() & 0o077 != 0 => {
+                self.tighten()?;
+                Ok(Some(format!(
+                    "the store {} is readable by other users (mode {:o}); what Canopy keeps in it is \
+                     private, but `chmod 700 {}` closes it too",
+                    self.root.display(),
+                    m.permissions().mode() & 0o777,
+                    self.root.display()
+                )))
+            }
+            Ok(_) => {
+                self.tighten()?;
+                Ok(None)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if let Some(parent) = self.root.parent().filter(|p| !p.as_os_str().is_empty()) {
                     std::fs::create_dir_all(parent)?;
@@ -162,6 +170,25 @@ impl Home {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Takes group and other permissions off what Canopy keeps at the top
+    /// of the store: no one else can then reach anything below them,
+    /// whatever an older Canopy created there. The operator's own files
+    /// (`canopy.toml`) are left as they are.
+    fn tighten(&self) -> std::io::Result<()> {
+        for p in [
+            self.attempts(),
+            self.logs(),
+            self.artifacts(),
+            self.checkpoints(),
+            self.root.join("ssh"),
+            self.log_file(),
+            crate::journal::lock_path(&self.store()),
+        ] {
+            crate::private::tighten(&p)?;
+        }
+        Ok(())
     }
 
     /// Makes the journal's files private to the owner (0600): SQLite
@@ -191,6 +218,34 @@ mod tests {
         std::fs::set_permissions(home.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let warning = home.prepare().unwrap().unwrap();
         assert!(warning.contains("chmod 700"), "{warning}");
+    }
+
+    #[test]
+    fn what_an_older_canopy_left_open_is_made_private_and_the_operators_files_are_not() {
+        let t = tempfile::tempdir().unwrap();
+        let home = Home::new(t.path().join("store"));
+        home.prepare().unwrap();
+        let open =
+            |p: &std::path::Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+        std::fs::create_dir_all(home.logs().join("w-1/1")).unwrap();
+        std::fs::create_dir_all(home.attempts()).unwrap();
+        std::fs::write(home.log_file(), "").unwrap();
+        let config = home.root().join("canopy.toml");
+        std::fs::write(&config, "").unwrap();
+        for (p, m) in [
+            (home.logs(), 0o755),
+            (home.attempts(), 0o755),
+            (home.log_file(), 0o644),
+            (config.clone(), 0o644),
+        ] {
+            open(&p, m).unwrap();
+        }
+        home.prepare().unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&home.logs()), 0o700);
+        assert_eq!(mode(&home.attempts()), 0o700);
+        assert_eq!(mode(&home.log_file()), 0o600);
+        assert_eq!(mode(&config), 0o644, "the operator's configuration is theirs");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use color_eyre::eyre::{Result, WrapErr, eyre};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -45,6 +46,40 @@ pub struct ServeArgs {
     /// to reload.
     #[arg(long, default_value_t = 1024, hide = true)]
     pub stream_buffer: usize,
+    /// How long a connection may take to send a request's headers, from
+    /// when it opens or its previous response ended; also how long an idle
+    /// keep-alive connection stays open [default: 20s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub header_read_timeout: Option<Duration>,
+    /// How long a request body may stop arriving, or a response wait for
+    /// the client to read it, before the connection is closed [default: 60s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub idle_timeout: Option<Duration>,
+    /// TCP connections open at once; lowered to leave file descriptors
+    /// for the store and its socket when the open-file limit is low.
+    #[arg(long, value_name = "N", default_value_t = ServerOptions::DEFAULT_MAX_CONNECTIONS,
+          value_parser = parse_count)]
+    pub max_connections: usize,
+    /// TCP connections that have not yet sent a request with a valid
+    /// token; a new one beyond it takes the place of the oldest idle one.
+    #[arg(long, value_name = "N", default_value_t = ServerOptions::DEFAULT_MAX_UNAUTHENTICATED,
+          value_parser = parse_count)]
+    pub max_unauthenticated: usize,
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration such as 20s: {e}"))?;
+    if d.is_zero() {
+        return Err("a timeout must be longer than 0s".into());
+    }
+    Ok(d)
+}
+
+fn parse_count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{s:?} is not a count of at least 1")),
+    }
 }
 
 pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
@@ -68,6 +103,10 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
             tls: args.tls_cert.zip(args.tls_key),
             insecure_listen: args.insecure_listen,
             stream_buffer: args.stream_buffer,
+            header_read_timeout: args.header_read_timeout.unwrap_or(ServerOptions::DEFAULT_HEADER_READ_TIMEOUT),
+            idle_timeout: args.idle_timeout.unwrap_or(ServerOptions::DEFAULT_IDLE_TIMEOUT),
+            max_connections: args.max_connections,
+            max_unauthenticated: args.max_unauthenticated,
         };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut running = app::start(opts).await?;

@@ -125,15 +125,10 @@ fn parse_grace(s: &str) -> Result<u64, String> {
 }
 
 pub fn log_to_file(home: &Home) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
     // Private from the start (0700); an engine that starts says when an
     // existing store is more open.
     home.prepare().wrap_err_with(|| format!("creating {}", home.root().display()))?;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(home.log_file())
+    let file = canopy::private::append(&home.log_file())
         .wrap_err_with(|| format!("opening {}", home.log_file().display()))?;
     let filter = tracing_subscriber::EnvFilter::try_from_env("CANOPY_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));

@@ -73,6 +73,13 @@ pub struct Client {
 /// How long a request (not a stream) may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long an idle connection is kept for the next request: under the
+/// server's header read timeout, which closes idle keep-alive connections,
+/// so the client drops one before the server can close it under a request.
+const POOL_IDLE: Duration = Duration::from_secs(15);
+const _: () =
+    assert!(POOL_IDLE.as_secs() < crate::server::ServerOptions::DEFAULT_HEADER_READ_TIMEOUT.as_secs());
+
 impl Client {
     /// A client for `target`. Over the socket no TLS is set up at all (a
     /// CLI command pays nothing for certificates it will not use); over
@@ -80,9 +87,8 @@ impl Client {
     /// `$CANOPY_CA_CERT` (a server with a private CA or a self-signed one).
     pub fn new(target: Target) -> Result<Client, ClientError> {
         let config = |e: String| ClientError::Decode(format!("cannot set up the HTTP client: {e}"));
-        let mut b = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .pool_idle_timeout(Duration::from_secs(30));
+        let mut b =
+            reqwest::Client::builder().connect_timeout(Duration::from_secs(5)).pool_idle_timeout(POOL_IDLE);
         let (base, token) = match &target {
             Target::Socket(p) => {
                 b = b.unix_socket(p.clone()).no_proxy().tls_certs_only(std::iter::empty());

@@ -58,7 +58,7 @@ impl Writer {
     /// Opens the index beside `log` for appending; a record torn by a
     /// crash (a length not a multiple of 16) is dropped first.
     pub async fn open(log: &Path) -> std::io::Result<Writer> {
-        let file = tokio::fs::OpenOptions::new().create(true).append(true).open(path_for(log)).await?;
+        let file = crate::private::append_async(&path_for(log)).await?;
         let len = file.metadata().await?.len();
         if len % RECORD != 0 {
             file.set_len(len - len % RECORD).await?;

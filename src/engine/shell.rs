@@ -978,8 +978,12 @@ impl Shell {
                             tracing::warn!(%attempt, output = %s.name, path = %s.path, "output not collected: {}", s.reason);
                         }
                         let manifest = serde_json::to_vec_pretty(&c).unwrap_or_default();
-                        let _ = tokio::fs::create_dir_all(&dest).await;
-                        let _ = tokio::fs::write(dest.join("manifest.json"), manifest).await;
+                        let at = dest.clone();
+                        let _ = tokio::task::spawn_blocking(move || {
+                            crate::private::dir_all(&at)?;
+                            crate::private::write_replacing(&at.join("manifest.json"), &manifest)
+                        })
+                        .await;
                         OutputsResult::Collected { count: c.artifacts.len() }
                     }
                     Err(e) => OutputsResult::Failed { message: e.to_string() },
@@ -1063,12 +1067,14 @@ async fn ship_logs(
 ) {
     use tokio::io::AsyncWriteExt;
     const CHUNK: usize = 256 * 1024;
-    if tokio::fs::create_dir_all(dir).await.is_err() {
+    // Private (0700 directories, 0600 files): logs may hold what no other
+    // user of this host should read.
+    if crate::private::dir_all_async(dir).await.is_err() {
         return;
     }
     for (stream, file) in [(LogStream::Stdout, "stdout.log"), (LogStream::Stderr, "stderr.log")] {
         let path = dir.join(file);
-        let Ok(mut f) = tokio::fs::OpenOptions::new().create(true).append(true).open(&path).await else {
+        let Ok(mut f) = crate::private::append_async(&path).await else {
             continue;
         };
         let mut offset = f.metadata().await.map(|m| m.len()).unwrap_or(0);

@@ -18,7 +18,7 @@
 use super::JournalError;
 use crate::engine::model::Millis;
 use std::ffi::OsString;
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -67,12 +67,11 @@ pub fn acquire_owner(store: &Path, now: Millis) -> Result<OwnerLock, JournalErro
     let path = lock_path(store);
     let io = |source| JournalError::Lock { path: path.clone(), source };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(io)?;
+        crate::private::dir_all(dir).map_err(io)?;
     }
     // Not truncated on open: until we hold the lock, the contents are the
-    // current owner's.
-    let mut file =
-        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+    // current owner's. Private (0600) like everything in the store.
+    let mut file = crate::private::open_or_create(&path).map_err(io)?;
     let deadline = Instant::now() + PROBE_GRACE;
     let locked = loop {
         match file.try_lock() {

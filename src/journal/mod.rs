@@ -70,8 +70,16 @@ impl Journal {
     pub fn open_with_id(path: &Path, new_id: Option<&str>) -> Result<Journal, JournalError> {
         let store = path.display().to_string();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
+            crate::private::dir_all(dir)
                 .map_err(|source| JournalError::CreateDir { path: dir.to_path_buf(), source })?;
+        }
+        // Created 0600 before SQLite opens it (an empty file is a new
+        // database), so the journal is never, even briefly, readable by
+        // others; SQLite gives its -wal and -shm files the same mode.
+        match crate::private::new_file(path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(source) => return Err(JournalError::CreateFile { path: path.to_path_buf(), source }),
         }
         let conn = Connection::open(path).map_err(|source| JournalError::open(&store, source))?;
         Self::start(conn, store, new_id)
@@ -109,6 +117,14 @@ pub enum JournalError {
         "cannot create the directory {path} for the store: {source}; check its permissions or use --store to pick another store"
     )]
     CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot create the store file {path}: {source}; check its directory's permissions or use --store to pick another store"
+    )]
+    CreateFile {
         path: PathBuf,
         #[source]
         source: std::io::Error,

@@ -1,42 +1,20 @@
 //! Where the server listens and who is on the other end: the owner-only
 //! Unix socket in the store (peer credentials), plain TCP, or TCP with
-//! TLS (rustls).
+//! TLS (rustls). How connections are served is `conn`'s.
 
-use axum::serve::{IncomingStream, Listener};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokio::net::{TcpListener, TcpStream, UnixListener};
-use tokio::sync::mpsc;
+use tokio::net::UnixListener;
 
-/// The other end of a connection.
+/// The other end of a connection: each request carries it as
+/// `ConnectInfo<Peer>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Peer {
     /// On the store's socket: the connecting process's uid.
     Socket { uid: u32 },
     /// Over TCP, with or without TLS.
     Tcp { addr: SocketAddr, tls: bool },
-}
-
-impl axum::extract::connect_info::Connected<IncomingStream<'_, UnixListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, UnixListener>) -> Self {
-        // No credentials means the kernel could not say: treat as nobody's,
-        // which the socket's owner-only mode makes unreachable anyway.
-        let uid = stream.io().peer_cred().map(|c| c.uid()).unwrap_or(u32::MAX);
-        Peer::Socket { uid }
-    }
-}
-
-impl axum::extract::connect_info::Connected<IncomingStream<'_, TcpListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
-        Peer::Tcp { addr: *stream.remote_addr(), tls: false }
-    }
-}
-
-impl axum::extract::connect_info::Connected<IncomingStream<'_, TlsListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
-        Peer::Tcp { addr: *stream.remote_addr(), tls: true }
-    }
 }
 
 /// Binds the store's socket, owner-only (0600). A socket file left by an
@@ -64,66 +42,6 @@ pub fn bind_socket(path: &Path) -> std::io::Result<UnixListener> {
 /// The socket of the store at `root`.
 pub fn socket_path(root: &Path) -> PathBuf {
     root.join("canopy.sock")
-}
-
-/// A TCP listener that completes TLS handshakes off the accept loop, so a
-/// slow or hostile client cannot hold up others.
-pub struct TlsListener {
-    rx: mpsc::Receiver<(tokio_rustls::server::TlsStream<TcpStream>, SocketAddr)>,
-    local: SocketAddr,
-}
-
-impl TlsListener {
-    pub fn new(tcp: TcpListener, config: Arc<tokio_rustls::rustls::ServerConfig>) -> std::io::Result<Self> {
-        let local = tcp.local_addr()?;
-        let (tx, rx) = mpsc::channel(64);
-        let acceptor = tokio_rustls::TlsAcceptor::from(config);
-        tokio::spawn(async move {
-            loop {
-                let (stream, addr) = match tcp.accept().await {
-                    Ok(x) => x,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "TLS listener: accept failed");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let (acceptor, sender) = (acceptor.clone(), tx.clone());
-                tokio::spawn(async move {
-                    let hs =
-                        tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(stream));
-                    match hs.await {
-                        Ok(Ok(tls)) => {
-                            let _ = sender.send((tls, addr)).await;
-                        }
-                        Ok(Err(e)) => tracing::debug!(%addr, error = %e, "TLS handshake failed"),
-                        Err(_) => tracing::debug!(%addr, "TLS handshake timed out"),
-                    }
-                });
-                if tx.is_closed() {
-                    return;
-                }
-            }
-        });
-        Ok(TlsListener { rx, local })
-    }
-}
-
-impl Listener for TlsListener {
-    type Io = tokio_rustls::server::TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.rx.recv().await {
-            Some(x) => x,
-            // The accept task never ends while we hold the receiver.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
-    }
 }
 
 /// A rustls server configuration from PEM files.

@@ -13,6 +13,7 @@
 pub mod api;
 pub mod auth;
 pub mod authz;
+pub mod conn;
 pub mod error;
 pub mod listen;
 pub mod metrics;
@@ -29,6 +30,7 @@ use auth::Tokens;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// How the server listens and paces its clients.
 #[derive(Debug, Clone)]
@@ -43,11 +45,41 @@ pub struct ServerOptions {
     /// Batches one event-stream client may be behind before it is sent a
     /// `resync` and dropped.
     pub stream_buffer: usize,
+    /// How long a connection may take to send a whole request head, from
+    /// when it opens or its previous response ended (so also how long an
+    /// idle keep-alive connection stays open). Never runs while a response
+    /// is being sent.
+    pub header_read_timeout: Duration,
+    /// How long a request body may stop arriving, or a response wait for
+    /// the client to read it, before the connection is closed.
+    pub idle_timeout: Duration,
+    /// TCP connections open at once (the store's socket has no cap);
+    /// clamped below the open-file limit (see [`conn::Limits`]).
+    pub max_connections: usize,
+    /// TCP connections that have not yet sent a request with a valid token;
+    /// a new one beyond it takes the place of the oldest idle one.
+    pub max_unauthenticated: usize,
+}
+
+impl ServerOptions {
+    pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(20);
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+    pub const DEFAULT_MAX_UNAUTHENTICATED: usize = 256;
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        ServerOptions { listen: None, tls: None, insecure_listen: false, stream_buffer: 1024 }
+        ServerOptions {
+            listen: None,
+            tls: None,
+            insecure_listen: false,
+            stream_buffer: 1024,
+            header_read_timeout: Self::DEFAULT_HEADER_READ_TIMEOUT,
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            max_unauthenticated: Self::DEFAULT_MAX_UNAUTHENTICATED,
+        }
     }
 }
 
@@ -181,46 +213,34 @@ pub async fn serve(
         stopping: stop_rx.clone(),
         readers: Mutex::new(vec![reader]),
     });
-    let app = api::router(state.clone());
-    let shutdown = move |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
-    let mut tasks = Vec::new();
-    tasks.push(tokio::spawn(flush_refusals(state.clone(), stop_rx.clone())));
+    let nofile = conn::open_file_limit();
+    let limits = conn::Limits::new(&options, nofile);
+    if limits.max_connections < options.max_connections
+        || limits.max_unauthenticated < options.max_unauthenticated
+    {
+        tracing::info!(
+            max_connections = limits.max_connections,
+            max_unauthenticated = limits.max_unauthenticated,
+            open_file_limit = nofile,
+            "TCP connection caps lowered to leave file descriptors for the store and its socket"
+        );
+    }
+    let shared = conn::Shared::new(state.clone(), api::router(state.clone()), limits);
     let socket = listen::socket_path(home.root());
     let uds = listen::bind_socket(&socket)
         .map_err(|source| ServeError::Bind { what: socket.display().to_string(), source })?;
-    let svc = app.clone().into_make_service_with_connect_info::<listen::Peer>();
-    let rx = stop_rx.clone();
-    tasks.push(tokio::spawn(async move {
-        if let Err(e) = axum::serve(uds, svc).with_graceful_shutdown(shutdown(rx)).await {
-            tracing::error!(error = %e, "the socket listener stopped");
-        }
-    }));
+    let mut tasks = vec![
+        tokio::spawn(flush_refusals(state.clone(), stop_rx.clone())),
+        tokio::spawn(conn::serve_socket(uds, shared.clone(), stop_rx.clone())),
+    ];
     let mut tcp_addr = None;
     if let Some(addr) = options.listen {
         let tcp = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| ServeError::Bind { what: addr.to_string(), source })?;
         tcp_addr = tcp.local_addr().ok();
-        let rx = stop_rx.clone();
-        let svc = app.clone().into_make_service_with_connect_info::<listen::Peer>();
-        match tls {
-            Some(config) => {
-                let l = listen::TlsListener::new(tcp, config)
-                    .map_err(|source| ServeError::Bind { what: addr.to_string(), source })?;
-                tasks.push(tokio::spawn(async move {
-                    if let Err(e) = axum::serve(l, svc).with_graceful_shutdown(shutdown(rx)).await {
-                        tracing::error!(error = %e, "the TLS listener stopped");
-                    }
-                }));
-            }
-            None => tasks.push(tokio::spawn(async move {
-                if let Err(e) = axum::serve(tcp, svc).with_graceful_shutdown(shutdown(rx)).await {
-                    tracing::error!(error = %e, "the TCP listener stopped");
-                }
-            })),
-        }
+        let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+        tasks.push(tokio::spawn(conn::serve_tcp(tcp, acceptor, shared.clone(), stop_rx.clone())));
     }
     tracing::info!(socket = %socket.display(), tcp = ?tcp_addr, "serving the API");
     Ok(Serving { socket, tcp: tcp_addr, state, stop, tasks })

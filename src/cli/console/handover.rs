@@ -71,10 +71,7 @@ impl Serve {
         if self.no_faults {
             c.arg("--no-faults");
         }
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
+        let log = canopy::private::append(&self.log)
             .map_err(|e| format!("cannot open {}: {e}", self.log.display()))?;
         let err = log.try_clone().map_err(|e| format!("cannot open {}: {e}", self.log.display()))?;
         c.stdin(Stdio::null()).stdout(log).stderr(err);

@@ -20,11 +20,11 @@ use super::LocalConfig;
 use super::layout::{AttemptDir, PidRecord, append_private, create_private, read_json, write_json};
 use super::plan::Plan;
 use super::state::{self, Observed};
+use crate::private;
 use crate::providers::{LaunchAck, LaunchError, SecretValue};
 use crate::spec::Spec;
 use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -116,12 +116,13 @@ pub fn provider_ref(dir: &AttemptDir) -> String {
 /// Builds the attempt directory privately and renames it into place.
 /// `Ok(None)`: another launcher got there first.
 fn claim(root: &Path, token: &str, spec: &Spec, plan: &Plan, copy_inputs: bool) -> io::Result<Option<File>> {
-    fs::create_dir_all(root)?;
+    // The attempts directory, like everything here, is private (0700):
+    // logs and outputs may be sensitive.
+    private::dir_all(root)?;
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let tmp = root.join(format!(".launching-{token}-{}-{nanos}", std::process::id()));
-    // Private to the operator: logs and outputs may be sensitive.
-    fs::DirBuilder::new().mode(0o700).create(&tmp)?;
+    private::dir(&tmp)?;
     let result = build_and_rename(&tmp, &root.join(token), spec, plan, copy_inputs);
     if !matches!(result, Ok(Some(_))) {
         let _ = fs::remove_dir_all(&tmp);
@@ -140,8 +141,10 @@ fn build_and_rename(
     let lock = create_private(&staging.lock())?;
     // Nobody else can know this fresh private file, so the lock is free.
     lock.try_lock().map_err(io::Error::other)?;
+    // work/, inputs/, outputs/ and output paths' parents: Canopy's, so
+    // private; what the workload makes in them keeps the workload's modes.
     for d in &plan.dirs {
-        fs::create_dir_all(tmp.join(d))?;
+        private::dir_all(&tmp.join(d))?;
     }
     write_json(&staging.spec(), spec)?;
     write_json(&staging.launch(), &plan.record)?;
@@ -243,7 +246,7 @@ async fn start(
 /// operator's own files: links in them are followed).
 fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
     if fs::metadata(src)?.is_dir() {
-        fs::DirBuilder::new().mode(0o700).create(dst)?;
+        private::dir(dst)?;
         let mut names: Vec<_> =
             fs::read_dir(src)?.map(|e| e.map(|e| e.file_name())).collect::<io::Result<_>>()?;
         names.sort();

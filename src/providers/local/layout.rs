@@ -34,8 +34,8 @@ use crate::failure::ProviderEnd;
 use crate::providers::Skipped;
 use crate::providers::collect::OutputLimits;
 use serde::{Deserialize, Serialize};
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -266,79 +266,15 @@ pub struct CollectedArtifact {
     pub sha256: String,
 }
 
-/// `<prefix>-<pid>-<n>`: a name no other call in this process, or in
-/// another live one, returns.
-pub fn unique_name(prefix: &str) -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-/// Writes `bytes` to `path` so that readers see the old file or the whole
-/// new one: a fresh 0600 temporary file beside it (`.<name>-<pid>-<n>.tmp`,
-/// created exclusively, so writers in several processes never collide and
-/// nothing planted there is written through), fsync, rename, fsync the
-/// directory. The temporary file is removed when any step fails.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace(path, bytes, true)
-}
-
-/// [`write_atomic`] without the fsyncs, for records whose loss in a power
-/// cut is harmless (the reader then takes the slow path) but which must
-/// never be read torn, nor written through a link planted beside them.
-pub fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace(path, bytes, false)
-}
-
-fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
-    let name = path.file_name().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("{} names no file", path.display()))
-    })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!("{}.tmp", unique_name("")));
-    let tmp = path.with_file_name(tmp_name);
-    let written = (|| {
-        let mut f = create_private(&tmp)?;
-        f.write_all(bytes)?;
-        if durable {
-            f.sync_all()?;
-        }
-        fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    written?;
-    if durable && let Some(dir) = path.parent() {
-        // Makes the rename itself durable; a failure here leaves a correct
-        // file that may not survive a power loss, so it is not an error.
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
-}
+// Records are created private (0600, never through a link) by the one
+// module that makes every file and directory of the store.
+pub use crate::private::{
+    append as append_private, new_file as create_private, unique_name, write_atomic, write_replacing,
+};
 
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
     let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     write_atomic(path, &bytes)
-}
-
-/// Creates a new file only its owner may read (0600); fails when
-/// something, a link included, already has the name.
-pub fn create_private(path: &Path) -> io::Result<File> {
-    OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_CLOEXEC).open(path)
-}
-
-/// Opens a file for appending, creating it 0600; never through a link.
-pub fn append_private(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
 }
 
 /// Opens a file the workload may have replaced, for reading: never through
@@ -388,6 +324,7 @@ pub fn now_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn output_paths_map_under_the_outputs_dir() {
