@@ -8,12 +8,15 @@
 //! from the engine core; when a CPU-only attempt lands on a GPU node it asks
 //! whether some CPU node certainly fitted at that moment: ready and out of
 //! quarantine before and after the instant, not among the nodes and pools
-//! the workload was tried on (which its exclusions may hold), and with room
-//! for the work even after everything placed on it in that instant. Any
-//! such placement fails the test.
+//! the workload was tried on (which its exclusions may hold), not one that
+//! refused a launch for capacity in that instant (its provider says it is
+//! full; the engine then counts it as full), and with room for the work
+//! even after everything placed on it in that instant. Any such placement
+//! fails the test. A placement is an attempt row in state `placing`: one
+//! refused for capacity gives its attempt id to the next placement.
 
 use canopy::engine::core::Core;
-use canopy::engine::model::{AttemptId, Millis, Record, WorkloadId};
+use canopy::engine::model::{AttemptId, AttemptState, Millis, Record, WorkloadId};
 use canopy::fleet::synth::SplitMix64;
 use canopy::fleet::{Fleet, Free, NodeIdx, NodeState, load};
 use canopy::sim::{self, FaultModel, Format, Input, PlacementPolicy, RecordSink};
@@ -66,7 +69,10 @@ struct Checker<'a> {
     need: HashMap<WorkloadId, Free>,
     /// Every attempt seen: its node and pool, per workload, in order.
     tried: HashMap<WorkloadId, Vec<(u32, String, String)>>,
-    seen: HashSet<AttemptId>,
+    /// Placements seen: attempt and when it was placed.
+    seen: HashSet<(AttemptId, Millis)>,
+    /// Nodes that refused a launch for capacity in the current instant.
+    refused: HashSet<String>,
     /// In the current instant: CPU-only placements, and what every
     /// placement took per node.
     now: Vec<Placed>,
@@ -92,6 +98,7 @@ impl<'a> Checker<'a> {
             need: HashMap::new(),
             tried: HashMap::new(),
             seen: HashSet::new(),
+            refused: HashSet::new(),
             now: Vec::new(),
             taken: HashMap::new(),
             cpu_placements: 0,
@@ -127,7 +134,8 @@ impl<'a> Checker<'a> {
             let room = free.cpu_cores - taken.cpu_cores >= need.cpu_cores
                 && free.memory_gb - taken.memory_gb >= need.memory_gb
                 && free.disk_gb - taken.disk_gb >= need.disk_gb;
-            (usable && self.state(core, n, at).1 && !excluded && room).then(|| node.name.clone())
+            let refused = self.refused.contains(&node.name);
+            (usable && self.state(core, n, at).1 && !excluded && !refused && room).then(|| node.name.clone())
         })
     }
 }
@@ -146,7 +154,12 @@ impl RecordSink for Checker<'_> {
                     };
                     self.need.entry(w.id).or_insert(need);
                 }
-                Record::Attempt(a) if self.seen.insert(a.id) => {
+                Record::Attempt(a) if a.rule.as_deref() == Some("canopy.launch-refused") => {
+                    self.refused.insert(a.node.clone());
+                }
+                Record::Attempt(a)
+                    if a.state == AttemptState::Placing && self.seen.insert((a.id, a.placed_at)) =>
+                {
                     let need = self.need[&a.id.workload];
                     let t = self.taken.entry(a.node.clone()).or_default();
                     t.cpu_cores += need.cpu_cores;
@@ -188,6 +201,7 @@ impl RecordSink for Checker<'_> {
             }
         }
         self.taken.clear();
+        self.refused.clear();
         self.before = self.cpu_nodes.iter().map(|&n| self.state(core, n, at)).collect();
     }
 }

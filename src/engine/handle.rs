@@ -152,7 +152,19 @@ pub(super) type Query = Box<dyn FnOnce(&mut Journal) + Send>;
 
 pub(super) enum Msg {
     Event(super::core::Event),
-    Command { cmd: Command, caller: Caller, reply: oneshot::Sender<CommandResult> },
+    /// A status poll's answer (`Status` or `StatusFailed`) and the token
+    /// it asked about: dropped when the attempt's live placement has
+    /// another token by then (its provider refused the polled placement
+    /// for capacity, and the attempt id went to the next placement).
+    Polled {
+        token: String,
+        event: super::core::Event,
+    },
+    Command {
+        cmd: Command,
+        caller: Caller,
+        reply: oneshot::Sender<CommandResult>,
+    },
     Query(Query),
     Shutdown,
 }

@@ -391,6 +391,9 @@ pub enum EventKind {
     Acknowledged,
     /// A checkpoint was left by an attempt or handed to the next.
     Checkpoint,
+    /// A provider refused a launch for lack of capacity: nothing ran, no
+    /// attempt was spent, and the workload is placed elsewhere or waits.
+    Refused,
 }
 
 impl EventKind {
@@ -416,6 +419,7 @@ impl EventKind {
             Self::Quarantined => "quarantined",
             Self::Acknowledged => "acknowledged",
             Self::Checkpoint => "checkpoint",
+            Self::Refused => "refused",
         }
     }
 }

@@ -484,6 +484,13 @@ static CAPACITY_MESSAGE: LazyLock<Regex> = LazyLock::new(|| {
 /// score changes.
 pub const EVICTED_RULE: &str = "canopy.evicted";
 
+/// The rule on the row of a launch its provider refused for lack of
+/// capacity (`LaunchError::Capacity`, answered to the only launch call of
+/// the placement): nothing ran, no attempt is spent, no health score
+/// changes, and the workload's next placement takes the row over, so
+/// refusals never pile up attempts (see `engine/core/refused.rs`).
+pub const REFUSED_RULE: &str = "canopy.launch-refused";
+
 /// A launch that can never succeed as written (see
 /// [`crate::providers::LaunchError::Invalid`]).
 fn invalid_request(end: &ProviderEnd) -> bool {

@@ -356,6 +356,16 @@ impl Shell {
                 self.note_reachability(&e);
                 events.push(e);
             }
+            Msg::Polled { token, event } => {
+                if let Event::Status { attempt, .. } | Event::StatusFailed { attempt, .. } = &event
+                    && self.core.live_token(*attempt).as_deref() != Some(token.as_str())
+                {
+                    self.polling.remove(attempt);
+                    tracing::debug!(%attempt, "status of a placement that is no longer live: dropped");
+                    return true;
+                }
+                return self.accept(Msg::Event(event), events);
+            }
             Msg::Command { cmd, caller, reply } => {
                 let request = self.next_request;
                 self.next_request += 1;
@@ -823,7 +833,7 @@ impl Shell {
                     Ok(Err(e)) => Event::StatusFailed { attempt, error: e.to_string() },
                     Err(_) => Event::StatusFailed { attempt, error: "status call timed out".into() },
                 };
-                Self::send(&tx, e);
+                let _ = tx.send(Msg::Polled { token, event: e });
             });
         }
     }

@@ -124,12 +124,13 @@ mod tests {
             Quarantined,
             Acknowledged,
             Checkpoint,
+            Refused,
         ];
         for k in &all {
             match k {
                 Submitted | Unschedulable | Placed | Launched | Adopted | Running | StatusUnreachable
                 | Ended | Retry | Failed | Succeeded | CancelRequested | Cancelled | TerminateRequested
-                | Lost | Reconciled | Outputs | Quarantined | Acknowledged | Checkpoint => {}
+                | Lost | Reconciled | Outputs | Quarantined | Acknowledged | Checkpoint | Refused => {}
             }
         }
         all

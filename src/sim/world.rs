@@ -92,7 +92,6 @@ struct Att {
     nodes: Vec<usize>,
     /// Bumped when the attempt is stopped, so its pending events lapse.
     epoch: u32,
-    launch_calls: u32,
     running: bool,
     end: Option<(ProviderEnd, Vec<String>)>,
     /// Virtual ms it started running.
@@ -112,6 +111,8 @@ struct World<'a> {
     evs: HashMap<u64, Ev>,
     ticks: BTreeSet<i64>,
     atts: HashMap<AttemptId, Att>,
+    /// Launch calls so far per attempt id.
+    calls: HashMap<AttemptId, u32>,
     job_of: HashMap<WorkloadId, usize>,
     pending_job: Option<usize>,
     mult: Vec<f64>,
@@ -161,6 +162,7 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         evs: HashMap::new(),
         ticks: BTreeSet::new(),
         atts: HashMap::new(),
+        calls: HashMap::new(),
         job_of: HashMap::new(),
         pending_job: None,
         mult,
@@ -301,11 +303,14 @@ impl World<'_> {
                     provider_ref: format!("job {}", 10_000 + a.workload.0),
                     adopted: false,
                 });
-                self.send(Event::LaunchResult { attempt: a, result }, sink);
                 if !ok {
-                    // A definite refusal: the core closed the attempt.
+                    // A definite refusal: nothing runs here. The core closes
+                    // the attempt, or places it again under the same id at
+                    // once (a capacity refusal), so it is forgotten first.
                     self.atts.remove(&a);
-                } else if let Some(att) = self.atts.get(&a) {
+                }
+                self.send(Event::LaunchResult { attempt: a, result }, sink);
+                if let (true, Some(att)) = (ok, self.atts.get(&a)) {
                     let node = &self.run.fleet.nodes[att.nodes[0]];
                     let startup = self.run.fleet.pool(node.pool).startup.as_secs_f64();
                     let epoch = att.epoch;
@@ -323,6 +328,7 @@ impl World<'_> {
             }
             Ev::Collected(a, end, outputs) => {
                 let tail = self.atts.remove(&a).and_then(|x| x.end).map(|(_, t)| t).unwrap_or_default();
+                self.calls.remove(&a);
                 let outputs =
                     if outputs { OutputsResult::Collected { count: 0 } } else { OutputsResult::Skipped };
                 self.send(Event::Collected { attempt: a, end, log_tail: tail, outputs }, sink);
@@ -368,7 +374,6 @@ impl World<'_> {
                 job,
                 nodes: idx,
                 epoch: 0,
-                launch_calls: 1,
                 running: false,
                 end: None,
                 started: 0,
@@ -378,19 +383,21 @@ impl World<'_> {
             self.after(API_LATENCY_S, Ev::LaunchReply(a, Err(e)));
             return;
         }
-        let att = self.atts.entry(a).or_insert(Att {
+        self.atts.entry(a).or_insert(Att {
             job,
             nodes: idx,
             epoch: 0,
-            launch_calls: 0,
             running: false,
             end: None,
             started: 0,
             speed: 1.0,
             completes: false,
         });
-        let call = att.launch_calls;
-        att.launch_calls += 1;
+        // Every call draws anew: re-sends, and placements that take over
+        // the id of one refused for capacity.
+        let calls = self.calls.entry(a).or_default();
+        let call = *calls;
+        *calls += 1;
         let fleet = self.run.fleet;
         let pool = fleet.pool(fleet.nodes[n].pool);
         let fullness = pool_fullness(self.core.fleet(), fleet.nodes[n].pool);

@@ -5,6 +5,7 @@ use super::{Action, Core, Entry, Live, OutputsResult};
 use crate::engine::classify::classify;
 use crate::engine::model::*;
 use crate::engine::retry::{self, RetryInput};
+use crate::engine::rules::REFUSED_RULE;
 use crate::failure::{FailureClass, ProviderEnd};
 use crate::fleet::{Free, NodeIdx};
 use crate::providers::{AttemptStatus, LaunchAck, LaunchError};
@@ -72,7 +73,8 @@ impl Core {
                         let changed = e.last_explanation.as_deref() != Some(text.as_str());
                         e.last_explanation = Some(text.clone());
                         e.rec.state = WorkloadState::Queued;
-                        e.rec.reason = Some(first_line(&text));
+                        let note = Self::refusal_note(e).unwrap_or_default();
+                        e.rec.reason = Some(first_line(&text) + &note);
                         changed
                     });
                     self.queue.push_unfit(priority, id, group);
@@ -101,7 +103,16 @@ impl Core {
         let Some(e) = self.entries.get_mut(&id) else { return };
         let r = &e.spec.resources;
         let alloc = Free { gpus: r.gpus, cpu_cores: r.cpu_cores, memory_gb: r.memory_gb, disk_gb: r.disk_gb };
-        e.rec.attempts += 1;
+        // A launch refused for capacity gives its row to this placement
+        // (`refused.rs`): refusals do not pile up attempts.
+        if e.attempts
+            .last()
+            .is_some_and(|t| t.rule.as_deref() == Some(REFUSED_RULE) && t.id.n == e.rec.attempts)
+        {
+            e.attempts.pop();
+        } else {
+            e.rec.attempts += 1;
+        }
         e.waiting_since = None;
         let attempt = AttemptId { workload: id, n: e.rec.attempts };
         let est = c.est_cost_usd.high.unwrap_or(c.est_cost_usd.low);
@@ -228,7 +239,7 @@ impl Core {
         }
     }
 
-    fn live_mut(&mut self, a: AttemptId) -> Option<(&mut Entry, usize)> {
+    pub(super) fn live_mut(&mut self, a: AttemptId) -> Option<(&mut Entry, usize)> {
         self.touched.push(a.workload);
         let e = self.entries.get_mut(&a.workload)?;
         let idx = e.live.as_ref()?.idx;
@@ -248,6 +259,7 @@ impl Core {
             Ok(ack) => {
                 let Some(live) = e.live.as_mut() else { return };
                 live.acked = true;
+                let nodes = live.nodes.clone();
                 let att = &mut e.attempts[idx];
                 att.provider_ref = Some(ack.provider_ref.clone());
                 if att.state == AttemptState::Placing {
@@ -263,6 +275,7 @@ impl Core {
                 self.save_attempt(a.workload, idx);
                 self.save_workload(a.workload, now);
                 self.event(now, a.workload, Some(a), kind, format!("{what} ({})", ack.provider_ref));
+                self.launch_accepted_on(&nodes);
                 if cancel {
                     self.terminate_live(a.workload, ProviderEnd::Cancelled, now);
                 }
@@ -285,6 +298,9 @@ impl Core {
                     self.terminate_live(a.workload, end, now);
                 }
             }
+            // No capacity where it was placed: the node counts as full and
+            // the workload is placed again, without a new attempt.
+            Err(LaunchError::Capacity(m)) if self.on_refused(a, &m, now) => {}
             // A definite refusal: nothing runs, the attempt closes now.
             Err(err) => {
                 let end = err.to_end();
@@ -767,6 +783,7 @@ impl Core {
 
     pub(super) fn on_tick(&mut self, now: Millis) {
         self.expire_exclusions(now);
+        self.expire_beliefs(now);
         self.queue.release_backoff(now);
         self.end_waits(now);
         for id in self.due(now) {

@@ -6,10 +6,13 @@
 //! (capped at the node's shape, so nothing is ever overcommitted). Node
 //! states follow the provider (down, drained → cordoned); a state an
 //! operator set in Canopy (cordon, drain) is kept while the provider
-//! reports the node ready. Capacity that grew unblocks waiting work.
+//! reports the node ready. Capacity that grew unblocks waiting work. A
+//! node that refused a launch stays full across a report that repeats the
+//! one it refused under (`refused.rs`).
 //! Must not perform I/O; the shell takes the inventory.
 
 use super::Core;
+use crate::engine::model::Millis;
 use crate::fleet::{Fleet, FleetBuilder, Free, NodeDef, NodeIdx, NodeState, PoolDef, PoolIdx};
 use std::collections::HashMap;
 
@@ -18,12 +21,20 @@ use std::collections::HashMap;
 #[derive(Debug, Clone, Default)]
 pub(super) struct Reported {
     states: HashMap<String, NodeState>,
+    /// Each node's last inventory report: its state and what others use
+    /// (only for nodes an inventory has reported).
+    last: HashMap<String, (NodeState, Free)>,
 }
 
 impl Reported {
     /// The states the fleet starts with are taken as the providers' own.
     pub(super) fn from_fleet(fleet: &Fleet) -> Self {
-        Self { states: fleet.nodes.iter().map(|n| (n.name.clone(), n.state)).collect() }
+        Self { states: fleet.nodes.iter().map(|n| (n.name.clone(), n.state)).collect(), last: HashMap::new() }
+    }
+
+    /// What the node's provider last reported about it, if it has.
+    pub(super) fn reported(&self, node: &str) -> Option<(NodeState, Free)> {
+        self.last.get(node).copied()
     }
 }
 
@@ -31,7 +42,7 @@ impl Core {
     /// Replaces `provider`'s pools and nodes with `pools` (node `used` =
     /// used by others). An unknown provider or an inventory that cannot
     /// form a fleet (duplicate names…) leaves the fleet as it was.
-    pub(super) fn on_inventory(&mut self, provider: &str, pools: Vec<(PoolDef, Vec<NodeDef>)>) {
+    pub(super) fn on_inventory(&mut self, provider: &str, pools: Vec<(PoolDef, Vec<NodeDef>)>, now: Millis) {
         let Some(target) = self.fleet.providers.iter().position(|p| p.name == provider) else { return };
         let mut ours: HashMap<String, Free> = HashMap::new();
         for l in self.entries.values().filter_map(|e| e.live.as_ref()) {
@@ -49,7 +60,9 @@ impl Core {
             .pools
             .clone()
             .flat_map(|p| self.fleet.pool_nodes(PoolIdx(p)).iter())
-            .map(|n| (n.name.clone(), (n.state, n.free)))
+            // Capacity hidden after a refusal does not make the report's
+            // look like growth: it is compared with what the node had.
+            .map(|n| (n.name.clone(), (n.state, self.unhidden_free(&n.name, n.free))))
             .collect();
         let mut b = FleetBuilder::new();
         let mut grew = false;
@@ -114,8 +127,10 @@ impl Core {
             }
         }
         let fleet: Fleet = b.build();
-        for n in pools.iter().flat_map(|(_, nodes)| nodes) {
-            self.inventory.states.insert(n.name.clone(), n.state);
+        let report: HashMap<String, (NodeState, Free)> =
+            pools.iter().flat_map(|(_, nodes)| nodes).map(|n| (n.name.clone(), (n.state, n.used))).collect();
+        for (name, &(state, _)) in &report {
+            self.inventory.states.insert(name.clone(), state);
         }
         // Live attempts keep their node by name; one on a node the provider
         // no longer lists holds nothing (its release is then a no-op).
@@ -131,6 +146,8 @@ impl Core {
         self.max_gpu_memory = super::max_gpu_memory(&self.fleet);
         self.drop_snapshot();
         self.ideal = None;
+        self.beliefs_after_inventory(&report, now);
+        self.inventory.last.extend(report);
         if grew {
             self.capacity_changed();
         }

@@ -22,6 +22,7 @@ mod inventory;
 mod patience;
 mod policy;
 mod queue;
+mod refused;
 mod restore;
 
 pub use super::command::Refusal;
@@ -65,6 +66,14 @@ pub struct CoreConfig {
     /// are forgotten this long after the last one was added, so a fault
     /// that has passed never strands it.
     pub exclusion_ttl_s: f64,
+    /// A node that refused a launch for lack of capacity counts as full
+    /// for this long at most (unless its provider's inventory or a release
+    /// says otherwise first), doubling for each refusal of the node in a
+    /// row up to `capacity_refusal_max_s` (see `refused.rs`). The default
+    /// is the shell's inventory period, so a node that keeps refusing is
+    /// asked at most once per refresh.
+    pub capacity_refusal_s: f64,
+    pub capacity_refusal_max_s: f64,
     pub health: HealthConfig,
     /// How placements are chosen; production keeps Canopy's health-aware
     /// policy, the simulator compares it with others.
@@ -83,6 +92,8 @@ impl Default for CoreConfig {
             pending_timeout_s: 900.0,
             terminate_resend_s: 30.0,
             exclusion_ttl_s: 1800.0,
+            capacity_refusal_s: 30.0,
+            capacity_refusal_max_s: 900.0,
             refuse_never_fits: true,
             health: HealthConfig::default(),
             placement: PlacementPolicy::default(),
@@ -436,6 +447,8 @@ pub struct Core {
     ideal: Option<Snapshot>,
     /// When waiting work's patience runs out ([`Patience`]), soonest first.
     patient: BTreeSet<(Millis, WorkloadId)>,
+    /// Nodes that count as full after refusing a launch (`refused.rs`).
+    beliefs: refused::Beliefs,
 }
 
 impl Core {
@@ -472,6 +485,7 @@ impl Core {
             expiries: BTreeSet::new(),
             ideal: None,
             patient: BTreeSet::new(),
+            beliefs: refused::Beliefs::default(),
         }
     }
 
@@ -525,6 +539,15 @@ impl Core {
         self.entries.get(&id).map_or(&[], |e| &e.attempts)
     }
 
+    /// The nodes that count as full because they refused a launch for
+    /// capacity, with when that belief expires at the latest (an
+    /// inventory that reports them anew, or a release there, comes first).
+    pub fn full_after_refusal(&self) -> Vec<(String, Millis)> {
+        let mut v: Vec<(String, Millis)> = self.beliefs.full().map(|(n, t)| (n.to_string(), t)).collect();
+        v.sort();
+        v
+    }
+
     /// How many workloads wait because nothing fits them now.
     pub fn blocked_count(&self) -> usize {
         self.queue.blocked_len()
@@ -541,6 +564,15 @@ impl Core {
         let e = self.entries.get(&a.workload)?;
         let live = e.live.as_ref()?;
         (e.attempts[live.idx].id == a).then_some(live.terminating.as_ref()?)
+    }
+
+    /// The token of `a`'s placement while `a` is live. A placement its
+    /// provider refused for capacity gives its attempt id to the next one,
+    /// under a new token: a late answer about the old one is told apart.
+    pub fn live_token(&self, a: AttemptId) -> Option<String> {
+        let e = self.entries.get(&a.workload)?;
+        let att = e.attempts.get(e.live.as_ref()?.idx).filter(|t| t.id == a)?;
+        Some(att.token(&self.store_id))
     }
 
     /// Live attempts with their provider and token, for the shell's
@@ -595,7 +627,7 @@ impl Core {
                 self.on_checkpoint_not_copied(attempt, message, now)
             }
             Event::Owned { provider, tokens } => self.on_owned(&provider, &tokens, now),
-            Event::Inventory { provider, pools } => self.on_inventory(&provider, pools),
+            Event::Inventory { provider, pools } => self.on_inventory(&provider, pools, now),
             Event::Tick => self.on_tick(now),
         }
         self.schedule_pass(now);
@@ -622,6 +654,10 @@ impl Core {
         }
         // Work kept out only by its exclusions may go when they expire.
         if let Some(&(t, _)) = self.expiries.first() {
+            consider(t);
+        }
+        // A node that refused a launch is asked again when its belief expires.
+        if let Some(t) = self.beliefs.next_expiry() {
             consider(t);
         }
         next
