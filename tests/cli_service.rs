@@ -1,5 +1,6 @@
 //! The CLI as its users meet it against a real `canopy serve` (the binary,
-//! over a fresh store): the spec `examples/api_bench` submits is accepted.
+//! over a fresh store): `canopy token list` with tokens in the store; and
+//! the spec `examples/api_bench` submits is accepted.
 //!
 //! Every wait is a bounded poll for a condition; nothing is timed. Every
 //! test stops the servers and the workloads it started.
@@ -131,6 +132,56 @@ fn state(store: &Path, id: &str) -> String {
     let out = canopy(store, &["status", id, "--json"], &[]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     v["workload"]["state"].as_str().unwrap_or("").to_string()
+}
+
+// ── canopy token list ───────────────────────────────────────────────────
+
+/// With tokens in the store the list is a table and a JSON array (it was
+/// "error decoding response body" as soon as one token existed): names,
+/// roles, scopes and states, and never a secret, a salt or a hash.
+#[test]
+fn token_list_shows_the_tokens_that_exist() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let _server = Server::start(&store, false);
+    let mut secrets = Vec::new();
+    for args in [
+        &["--name", "ci", "--role", "submitter"][..],
+        &["--name", "fra-owner", "--role", "operator", "--scope", "provider=onprem-fra", "--expires", "30d"],
+        &["--name", "old", "--role", "viewer"],
+    ] {
+        let out = canopy(&store, &[&["token", "create"][..], args].concat(), &[]);
+        secrets.push(ok(&out).trim().to_string());
+    }
+    ok(&canopy(&store, &["token", "revoke", "old"], &[]));
+
+    let table = ok(&canopy(&store, &["token", "list"], &[]));
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{table}"))
+            .to_string()
+    };
+    assert!(row("ci").contains("submitter") && row("ci").contains("active"), "{table}");
+    let fra = row("fra-owner");
+    assert!(
+        fra.contains("operator") && fra.contains("provider=onprem-fra") && fra.contains("expires"),
+        "{fra}"
+    );
+    assert!(row("old").contains("revoked"), "{table}");
+    assert!(row("ci").contains("local:"), "created by the store's owner: {table}");
+
+    let json = ok(&canopy(&store, &["token", "list", "--json"], &[]));
+    let rows: Vec<Value> = serde_json::from_str(&json).unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ci", "fra-owner", "old"]);
+    for r in &rows {
+        assert!(r.get("salt").is_none() && r.get("hash").is_none(), "{r}");
+    }
+    for s in &secrets {
+        assert!(!table.contains(s.as_str()) && !json.contains(s.as_str()), "a secret was listed");
+    }
 }
 
 // ── examples/api_bench ──────────────────────────────────────────────────

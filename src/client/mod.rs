@@ -13,11 +13,11 @@ pub use attach::attach;
 
 use crate::engine::command::{Command, CommandResult, Refusal};
 use crate::engine::handle::{LogBytes, Recent, Remote, Stream};
-use crate::engine::model::{AttemptId, AuditRecord, EventRecord, WorkloadId};
+use crate::engine::model::{AttemptId, AuditRecord, EventRecord, Millis, WorkloadId};
 use crate::server::api::{LOG_TIMES, NEXT_OFFSET, Page, WorkloadView};
 use reqwest::{Method, StatusCode};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -156,6 +156,11 @@ impl Client {
         resp.json().await.map_err(|e| ClientError::Decode(e.to_string()))
     }
 
+    /// Every API token, revoked and expired ones too (never a secret).
+    pub async fn tokens(&self) -> Result<Vec<TokenView>, ClientError> {
+        self.get("/v1/tokens").await
+    }
+
     /// Submits spec text (`json`: JSON, else TOML) with an idempotency key.
     /// Returns the workload and whether the key matched an earlier submit.
     pub async fn submit(&self, spec: &str, json: bool, key: &str) -> Result<WorkloadView, ClientError> {
@@ -272,6 +277,26 @@ impl Client {
         }
         self.send(r).await
     }
+}
+
+/// One API token as `GET /v1/tokens` lists it: who may call, never the
+/// secret nor its hash (the server leaves those out of its answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenView {
+    /// The public part of the token, which finds its row.
+    pub id: String,
+    pub name: String,
+    /// `viewer`, `submitter`, `operator` or `admin`.
+    pub role: String,
+    /// `provider=NAME` or `pool=PROVIDER/POOL`; empty for no limit.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    pub created_at: Millis,
+    pub created_by: String,
+    #[serde(default)]
+    pub expires_at: Option<Millis>,
+    #[serde(default)]
+    pub revoked_at: Option<Millis>,
 }
 
 /// An idempotency key no one else will make: time, process and randomness.
