@@ -1,12 +1,17 @@
 //! The CLI as its users meet it against a real `canopy serve` (the binary,
-//! over a fresh store): `canopy token list` with tokens in the store; and
-//! the spec `examples/api_bench` submits is accepted.
+//! over a fresh store): `canopy token list` with tokens in the store;
+//! a submit whose answer is lost on the way (a proxy in front of the real
+//! server forwards the request, so the workload is committed, and drops
+//! the answer): the outcome is unknown and the key to retry with is
+//! printed; and the spec `examples/api_bench` submits is accepted.
 //!
 //! Every wait is a bounded poll for a condition; nothing is timed. Every
 //! test stops the servers and the workloads it started.
 
 use serde_json::Value;
-use std::path::Path;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -122,6 +127,17 @@ fn ok(out: &Output) -> String {
     text(&out.stdout)
 }
 
+/// A spec pinned to this host that runs `script` with `sh -c`.
+fn local_spec(dir: &Path, name: &str, script: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    let body = format!(
+        "name = {name:?}\n\n[runtime]\ncommand = [\"sh\", \"-c\", {script:?}]\n\n\
+         [resources]\ncpu_cores = 0.1\nmemory_gb = 0.1\n\n[constraints]\nproviders = [\"local\"]\n"
+    );
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
 fn submit(store: &Path, spec: &Path) -> String {
     let out = canopy(store, &["submit", spec.to_str().unwrap(), "--json"], &[]);
     let v: Value = serde_json::from_str(&ok(&out)).unwrap();
@@ -181,6 +197,125 @@ fn token_list_shows_the_tokens_that_exist() {
     }
     for s in &secrets {
         assert!(!table.contains(s.as_str()) && !json.contains(s.as_str()), "a secret was listed");
+    }
+}
+
+// ── a submit whose answer is lost ───────────────────────────────────────
+
+/// One request as a proxy saw it: its idempotency key and the status the
+/// real server answered (which the client never got).
+#[derive(Debug)]
+struct Forwarded {
+    idempotency_key: Option<String>,
+    status_line: String,
+}
+
+/// Reads one HTTP/1.1 request (headers, then a Content-Length body).
+fn read_request(r: &mut BufReader<TcpStream>) -> Vec<u8> {
+    let mut raw = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        if let Some((k, v)) = line.split_once(':')
+            && k.eq_ignore_ascii_case("content-length")
+        {
+            length = v.trim().parse().unwrap();
+        }
+        raw.extend_from_slice(line.as_bytes());
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    r.read_exact(&mut body).unwrap();
+    raw.extend(body);
+    raw
+}
+
+/// Listens on loopback; for each of `n` connections, reads the request,
+/// forwards it to `upstream` (the real server, which commits it), reads
+/// the answer's status line, and closes the client's connection without
+/// a byte of it: the answer is lost on the way.
+fn lossy_proxy(upstream: &str, n: usize) -> (String, std::thread::JoinHandle<Vec<Forwarded>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let upstream = upstream.trim_start_matches("http://").to_string();
+    let thread = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for conn in listener.incoming().take(n) {
+            let conn = conn.unwrap();
+            let mut r = BufReader::new(conn);
+            let request = read_request(&mut r);
+            let head = String::from_utf8_lossy(&request).into_owned();
+            let idempotency_key = head.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("idempotency-key").then(|| v.trim().to_string())
+            });
+            let mut up = TcpStream::connect(&upstream).unwrap();
+            up.write_all(&request).unwrap();
+            let mut status_line = String::new();
+            BufReader::new(up).read_line(&mut status_line).unwrap();
+            drop(r); // closes the client's connection, unanswered
+            seen.push(Forwarded { idempotency_key, status_line: status_line.trim().to_string() });
+        }
+        seen
+    });
+    (url, thread)
+}
+
+/// The connection breaks after the request reached the server (which
+/// committed the workload): the CLI says the outcome is unknown and
+/// prints the key to retry with (exit 7), not "no engine" (exit 4), and
+/// retrying with that key returns the one workload instead of a second.
+/// The key is the one the CLI generated, or the one given.
+#[test]
+fn a_submit_whose_answer_is_lost_prints_the_key_to_retry_with() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let server = Server::start(&store, true);
+    let real = server.url.clone().expect("a TCP address");
+    let token = ok(&canopy(&store, &["token", "create", "--name", "app", "--role", "submitter"], &[]));
+    let token = token.trim();
+    let spec = local_spec(tmp.path(), "lost", "echo hi");
+    let spec = spec.to_str().unwrap();
+    let (proxy, seen) = lossy_proxy(&real, 2);
+    let elsewhere = tmp.path().join("elsewhere");
+    let via_proxy = [("CANOPY_SERVER", proxy.as_str()), ("CANOPY_TOKEN", token)];
+
+    let lost = canopy(&elsewhere, &["submit", spec], &via_proxy);
+    let err = text(&lost.stderr);
+    assert_eq!(lost.status.code(), Some(7), "{err}");
+    assert!(err.contains("whether the workload was submitted is unknown"), "{err}");
+    assert!(!err.contains("no engine owns") && !err.contains("no Canopy server answers"), "{err}");
+    let retry = err
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("canopy submit --idempotency-key "))
+        .unwrap_or_else(|| panic!("no retry command:\n{err}"));
+    let (key, file) = retry.split_once(' ').unwrap();
+    assert_eq!(file, spec);
+
+    // The same, for a script, with the key it gave.
+    let lost = canopy(&elsewhere, &["submit", spec, "--idempotency-key", "given-1", "--json"], &via_proxy);
+    assert_eq!(lost.status.code(), Some(7), "{}", text(&lost.stderr));
+    let v: Value = serde_json::from_slice(&lost.stdout).unwrap();
+    assert_eq!(v, serde_json::json!({ "outcome": "unknown", "idempotency_key": "given-1" }));
+
+    let seen = seen.join().unwrap();
+    assert_eq!(seen[0].idempotency_key.as_deref(), Some(key), "the key printed is the key sent");
+    assert_eq!(seen[1].idempotency_key.as_deref(), Some("given-1"));
+    for f in &seen {
+        assert!(f.status_line.contains(" 201 "), "the server committed it: {f:?}");
+    }
+
+    // Retried with the printed key: the workload it committed, not a new one.
+    let direct = [("CANOPY_SERVER", real.as_str()), ("CANOPY_TOKEN", token)];
+    let again = ok(&canopy(&elsewhere, &["submit", "--idempotency-key", key, spec], &direct));
+    assert_eq!(again.trim(), "w-1 (already submitted with this idempotency key)");
+    let all: Vec<Value> = serde_json::from_str(&ok(&canopy(&store, &["status", "--json"], &[]))).unwrap();
+    assert_eq!(all.len(), 2, "one workload per key: {all:?}");
+    for id in ["w-1", "w-2"] {
+        wait_for(&format!("{id} to succeed"), || state(&store, id) == "succeeded");
     }
 }
 

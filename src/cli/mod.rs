@@ -4,8 +4,10 @@
 //! for scripts (`--json`). Exit codes are part of the interface:
 //! 0 success, 1 bad input or failure, 2 usage error (clap), 3 nothing fits
 //! (`plan`), 4 no engine owns the store (or `--server` does not answer),
-//! 5 the workload failed (`submit --wait`), 6 it was cancelled, 141 the
-//! reader of the output went away ([`out`]). Everything printed goes
+//! 5 the workload failed (`submit --wait`), 6 it was cancelled, 7 the
+//! connection broke before the answer (the outcome is unknown; a submit
+//! prints the idempotency key to retry with), 141 the reader of the
+//! output went away ([`out`]). Everything printed goes
 //! through [`out`]: safe for a terminal, and quiet on a closed pipe.
 
 #[macro_use]
@@ -35,6 +37,9 @@ pub const EXIT_UNSCHEDULABLE: u8 = 3;
 pub const EXIT_NO_ENGINE: u8 = 4;
 pub const EXIT_WORKLOAD_FAILED: u8 = 5;
 pub const EXIT_CANCELLED: u8 = 6;
+/// The connection broke after the request went out: it may have been
+/// carried out. A submit says the idempotency key to send it again with.
+pub const EXIT_UNKNOWN: u8 = 7;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -1,10 +1,11 @@
 //! Workload and node commands through the API: submit, status, events,
 //! artifacts, logs, cancel, retry, cordon, uncordon, drain. They talk to
 //! whatever engine owns the store (its socket) or to `--server URL`; with
-//! none answering they say so and exit 4.
+//! none answering they say so and exit 4. A request whose answer was lost on the way is exit 7: a submit then
+//! prints the idempotency key that sends it again without a duplicate.
 
 use super::table::{new_table, usd};
-use super::{EXIT_CANCELLED, EXIT_ERROR, EXIT_NO_ENGINE, EXIT_WORKLOAD_FAILED, StoreArgs};
+use super::{EXIT_CANCELLED, EXIT_ERROR, EXIT_NO_ENGINE, EXIT_UNKNOWN, EXIT_WORKLOAD_FAILED, StoreArgs};
 use canopy::client::{Client, ClientError, new_key};
 use canopy::engine::command::{Command, CommandResult};
 use canopy::engine::handle::{FleetStatus, Stream};
@@ -29,12 +30,20 @@ pub fn with_api<T>(
     store: &StoreArgs,
     f: impl AsyncFnOnce(Client) -> Result<T, ClientError>,
 ) -> Result<Result<T, ExitCode>> {
+    Ok(api(store, f)?.map_err(|e| report(store, &e)))
+}
+
+/// Runs one API conversation on a small runtime; the caller reports.
+fn api<T>(
+    store: &StoreArgs,
+    f: impl AsyncFnOnce(Client) -> Result<T, ClientError>,
+) -> Result<Result<T, ClientError>> {
     let client = store.client()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .wrap_err("starting the async runtime")?;
-    Ok(rt.block_on(async move { f(client).await }).map_err(|e| report(store, &e)))
+    Ok(rt.block_on(async move { f(client).await }))
 }
 
 /// Prints a client error for people; returns the exit code it means.
@@ -60,6 +69,10 @@ pub fn report(store: &StoreArgs, e: &ClientError) -> ExitCode {
                 );
             }
             ExitCode::from(EXIT_NO_ENGINE)
+        }
+        ClientError::Interrupted { .. } => {
+            errln!("error: {e}; check whether it took effect before doing it again");
+            ExitCode::from(EXIT_UNKNOWN)
         }
         ClientError::Api { message, body, .. } if body["error"]["code"] == "unschedulable" => {
             // As Slurm's "Requested node configuration is not available".
@@ -114,7 +127,8 @@ pub fn submit(
         let Some(imported) = super::import::converted(spec_path, format) else {
             return Ok(ExitCode::from(EXIT_ERROR));
         };
-        return send(store, &imported.toml, false, key, wait, json);
+        let again = format!("--from {} {}", format.as_str(), shell_word(spec_path));
+        return send(store, &imported.toml, false, key, wait, json, &again);
     }
     // Read once, safely (a FIFO or /dev/zero is refused), validated here
     // first so problems are shown against the user's file, and the same
@@ -130,10 +144,22 @@ pub fn submit(
     for w in &loaded.warnings {
         errln!("{}\n", w.render(&source));
     }
-    send(store, &source, Format::from_path(spec_path) == Format::Json, key, wait, json)
+    let again = shell_word(spec_path);
+    send(store, &source, Format::from_path(spec_path) == Format::Json, key, wait, json, &again)
+}
+
+/// A path as one word of a shell command line.
+fn shell_word(p: &Path) -> String {
+    let s = p.to_string_lossy();
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+,:=@".contains(&b)) {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 /// Sends checked spec text; with `wait`, follows the workload to its end.
+/// `again` is what follows `canopy submit` to send the same spec again.
 fn send(
     store: &StoreArgs,
     source: &str,
@@ -141,14 +167,29 @@ fn send(
     key: Option<String>,
     wait: bool,
     json: bool,
+    again: &str,
 ) -> Result<ExitCode> {
     // Always keyed, so a request retried after a lost answer never submits
     // twice.
     let key = key.unwrap_or_else(new_key);
-    let submitted = with_api(store, async |c| c.submit(source, is_json, &key).await)?;
+    let submitted = api(store, async |c| c.submit(source, is_json, &key).await)?;
     let v = match submitted {
         Ok(v) => v,
-        Err(code) => return Ok(code),
+        Err(ClientError::Interrupted { target, detail }) => {
+            // The request went out: the engine may have committed it. Only
+            // the same key finds out without submitting twice.
+            errln!(
+                "error: the connection to {target} broke before the server answered ({detail}): whether the \
+                 workload was submitted is unknown.\n  Submit again with the same idempotency key: it returns \
+                 the workload if it was committed, and submits it once if it was not:\n  \
+                 canopy submit --idempotency-key {key} {again}"
+            );
+            if json {
+                outln!("{}", serde_json::json!({ "outcome": "unknown", "idempotency_key": key }));
+            }
+            return Ok(ExitCode::from(EXIT_UNKNOWN));
+        }
+        Err(e) => return Ok(report(store, &e)),
     };
     let id = v.workload.id;
     if json && !wait {
