@@ -1,5 +1,7 @@
 //! The CLI as its users meet it against a real `canopy serve` (the binary,
 //! over a fresh store): `canopy token list` with tokens in the store;
+//! `canopy logs --follow` across an engine restart (it reconnects and
+//! resumes, nothing twice, nothing lost) and giving up after its bound;
 //! a submit whose answer is lost on the way (a proxy in front of the real
 //! server forwards the request, so the workload is committed, and drops
 //! the answer): the outcome is unknown and the key to retry with is
@@ -53,6 +55,11 @@ impl Server {
             .find(|w| w.starts_with("http://"))
             .map(|u| u.trim_end_matches(['.', ',']).to_string());
         s
+    }
+
+    /// Stops it as an operator restarting the service does, and waits.
+    fn stop(mut self) {
+        self.terminate();
     }
 
     fn terminate(&mut self) {
@@ -198,6 +205,160 @@ fn token_list_shows_the_tokens_that_exist() {
     for s in &secrets {
         assert!(!table.contains(s.as_str()) && !json.contains(s.as_str()), "a secret was listed");
     }
+}
+
+// ── canopy logs --follow across an engine restart ───────────────────────
+
+/// A workload that prints `line-1`…`line-50`, waits for the gate to
+/// open, prints `line-51`…`line-100`, then says it is done.
+fn gated_lines(dir: &Path, g: &Gate) -> PathBuf {
+    let (gate, done) = (&g.gate, &g.done);
+    let script = format!(
+        "i=1; while [ $i -le 50 ]; do echo line-$i; i=$((i+1)); done; \
+         while [ ! -e {gate:?} ]; do sleep 0.05; done; \
+         while [ $i -le 100 ]; do echo line-$i; i=$((i+1)); done; touch {done:?}"
+    );
+    local_spec(dir, "gated", &script)
+}
+
+/// The gate of a gated workload. Dropped, it opens and waits (bounded)
+/// for the workload to finish, so the workload ends even when its test
+/// fails half way, before the test's directory goes.
+struct Gate {
+    gate: PathBuf,
+    done: PathBuf,
+}
+
+impl Gate {
+    fn new(dir: &Path) -> Gate {
+        Gate { gate: dir.join("gate"), done: dir.join("done") }
+    }
+
+    fn open(&self) {
+        std::fs::write(&self.gate, "").unwrap();
+    }
+
+    fn wait_done(&self) {
+        wait_for("the workload to finish", || self.done.exists());
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.gate, "");
+        let deadline = Instant::now() + DEADLINE;
+        while !self.done.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// A process in the background, killed when dropped unless it ended.
+struct Background(Child);
+
+impl Background {
+    /// Waits for it to end (killed past the deadline).
+    fn wait(&mut self, what: &str) -> std::process::ExitStatus {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "{what} did not end");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if self.0.try_wait().unwrap().is_none() {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// `canopy logs ID --follow --stream stdout ARGS` in the background, its
+/// stdout and stderr in files.
+fn follow(store: &Path, dir: &Path, id: &str, args: &[&str]) -> (Background, PathBuf, PathBuf) {
+    let (out, err) =
+        (dir.join(format!("follow-{}.out", unique())), dir.join(format!("follow-{}.err", unique())));
+    let child = Command::new(BIN)
+        .arg("--store")
+        .arg(store)
+        .args(["logs", id, "--follow", "--stream", "stdout"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    (Background(child), out, err)
+}
+
+/// The engine stops while an attempt is followed, the attempt prints the
+/// rest of its output and ends while no engine runs, and the engine comes
+/// back: the follow says once that it reconnects, resumes from where it
+/// was, and ends with the attempt. Every line once, in order (it exited 4
+/// at the restart before).
+#[test]
+fn logs_follow_reconnects_across_an_engine_restart_and_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, dir) = (tmp.path().join("store"), tmp.path());
+    let gate = Gate::new(dir);
+    let server = Server::start(&store, false);
+    let id = submit(&store, &gated_lines(dir, &gate));
+    wait_for(&format!("{id} to run"), || state(&store, &id) == "running");
+    let (mut child, out, err) = follow(&store, dir, &id, &[]);
+    wait_for("the first 50 lines to be followed", || read(&out).contains("line-50\n"));
+
+    server.stop();
+    wait_for("the follow to notice the engine is gone", || {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            panic!("the follow ended ({status}) instead of reconnecting:\n{}", read(&err));
+        }
+        read(&err).contains("reconnecting")
+    });
+    // The rest is written, and the attempt ends, while no engine runs.
+    gate.open();
+    gate.wait_done();
+    let _server = Server::start(&store, false);
+
+    let end = child.wait("canopy logs --follow");
+    let (out, err) = (read(&out), read(&err));
+    assert_eq!(end.code(), Some(0), "{err}");
+    let want: Vec<String> = (1..=100).map(|i| format!("line-{i}")).collect();
+    assert_eq!(out.lines().collect::<Vec<_>>(), want, "stderr:\n{err}");
+    assert_eq!(err.matches("reconnecting").count(), 1, "said once:\n{err}");
+    assert_eq!(err.matches("reconnected").count(), 1, "{err}");
+    assert!(err.contains("for up to 5m"), "the bound is named: {err}");
+    wait_for(&format!("{id} to succeed"), || state(&store, &id) == "succeeded");
+}
+
+/// With no engine back within `--reconnect-for`, the follow gives up with
+/// exit 4 and says how to take it up again.
+#[test]
+fn logs_follow_gives_up_after_its_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, dir) = (tmp.path().join("store"), tmp.path());
+    let gate = Gate::new(dir);
+    let server = Server::start(&store, false);
+    let id = submit(&store, &gated_lines(dir, &gate));
+    wait_for(&format!("{id} to run"), || state(&store, &id) == "running");
+    let (mut child, out, err) = follow(&store, dir, &id, &["--reconnect-for", "1s"]);
+    wait_for("the first 50 lines to be followed", || read(&out).contains("line-50\n"));
+    server.stop();
+
+    let end = child.wait("canopy logs --follow");
+    let err = read(&err);
+    assert_eq!(end.code(), Some(4), "{err}");
+    assert_eq!(err.matches("reconnecting for up to 1s").count(), 1, "{err}");
+    assert!(err.contains(&format!("gave up following {id}.1 after 1s")), "{err}");
+    assert!(err.contains(&format!("`canopy logs {id} --follow`")), "{err}");
+    // Reap the workload: it ends once the gate is open.
+    gate.open();
+    gate.wait_done();
 }
 
 // ── a submit whose answer is lost ───────────────────────────────────────

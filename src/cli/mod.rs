@@ -18,6 +18,7 @@ mod console;
 mod engine;
 mod fleet;
 mod import;
+mod logs;
 mod plan;
 mod sim;
 mod table;
@@ -228,7 +229,8 @@ pub enum Command {
         id: WorkloadId,
         #[arg(long)]
         attempt: Option<u32>,
-        /// Keep printing until the attempt ends.
+        /// Keep printing until the attempt ends. When the engine restarts
+        /// meanwhile, reconnect and go on from where it stopped.
         #[arg(long, short)]
         follow: bool,
         /// stdout, stderr or both.
@@ -238,6 +240,10 @@ pub enum Command {
         /// (escape sequences included: trust the workload first).
         #[arg(long)]
         raw: bool,
+        /// With --follow: how long to keep trying to reach a server that
+        /// went away before giving up (exit 4).
+        #[arg(long, value_parser = humantime::parse_duration, default_value = logs::RECONNECT_FOR, value_name = "DURATION")]
+        reconnect_for: std::time::Duration,
     },
     /// A workload's events: placements, ends with their class and evidence,
     /// retry decisions with their rule.
@@ -381,8 +387,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Some(Command::Status { id, states, unresolved, limit, json }) => {
             workloads::status(&cli.store, id, states, unresolved, limit, json)
         }
-        Some(Command::Logs { id, attempt, follow, stream, raw }) => {
-            workloads::logs(&cli.store, id, attempt, follow, &stream, raw)
+        Some(Command::Logs { id, attempt, follow, stream, raw, reconnect_for }) => {
+            logs::logs(&cli.store, logs::LogsArgs { id, attempt, follow, stream, raw, reconnect_for })
         }
         Some(Command::Events { id, json }) => workloads::events(&cli.store, id, json),
         Some(Command::Artifacts { id, json }) => workloads::artifacts(&cli.store, id, json),

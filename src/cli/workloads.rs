@@ -1,18 +1,19 @@
 //! Workload and node commands through the API: submit, status, events,
-//! artifacts, logs, cancel, retry, cordon, uncordon, drain. They talk to
-//! whatever engine owns the store (its socket) or to `--server URL`; with
-//! none answering they say so and exit 4. A request whose answer was lost on the way is exit 7: a submit then
+//! artifacts, cancel, retry, cordon, uncordon, drain (logs are in
+//! [`super::logs`]). They talk to whatever engine owns the store (its
+//! socket) or to `--server URL`; with none answering they say so and exit
+//! 4. A request whose answer was lost on the way is exit 7: a submit then
 //! prints the idempotency key that sends it again without a duplicate.
 
 use super::table::{new_table, usd};
 use super::{EXIT_CANCELLED, EXIT_ERROR, EXIT_NO_ENGINE, EXIT_UNKNOWN, EXIT_WORKLOAD_FAILED, StoreArgs};
 use canopy::client::{Client, ClientError, new_key};
 use canopy::engine::command::{Command, CommandResult};
-use canopy::engine::handle::{FleetStatus, Stream};
-use canopy::engine::model::{AttemptId, EventRecord, Millis, WorkloadId, WorkloadRecord, WorkloadState};
-use canopy::server::api::{ArtifactView, Page, WorkloadView};
+use canopy::engine::handle::FleetStatus;
+use canopy::engine::model::{EventRecord, Millis, WorkloadId, WorkloadRecord, WorkloadState};
+use canopy::server::api::{ArtifactView, Page};
 use canopy::spec::load::{self, Format};
-use canopy::text::{LogText, json_pretty, sanitize};
+use canopy::text::{json_pretty, sanitize};
 use color_eyre::eyre::{Result, WrapErr};
 use std::path::Path;
 use std::process::ExitCode;
@@ -463,82 +464,6 @@ pub fn artifacts(store: &StoreArgs, id: WorkloadId, json: bool) -> Result<ExitCo
             Ok(ExitCode::SUCCESS)
         },
     )
-}
-
-/// `canopy logs`: the attempt's bytes as the workload wrote them when
-/// they go to a pipe or a file, or with `--raw`; on a terminal, made safe
-/// first ([`LogText`]), so a workload cannot drive the operator's terminal.
-pub fn logs(
-    store: &StoreArgs,
-    id: WorkloadId,
-    attempt: Option<u32>,
-    follow: bool,
-    stream: &str,
-    raw: bool,
-) -> Result<ExitCode> {
-    use std::io::IsTerminal;
-    let raw = canopy::text::logs_raw(raw, std::io::stdout().is_terminal());
-    let streams: Vec<Stream> = match stream {
-        "stdout" => vec![Stream::Stdout],
-        "stderr" => vec![Stream::Stderr],
-        _ => vec![Stream::Stdout, Stream::Stderr],
-    };
-    // One per stream: a chunk may end inside a character or a `\r\n`.
-    let mut text: Vec<LogText> = streams.iter().map(|_| LogText::default()).collect();
-    let outcome = with_api(store, async |c| {
-        let v: WorkloadView = c.workload(id).await?;
-        let n = match attempt {
-            Some(n) => n,
-            None if v.workload.attempts == 0 => return Ok(Some(v.workload.state)),
-            None => v.workload.attempts,
-        };
-        let a = AttemptId { workload: id, n };
-        let mut offsets = vec![0u64; streams.len()];
-        loop {
-            let mut grew = false;
-            for (i, s) in streams.iter().enumerate() {
-                loop {
-                    let chunk = c.log_bytes(a, *s, offsets[i], 1 << 20).await?;
-                    if chunk.data.is_empty() {
-                        break;
-                    }
-                    grew = true;
-                    offsets[i] = chunk.next_offset;
-                    if raw {
-                        super::out::bytes(&chunk.data);
-                    } else {
-                        super::out::stdout(&text[i].push(&chunk.data));
-                    }
-                }
-            }
-            if !follow {
-                break;
-            }
-            let done = c
-                .workload(id)
-                .await?
-                .attempts
-                .iter()
-                .find(|x| x.id.n == n)
-                .is_some_and(|x| x.state.is_final());
-            if done && !grew {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        for t in &mut text {
-            super::out::stdout(&t.finish());
-        }
-        Ok(None)
-    })?;
-    match outcome {
-        Ok(Some(state)) => {
-            outln!("{id} has not started an attempt yet ({state}).");
-            Ok(ExitCode::SUCCESS)
-        }
-        Ok(None) => Ok(ExitCode::SUCCESS),
-        Err(code) => Ok(code),
-    }
 }
 
 /// A command on a workload or node, with the operator's reason.

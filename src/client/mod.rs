@@ -7,9 +7,11 @@
 //! reads one in its own process. It holds no state of its own.
 
 mod attach;
+mod backoff;
 mod sse;
 
 pub use attach::attach;
+pub use backoff::Backoff;
 
 use crate::engine::command::{Command, CommandResult, Refusal};
 use crate::engine::handle::{LogBytes, Recent, Remote, Stream};
@@ -65,6 +67,16 @@ impl ClientError {
         match self {
             ClientError::Api { status, .. } => Some(*status),
             _ => None,
+        }
+    }
+
+    /// Whether the server went away (or is restarting) rather than refused
+    /// the request: asking again later may succeed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Unreachable { .. } | ClientError::Interrupted { .. } => true,
+            ClientError::Api { status, .. } => *status == StatusCode::SERVICE_UNAVAILABLE.as_u16(),
+            ClientError::Decode(_) => false,
         }
     }
 }
