@@ -128,7 +128,7 @@ pub fn submit(
         let Some(imported) = super::import::converted(spec_path, format) else {
             return Ok(ExitCode::from(EXIT_ERROR));
         };
-        let again = format!("--from {} {}", format.as_str(), shell_word(spec_path));
+        let again = format!("--from {} {}", format.as_str(), shell_word(&spec_path.to_string_lossy()));
         return send(store, &imported.toml, false, key, wait, json, &again);
     }
     // Read once, safely (a FIFO or /dev/zero is refused), validated here
@@ -145,15 +145,14 @@ pub fn submit(
     for w in &loaded.warnings {
         errln!("{}\n", w.render(&source));
     }
-    let again = shell_word(spec_path);
+    let again = shell_word(&spec_path.to_string_lossy());
     send(store, &source, Format::from_path(spec_path) == Format::Json, key, wait, json, &again)
 }
 
-/// A path as one word of a shell command line.
-fn shell_word(p: &Path) -> String {
-    let s = p.to_string_lossy();
+/// `s` as one word of a shell command line.
+fn shell_word(s: &str) -> String {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+,:=@".contains(&b)) {
-        s.into_owned()
+        s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
     }
@@ -183,7 +182,8 @@ fn send(
                 "error: the connection to {target} broke before the server answered ({detail}): whether the \
                  workload was submitted is unknown.\n  Submit again with the same idempotency key: it returns \
                  the workload if it was committed, and submits it once if it was not:\n  \
-                 canopy submit --idempotency-key {key} {again}"
+                 canopy submit --idempotency-key {} {again}",
+                shell_word(&key)
             );
             if json {
                 outln!("{}", serde_json::json!({ "outcome": "unknown", "idempotency_key": key }));
