@@ -5,9 +5,10 @@
 //!    clients (default 4), each submitting one after another with an
 //!    Idempotency-Key, then with each client keeping K requests in flight
 //!    (default 8; an application submitting asynchronously). Every 201 is
-//!    an fsync'd journal commit (group commit). The workloads ask for 64 GPUs, which nothing in the demo
-//!    fleet has, so they queue: this measures the API and the journal,
-//!    not the simulated providers.
+//!    an fsync'd journal commit (group commit). The workloads
+//!    (`examples/api_bench.toml`) ask for 64 GPUs, which nothing in the
+//!    demo fleet has, and to wait for capacity, so they queue: this
+//!    measures the API and the journal, not the simulated providers.
 //! 2. `canopy submit` round trip through the CLI (a process per submit,
 //!    as a user runs it), p50 and p95 of N.
 //! 3. The server's CPU while idle with the store full, with no client and
@@ -24,13 +25,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-const SPEC: &str = r#"
-name = "bench"
-[runtime]
-command = ["true"]
-[resources]
-gpus = 64
-"#;
+/// What every submit sends (a test submits the same file).
+const SPEC: &str = include_str!("api_bench.toml");
 
 fn bin() -> PathBuf {
     std::env::var_os("CANOPY_BIN").map(PathBuf::from).unwrap_or_else(|| {

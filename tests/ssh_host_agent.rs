@@ -241,3 +241,44 @@ touch "$d/step-3/COMPLETE"; mkdir "$d/step-4"; echo 4 > "$d/step-4/state""#;
     assert!(!host.join("attempts").join(&token).exists());
     assert!(!host.join("checkpoints").join(&token).exists(), "cleanup removed its checkpoints");
 }
+
+/// A workload on an owner's host gets the same Canopy variables as on
+/// Slurm and Ray: `$CANOPY_ATTEMPT_TOKEN` is the attempt's token (it was
+/// empty on SSH hosts), beside `$CANOPY_ATTEMPT`.
+#[test]
+fn the_workload_sees_its_attempt_token_as_on_slurm_and_ray() {
+    let home = tempfile::tempdir().unwrap();
+    let attempt = AttemptId { workload: WorkloadId(3), n: 2 };
+    let token = attempt.token(STORE, "");
+    let spec: canopy::spec::Spec = serde_json::from_value(json!({
+        "name": "token",
+        "runtime": { "command": ["sh", "-c", "echo \"token=[$CANOPY_ATTEMPT_TOKEN] attempt=[$CANOPY_ATTEMPT]\""] },
+    }))
+    .unwrap();
+    let launch = Launch {
+        attempt,
+        token: token.clone(),
+        spec,
+        pool: "lab".into(),
+        node: "here".into(),
+        nodes: vec!["here".into()],
+        gpus: None,
+        lease_ms: 60_000,
+        checkpoint: false,
+        secrets: BTreeMap::new(),
+    };
+    call(home.path(), &Request::Launch(Box::new(launch))).unwrap();
+    let end = wait_ended(home.path(), &token);
+    assert!(end.to_string().contains("\"code\":0"), "{end}");
+    let logs = Request::Logs {
+        token: token.clone(),
+        stream: canopy::providers::ssh::protocol::WireStream::Stdout,
+        offset: 0,
+        max: 1 << 16,
+    };
+    let (ok, stdout) = call_raw(home.path(), &logs);
+    let stdout = String::from_utf8_lossy(&stdout);
+    assert!(ok, "{stdout}");
+    assert_eq!(stdout.trim(), format!("token=[{token}] attempt=[w-3.2]"));
+    call(home.path(), &Request::Cleanup { token: token.clone() }).unwrap();
+}

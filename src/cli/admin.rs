@@ -6,7 +6,6 @@ use super::StoreArgs;
 use super::table::new_table;
 use super::workloads::{chrono_like, now, with_api};
 use canopy::engine::model::AuditRecord;
-use canopy::journal::TokenRow;
 use canopy::server::api::{NewTokenRequest, NewTokenResponse};
 use canopy::server::auth::Role;
 use canopy::text::sanitize;
@@ -75,7 +74,7 @@ pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         TokenCommand::List { json } => {
-            let rows = match with_api(store, async |c| c.get::<Vec<TokenRow>>("/v1/tokens").await)? {
+            let rows = match with_api(store, async |c| c.tokens().await)? {
                 Ok(r) => r,
                 Err(code) => return Ok(code),
             };

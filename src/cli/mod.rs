@@ -4,8 +4,10 @@
 //! for scripts (`--json`). Exit codes are part of the interface:
 //! 0 success, 1 bad input or failure, 2 usage error (clap), 3 nothing fits
 //! (`plan`), 4 no engine owns the store (or `--server` does not answer),
-//! 5 the workload failed (`submit --wait`), 6 it was cancelled, 141 the
-//! reader of the output went away ([`out`]). Everything printed goes
+//! 5 the workload failed (`submit --wait`), 6 it was cancelled, 7 the
+//! connection broke before the answer (the outcome is unknown; a submit
+//! prints the idempotency key to retry with), 141 the reader of the
+//! output went away ([`out`]). Everything printed goes
 //! through [`out`]: safe for a terminal, and quiet on a closed pipe.
 
 #[macro_use]
@@ -16,6 +18,7 @@ mod console;
 mod engine;
 mod fleet;
 mod import;
+mod logs;
 mod plan;
 mod sim;
 mod table;
@@ -35,6 +38,9 @@ pub const EXIT_UNSCHEDULABLE: u8 = 3;
 pub const EXIT_NO_ENGINE: u8 = 4;
 pub const EXIT_WORKLOAD_FAILED: u8 = 5;
 pub const EXIT_CANCELLED: u8 = 6;
+/// The connection broke after the request went out: it may have been
+/// carried out. A submit says the idempotency key to send it again with.
+pub const EXIT_UNKNOWN: u8 = 7;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -218,7 +224,8 @@ pub enum Command {
         id: WorkloadId,
         #[arg(long)]
         attempt: Option<u32>,
-        /// Keep printing until the attempt ends.
+        /// Keep printing until the attempt ends. When the engine restarts
+        /// meanwhile, reconnect and go on from where it stopped.
         #[arg(long, short)]
         follow: bool,
         /// stdout, stderr or both.
@@ -228,6 +235,10 @@ pub enum Command {
         /// (escape sequences included: trust the workload first).
         #[arg(long)]
         raw: bool,
+        /// With --follow: how long to keep trying to reach a server that
+        /// went away before giving up (exit 4).
+        #[arg(long, value_parser = humantime::parse_duration, default_value = logs::RECONNECT_FOR, value_name = "DURATION")]
+        reconnect_for: std::time::Duration,
     },
     /// A workload's events: placements, ends with their class and evidence,
     /// retry decisions with their rule.
@@ -375,8 +386,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Some(Command::Status { id, states, unresolved, limit, json }) => {
             workloads::status(&cli.store, id, states, unresolved, limit, json)
         }
-        Some(Command::Logs { id, attempt, follow, stream, raw }) => {
-            workloads::logs(&cli.store, id, attempt, follow, &stream, raw)
+        Some(Command::Logs { id, attempt, follow, stream, raw, reconnect_for }) => {
+            logs::logs(&cli.store, logs::LogsArgs { id, attempt, follow, stream, raw, reconnect_for })
         }
         Some(Command::Events { id, json }) => workloads::events(&cli.store, id, json),
         Some(Command::Artifacts { id, json }) => workloads::artifacts(&cli.store, id, json),

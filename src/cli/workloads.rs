@@ -1,17 +1,19 @@
 //! Workload and node commands through the API: submit, status, events,
-//! artifacts, logs, cancel, retry, cordon, uncordon, drain. They talk to
-//! whatever engine owns the store (its socket) or to `--server URL`; with
-//! none answering they say so and exit 4.
+//! artifacts, cancel, retry, cordon, uncordon, drain (logs are in
+//! [`super::logs`]). They talk to whatever engine owns the store (its
+//! socket) or to `--server URL`; with none answering they say so and exit
+//! 4. A request whose answer was lost on the way is exit 7: a submit then
+//! prints the idempotency key that sends it again without a duplicate.
 
 use super::table::{new_table, usd};
-use super::{EXIT_CANCELLED, EXIT_ERROR, EXIT_NO_ENGINE, EXIT_WORKLOAD_FAILED, StoreArgs};
+use super::{EXIT_CANCELLED, EXIT_ERROR, EXIT_NO_ENGINE, EXIT_UNKNOWN, EXIT_WORKLOAD_FAILED, StoreArgs};
 use canopy::client::{Client, ClientError, new_key};
 use canopy::engine::command::{Command, CommandResult};
-use canopy::engine::handle::{FleetStatus, Stream};
-use canopy::engine::model::{AttemptId, EventRecord, Millis, WorkloadId, WorkloadRecord, WorkloadState};
-use canopy::server::api::{ArtifactView, Page, WorkloadView};
+use canopy::engine::handle::FleetStatus;
+use canopy::engine::model::{EventRecord, Millis, WorkloadId, WorkloadRecord, WorkloadState};
+use canopy::server::api::{ArtifactView, Page};
 use canopy::spec::load::{self, Format};
-use canopy::text::{LogText, json_pretty, sanitize};
+use canopy::text::{json_pretty, sanitize};
 use color_eyre::eyre::{Result, WrapErr};
 use std::path::Path;
 use std::process::ExitCode;
@@ -29,12 +31,20 @@ pub fn with_api<T>(
     store: &StoreArgs,
     f: impl AsyncFnOnce(Client) -> Result<T, ClientError>,
 ) -> Result<Result<T, ExitCode>> {
+    Ok(api(store, f)?.map_err(|e| report(store, &e)))
+}
+
+/// Runs one API conversation on a small runtime; the caller reports.
+fn api<T>(
+    store: &StoreArgs,
+    f: impl AsyncFnOnce(Client) -> Result<T, ClientError>,
+) -> Result<Result<T, ClientError>> {
     let client = store.client()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .wrap_err("starting the async runtime")?;
-    Ok(rt.block_on(async move { f(client).await }).map_err(|e| report(store, &e)))
+    Ok(rt.block_on(async move { f(client).await }))
 }
 
 /// Prints a client error for people; returns the exit code it means.
@@ -60,6 +70,10 @@ pub fn report(store: &StoreArgs, e: &ClientError) -> ExitCode {
                 );
             }
             ExitCode::from(EXIT_NO_ENGINE)
+        }
+        ClientError::Interrupted { .. } => {
+            errln!("error: {e}; check whether it took effect before doing it again");
+            ExitCode::from(EXIT_UNKNOWN)
         }
         ClientError::Api { message, body, .. } if body["error"]["code"] == "unschedulable" => {
             // As Slurm's "Requested node configuration is not available".
@@ -114,7 +128,8 @@ pub fn submit(
         let Some(imported) = super::import::converted(spec_path, format) else {
             return Ok(ExitCode::from(EXIT_ERROR));
         };
-        return send(store, &imported.toml, false, key, wait, json);
+        let again = format!("--from {} {}", format.as_str(), shell_word(&spec_path.to_string_lossy()));
+        return send(store, &imported.toml, false, key, wait, json, &again);
     }
     // Read once, safely (a FIFO or /dev/zero is refused), validated here
     // first so problems are shown against the user's file, and the same
@@ -130,10 +145,21 @@ pub fn submit(
     for w in &loaded.warnings {
         errln!("{}\n", w.render(&source));
     }
-    send(store, &source, Format::from_path(spec_path) == Format::Json, key, wait, json)
+    let again = shell_word(&spec_path.to_string_lossy());
+    send(store, &source, Format::from_path(spec_path) == Format::Json, key, wait, json, &again)
+}
+
+/// `s` as one word of a shell command line.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+,:=@".contains(&b)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 /// Sends checked spec text; with `wait`, follows the workload to its end.
+/// `again` is what follows `canopy submit` to send the same spec again.
 fn send(
     store: &StoreArgs,
     source: &str,
@@ -141,14 +167,30 @@ fn send(
     key: Option<String>,
     wait: bool,
     json: bool,
+    again: &str,
 ) -> Result<ExitCode> {
     // Always keyed, so a request retried after a lost answer never submits
     // twice.
     let key = key.unwrap_or_else(new_key);
-    let submitted = with_api(store, async |c| c.submit(source, is_json, &key).await)?;
+    let submitted = api(store, async |c| c.submit(source, is_json, &key).await)?;
     let v = match submitted {
         Ok(v) => v,
-        Err(code) => return Ok(code),
+        Err(ClientError::Interrupted { target, detail }) => {
+            // The request went out: the engine may have committed it. Only
+            // the same key finds out without submitting twice.
+            errln!(
+                "error: the connection to {target} broke before the server answered ({detail}): whether the \
+                 workload was submitted is unknown.\n  Submit again with the same idempotency key: it returns \
+                 the workload if it was committed, and submits it once if it was not:\n  \
+                 canopy submit --idempotency-key {} {again}",
+                shell_word(&key)
+            );
+            if json {
+                outln!("{}", serde_json::json!({ "outcome": "unknown", "idempotency_key": key }));
+            }
+            return Ok(ExitCode::from(EXIT_UNKNOWN));
+        }
+        Err(e) => return Ok(report(store, &e)),
     };
     let id = v.workload.id;
     if json && !wait {
@@ -422,82 +464,6 @@ pub fn artifacts(store: &StoreArgs, id: WorkloadId, json: bool) -> Result<ExitCo
             Ok(ExitCode::SUCCESS)
         },
     )
-}
-
-/// `canopy logs`: the attempt's bytes as the workload wrote them when
-/// they go to a pipe or a file, or with `--raw`; on a terminal, made safe
-/// first ([`LogText`]), so a workload cannot drive the operator's terminal.
-pub fn logs(
-    store: &StoreArgs,
-    id: WorkloadId,
-    attempt: Option<u32>,
-    follow: bool,
-    stream: &str,
-    raw: bool,
-) -> Result<ExitCode> {
-    use std::io::IsTerminal;
-    let raw = canopy::text::logs_raw(raw, std::io::stdout().is_terminal());
-    let streams: Vec<Stream> = match stream {
-        "stdout" => vec![Stream::Stdout],
-        "stderr" => vec![Stream::Stderr],
-        _ => vec![Stream::Stdout, Stream::Stderr],
-    };
-    // One per stream: a chunk may end inside a character or a `\r\n`.
-    let mut text: Vec<LogText> = streams.iter().map(|_| LogText::default()).collect();
-    let outcome = with_api(store, async |c| {
-        let v: WorkloadView = c.workload(id).await?;
-        let n = match attempt {
-            Some(n) => n,
-            None if v.workload.attempts == 0 => return Ok(Some(v.workload.state)),
-            None => v.workload.attempts,
-        };
-        let a = AttemptId { workload: id, n };
-        let mut offsets = vec![0u64; streams.len()];
-        loop {
-            let mut grew = false;
-            for (i, s) in streams.iter().enumerate() {
-                loop {
-                    let chunk = c.log_bytes(a, *s, offsets[i], 1 << 20).await?;
-                    if chunk.data.is_empty() {
-                        break;
-                    }
-                    grew = true;
-                    offsets[i] = chunk.next_offset;
-                    if raw {
-                        super::out::bytes(&chunk.data);
-                    } else {
-                        super::out::stdout(&text[i].push(&chunk.data));
-                    }
-                }
-            }
-            if !follow {
-                break;
-            }
-            let done = c
-                .workload(id)
-                .await?
-                .attempts
-                .iter()
-                .find(|x| x.id.n == n)
-                .is_some_and(|x| x.state.is_final());
-            if done && !grew {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        for t in &mut text {
-            super::out::stdout(&t.finish());
-        }
-        Ok(None)
-    })?;
-    match outcome {
-        Ok(Some(state)) => {
-            outln!("{id} has not started an attempt yet ({state}).");
-            Ok(ExitCode::SUCCESS)
-        }
-        Ok(None) => Ok(ExitCode::SUCCESS),
-        Err(code) => Ok(code),
-    }
 }
 
 /// A command on a workload or node, with the operator's reason.

@@ -6,12 +6,11 @@
 //! behind) bumps the link's reload count: the reader reloads.
 
 use super::sse::SseReader;
-use super::{Client, ClientError};
+use super::{Backoff, Client, ClientError};
 use crate::engine::handle::{EngineHandle, FleetStatus, Link, LinkSender, RecordSender, StatusSender};
 use crate::engine::model::{Batch, Millis};
 use futures::StreamExt;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Attaches to the server `client` reaches. Fails when it does not answer.
 pub async fn attach(client: Client) -> Result<EngineHandle, ClientError> {
@@ -29,11 +28,11 @@ fn now() -> Millis {
 async fn feed(client: Client, records: RecordSender, status: StatusSender, link: LinkSender) {
     let mut last: Option<String> = None;
     let mut reloads = 0u64;
-    let mut wait = Duration::from_millis(200);
+    let mut backoff = Backoff::default();
     loop {
         let error = match client.open_stream("/v1/stream", last.as_deref()).await {
             Ok(resp) => {
-                wait = Duration::from_millis(200);
+                backoff.reset();
                 // Connected: the server is back (a fresh stream says hello
                 // and bumps `reloads`; a resumed one replays what was missed).
                 if !matches!(*link.borrow(), Link::Up { .. }) {
@@ -99,7 +98,6 @@ async fn feed(client: Client, records: RecordSender, status: StatusSender, link:
         if matches!(*link.borrow(), Link::Up { .. }) {
             link.send_replace(Link::Down { since: now(), error });
         }
-        tokio::time::sleep(wait).await;
-        wait = (wait * 2).min(Duration::from_secs(2));
+        tokio::time::sleep(backoff.next_wait()).await;
     }
 }

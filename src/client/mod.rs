@@ -7,17 +7,19 @@
 //! reads one in its own process. It holds no state of its own.
 
 mod attach;
+mod backoff;
 mod sse;
 
 pub use attach::attach;
+pub use backoff::Backoff;
 
 use crate::engine::command::{Command, CommandResult, Refusal};
 use crate::engine::handle::{LogBytes, Recent, Remote, Stream};
-use crate::engine::model::{AttemptId, AuditRecord, EventRecord, WorkloadId};
+use crate::engine::model::{AttemptId, AuditRecord, EventRecord, Millis, WorkloadId};
 use crate::server::api::{LOG_TIMES, NEXT_OFFSET, Page, WorkloadView};
 use reqwest::{Method, StatusCode};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -42,9 +44,17 @@ impl std::fmt::Display for Target {
 /// Why a request did not get an answer it could use.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ClientError {
-    /// Nothing listens there: no engine owns the store, or the server is down.
+    /// Nothing listens there: no engine owns the store, or the server is
+    /// down. The request was never sent.
     #[error("no Canopy server answers at {target}: {detail}")]
     Unreachable { target: String, detail: String },
+    /// The request went out but its answer did not come back whole: the
+    /// connection broke or timed out. The server may have carried it out.
+    #[error(
+        "the connection to {target} broke before the server answered ({detail}); whether the request was \
+         carried out is unknown"
+    )]
+    Interrupted { target: String, detail: String },
     /// The server answered with an error.
     #[error("{message}")]
     Api { status: u16, code: String, message: String, field: Option<String>, body: serde_json::Value },
@@ -57,6 +67,16 @@ impl ClientError {
         match self {
             ClientError::Api { status, .. } => Some(*status),
             _ => None,
+        }
+    }
+
+    /// Whether the server went away (or is restarting) rather than refused
+    /// the request: asking again later may succeed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Unreachable { .. } | ClientError::Interrupted { .. } => true,
+            ClientError::Api { status, .. } => *status == StatusCode::SERVICE_UNAVAILABLE.as_u16(),
+            ClientError::Decode(_) => false,
         }
     }
 }
@@ -133,19 +153,42 @@ impl Client {
     }
 
     async fn send(&self, r: reqwest::RequestBuilder) -> Result<reqwest::Response, ClientError> {
-        let resp = r.send().await.map_err(|e| ClientError::Unreachable {
-            target: self.target.to_string(),
-            detail: root_cause(&e),
-        })?;
+        let resp = r.send().await.map_err(|e| self.send_failed(&e))?;
         if resp.status().is_success() {
             return Ok(resp);
         }
         Err(api_error(resp).await)
     }
 
+    /// A request that got no answer: never sent when the connection could
+    /// not be made (TLS refused included), otherwise perhaps carried out.
+    fn send_failed(&self, e: &reqwest::Error) -> ClientError {
+        let (target, detail) = (self.target.to_string(), root_cause(e));
+        if e.is_connect() || e.is_builder() {
+            ClientError::Unreachable { target, detail }
+        } else {
+            ClientError::Interrupted { target, detail }
+        }
+    }
+
+    /// An answer whose body could not be read: cut off on the way
+    /// (the connection broke) or not what was expected.
+    fn read_failed(&self, e: &reqwest::Error) -> ClientError {
+        let not_json = std::error::Error::source(e).is_some_and(|s| s.is::<serde_json::Error>());
+        if not_json {
+            ClientError::Decode(e.to_string())
+        } else {
+            ClientError::Interrupted { target: self.target.to_string(), detail: root_cause(e) }
+        }
+    }
+
+    async fn json<T: DeserializeOwned>(&self, resp: reqwest::Response) -> Result<T, ClientError> {
+        resp.json().await.map_err(|e| self.read_failed(&e))
+    }
+
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         let resp = self.send(self.request(false, Method::GET, path)).await?;
-        resp.json().await.map_err(|e| ClientError::Decode(e.to_string()))
+        self.json(resp).await
     }
 
     pub async fn post<B: Serialize, T: DeserializeOwned>(
@@ -154,12 +197,17 @@ impl Client {
         body: &B,
     ) -> Result<T, ClientError> {
         let resp = self.send(self.request(false, Method::POST, path).json(body)).await?;
-        resp.json().await.map_err(|e| ClientError::Decode(e.to_string()))
+        self.json(resp).await
     }
 
     pub async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         let resp = self.send(self.request(false, Method::DELETE, path)).await?;
-        resp.json().await.map_err(|e| ClientError::Decode(e.to_string()))
+        self.json(resp).await
+    }
+
+    /// Every API token, revoked and expired ones too (never a secret).
+    pub async fn tokens(&self) -> Result<Vec<TokenView>, ClientError> {
+        self.get("/v1/tokens").await
     }
 
     /// Submits spec text (`json`: JSON, else TOML) with an idempotency key.
@@ -172,7 +220,7 @@ impl Client {
             .header("idempotency-key", key)
             .body(spec.to_string());
         let resp = self.send(r).await?;
-        resp.json().await.map_err(|e| ClientError::Decode(e.to_string()))
+        self.json(resp).await
     }
 
     pub async fn workload(&self, id: WorkloadId) -> Result<WorkloadView, ClientError> {
@@ -262,7 +310,7 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .map(crate::engine::log_times::from_header)
             .unwrap_or_default();
-        let data = resp.bytes().await.map_err(|e| ClientError::Decode(e.to_string()))?.to_vec();
+        let data = resp.bytes().await.map_err(|e| self.read_failed(&e))?.to_vec();
         Ok(LogBytes { next_offset: next.unwrap_or(offset + data.len() as u64), data, times })
     }
 
@@ -278,6 +326,26 @@ impl Client {
         }
         self.send(r).await
     }
+}
+
+/// One API token as `GET /v1/tokens` lists it: who may call, never the
+/// secret nor its hash (the server leaves those out of its answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenView {
+    /// The public part of the token, which finds its row.
+    pub id: String,
+    pub name: String,
+    /// `viewer`, `submitter`, `operator` or `admin`.
+    pub role: String,
+    /// `provider=NAME` or `pool=PROVIDER/POOL`; empty for no limit.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    pub created_at: Millis,
+    pub created_by: String,
+    #[serde(default)]
+    pub expires_at: Option<Millis>,
+    #[serde(default)]
+    pub revoked_at: Option<Millis>,
 }
 
 /// An idempotency key no one else will make: time, process and randomness.

@@ -10,7 +10,8 @@
 //! The workload's environment is, in order (later wins): the variables
 //! named in `LocalConfig::inherit_env` from the launcher's environment; the
 //! spec's `runtime.env`; Canopy's own `CANOPY_ATTEMPT` (`w-17.2`),
-//! `CANOPY_WORKLOAD` (`w-17`), `CANOPY_ARTIFACTS` (the attempt's artifact
+//! `CANOPY_WORKLOAD` (`w-17`), `CANOPY_ATTEMPT_TOKEN` (the attempt's
+//! token, as on Slurm and Ray), `CANOPY_ARTIFACTS` (the attempt's artifact
 //! store, processes only), `CANOPY_OUTPUT_DIR`, `CANOPY_INPUT_<NAME>` and,
 //! with `[checkpoint]`, `CANOPY_CHECKPOINT_DIR` (the workload's checkpoint
 //! directory in Canopy's store, mounted at the spec's `path` in
@@ -109,6 +110,9 @@ pub fn plan(
     let mut canopy = BTreeMap::new();
     canopy.insert("CANOPY_ATTEMPT".to_string(), req.attempt.to_string());
     canopy.insert("CANOPY_WORKLOAD".to_string(), req.attempt.workload.to_string());
+    // As on Slurm and Ray: the id the provider knows the attempt by, so a
+    // workload names its own files and runs the same way everywhere.
+    canopy.insert("CANOPY_ATTEMPT_TOKEN".to_string(), req.token.clone());
     if !req.is_gang() {
         // A gang's ranks get theirs from the supervisor, one per rank.
         canopy.extend(crate::providers::gang::one_node_env(&req.node, req.spec.resources.gpus, &req.token));
