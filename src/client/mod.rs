@@ -15,11 +15,11 @@ pub use backoff::Backoff;
 
 use crate::engine::command::{Command, CommandResult, Refusal};
 use crate::engine::handle::{LogBytes, Recent, Remote, Stream};
-use crate::engine::model::{AttemptId, AuditRecord, EventRecord, Millis, WorkloadId};
+use crate::engine::model::{AttemptId, AuditRecord, EventRecord, WorkloadId};
 use crate::server::api::{LOG_TIMES, NEXT_OFFSET, Page, WorkloadView};
 use reqwest::{Method, StatusCode};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -328,25 +328,8 @@ impl Client {
     }
 }
 
-/// One API token as `GET /v1/tokens` lists it: who may call, never the
-/// secret nor its hash (the server leaves those out of its answer).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenView {
-    /// The public part of the token, which finds its row.
-    pub id: String,
-    pub name: String,
-    /// `viewer`, `submitter`, `operator` or `admin`.
-    pub role: String,
-    /// `provider=NAME` or `pool=PROVIDER/POOL`; empty for no limit.
-    #[serde(default)]
-    pub scopes: Vec<String>,
-    pub created_at: Millis,
-    pub created_by: String,
-    #[serde(default)]
-    pub expires_at: Option<Millis>,
-    #[serde(default)]
-    pub revoked_at: Option<Millis>,
-}
+/// One API token as `GET /v1/tokens` lists it.
+pub use crate::server::api::TokenView;
 
 /// An idempotency key no one else will make: time, process and randomness.
 pub fn new_key() -> String {

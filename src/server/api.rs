@@ -750,8 +750,43 @@ async fn audit(
     s.read(move |j| j.audit(&f)).await.map(Json).map_err(|e| ApiError::internal(e.to_string()))
 }
 
-async fn tokens(State(s): State<Served>) -> Json<Vec<crate::journal::TokenRow>> {
-    Json(s.tokens.list())
+/// One API token as `GET /v1/tokens` lists it: who may call, never the
+/// secret nor its hash: the answer's own type, not the stored row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenView {
+    /// The public part of the token, which finds its row.
+    pub id: String,
+    pub name: String,
+    /// `viewer`, `submitter`, `operator` or `admin`.
+    pub role: String,
+    /// `provider=NAME` or `pool=PROVIDER/POOL`; empty for no limit.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    pub created_at: Millis,
+    pub created_by: String,
+    #[serde(default)]
+    pub expires_at: Option<Millis>,
+    #[serde(default)]
+    pub revoked_at: Option<Millis>,
+}
+
+impl From<crate::journal::TokenRow> for TokenView {
+    fn from(r: crate::journal::TokenRow) -> Self {
+        TokenView {
+            id: r.id,
+            name: r.name,
+            role: r.role,
+            scopes: r.scopes,
+            created_at: r.created_at,
+            created_by: r.created_by,
+            expires_at: r.expires_at,
+            revoked_at: r.revoked_at,
+        }
+    }
+}
+
+async fn tokens(State(s): State<Served>) -> Json<Vec<TokenView>> {
+    Json(s.tokens.list().into_iter().map(TokenView::from).collect())
 }
 
 /// `POST /v1/tokens`.
