@@ -279,7 +279,13 @@ impl Api {
         files_under(&self.root, &mut files);
         assert!(files.iter().any(|f| f.ends_with("canopy.db")), "{files:?}");
         for f in &files {
-            let bytes = std::fs::read(f).unwrap();
+            // Work still running after the engine stopped (it keeps running
+            // by design) may replace a file between the listing and here.
+            let bytes = match std::fs::read(f) {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => panic!("cannot read {}: {e}", f.display()),
+            };
             for token in &self.secrets {
                 // The whole token, and its secret part alone.
                 let secret = token.rsplit('_').next().unwrap();
