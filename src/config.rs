@@ -31,6 +31,7 @@
 //! user = "root"                     # X-SLURM-USER-NAME
 //! token_env = "CANOPY_SLURM_JWT"    # the JWT is read from this variable
 //! jobs_dir = "/shared/canopy-jobs"  # on a filesystem shared with the nodes
+//! jobs_retention = "1d"             # an attempt's directory, once Canopy has its logs and outputs
 //! lend_limit_gpus = 8
 //! startup_limit = "10m"             # pending longer → stopped, class capacity
 //! pin_by_feature = false            # nodes carry a feature named after them
@@ -224,6 +225,10 @@ pub struct SlurmEntry {
     pub token_env: String,
     /// Where job directories are made; must be shared with the nodes.
     pub jobs_dir: PathBuf,
+    /// How long an attempt's directory stays once Canopy has its logs and
+    /// outputs (default a day).
+    #[serde(default)]
+    pub jobs_retention: Option<HumanDuration>,
     #[serde(default)]
     pub lend_limit_gpus: Option<u32>,
     #[serde(default)]
@@ -276,6 +281,10 @@ pub struct RayEntry {
     #[serde(default)]
     pub token_env: Option<String>,
     pub jobs_dir: PathBuf,
+    /// How long an attempt's directory stays once Canopy has its logs and
+    /// outputs (default a day).
+    #[serde(default)]
+    pub jobs_retention: Option<HumanDuration>,
     #[serde(default)]
     pub lend_limit_gpus: Option<u32>,
     #[serde(default)]

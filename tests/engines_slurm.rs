@@ -191,6 +191,58 @@ async fn a_gangs_lost_node_is_the_one_charged() {
     drop(dead);
 }
 
+/// An attempt's directory in the shared jobs_dir is Canopy's user's alone
+/// (every user of the cluster used to read every workload's output), and
+/// goes once Canopy has its logs and outputs and `jobs_retention` passed.
+#[tokio::test(flavor = "multi_thread")]
+async fn attempt_directories_are_private_and_go_after_their_retention() {
+    use std::os::unix::fs::PermissionsExt;
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("attempt_directories_are_private_and_go_after_their_retention", "slurm").await
+    else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let toml = slurm_toml(&e, "jobs_retention = \"0s\"");
+    let r = start(t.path(), &toml).await;
+    let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
+    let id =
+        submit(&r, gpu_spec("slurm-private", "echo private; echo done > \"$CANOPY_OUTPUT_DIR/result.txt\""))
+            .await;
+    let (w, a) = wait(t.path(), id, LONG, "success", |w, _| w.state.is_final()).await;
+    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
+    let prefix = format!("canopy-{}-w{}-a1-", r.store_id, id.0);
+    let dir = std::fs::read_dir(&e.jobs_dir)
+        .unwrap()
+        .flatten()
+        .map(|d| d.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&prefix))
+        .expect("the attempt's directory");
+    // Released once the engine has collected it.
+    let deadline = Instant::now() + LONG;
+    while !dir.join(canopy::providers::jobs_dir::RELEASED).exists() {
+        assert!(Instant::now() < deadline, "{} was never released", dir.display());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut open = Vec::new();
+    for p in [dir.clone(), dir.join("outputs"), dir.join("work")] {
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            open.push(format!("{} {mode:o}", p.display()));
+        }
+    }
+    assert!(open.is_empty(), "others can reach: {open:?}");
+    assert!(dir.join("stdout.log").exists(), "the job's log is inside the private directory");
+    // The next listing of the store's jobs (every reconcile) sweeps it.
+    let entry = canopy::config::parse(&toml).unwrap().slurm.remove(0);
+    let p = SlurmProvider::new(SlurmConfig::from_entry(&entry).unwrap()).unwrap();
+    p.list_owned(&r.store_id).await.unwrap();
+    assert!(!dir.exists(), "{} outlived its retention", dir.display());
+    let logs = find_files(&t.path().join("home"), "stdout.log");
+    assert!(logs.iter().any(|(_, s)| s.contains("private")), "Canopy kept its own copy: {logs:?}");
+    r.handle.shutdown();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn cancel_leaves_nothing_running_on_slurm() {
     let _g = SERIAL.lock().await;

@@ -9,6 +9,7 @@
 
 pub mod collect;
 pub mod gang;
+pub mod jobs_dir;
 pub mod local;
 pub mod ray;
 pub mod secrets;

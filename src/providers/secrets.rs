@@ -171,22 +171,6 @@ pub fn sweep_unread(
     removed
 }
 
-/// [`sweep_unread`] for the attempts a provider lists as this store's
-/// (`owned`): those still pending or running keep their files. Logs what
-/// it removed.
-pub fn sweep_owned(
-    provider: &str,
-    jobs_dir: &std::path::Path,
-    store_id: &str,
-    owned: &[crate::providers::Owned],
-) {
-    let live = owned.iter().filter(|o| o.running).map(|o| o.token.clone()).collect();
-    let n = sweep_unread(jobs_dir, store_id, &live, UNREAD_GRACE);
-    if n > 0 {
-        tracing::info!(%provider, removed = n, "removed the unread secret files of attempts that are gone");
-    }
-}
-
 #[cfg(test)]
 mod file_tests {
     use super::*;

@@ -60,6 +60,8 @@ pub struct RayConfig {
     pub url: String,
     pub token: Option<SecretValue>,
     pub jobs_dir: PathBuf,
+    /// How long a released attempt directory stays ([`crate::providers::jobs_dir`]).
+    pub jobs_retention: Duration,
     pub lend_limit_gpus: Option<u32>,
     pub startup_limit: Duration,
     pub pools: map::PoolSettings,
@@ -91,6 +93,7 @@ impl RayConfig {
             url: e.url.clone(),
             token,
             jobs_dir: e.jobs_dir.clone(),
+            jobs_retention: e.jobs_retention.map_or(crate::providers::jobs_dir::DEFAULT_RETENTION, |d| d.0),
             lend_limit_gpus: e.lend_limit_gpus,
             startup_limit: e.startup_limit.map_or(Duration::from_secs(300), |d| d.0),
             pools: map::PoolSettings {
@@ -489,14 +492,14 @@ impl Provider for RayProvider {
             };
         }
         let dir = AttemptDir::at(&self.cfg.jobs_dir, &req.token);
-        for d in [dir.outputs(), dir.work()] {
-            std::fs::create_dir_all(&d).map_err(|e| {
+        crate::providers::jobs_dir::create_private(dir.path(), &[&dir.outputs(), &dir.work()]).map_err(
+            |e| {
                 LaunchError::Api(format!(
                     "cannot create {}: {e}; jobs_dir must be writable and shared with Ray",
-                    d.display()
+                    dir.path().display()
                 ))
-            })?;
-        }
+            },
+        )?;
         crate::providers::secrets::write_secret_file(dir.path(), &req.secrets).map_err(|e| {
             LaunchError::Api(format!("cannot write the secret file in {}: {e}", dir.path().display()))
         })?;
@@ -545,6 +548,18 @@ impl Provider for RayProvider {
             .await
     }
 
+    /// Canopy has the attempt's logs and outputs: its directory may go once
+    /// `jobs_retention` has passed ([`crate::providers::jobs_dir`]).
+    async fn release(&self, token: &str) -> Result<(), ProviderError> {
+        crate::providers::jobs_dir::mark_released(&self.cfg.jobs_dir, token).map_err(|e| ProviderError {
+            provider: self.cfg.name.clone(),
+            message: format!(
+                "cannot mark {token}'s directory in {} released: {e}",
+                self.cfg.jobs_dir.display()
+            ),
+        })
+    }
+
     async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
         crate::providers::secrets::remove_unread(&self.cfg.jobs_dir, token);
         match self.api.job(token).await.map_err(|e| self.err("reading the job", e))? {
@@ -570,7 +585,8 @@ impl Provider for RayProvider {
                 Some(Owned { token: id.clone(), provider_ref: id, running: !map::is_final(&j.status) })
             })
             .collect();
-        crate::providers::secrets::sweep_owned(&self.cfg.name, &self.cfg.jobs_dir, store_id, &owned);
+        let retention = self.cfg.jobs_retention;
+        crate::providers::jobs_dir::sweep(&self.cfg.name, &self.cfg.jobs_dir, store_id, &owned, retention);
         Ok(owned)
     }
 }

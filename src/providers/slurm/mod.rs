@@ -69,6 +69,8 @@ pub struct SlurmConfig {
     pub user: String,
     pub token: SecretValue,
     pub jobs_dir: PathBuf,
+    /// How long a released attempt directory stays ([`crate::providers::jobs_dir`]).
+    pub jobs_retention: Duration,
     pub lend_limit_gpus: Option<u32>,
     /// Pending longer than this: cancelled, class capacity.
     pub startup_limit: Duration,
@@ -96,6 +98,7 @@ impl SlurmConfig {
             user: e.user.clone(),
             token: SecretValue::new(token),
             jobs_dir: e.jobs_dir.clone(),
+            jobs_retention: e.jobs_retention.map_or(crate::providers::jobs_dir::DEFAULT_RETENTION, |d| d.0),
             lend_limit_gpus: e.lend_limit_gpus,
             startup_limit: e.startup_limit.map_or(Duration::from_secs(600), |d| d.0),
             pin_by_feature: e.pin_by_feature,
@@ -591,9 +594,8 @@ impl Provider for SlurmProvider {
                 return Ok(adopt(k));
             }
         }
-        for d in [dir.outputs(), dir.work()] {
-            std::fs::create_dir_all(&d).map_err(|e| io("cannot create directories in", e))?;
-        }
+        crate::providers::jobs_dir::create_private(dir.path(), &[&dir.outputs(), &dir.work()])
+            .map_err(|e| io("cannot create directories in", e))?;
         let secret_file = crate::providers::secrets::write_secret_file(dir.path(), &req.secrets)
             .map_err(|e| io("cannot write the secret file in", e))?;
         let secret_path = secret_file.as_ref().and_then(|p| p.to_str());
@@ -660,6 +662,18 @@ impl Provider for SlurmProvider {
             .await
     }
 
+    /// Canopy has the attempt's logs and outputs: its directory may go once
+    /// `jobs_retention` has passed ([`crate::providers::jobs_dir`]).
+    async fn release(&self, token: &str) -> Result<(), ProviderError> {
+        crate::providers::jobs_dir::mark_released(&self.cfg.jobs_dir, token).map_err(|e| ProviderError {
+            provider: self.cfg.name.clone(),
+            message: format!(
+                "cannot mark {token}'s directory in {} released: {e}",
+                self.cfg.jobs_dir.display()
+            ),
+        })
+    }
+
     async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
         crate::providers::secrets::remove_unread(&self.cfg.jobs_dir, token);
         match self.find(token).await.map_err(|e| self.err("finding the job", e))? {
@@ -713,7 +727,8 @@ impl Provider for SlurmProvider {
                 token: j.name,
             })
             .collect();
-        crate::providers::secrets::sweep_owned(&self.cfg.name, &self.cfg.jobs_dir, store_id, &owned);
+        let retention = self.cfg.jobs_retention;
+        crate::providers::jobs_dir::sweep(&self.cfg.name, &self.cfg.jobs_dir, store_id, &owned, retention);
         Ok(owned)
     }
 }
