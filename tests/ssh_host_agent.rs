@@ -177,29 +177,7 @@ touch "$d/step-3/COMPLETE"; mkdir "$d/step-4"; echo 4 > "$d/step-4/state""#;
         "checkpoint": { "path": "/ckpt" },
     }))
     .unwrap();
-    let launch = Launch {
-        attempt,
-        token: token.clone(),
-        spec,
-        pool: "lab".into(),
-        node: "here".into(),
-        nodes: vec!["here".into()],
-        gpus: None,
-        lease_ms: 60_000,
-        checkpoint: true,
-        secrets: BTreeMap::new(),
-    };
-    call(home.path(), &Request::Launch(Box::new(launch))).unwrap();
-    let end = wait_ended(home.path(), &token);
-    assert!(end.to_string().contains("\"code\":0"), "{end}");
-    let logs = Request::Logs {
-        token: token.clone(),
-        stream: canopy::providers::ssh::protocol::WireStream::Stdout,
-        offset: 0,
-        max: 1 << 16,
-    };
-    let (_, stdout) = call_raw(home.path(), &logs);
-    let stdout = String::from_utf8_lossy(&stdout);
+    let stdout = run_to_success(home.path(), attempt, &token, spec, true);
     assert!(stdout.contains("holds: step-2  state 2"), "{stdout}");
     assert!(!stdout.contains("the link came along"), "{stdout}");
 
@@ -255,30 +233,43 @@ fn the_workload_sees_its_attempt_token_as_on_slurm_and_ray() {
         "runtime": { "command": ["sh", "-c", "echo \"token=[$CANOPY_ATTEMPT_TOKEN] attempt=[$CANOPY_ATTEMPT]\""] },
     }))
     .unwrap();
+    let stdout = run_to_success(home.path(), attempt, &token, spec, false);
+    assert_eq!(stdout.trim(), format!("token=[{token}] attempt=[w-3.2]"));
+    call(home.path(), &Request::Cleanup { token: token.clone() }).unwrap();
+}
+
+/// Launches `spec` through the agent on the one node `here`, waits for a
+/// clean exit, and returns its stdout.
+fn run_to_success(
+    home: &std::path::Path,
+    attempt: AttemptId,
+    token: &str,
+    spec: canopy::spec::Spec,
+    checkpoint: bool,
+) -> String {
     let launch = Launch {
         attempt,
-        token: token.clone(),
+        token: token.to_string(),
         spec,
         pool: "lab".into(),
         node: "here".into(),
         nodes: vec!["here".into()],
         gpus: None,
         lease_ms: 60_000,
-        checkpoint: false,
+        checkpoint,
         secrets: BTreeMap::new(),
     };
-    call(home.path(), &Request::Launch(Box::new(launch))).unwrap();
-    let end = wait_ended(home.path(), &token);
+    call(home, &Request::Launch(Box::new(launch))).unwrap();
+    let end = wait_ended(home, token);
     assert!(end.to_string().contains("\"code\":0"), "{end}");
     let logs = Request::Logs {
-        token: token.clone(),
+        token: token.to_string(),
         stream: canopy::providers::ssh::protocol::WireStream::Stdout,
         offset: 0,
         max: 1 << 16,
     };
-    let (ok, stdout) = call_raw(home.path(), &logs);
-    let stdout = String::from_utf8_lossy(&stdout);
+    let (ok, stdout) = call_raw(home, &logs);
+    let stdout = String::from_utf8_lossy(&stdout).into_owned();
     assert!(ok, "{stdout}");
-    assert_eq!(stdout.trim(), format!("token=[{token}] attempt=[w-3.2]"));
-    call(home.path(), &Request::Cleanup { token: token.clone() }).unwrap();
+    stdout
 }

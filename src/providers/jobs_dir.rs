@@ -56,35 +56,64 @@ pub fn mark_released(jobs_dir: &Path, token: &str) -> std::io::Result<()> {
     }
 }
 
+/// This store's attempt directories under `jobs_dir` whose job is not in
+/// `live`: real directories (never a link) named by a token of the store.
+fn gone_attempt_dirs<'a>(
+    jobs_dir: &Path,
+    store_id: &str,
+    live: &'a HashSet<String>,
+) -> impl Iterator<Item = std::path::PathBuf> + 'a {
+    let prefix = format!("canopy-{store_id}-");
+    std::fs::read_dir(jobs_dir).into_iter().flatten().flatten().filter_map(move |e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ours = name.starts_with(&prefix) && crate::providers::local::layout::valid_token(&name);
+        let dir = e.path();
+        (ours && !live.contains(&name) && std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()))
+            .then_some(dir)
+    })
+}
+
+/// How long ago the regular file `path` was last written; `None` when it
+/// is missing or not a regular file (never followed).
+fn age_of(path: &Path) -> Option<Duration> {
+    std::fs::symlink_metadata(path).ok().filter(|m| m.is_file())?.modified().ok()?.elapsed().ok()
+}
+
 /// Removes this store's attempt directories under `jobs_dir` that were
 /// released at least `retention` ago and whose job is not in `live`.
-/// Never follows a link. Returns how many it removed.
+/// Returns how many it removed.
 pub fn sweep_released(jobs_dir: &Path, store_id: &str, live: &HashSet<String>, retention: Duration) -> usize {
-    let prefix = format!("canopy-{store_id}-");
-    let Ok(entries) = std::fs::read_dir(jobs_dir) else { return 0 };
-    let mut removed = 0;
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.starts_with(&prefix)
-            || live.contains(&name)
-            || !crate::providers::local::layout::valid_token(&name)
-        {
-            continue;
-        }
-        let dir = e.path();
-        if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
-            continue;
-        }
-        let released = std::fs::symlink_metadata(dir.join(RELEASED))
-            .ok()
-            .filter(|m| m.is_file())
-            .and_then(|m| m.modified().ok())
-            .and_then(|t| t.elapsed().ok());
-        if released.is_some_and(|age| age >= retention) && std::fs::remove_dir_all(&dir).is_ok() {
-            removed += 1;
-        }
-    }
-    removed
+    gone_attempt_dirs(jobs_dir, store_id, live)
+        .filter(|dir| age_of(&dir.join(RELEASED)).is_some_and(|age| age >= retention))
+        .filter(|dir| std::fs::remove_dir_all(dir).is_ok())
+        .count()
+}
+
+/// A secret file no job still waiting or running will read is swept
+/// only once it is this old: a launch writes it a moment before Slurm or
+/// Ray lists the job.
+pub const UNREAD_GRACE: Duration = Duration::from_secs(120);
+
+/// Removes the secret files of this store's attempt directories whose job
+/// is not in `live` (still pending or running at the provider) and that
+/// are older than `grace`: attempts lost before they started (a head
+/// restarted, an engine that died) never read theirs. Returns how many it
+/// removed.
+pub fn sweep_unread(jobs_dir: &Path, store_id: &str, live: &HashSet<String>, grace: Duration) -> usize {
+    gone_attempt_dirs(jobs_dir, store_id, live)
+        .map(|dir| crate::providers::secrets::secret_file(&dir))
+        .filter(|path| age_of(path).is_some_and(|age| age >= grace))
+        .filter(|path| std::fs::remove_file(path).is_ok())
+        .count()
+}
+
+/// [`crate::providers::Provider::release`] for Slurm and Ray: marks the
+/// attempt's directory released.
+pub fn release(provider: &str, jobs_dir: &Path, token: &str) -> Result<(), crate::providers::ProviderError> {
+    mark_released(jobs_dir, token).map_err(|e| crate::providers::ProviderError {
+        provider: provider.to_string(),
+        message: format!("cannot mark {token}'s directory in {} released: {e}", jobs_dir.display()),
+    })
 }
 
 /// The sweeps a provider runs when it lists the store's jobs (`owned`):
@@ -98,12 +127,7 @@ pub fn sweep(
     retention: Duration,
 ) {
     let live: HashSet<String> = owned.iter().filter(|o| o.running).map(|o| o.token.clone()).collect();
-    let secrets = crate::providers::secrets::sweep_unread(
-        jobs_dir,
-        store_id,
-        &live,
-        crate::providers::secrets::UNREAD_GRACE,
-    );
+    let secrets = sweep_unread(jobs_dir, store_id, &live, UNREAD_GRACE);
     let dirs = sweep_released(jobs_dir, store_id, &live, retention);
     if secrets + dirs > 0 {
         tracing::info!(%provider, secrets, dirs, "swept what gone attempts left in jobs_dir");
@@ -143,5 +167,33 @@ mod tests {
         assert!(unreleased.exists(), "never released: still the only copy");
         assert!(running.exists(), "its job still runs");
         assert!(other.exists(), "another store's");
+    }
+
+    #[test]
+    fn unread_secret_files_of_gone_attempts_are_swept() {
+        let t = tempfile::tempdir().unwrap();
+        let secrets = vec![("HF_TOKEN".to_string(), crate::providers::SecretValue::new("hf_x"))];
+        let dir = |token: &str| {
+            let d = t.path().join(token);
+            std::fs::create_dir_all(&d).unwrap();
+            crate::providers::secrets::write_secret_file(&d, &secrets).unwrap();
+            d
+        };
+        let gone = dir("canopy-s1-w1-a1-aa");
+        let pending = dir("canopy-s1-w2-a1-bb");
+        let other_store = dir("canopy-s2-w1-a1-cc");
+        let live: std::collections::HashSet<String> = ["canopy-s1-w2-a1-bb".to_string()].into();
+        // Too fresh: a launch may be about to submit it.
+        assert_eq!(sweep_unread(t.path(), "s1", &live, UNREAD_GRACE), 0);
+        assert_eq!(sweep_unread(t.path(), "s1", &live, std::time::Duration::ZERO), 1);
+        assert!(
+            !crate::providers::secrets::secret_file(&gone).exists(),
+            "the gone attempt's secret is removed"
+        );
+        assert!(
+            crate::providers::secrets::secret_file(&pending).exists(),
+            "a job still waiting keeps its secret"
+        );
+        assert!(crate::providers::secrets::secret_file(&other_store).exists(), "another store's is not ours");
     }
 }

@@ -133,44 +133,6 @@ pub fn remove_unread(jobs_dir: &std::path::Path, token: &str) {
     }
 }
 
-/// A secret file no job still waiting or running will read is swept
-/// only once it is this old: a launch writes it a moment before Slurm or
-/// Ray lists the job.
-pub const UNREAD_GRACE: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// Removes the secret files of this store's attempt directories under
-/// `jobs_dir` whose job is not in `live` (still pending or running at the
-/// provider) and that are older than `grace`: attempts lost before they
-/// started (a head restarted, an engine that died) never read theirs.
-/// Returns how many it removed.
-pub fn sweep_unread(
-    jobs_dir: &std::path::Path,
-    store_id: &str,
-    live: &std::collections::HashSet<String>,
-    grace: std::time::Duration,
-) -> usize {
-    let prefix = format!("canopy-{store_id}-");
-    let Ok(entries) = std::fs::read_dir(jobs_dir) else { return 0 };
-    let mut removed = 0;
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.starts_with(&prefix)
-            || live.contains(&name)
-            || !crate::providers::local::layout::valid_token(&name)
-        {
-            continue;
-        }
-        let path = secret_file(&e.path());
-        // Never followed: a link in a workload's directory is not ours to act on.
-        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
-        let old = meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age >= grace);
-        if meta.is_file() && old && std::fs::remove_file(&path).is_ok() {
-            removed += 1;
-        }
-    }
-    removed
-}
-
 #[cfg(test)]
 mod file_tests {
     use super::*;
@@ -190,27 +152,5 @@ mod file_tests {
         assert_eq!(String::from_utf8_lossy(&out.stdout), "a'b c$d");
         assert!(!path.exists(), "removed once read");
         assert_eq!(write_secret_file(t.path(), &[]).unwrap(), None);
-    }
-
-    #[test]
-    fn unread_secret_files_of_gone_attempts_are_swept() {
-        let t = tempfile::tempdir().unwrap();
-        let secrets = vec![("HF_TOKEN".to_string(), SecretValue::new("hf_x"))];
-        let dir = |token: &str| {
-            let d = t.path().join(token);
-            std::fs::create_dir_all(&d).unwrap();
-            write_secret_file(&d, &secrets).unwrap();
-            d
-        };
-        let gone = dir("canopy-s1-w1-a1-aa");
-        let pending = dir("canopy-s1-w2-a1-bb");
-        let other_store = dir("canopy-s2-w1-a1-cc");
-        let live: std::collections::HashSet<String> = ["canopy-s1-w2-a1-bb".to_string()].into();
-        // Too fresh: a launch may be about to submit it.
-        assert_eq!(sweep_unread(t.path(), "s1", &live, UNREAD_GRACE), 0);
-        assert_eq!(sweep_unread(t.path(), "s1", &live, std::time::Duration::ZERO), 1);
-        assert!(!secret_file(&gone).exists(), "the gone attempt's secret is removed");
-        assert!(secret_file(&pending).exists(), "a job still waiting keeps its secret");
-        assert!(secret_file(&other_store).exists(), "another store's is not ours");
     }
 }

@@ -665,13 +665,7 @@ impl Provider for SlurmProvider {
     /// Canopy has the attempt's logs and outputs: its directory may go once
     /// `jobs_retention` has passed ([`crate::providers::jobs_dir`]).
     async fn release(&self, token: &str) -> Result<(), ProviderError> {
-        crate::providers::jobs_dir::mark_released(&self.cfg.jobs_dir, token).map_err(|e| ProviderError {
-            provider: self.cfg.name.clone(),
-            message: format!(
-                "cannot mark {token}'s directory in {} released: {e}",
-                self.cfg.jobs_dir.display()
-            ),
-        })
+        crate::providers::jobs_dir::release(&self.cfg.name, &self.cfg.jobs_dir, token)
     }
 
     async fn terminate(&self, token: &str) -> Result<(), ProviderError> {
