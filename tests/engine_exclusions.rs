@@ -89,6 +89,41 @@ fn a_gang_whose_lost_node_is_back_is_placed_again_before_the_ttl() {
     assert!(w.workload(g).exclusions.is_some_and(|x| x.is_empty()));
 }
 
+/// A core whose first node failure quarantines the node, for 10 minutes.
+fn quarantining_world() -> World {
+    let health = canopy::health::HealthConfig {
+        quarantine_after: 1,
+        cooldown_s: 600.0,
+        ..canopy::health::HealthConfig::default()
+    };
+    let config = canopy::engine::core::CoreConfig { health, ..canopy::engine::core::CoreConfig::default() };
+    let mut w = World::with(cloud_fleet(vec![(pool(), vec!["n1", "n2"])]), config);
+    inventory(&mut w, &["n1", "n2"]);
+    w
+}
+
+/// A quarantine that ends, or that an operator lifts, ends the
+/// workload's exclusion of the node with it.
+#[test]
+fn a_quarantine_that_ends_or_is_lifted_ends_the_exclusion() {
+    let mut w = quarantining_world();
+    let (g, _) = a_gang_that_lost_n2(&mut w);
+    assert!(w.core.health().node("n2", Millis(w.now)).quarantined);
+    w.advance(590.0);
+    assert_eq!(w.launches(g), 1, "n2 is quarantined and excluded");
+    w.advance(20.0);
+    assert_eq!(w.launches(g), 2, "its cool-down ended: placed again, 20 minutes before the exclusion's TTL");
+    let said = w.events(g, EventKind::Retry).join("\n");
+    assert!(said.contains("node n2 is back (its quarantine ended)"), "{said}");
+
+    let mut w = quarantining_world();
+    let (g, _) = a_gang_that_lost_n2(&mut w);
+    w.send(Event::Unquarantine { request: 3, node: "n2".into() });
+    assert_eq!(w.launches(g), 2, "placed again as soon as the quarantine is lifted");
+    let said = w.events(g, EventKind::Retry).join("\n");
+    assert!(said.contains("node n2 is back (an operator lifted its quarantine)"), "{said}");
+}
+
 /// A node that merely stays listed proves nothing: its exclusion holds
 /// until the TTL (and a refresh repeating the same report changes nothing).
 #[test]
