@@ -43,6 +43,7 @@ fn workload(id: u64, state: WorkloadState, spec: &Spec) -> Record {
         spec_hash: format!("{id:064x}"),
         submitted_by: None,
         acknowledged: None,
+        exclusions: None,
         idempotency_key: Some(format!("key-{id}")),
         priority: 60,
         state,

@@ -272,6 +272,7 @@ fn adopt_local_attempts(
             class: None,
             submitted_by: None,
             acknowledged: None,
+            exclusions: None,
             spec,
         };
         let att = AttemptRecord {

@@ -57,7 +57,7 @@ async fn percent_encoded_targets_are_authorized_as_what_the_handler_acts_on() {
         n.to_string(),
     ];
     for id in &spellings {
-        for op in ["cancel", "retry", "acknowledge", "c%61ncel", "%72etry"] {
+        for op in ["cancel", "retry", "acknowledge", "unexclude", "c%61ncel", "%72etry", "une%78clude"] {
             let r = api.call(bob, "POST", &format!("/v1/workloads/{id}/{op}"), Body::Empty).await.expect(403);
             assert!(r.text.contains("only the workloads it submitted"), "{id}/{op}: {}", r.text);
         }

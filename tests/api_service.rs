@@ -258,6 +258,8 @@ const MATRIX: &[(&str, &str, [May; 6])] = &[
     ("POST",   "/v1/workloads/{id}/retry",                         [U,     N,     N,        Y,       N,        Y]),
     // Only a failure can be acknowledged; the owner's workload succeeded.
     ("POST",   "/v1/workloads/{id}/acknowledge",                   [U,     N,     N,        C,       N,        C]),
+    // The owner's workload has ended: it excludes nothing any more.
+    ("POST",   "/v1/workloads/{id}/unexclude",                     [U,     N,     N,        C,       N,        C]),
     ("POST",   "/v1/plan",                                         [U,     Y,     Y,        Y,       Y,        Y]),
     ("GET",    "/v1/fleet",                                        [U,     Y,     Y,        Y,       Y,        Y]),
     ("GET",    "/v1/events",                                       [U,     Y,     Y,        Y,       Y,        Y]),
@@ -932,6 +934,38 @@ async fn a_failure_stays_unresolved_until_acknowledged_or_retried() {
     assert_eq!((ack["principal"].as_str(), ack["target"].as_str()), (Some("op"), Some(acked.as_str())));
     let page = api.get(Who::Owner, "/v1/workloads?state=failed&limit=1").await.expect(200).json();
     assert_eq!(page["total"], 3, "the page says how many match: {page:#}");
+    api.finish().await;
+}
+
+/// `unexclude` reaches the engine with who and why: a waiting workload's
+/// record carries its exclusions (none here), clearing what it does not
+/// exclude is a 409 that says so, and the audit trail has the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unexclude_answers_with_what_the_workload_excludes_and_is_audited() {
+    let mut api = Api::start().await;
+    let op = api.token("op", "operator", &[], None).await;
+    let op = Who::Token(&op);
+    let w = api.submit_new(Who::Owner, &queued_spec("waiting")).await;
+    let view = api.workload(&w).await;
+    assert_eq!(view["workload"]["exclusions"], json!({}), "{view:#}");
+    let path = format!("/v1/workloads/{w}/unexclude");
+    let body = Body::Json(json!({"node": "fra-h100-02", "reason": "cable replaced"}));
+    for body in [body, Body::Empty] {
+        let r = api.call(op, "POST", &path, body).await.expect(409);
+        assert_eq!(r.json()["error"]["message"], format!("{w} excludes no node or pool; nothing to clear"));
+    }
+    let cancel = format!("/v1/workloads/{w}/cancel");
+    let r = api.call(op, "POST", &cancel, Body::Json(json!({"node": "x"}))).await.expect(422);
+    assert!(r.text.contains("node applies to an unexclude only"), "{}", r.text);
+    let audit = api.get(op, "/v1/audit?limit=100").await.expect(200).json();
+    let rec = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["action"] == "unexclude" && a["reason"] == "cable replaced")
+        .unwrap_or_else(|| panic!("no audit record of the unexclude: {audit:#}"));
+    assert_eq!(rec["principal"], "op");
+    assert_eq!(rec["target"], format!("{w} fra-h100-02"));
     api.finish().await;
 }
 

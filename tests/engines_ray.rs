@@ -22,7 +22,11 @@ fn adapter(e: &Engines) -> RayProvider {
     RayProvider::new(RayConfig::from_entry(&entry).unwrap()).unwrap()
 }
 
-async fn status_until(p: &RayProvider, token: &str, ok: impl Fn(&AttemptStatus) -> bool) -> AttemptStatus {
+async fn status_until(
+    p: &RayProvider,
+    token: &str,
+    mut ok: impl FnMut(&AttemptStatus) -> bool,
+) -> AttemptStatus {
     let deadline = Instant::now() + LONG;
     loop {
         let s = p.status(token).await.unwrap();
@@ -229,6 +233,102 @@ async fn abandoned_pending_ray_job_is_stopped_when_it_starts() {
         assert!(Instant::now() < deadline, "still abandoned: {:?}", p.abandoned());
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// A launch request for a one-node job on the head node.
+fn one_node(token: &str, n: u32, command: &str, gpus: u32, dir: &std::path::Path) -> LaunchRequest {
+    LaunchRequest {
+        attempt: AttemptId { workload: WorkloadId(9), n },
+        token: token.to_string(),
+        spec: Arc::new(spec(json!({
+            "name": "one-node",
+            "runtime": { "command": ["sh", "-c", command] },
+            "resources": { "gpus": gpus, "cpu_cores": 0.1, "memory_gb": 0.1 },
+        }))),
+        pool: "h100".into(),
+        node: "ray-127.0.0.1".into(),
+        nodes: vec!["ray-127.0.0.1".into()],
+        checkpoint_dir: None,
+        secrets: Vec::new(),
+        artifact_dir: dir.into(),
+    }
+}
+
+/// Issue 23 item 17: Ray takes seconds to start even a trivial job (its
+/// supervisor actor, its runtime env) while nothing waits for capacity.
+/// Past a startup limit shorter than that, such jobs are progressing: each
+/// runs to its end, none is given up as a capacity miss or abandoned.
+#[tokio::test(flavor = "multi_thread")]
+async fn ray_jobs_ray_is_still_starting_are_not_given_up_at_the_startup_limit() {
+    let _g = SERIAL.lock().await;
+    let Some(e) =
+        engines("ray_jobs_ray_is_still_starting_are_not_given_up_at_the_startup_limit", "ray").await
+    else {
+        return;
+    };
+    let entry = canopy::config::parse(&ray_toml(&e, "startup_limit = \"1s\"\n")).unwrap().ray.remove(0);
+    let p = RayProvider::new(RayConfig::from_entry(&entry).unwrap()).unwrap();
+    p.inventory().await.unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let tokens: Vec<String> =
+        (1..=4).map(|n| format!("canopy-raystart{}-w9-a{n}", std::process::id())).collect();
+    let launched = Instant::now();
+    for (n, token) in tokens.iter().enumerate() {
+        p.launch(&one_node(token, n as u32 + 1, "echo started", 0, t.path())).await.unwrap();
+    }
+    let mut pending_past_the_limit = 0;
+    for token in &tokens {
+        let end = status_until(&p, token, |s| {
+            if *s == AttemptStatus::Pending && launched.elapsed() > Duration::from_secs(1) {
+                pending_past_the_limit += 1;
+            }
+            matches!(s, AttemptStatus::Ended(_))
+        })
+        .await;
+        assert_eq!(end, AttemptStatus::Ended(ProviderEnd::Exited { code: 0 }), "{token}");
+    }
+    assert!(p.abandoned().is_empty(), "given up on: {:?}", p.abandoned());
+    eprintln!("polls that found a job pending past the 1 s startup limit: {pending_past_the_limit}");
+}
+
+/// Issue 23 item 17: a pending attempt lost with its Ray head is reported
+/// gone as soon as the restarted head answers that it has no such job (a
+/// running one always was), not when the launch's grace for Ray to list a
+/// new job runs out.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pending_ray_job_lost_with_its_head_is_gone_as_soon_as_ray_answers() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("a_pending_ray_job_lost_with_its_head_is_gone_as_soon_as_ray_answers", "ray").await
+    else {
+        return;
+    };
+    let hog = hog_all_gpus(&e, "lost-pending").await;
+    let entry = canopy::config::parse(&ray_toml(&e, "startup_limit = \"10m\"\n")).unwrap().ray.remove(0);
+    let p = RayProvider::new(RayConfig::from_entry(&entry).unwrap()).unwrap();
+    p.inventory().await.unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let token = format!("canopy-raylost{}-w9-a1", std::process::id());
+    p.launch(&one_node(&token, 1, "echo ran", 1, t.path())).await.unwrap();
+    let client = reqwest::Client::new();
+    let job_status = async |token: &str| -> Option<u16> {
+        let r = client.get(format!("{}/api/jobs/{token}", e.ray_url)).send().await.ok()?;
+        Some(r.status().as_u16())
+    };
+    assert_eq!(job_status(&token).await, Some(200), "Ray lists the job");
+    assert_eq!(p.status(&token).await.unwrap(), AttemptStatus::Pending, "waiting for the hog's GPUs");
+
+    let back = HeadBack;
+    let stop = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/engines/stop.sh");
+    let out = std::process::Command::new("bash").args([stop, "ray"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(back); // the head starts again, without its jobs
+    drop(hog);
+    let deadline = Instant::now() + LONG;
+    while job_status(&token).await != Some(404) {
+        assert!(Instant::now() < deadline, "the restarted head never answered for {token}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(p.status(&token).await.unwrap(), AttemptStatus::NotFound, "Ray no longer knows the job");
 }
 
 /// A secret reaches the Ray job's environment and nothing else: not

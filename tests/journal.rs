@@ -24,6 +24,7 @@ fn workload(id: u64, state: WorkloadState) -> WorkloadRecord {
         spec_hash: format!("{id:064x}"),
         submitted_by: None,
         acknowledged: None,
+        exclusions: None,
         idempotency_key: None,
         priority: 70,
         state,
@@ -114,6 +115,12 @@ fn every_record_kind_round_trips() {
     full.cost_usd = 12.75;
     full.reason = Some("gpu-oom on every pool with 80 GB".into());
     full.class = Some(FailureClass::GpuOom);
+    full.exclusions = Some(canopy::engine::model::Exclusions {
+        nodes: vec!["node-1".into()],
+        pools: vec!["cloud/h100".into()],
+        since: Some(Millis(4_500)),
+        until: Some(Millis(1_804_500)),
+    });
     let bare = workload(8, WorkloadState::Queued);
     let mut ended = attempt(7, 1, AttemptState::Failed);
     ended.started_at = Some(Millis(3_500));

@@ -58,6 +58,7 @@ fn batch(id: u64) -> Vec<Record> {
         spec_hash: "0".repeat(64),
         submitted_by: None,
         acknowledged: None,
+        exclusions: None,
         idempotency_key: Some(format!("key-{id}")),
         priority: 50,
         state: WorkloadState::Placing,

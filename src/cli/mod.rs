@@ -275,6 +275,18 @@ pub enum Command {
         #[arg(long)]
         reason: String,
     },
+    /// Let a waiting workload go again where its earlier failures ruled
+    /// out: one node or pool, or all of them (`canopy status w-N` lists
+    /// them). A node back from an outage or a quarantine ends them by
+    /// itself; this is for what Canopy cannot see was fixed.
+    Unexclude {
+        id: WorkloadId,
+        /// The node (or `provider/pool`) to clear; all without it.
+        node: Option<String>,
+        /// Why (what was fixed), recorded in its events and the audit trail.
+        #[arg(long)]
+        reason: String,
+    },
     /// Stop placing new work on a node. Kept (journalled, with who and
     /// why) until `uncordon` or `--until`, across restarts and inventory
     /// refreshes.
@@ -397,6 +409,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Some(Command::Retry { id, reason }) => workloads::command(&cli.store, JCommand::Retry { id }, reason),
         Some(Command::Ack { id, reason }) => {
             workloads::command(&cli.store, JCommand::Acknowledge { id }, Some(reason))
+        }
+        Some(Command::Unexclude { id, node, reason }) => {
+            workloads::command(&cli.store, JCommand::Unexclude { id, target: node }, Some(reason))
         }
         Some(Command::Cordon { node, reason, until }) => {
             workloads::command(&cli.store, JCommand::Cordon { node, until }, reason)

@@ -319,6 +319,16 @@ pub fn status(
                     let why = ack.reason.as_deref().map(|r| format!(": {}", sanitize(r))).unwrap_or_default();
                     outln!("  acknowledged by {}{why}", sanitize(&ack.by));
                 }
+                if let Some(x) = w.exclusions.as_ref().filter(|x| !x.is_empty() && !w.state.is_final()) {
+                    let what: Vec<String> =
+                        x.nodes.iter().chain(&x.pools).map(|n| sanitize(n).into_owned()).collect();
+                    let until = x.until.map(|u| format!(" until {}", chrono_like(u))).unwrap_or_default();
+                    outln!(
+                        "  excludes {}{until} (earlier failures; `canopy unexclude {} [NODE] --reason …` clears)",
+                        what.join(", "),
+                        w.id
+                    );
+                }
                 let mut t =
                     new_table(&["ATTEMPT", "STATE", "POOL", "NODE", "$/H", "COST", "CLASS", "EVIDENCE"]);
                 for a in &v.attempts {

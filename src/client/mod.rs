@@ -262,6 +262,9 @@ impl Client {
                 body["grace"] = serde_json::json!(g);
             }
         }
+        if let Command::Unexclude { target: Some(t), .. } = cmd {
+            body["node"] = serde_json::json!(t);
+        }
         let (path, spec) = match cmd {
             Command::Submit { spec, idempotency_key } => {
                 let text = serde_json::to_string(spec).map_err(|e| ClientError::Decode(e.to_string()))?;
@@ -272,6 +275,7 @@ impl Client {
             Command::Cancel { id } => (format!("/v1/workloads/{id}/cancel"), None::<()>),
             Command::Retry { id } => (format!("/v1/workloads/{id}/retry"), None),
             Command::Acknowledge { id } => (format!("/v1/workloads/{id}/acknowledge"), None),
+            Command::Unexclude { id, .. } => (format!("/v1/workloads/{id}/unexclude"), None),
             Command::Cordon { node, .. } => (format!("/v1/nodes/{node}/cordon"), None),
             Command::Uncordon { node } => (format!("/v1/nodes/{node}/uncordon"), None),
             Command::Drain { node, .. } => (format!("/v1/nodes/{node}/drain"), None),

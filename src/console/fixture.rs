@@ -98,6 +98,7 @@ pub fn model(fleet: Fleet, n: usize) -> Model {
             spec_hash: String::new(),
             submitted_by: None,
             acknowledged: None,
+            exclusions: None,
             idempotency_key: None,
             priority: 0,
             state,

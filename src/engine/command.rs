@@ -50,6 +50,13 @@ pub enum Command {
     Acknowledge {
         id: WorkloadId,
     },
+    /// Clear a live workload's exclusions (nodes and pools its failures
+    /// ruled out): all, or the one node or pool `target` names.
+    Unexclude {
+        id: WorkloadId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
+    },
 }
 
 impl Command {
@@ -64,6 +71,7 @@ impl Command {
             Command::Retry { .. } => "retry",
             Command::Unquarantine { .. } => "unquarantine",
             Command::Acknowledge { .. } => "acknowledge",
+            Command::Unexclude { .. } => "unexclude",
         }
     }
 
@@ -75,6 +83,8 @@ impl Command {
             Command::Cancel { id } | Command::Retry { id } | Command::Acknowledge { id } => {
                 Some(id.to_string())
             }
+            Command::Unexclude { id, target: None } => Some(id.to_string()),
+            Command::Unexclude { id, target: Some(t) } => Some(format!("{id} {t}")),
             Command::Cordon { node, .. }
             | Command::Uncordon { node }
             | Command::Drain { node, .. }

@@ -264,6 +264,35 @@ pub struct WorkloadRecord {
     /// (`canopy ack`, `a` in the console): it leaves triage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acknowledged: Option<Acknowledgement>,
+    /// The nodes and pools its failures rule out while it is placed again,
+    /// and until when (see `engine/core/exclusion.rs`). `None` on rows
+    /// from before they were recorded: a restart then recomputes them
+    /// from the failed attempts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusions: Option<Exclusions>,
+}
+
+/// What a workload's earlier failures keep it away from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Exclusions {
+    /// Nodes it is not placed on again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    /// Pools (`provider/pool`) it is not placed in again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<String>,
+    /// When the last one was added; they all lapse together at `until`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Millis>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Millis>,
+}
+
+impl Exclusions {
+    /// Nothing is excluded.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.pools.is_empty()
+    }
 }
 
 /// Who acknowledged a failure, when and why.

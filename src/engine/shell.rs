@@ -1199,6 +1199,9 @@ fn command_event(request: u64, cmd: Command, by: Option<String>, reason: Option<
             Event::SetNodeState { request, node, state: NodeState::Draining, note: Some(note) }
         }
         Command::Unquarantine { node } => Event::Unquarantine { request, node },
+        Command::Unexclude { id, target } => {
+            Event::Unexclude { request, id, target, by: by.unwrap_or_default(), reason }
+        }
         Command::Retry { .. } | Command::Acknowledge { .. } => return None,
     })
 }

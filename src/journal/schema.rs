@@ -184,6 +184,10 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE attempts ADD COLUMN nodes TEXT;
     ALTER TABLE attempts ADD COLUMN checkpoint TEXT;
     ",
+    // 9: what a workload's failures exclude (JSON: nodes, pools, since,
+    // until), so an exclusion an operator cleared or a recovered node
+    // ended stays ended across a restart.
+    "ALTER TABLE workloads ADD COLUMN exclusions TEXT;",
 ];
 
 /// Per-connection settings.

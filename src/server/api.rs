@@ -556,6 +556,10 @@ pub struct Reason {
     /// (`30s`) or seconds.
     #[serde(default)]
     pub grace: Option<serde_json::Value>,
+    /// The node or pool (`provider/pool`) an unexclude clears; all of the
+    /// workload's exclusions without it.
+    #[serde(default)]
+    pub node: Option<String>,
 }
 
 /// An evicting drain's grace in whole seconds, from `30s`, `2m` or a number.
@@ -638,8 +642,8 @@ async fn body_bytes(req: Request) -> ApiResult<Bytes> {
 }
 
 /// A command on the workload or node the path names, with the body's
-/// reason: one handler for cancel, retry, acknowledge, cordon, uncordon,
-/// drain and unquarantine.
+/// reason: one handler for cancel, retry, acknowledge, unexclude, cordon,
+/// uncordon, drain and unquarantine.
 async fn command(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
@@ -665,8 +669,12 @@ async fn command(
             ApiError::unprocessable("grace applies to an evicting drain (evict: true)").field("grace")
         );
     }
+    if r.node.is_some() && op != "unexclude" {
+        return Err(ApiError::unprocessable("node applies to an unexclude only").field("node"));
+    }
     let cmd = match op {
         "cancel" => Command::Cancel { id: target.workload()? },
+        "unexclude" => Command::Unexclude { id: target.workload()?, target: r.node.clone() },
         "retry" => Command::Retry { id: target.workload()? },
         "acknowledge" => Command::Acknowledge { id: target.workload()? },
         "cordon" => Command::Cordon { node: target.node()?.to_string(), until },

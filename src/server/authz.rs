@@ -79,6 +79,12 @@ pub const ROUTES: &[Route] = &[
         Need::OwnWorkload,
         "Acknowledge a failed workload: it leaves triage, with who and why recorded",
     ),
+    r(
+        "POST",
+        "/v1/workloads/{id}/unexclude",
+        Need::OwnWorkload,
+        "Clear the nodes or pools a workload's failures exclude (body: node, reason)",
+    ),
     r("POST", "/v1/plan", Need::Read, "Where a spec would run now (dry run)"),
     r("GET", "/v1/fleet", Need::Read, "The live fleet: node states, health, quarantines"),
     r("GET", "/v1/events", Need::Read, "The newest events across all workloads, oldest first"),
@@ -161,7 +167,10 @@ pub fn decide(p: &Principal, need: Need, facts: &Facts) -> Result<(), String> {
             if role == Role::Admin || own || unscoped_operator || in_scope {
                 Ok(())
             } else if role == Role::Submitter {
-                Err(format!("{} may cancel, retry or acknowledge only the workloads it submitted", p.name))
+                Err(format!(
+                    "{} may cancel, retry, acknowledge or unexclude only the workloads it submitted",
+                    p.name
+                ))
             } else {
                 Err(format!("{} may act only on work within its scopes ({})", p.name, scopes(p)))
             }

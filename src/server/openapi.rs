@@ -103,10 +103,12 @@ fn operation(method: &str, path: &str, need: Need, summary: &str) -> Value {
             if p.starts_with("/v1/nodes/")
                 || p.ends_with("/cancel")
                 || p.ends_with("/retry")
-                || p.ends_with("/acknowledge") =>
+                || p.ends_with("/acknowledge")
+                || p.ends_with("/unexclude") =>
         {
             op["requestBody"] = json!({ "required": false, "content": { "application/json": { "schema": {
                 "type": "object", "properties": { "reason": { "type": "string" }, "until": { "type": "string" },
+                    "node": { "type": "string", "description": "unexclude only: the node or pool to clear (all without it)" },
                     "evict": { "type": "boolean", "description": "drain only: stop running work and place it again" },
                     "grace": { "type": "string", "description": "evicting drain only: SIGTERM to SIGKILL, e.g. 30s" } } } } } });
             op["responses"]["404"] = error_response("No such workload or node");

@@ -8,13 +8,14 @@
 //! operator set in Canopy (cordon, drain) is kept while the provider
 //! reports the node ready. Capacity that grew unblocks waiting work. A
 //! node that refused a launch stays full across a report that repeats the
-//! one it refused under (`refused.rs`).
+//! one it refused under (`refused.rs`). A node reported ready again after
+//! it was not ends workloads' exclusions of it (`exclusion.rs`).
 //! Must not perform I/O; the shell takes the inventory.
 
 use super::Core;
 use crate::engine::model::Millis;
 use crate::fleet::{Fleet, FleetBuilder, Free, NodeDef, NodeIdx, NodeState, PoolDef, PoolIdx};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// What each provider last reported about its nodes' states, to tell a
 /// provider's change from an operator's.
@@ -24,12 +25,18 @@ pub(super) struct Reported {
     /// Each node's last inventory report: its state and what others use
     /// (only for nodes an inventory has reported).
     last: HashMap<String, (NodeState, Free)>,
+    /// Providers that have reported an inventory since the core started.
+    seen: HashSet<String>,
 }
 
 impl Reported {
     /// The states the fleet starts with are taken as the providers' own.
     pub(super) fn from_fleet(fleet: &Fleet) -> Self {
-        Self { states: fleet.nodes.iter().map(|n| (n.name.clone(), n.state)).collect(), last: HashMap::new() }
+        Self {
+            states: fleet.nodes.iter().map(|n| (n.name.clone(), n.state)).collect(),
+            last: HashMap::new(),
+            seen: HashSet::new(),
+        }
     }
 
     /// What the node's provider last reported about it, if it has.
@@ -127,6 +134,23 @@ impl Core {
             }
         }
         let fleet: Fleet = b.build();
+        // Back: ready now after a report in which it was not ready or not
+        // listed at all. A provider's first report after a start proves
+        // no recovery (`exclusion.rs`).
+        let recovered: BTreeSet<String> = if self.inventory.seen.insert(provider.to_string()) {
+            BTreeSet::new()
+        } else {
+            let states = &self.inventory.states;
+            pools
+                .iter()
+                .flat_map(|(_, nodes)| nodes)
+                .filter(|n| n.state == NodeState::Ready)
+                .filter(|n| {
+                    !old.contains_key(&n.name) || states.get(&n.name).is_some_and(|s| *s != NodeState::Ready)
+                })
+                .map(|n| n.name.clone())
+                .collect()
+        };
         let report: HashMap<String, (NodeState, Free)> =
             pools.iter().flat_map(|(_, nodes)| nodes).map(|n| (n.name.clone(), (n.state, n.used))).collect();
         for (name, &(state, _)) in &report {
@@ -151,5 +175,6 @@ impl Core {
         if grew {
             self.capacity_changed();
         }
+        self.nodes_recovered(&recovered, "its provider reports it ready again", now);
     }
 }

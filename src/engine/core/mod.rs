@@ -17,6 +17,7 @@
 //!   the attempt closes.
 
 mod attempt;
+mod exclusion;
 mod hold;
 mod inventory;
 mod patience;
@@ -130,6 +131,15 @@ pub enum Event {
     Unquarantine {
         request: u64,
         node: String,
+    },
+    /// An operator clears a live workload's exclusions: all, or the one
+    /// node or pool `target` names.
+    Unexclude {
+        request: u64,
+        id: WorkloadId,
+        target: Option<String>,
+        by: String,
+        reason: Option<String>,
     },
     /// An operator acknowledges a failed workload (its row, read from the
     /// journal: the core holds only live ones).
@@ -590,16 +600,19 @@ impl Core {
     pub fn handle(&mut self, event: Event, now: Millis) -> Vec<Action> {
         // A quarantine that ended since the last event frees its node.
         if self.health.next_release(self.last_now).is_some_and(|t| t <= now) {
+            let released: BTreeSet<String> =
+                self.health.released(self.last_now, now).map(str::to_string).collect();
             if self.config.placement.uses_health()
                 && let Some(snap) = self.snapshot.as_mut()
             {
-                for name in self.health.released(self.last_now, now) {
+                for name in &released {
                     if let Some(n) = snap.node_by_name(name) {
                         snap.set_node_health(n, self.health.node(name, now));
                     }
                 }
             }
             self.capacity_changed();
+            self.nodes_recovered(&released, "its quarantine ended", now);
         }
         self.lapse_intents(now);
         self.last_now = self.last_now.max(now);
@@ -612,6 +625,9 @@ impl Core {
                 self.set_node_state(request, &node, state, note, now)
             }
             Event::Unquarantine { request, node } => self.unquarantine(request, &node, now),
+            Event::Unexclude { request, id, target, by, reason } => {
+                self.unexclude(request, id, target, by, reason, now)
+            }
             Event::Acknowledge { request, rec, by, reason } => {
                 self.acknowledge(request, *rec, by, reason, now)
             }
@@ -820,8 +836,10 @@ impl Core {
     }
 
     fn save_workload(&mut self, id: WorkloadId, now: Millis) {
+        let ttl = self.config.exclusion_ttl_s;
         if let Some(e) = self.entries.get_mut(&id) {
             e.rec.updated_at = now;
+            e.rec.exclusions = Some(e.exclusions(ttl));
             let rec = Box::new(e.rec.clone());
             self.out.push(Action::Record(Record::Workload(rec)));
         }
@@ -902,6 +920,7 @@ impl Core {
             class: None,
             submitted_by: by,
             acknowledged: None,
+            exclusions: None,
             spec: spec.clone(),
         };
         if let Some(k) = key {
@@ -1085,6 +1104,7 @@ impl Core {
         self.health.observe(&obs);
         self.observed(&obs, now);
         self.capacity_changed();
+        self.nodes_recovered(&BTreeSet::from([node.to_string()]), "an operator lifted its quarantine", now);
         self.reply(
             request,
             Reply::Done {
@@ -1168,46 +1188,6 @@ impl Core {
         match crate::schedule::place(&req, ideal, &crate::schedule::Policy::default()) {
             crate::schedule::Decision::Placed(_) => None,
             crate::schedule::Decision::Unschedulable(ex) => Some(ex.to_string()),
-        }
-    }
-
-    /// Notes that `id`'s exclusions were (re)set at `at`.
-    fn exclusions_set(&mut self, id: WorkloadId, at: Millis) {
-        if let Some(e) = self.entries.get_mut(&id) {
-            e.excluded_at = Some(at);
-            self.expiries.insert((at.plus_secs(self.config.exclusion_ttl_s), id));
-        }
-    }
-
-    /// Forgets the exclusions that have expired: those workloads may go
-    /// anywhere that fits again.
-    fn expire_exclusions(&mut self, now: Millis) {
-        let ttl = self.config.exclusion_ttl_s;
-        while let Some(&(at, id)) = self.expiries.first() {
-            if at > now {
-                break;
-            }
-            self.expiries.pop_first();
-            let Some(e) = self.entries.get_mut(&id) else { continue };
-            // Renewed since: a later entry in `expiries` covers it.
-            if e.excluded_at.is_none_or(|t| t.plus_secs(ttl) > now) {
-                continue;
-            }
-            e.excluded_at = None;
-            let (nodes, pools) = (std::mem::take(&mut e.exclude_nodes), std::mem::take(&mut e.exclude_pools));
-            if nodes.is_empty() && pools.is_empty() {
-                continue;
-            }
-            let what: Vec<String> = nodes.into_iter().chain(pools).collect();
-            let msg = format!(
-                "exclusions from earlier failures expired after {:.0}m ({}); placing anywhere that fits",
-                ttl / 60.0,
-                what.join(", ")
-            );
-            self.event(now, id, None, EventKind::Retry, msg);
-            self.touched.push(id);
-            self.queue.ungroup(id);
-            self.queue.unblock(id);
         }
     }
 

@@ -1,6 +1,7 @@
 //! Rebuilding the core from the journal after a restart: live workloads
 //! and their attempts come back, capacity held by live attempts is
-//! re-allocated, exclusions are recomputed from failed attempts, and
+//! re-allocated, exclusions come from the workload's record (recomputed
+//! from failed attempts for rows from before records carried them), and
 //! health is replayed from recent observations. Replay is the journal's
 //! current rows, not every event, so it is fast.
 
@@ -66,6 +67,19 @@ impl Core {
             let spec = Arc::new(rec.spec.clone());
             let mut entry = Entry::new(rec, spec, attempts);
             recompute_exclusions(&mut entry, now, self.config.exclusion_ttl_s);
+            // Rows that record their exclusions are what they say (one an
+            // operator cleared or a recovered node ended stays ended).
+            if let Some(x) = entry.rec.exclusions.clone() {
+                let fresh = x.until.is_some_and(|u| u > now);
+                entry.exclude_nodes = if fresh { x.nodes.into_iter().collect() } else { Default::default() };
+                entry.exclude_pools = if fresh { x.pools.into_iter().collect() } else { Default::default() };
+                entry.excluded_at =
+                    if fresh && !(entry.exclude_nodes.is_empty() && entry.exclude_pools.is_empty()) {
+                        x.since
+                    } else {
+                        None
+                    };
+            }
             if let Some(at) = entry.excluded_at {
                 self.expiries.insert((at.plus_secs(self.config.exclusion_ttl_s), id));
             }
@@ -160,7 +174,7 @@ fn recompute_exclusions(e: &mut Entry, now: Millis, ttl_s: f64) {
         let fresh = at.plus_secs(ttl_s) > now;
         if fresh && c.is_infrastructure() && c != FailureClass::Capacity {
             if c != FailureClass::Provider && c != FailureClass::Preempted {
-                e.exclude_nodes.insert(a.node.clone());
+                e.exclude_nodes.insert(culprit(a).to_string());
                 latest = latest.max(Some(at));
             }
             let n = per_pool.entry(a.pool.as_str()).or_default();
@@ -176,4 +190,16 @@ fn recompute_exclusions(e: &mut Entry, now: Millis, ttl_s: f64) {
         }
     }
     e.excluded_at = latest;
+}
+
+/// The node a failed attempt was charged to: a gang's failing rank's,
+/// which its evidence names (`rank 1 on n2: …`) when the provider said
+/// which, else rank 0's.
+fn culprit(a: &AttemptRecord) -> &str {
+    let named = a.evidence.as_deref().and_then(|e| e.strip_prefix("rank ")).and_then(|e| {
+        let (_, rest) = e.split_once(" on ")?;
+        let (node, _) = rest.split_once(": ")?;
+        a.all_nodes().iter().any(|n| n == node).then_some(node)
+    });
+    named.unwrap_or(&a.node)
 }

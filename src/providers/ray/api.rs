@@ -1,5 +1,6 @@
-//! Ray's Jobs REST API and node list, as served by the dashboard
-//! (`/api/jobs/`, `/api/v0/nodes`): wire types and calls.
+//! Ray's Jobs REST API, node list and cluster status, as served by the
+//! dashboard (`/api/jobs/`, `/api/v0/nodes`, `/api/cluster_status`): wire
+//! types and calls.
 //!
 //! This module owns the quirks of that API: the trailing slash on
 //! `/api/jobs/`, 404 in plain text for an unknown job, 500 with a Python
@@ -108,6 +109,29 @@ struct NodesResult {
     result: Vec<NodeInfo>,
 }
 
+/// `GET /api/cluster_status`: the resource shapes Ray's scheduler cannot
+/// grant now (`loadMetricsReport.resourceDemand`, `[[shape, count]]`).
+#[derive(Debug, Default, Deserialize)]
+struct StatusOuter {
+    #[serde(default)]
+    data: StatusData,
+}
+#[derive(Debug, Default, Deserialize)]
+struct StatusData {
+    #[serde(default, rename = "clusterStatus")]
+    cluster_status: Option<ClusterStatus>,
+}
+#[derive(Debug, Default, Deserialize)]
+struct ClusterStatus {
+    #[serde(default, rename = "loadMetricsReport")]
+    load: Option<LoadMetrics>,
+}
+#[derive(Debug, Default, Deserialize)]
+struct LoadMetrics {
+    #[serde(default, rename = "resourceDemand")]
+    resource_demand: Vec<(BTreeMap<String, f64>, u64)>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 struct Logs {
     #[serde(default)]
@@ -182,6 +206,15 @@ impl Api {
         let body =
             serde_json::to_vec(s).map_err(|e| CallError::Http { status: 0, message: e.to_string() })?;
         self.call(Method::POST, "/api/jobs/", Some(body)).await.map(|_| ())
+    }
+
+    /// The resource shapes Ray cannot grant now, with how many requests
+    /// wait for each. `None` when Ray reports no load metrics (an
+    /// autoscaler report not yet made): nothing is known.
+    pub async fn unmet_demands(&self) -> Result<Option<Vec<BTreeMap<String, f64>>>, CallError> {
+        let text = self.call(Method::GET, "/api/cluster_status", None).await?;
+        let load = Self::parse::<StatusOuter>(&text)?.data.cluster_status.and_then(|c| c.load);
+        Ok(load.map(|l| l.resource_demand.into_iter().filter(|(_, n)| *n > 0).map(|(s, _)| s).collect()))
     }
 
     pub async fn logs(&self, id: &str) -> Result<String, CallError> {

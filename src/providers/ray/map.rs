@@ -83,6 +83,38 @@ pub fn gang_end(logs: &str) -> Option<ProviderEnd> {
     None
 }
 
+/// What a job's entrypoint asks Ray for (its supervisor actor's
+/// resources), as Ray names them in its resource demands.
+pub fn entrypoint_request(s: &super::api::Submit) -> BTreeMap<String, f64> {
+    let mut r: BTreeMap<String, f64> = s.entrypoint_resources.clone();
+    if let Some(c) = s.entrypoint_num_cpus.filter(|c| *c > 0.0) {
+        r.insert("CPU".into(), c);
+    }
+    if let Some(g) = s.entrypoint_num_gpus.filter(|g| *g > 0.0) {
+        r.insert("GPU".into(), g);
+    }
+    r.retain(|_, v| *v > 0.0);
+    r
+}
+
+/// Whether Ray's scheduler reports `request` among the shapes it cannot
+/// grant now: the job waits for capacity. A request of nothing (a gang's
+/// driver) never waits for resources. Resource names are compared as Ray
+/// spells them in either of its reports (`accelerator_type:X`,
+/// `acceleratorType:X`).
+pub fn waits_for_resources(request: &BTreeMap<String, f64>, unmet: &[BTreeMap<String, f64>]) -> bool {
+    let key = |k: &str| k.chars().filter(|c| *c != '_').collect::<String>().to_ascii_lowercase();
+    let norm = |m: &BTreeMap<String, f64>| -> BTreeMap<String, f64> {
+        m.iter().filter(|(_, v)| **v > 0.0).map(|(k, v)| (key(k), *v)).collect()
+    };
+    let want = norm(request);
+    !want.is_empty()
+        && unmet.iter().map(norm).any(|shape| {
+            shape.len() == want.len()
+                && want.iter().all(|(k, v)| shape.get(k).is_some_and(|s| (s - v).abs() < 1e-6))
+        })
+}
+
 /// Whether a status is final.
 pub fn is_final(status: &str) -> bool {
     matches!(status, "SUCCEEDED" | "FAILED" | "STOPPED")
@@ -267,5 +299,34 @@ mod tests {
         assert_eq!(p[0].def.shape.memory_gb, 8.0);
         assert_eq!(p[0].nodes[0].name, "ray-127.0.0.1");
         assert!(p[0].def.capabilities.contains(&"ray-accel:H100".to_string()));
+    }
+
+    /// A job waits for capacity only when Ray's scheduler reports its very
+    /// request among the shapes it cannot grant (as `/api/cluster_status`
+    /// lists them: `[{"CPU": 1000.0}, 1]`).
+    #[test]
+    fn a_request_waits_only_when_ray_reports_it_unmet() {
+        let submit = |cpus: f64, gpus: Option<f64>, accel: Option<&str>| super::super::api::Submit {
+            entrypoint: "true".into(),
+            submission_id: "t".into(),
+            runtime_env: super::super::api::RuntimeEnv { env_vars: BTreeMap::new() },
+            entrypoint_num_cpus: Some(cpus),
+            entrypoint_num_gpus: gpus,
+            entrypoint_resources: accel.map(|a| (a.to_string(), 1.0)).into_iter().collect(),
+            metadata: BTreeMap::new(),
+        };
+        let shape =
+            |kv: &[(&str, f64)]| kv.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>();
+        let gpu_job = entrypoint_request(&submit(1.0, Some(1.0), Some("accelerator_type:H100")));
+        assert_eq!(gpu_job, shape(&[("CPU", 1.0), ("GPU", 1.0), ("accelerator_type:H100", 1.0)]));
+        let unmet =
+            [shape(&[("CPU", 1000.0)]), shape(&[("CPU", 1.0), ("GPU", 1.0), ("acceleratorType:H100", 1.0)])];
+        assert!(waits_for_resources(&gpu_job, &unmet), "its shape is unmet");
+        assert!(!waits_for_resources(&gpu_job, &unmet[..1]), "another shape is unmet, not its own");
+        assert!(!waits_for_resources(&gpu_job, &[]), "Ray can grant everything: it is starting the job");
+        let tiny = entrypoint_request(&submit(0.1, None, None));
+        assert!(!waits_for_resources(&tiny, &unmet), "0.1 CPU is not 1000");
+        // A gang's driver asks for nothing: it never waits for resources.
+        assert!(!waits_for_resources(&BTreeMap::new(), &[BTreeMap::new()]));
     }
 }

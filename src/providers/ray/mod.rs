@@ -4,8 +4,11 @@
 //! Launch asks for the token first and adopts a job that already has it
 //! (Ray answers a duplicate `submission_id` with HTTP 500, so a lost answer
 //! must never lead to a second submission). A job still pending after the
-//! configured startup limit is asked to stop and reported as a capacity
-//! miss, so the engine places it elsewhere (Ray itself fails it after
+//! configured startup limit while Ray's scheduler reports its request among
+//! the demands it cannot grant is asked to stop and reported as a capacity
+//! miss, so the engine places it elsewhere; one whose request Ray is not
+//! waiting on is being started (its supervisor, its runtime env) and is
+//! waited for up to [`STARTING_FOR`] more (Ray itself fails it after
 //! `RAY_JOB_START_TIMEOUT_SECONDS`; its stop of a pending job is a no-op,
 //! ray-project/ray#58353). Such a job is *abandoned*: the adapter remembers
 //! its token and keeps stopping it — a background re-stop every second,
@@ -113,8 +116,24 @@ impl RayConfig {
     }
 }
 
-/// How long a launch begun here keeps an unlisted job pending.
+/// How long a launch begun here keeps a job Ray has not listed yet
+/// pending. Once Ray has listed it, "no such job" means Ray lost it (a
+/// restarted head), reported at once.
 const LAUNCH_GRACE: Duration = Duration::from_secs(120);
+
+/// How long past the startup limit a pending job Ray is still starting
+/// (its request is not among what Ray cannot grant: its supervisor is
+/// being started, its runtime env set up) is waited for: Ray's own
+/// default start timeout (`RAY_JOB_START_TIMEOUT_SECONDS`, 15 min), which
+/// fails it first when set lower.
+const STARTING_FOR: Duration = Duration::from_secs(900);
+
+/// How long one read of Ray's unmet resource demands answers for every
+/// pending job.
+const DEMANDS_FRESH: Duration = Duration::from_secs(2);
+
+/// A resource request as Ray names it: resource → amount.
+type Shape = BTreeMap<String, f64>;
 
 /// How often an abandoned job is stopped again, and for how long at most
 /// (Ray fails a job pending past `RAY_JOB_START_TIMEOUT_SECONDS`, 15 min by
@@ -138,6 +157,14 @@ pub struct RayProvider {
     topology_checked: std::sync::atomic::AtomicBool,
     /// First time this adapter saw each token pending.
     pending_since: Mutex<HashMap<String, Instant>>,
+    /// Tokens Ray has listed since this adapter launched or adopted them.
+    listed: Mutex<HashSet<String>>,
+    /// What each job launched here asks Ray for (its entrypoint's
+    /// resources), to tell a job waiting for capacity from one Ray is
+    /// starting.
+    requests: Mutex<HashMap<String, BTreeMap<String, f64>>>,
+    /// Ray's unmet resource demands, and when they were read.
+    demands: tokio::sync::Mutex<Option<(Instant, Vec<Shape>)>>,
     /// Tokens given up on while pending (Ray ignores their stop): stopped
     /// again until Ray reports them ended.
     abandoned: Arc<Mutex<HashSet<String>>>,
@@ -157,6 +184,9 @@ impl RayProvider {
             node_ips: Mutex::new(HashMap::new()),
             topology_checked: std::sync::atomic::AtomicBool::new(false),
             pending_since: Mutex::new(HashMap::new()),
+            listed: Mutex::new(HashSet::new()),
+            requests: Mutex::new(HashMap::new()),
+            demands: tokio::sync::Mutex::new(None),
             abandoned: Arc::new(Mutex::new(HashSet::new())),
         })
     }
@@ -404,16 +434,72 @@ impl RayProvider {
 }
 
 impl RayProvider {
+    /// Forgets what this adapter kept about a job that ended or is gone.
+    fn forget(&self, token: &str) {
+        if let Ok(mut m) = self.pending_since.lock() {
+            m.remove(token);
+        }
+        if let Ok(mut s) = self.listed.lock() {
+            s.remove(token);
+        }
+        if let Ok(mut m) = self.requests.lock() {
+            m.remove(token);
+        }
+    }
+
+    /// Whether Ray is still starting this pending job rather than waiting
+    /// for capacity for it: Ray's scheduler does not report its request
+    /// among the demands it cannot grant. `false` when that cannot be
+    /// told (a job this adapter did not launch, Ray's report unreadable).
+    async fn starting(&self, token: &str) -> bool {
+        let Some(request) = self.requests.lock().ok().and_then(|m| m.get(token).cloned()) else {
+            return false;
+        };
+        let mut cached = self.demands.lock().await;
+        let fresh = cached.as_ref().filter(|(at, _)| at.elapsed() < DEMANDS_FRESH).map(|(_, d)| d.clone());
+        let unmet = match fresh {
+            Some(d) => d,
+            None => match self.api.unmet_demands().await {
+                Ok(Some(d)) => {
+                    *cached = Some((Instant::now(), d.clone()));
+                    d
+                }
+                Ok(None) => return false,
+                Err(e) => {
+                    tracing::debug!(provider = %self.cfg.name, error = %e, "reading Ray's unmet demands");
+                    return false;
+                }
+            },
+        };
+        !map::waits_for_resources(&request, &unmet)
+    }
+
     /// Where the attempt stands at the provider (see `status`).
     async fn status_of(&self, token: &str) -> Result<AttemptStatus, ProviderError> {
         let Some(job) = self.api.job(token).await.map_err(|e| self.err("reading the job", e))? else {
-            let racing =
-                self.pending_since.lock().ok().and_then(|m| m.get(token).map(|t| t.elapsed() < LAUNCH_GRACE));
-            return Ok(if racing == Some(true) { AttemptStatus::Pending } else { AttemptStatus::NotFound });
+            // Only a launch Ray has not listed yet may be racing its poll.
+            let listed = self.listed.lock().ok().is_some_and(|s| s.contains(token));
+            let racing = !listed
+                && self
+                    .pending_since
+                    .lock()
+                    .ok()
+                    .and_then(|m| m.get(token).map(|t| t.elapsed() < LAUNCH_GRACE))
+                    == Some(true);
+            if racing {
+                return Ok(AttemptStatus::Pending);
+            }
+            self.forget(token);
+            return Ok(AttemptStatus::NotFound);
         };
+        if let Ok(mut s) = self.listed.lock() {
+            s.insert(token.to_string());
+        }
         let status = map::job_status(&job);
         if status != AttemptStatus::Pending {
-            if let Ok(mut m) = self.pending_since.lock() {
+            if matches!(status, AttemptStatus::Ended(_)) {
+                self.forget(token);
+            } else if let Ok(mut m) = self.pending_since.lock() {
                 m.remove(token);
             }
             let gang = job.metadata.as_ref().is_some_and(|m| m.contains_key(GANG_KEY));
@@ -428,7 +514,13 @@ impl RayProvider {
         if waited < self.cfg.startup_limit {
             return Ok(AttemptStatus::Pending);
         }
+        // Past the limit, a job Ray is still starting (not waiting for
+        // capacity) is progressing: it is waited for, within bounds.
+        if waited < self.cfg.startup_limit + STARTING_FOR && self.starting(token).await {
+            return Ok(AttemptStatus::Pending);
+        }
         self.abandon(token).await.map_err(|e| self.err("stopping the pending job", e))?;
+        self.forget(token);
         let message = format!(
             "{}: still pending after {}s, past the startup limit of {}s (Ray cannot fit it now)",
             self.cfg.name,
@@ -504,6 +596,9 @@ impl Provider for RayProvider {
             LaunchError::Api(format!("cannot write the secret file in {}: {e}", dir.path().display()))
         })?;
         let body = self.submission(req).map_err(LaunchError::Invalid)?;
+        if let Ok(mut m) = self.requests.lock() {
+            m.insert(req.token.clone(), map::entrypoint_request(&body));
+        }
         match self.api.submit(&body).await {
             Ok(()) => Ok(LaunchAck { provider_ref: req.token.clone(), adopted: false }),
             Err(CallError::Duplicate) => Ok(adopted),
