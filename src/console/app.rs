@@ -8,153 +8,21 @@
 use super::action::{self, Confirm, Op};
 use super::editor::Editor;
 use super::keymap::{self, COMMANDS, Intent};
-use super::logs::{LogLine, Logs, Stamps};
+use super::logs::{Logs, Stamps};
 use super::model::Model;
-use super::replay::{ReplayCtl, ReplayStatus};
+use super::replay::ReplayStatus;
 use super::theme::Theme;
-use crate::engine::command::{Command, CommandResult};
+use crate::engine::command::CommandResult;
 use crate::engine::handle::Link;
-use crate::engine::model::{AttemptId, AuditRecord, Batch, EventRecord, Millis, Record, WorkloadId};
-use crate::engine::shell::{FleetStatus, Recent};
+use crate::engine::model::{AuditRecord, Millis, Record, WorkloadId};
 use crate::text::sanitize;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum View {
-    Overview,
-    Capacity,
-    Nodes,
-    Workloads,
-    Triage,
-    Detail,
-    Logs,
-    Editor,
-    Audit,
-    Help,
-}
-
-impl View {
-    pub fn title(self) -> &'static str {
-        match self {
-            View::Overview => "overview",
-            View::Capacity => "capacity",
-            View::Nodes => "nodes",
-            View::Workloads => "workloads",
-            View::Triage => "triage",
-            View::Detail => "detail",
-            View::Logs => "logs",
-            View::Editor => "editor",
-            View::Audit => "audit",
-            View::Help => "help",
-        }
-    }
-}
-
-/// Everything that can happen to the console.
-#[derive(Debug)]
-pub enum Msg {
-    Key(KeyEvent),
-    Paste(String),
-    Records(Arc<Batch>),
-    Status(Arc<FleetStatus>),
-    Recent(Recent),
-    Events(WorkloadId, Vec<EventRecord>),
-    Log(AttemptId, Vec<LogLine>),
-    Done {
-        what: String,
-        result: CommandResult,
-    },
-    Loaded {
-        path: String,
-        result: Result<String, String>,
-    },
-    Saved {
-        path: String,
-        result: Result<(), String>,
-    },
-    Edited(Result<String, String>),
-    Tick(Millis),
-    Resize(u16, u16),
-    /// The state of the replay this console watches (`canopy sim --watch`).
-    Replay(ReplayStatus),
-    /// Whether the engine can be reached (it changes for a remote engine).
-    Link(Link),
-    /// The engine's newest audit records, newest first, or why it would
-    /// not give them (a viewer's token: the operator role reads them).
-    Audit(Result<Vec<AuditRecord>, String>),
-}
-
-/// What the run loop should do for the app.
-#[derive(Debug, Clone)]
-pub enum Effect {
-    Command {
-        what: String,
-        cmd: Command,
-        /// The operator's reason, journalled with the command.
-        reason: Option<String>,
-    },
-    FetchEvents(WorkloadId),
-    /// Load the page of workloads older than this one ([`Msg::Recent`]
-    /// answers).
-    LoadOlder(WorkloadId),
-    /// Start tailing an attempt's logs (`None`: stop).
-    TailLogs(Option<AttemptId>),
-    Copy(String),
-    Load(PathBuf),
-    Save(PathBuf, String),
-    ExternalEditor(String),
-    /// Load the newest this many audit records ([`Msg::Audit`] answers).
-    LoadAudit(usize),
-    /// Pause, resume or re-pace the replay.
-    Replay(ReplayCtl),
-    /// Quit; an engine this console started stops with it.
-    Quit,
-    /// Quit, leaving the engine this console started running in the
-    /// background (the operator said so).
-    Detach,
-}
-
-/// Workload table columns, for sorting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Column {
-    Id,
-    Name,
-    State,
-    Attempt,
-    Pool,
-    Gpus,
-    Age,
-    Cost,
-}
-
-pub const COLUMNS: [Column; 8] = [
-    Column::Id,
-    Column::Name,
-    Column::State,
-    Column::Attempt,
-    Column::Pool,
-    Column::Gpus,
-    Column::Age,
-    Column::Cost,
-];
-
-impl Column {
-    pub fn name(self) -> &'static str {
-        match self {
-            Column::Id => "id",
-            Column::Name => "name",
-            Column::State => "state",
-            Column::Attempt => "attempt",
-            Column::Pool => "pool",
-            Column::Gpus => "gpus",
-            Column::Age => "age",
-            Column::Cost => "cost",
-        }
-    }
-}
+pub use super::audit::{AUDIT_PAGE, Audit, AuditLoad};
+pub use super::detail::Detail;
+pub use super::msg::{COLUMNS, Column, Effect, Msg, View};
 
 /// What the input line is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,21 +43,8 @@ pub struct Input {
     pub candidates: Vec<String>,
 }
 
-/// How many audit records the audit view loads from the engine (the
-/// model keeps as many).
-pub const AUDIT_LOAD: usize = 500;
-
-/// Where the audit view's load from the engine stands.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum AuditLoad {
-    /// The view was never opened: only what arrived live is held.
-    #[default]
-    NotAsked,
-    Loading,
-    Loaded,
-    /// The engine would not give them (a viewer), or could not be reached.
-    Failed(String),
-}
+/// How many workloads one load or page from the engine brings.
+pub const PAGE: usize = 1_000;
 
 /// Settings fixed at start.
 #[derive(Debug, Clone)]
@@ -327,8 +182,8 @@ pub struct App {
     /// waiting for the next tick (see [`THROTTLE_FROM_WORKLOADS`]).
     derived_at: Millis,
     derive_pending: bool,
-    pub detail: Option<WorkloadId>,
-    pub detail_events: Vec<EventRecord>,
+    /// The detail view: its workload, events and scroll.
+    pub detail: Detail,
     pub logs: Option<Logs>,
     pub editor: Editor,
     pub input: Option<Input>,
@@ -353,8 +208,8 @@ pub struct App {
     /// The link's reload count last seen: a change (a reconnection or a
     /// resync) reloads the audit trail if the audit view loaded it.
     link_reloads: Option<u64>,
-    /// The audit view's load from the engine.
-    pub audit_load: AuditLoad,
+    /// The audit view's loads from the engine.
+    pub audit: Audit,
     pub dirty: bool,
     pub quit: bool,
 }
@@ -379,8 +234,7 @@ impl App {
             derived_key: None,
             derived_at: Millis(i64::MIN),
             derive_pending: false,
-            detail: None,
-            detail_events: Vec::new(),
+            detail: Detail::default(),
             logs: None,
             editor: Editor::new(now.0.to_string()),
             input: None,
@@ -393,7 +247,7 @@ impl App {
             leave_running: None,
             link_down: None,
             link_reloads: None,
-            audit_load: AuditLoad::NotAsked,
+            audit: Audit::default(),
             dirty: true,
             quit: false,
         };
@@ -532,7 +386,7 @@ impl App {
         match self.view {
             View::Workloads => self.derived.workloads.get(self.sel(View::Workloads)).copied(),
             View::Triage => self.derived.faults.get(self.sel(View::Triage)).copied(),
-            View::Detail | View::Logs => self.detail,
+            View::Detail | View::Logs => self.detail.id,
             _ => None,
         }
     }
@@ -600,8 +454,8 @@ impl App {
             }
             Msg::Records(r) => {
                 self.model.apply(&r.records);
-                if let Some(id) = self.detail {
-                    self.detail_events.extend(r.records.iter().filter_map(|x| match x {
+                if let Some(id) = self.detail.id {
+                    self.detail.events.extend(r.records.iter().filter_map(|x| match x {
                         Record::Event(e) if e.workload == id => Some(e.clone()),
                         _ => None,
                     }));
@@ -617,14 +471,28 @@ impl App {
                 Vec::new()
             }
             Msg::Recent(r) => {
-                self.paging = false;
                 self.model.load_recent(r);
                 Vec::new()
             }
-            Msg::Events(id, ev) => {
-                if self.detail == Some(id) {
-                    self.detail_events = ev;
+            Msg::Older(r) => {
+                self.paging = false;
+                match r {
+                    Ok(page) => {
+                        let n = page.workloads.len();
+                        self.model.load_older(page);
+                        let (held, total) = (self.model.workloads.len(), self.model.total);
+                        self.flash(format!("loaded {n} older workloads: {held} of {total} held"));
+                    }
+                    Err(e) => self.flash_error(format!("cannot load older workloads: {e} (G tries again)")),
                 }
+                Vec::new()
+            }
+            Msg::Workload(id, r) => {
+                self.detail.fetched(id, *r, &mut self.model);
+                Vec::new()
+            }
+            Msg::Events(id, ev) => {
+                self.detail.take_events(id, ev);
                 Vec::new()
             }
             Msg::Log(a, lines) => {
@@ -725,16 +593,16 @@ impl App {
                 }
             },
             Msg::Audit(result) => {
-                match result {
-                    Ok(records) => {
-                        self.model.load_audit(records);
-                        self.audit_load = AuditLoad::Loaded;
-                    }
-                    Err(e) => self.audit_load = AuditLoad::Failed(e),
-                }
-                Vec::new()
+                let filter = self.filter(View::Audit).to_string();
+                self.audit.answered(result, &mut self.model, &filter)
             }
         };
+        let mut fx = fx;
+        if self.replay.is_none() {
+            // A filter whose engine part changed asks the engine.
+            let filter = self.filter(View::Audit).to_string();
+            fx.extend(self.audit.filter_changed(&filter));
+        }
         self.refresh();
         fx
     }
@@ -813,7 +681,7 @@ impl App {
         // Back from a workload's detail or logs: the list's cursor is on
         // that workload, wherever its row is now.
         if matches!(from, View::Detail | View::Logs)
-            && let Some(id) = self.detail
+            && let Some(id) = self.detail.id
             && let Some(i) = self.position(self.view, &Pick::Workload(id))
         {
             self.select(self.view, i);
@@ -958,22 +826,39 @@ impl App {
         Vec::new()
     }
 
-    /// Down the list; at the end of the workloads the journal holds more
-    /// of, the next older page is asked for.
+    /// Down the list; at the end of the workloads (or the audit records)
+    /// the journal holds more of, the next older page is asked for.
     fn move_down(&mut self, by: isize) -> Vec<Effect> {
         self.move_by(by);
         let at_end = self.sel(self.view) + 1 >= self.list_len(self.view);
-        let held = self.model.workloads.len() as u64;
-        if self.view != View::Workloads || !at_end || held >= self.model.total || self.paging {
+        if !at_end {
             return Vec::new();
         }
-        let Some(oldest) = self.model.workloads.keys().next().copied() else { return Vec::new() };
+        if self.view == View::Audit && self.replay.is_none() {
+            return self.audit.at_end();
+        }
+        if self.view != View::Workloads || self.paging {
+            return Vec::new();
+        }
+        let Some(from) = self.model.next_page else { return Vec::new() };
         self.paging = true;
-        self.flash(format!("loading workloads older than {oldest}…"));
-        vec![Effect::LoadOlder(oldest)]
+        self.flash(format!("loading workloads older than {from}…"));
+        vec![Effect::LoadOlder(from)]
+    }
+
+    /// The detail text's width and height on this screen (inside the
+    /// header, the footer and the pane's border).
+    pub fn detail_size(&self) -> (usize, usize) {
+        (usize::from(self.size.0.saturating_sub(2)), usize::from(self.size.1.saturating_sub(4)).max(1))
     }
 
     fn move_by(&mut self, by: isize) {
+        if self.view == View::Detail {
+            let (w, h) = self.detail_size();
+            let rows = self.detail.rows(&self.model, &self.config.theme, self.now, w).map_or(0, |r| r.len());
+            self.detail.scroll(by.clamp(-(1 << 30), 1 << 30), rows, h);
+            return;
+        }
         if self.view == View::Logs {
             let page = self.page();
             if let Some(l) = &mut self.logs {
@@ -1024,9 +909,7 @@ impl App {
                 let Some(target) = self.current_audit().and_then(|a| a.target.clone()) else {
                     return Vec::new();
                 };
-                if let Ok(id) = target.parse::<WorkloadId>()
-                    && self.model.workloads.contains_key(&id)
-                {
+                if let Ok(id) = target.parse::<WorkloadId>() {
                     return self.describe(id);
                 }
                 if self.model.fleet().is_some_and(|f| f.nodes.iter().any(|n| n.name == target)) {
@@ -1046,31 +929,26 @@ impl App {
 
     /// Entering the audit view loads the engine's newest records the
     /// first time (and again after a failed load); from then on they
-    /// arrive live. A replay has no audit trail to load.
+    /// arrive live, and older ones page in. A replay has no audit trail.
     fn enter_audit(&mut self) -> Vec<Effect> {
         if self.replay.is_some() {
-            self.audit_load =
+            self.audit.load =
                 AuditLoad::Failed("a replay has no audit trail: the simulator records none".into());
             return Vec::new();
         }
-        match self.audit_load {
-            AuditLoad::NotAsked | AuditLoad::Failed(_) => {
-                self.audit_load = AuditLoad::Loading;
-                vec![Effect::LoadAudit(AUDIT_LOAD)]
-            }
-            AuditLoad::Loading | AuditLoad::Loaded => Vec::new(),
-        }
+        let filter = self.filter(View::Audit).to_string();
+        self.audit.enter(&filter)
     }
 
     /// Loads the audit trail again if the audit view loaded it (or tried):
     /// after a reconnection, or when this console fell behind the
     /// engine's updates and may have missed records.
     pub fn reload_audit(&mut self) -> Vec<Effect> {
-        if self.audit_load == AuditLoad::NotAsked || self.replay.is_some() {
+        if self.replay.is_some() {
             return Vec::new();
         }
-        self.audit_load = AuditLoad::Loading;
-        vec![Effect::LoadAudit(AUDIT_LOAD)]
+        let filter = self.filter(View::Audit).to_string();
+        self.audit.reload(&filter)
     }
 
     /// The audit record under the cursor.
@@ -1078,13 +956,12 @@ impl App {
         self.derived.audit.get(self.sel(View::Audit))
     }
 
+    /// Opens a workload's detail; one the console does not hold is
+    /// fetched from the engine.
     fn describe(&mut self, id: WorkloadId) -> Vec<Effect> {
-        self.detail = Some(id);
-        // What the model holds shows at once; the engine's full list
-        // replaces it when it arrives (a replay has none to send).
-        self.detail_events = self.model.events.iter().filter(|e| e.workload == id).cloned().collect();
+        let fx = self.detail.open(id, &self.model);
         self.go(View::Detail);
-        vec![Effect::FetchEvents(id)]
+        fx
     }
 
     fn open_logs(&mut self, id: Option<WorkloadId>) -> Vec<Effect> {
@@ -1097,7 +974,9 @@ impl App {
             return Vec::new();
         };
         let (attempt, evidence) = (a.id, a.evidence.clone());
-        self.detail = Some(w.rec.id);
+        if self.detail.id != Some(w.rec.id) {
+            self.detail = Detail { id: Some(w.rec.id), ..Detail::default() };
+        }
         let mut logs = Logs::new(attempt, evidence.clone());
         if self.replay.is_some() {
             // The simulator runs nothing, so there is nothing to tail.

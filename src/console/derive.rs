@@ -398,6 +398,19 @@ pub fn overview(m: &Model) -> Overview {
     }
     running.reverse();
     o.running = running;
+    // The console may hold only part of a long history: the engine's
+    // counts, when it gave them, are the journal's. Unresolved failures
+    // and retries are all held, whatever their age.
+    if let Some(e) = &m.counts {
+        let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        let c = &mut o.counts;
+        c.running = n(e.running);
+        c.queued = n(e.queued);
+        c.starting = n(e.placing + e.launching);
+        c.succeeded = n(e.succeeded);
+        c.failed = n(e.failed);
+        c.cancelled = n(e.cancelled);
+    }
     if let Some(s) = &m.status {
         let f = &s.fleet;
         for (p, e) in &s.unreachable {

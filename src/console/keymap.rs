@@ -5,7 +5,7 @@
 //! intents are destructive or refused in read-only mode is the action
 //! layer's ([`super::action`]).
 
-use super::app::View;
+use super::msg::View;
 use super::replay::ReplayCtl;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
