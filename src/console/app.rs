@@ -5,7 +5,7 @@
 //! as [`Msg::Tick`]), no terminal. Whole-app tests feed it messages and
 //! draw it into a `TestBackend`; the run loop performs its [`Effect`]s.
 
-use super::action::{self, Confirm, Op};
+use super::action::{self, Asker, Confirm, Op};
 use super::editor::Editor;
 use super::keymap::{self, COMMANDS, Intent};
 use super::logs::{Logs, Stamps};
@@ -21,6 +21,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 pub use super::audit::{AUDIT_PAGE, Audit, AuditLoad};
+use super::derive::Choice;
+pub use super::derive::{ClassGroup, Derived, NameWidths, NodeGroup};
 pub use super::detail::Detail;
 pub use super::msg::{COLUMNS, Column, Effect, Msg, View};
 
@@ -68,64 +70,6 @@ impl Default for Config {
 /// change shows at once (deriving costs well under 10 ms).
 pub const THROTTLE_FROM_WORKLOADS: usize = 2_000;
 
-/// Rows derived from the model, recomputed when it or the filter changes.
-#[derive(Debug, Default)]
-pub struct Derived {
-    pub generation: u64,
-    pub workloads: Vec<WorkloadId>,
-    /// Failed and retrying workloads that pass the triage view's filter.
-    pub faults: Vec<WorkloadId>,
-    /// Failed and retrying workloads, filter or not.
-    pub faults_total: usize,
-    pub nodes: Vec<u32>,
-    pub by_node: HashMap<String, Vec<WorkloadId>>,
-    /// Triage groups by failure class, largest first.
-    pub by_class: Vec<ClassGroup>,
-    /// Triage groups by node, largest first.
-    pub by_fault_node: Vec<NodeGroup>,
-    /// Audit records that pass the audit view's filter, newest first.
-    pub audit: Vec<AuditRecord>,
-    /// The overview's figures and its "broken first" lines.
-    pub overview: super::derive::Overview,
-    /// The widest names in each list's rows (all of them, not only those
-    /// on screen, so that columns do not move while scrolling).
-    pub workload_widths: NameWidths,
-    pub fault_widths: NameWidths,
-    pub node_widths: NameWidths,
-}
-
-/// The widest names in a list, in terminal columns.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct NameWidths {
-    /// A workload's or a node's name.
-    pub name: usize,
-    pub pool: usize,
-    pub node: usize,
-}
-
-/// Faults of one failure class, and the node most of them failed on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClassGroup {
-    pub class: String,
-    pub count: usize,
-    /// (how many, node, pool) where most failed.
-    pub top: Option<(usize, String, String)>,
-}
-
-/// Faults on one node, by class (`gpu-oom:2 app:1`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeGroup {
-    pub node: String,
-    pub pool: String,
-    pub count: usize,
-    pub classes: String,
-    /// When the newest of its faults happened.
-    pub newest: Option<Millis>,
-    /// When the oldest fault in the node's history ages out (history
-    /// faults only).
-    pub clears: Option<Millis>,
-}
-
 /// What a list's cursor is on: the item itself, so that it stays on it
 /// when rows move (a state change re-sorts them, new ones arrive above,
 /// a filter or a sort changes).
@@ -155,7 +99,7 @@ const LISTS: [View; 4] = [View::Workloads, View::Nodes, View::Triage, View::Audi
 struct DeriveKey {
     generation: u64,
     /// What the operator chose: filters per view, faults only, the sort.
-    choice: (HashMap<View, String>, bool, Column, bool),
+    choice: Choice,
 }
 
 pub struct App {
@@ -289,10 +233,9 @@ impl App {
             .map(|v| (v, self.filter(v).to_string()))
             .filter(|(_, f)| !f.is_empty())
             .collect();
-        let key = DeriveKey {
-            generation: self.model.generation,
-            choice: (filters, self.faults_only, self.sort, self.sort_desc),
-        };
+        let choice =
+            Choice { filters, faults_only: self.faults_only, sort: self.sort, sort_desc: self.sort_desc };
+        let key = DeriveKey { generation: self.model.generation, choice };
         if self.derived_key.as_ref() == Some(&key) {
             return;
         }
@@ -305,7 +248,7 @@ impl App {
             self.derive_pending = true;
             return;
         }
-        self.derived = super::derive::derive(self);
+        self.derived = super::derive::derive(&self.model, &key.choice);
         self.derived_key = Some(key);
         self.derived_at = self.now;
         self.derive_pending = false;
@@ -689,6 +632,12 @@ impl App {
     }
 
     fn on_intent(&mut self, intent: Intent) -> Vec<Effect> {
+        if self.view == View::Detail {
+            let size = self.detail_size();
+            if self.detail.on_intent(intent, &self.model, &self.config.theme, self.now, size) {
+                return Vec::new();
+            }
+        }
         let page = if self.view == View::Help { super::help::area(self.size).1 } else { self.page() };
         match intent {
             Intent::Quit => {
@@ -853,12 +802,6 @@ impl App {
     }
 
     fn move_by(&mut self, by: isize) {
-        if self.view == View::Detail {
-            let (w, h) = self.detail_size();
-            let rows = self.detail.rows(&self.model, &self.config.theme, self.now, w).map_or(0, |r| r.len());
-            self.detail.scroll(by.clamp(-(1 << 30), 1 << 30), rows, h);
-            return;
-        }
         if self.view == View::Logs {
             let page = self.page();
             if let Some(l) = &mut self.logs {
@@ -1316,6 +1259,21 @@ pub fn truncate(s: &str, max: usize) -> String {
         s.to_string()
     } else {
         format!("{}…", s.chars().take(max - 1).collect::<String>())
+    }
+}
+
+impl Asker for App {
+    fn in_replay(&self) -> bool {
+        self.replay.is_some()
+    }
+    fn read_only(&self) -> bool {
+        self.config.read_only
+    }
+    fn confirm(&mut self) -> &mut Option<Confirm> {
+        &mut self.confirm
+    }
+    fn say(&mut self, text: String, error: bool) {
+        self.flash = Some((text, error));
     }
 }
 

@@ -7,6 +7,7 @@
 //! scrolling knows how many rows there are: j/k, PgUp/PgDn, g/G and
 //! Home/End move through all of it, as in `less`. Pure: no I/O, no clock.
 
+use super::keymap::Intent;
 use super::model::Model;
 use super::msg::Effect;
 use super::theme::Theme;
@@ -68,6 +69,33 @@ impl Detail {
         if self.id == Some(id) {
             self.events = events;
         }
+    }
+
+    /// The view's own keys: scrolling by a row (j/k, ↑/↓), a screenful
+    /// (PgUp/PgDn, ctrl-u/ctrl-d) or to either end (g/G, Home/End), over
+    /// its text on a screen of `size` (columns, rows). Whether it was one.
+    pub fn on_intent(
+        &mut self,
+        intent: Intent,
+        model: &Model,
+        t: &Theme,
+        now: Millis,
+        size: (usize, usize),
+    ) -> bool {
+        let (width, height) = size;
+        let page = height as isize;
+        let by = match intent {
+            Intent::Up => -1,
+            Intent::Down => 1,
+            Intent::PageUp => -page,
+            Intent::PageDown => page,
+            Intent::Top => isize::MIN / 2,
+            Intent::Bottom => isize::MAX / 2,
+            _ => return false,
+        };
+        let rows = self.rows(model, t, now, width).map_or(0, |r| r.len());
+        self.scroll(by, rows, height);
+        true
     }
 
     /// Moves the first row shown by `by`, within `rows` rows of text on a

@@ -215,7 +215,7 @@ fn hints(v: View, replay: bool) -> &'static str {
         View::Nodes => "enter workloads  c cordon  u uncordon  d drain  / filter  ? help",
         View::Logs => "/ search  n/N next/prev  e evidence  f follow  w wrap  z time  y copy  esc back",
         View::Editor => "esc then 1-7 views  F8 next problem  ^z/^r undo/redo  ^s submit  ^t template",
-        View::Detail => "l logs  r retry  ^k cancel  y copy id  esc back",
+        View::Detail => "j/k pgup/pgdn g/G scroll  l logs  r retry  ^k cancel  y copy  esc back",
         View::Audit => "enter open target  / filter (outcome=denied)  y copy  ? help  esc back",
         View::Help => "j/k pgup/pgdn scroll  g/G top/bottom  esc close",
         _ => "1-7 views  : command  / filter  ? help  q quit",
