@@ -7,7 +7,7 @@
 
 use super::action::{self, Asker, Confirm, Op};
 use super::editor::Editor;
-use super::keymap::{self, COMMANDS, Intent};
+use super::keymap::{self, Intent};
 use super::logs::{Logs, Stamps};
 use super::model::Model;
 use super::replay::ReplayStatus;
@@ -16,15 +16,18 @@ use crate::engine::command::CommandResult;
 use crate::engine::handle::Link;
 use crate::engine::model::{AuditRecord, Millis, Record, WorkloadId};
 use crate::text::sanitize;
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 pub use super::audit::{AUDIT_PAGE, Audit, AuditLoad};
 use super::derive::Choice;
 pub use super::derive::{ClassGroup, Derived, NameWidths, NodeGroup};
 pub use super::detail::Detail;
 pub use super::msg::{COLUMNS, Column, Effect, Msg, View};
+
+mod command;
+mod lists;
+use lists::{LISTS, Pick};
 
 /// What the input line is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,30 +72,6 @@ impl Default for Config {
 /// recompute of the derived rows per tick (a second); below it, every
 /// change shows at once (deriving costs well under 10 ms).
 pub const THROTTLE_FROM_WORKLOADS: usize = 2_000;
-
-/// What a list's cursor is on: the item itself, so that it stays on it
-/// when rows move (a state change re-sorts them, new ones arrive above,
-/// a filter or a sort changes).
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Pick {
-    Workload(WorkloadId),
-    Node(String),
-    /// An audit record: when, who, what, of what.
-    Audit(Millis, String, String, Option<String>),
-}
-
-impl Pick {
-    fn audit(a: &AuditRecord) -> Self {
-        Pick::Audit(a.at, a.principal.clone(), a.action.clone(), a.target.clone())
-    }
-    fn is_audit(&self, a: &AuditRecord) -> bool {
-        matches!(self, Pick::Audit(at, who, what, target)
-            if *at == a.at && *who == a.principal && *what == a.action && *target == a.target)
-    }
-}
-
-/// The lists whose cursor follows its item.
-const LISTS: [View; 4] = [View::Workloads, View::Nodes, View::Triage, View::Audit];
 
 /// What the derived rows were computed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,117 +234,6 @@ impl App {
         for v in LISTS {
             self.follow_pick(v);
         }
-    }
-
-    /// After the rows were derived again: the cursor goes to where its
-    /// item is now; only when the item is gone (finished, filtered out)
-    /// does it stay at its row (or the last), on whatever is there now.
-    fn follow_pick(&mut self, v: View) {
-        let old = self.sel(v);
-        let i = match self.picked.get(&v) {
-            Some(p) if self.pick_at(v, old).as_ref() == Some(p) => old,
-            Some(p) => self.position(v, p).unwrap_or(old),
-            None => old,
-        };
-        self.select(v, i);
-    }
-
-    /// Puts a list's cursor on row `i` (or its last row) and remembers the
-    /// item there.
-    fn select(&mut self, v: View, i: usize) {
-        let i = i.min(self.list_len(v).saturating_sub(1));
-        self.selected.insert(v, i);
-        match self.pick_at(v, i) {
-            Some(p) => self.picked.insert(v, p),
-            None => self.picked.remove(&v),
-        };
-    }
-
-    /// The item on row `i` of a list.
-    fn pick_at(&self, v: View, i: usize) -> Option<Pick> {
-        match v {
-            View::Workloads => self.derived.workloads.get(i).map(|id| Pick::Workload(*id)),
-            View::Triage => self.derived.faults.get(i).map(|id| Pick::Workload(*id)),
-            View::Nodes => {
-                let n = *self.derived.nodes.get(i)?;
-                self.model.fleet()?.nodes.get(n as usize).map(|n| Pick::Node(n.name.clone()))
-            }
-            View::Audit => self.derived.audit.get(i).map(Pick::audit),
-            _ => None,
-        }
-    }
-
-    /// The row an item is on in a list, if it is there.
-    fn position(&self, v: View, p: &Pick) -> Option<usize> {
-        match (v, p) {
-            (View::Workloads, Pick::Workload(id)) => self.derived.workloads.iter().position(|x| x == id),
-            (View::Triage, Pick::Workload(id)) => self.derived.faults.iter().position(|x| x == id),
-            (View::Nodes, Pick::Node(name)) => {
-                let f = self.model.fleet()?;
-                self.derived
-                    .nodes
-                    .iter()
-                    .position(|&n| f.nodes.get(n as usize).is_some_and(|n| n.name == *name))
-            }
-            (View::Audit, p) => self.derived.audit.iter().position(|a| p.is_audit(a)),
-            _ => None,
-        }
-    }
-
-    fn list_len(&self, v: View) -> usize {
-        match v {
-            View::Workloads => self.derived.workloads.len(),
-            View::Triage => self.derived.faults.len(),
-            View::Nodes => self.derived.nodes.len(),
-            View::Capacity => self.model.fleet().map_or(0, |f| f.pools.len()),
-            View::Audit => self.derived.audit.len(),
-            View::Overview => self.derived.overview.broken.len(),
-            _ => 0,
-        }
-    }
-
-    /// The workload under the cursor in the current view.
-    pub fn current_workload(&self) -> Option<WorkloadId> {
-        match self.view {
-            View::Workloads => self.derived.workloads.get(self.sel(View::Workloads)).copied(),
-            View::Triage => self.derived.faults.get(self.sel(View::Triage)).copied(),
-            View::Detail | View::Logs => self.detail.id,
-            _ => None,
-        }
-    }
-
-    /// The node under the cursor (nodes view) or of the current workload.
-    pub fn current_node(&self) -> Option<String> {
-        if self.view == View::Nodes {
-            let i = *self.derived.nodes.get(self.sel(View::Nodes))?;
-            return self.model.fleet().map(|f| f.nodes[i as usize].name.clone());
-        }
-        let w = self.model.workloads.get(&self.current_workload()?)?;
-        if self.view == View::Triage {
-            // The node the fault happened on, as its row shows.
-            let failed = w.attempts.iter().rev().find(|a| a.class.is_some());
-            return failed.or(w.last_attempt()).map(|a| a.node.clone());
-        }
-        w.last_attempt().map(|a| a.node.clone())
-    }
-
-    /// From a workload or a fault to its node in the nodes view; Esc
-    /// comes back to it.
-    fn go_to_node(&mut self) {
-        let Some(node) = self.current_node() else {
-            self.flash_error("no node: nothing selected, or it was never placed".into());
-            return;
-        };
-        let pick = Pick::Node(node.clone());
-        if self.position(View::Nodes, &pick).is_none() {
-            self.flash_error(format!(
-                "{node} is not in the nodes list (a / filter hides it, or it left the fleet)"
-            ));
-            return;
-        }
-        self.picked.insert(View::Nodes, pick);
-        self.follow_pick(View::Nodes);
-        self.go(View::Nodes);
     }
 
     fn go(&mut self, v: View) {
@@ -1033,217 +901,6 @@ impl App {
             None => Vec::new(),
         }
     }
-
-    fn open_input(&mut self, kind: InputKind) {
-        let text = match kind {
-            InputKind::Filter => self.filter_text.get(&self.view).cloned().unwrap_or_default(),
-            InputKind::Search => self.logs.as_ref().and_then(|l| l.search.clone()).unwrap_or_default(),
-            InputKind::Command => String::new(),
-        };
-        self.input = Some(Input { kind, text, hist: None, candidates: Vec::new() });
-    }
-
-    fn on_input_key(&mut self, k: KeyEvent) -> Vec<Effect> {
-        let Some(mut input) = self.input.take() else { return Vec::new() };
-        let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
-        input.candidates.clear();
-        match k.code {
-            KeyCode::Esc => {
-                if input.kind == InputKind::Filter {
-                    self.filter_text.remove(&self.view);
-                }
-                return Vec::new();
-            }
-            KeyCode::Enter => return self.finish_input(input),
-            KeyCode::Backspace => {
-                input.text.pop();
-            }
-            KeyCode::Char('u') if ctrl => input.text.clear(),
-            KeyCode::Char('c') if ctrl => return Vec::new(),
-            KeyCode::Tab if input.kind == InputKind::Command => {
-                (input.text, input.candidates) = complete(&input.text, self);
-            }
-            KeyCode::Up | KeyCode::Down if input.kind == InputKind::Command && !self.history.is_empty() => {
-                let n = self.history.len();
-                let i = match (input.hist, k.code) {
-                    (None, KeyCode::Up) => n - 1,
-                    (Some(i), KeyCode::Up) => i.saturating_sub(1),
-                    (Some(i), _) => (i + 1).min(n - 1),
-                    (None, _) => n - 1,
-                };
-                input.hist = Some(i);
-                input.text = self.history[i].clone();
-            }
-            KeyCode::Char(c) if !ctrl => input.text.push(c),
-            _ => {}
-        }
-        if input.kind == InputKind::Filter {
-            // Filter as you type.
-            self.filter_text.insert(self.view, input.text.clone());
-        }
-        self.input = Some(input);
-        Vec::new()
-    }
-
-    fn finish_input(&mut self, input: Input) -> Vec<Effect> {
-        match input.kind {
-            InputKind::Filter => {
-                self.filter_text.insert(self.view, input.text);
-                Vec::new()
-            }
-            InputKind::Search => {
-                let page = self.page();
-                if let Some(l) = &mut self.logs {
-                    l.search = Some(input.text).filter(|s| !s.is_empty());
-                    if l.search.is_some() && !l.find(true, page) {
-                        self.flash_error("no match".into());
-                    }
-                }
-                Vec::new()
-            }
-            InputKind::Command => {
-                let cmd = input.text.trim().to_string();
-                if cmd.is_empty() {
-                    return Vec::new();
-                }
-                if self.history.last() != Some(&cmd) {
-                    self.history.push(cmd.clone());
-                }
-                self.command_line(&cmd)
-            }
-        }
-    }
-
-    /// Runs a `:` command, as if typed.
-    pub fn run_command(&mut self, line: &str) -> Vec<Effect> {
-        let fx = self.command_line(line);
-        self.refresh();
-        fx
-    }
-
-    fn command_line(&mut self, line: &str) -> Vec<Effect> {
-        let mut words = line.split_whitespace();
-        let verb = words.next().unwrap_or("");
-        let arg = words.collect::<Vec<_>>().join(" ");
-        let matches: Vec<&str> = COMMANDS.iter().map(|(c, _)| *c).filter(|c| c.starts_with(verb)).collect();
-        let verb = match (COMMANDS.iter().find(|(c, _)| *c == verb), matches.as_slice()) {
-            (Some((c, _)), _) => *c,
-            (None, [one]) => *one,
-            (None, []) => {
-                self.flash_error(format!("unknown command :{verb}; ? lists them, tab completes"));
-                return Vec::new();
-            }
-            (None, many) => {
-                self.flash_error(format!(":{verb} is ambiguous: {}", many.join(", ")));
-                return Vec::new();
-            }
-        };
-        let id = || arg.parse::<WorkloadId>();
-        let need_arg = |app: &mut App, what: &str| {
-            app.flash_error(format!(":{verb} needs {what}"));
-            Vec::new()
-        };
-        match verb {
-            "overview" => self.on_intent(Intent::Go(View::Overview)),
-            "capacity" => self.on_intent(Intent::Go(View::Capacity)),
-            "nodes" => self.on_intent(Intent::Go(View::Nodes)),
-            "workloads" => self.on_intent(Intent::Go(View::Workloads)),
-            "triage" => self.on_intent(Intent::Go(View::Triage)),
-            "editor" => self.on_intent(Intent::Go(View::Editor)),
-            "audit" => self.on_intent(Intent::Go(View::Audit)),
-            "quit" => self.on_intent(Intent::Quit),
-            "faults" => self.on_intent(Intent::Faults),
-            "new" => {
-                let name = if arg.is_empty() { super::editor::BLANK } else { arg.as_str() };
-                if self.editor.use_template(name) {
-                    self.on_intent(Intent::Go(View::Editor))
-                } else {
-                    let names: Vec<_> = super::editor::TEMPLATES.iter().map(|(n, _)| *n).collect();
-                    self.flash_error(format!("no template {name:?}; one of {}", names.join(", ")));
-                    Vec::new()
-                }
-            }
-            "open" if arg.is_empty() => need_arg(self, "a path"),
-            "open" => vec![Effect::Load(PathBuf::from(arg))],
-            "save" => match (arg.is_empty(), self.editor.path.clone()) {
-                (false, _) => vec![Effect::Save(PathBuf::from(arg), self.editor.contents())],
-                (true, Some(p)) => vec![Effect::Save(PathBuf::from(p), self.editor.contents())],
-                (true, None) => need_arg(self, "a path"),
-            },
-            "sort" => match COLUMNS.iter().find(|c| c.name() == arg) {
-                Some(c) => {
-                    self.sort = *c;
-                    Vec::new()
-                }
-                None => {
-                    let names: Vec<_> = COLUMNS.iter().map(|c| c.name()).collect();
-                    self.flash_error(format!("sort by one of {}", names.join(", ")));
-                    Vec::new()
-                }
-            },
-            "cordon" | "uncordon" | "drain" if arg.is_empty() => need_arg(self, "a node name"),
-            "cordon" => action::request(self, Op::Cordon(arg)),
-            "uncordon" => action::request(self, Op::Uncordon(arg)),
-            "drain" => action::request(self, Op::Drain(arg)),
-            "logs" | "describe" | "cancel" | "retry" | "ack" => match id() {
-                Ok(id) => match verb {
-                    "logs" => self.open_logs(Some(id)),
-                    "describe" => self.describe(id),
-                    "cancel" => action::request(self, Op::Cancel(id)),
-                    "ack" => action::request(self, Op::Acknowledge(id)),
-                    _ => action::request(self, Op::Retry(id)),
-                },
-                Err(e) => {
-                    self.flash_error(e);
-                    Vec::new()
-                }
-            },
-            _ => Vec::new(),
-        }
-    }
-}
-
-/// Completes the command word, or a node / workload id argument, as far
-/// as it is one thing; when it could be more, also what they are.
-fn complete(text: &str, app: &App) -> (String, Vec<String>) {
-    let all = |m: &[&str]| m.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    match text.split_once(' ') {
-        None => {
-            let m: Vec<&str> = COMMANDS.iter().map(|(c, _)| *c).filter(|c| c.starts_with(text)).collect();
-            match m.as_slice() {
-                [one] => (format!("{one} "), Vec::new()),
-                [] => (text.to_string(), Vec::new()),
-                many => (common_prefix(many), all(many)),
-            }
-        }
-        Some((verb, arg)) => {
-            let names: Vec<String> = match verb {
-                "cordon" | "uncordon" | "drain" => app
-                    .model
-                    .fleet()
-                    .map(|f| f.nodes.iter().map(|n| n.name.clone()).collect())
-                    .unwrap_or_default(),
-                "new" => super::editor::TEMPLATES.iter().map(|(n, _)| n.to_string()).collect(),
-                "sort" => COLUMNS.iter().map(|c| c.name().to_string()).collect(),
-                _ => app.model.workloads.keys().rev().take(1000).map(|w| w.to_string()).collect(),
-            };
-            let m: Vec<&str> = names.iter().map(String::as_str).filter(|n| n.starts_with(arg)).collect();
-            match m.as_slice() {
-                [one] => (format!("{verb} {one}"), Vec::new()),
-                [] => (text.to_string(), Vec::new()),
-                many => (format!("{verb} {}", common_prefix(many)), all(many)),
-            }
-        }
-    }
-}
-
-fn common_prefix(words: &[&str]) -> String {
-    let first = words[0];
-    let mut n = first.len();
-    for w in &words[1..] {
-        n = n.min(first.bytes().zip(w.bytes()).take_while(|(a, b)| a == b).count());
-    }
-    first[..n].to_string()
 }
 
 /// A virtual time as the replay header shows it (UTC): `2023-11-15 04:12`,
@@ -1282,8 +939,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn common_prefix_and_truncate() {
-        assert_eq!(common_prefix(&["cordon", "cost"]), "co");
+    fn truncate_and_sim_time() {
         assert_eq!(truncate("abcdef", 4), "abc…");
         assert_eq!(sim_time(crate::sim::EPOCH, true), "2023-11-14 22:13");
         assert_eq!(sim_time(crate::sim::EPOCH, false), "11-14 22:13");
