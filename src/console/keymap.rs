@@ -92,7 +92,7 @@ impl Scope {
     pub fn title(self) -> &'static str {
         match self {
             Scope::Global => "everywhere",
-            Scope::List => "lists and logs",
+            Scope::List => "lists, logs and detail",
             Scope::Workloads => "workloads, triage, detail",
             Scope::Nodes => "nodes",
             Scope::Triage => "triage",
