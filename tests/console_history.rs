@@ -124,6 +124,24 @@ fn describe_opens_a_workload_the_console_does_not_hold() {
     let s = screen(&a, 80, 24);
     assert!(s.contains("w-2 job-1"), "{s}");
     assert!(s.contains("✓ succeeded"), "{s}");
+    // Its logs too, from the command line.
+    keys(&mut a, "4");
+    let fx = a.run_command("logs w-6");
+    assert!(fx.iter().any(|f| matches!(f, Effect::FetchWorkload(WorkloadId(6)))), "{fx:?}");
+    let mut got = Vec::new();
+    for f in fx {
+        got.extend(match f {
+            Effect::FetchWorkload(id) => {
+                a.update(Msg::Workload(id, Box::new(Ok(handle::held(&mut j, id).unwrap()))))
+            }
+            _ => Vec::new(),
+        });
+    }
+    assert_eq!(a.view, View::Logs);
+    assert!(
+        got.iter().any(|f| matches!(f, Effect::TailLogs(Some(at)) if at.workload == WorkloadId(6))),
+        "{got:?}"
+    );
     // No such workload: said so, not a blank pane.
     let fx = a.run_command("describe w-99999");
     serve(&mut a, &mut j, fx);

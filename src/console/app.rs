@@ -133,6 +133,9 @@ pub struct App {
     link_reloads: Option<u64>,
     /// The audit view's loads from the engine.
     pub audit: Audit,
+    /// `:logs` of a workload the console did not hold: opened when it
+    /// arrives.
+    logs_wanted: Option<WorkloadId>,
     pub dirty: bool,
     pub quit: bool,
 }
@@ -171,6 +174,7 @@ impl App {
             link_down: None,
             link_reloads: None,
             audit: Audit::default(),
+            logs_wanted: None,
             dirty: true,
             quit: false,
         };
@@ -300,7 +304,11 @@ impl App {
             }
             Msg::Workload(id, r) => {
                 self.detail.fetched(id, *r, &mut self.model);
-                Vec::new()
+                let logs = self.logs_wanted.take_if(|w| *w == id);
+                match logs.filter(|id| self.model.workloads.contains_key(id)) {
+                    Some(id) if self.view == View::Detail => self.open_logs(Some(id)),
+                    _ => Vec::new(),
+                }
             }
             Msg::Events(id, ev) => {
                 self.detail.take_events(id, ev);
@@ -776,6 +784,12 @@ impl App {
     }
 
     fn open_logs(&mut self, id: Option<WorkloadId>) -> Vec<Effect> {
+        if let Some(id) = id.filter(|id| !self.model.workloads.contains_key(id)) {
+            // Older than what the console holds: its logs open once the
+            // engine sends it (its detail says why, if it cannot).
+            self.logs_wanted = Some(id);
+            return self.describe(id);
+        }
         let Some(w) = id.and_then(|id| self.model.workloads.get(&id)) else {
             self.flash_error("no workload selected".into());
             return Vec::new();
