@@ -208,6 +208,18 @@ impl serde_json::ser::Formatter for Escaping<'_> {
     }
 }
 
+/// How long ago `then` was at `now`, in the largest whole unit: `42s`,
+/// `5m`, `3h`, `2d`.
+pub fn age(now: crate::engine::model::Millis, then: crate::engine::model::Millis) -> String {
+    let s = now.secs_since(then).max(0.0) as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -159,6 +159,17 @@ async fn every_endpoint_answers_over_tcp_and_the_socket() {
         audit.as_array().unwrap().iter().any(|a| a["principal"] == "app" && a["action"] == "submit"),
         "{audit}"
     );
+    // Filtered on the server (prefixes, ASCII case ignored), and paged
+    // with `until`: what the console's audit view asks for.
+    let q = format!("/v1/audit?action=CORD&target={NODE_IN_SCOPE}&outcome=ok");
+    let cordons = api.get(admin, &q).await.expect(200).json();
+    let cordons = cordons.as_array().unwrap().clone();
+    assert_eq!(cordons.len(), 1, "the cordon, not the uncordon: {cordons:?}");
+    assert_eq!((&cordons[0]["action"], &cordons[0]["target"]), (&json!("cordon"), &json!(NODE_IN_SCOPE)));
+    let at = cordons[0]["at"].as_i64().unwrap();
+    let before = api.get(admin, &format!("/v1/audit?until={}&limit=1000", at - 1)).await.expect(200).json();
+    let before = before.as_array().unwrap().clone();
+    assert!(!before.is_empty() && before.iter().all(|a| a["at"].as_i64().unwrap() < at), "{before:?}");
 
     // Tokens: listed without secrets, made and revoked over TCP by an admin.
     let list = api.get(admin, "/v1/tokens").await.expect(200);

@@ -404,7 +404,7 @@ fn a_reload_takes_newer_rows_keeps_newer_ones_and_adds_no_event_twice() {
         message: "submitted".into(),
     };
     let recent =
-        Recent { workloads: vec![newer, older], attempts: vec![], events: vec![ev.clone()], total: 2 };
+        Recent { workloads: vec![newer, older], events: vec![ev.clone()], total: 2, ..Recent::default() };
     a.update(Msg::Recent(recent.clone()));
     assert_eq!(a.model.workloads[&WorkloadId(1)].rec.state, WorkloadState::Succeeded, "newer wins");
     assert!(!a.model.workloads[&WorkloadId(1)].attempts.is_empty(), "attempts the load lacks stay");
@@ -415,7 +415,7 @@ fn a_reload_takes_newer_rows_keeps_newer_ones_and_adds_no_event_twice() {
 
 #[test]
 fn the_audit_view_loads_once_and_lists_newest_first_without_duplicates() {
-    use canopy::console::app::{AUDIT_LOAD, AuditLoad};
+    use canopy::console::app::{AUDIT_PAGE, AuditLoad};
     use canopy::console::fixture::audit;
     use canopy::engine::handle::Link;
     let mut a = app(false);
@@ -426,11 +426,11 @@ fn the_audit_view_loads_once_and_lists_newest_first_without_duplicates() {
     let live = trail[1].clone();
     a.update(Msg::Records(Arc::new(Batch { seq: 1, records: vec![Record::Audit(Box::new(live))] })));
     let fx = keys(&mut a, "7");
-    assert!(matches!(fx[..], [Effect::LoadAudit(n)] if n == AUDIT_LOAD), "{fx:?}");
+    assert!(matches!(&fx[..], [Effect::LoadAudit(f)] if f.limit == Some(AUDIT_PAGE)), "{fx:?}");
     assert_eq!(a.view, View::Audit);
     assert!(screen(&a).contains("loading"), "{}", screen(&a));
     a.update(Msg::Audit(Ok(trail.clone())));
-    assert_eq!(a.audit_load, AuditLoad::Loaded);
+    assert_eq!(a.audit.load, AuditLoad::Loaded);
     assert_eq!(a.model.audit.len(), trail.len(), "no record twice");
     let s = screen(&a);
     let row =
@@ -549,7 +549,7 @@ fn the_cursor_stays_on_its_workload_through_new_rows_a_sort_and_a_filter() {
     assert_eq!(a.current_workload(), Some(target));
     // Its detail, and back to it.
     code(&mut a, KeyCode::Enter, KeyModifiers::NONE);
-    assert_eq!((a.view, a.detail), (View::Detail, Some(target)));
+    assert_eq!((a.view, a.detail.id), (View::Detail, Some(target)));
     let r = copy_of(&a, 3, 43);
     apply(&mut a, r);
     code(&mut a, KeyCode::Esc, KeyModifiers::NONE);
@@ -750,15 +750,14 @@ fn a_acknowledges_a_failure_with_a_reason_and_it_leaves_triage() {
 fn a_partial_list_says_n_of_m_and_pages_older_at_its_end() {
     let mut a = app(false);
     let held = a.model.workloads.len() as u64;
+    let oldest = *a.model.workloads.keys().next().unwrap();
     a.update(Msg::Recent(canopy::engine::shell::Recent {
-        workloads: vec![],
-        attempts: vec![],
-        events: vec![],
         total: held + 3_000,
+        next_page: Some(oldest),
+        ..Default::default()
     }));
     keys(&mut a, "4");
     assert!(screen(&a).contains(&format!("/{held} of {}", held + 3_000)), "{}", screen(&a));
-    let oldest = *a.model.workloads.keys().next().unwrap();
     let fx = keys(&mut a, "G");
     assert!(matches!(&fx[..], [Effect::LoadOlder(w)] if *w == oldest), "{fx:?}");
     assert!(keys(&mut a, "j").is_empty(), "one page at a time");

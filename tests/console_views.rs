@@ -536,7 +536,7 @@ fn a_gangs_detail_names_its_nodes_and_checkpoints() {
     let mut a = app();
     key(&mut a, '4');
     a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
-    let id = a.detail.expect("a workload in detail");
+    let id = a.detail.id.expect("a workload in detail");
     let w = a.model.workloads.get_mut(&id).unwrap();
     w.rec.spec.resources.nodes = 2;
     w.rec.spec.resources.gpus = 8;

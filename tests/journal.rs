@@ -380,6 +380,45 @@ fn audit_records_and_who_submitted_are_kept() {
 }
 
 #[test]
+fn the_audit_trail_is_filtered_by_action_outcome_target_and_paged_until() {
+    use canopy::engine::model::AuditRecord;
+    use canopy::journal::AuditFilter;
+    let rec = |at: i64, action: &str, target: &str, outcome: &str| AuditRecord {
+        at: Millis(at),
+        principal: "alice".into(),
+        origin: "local".into(),
+        action: action.into(),
+        target: Some(target.into()),
+        outcome: outcome.into(),
+        reason: None,
+    };
+    let records = [
+        rec(1, "cordon", "fra-01", "ok"),
+        rec(2, "uncordon", "fra-01", "ok"),
+        rec(3, "cancel", "w_1", "denied: not yours"),
+        rec(4, "cordon", "fra-02", "ok"),
+    ];
+    j_append_audit(&records, |j| {
+        let got = |f: AuditFilter| j.audit(&f).unwrap().iter().map(|a| a.at.0).collect::<Vec<_>>();
+        assert_eq!(got(AuditFilter { action: Some("CORD".into()), ..Default::default() }), [4, 1]);
+        assert_eq!(got(AuditFilter { outcome: Some("denied".into()), ..Default::default() }), [3]);
+        assert_eq!(got(AuditFilter { target: Some("fra-01".into()), ..Default::default() }), [2, 1]);
+        // `_` is a character, not LIKE's wildcard.
+        assert_eq!(got(AuditFilter { target: Some("w_".into()), ..Default::default() }), [3]);
+        assert_eq!(got(AuditFilter { target: Some("w".into()), ..Default::default() }), [3]);
+        assert!(got(AuditFilter { target: Some("wx".into()), ..Default::default() }).is_empty());
+        assert_eq!(got(AuditFilter { until: Some(Millis(3)), limit: Some(2), ..Default::default() }), [3, 2]);
+    });
+}
+
+fn j_append_audit(records: &[canopy::engine::model::AuditRecord], check: impl FnOnce(&Journal)) {
+    let mut j = Journal::open_in_memory().unwrap();
+    let rs: Vec<Record> = records.iter().map(|a| Record::Audit(Box::new(a.clone()))).collect();
+    j.append(&rs).unwrap();
+    check(&j);
+}
+
+#[test]
 fn a_new_store_is_created_migrated_and_reopened() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state/nested/canopy.db");

@@ -190,7 +190,7 @@ fn a_replay_is_read_only_and_has_no_logs() {
     key(app, KeyCode::Esc, KeyModifiers::NONE);
     key(app, KeyCode::Enter, KeyModifiers::NONE);
     assert_eq!(app.view, View::Detail);
-    assert!(!app.detail_events.is_empty());
+    assert!(!app.detail.events.is_empty());
 }
 
 #[test]

@@ -14,8 +14,9 @@ pub use attach::attach;
 pub use backoff::Backoff;
 
 use crate::engine::command::{Command, CommandResult, Refusal};
-use crate::engine::handle::{LogBytes, Recent, Remote, Stream};
-use crate::engine::model::{AttemptId, AuditRecord, EventRecord, WorkloadId};
+use crate::engine::handle::{Held, LogBytes, Recent, Remote, StateCounts, Stream};
+use crate::engine::model::{AttemptId, AuditRecord, EventRecord, WorkloadId, WorkloadState};
+use crate::journal::AuditFilter;
 use crate::server::api::{LOG_TIMES, NEXT_OFFSET, Page, WorkloadView};
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
@@ -407,6 +408,18 @@ impl Remote for Client {
             events.map_err(|e| e.to_string())?,
         );
         let total = newest.total;
+        let next_page =
+            newest.workloads.last().map(|v| v.workload.id).filter(|_| newest.next_cursor.is_some());
+        // Every live workload is in `live`; the final states are counted
+        // by the server (a page's `total` is what matches its filter).
+        let mut counts = StateCounts::default();
+        for v in &live {
+            *counts.of_mut(v.workload.state) += 1;
+        }
+        for state in [WorkloadState::Succeeded, WorkloadState::Failed, WorkloadState::Cancelled] {
+            let q = format!("state={}&limit=1", state.as_str());
+            *counts.of_mut(state) = self.workloads(&q).await.map_err(|e| e.to_string())?.total;
+        }
         let mut seen = std::collections::HashSet::new();
         let mut workloads = Vec::new();
         let mut attempts = Vec::new();
@@ -417,23 +430,32 @@ impl Remote for Client {
             }
         }
         workloads.sort_by_key(|w| std::cmp::Reverse(w.id));
-        Ok(Recent { workloads, attempts, events, total })
+        Ok(Recent { workloads, attempts, events, total, counts: Some(counts), next_page })
     }
 
     async fn older(&self, before: WorkloadId, limit: usize) -> Result<Recent, String> {
         let q = format!("limit={}&cursor={before}", limit.clamp(1, 1000));
         let page = self.workloads(&q).await.map_err(|e| e.to_string())?;
+        let next_page = page.workloads.last().map(|v| v.workload.id).filter(|_| page.next_cursor.is_some());
         let mut workloads = Vec::new();
         let mut attempts = Vec::new();
         for v in page.workloads {
             attempts.extend(v.attempts);
             workloads.push(v.workload);
         }
-        Ok(Recent { workloads, attempts, events: Vec::new(), total: page.total })
+        Ok(Recent { workloads, attempts, events: Vec::new(), total: page.total, counts: None, next_page })
     }
 
     async fn events(&self, id: WorkloadId) -> Result<Vec<EventRecord>, String> {
         self.get(&format!("/v1/workloads/{id}/events")).await.map_err(|e| e.to_string())
+    }
+
+    async fn workload(&self, id: WorkloadId) -> Result<Option<Held>, String> {
+        match Client::workload(self, id).await {
+            Ok(v) => Ok(Some((v.workload, v.attempts))),
+            Err(e) if e.status() == Some(StatusCode::NOT_FOUND.as_u16()) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     async fn logs(
@@ -446,7 +468,30 @@ impl Remote for Client {
         self.log_bytes(attempt, stream, offset, max).await.map_err(|e| e.to_string())
     }
 
-    async fn audit(&self, limit: usize) -> Result<Vec<AuditRecord>, String> {
-        self.get(&format!("/v1/audit?limit={limit}")).await.map_err(|e| e.to_string())
+    async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, String> {
+        self.get(&format!("/v1/audit?{}", audit_query(filter))).await.map_err(|e| e.to_string())
     }
+}
+
+/// `GET /v1/audit`'s query string for `filter`.
+pub fn audit_query(f: &AuditFilter) -> String {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    let text =
+        [("principal", &f.principal), ("action", &f.action), ("outcome", &f.outcome), ("target", &f.target)];
+    for (k, v) in text {
+        if let Some(v) = v {
+            q.append_pair(k, v);
+        }
+    }
+    let numbers = [
+        ("limit", f.limit.map(|l| l as i64)),
+        ("since", f.since.map(|m| m.0)),
+        ("until", f.until.map(|m| m.0)),
+    ];
+    for (k, v) in numbers {
+        if let Some(v) = v {
+            q.append_pair(k, &v.to_string());
+        }
+    }
+    q.finish()
 }

@@ -4,7 +4,7 @@
 //! confirmation when it is destructive. Views and keys never build engine
 //! commands themselves, so no view can bypass either rule.
 
-use super::app::{App, Effect};
+use super::msg::Effect;
 use crate::engine::command::Command;
 use crate::engine::model::WorkloadId;
 use crate::spec::Spec;
@@ -97,46 +97,58 @@ impl Confirm {
     }
 }
 
+/// What the action layer needs of the console that asks: its modes, the
+/// pending confirmation and the flash line. The app implements it, so this
+/// file does not depend on the app's.
+pub trait Asker {
+    /// Watching a replay (`canopy sim --watch`): read-only.
+    fn in_replay(&self) -> bool;
+    /// Started with `--read-only`.
+    fn read_only(&self) -> bool;
+    fn confirm(&mut self) -> &mut Option<Confirm>;
+    fn say(&mut self, text: String, error: bool);
+}
+
 /// Asks for `op`: refused in read-only mode, held for confirmation when
 /// destructive, sent otherwise.
-pub fn request(app: &mut App, op: Op) -> Vec<Effect> {
-    if app.replay.is_some() {
-        app.flash_error(format!("replay: {} is disabled (a replay is read-only)", op.describe()));
+pub fn request(app: &mut impl Asker, op: Op) -> Vec<Effect> {
+    if app.in_replay() {
+        app.say(format!("replay: {} is disabled (a replay is read-only)", op.describe()), true);
         return Vec::new();
     }
-    if app.config.read_only {
-        app.flash_error(format!("read-only: {} is disabled (started with --read-only)", op.describe()));
+    if app.read_only() {
+        app.say(format!("read-only: {} is disabled (started with --read-only)", op.describe()), true);
         return Vec::new();
     }
     if op.destructive() {
-        app.confirm = Some(Confirm::new(op));
+        *app.confirm() = Some(Confirm::new(op));
         return Vec::new();
     }
     send(app, op, None)
 }
 
 /// Answers the pending confirmation.
-pub fn answer(app: &mut App, yes: bool) -> Vec<Effect> {
-    match app.confirm.take() {
+pub fn answer(app: &mut impl Asker, yes: bool) -> Vec<Effect> {
+    match app.confirm().take() {
         Some(Confirm { op: op @ Op::Acknowledge(_), reason: Some(r) }) if yes && r.trim().is_empty() => {
-            app.confirm = Some(Confirm { op, reason: Some(r) });
-            app.flash_error("an acknowledgement needs a reason: type it, then enter".into());
+            *app.confirm() = Some(Confirm { op, reason: Some(r) });
+            app.say("an acknowledgement needs a reason: type it, then enter".into(), true);
             Vec::new()
         }
-        Some(c) if yes && !app.config.read_only => {
+        Some(c) if yes && !app.read_only() => {
             let reason = c.reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
             send(app, c.op, reason)
         }
         Some(c) => {
-            app.flash(format!("{}: not done", c.op.describe()));
+            app.say(format!("{}: not done", c.op.describe()), false);
             Vec::new()
         }
         None => Vec::new(),
     }
 }
 
-fn send(app: &mut App, op: Op, reason: Option<String>) -> Vec<Effect> {
+fn send(app: &mut impl Asker, op: Op, reason: Option<String>) -> Vec<Effect> {
     let what = op.describe();
-    app.flash(format!("{what}…"));
+    app.say(format!("{what}…"), false);
     vec![Effect::Command { what, cmd: op.command(), reason }]
 }

@@ -5,156 +5,29 @@
 //! as [`Msg::Tick`]), no terminal. Whole-app tests feed it messages and
 //! draw it into a `TestBackend`; the run loop performs its [`Effect`]s.
 
-use super::action::{self, Confirm, Op};
+use super::action::{self, Asker, Confirm, Op};
 use super::editor::Editor;
-use super::keymap::{self, COMMANDS, Intent};
-use super::logs::{LogLine, Logs, Stamps};
+use super::keymap::{self, Intent};
+use super::logs::{Logs, Stamps};
 use super::model::Model;
-use super::replay::{ReplayCtl, ReplayStatus};
+use super::replay::ReplayStatus;
 use super::theme::Theme;
-use crate::engine::command::{Command, CommandResult};
+use crate::engine::command::CommandResult;
 use crate::engine::handle::Link;
-use crate::engine::model::{AttemptId, AuditRecord, Batch, EventRecord, Millis, Record, WorkloadId};
-use crate::engine::shell::{FleetStatus, Recent};
+use crate::engine::model::{AuditRecord, Millis, Record, WorkloadId};
 use crate::text::sanitize;
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::Arc;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum View {
-    Overview,
-    Capacity,
-    Nodes,
-    Workloads,
-    Triage,
-    Detail,
-    Logs,
-    Editor,
-    Audit,
-    Help,
-}
+pub use super::audit::{AUDIT_PAGE, Audit, AuditLoad};
+use super::derive::Choice;
+pub use super::derive::{ClassGroup, Derived, NameWidths, NodeGroup};
+pub use super::detail::Detail;
+pub use super::msg::{COLUMNS, Column, Effect, Msg, View};
 
-impl View {
-    pub fn title(self) -> &'static str {
-        match self {
-            View::Overview => "overview",
-            View::Capacity => "capacity",
-            View::Nodes => "nodes",
-            View::Workloads => "workloads",
-            View::Triage => "triage",
-            View::Detail => "detail",
-            View::Logs => "logs",
-            View::Editor => "editor",
-            View::Audit => "audit",
-            View::Help => "help",
-        }
-    }
-}
-
-/// Everything that can happen to the console.
-#[derive(Debug)]
-pub enum Msg {
-    Key(KeyEvent),
-    Paste(String),
-    Records(Arc<Batch>),
-    Status(Arc<FleetStatus>),
-    Recent(Recent),
-    Events(WorkloadId, Vec<EventRecord>),
-    Log(AttemptId, Vec<LogLine>),
-    Done {
-        what: String,
-        result: CommandResult,
-    },
-    Loaded {
-        path: String,
-        result: Result<String, String>,
-    },
-    Saved {
-        path: String,
-        result: Result<(), String>,
-    },
-    Edited(Result<String, String>),
-    Tick(Millis),
-    Resize(u16, u16),
-    /// The state of the replay this console watches (`canopy sim --watch`).
-    Replay(ReplayStatus),
-    /// Whether the engine can be reached (it changes for a remote engine).
-    Link(Link),
-    /// The engine's newest audit records, newest first, or why it would
-    /// not give them (a viewer's token: the operator role reads them).
-    Audit(Result<Vec<AuditRecord>, String>),
-}
-
-/// What the run loop should do for the app.
-#[derive(Debug, Clone)]
-pub enum Effect {
-    Command {
-        what: String,
-        cmd: Command,
-        /// The operator's reason, journalled with the command.
-        reason: Option<String>,
-    },
-    FetchEvents(WorkloadId),
-    /// Load the page of workloads older than this one ([`Msg::Recent`]
-    /// answers).
-    LoadOlder(WorkloadId),
-    /// Start tailing an attempt's logs (`None`: stop).
-    TailLogs(Option<AttemptId>),
-    Copy(String),
-    Load(PathBuf),
-    Save(PathBuf, String),
-    ExternalEditor(String),
-    /// Load the newest this many audit records ([`Msg::Audit`] answers).
-    LoadAudit(usize),
-    /// Pause, resume or re-pace the replay.
-    Replay(ReplayCtl),
-    /// Quit; an engine this console started stops with it.
-    Quit,
-    /// Quit, leaving the engine this console started running in the
-    /// background (the operator said so).
-    Detach,
-}
-
-/// Workload table columns, for sorting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Column {
-    Id,
-    Name,
-    State,
-    Attempt,
-    Pool,
-    Gpus,
-    Age,
-    Cost,
-}
-
-pub const COLUMNS: [Column; 8] = [
-    Column::Id,
-    Column::Name,
-    Column::State,
-    Column::Attempt,
-    Column::Pool,
-    Column::Gpus,
-    Column::Age,
-    Column::Cost,
-];
-
-impl Column {
-    pub fn name(self) -> &'static str {
-        match self {
-            Column::Id => "id",
-            Column::Name => "name",
-            Column::State => "state",
-            Column::Attempt => "attempt",
-            Column::Pool => "pool",
-            Column::Gpus => "gpus",
-            Column::Age => "age",
-            Column::Cost => "cost",
-        }
-    }
-}
+mod command;
+mod lists;
+use lists::{LISTS, Pick};
 
 /// What the input line is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,21 +48,8 @@ pub struct Input {
     pub candidates: Vec<String>,
 }
 
-/// How many audit records the audit view loads from the engine (the
-/// model keeps as many).
-pub const AUDIT_LOAD: usize = 500;
-
-/// Where the audit view's load from the engine stands.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum AuditLoad {
-    /// The view was never opened: only what arrived live is held.
-    #[default]
-    NotAsked,
-    Loading,
-    Loaded,
-    /// The engine would not give them (a viewer), or could not be reached.
-    Failed(String),
-}
+/// How many workloads one load or page from the engine brings.
+pub const PAGE: usize = 1_000;
 
 /// Settings fixed at start.
 #[derive(Debug, Clone)]
@@ -213,94 +73,12 @@ impl Default for Config {
 /// change shows at once (deriving costs well under 10 ms).
 pub const THROTTLE_FROM_WORKLOADS: usize = 2_000;
 
-/// Rows derived from the model, recomputed when it or the filter changes.
-#[derive(Debug, Default)]
-pub struct Derived {
-    pub generation: u64,
-    pub workloads: Vec<WorkloadId>,
-    /// Failed and retrying workloads that pass the triage view's filter.
-    pub faults: Vec<WorkloadId>,
-    /// Failed and retrying workloads, filter or not.
-    pub faults_total: usize,
-    pub nodes: Vec<u32>,
-    pub by_node: HashMap<String, Vec<WorkloadId>>,
-    /// Triage groups by failure class, largest first.
-    pub by_class: Vec<ClassGroup>,
-    /// Triage groups by node, largest first.
-    pub by_fault_node: Vec<NodeGroup>,
-    /// Audit records that pass the audit view's filter, newest first.
-    pub audit: Vec<AuditRecord>,
-    /// The overview's figures and its "broken first" lines.
-    pub overview: super::derive::Overview,
-    /// The widest names in each list's rows (all of them, not only those
-    /// on screen, so that columns do not move while scrolling).
-    pub workload_widths: NameWidths,
-    pub fault_widths: NameWidths,
-    pub node_widths: NameWidths,
-}
-
-/// The widest names in a list, in terminal columns.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct NameWidths {
-    /// A workload's or a node's name.
-    pub name: usize,
-    pub pool: usize,
-    pub node: usize,
-}
-
-/// Faults of one failure class, and the node most of them failed on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClassGroup {
-    pub class: String,
-    pub count: usize,
-    /// (how many, node, pool) where most failed.
-    pub top: Option<(usize, String, String)>,
-}
-
-/// Faults on one node, by class (`gpu-oom:2 app:1`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeGroup {
-    pub node: String,
-    pub pool: String,
-    pub count: usize,
-    pub classes: String,
-    /// When the newest of its faults happened.
-    pub newest: Option<Millis>,
-    /// When the oldest fault in the node's history ages out (history
-    /// faults only).
-    pub clears: Option<Millis>,
-}
-
-/// What a list's cursor is on: the item itself, so that it stays on it
-/// when rows move (a state change re-sorts them, new ones arrive above,
-/// a filter or a sort changes).
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Pick {
-    Workload(WorkloadId),
-    Node(String),
-    /// An audit record: when, who, what, of what.
-    Audit(Millis, String, String, Option<String>),
-}
-
-impl Pick {
-    fn audit(a: &AuditRecord) -> Self {
-        Pick::Audit(a.at, a.principal.clone(), a.action.clone(), a.target.clone())
-    }
-    fn is_audit(&self, a: &AuditRecord) -> bool {
-        matches!(self, Pick::Audit(at, who, what, target)
-            if *at == a.at && *who == a.principal && *what == a.action && *target == a.target)
-    }
-}
-
-/// The lists whose cursor follows its item.
-const LISTS: [View; 4] = [View::Workloads, View::Nodes, View::Triage, View::Audit];
-
 /// What the derived rows were computed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct DeriveKey {
     generation: u64,
     /// What the operator chose: filters per view, faults only, the sort.
-    choice: (HashMap<View, String>, bool, Column, bool),
+    choice: Choice,
 }
 
 pub struct App {
@@ -327,8 +105,8 @@ pub struct App {
     /// waiting for the next tick (see [`THROTTLE_FROM_WORKLOADS`]).
     derived_at: Millis,
     derive_pending: bool,
-    pub detail: Option<WorkloadId>,
-    pub detail_events: Vec<EventRecord>,
+    /// The detail view: its workload, events and scroll.
+    pub detail: Detail,
     pub logs: Option<Logs>,
     pub editor: Editor,
     pub input: Option<Input>,
@@ -353,8 +131,11 @@ pub struct App {
     /// The link's reload count last seen: a change (a reconnection or a
     /// resync) reloads the audit trail if the audit view loaded it.
     link_reloads: Option<u64>,
-    /// The audit view's load from the engine.
-    pub audit_load: AuditLoad,
+    /// The audit view's loads from the engine.
+    pub audit: Audit,
+    /// `:logs` of a workload the console did not hold: opened when it
+    /// arrives.
+    logs_wanted: Option<WorkloadId>,
     pub dirty: bool,
     pub quit: bool,
 }
@@ -379,8 +160,7 @@ impl App {
             derived_key: None,
             derived_at: Millis(i64::MIN),
             derive_pending: false,
-            detail: None,
-            detail_events: Vec::new(),
+            detail: Detail::default(),
             logs: None,
             editor: Editor::new(now.0.to_string()),
             input: None,
@@ -393,7 +173,8 @@ impl App {
             leave_running: None,
             link_down: None,
             link_reloads: None,
-            audit_load: AuditLoad::NotAsked,
+            audit: Audit::default(),
+            logs_wanted: None,
             dirty: true,
             quit: false,
         };
@@ -435,10 +216,9 @@ impl App {
             .map(|v| (v, self.filter(v).to_string()))
             .filter(|(_, f)| !f.is_empty())
             .collect();
-        let key = DeriveKey {
-            generation: self.model.generation,
-            choice: (filters, self.faults_only, self.sort, self.sort_desc),
-        };
+        let choice =
+            Choice { filters, faults_only: self.faults_only, sort: self.sort, sort_desc: self.sort_desc };
+        let key = DeriveKey { generation: self.model.generation, choice };
         if self.derived_key.as_ref() == Some(&key) {
             return;
         }
@@ -451,124 +231,13 @@ impl App {
             self.derive_pending = true;
             return;
         }
-        self.derived = super::derive::derive(self);
+        self.derived = super::derive::derive(&self.model, &key.choice);
         self.derived_key = Some(key);
         self.derived_at = self.now;
         self.derive_pending = false;
         for v in LISTS {
             self.follow_pick(v);
         }
-    }
-
-    /// After the rows were derived again: the cursor goes to where its
-    /// item is now; only when the item is gone (finished, filtered out)
-    /// does it stay at its row (or the last), on whatever is there now.
-    fn follow_pick(&mut self, v: View) {
-        let old = self.sel(v);
-        let i = match self.picked.get(&v) {
-            Some(p) if self.pick_at(v, old).as_ref() == Some(p) => old,
-            Some(p) => self.position(v, p).unwrap_or(old),
-            None => old,
-        };
-        self.select(v, i);
-    }
-
-    /// Puts a list's cursor on row `i` (or its last row) and remembers the
-    /// item there.
-    fn select(&mut self, v: View, i: usize) {
-        let i = i.min(self.list_len(v).saturating_sub(1));
-        self.selected.insert(v, i);
-        match self.pick_at(v, i) {
-            Some(p) => self.picked.insert(v, p),
-            None => self.picked.remove(&v),
-        };
-    }
-
-    /// The item on row `i` of a list.
-    fn pick_at(&self, v: View, i: usize) -> Option<Pick> {
-        match v {
-            View::Workloads => self.derived.workloads.get(i).map(|id| Pick::Workload(*id)),
-            View::Triage => self.derived.faults.get(i).map(|id| Pick::Workload(*id)),
-            View::Nodes => {
-                let n = *self.derived.nodes.get(i)?;
-                self.model.fleet()?.nodes.get(n as usize).map(|n| Pick::Node(n.name.clone()))
-            }
-            View::Audit => self.derived.audit.get(i).map(Pick::audit),
-            _ => None,
-        }
-    }
-
-    /// The row an item is on in a list, if it is there.
-    fn position(&self, v: View, p: &Pick) -> Option<usize> {
-        match (v, p) {
-            (View::Workloads, Pick::Workload(id)) => self.derived.workloads.iter().position(|x| x == id),
-            (View::Triage, Pick::Workload(id)) => self.derived.faults.iter().position(|x| x == id),
-            (View::Nodes, Pick::Node(name)) => {
-                let f = self.model.fleet()?;
-                self.derived
-                    .nodes
-                    .iter()
-                    .position(|&n| f.nodes.get(n as usize).is_some_and(|n| n.name == *name))
-            }
-            (View::Audit, p) => self.derived.audit.iter().position(|a| p.is_audit(a)),
-            _ => None,
-        }
-    }
-
-    fn list_len(&self, v: View) -> usize {
-        match v {
-            View::Workloads => self.derived.workloads.len(),
-            View::Triage => self.derived.faults.len(),
-            View::Nodes => self.derived.nodes.len(),
-            View::Capacity => self.model.fleet().map_or(0, |f| f.pools.len()),
-            View::Audit => self.derived.audit.len(),
-            View::Overview => self.derived.overview.broken.len(),
-            _ => 0,
-        }
-    }
-
-    /// The workload under the cursor in the current view.
-    pub fn current_workload(&self) -> Option<WorkloadId> {
-        match self.view {
-            View::Workloads => self.derived.workloads.get(self.sel(View::Workloads)).copied(),
-            View::Triage => self.derived.faults.get(self.sel(View::Triage)).copied(),
-            View::Detail | View::Logs => self.detail,
-            _ => None,
-        }
-    }
-
-    /// The node under the cursor (nodes view) or of the current workload.
-    pub fn current_node(&self) -> Option<String> {
-        if self.view == View::Nodes {
-            let i = *self.derived.nodes.get(self.sel(View::Nodes))?;
-            return self.model.fleet().map(|f| f.nodes[i as usize].name.clone());
-        }
-        let w = self.model.workloads.get(&self.current_workload()?)?;
-        if self.view == View::Triage {
-            // The node the fault happened on, as its row shows.
-            let failed = w.attempts.iter().rev().find(|a| a.class.is_some());
-            return failed.or(w.last_attempt()).map(|a| a.node.clone());
-        }
-        w.last_attempt().map(|a| a.node.clone())
-    }
-
-    /// From a workload or a fault to its node in the nodes view; Esc
-    /// comes back to it.
-    fn go_to_node(&mut self) {
-        let Some(node) = self.current_node() else {
-            self.flash_error("no node: nothing selected, or it was never placed".into());
-            return;
-        };
-        let pick = Pick::Node(node.clone());
-        if self.position(View::Nodes, &pick).is_none() {
-            self.flash_error(format!(
-                "{node} is not in the nodes list (a / filter hides it, or it left the fleet)"
-            ));
-            return;
-        }
-        self.picked.insert(View::Nodes, pick);
-        self.follow_pick(View::Nodes);
-        self.go(View::Nodes);
     }
 
     fn go(&mut self, v: View) {
@@ -600,8 +269,8 @@ impl App {
             }
             Msg::Records(r) => {
                 self.model.apply(&r.records);
-                if let Some(id) = self.detail {
-                    self.detail_events.extend(r.records.iter().filter_map(|x| match x {
+                if let Some(id) = self.detail.id {
+                    self.detail.events.extend(r.records.iter().filter_map(|x| match x {
                         Record::Event(e) if e.workload == id => Some(e.clone()),
                         _ => None,
                     }));
@@ -617,14 +286,32 @@ impl App {
                 Vec::new()
             }
             Msg::Recent(r) => {
-                self.paging = false;
                 self.model.load_recent(r);
                 Vec::new()
             }
-            Msg::Events(id, ev) => {
-                if self.detail == Some(id) {
-                    self.detail_events = ev;
+            Msg::Older(r) => {
+                self.paging = false;
+                match r {
+                    Ok(page) => {
+                        let n = page.workloads.len();
+                        self.model.load_older(page);
+                        let (held, total) = (self.model.workloads.len(), self.model.total);
+                        self.flash(format!("loaded {n} older workloads: {held} of {total} held"));
+                    }
+                    Err(e) => self.flash_error(format!("cannot load older workloads: {e} (G tries again)")),
                 }
+                Vec::new()
+            }
+            Msg::Workload(id, r) => {
+                self.detail.fetched(id, *r, &mut self.model);
+                let logs = self.logs_wanted.take_if(|w| *w == id);
+                match logs.filter(|id| self.model.workloads.contains_key(id)) {
+                    Some(id) if self.view == View::Detail => self.open_logs(Some(id)),
+                    _ => Vec::new(),
+                }
+            }
+            Msg::Events(id, ev) => {
+                self.detail.take_events(id, ev);
                 Vec::new()
             }
             Msg::Log(a, lines) => {
@@ -725,16 +412,16 @@ impl App {
                 }
             },
             Msg::Audit(result) => {
-                match result {
-                    Ok(records) => {
-                        self.model.load_audit(records);
-                        self.audit_load = AuditLoad::Loaded;
-                    }
-                    Err(e) => self.audit_load = AuditLoad::Failed(e),
-                }
-                Vec::new()
+                let filter = self.filter(View::Audit).to_string();
+                self.audit.answered(result, &mut self.model, &filter)
             }
         };
+        let mut fx = fx;
+        if self.replay.is_none() {
+            // A filter whose engine part changed asks the engine.
+            let filter = self.filter(View::Audit).to_string();
+            fx.extend(self.audit.filter_changed(&filter));
+        }
         self.refresh();
         fx
     }
@@ -813,7 +500,7 @@ impl App {
         // Back from a workload's detail or logs: the list's cursor is on
         // that workload, wherever its row is now.
         if matches!(from, View::Detail | View::Logs)
-            && let Some(id) = self.detail
+            && let Some(id) = self.detail.id
             && let Some(i) = self.position(self.view, &Pick::Workload(id))
         {
             self.select(self.view, i);
@@ -821,6 +508,12 @@ impl App {
     }
 
     fn on_intent(&mut self, intent: Intent) -> Vec<Effect> {
+        if self.view == View::Detail {
+            let size = self.detail_size();
+            if self.detail.on_intent(intent, &self.model, &self.config.theme, self.now, size) {
+                return Vec::new();
+            }
+        }
         let page = if self.view == View::Help { super::help::area(self.size).1 } else { self.page() };
         match intent {
             Intent::Quit => {
@@ -958,19 +651,30 @@ impl App {
         Vec::new()
     }
 
-    /// Down the list; at the end of the workloads the journal holds more
-    /// of, the next older page is asked for.
+    /// Down the list; at the end of the workloads (or the audit records)
+    /// the journal holds more of, the next older page is asked for.
     fn move_down(&mut self, by: isize) -> Vec<Effect> {
         self.move_by(by);
         let at_end = self.sel(self.view) + 1 >= self.list_len(self.view);
-        let held = self.model.workloads.len() as u64;
-        if self.view != View::Workloads || !at_end || held >= self.model.total || self.paging {
+        if !at_end {
             return Vec::new();
         }
-        let Some(oldest) = self.model.workloads.keys().next().copied() else { return Vec::new() };
+        if self.view == View::Audit && self.replay.is_none() {
+            return self.audit.at_end();
+        }
+        if self.view != View::Workloads || self.paging {
+            return Vec::new();
+        }
+        let Some(from) = self.model.next_page else { return Vec::new() };
         self.paging = true;
-        self.flash(format!("loading workloads older than {oldest}…"));
-        vec![Effect::LoadOlder(oldest)]
+        self.flash(format!("loading workloads older than {from}…"));
+        vec![Effect::LoadOlder(from)]
+    }
+
+    /// The detail text's width and height on this screen (inside the
+    /// header, the footer and the pane's border).
+    pub fn detail_size(&self) -> (usize, usize) {
+        (usize::from(self.size.0.saturating_sub(2)), usize::from(self.size.1.saturating_sub(4)).max(1))
     }
 
     fn move_by(&mut self, by: isize) {
@@ -1024,9 +728,7 @@ impl App {
                 let Some(target) = self.current_audit().and_then(|a| a.target.clone()) else {
                     return Vec::new();
                 };
-                if let Ok(id) = target.parse::<WorkloadId>()
-                    && self.model.workloads.contains_key(&id)
-                {
+                if let Ok(id) = target.parse::<WorkloadId>() {
                     return self.describe(id);
                 }
                 if self.model.fleet().is_some_and(|f| f.nodes.iter().any(|n| n.name == target)) {
@@ -1046,31 +748,26 @@ impl App {
 
     /// Entering the audit view loads the engine's newest records the
     /// first time (and again after a failed load); from then on they
-    /// arrive live. A replay has no audit trail to load.
+    /// arrive live, and older ones page in. A replay has no audit trail.
     fn enter_audit(&mut self) -> Vec<Effect> {
         if self.replay.is_some() {
-            self.audit_load =
+            self.audit.load =
                 AuditLoad::Failed("a replay has no audit trail: the simulator records none".into());
             return Vec::new();
         }
-        match self.audit_load {
-            AuditLoad::NotAsked | AuditLoad::Failed(_) => {
-                self.audit_load = AuditLoad::Loading;
-                vec![Effect::LoadAudit(AUDIT_LOAD)]
-            }
-            AuditLoad::Loading | AuditLoad::Loaded => Vec::new(),
-        }
+        let filter = self.filter(View::Audit).to_string();
+        self.audit.enter(&filter)
     }
 
     /// Loads the audit trail again if the audit view loaded it (or tried):
     /// after a reconnection, or when this console fell behind the
     /// engine's updates and may have missed records.
     pub fn reload_audit(&mut self) -> Vec<Effect> {
-        if self.audit_load == AuditLoad::NotAsked || self.replay.is_some() {
+        if self.replay.is_some() {
             return Vec::new();
         }
-        self.audit_load = AuditLoad::Loading;
-        vec![Effect::LoadAudit(AUDIT_LOAD)]
+        let filter = self.filter(View::Audit).to_string();
+        self.audit.reload(&filter)
     }
 
     /// The audit record under the cursor.
@@ -1078,16 +775,21 @@ impl App {
         self.derived.audit.get(self.sel(View::Audit))
     }
 
+    /// Opens a workload's detail; one the console does not hold is
+    /// fetched from the engine.
     fn describe(&mut self, id: WorkloadId) -> Vec<Effect> {
-        self.detail = Some(id);
-        // What the model holds shows at once; the engine's full list
-        // replaces it when it arrives (a replay has none to send).
-        self.detail_events = self.model.events.iter().filter(|e| e.workload == id).cloned().collect();
+        let fx = self.detail.open(id, &self.model);
         self.go(View::Detail);
-        vec![Effect::FetchEvents(id)]
+        fx
     }
 
     fn open_logs(&mut self, id: Option<WorkloadId>) -> Vec<Effect> {
+        if let Some(id) = id.filter(|id| !self.model.workloads.contains_key(id)) {
+            // Older than what the console holds: its logs open once the
+            // engine sends it (its detail says why, if it cannot).
+            self.logs_wanted = Some(id);
+            return self.describe(id);
+        }
         let Some(w) = id.and_then(|id| self.model.workloads.get(&id)) else {
             self.flash_error("no workload selected".into());
             return Vec::new();
@@ -1097,7 +799,9 @@ impl App {
             return Vec::new();
         };
         let (attempt, evidence) = (a.id, a.evidence.clone());
-        self.detail = Some(w.rec.id);
+        if self.detail.id != Some(w.rec.id) {
+            self.detail = Detail { id: Some(w.rec.id), ..Detail::default() };
+        }
         let mut logs = Logs::new(attempt, evidence.clone());
         if self.replay.is_some() {
             // The simulator runs nothing, so there is nothing to tail.
@@ -1211,217 +915,6 @@ impl App {
             None => Vec::new(),
         }
     }
-
-    fn open_input(&mut self, kind: InputKind) {
-        let text = match kind {
-            InputKind::Filter => self.filter_text.get(&self.view).cloned().unwrap_or_default(),
-            InputKind::Search => self.logs.as_ref().and_then(|l| l.search.clone()).unwrap_or_default(),
-            InputKind::Command => String::new(),
-        };
-        self.input = Some(Input { kind, text, hist: None, candidates: Vec::new() });
-    }
-
-    fn on_input_key(&mut self, k: KeyEvent) -> Vec<Effect> {
-        let Some(mut input) = self.input.take() else { return Vec::new() };
-        let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
-        input.candidates.clear();
-        match k.code {
-            KeyCode::Esc => {
-                if input.kind == InputKind::Filter {
-                    self.filter_text.remove(&self.view);
-                }
-                return Vec::new();
-            }
-            KeyCode::Enter => return self.finish_input(input),
-            KeyCode::Backspace => {
-                input.text.pop();
-            }
-            KeyCode::Char('u') if ctrl => input.text.clear(),
-            KeyCode::Char('c') if ctrl => return Vec::new(),
-            KeyCode::Tab if input.kind == InputKind::Command => {
-                (input.text, input.candidates) = complete(&input.text, self);
-            }
-            KeyCode::Up | KeyCode::Down if input.kind == InputKind::Command && !self.history.is_empty() => {
-                let n = self.history.len();
-                let i = match (input.hist, k.code) {
-                    (None, KeyCode::Up) => n - 1,
-                    (Some(i), KeyCode::Up) => i.saturating_sub(1),
-                    (Some(i), _) => (i + 1).min(n - 1),
-                    (None, _) => n - 1,
-                };
-                input.hist = Some(i);
-                input.text = self.history[i].clone();
-            }
-            KeyCode::Char(c) if !ctrl => input.text.push(c),
-            _ => {}
-        }
-        if input.kind == InputKind::Filter {
-            // Filter as you type.
-            self.filter_text.insert(self.view, input.text.clone());
-        }
-        self.input = Some(input);
-        Vec::new()
-    }
-
-    fn finish_input(&mut self, input: Input) -> Vec<Effect> {
-        match input.kind {
-            InputKind::Filter => {
-                self.filter_text.insert(self.view, input.text);
-                Vec::new()
-            }
-            InputKind::Search => {
-                let page = self.page();
-                if let Some(l) = &mut self.logs {
-                    l.search = Some(input.text).filter(|s| !s.is_empty());
-                    if l.search.is_some() && !l.find(true, page) {
-                        self.flash_error("no match".into());
-                    }
-                }
-                Vec::new()
-            }
-            InputKind::Command => {
-                let cmd = input.text.trim().to_string();
-                if cmd.is_empty() {
-                    return Vec::new();
-                }
-                if self.history.last() != Some(&cmd) {
-                    self.history.push(cmd.clone());
-                }
-                self.command_line(&cmd)
-            }
-        }
-    }
-
-    /// Runs a `:` command, as if typed.
-    pub fn run_command(&mut self, line: &str) -> Vec<Effect> {
-        let fx = self.command_line(line);
-        self.refresh();
-        fx
-    }
-
-    fn command_line(&mut self, line: &str) -> Vec<Effect> {
-        let mut words = line.split_whitespace();
-        let verb = words.next().unwrap_or("");
-        let arg = words.collect::<Vec<_>>().join(" ");
-        let matches: Vec<&str> = COMMANDS.iter().map(|(c, _)| *c).filter(|c| c.starts_with(verb)).collect();
-        let verb = match (COMMANDS.iter().find(|(c, _)| *c == verb), matches.as_slice()) {
-            (Some((c, _)), _) => *c,
-            (None, [one]) => *one,
-            (None, []) => {
-                self.flash_error(format!("unknown command :{verb}; ? lists them, tab completes"));
-                return Vec::new();
-            }
-            (None, many) => {
-                self.flash_error(format!(":{verb} is ambiguous: {}", many.join(", ")));
-                return Vec::new();
-            }
-        };
-        let id = || arg.parse::<WorkloadId>();
-        let need_arg = |app: &mut App, what: &str| {
-            app.flash_error(format!(":{verb} needs {what}"));
-            Vec::new()
-        };
-        match verb {
-            "overview" => self.on_intent(Intent::Go(View::Overview)),
-            "capacity" => self.on_intent(Intent::Go(View::Capacity)),
-            "nodes" => self.on_intent(Intent::Go(View::Nodes)),
-            "workloads" => self.on_intent(Intent::Go(View::Workloads)),
-            "triage" => self.on_intent(Intent::Go(View::Triage)),
-            "editor" => self.on_intent(Intent::Go(View::Editor)),
-            "audit" => self.on_intent(Intent::Go(View::Audit)),
-            "quit" => self.on_intent(Intent::Quit),
-            "faults" => self.on_intent(Intent::Faults),
-            "new" => {
-                let name = if arg.is_empty() { super::editor::BLANK } else { arg.as_str() };
-                if self.editor.use_template(name) {
-                    self.on_intent(Intent::Go(View::Editor))
-                } else {
-                    let names: Vec<_> = super::editor::TEMPLATES.iter().map(|(n, _)| *n).collect();
-                    self.flash_error(format!("no template {name:?}; one of {}", names.join(", ")));
-                    Vec::new()
-                }
-            }
-            "open" if arg.is_empty() => need_arg(self, "a path"),
-            "open" => vec![Effect::Load(PathBuf::from(arg))],
-            "save" => match (arg.is_empty(), self.editor.path.clone()) {
-                (false, _) => vec![Effect::Save(PathBuf::from(arg), self.editor.contents())],
-                (true, Some(p)) => vec![Effect::Save(PathBuf::from(p), self.editor.contents())],
-                (true, None) => need_arg(self, "a path"),
-            },
-            "sort" => match COLUMNS.iter().find(|c| c.name() == arg) {
-                Some(c) => {
-                    self.sort = *c;
-                    Vec::new()
-                }
-                None => {
-                    let names: Vec<_> = COLUMNS.iter().map(|c| c.name()).collect();
-                    self.flash_error(format!("sort by one of {}", names.join(", ")));
-                    Vec::new()
-                }
-            },
-            "cordon" | "uncordon" | "drain" if arg.is_empty() => need_arg(self, "a node name"),
-            "cordon" => action::request(self, Op::Cordon(arg)),
-            "uncordon" => action::request(self, Op::Uncordon(arg)),
-            "drain" => action::request(self, Op::Drain(arg)),
-            "logs" | "describe" | "cancel" | "retry" | "ack" => match id() {
-                Ok(id) => match verb {
-                    "logs" => self.open_logs(Some(id)),
-                    "describe" => self.describe(id),
-                    "cancel" => action::request(self, Op::Cancel(id)),
-                    "ack" => action::request(self, Op::Acknowledge(id)),
-                    _ => action::request(self, Op::Retry(id)),
-                },
-                Err(e) => {
-                    self.flash_error(e);
-                    Vec::new()
-                }
-            },
-            _ => Vec::new(),
-        }
-    }
-}
-
-/// Completes the command word, or a node / workload id argument, as far
-/// as it is one thing; when it could be more, also what they are.
-fn complete(text: &str, app: &App) -> (String, Vec<String>) {
-    let all = |m: &[&str]| m.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    match text.split_once(' ') {
-        None => {
-            let m: Vec<&str> = COMMANDS.iter().map(|(c, _)| *c).filter(|c| c.starts_with(text)).collect();
-            match m.as_slice() {
-                [one] => (format!("{one} "), Vec::new()),
-                [] => (text.to_string(), Vec::new()),
-                many => (common_prefix(many), all(many)),
-            }
-        }
-        Some((verb, arg)) => {
-            let names: Vec<String> = match verb {
-                "cordon" | "uncordon" | "drain" => app
-                    .model
-                    .fleet()
-                    .map(|f| f.nodes.iter().map(|n| n.name.clone()).collect())
-                    .unwrap_or_default(),
-                "new" => super::editor::TEMPLATES.iter().map(|(n, _)| n.to_string()).collect(),
-                "sort" => COLUMNS.iter().map(|c| c.name().to_string()).collect(),
-                _ => app.model.workloads.keys().rev().take(1000).map(|w| w.to_string()).collect(),
-            };
-            let m: Vec<&str> = names.iter().map(String::as_str).filter(|n| n.starts_with(arg)).collect();
-            match m.as_slice() {
-                [one] => (format!("{verb} {one}"), Vec::new()),
-                [] => (text.to_string(), Vec::new()),
-                many => (format!("{verb} {}", common_prefix(many)), all(many)),
-            }
-        }
-    }
-}
-
-fn common_prefix(words: &[&str]) -> String {
-    let first = words[0];
-    let mut n = first.len();
-    for w in &words[1..] {
-        n = n.min(first.bytes().zip(w.bytes()).take_while(|(a, b)| a == b).count());
-    }
-    first[..n].to_string()
 }
 
 /// A virtual time as the replay header shows it (UTC): `2023-11-15 04:12`,
@@ -1440,13 +933,27 @@ pub fn truncate(s: &str, max: usize) -> String {
     }
 }
 
+impl Asker for App {
+    fn in_replay(&self) -> bool {
+        self.replay.is_some()
+    }
+    fn read_only(&self) -> bool {
+        self.config.read_only
+    }
+    fn confirm(&mut self) -> &mut Option<Confirm> {
+        &mut self.confirm
+    }
+    fn say(&mut self, text: String, error: bool) {
+        self.flash = Some((text, error));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn common_prefix_and_truncate() {
-        assert_eq!(common_prefix(&["cordon", "cost"]), "co");
+    fn truncate_and_sim_time() {
         assert_eq!(truncate("abcdef", 4), "abc…");
         assert_eq!(sim_time(crate::sim::EPOCH, true), "2023-11-14 22:13");
         assert_eq!(sim_time(crate::sim::EPOCH, false), "11-14 22:13");

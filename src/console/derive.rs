@@ -3,10 +3,10 @@
 //! the nodes table, with the widest names in each. Computed once per model
 //! change or filter change, never per frame. Pure.
 
-use super::app::{App, ClassGroup, Column, Derived, NameWidths, NodeGroup, View};
 use super::filter::Filter;
 use super::fit::width;
 use super::model::{Model, WorkloadRow};
+use super::msg::{Column, View};
 use crate::engine::model::{AuditRecord, EventRecord, Millis, WorkloadId};
 use crate::failure::FailureClass;
 use crate::fleet::Fleet;
@@ -15,8 +15,81 @@ use crate::text::sanitize;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
-pub fn derive(app: &App) -> Derived {
-    let m = &app.model;
+/// What the operator chose that the rows depend on: the `/` filter of
+/// each list, faults only, and the sort.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    pub filters: HashMap<View, String>,
+    pub faults_only: bool,
+    pub sort: Column,
+    pub sort_desc: bool,
+}
+
+impl Choice {
+    fn filter(&self, v: View) -> &str {
+        self.filters.get(&v).map_or("", String::as_str)
+    }
+}
+
+/// Rows derived from the model, recomputed when it or the filter changes.
+#[derive(Debug, Default)]
+pub struct Derived {
+    pub generation: u64,
+    pub workloads: Vec<WorkloadId>,
+    /// Failed and retrying workloads that pass the triage view's filter.
+    pub faults: Vec<WorkloadId>,
+    /// Failed and retrying workloads, filter or not.
+    pub faults_total: usize,
+    pub nodes: Vec<u32>,
+    pub by_node: HashMap<String, Vec<WorkloadId>>,
+    /// Triage groups by failure class, largest first.
+    pub by_class: Vec<ClassGroup>,
+    /// Triage groups by node, largest first.
+    pub by_fault_node: Vec<NodeGroup>,
+    /// Audit records that pass the audit view's filter, newest first.
+    pub audit: Vec<AuditRecord>,
+    /// The overview's figures and its "broken first" lines.
+    pub overview: Overview,
+    /// The widest names in each list's rows (all of them, not only those
+    /// on screen, so that columns do not move while scrolling).
+    pub workload_widths: NameWidths,
+    pub fault_widths: NameWidths,
+    pub node_widths: NameWidths,
+}
+
+/// The widest names in a list, in terminal columns.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct NameWidths {
+    /// A workload's or a node's name.
+    pub name: usize,
+    pub pool: usize,
+    pub node: usize,
+}
+
+/// Faults of one failure class, and the node most of them failed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassGroup {
+    pub class: String,
+    pub count: usize,
+    /// (how many, node, pool) where most failed.
+    pub top: Option<(usize, String, String)>,
+}
+
+/// Faults on one node, by class (`gpu-oom:2 app:1`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeGroup {
+    pub node: String,
+    pub pool: String,
+    pub count: usize,
+    pub classes: String,
+    /// When the newest of its faults happened.
+    pub newest: Option<Millis>,
+    /// When the oldest fault in the node's history ages out (history
+    /// faults only).
+    pub clears: Option<Millis>,
+}
+
+pub fn derive(m: &Model, app: &Choice) -> Derived {
     let wf = Filter::parse(app.filter(View::Workloads));
     let mut workloads: Vec<&WorkloadRow> = m
         .workloads
@@ -398,6 +471,19 @@ pub fn overview(m: &Model) -> Overview {
     }
     running.reverse();
     o.running = running;
+    // The console may hold only part of a long history: the engine's
+    // counts, when it gave them, are the journal's. Unresolved failures
+    // and retries are all held, whatever their age.
+    if let Some(e) = &m.counts {
+        let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        let c = &mut o.counts;
+        c.running = n(e.running);
+        c.queued = n(e.queued);
+        c.starting = n(e.placing + e.launching);
+        c.succeeded = n(e.succeeded);
+        c.failed = n(e.failed);
+        c.cancelled = n(e.cancelled);
+    }
     if let Some(s) = &m.status {
         let f = &s.fleet;
         for (p, e) in &s.unreachable {

@@ -3,10 +3,10 @@
 //! [`OTHER_KEYS`](keymap::OTHER_KEYS), [`COMMANDS`](keymap::COMMANDS)) and
 //! wrapped to the screen's width, so that it scrolls by screen rows. Pure.
 
-use super::app::COLUMNS;
 use super::editor::TEMPLATES;
 use super::fit::{end, width};
 use super::keymap::{self, COMMANDS, OTHER_KEYS, Scope};
+use super::msg::COLUMNS;
 
 /// Columns the keys take, with their indent.
 pub const KEYS_W: usize = 14;

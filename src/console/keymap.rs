@@ -5,7 +5,7 @@
 //! intents are destructive or refused in read-only mode is the action
 //! layer's ([`super::action`]).
 
-use super::app::View;
+use super::msg::View;
 use super::replay::ReplayCtl;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -92,7 +92,7 @@ impl Scope {
     pub fn title(self) -> &'static str {
         match self {
             Scope::Global => "everywhere",
-            Scope::List => "lists and logs",
+            Scope::List => "lists, logs and detail",
             Scope::Workloads => "workloads, triage, detail",
             Scope::Nodes => "nodes",
             Scope::Triage => "triage",

@@ -5,6 +5,7 @@
 //! - [`app`]: state and `update(msg) -> effects` (pure).
 //! - [`action`]: the one place that sends commands; read-only and
 //!   confirmation live there.
+//! - [`msg`]: the views, messages and effects every module shares.
 //! - [`keymap`]: keys → intents; [`help`] makes the `?` help from it.
 //! - [`views`]: drawing only; [`fit`] fits their text into columns.
 //! - [`run`]: the terminal, the event loop and the effects (the only I/O);
@@ -17,8 +18,10 @@
 
 pub mod action;
 pub mod app;
+pub mod audit;
 pub mod backend;
 mod derive;
+pub mod detail;
 pub mod editor;
 pub mod filter;
 pub mod fit;
@@ -27,6 +30,7 @@ pub mod help;
 pub mod keymap;
 pub mod logs;
 pub mod model;
+pub mod msg;
 pub mod replay;
 pub mod run;
 pub mod theme;

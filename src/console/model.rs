@@ -7,6 +7,7 @@
 //! [`Recent`]) or, in tests, from the same plain data. It must not do I/O,
 //! read a clock or talk to the engine.
 
+use crate::engine::handle::StateCounts;
 use crate::engine::model::{
     AttemptRecord, AuditRecord, EventRecord, Millis, RETRY_OF, Record, WorkloadId, WorkloadRecord,
     WorkloadState,
@@ -91,12 +92,23 @@ pub struct Model {
     /// Workloads in the journal, as far as this console knows: more than
     /// `workloads` holds when older ones are left for paging.
     pub total: u64,
+    /// Workloads in the journal by state, as the engine counted them at
+    /// the last load and kept current from then on by the changes of
+    /// rows that arrive (`None`: the engine never said; a replay or a
+    /// fixture, whose rows are all held).
+    pub counts: Option<StateCounts>,
+    /// Where the next older page of workloads starts; `None`: nothing
+    /// older is left in the journal that the console does not hold.
+    pub next_page: Option<WorkloadId>,
+    /// Whether a page older than the first load was taken: a reload of
+    /// the newest then leaves the paging cursor where it is.
+    paged: bool,
     /// Operator retries seen: what each retried workload was retried as.
     retries: HashMap<WorkloadId, WorkloadId>,
 }
 
-/// Audit records a console keeps.
-const AUDIT_KEPT: usize = 500;
+/// Audit records a console keeps (the audit view pages older ones in).
+const AUDIT_KEPT: usize = 20_000;
 
 impl Model {
     /// A model from plain data: how tests and benchmarks build one.
@@ -109,7 +121,14 @@ impl Model {
     ) -> Self {
         let mut m = Model::default();
         let total = workloads.len() as u64;
-        m.load_recent(Recent { workloads, attempts, events: Vec::new(), total });
+        m.load_recent(Recent {
+            workloads,
+            attempts,
+            events: Vec::new(),
+            total,
+            counts: None,
+            next_page: None,
+        });
         m.set_status(Arc::new(FleetStatus {
             at,
             fleet,
@@ -133,6 +152,36 @@ impl Model {
     /// applied while the load was on its way may be newer than the load.
     /// Events already held are not added twice.
     pub fn load_recent(&mut self, recent: Recent) {
+        if !self.paged {
+            self.next_page = recent.next_page;
+        }
+        if let Some(c) = recent.counts {
+            self.counts = Some(c);
+        }
+        self.take(recent);
+    }
+
+    /// Takes a page of older workloads ([`EngineHandle::older`]'s answer)
+    /// and where the next one starts.
+    ///
+    /// [`EngineHandle::older`]: crate::engine::handle::EngineHandle::older
+    pub fn load_older(&mut self, page: Recent) {
+        self.paged = true;
+        self.next_page = page.next_page;
+        self.take(page);
+    }
+
+    /// Holds one workload fetched on its own (opened by id), whatever its
+    /// age: the counts already have it.
+    pub fn hold(&mut self, rec: WorkloadRecord, mut attempts: Vec<AttemptRecord>) {
+        if !self.workloads.contains_key(&rec.id) {
+            attempts.sort_by_key(|a| a.id.n);
+            self.insert_row(rec, attempts);
+            self.generation += 1;
+        }
+    }
+
+    fn take(&mut self, recent: Recent) {
         let mut attempts: HashMap<WorkloadId, Vec<AttemptRecord>> = HashMap::new();
         for a in recent.attempts {
             attempts.entry(a.id.workload).or_default().push(a);
@@ -182,7 +231,8 @@ impl Model {
     /// held (the same time, principal, action and target) is not added
     /// twice, the list stays oldest first and keeps the newest
     /// [`AUDIT_KEPT`].
-    pub fn load_audit(&mut self, newest_first: Vec<AuditRecord>) {
+    /// Returns how many records were new.
+    pub fn load_audit(&mut self, newest_first: Vec<AuditRecord>) -> usize {
         type Key = (Millis, String, String, Option<String>);
         let key =
             |a: &AuditRecord| -> Key { (a.at, a.principal.clone(), a.action.clone(), a.target.clone()) };
@@ -193,7 +243,8 @@ impl Model {
                 self.audit.push_back(a);
             }
         }
-        if self.audit.len() > before {
+        let added = self.audit.len() - before;
+        if added > 0 {
             // Loaded records may be older than those the stream brought;
             // the sort is stable, so records of one millisecond keep
             // their order.
@@ -203,6 +254,7 @@ impl Model {
             }
         }
         self.generation += 1;
+        added
     }
 
     /// Workloads that are not final yet (queued, placing, launching,
@@ -218,14 +270,26 @@ impl Model {
                 Record::Workload(w) => {
                     let w = (**w).clone();
                     match self.workloads.get_mut(&w.id) {
-                        Some(row) => row.rec = w,
+                        Some(row) => {
+                            if let Some(c) = self.counts.as_mut().filter(|_| row.rec.state != w.state) {
+                                let old = c.of_mut(row.rec.state);
+                                *old = old.saturating_sub(1);
+                                *c.of_mut(w.state) += 1;
+                            }
+                            row.rec = w;
+                        }
                         None => {
                             // A submission is newer than every workload
                             // held; an older row (an acknowledgement of a
-                            // failure not loaded) is not new to the journal.
+                            // failure not loaded: every live one is held,
+                            // so its state is final and counted) is not
+                            // new to the journal.
                             let newest = self.workloads.keys().next_back().copied();
                             if newest.is_none_or(|n| w.id > n) {
                                 self.total += 1;
+                                if let Some(c) = &mut self.counts {
+                                    *c.of_mut(w.state) += 1;
+                                }
                             }
                             self.insert_row(w, Vec::new());
                         }

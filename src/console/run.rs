@@ -352,7 +352,7 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 fn fetch_recent(engine: &EngineHandle, tx: &mpsc::UnboundedSender<Msg>) {
     let (engine, tx) = (engine.clone(), tx.clone());
     tokio::spawn(async move {
-        match engine.recent(2_000, 2_000).await {
+        match engine.recent(super::app::PAGE, 2_000).await {
             Ok(r) => {
                 let _ = tx.send(Msg::Recent(r));
             }
@@ -379,12 +379,16 @@ fn perform(
         }
         Effect::LoadOlder(before) => {
             tokio::spawn(async move {
-                match engine.older(before, 2_000).await {
-                    Ok(r) => {
-                        let _ = tx2.send(Msg::Recent(r));
-                    }
-                    Err(e) => tracing::warn!(error = %e, "console could not page older workloads"),
+                let r = engine.older(before, super::app::PAGE).await;
+                if let Err(e) = &r {
+                    tracing::warn!(error = %e, "console could not page older workloads");
                 }
+                let _ = tx2.send(Msg::Older(r));
+            });
+        }
+        Effect::FetchWorkload(id) => {
+            tokio::spawn(async move {
+                let _ = tx2.send(Msg::Workload(id, Box::new(engine.workload(id).await)));
             });
         }
         Effect::FetchEvents(id) => {
@@ -402,9 +406,9 @@ fn perform(
                 *tailer = Some(tokio::spawn(tail(engine, a, tx2)));
             }
         }
-        Effect::LoadAudit(limit) => {
+        Effect::LoadAudit(filter) => {
             tokio::spawn(async move {
-                let _ = tx2.send(Msg::Audit(engine.audit(limit).await));
+                let _ = tx2.send(Msg::Audit(engine.audit(filter).await));
             });
         }
         Effect::Copy(text) => copy_osc52(&text),

@@ -207,6 +207,22 @@ pub(crate) fn to_16(r: u8, g: u8, b: u8) -> Color {
     }
 }
 
+impl Theme {
+    /// A workload's state word with a symbol, so it reads without colour.
+    pub fn state_span(&self, s: crate::engine::model::WorkloadState) -> ratatui::text::Span<'static> {
+        use crate::engine::model::WorkloadState as W;
+        let (sym, style) = match s {
+            W::Succeeded => ("✓", self.ok),
+            W::Failed => ("✗", self.bad),
+            W::Cancelled => ("⊘", self.dim),
+            W::Running => ("▶", self.accent),
+            W::Queued => ("…", self.warn),
+            W::Placing | W::Launching => ("↑", self.text),
+        };
+        ratatui::text::Span::styled(format!("{sym} {s}"), style)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,11 +10,11 @@ use super::core::Core;
 use super::metrics::EngineMetrics;
 use super::model::{
     AttemptId, AttemptRecord, AuditRecord, Batch, EventRecord, Millis, NodeIntent, Record, WorkloadId,
-    WorkloadRecord,
+    WorkloadRecord, WorkloadState,
 };
 use crate::fleet::Fleet;
 use crate::health::HealthView;
-use crate::journal::{Journal, JournalError, WorkloadFilter};
+use crate::journal::{AuditFilter, Journal, JournalError, WorkloadFilter};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -77,6 +77,68 @@ pub struct Recent {
     /// Workloads in the journal: more than `workloads` when the load is
     /// partial (the rest are paged on demand).
     pub total: u64,
+    /// Workloads in the journal by state, as the engine counts them when
+    /// it answers (`None`: a page, which does not recount).
+    #[serde(default)]
+    pub counts: Option<StateCounts>,
+    /// Where the next older page starts: the oldest workload of the
+    /// newest (or this) page, below which the journal holds more that this
+    /// load left out. `None`: nothing older is left out.
+    #[serde(default)]
+    pub next_page: Option<WorkloadId>,
+}
+
+/// Workloads by state, counted over the whole journal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateCounts {
+    pub queued: u64,
+    pub placing: u64,
+    pub launching: u64,
+    pub running: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+}
+
+impl StateCounts {
+    /// From `(state, count)` rows ([`Journal::count_by_state`]); a state
+    /// this build does not know is left out.
+    pub fn from_rows(rows: &[(String, u64)]) -> Self {
+        let mut c = StateCounts::default();
+        for (state, n) in rows {
+            if let Ok(s) = state.parse() {
+                *c.of_mut(s) += n;
+            }
+        }
+        c
+    }
+
+    pub fn of(&self, s: WorkloadState) -> u64 {
+        let mut c = *self;
+        *c.of_mut(s)
+    }
+
+    pub fn of_mut(&mut self, s: WorkloadState) -> &mut u64 {
+        match s {
+            WorkloadState::Queued => &mut self.queued,
+            WorkloadState::Placing => &mut self.placing,
+            WorkloadState::Launching => &mut self.launching,
+            WorkloadState::Running => &mut self.running,
+            WorkloadState::Succeeded => &mut self.succeeded,
+            WorkloadState::Failed => &mut self.failed,
+            WorkloadState::Cancelled => &mut self.cancelled,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.queued
+            + self.placing
+            + self.launching
+            + self.running
+            + self.succeeded
+            + self.failed
+            + self.cancelled
+    }
 }
 
 /// Which of an attempt's log streams.
@@ -136,6 +198,9 @@ pub trait Remote: Send + Sync {
     /// Up to `limit` workloads older than `before`, with their attempts.
     async fn older(&self, before: WorkloadId, limit: usize) -> Result<Recent, String>;
     async fn events(&self, id: WorkloadId) -> Result<Vec<EventRecord>, String>;
+    /// One workload with its attempts, whatever its age (`None`: no such
+    /// workload).
+    async fn workload(&self, id: WorkloadId) -> Result<Option<Held>, String>;
     async fn logs(
         &self,
         attempt: AttemptId,
@@ -143,8 +208,12 @@ pub trait Remote: Send + Sync {
         offset: u64,
         max: usize,
     ) -> Result<LogBytes, String>;
-    async fn audit(&self, limit: usize) -> Result<Vec<AuditRecord>, String>;
+    /// Audit records as `filter` selects them, newest first.
+    async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, String>;
 }
+
+/// One workload and its attempts, first to last.
+pub type Held = (WorkloadRecord, Vec<AttemptRecord>);
 
 /// A read of the journal, run between batches; it answers on its own
 /// channel and never fails the engine.
@@ -324,16 +393,16 @@ impl EngineHandle {
         if let Backend::Remote(r) = &self.backend {
             return r.older(before, limit).await;
         }
-        self.read(move |j| {
-            let filter =
-                WorkloadFilter { before: Some(before), limit: Some(limit), ..WorkloadFilter::default() };
-            let workloads = j.workloads(&filter)?;
-            let total = j.count_workloads(&WorkloadFilter::default())?;
-            let ids: Vec<WorkloadId> = workloads.iter().map(|w| w.id).collect();
-            let attempts = j.attempts_of(&ids)?;
-            Ok(Recent { workloads, attempts, events: Vec::new(), total })
-        })
-        .await
+        self.read(move |j| older(j, before, limit)).await
+    }
+
+    /// One workload with its attempts, whatever its age: what a console
+    /// opens when it does not hold the workload.
+    pub async fn workload(&self, id: WorkloadId) -> Result<Option<Held>, String> {
+        if let Backend::Remote(r) = &self.backend {
+            return r.workload(id).await;
+        }
+        self.read(move |j| held(j, id)).await
     }
 
     /// Every event of one workload, oldest first.
@@ -344,12 +413,11 @@ impl EngineHandle {
         self.read(move |j| j.events(id)).await
     }
 
-    /// The newest `limit` audit records, newest first.
-    pub async fn audit(&self, limit: usize) -> Result<Vec<AuditRecord>, String> {
+    /// Audit records as `filter` selects them, newest first.
+    pub async fn audit(&self, filter: AuditFilter) -> Result<Vec<AuditRecord>, String> {
         if let Backend::Remote(r) = &self.backend {
-            return r.audit(limit).await;
+            return r.audit(&filter).await;
         }
-        let filter = crate::journal::AuditFilter { limit: Some(limit), ..Default::default() };
         self.read(move |j| j.audit(&filter)).await
     }
 
@@ -431,6 +499,7 @@ pub fn recent(j: &mut Journal, limit: usize, events: usize) -> Result<Recent, Jo
     use super::model::WorkloadState as S;
     let filter = WorkloadFilter { limit: Some(limit), ..WorkloadFilter::default() };
     let mut workloads = j.workloads(&filter)?;
+    let next_page = workloads.last().map(|w| w.id).filter(|_| workloads.len() >= limit);
     let live = WorkloadFilter {
         states: vec![S::Queued, S::Placing, S::Launching, S::Running],
         ..WorkloadFilter::default()
@@ -449,7 +518,26 @@ pub fn recent(j: &mut Journal, limit: usize, events: usize) -> Result<Recent, Jo
     let last = j.last_event_seq()?;
     let since = last.saturating_sub(i64::try_from(events).unwrap_or(i64::MAX));
     let events = j.events_since(since, events)?.into_iter().map(|(_, e)| e).collect();
-    Ok(Recent { workloads, attempts, events, total })
+    let counts = Some(StateCounts::from_rows(&j.count_by_state()?));
+    Ok(Recent { workloads, attempts, events, total, counts, next_page })
+}
+
+/// Up to `limit` workloads older than `before` with their attempts (no
+/// events): the next page of a console's list.
+pub fn older(j: &mut Journal, before: WorkloadId, limit: usize) -> Result<Recent, JournalError> {
+    let filter = WorkloadFilter { before: Some(before), limit: Some(limit), ..WorkloadFilter::default() };
+    let workloads = j.workloads(&filter)?;
+    let total = j.count_workloads(&WorkloadFilter::default())?;
+    let ids: Vec<WorkloadId> = workloads.iter().map(|w| w.id).collect();
+    let attempts = j.attempts_of(&ids)?;
+    let next_page = workloads.last().map(|w| w.id).filter(|_| workloads.len() >= limit);
+    Ok(Recent { workloads, attempts, events: Vec::new(), total, counts: None, next_page })
+}
+
+/// One workload and its attempts, first to last.
+pub fn held(j: &mut Journal, id: WorkloadId) -> Result<Option<Held>, JournalError> {
+    let Some(w) = j.workload(id)? else { return Ok(None) };
+    Ok(Some((w, j.attempts(id)?)))
 }
 
 /// Up to `max` bytes of a shipped log from `offset`, with the times they

@@ -19,6 +19,16 @@ pub struct AuditFilter {
     pub principal: Option<String>,
     /// At most this many, newest first.
     pub limit: Option<usize>,
+    /// Whose action starts with this, ignoring ASCII case (`cord`:
+    /// cordons).
+    pub action: Option<String>,
+    /// Whose outcome starts with this, ignoring ASCII case (`denied`).
+    pub outcome: Option<String>,
+    /// Whose target starts with this, ignoring ASCII case.
+    pub target: Option<String>,
+    /// At or before this: the cursor of the next older page (records of
+    /// the cursor's millisecond come again; a reader drops those it has).
+    pub until: Option<Millis>,
 }
 
 impl Journal {
@@ -59,15 +69,23 @@ impl Journal {
     pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, JournalError> {
         let err = failed(&self.store, "read the audit trail");
         let limit = filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        // A prefix test without LIKE, whose `%` and `_` a value may hold.
         let mut stmt = self
             .conn
             .prepare_cached(
                 "SELECT at, principal, origin, action, target, outcome, reason FROM audit \
-                 WHERE at >= ?1 AND (?2 IS NULL OR principal = ?2) ORDER BY seq DESC LIMIT ?3",
+                 WHERE at >= ?1 AND at <= ?4 AND (?2 IS NULL OR principal = ?2) \
+                 AND (?5 IS NULL OR lower(substr(action, 1, length(?5))) = lower(?5)) \
+                 AND (?6 IS NULL OR lower(substr(outcome, 1, length(?6))) = lower(?6)) \
+                 AND (?7 IS NULL OR lower(substr(coalesce(target, ''), 1, length(?7))) = lower(?7)) \
+                 ORDER BY seq DESC LIMIT ?3",
             )
             .map_err(&err)?;
         let since = filter.since.map_or(i64::MIN, |m| m.0);
-        stmt.query_map(params![since, filter.principal, limit], |r| {
+        let until = filter.until.map_or(i64::MAX, |m| m.0);
+        let args =
+            params![since, filter.principal, limit, until, filter.action, filter.outcome, filter.target];
+        stmt.query_map(args, |r| {
             Ok(AuditRecord {
                 at: millis(r, 0)?,
                 principal: r.get(1)?,

@@ -744,6 +744,15 @@ pub struct AuditQuery {
     pub since: Option<i64>,
     pub principal: Option<String>,
     pub limit: Option<usize>,
+    /// Actions starting with this (`cordon`), ignoring ASCII case.
+    pub action: Option<String>,
+    /// Outcomes starting with this (`denied`), ignoring ASCII case.
+    pub outcome: Option<String>,
+    /// Targets starting with this (`w-7`, a node's name), ignoring ASCII case.
+    pub target: Option<String>,
+    /// Milliseconds since the epoch: records at or before it, the cursor
+    /// of the next older page.
+    pub until: Option<i64>,
 }
 
 async fn audit(
@@ -754,6 +763,10 @@ async fn audit(
         since: q.since.map(Millis),
         principal: q.principal,
         limit: Some(q.limit.unwrap_or(200).min(10_000)),
+        action: q.action.filter(|s| !s.is_empty()),
+        outcome: q.outcome.filter(|s| !s.is_empty()),
+        target: q.target.filter(|s| !s.is_empty()),
+        until: q.until.map(Millis),
     };
     s.read(move |j| j.audit(&f)).await.map(Json).map_err(|e| ApiError::internal(e.to_string()))
 }

@@ -5,7 +5,8 @@
 //! name, a target, a reason), so each is drawn sanitized. Columns shrink
 //! to fit (names in the middle, prose at its end), FROM only shows from
 //! 100 columns on, and the pane below shows the selected record whole.
-//! Draws only the visible window.
+//! Draws only the visible window. The title says when older records are
+//! left to page in (the end of the list loads them).
 
 use super::{block, marker, window};
 use crate::console::app::{App, AuditLoad, View};
@@ -34,10 +35,14 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     if let Some(flt) = flt {
         title.push_str(&format!(" /{flt}"));
     }
-    if app.audit_load == AuditLoad::Loading {
+    if app.audit.paging() {
+        title.push_str(" loading older…");
+    } else if app.audit.load == AuditLoad::Loading {
         title.push_str(" loading…");
+    } else if app.audit.next_page.is_some() {
+        title.push_str(" (older: G)");
     }
-    if let AuditLoad::Failed(e) = &app.audit_load {
+    if let AuditLoad::Failed(e) = &app.audit.load {
         let mut lines =
             vec![Line::from(Span::styled(format!("✗ cannot load the audit trail: {}", sanitize(e)), t.bad))];
         if app.replay.is_none() {
@@ -48,7 +53,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         return;
     }
     if rows.is_empty() {
-        let why = match (flt, &app.audit_load) {
+        let why = match (flt, &app.audit.load) {
             (Some(_), _) => "no audit record matches the filter (esc clears it)",
             (None, AuditLoad::Loading) => "loading the audit trail…",
             (None, _) => "no audit records yet: submit, cancel, retry, cordon, drain and tokens leave one",

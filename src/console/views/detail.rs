@@ -1,10 +1,11 @@
 //! Workload detail: spec, placement with its score breakdown, why it
 //! waits, the attempt timeline (class, rule, evidence, exit), the events
-//! with retry decisions and their reasons, and artifacts.
+//! with retry decisions and their reasons, and artifacts. Its text comes
+//! from the view's component ([`crate::console::detail`]), which scrolls
+//! it; the title says where the screen is in it (`rows 21-40/260 50%`).
 
-use super::{age, block, state_span};
+use super::block;
 use crate::console::app::App;
-use crate::engine::model::EventKind;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -12,123 +13,32 @@ use ratatui::widgets::{Paragraph, Wrap};
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.config.theme;
-    let Some(w) = app.detail.and_then(|id| app.model.workloads.get(&id)) else {
-        f.render_widget(Paragraph::new("no workload").block(block("detail".into(), t)), area);
+    let d = &app.detail;
+    let (width, height) = detail_area(area);
+    let Some(rows) = d.rows(&app.model, t, app.now, width) else {
+        let text = match (d.id, &d.missing) {
+            (_, Some(why)) => Line::from(Span::styled(why.clone(), t.bad)),
+            (Some(id), None) if d.fetching => Line::from(Span::styled(format!("loading {id}…"), t.dim)),
+            _ => Line::from("no workload"),
+        };
+        let p = Paragraph::new(text).wrap(Wrap { trim: false }).block(block("detail".into(), t));
+        f.render_widget(p, area);
         return;
     };
-    let r = &w.rec;
-    let h = |s: &str| Line::from(Span::styled(s.to_string(), t.header));
-    let mut lines = vec![Line::from(vec![
-        Span::styled(format!("{} {} ", r.id, r.name), t.accent),
-        state_span(r.state, t),
-        Span::raw(format!(
-            "  attempts {}  cost ${:.2} (est ${:.2})  age {}",
-            r.attempts,
-            r.cost_usd,
-            r.est_cost_usd,
-            age(app.now, r.submitted_at)
-        )),
-    ])];
-    if let Some(reason) = &r.reason {
-        let label = if r.state.is_final() { "ended: " } else { "why not running: " };
-        lines.push(Line::from(vec![Span::styled(label, t.warn), Span::raw(reason.clone())]));
-    }
-    lines.push(h("spec"));
-    let s = &r.spec;
-    lines.push(Line::from(format!("  command: {}", s.runtime.command.join(" "))));
-    let gpus = match s.nodes() {
-        1 => s.resources.gpus.to_string(),
-        n => format!("{} × {n} nodes", s.resources.gpus),
-    };
-    lines.push(Line::from(format!(
-        "  gpus: {gpus}  priority: {}  key: {}",
-        r.priority,
-        r.idempotency_key.as_deref().unwrap_or("-")
-    )));
-    if let Some(c) = &s.checkpoint {
-        let every = c.interval.map_or(String::new(), |i| format!(", every {i}"));
-        lines.push(Line::from(format!("  checkpoints: {}{every}", c.path)));
-    }
-    if let Some(a) = w.last_attempt() {
-        lines.push(h("placement"));
-        lines.push(Line::from(format!(
-            "  {} {} {} ({}) ${:.2}/h score {:.1}",
-            a.pool,
-            if a.nodes.is_empty() { "node" } else { "gang" },
-            a.nodes_label(),
-            a.region,
-            a.price_per_hour,
-            a.score
-        )));
-        lines.push(Line::from(Span::styled(format!("  why: {}", a.score_breakdown), t.dim)));
-    }
-    lines.push(h("attempts"));
-    for a in &w.attempts {
-        let class = a.class.map_or(String::new(), |c| format!(" class={c}"));
-        let rule = a.rule.as_deref().map_or(String::new(), |r| format!(" rule={r}"));
-        let exit = a.exit_code.map_or(String::new(), |c| format!(" exit={c}"));
-        lines.push(Line::from(vec![
-            Span::styled(format!("  {} ", a.id), t.accent),
-            Span::raw(format!("{} on {}{exit}", a.state, a.nodes_label())),
-            Span::styled(class, t.bad),
-            Span::styled(rule, t.dim),
-        ]));
-        if let Some(ev) = &a.evidence {
-            lines.push(Line::from(vec![Span::styled("    evidence: ", t.warn), Span::raw(ev.clone())]));
-        }
-        // Checkpoint names are the workload's: shown sanitized.
-        if let Some(c) = &a.checkpoint {
-            let name = |s: &crate::engine::model::SavedCheckpoint| {
-                format!("{} of attempt {}", crate::text::sanitize(&s.name), s.attempt)
-            };
-            let mut said = Vec::new();
-            if let Some(r) = &c.resumed {
-                said.push(format!("resumed from {}", name(r)));
-            }
-            if let Some(s) = c.saved.as_ref().filter(|s| s.attempt == a.id.n) {
-                said.push(format!(
-                    "left {} ({})",
-                    crate::text::sanitize(&s.name),
-                    crate::units::human_bytes(s.bytes)
-                ));
-            }
-            if !said.is_empty() {
-                lines.push(Line::from(vec![
-                    Span::styled("    checkpoint: ", t.dim),
-                    Span::raw(said.join("; ")),
-                ]));
-            }
-        }
-    }
-    lines.push(h("events"));
-    let events: Vec<_> = if app.detail_events.is_empty() {
-        app.model.events.iter().filter(|e| e.workload == r.id).cloned().collect()
+    let top = d.first_row(rows.len(), height);
+    let shown = rows.len().min(top + height) - top;
+    let id = d.id.map(|i| i.to_string()).unwrap_or_default();
+    let title = if rows.len() <= height {
+        format!("detail {id}")
     } else {
-        app.detail_events.clone()
+        let pct = (top + shown) * 100 / rows.len();
+        format!("detail {id} · rows {}-{}/{} {pct}%", top + 1, top + shown, rows.len())
     };
-    for e in &events {
-        let style = match e.kind {
-            EventKind::Retry => t.warn,
-            EventKind::Failed | EventKind::Lost => t.bad,
-            EventKind::Succeeded => t.ok,
-            _ => t.text,
-        };
-        lines.push(Line::from(vec![
-            Span::styled(format!("  {:>4} ", age(app.now, e.at)), t.dim),
-            Span::styled(format!("{:<13} ", e.kind.as_str()), style),
-            Span::raw(e.message.clone()),
-        ]));
-    }
-    let arts: Vec<_> = events.iter().filter(|e| e.kind == EventKind::Outputs).collect();
-    lines.push(h("artifacts"));
-    if arts.is_empty() {
-        lines.push(Line::from(Span::styled("  none collected", t.dim)));
-    }
-    for e in arts {
-        lines.push(Line::from(format!("  {}", e.message)));
-    }
-    f.render_widget(
-        Paragraph::new(lines).wrap(Wrap { trim: false }).block(block(format!("detail {}", r.id), t)),
-        area,
-    );
+    let body: Vec<Line> = rows.into_iter().skip(top).take(height).collect();
+    f.render_widget(Paragraph::new(body).block(block(title, t)), area);
+}
+
+/// The text's width and height inside the pane's border.
+fn detail_area(area: Rect) -> (usize, usize) {
+    (usize::from(area.width.saturating_sub(2)), usize::from(area.height.saturating_sub(2)))
 }

@@ -215,7 +215,7 @@ fn hints(v: View, replay: bool) -> &'static str {
         View::Nodes => "enter workloads  c cordon  u uncordon  d drain  / filter  ? help",
         View::Logs => "/ search  n/N next/prev  e evidence  f follow  w wrap  z time  y copy  esc back",
         View::Editor => "esc then 1-7 views  F8 next problem  ^z/^r undo/redo  ^s submit  ^t template",
-        View::Detail => "l logs  r retry  ^k cancel  y copy id  esc back",
+        View::Detail => "j/k pgup/pgdn g/G scroll  l logs  r retry  ^k cancel  y copy  esc back",
         View::Audit => "enter open target  / filter (outcome=denied)  y copy  ? help  esc back",
         View::Help => "j/k pgup/pgdn scroll  g/G top/bottom  esc close",
         _ => "1-7 views  : command  / filter  ? help  q quit",
@@ -240,15 +240,7 @@ pub(crate) fn block<'a>(title: String, t: &Theme) -> Block<'a> {
 
 /// A state word with a symbol, so it reads without colour.
 pub(crate) fn state_span(s: WorkloadState, t: &Theme) -> Span<'static> {
-    let (sym, style) = match s {
-        WorkloadState::Succeeded => ("✓", t.ok),
-        WorkloadState::Failed => ("✗", t.bad),
-        WorkloadState::Cancelled => ("⊘", t.dim),
-        WorkloadState::Running => ("▶", t.accent),
-        WorkloadState::Queued => ("…", t.warn),
-        WorkloadState::Placing | WorkloadState::Launching => ("↑", t.text),
-    };
-    Span::styled(format!("{sym} {s}"), style)
+    t.state_span(s)
 }
 
 /// `0..1` values as a one-line sparkline.
@@ -259,15 +251,7 @@ pub(crate) fn spark<I: IntoIterator<Item = f64>>(values: I, width: usize) -> Str
     v.iter().map(|x| BARS[((x.clamp(0.0, 1.0) * 7.0).round()) as usize]).collect()
 }
 
-pub(crate) fn age(now: Millis, then: Millis) -> String {
-    let s = now.secs_since(then).max(0.0) as u64;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..86400 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
-}
+pub(crate) use crate::text::age;
 
 /// First visible row so that `sel` is on screen in `height` rows.
 pub(crate) fn window(sel: usize, height: usize) -> usize {

@@ -1,0 +1,161 @@
+//! The console's vocabulary: its views, the messages that reach it and
+//! the effects it asks the run loop for, and the workload table's
+//! columns. Plain data, depending on no other console module but the
+//! logs' and the replay's types, so that the app, the keymap, the help
+//! and each view's component can all use it without importing each other.
+
+use super::logs::LogLine;
+use super::replay::{ReplayCtl, ReplayStatus};
+use crate::engine::command::{Command, CommandResult};
+use crate::engine::handle::{Held, Link};
+use crate::engine::model::{AttemptId, AuditRecord, Batch, EventRecord, Millis, WorkloadId};
+use crate::engine::shell::{FleetStatus, Recent};
+use crate::journal::AuditFilter;
+use ratatui::crossterm::event::KeyEvent;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum View {
+    Overview,
+    Capacity,
+    Nodes,
+    Workloads,
+    Triage,
+    Detail,
+    Logs,
+    Editor,
+    Audit,
+    Help,
+}
+
+impl View {
+    pub fn title(self) -> &'static str {
+        match self {
+            View::Overview => "overview",
+            View::Capacity => "capacity",
+            View::Nodes => "nodes",
+            View::Workloads => "workloads",
+            View::Triage => "triage",
+            View::Detail => "detail",
+            View::Logs => "logs",
+            View::Editor => "editor",
+            View::Audit => "audit",
+            View::Help => "help",
+        }
+    }
+}
+
+/// Everything that can happen to the console.
+#[derive(Debug)]
+pub enum Msg {
+    Key(KeyEvent),
+    Paste(String),
+    Records(Arc<Batch>),
+    Status(Arc<FleetStatus>),
+    Recent(Recent),
+    /// The next older page of workloads ([`Effect::LoadOlder`] answers),
+    /// or why it did not come.
+    Older(Result<Recent, String>),
+    /// One workload the console did not hold ([`Effect::FetchWorkload`]
+    /// answers): `None` when the journal has no such workload.
+    Workload(WorkloadId, Box<Result<Option<Held>, String>>),
+    Events(WorkloadId, Vec<EventRecord>),
+    Log(AttemptId, Vec<LogLine>),
+    Done {
+        what: String,
+        result: CommandResult,
+    },
+    Loaded {
+        path: String,
+        result: Result<String, String>,
+    },
+    Saved {
+        path: String,
+        result: Result<(), String>,
+    },
+    Edited(Result<String, String>),
+    Tick(Millis),
+    Resize(u16, u16),
+    /// The state of the replay this console watches (`canopy sim --watch`).
+    Replay(ReplayStatus),
+    /// Whether the engine can be reached (it changes for a remote engine).
+    Link(Link),
+    /// The audit records [`Effect::LoadAudit`] asked for, newest first,
+    /// or why the engine would not give them (a viewer's token: the
+    /// operator role reads them).
+    Audit(Result<Vec<AuditRecord>, String>),
+}
+
+/// What the run loop should do for the app.
+#[derive(Debug, Clone)]
+pub enum Effect {
+    Command {
+        what: String,
+        cmd: Command,
+        /// The operator's reason, journalled with the command.
+        reason: Option<String>,
+    },
+    FetchEvents(WorkloadId),
+    /// Fetch one workload the console does not hold ([`Msg::Workload`]
+    /// answers).
+    FetchWorkload(WorkloadId),
+    /// Load the page of workloads older than this one ([`Msg::Older`]
+    /// answers).
+    LoadOlder(WorkloadId),
+    /// Start tailing an attempt's logs (`None`: stop).
+    TailLogs(Option<AttemptId>),
+    Copy(String),
+    Load(PathBuf),
+    Save(PathBuf, String),
+    ExternalEditor(String),
+    /// Load the audit records this filter selects ([`Msg::Audit`]
+    /// answers): one page, newest first.
+    LoadAudit(AuditFilter),
+    /// Pause, resume or re-pace the replay.
+    Replay(ReplayCtl),
+    /// Quit; an engine this console started stops with it.
+    Quit,
+    /// Quit, leaving the engine this console started running in the
+    /// background (the operator said so).
+    Detach,
+}
+
+/// Workload table columns, for sorting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
+    Id,
+    Name,
+    State,
+    Attempt,
+    Pool,
+    Gpus,
+    Age,
+    Cost,
+}
+
+pub const COLUMNS: [Column; 8] = [
+    Column::Id,
+    Column::Name,
+    Column::State,
+    Column::Attempt,
+    Column::Pool,
+    Column::Gpus,
+    Column::Age,
+    Column::Cost,
+];
+
+impl Column {
+    pub fn name(self) -> &'static str {
+        match self {
+            Column::Id => "id",
+            Column::Name => "name",
+            Column::State => "state",
+            Column::Attempt => "attempt",
+            Column::Pool => "pool",
+            Column::Gpus => "gpus",
+            Column::Age => "age",
+            Column::Cost => "cost",
+        }
+    }
+}
