@@ -14,7 +14,7 @@ use super::auth::TokenError;
 use super::authz::Route;
 use crate::engine::model::{AuditRecord, Millis};
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Mutex;
 
 /// One audit record per key at most this often.
@@ -65,7 +65,9 @@ impl Refusals {
         let known = bearer.and_then(token_id).and_then(|id| state.tokens.name_of(id).map(|n| (id, n)));
         let (key, principal) = match known {
             Some((id, name)) => (format!("token:{id}"), name),
-            None => (format!("origin:{}", host(addr)), UNAUTHENTICATED.to_string()),
+            // The address without its port: one key per host, however
+            // many connections it opens.
+            None => (format!("origin:{}", addr.ip()), UNAUTHENTICATED.to_string()),
         };
         let refused = Refused {
             principal,
@@ -152,12 +154,6 @@ fn record(r: &Refused, count: u32, now: Millis) -> AuditRecord {
 fn token_id(bearer: &str) -> Option<&str> {
     let (id, _) = bearer.strip_prefix("canopy_")?.split_once('_')?;
     (!id.is_empty() && id.len() <= 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
-}
-
-/// The client's address without its port: one key per host, however many
-/// connections it opens.
-fn host(addr: SocketAddr) -> IpAddr {
-    addr.ip()
 }
 
 #[cfg(test)]

@@ -380,9 +380,6 @@ impl SlurmProvider {
     /// [`lost::lost_end`]); `end` as it was when Slurm's node list cannot
     /// be read or names none of the attempt's nodes down.
     async fn lost_end(&self, token: &str, job: &Job, end: ProviderEnd) -> ProviderEnd {
-        if let Ok(mut noted) = self.noted.lock() {
-            noted.remove(token);
-        }
         let dir = AttemptDir::at(&self.cfg.jobs_dir, token);
         let mut nodes = record::read_nodes(&dir).unwrap_or_default();
         if nodes.is_empty() {
@@ -633,8 +630,12 @@ impl Provider for SlurmProvider {
         let status = self.status_of(token).await?;
         if matches!(status, AttemptStatus::Ended(_) | AttemptStatus::NotFound) {
             // However the attempt ended (lost while still pending, too),
-            // its secret file is not left on the shared file system.
+            // its secret file is not left on the shared file system, and
+            // its node needs no more noting.
             crate::providers::secrets::remove_unread(&self.cfg.jobs_dir, token);
+            if let Ok(mut noted) = self.noted.lock() {
+                noted.remove(token);
+            }
         }
         Ok(status)
     }
