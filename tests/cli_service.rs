@@ -157,6 +157,34 @@ fn state(store: &Path, id: &str) -> String {
     v["workload"]["state"].as_str().unwrap_or("").to_string()
 }
 
+// ── canopy retry: the link both ways ──────────────────────────────────
+
+/// After `canopy retry w-1`, `canopy status w-1` says what retried it and
+/// the retry says what it retries, in text and in JSON, through a real
+/// `canopy serve`, and still after a restart (the link is read from the
+/// journal, not remembered by the process).
+#[test]
+fn status_shows_retried_as_on_the_original_and_retry_of_on_the_retry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, dir) = (tmp.path().join("store"), tmp.path());
+    let server = Server::start(&store, false);
+    let id = submit(&store, &local_spec(dir, "fails", "exit 3"));
+    wait_for(&format!("{id} to fail"), || state(&store, &id) == "failed");
+    ok(&canopy(&store, &["retry", &id], &[]));
+    server.stop();
+    let _server = Server::start(&store, false);
+
+    let v: Value = serde_json::from_str(&ok(&canopy(&store, &["status", &id, "--json"], &[]))).unwrap();
+    let new =
+        v["workload"]["retried_as"].as_str().unwrap_or_else(|| panic!("no retried_as: {v}")).to_string();
+    assert_ne!(new, id);
+    let text = ok(&canopy(&store, &["status", &id], &[]));
+    assert!(text.contains(&format!("retried as {new}")), "{text}");
+    let text = ok(&canopy(&store, &["status", &new], &[]));
+    assert!(text.contains(&format!("retry of {id}")), "{text}");
+    assert!(!text.contains("retried as"), "{text}");
+}
+
 // ── canopy token list ───────────────────────────────────────────────────
 
 /// With tokens in the store the list is a table and a JSON array (it was

@@ -315,6 +315,12 @@ pub fn status(
                 if let Some(r) = &w.reason {
                     outln!("  {}", sanitize(r));
                 }
+                if let Some(old) = w.retry_of() {
+                    outln!("  retry of {old}");
+                }
+                if let Some(new) = w.retried_as {
+                    outln!("  retried as {new} (`canopy status {new}`)");
+                }
                 if let Some(ack) = &w.acknowledged {
                     let why = ack.reason.as_deref().map(|r| format!(": {}", sanitize(r))).unwrap_or_default();
                     outln!("  acknowledged by {}{why}", sanitize(&ack.by));

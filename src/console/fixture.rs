@@ -99,6 +99,7 @@ pub fn model(fleet: Fleet, n: usize) -> Model {
             submitted_by: None,
             acknowledged: None,
             exclusions: None,
+            retried_as: None,
             idempotency_key: None,
             priority: 0,
             state,

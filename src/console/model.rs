@@ -333,7 +333,7 @@ impl Model {
     fn insert_row(&mut self, rec: WorkloadRecord, attempts: Vec<AttemptRecord>) {
         let id = rec.id;
         let retry_of = rec.spec.labels.get(RETRY_OF).and_then(|o| o.parse::<WorkloadId>().ok());
-        let retried_as = self.retries.get(&id).copied();
+        let retried_as = self.retries.get(&id).copied().or(rec.retried_as);
         self.workloads.insert(id, WorkloadRow { rec, attempts, retried_as });
         if let Some(old) = retry_of {
             self.retries.insert(old, id);

@@ -270,6 +270,20 @@ pub struct WorkloadRecord {
     /// from the failed attempts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclusions: Option<Exclusions>,
+    /// The operator's retry of it (`canopy retry`), once there is one.
+    /// Not a column of its own: the retry is found by its idempotency
+    /// key ([`RETRY_OF`]`:w-N`, unique in the journal) whenever the row is
+    /// read, so it holds for rows from before it was shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried_as: Option<WorkloadId>,
+}
+
+impl WorkloadRecord {
+    /// The workload this one is an operator's retry of, from its
+    /// [`RETRY_OF`] label.
+    pub fn retry_of(&self) -> Option<WorkloadId> {
+        self.spec.labels.get(RETRY_OF).and_then(|o| o.parse().ok())
+    }
 }
 
 /// What a workload's earlier failures keep it away from.

@@ -921,6 +921,7 @@ impl Core {
             submitted_by: by,
             acknowledged: None,
             exclusions: None,
+            retried_as: None,
             spec: spec.clone(),
         };
         if let Some(k) = key {
