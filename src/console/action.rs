@@ -12,25 +12,51 @@ use crate::spec::Spec;
 /// Something the operator wants done to the engine.
 #[derive(Debug, Clone)]
 pub enum Op {
-    Submit { spec: Box<Spec>, key: String },
+    Submit {
+        spec: Box<Spec>,
+        key: String,
+    },
     Retry(WorkloadId),
     Cancel(WorkloadId),
     Cordon(String),
     Uncordon(String),
     Drain(String),
+    /// Drain and evict the node's work (stopped, placed again elsewhere).
+    DrainEvict(String),
+    Unquarantine(String),
     Acknowledge(WorkloadId),
+    /// Acknowledge each of these unresolved failures with one reason: one
+    /// question for all, one audited command each. `matching` says which
+    /// filter chose them, for the question.
+    AcknowledgeAll {
+        ids: Vec<WorkloadId>,
+        matching: String,
+    },
 }
 
 impl Op {
     /// Operations that change running work or start new work ask first.
     pub fn destructive(&self) -> bool {
-        matches!(self, Op::Cancel(_) | Op::Cordon(_) | Op::Drain(_) | Op::Retry(_) | Op::Acknowledge(_))
+        !matches!(self, Op::Submit { .. } | Op::Uncordon(_))
     }
 
     /// Operator intent that outlives the moment asks why: the reason is
     /// journalled with it (and, for an acknowledgement, required).
     pub fn asks_reason(&self) -> bool {
-        matches!(self, Op::Cordon(_) | Op::Drain(_) | Op::Acknowledge(_))
+        matches!(
+            self,
+            Op::Cordon(_)
+                | Op::Drain(_)
+                | Op::DrainEvict(_)
+                | Op::Unquarantine(_)
+                | Op::Acknowledge(_)
+                | Op::AcknowledgeAll { .. }
+        )
+    }
+
+    /// Acknowledgements need a reason; the other reasons are optional.
+    pub fn reason_required(&self) -> bool {
+        matches!(self, Op::Acknowledge(_) | Op::AcknowledgeAll { .. })
     }
 
     pub fn describe(&self) -> String {
@@ -41,20 +67,38 @@ impl Op {
             Op::Cordon(n) => format!("cordon {n}"),
             Op::Uncordon(n) => format!("uncordon {n}"),
             Op::Drain(n) => format!("drain {n}"),
+            Op::DrainEvict(n) => format!("drain {n} and evict its work"),
+            Op::Unquarantine(n) => format!("unquarantine {n}"),
             Op::Acknowledge(id) => format!("acknowledge {id}"),
+            Op::AcknowledgeAll { ids, matching } => {
+                let s = if ids.len() == 1 { "" } else { "s" };
+                format!("acknowledge {} unresolved failure{s} matching {matching}", ids.len())
+            }
         }
     }
 
-    fn command(self) -> Command {
-        match self {
+    /// The engine commands it is, each with what the flash line calls it:
+    /// one, but for a bulk acknowledgement (one each).
+    fn commands(self) -> Vec<(String, Command)> {
+        let what = self.describe();
+        let one = match self {
+            Op::AcknowledgeAll { ids, .. } => {
+                return ids
+                    .into_iter()
+                    .map(|id| (Op::Acknowledge(id).describe(), Command::Acknowledge { id }))
+                    .collect();
+            }
             Op::Submit { spec, key } => Command::Submit { spec, idempotency_key: Some(key) },
             Op::Retry(id) => Command::Retry { id },
             Op::Cancel(id) => Command::Cancel { id },
             Op::Cordon(node) => Command::Cordon { node, until: None },
             Op::Uncordon(node) => Command::Uncordon { node },
             Op::Drain(node) => Command::Drain { node, evict: false, grace_s: None },
+            Op::DrainEvict(node) => Command::Drain { node, evict: true, grace_s: None },
+            Op::Unquarantine(node) => Command::Unquarantine { node },
             Op::Acknowledge(id) => Command::Acknowledge { id },
-        }
+        };
+        vec![(what, one)]
     }
 }
 
@@ -77,7 +121,7 @@ impl Confirm {
         match &self.reason {
             None => format!("{}? y/n", self.op.describe()),
             Some(r) => {
-                let required = if matches!(self.op, Op::Acknowledge(_)) { " (required)" } else { "" };
+                let required = if self.op.reason_required() { " (required)" } else { "" };
                 format!(
                     "{} — why?{required} {r}█  (enter: {}, esc: not now)",
                     self.op.describe(),
@@ -90,8 +134,9 @@ impl Confirm {
     fn verb(&self) -> &'static str {
         match self.op {
             Op::Cordon(_) => "cordon",
-            Op::Drain(_) => "drain",
-            Op::Acknowledge(_) => "acknowledge",
+            Op::Drain(_) | Op::DrainEvict(_) => "drain",
+            Op::Unquarantine(_) => "unquarantine",
+            Op::Acknowledge(_) | Op::AcknowledgeAll { .. } => "acknowledge",
             _ => "yes",
         }
     }
@@ -130,7 +175,7 @@ pub fn request(app: &mut impl Asker, op: Op) -> Vec<Effect> {
 /// Answers the pending confirmation.
 pub fn answer(app: &mut impl Asker, yes: bool) -> Vec<Effect> {
     match app.confirm().take() {
-        Some(Confirm { op: op @ Op::Acknowledge(_), reason: Some(r) }) if yes && r.trim().is_empty() => {
+        Some(Confirm { op, reason: Some(r) }) if yes && op.reason_required() && r.trim().is_empty() => {
             *app.confirm() = Some(Confirm { op, reason: Some(r) });
             app.say("an acknowledgement needs a reason: type it, then enter".into(), true);
             Vec::new()
@@ -148,7 +193,9 @@ pub fn answer(app: &mut impl Asker, yes: bool) -> Vec<Effect> {
 }
 
 fn send(app: &mut impl Asker, op: Op, reason: Option<String>) -> Vec<Effect> {
-    let what = op.describe();
-    app.say(format!("{what}…"), false);
-    vec![Effect::Command { what, cmd: op.command(), reason }]
+    app.say(format!("{}…", op.describe()), false);
+    op.commands()
+        .into_iter()
+        .map(|(what, cmd)| Effect::Command { what, cmd, reason: reason.clone() })
+        .collect()
 }

@@ -6,15 +6,16 @@
 //! draw it into a `TestBackend`; the run loop performs its [`Effect`]s.
 
 use super::action::{self, Asker, Confirm, Op};
+use super::component::{Component, Ctx, Outcome};
 use super::editor::Editor;
+use super::events::EventsView;
 use super::keymap::{self, Intent};
-use super::logs::{Logs, Stamps};
+use super::logs::Logs;
 use super::model::Model;
 use super::replay::ReplayStatus;
+use super::spec_view::SpecView;
 use super::theme::Theme;
-use crate::engine::command::CommandResult;
-use crate::engine::handle::Link;
-use crate::engine::model::{AuditRecord, Millis, Record, WorkloadId};
+use crate::engine::model::{AuditRecord, Millis, WorkloadId};
 use crate::text::sanitize;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use std::collections::HashMap;
@@ -26,7 +27,10 @@ pub use super::detail::Detail;
 pub use super::msg::{COLUMNS, Column, Effect, Msg, View};
 
 mod command;
+mod editing;
 mod lists;
+mod ops;
+mod update;
 use lists::{LISTS, Pick};
 
 /// What the input line is for.
@@ -108,6 +112,10 @@ pub struct App {
     /// The detail view: its workload, events and scroll.
     pub detail: Detail,
     pub logs: Option<Logs>,
+    /// The spec view: whose spec, and its scroll.
+    pub spec: SpecView,
+    /// The events view: whose events, and its cursor.
+    pub events: EventsView,
     pub editor: Editor,
     pub input: Option<Input>,
     pub history: Vec<String>,
@@ -133,9 +141,9 @@ pub struct App {
     link_reloads: Option<u64>,
     /// The audit view's loads from the engine.
     pub audit: Audit,
-    /// `:logs` of a workload the console did not hold: opened when it
-    /// arrives.
-    logs_wanted: Option<WorkloadId>,
+    /// `:logs` of a workload the console did not hold (and which
+    /// attempt; `None`: its last): opened when it arrives.
+    logs_wanted: Option<(WorkloadId, Option<u32>)>,
     pub dirty: bool,
     pub quit: bool,
 }
@@ -162,6 +170,8 @@ impl App {
             derive_pending: false,
             detail: Detail::default(),
             logs: None,
+            spec: SpecView::default(),
+            events: EventsView::default(),
             editor: Editor::new(now.0.to_string()),
             input: None,
             history: Vec::new(),
@@ -253,184 +263,6 @@ impl App {
         }
     }
 
-    /// Handles one message.
-    pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
-        self.dirty = true;
-        let fx = match msg {
-            Msg::Key(k) => self.on_key(k),
-            Msg::Paste(s) => {
-                if self.view == View::Editor {
-                    self.editor.paste(&s);
-                    self.refresh_editor();
-                } else if let Some(i) = &mut self.input {
-                    i.text.push_str(s.lines().next().unwrap_or(""));
-                }
-                Vec::new()
-            }
-            Msg::Records(r) => {
-                self.model.apply(&r.records);
-                if let Some(id) = self.detail.id {
-                    self.detail.events.extend(r.records.iter().filter_map(|x| match x {
-                        Record::Event(e) if e.workload == id => Some(e.clone()),
-                        _ => None,
-                    }));
-                }
-                Vec::new()
-            }
-            Msg::Status(s) => {
-                let first = self.model.status.is_none();
-                self.model.set_status(s);
-                if first || self.view == View::Editor {
-                    self.refresh_editor();
-                }
-                Vec::new()
-            }
-            Msg::Recent(r) => {
-                self.model.load_recent(r);
-                Vec::new()
-            }
-            Msg::Older(r) => {
-                self.paging = false;
-                match r {
-                    Ok(page) => {
-                        let n = page.workloads.len();
-                        self.model.load_older(page);
-                        let (held, total) = (self.model.workloads.len(), self.model.total);
-                        self.flash(format!("loaded {n} older workloads: {held} of {total} held"));
-                    }
-                    Err(e) => self.flash_error(format!("cannot load older workloads: {e} (G tries again)")),
-                }
-                Vec::new()
-            }
-            Msg::Workload(id, r) => {
-                self.detail.fetched(id, *r, &mut self.model);
-                let logs = self.logs_wanted.take_if(|w| *w == id);
-                match logs.filter(|id| self.model.workloads.contains_key(id)) {
-                    Some(id) if self.view == View::Detail => self.open_logs(Some(id)),
-                    _ => Vec::new(),
-                }
-            }
-            Msg::Events(id, ev) => {
-                self.detail.take_events(id, ev);
-                Vec::new()
-            }
-            Msg::Log(a, lines) => {
-                let page = self.page();
-                if let Some(l) = self.logs.as_mut().filter(|l| l.attempt == a) {
-                    l.push(lines, page);
-                }
-                Vec::new()
-            }
-            Msg::Done { what, result } => {
-                match result {
-                    CommandResult::Submitted { id, existing: false } => {
-                        self.editor.submitted();
-                        self.flash(format!("{what}: submitted as {id}"));
-                    }
-                    CommandResult::Submitted { id, existing: true } => {
-                        self.flash(format!("{what}: already submitted as {id} (same idempotency key)"))
-                    }
-                    CommandResult::Ok { message } => self.flash(format!("{what}: {message}")),
-                    CommandResult::Error { message, .. } => self.flash_error(format!("{what}: {message}")),
-                }
-                Vec::new()
-            }
-            Msg::Loaded { path, result } => {
-                match result {
-                    Ok(text) => {
-                        self.editor.set_text(&text);
-                        self.editor.path = Some(path.clone());
-                        self.refresh_editor();
-                        self.go(View::Editor);
-                        self.flash(format!("loaded {path}"));
-                    }
-                    Err(e) => self.flash_error(format!("cannot load {path}: {e}")),
-                }
-                Vec::new()
-            }
-            Msg::Saved { path, result } => {
-                match result {
-                    Ok(()) => {
-                        self.editor.path = Some(path.clone());
-                        self.flash(format!("saved {path}"));
-                    }
-                    Err(e) => self.flash_error(format!("cannot save {path}: {e}")),
-                }
-                Vec::new()
-            }
-            Msg::Edited(r) => {
-                match r {
-                    Ok(text) => {
-                        self.editor.set_text(&text);
-                        self.refresh_editor();
-                    }
-                    Err(e) => self.flash_error(format!("$EDITOR: {e}")),
-                }
-                Vec::new()
-            }
-            Msg::Tick(now) => {
-                let was_stale = self.stale();
-                self.now = now;
-                // Ages and staleness change with time; redraw only then.
-                self.dirty = was_stale != self.stale()
-                    || self.derive_pending
-                    || self.replay.is_some()
-                    || matches!(self.view, View::Workloads | View::Overview);
-                Vec::new()
-            }
-            Msg::Replay(r) => {
-                if let Some(end) = r.ended.filter(|_| self.replay.as_ref().is_none_or(|o| o.ended.is_none()))
-                {
-                    self.flash(format!(
-                        "replay finished at sim {}: the data stays until you quit (q)",
-                        sim_time(end, true)
-                    ));
-                }
-                self.replay = Some(r);
-                Vec::new()
-            }
-            Msg::Resize(w, h) => {
-                self.size = (w, h);
-                Vec::new()
-            }
-            Msg::Link(link) => match link {
-                Link::Down { since, error } => {
-                    if self.link_down.is_none() {
-                        self.link_down = Some(since);
-                        self.flash_error(format!("lost the engine: {error}; reconnecting"));
-                    }
-                    Vec::new()
-                }
-                Link::Up { reloads } => {
-                    if self.link_down.take().is_some() {
-                        self.flash("reconnected to the engine".into());
-                    }
-                    // A reconnection or a resync: what the audit view
-                    // loaded may have missed records, so load it again.
-                    let changed = self.link_reloads.replace(reloads).is_some_and(|r| r != reloads);
-                    if changed { self.reload_audit() } else { Vec::new() }
-                }
-            },
-            Msg::Audit(result) => {
-                let filter = self.filter(View::Audit).to_string();
-                self.audit.answered(result, &mut self.model, &filter)
-            }
-        };
-        let mut fx = fx;
-        if self.replay.is_none() {
-            // A filter whose engine part changed asks the engine.
-            let filter = self.filter(View::Audit).to_string();
-            fx.extend(self.audit.filter_changed(&filter));
-        }
-        self.refresh();
-        fx
-    }
-
-    fn refresh_editor(&mut self) {
-        let s = self.model.status.clone();
-        self.editor.refresh(s.as_ref().map(|s| &s.fleet), s.as_ref().map(|s| &s.health));
-    }
-
     fn on_key(&mut self, k: KeyEvent) -> Vec<Effect> {
         if k.kind == ratatui::crossterm::event::KeyEventKind::Release {
             return Vec::new();
@@ -507,12 +339,26 @@ impl App {
         }
     }
 
+    /// The view's component first (its own keys), then the app's.
     fn on_intent(&mut self, intent: Intent) -> Vec<Effect> {
-        if self.view == View::Detail {
-            let size = self.detail_size();
-            if self.detail.on_intent(intent, &self.model, &self.config.theme, self.now, size) {
+        match self.component_intent(intent) {
+            Outcome::Ignored => {}
+            Outcome::Done => return Vec::new(),
+            Outcome::Say(text, error) => {
+                self.flash = Some((text, error));
                 return Vec::new();
             }
+            Outcome::Effects(fx) => return fx,
+            Outcome::Edit { text, note } => {
+                self.edit_copy(&text, note);
+                return Vec::new();
+            }
+            Outcome::Describe(id) => return self.describe(id),
+        }
+        if self.view == View::Editor
+            && let Some(fx) = self.editor_intent(intent)
+        {
+            return fx;
         }
         let page = if self.view == View::Help { super::help::area(self.size).1 } else { self.page() };
         match intent {
@@ -571,7 +417,7 @@ impl App {
                 self.faults_only = !self.faults_only;
                 self.flash(format!("faults only {}", if self.faults_only { "on" } else { "off" }));
             }
-            Intent::Logs => return self.open_logs(self.current_workload()),
+            Intent::Logs => return self.open_logs(self.current_workload(), None),
             Intent::Retry => return self.op_on_workload(Op::Retry),
             Intent::Acknowledge => return self.op_on_workload(Op::Acknowledge),
             Intent::GoNode => self.go_to_node(),
@@ -580,66 +426,27 @@ impl App {
             Intent::Uncordon => return self.op_on_node(Op::Uncordon),
             Intent::Drain => return self.op_on_node(Op::Drain),
             Intent::Copy => return self.copy(),
-            Intent::Follow => {
-                if let Some(l) = &mut self.logs {
-                    l.follow = !l.follow;
-                    if l.follow {
-                        l.bottom(page);
-                    }
-                }
-            }
-            Intent::Wrap => {
-                if let Some(l) = &mut self.logs {
-                    l.wrap = !l.wrap;
-                }
-            }
-            Intent::Timestamps => {
-                if let Some(l) = &mut self.logs {
-                    l.stamps = match l.stamps {
-                        Stamps::Off => Stamps::Local,
-                        Stamps::Local => Stamps::Utc,
-                        Stamps::Utc => Stamps::Off,
-                    };
-                }
-            }
-            Intent::NextMatch | Intent::PrevMatch => {
-                if let Some(l) = &mut self.logs
-                    && !l.find(intent == Intent::NextMatch, page)
-                {
-                    self.flash_error("no match".into());
-                }
-            }
-            Intent::Evidence => {
-                if let Some(l) = &mut self.logs
-                    && !l.jump_evidence(page)
-                {
-                    self.flash_error("no evidence line in these logs".into());
-                }
-            }
-            Intent::Submit => return self.submit(),
-            Intent::NextTemplate => {
-                let name = self.editor.next_template();
-                self.refresh_editor();
-                self.flash(format!("template {name}"));
-            }
-            Intent::ExternalEditor => return vec![Effect::ExternalEditor(self.editor.contents())],
-            Intent::Undo | Intent::Redo => {
-                let undo = intent == Intent::Undo;
-                let done = if undo { self.editor.undo() } else { self.editor.redo() };
-                if done {
-                    self.refresh_editor();
-                } else {
-                    self.flash(format!("nothing to {}", if undo { "undo" } else { "redo" }));
-                }
-            }
-            Intent::NextProblem => {
-                let total = self.editor.problems.len();
-                let found = self.editor.next_problem().and_then(|n| {
-                    let p = self.editor.problems.get(n - 1)?;
-                    Some((format!("problem {n} of {total} at {}:{}: {}", p.line, p.col, p.message), p.error))
-                });
-                self.flash = Some(found.unwrap_or_else(|| ("no problems to go to".into(), false)));
-            }
+            Intent::Spec => return self.open_spec(self.current_workload()),
+            Intent::Events => return self.open_events(self.current_workload()),
+            Intent::AcknowledgeAll => return self.acknowledge_all(),
+            Intent::Unquarantine => return self.op_on_node(Op::Unquarantine),
+            Intent::DrainEvict => return self.op_on_node(Op::DrainEvict),
+            // The views' own: reached only where their view is not shown.
+            Intent::Follow
+            | Intent::Wrap
+            | Intent::Timestamps
+            | Intent::NextMatch
+            | Intent::PrevMatch
+            | Intent::Evidence
+            | Intent::PrevAttempt
+            | Intent::NextAttempt
+            | Intent::EditSpec
+            | Intent::Submit
+            | Intent::NextTemplate
+            | Intent::ExternalEditor
+            | Intent::Undo
+            | Intent::Redo
+            | Intent::NextProblem => {}
             Intent::Replay(ctl) => {
                 if self.replay.is_none() {
                     self.flash_error("not a replay: space, + and - pace `canopy sim --watch`".into());
@@ -649,6 +456,35 @@ impl App {
             }
         }
         Vec::new()
+    }
+
+    /// Hands the intent to the current view's component, with what it
+    /// may read.
+    fn component_intent(&mut self, intent: Intent) -> Outcome {
+        let filter = self.filter_text.get(&self.view).map_or("", String::as_str);
+        let ctx = Ctx {
+            model: &self.model,
+            theme: &self.config.theme,
+            now: self.now,
+            body: (
+                usize::from(self.size.0.saturating_sub(2)),
+                usize::from(self.size.1.saturating_sub(4)).max(1),
+            ),
+            page: usize::from(self.size.1.saturating_sub(6)).max(1),
+            filter,
+            replay: self.replay.is_some(),
+        };
+        let component: &mut dyn Component = match self.view {
+            View::Detail => &mut self.detail,
+            View::Spec => &mut self.spec,
+            View::Events => &mut self.events,
+            View::Logs => match &mut self.logs {
+                Some(l) => l,
+                None => return Outcome::Ignored,
+            },
+            _ => return Outcome::Ignored,
+        };
+        component.on_intent(intent, &ctx)
     }
 
     /// Down the list; at the end of the workloads (or the audit records)
@@ -678,13 +514,6 @@ impl App {
     }
 
     fn move_by(&mut self, by: isize) {
-        if self.view == View::Logs {
-            let page = self.page();
-            if let Some(l) = &mut self.logs {
-                l.scroll(by.clamp(-(1 << 30), 1 << 30), page);
-            }
-            return;
-        }
         if self.view == View::Help {
             let (w, h) = super::help::area(self.size);
             let last = super::help::rows(self.replay.is_some(), w).len().saturating_sub(h);
@@ -746,76 +575,9 @@ impl App {
         }
     }
 
-    /// Entering the audit view loads the engine's newest records the
-    /// first time (and again after a failed load); from then on they
-    /// arrive live, and older ones page in. A replay has no audit trail.
-    fn enter_audit(&mut self) -> Vec<Effect> {
-        if self.replay.is_some() {
-            self.audit.load =
-                AuditLoad::Failed("a replay has no audit trail: the simulator records none".into());
-            return Vec::new();
-        }
-        let filter = self.filter(View::Audit).to_string();
-        self.audit.enter(&filter)
-    }
-
-    /// Loads the audit trail again if the audit view loaded it (or tried):
-    /// after a reconnection, or when this console fell behind the
-    /// engine's updates and may have missed records.
-    pub fn reload_audit(&mut self) -> Vec<Effect> {
-        if self.replay.is_some() {
-            return Vec::new();
-        }
-        let filter = self.filter(View::Audit).to_string();
-        self.audit.reload(&filter)
-    }
-
     /// The audit record under the cursor.
     pub fn current_audit(&self) -> Option<&AuditRecord> {
         self.derived.audit.get(self.sel(View::Audit))
-    }
-
-    /// Opens a workload's detail; one the console does not hold is
-    /// fetched from the engine.
-    fn describe(&mut self, id: WorkloadId) -> Vec<Effect> {
-        let fx = self.detail.open(id, &self.model);
-        self.go(View::Detail);
-        fx
-    }
-
-    fn open_logs(&mut self, id: Option<WorkloadId>) -> Vec<Effect> {
-        if let Some(id) = id.filter(|id| !self.model.workloads.contains_key(id)) {
-            // Older than what the console holds: its logs open once the
-            // engine sends it (its detail says why, if it cannot).
-            self.logs_wanted = Some(id);
-            return self.describe(id);
-        }
-        let Some(w) = id.and_then(|id| self.model.workloads.get(&id)) else {
-            self.flash_error("no workload selected".into());
-            return Vec::new();
-        };
-        let Some(a) = w.last_attempt() else {
-            self.flash_error(format!("{} has not run yet: no logs", w.rec.id));
-            return Vec::new();
-        };
-        let (attempt, evidence) = (a.id, a.evidence.clone());
-        if self.detail.id != Some(w.rec.id) {
-            self.detail = Detail { id: Some(w.rec.id), ..Detail::default() };
-        }
-        let mut logs = Logs::new(attempt, evidence.clone());
-        if self.replay.is_some() {
-            // The simulator runs nothing, so there is nothing to tail.
-            logs.note = Some(match evidence.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
-                Some(e) => format!("no logs in a replay: the simulator writes none. Its evidence line: {e}"),
-                None => "no logs in a replay: the simulator writes none.".into(),
-            });
-            self.logs = Some(logs);
-            self.go(View::Logs);
-            return Vec::new();
-        }
-        self.logs = Some(logs);
-        self.go(View::Logs);
-        vec![Effect::TailLogs(Some(attempt))]
     }
 
     /// Opens the overview's selected "broken first" line: a provider's
@@ -861,41 +623,6 @@ impl App {
             None => 0,
         };
         self.select(view, row);
-    }
-
-    fn op_on_workload(&mut self, f: fn(WorkloadId) -> Op) -> Vec<Effect> {
-        match self.current_workload() {
-            Some(id) => action::request(self, f(id)),
-            None => {
-                self.flash_error("no workload selected".into());
-                Vec::new()
-            }
-        }
-    }
-
-    fn op_on_node(&mut self, f: fn(String) -> Op) -> Vec<Effect> {
-        match self.current_node() {
-            Some(n) => action::request(self, f(n)),
-            None => {
-                self.flash_error("no node selected".into());
-                Vec::new()
-            }
-        }
-    }
-
-    fn submit(&mut self) -> Vec<Effect> {
-        self.refresh_editor();
-        match self.editor.spec.clone() {
-            Some(spec) => {
-                let key = self.editor.key.clone();
-                action::request(self, Op::Submit { spec: Box::new(spec), key })
-            }
-            None => {
-                self.editor.jump_to_problem();
-                self.flash_error("fix the errors first (cursor moved to the first one)".into());
-                Vec::new()
-            }
-        }
     }
 
     fn copy(&mut self) -> Vec<Effect> {

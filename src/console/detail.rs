@@ -7,6 +7,7 @@
 //! scrolling knows how many rows there are: j/k, PgUp/PgDn, g/G and
 //! Home/End move through all of it, as in `less`. Pure: no I/O, no clock.
 
+use super::component::{self, Component, Ctx, Outcome};
 use super::keymap::Intent;
 use super::model::Model;
 use super::msg::Effect;
@@ -71,38 +72,10 @@ impl Detail {
         }
     }
 
-    /// The view's own keys: scrolling by a row (j/k, ↑/↓), a screenful
-    /// (PgUp/PgDn, ctrl-u/ctrl-d) or to either end (g/G, Home/End), over
-    /// its text on a screen of `size` (columns, rows). Whether it was one.
-    pub fn on_intent(
-        &mut self,
-        intent: Intent,
-        model: &Model,
-        t: &Theme,
-        now: Millis,
-        size: (usize, usize),
-    ) -> bool {
-        let (width, height) = size;
-        let page = height as isize;
-        let by = match intent {
-            Intent::Up => -1,
-            Intent::Down => 1,
-            Intent::PageUp => -page,
-            Intent::PageDown => page,
-            Intent::Top => isize::MIN / 2,
-            Intent::Bottom => isize::MAX / 2,
-            _ => return false,
-        };
-        let rows = self.rows(model, t, now, width).map_or(0, |r| r.len());
-        self.scroll(by, rows, height);
-        true
-    }
-
     /// Moves the first row shown by `by`, within `rows` rows of text on a
     /// screen of `height` rows.
     pub fn scroll(&mut self, by: isize, rows: usize, height: usize) {
-        let last = rows.saturating_sub(height);
-        self.top = (self.top.min(last) as isize).saturating_add(by).clamp(0, last as isize) as usize;
+        self.top = component::scroll(self.top, by, rows, height);
     }
 
     /// The first row shown on a screen of `height` rows (within the text).
@@ -133,6 +106,20 @@ impl Detail {
                 age(now, r.submitted_at)
             )),
         ])];
+        // The operator's retries, both ways.
+        if let Some(old) = r.retry_of() {
+            lines.push(Line::from(vec![
+                Span::styled("retry of ", t.dim),
+                Span::styled(old.to_string(), t.accent),
+            ]));
+        }
+        if let Some(new) = w.retried_as {
+            lines.push(Line::from(vec![
+                Span::styled("retried as ", t.warn),
+                Span::styled(new.to_string(), t.accent),
+                Span::styled(format!("  (:describe {new})"), t.dim),
+            ]));
+        }
         if let Some(reason) = &r.reason {
             let label = if r.state.is_final() { "ended: " } else { "why not running: " };
             lines.push(Line::from(vec![
@@ -239,9 +226,22 @@ impl Detail {
     }
 }
 
+impl Component for Detail {
+    /// The view's own keys: scrolling by a row (j/k, ↑/↓), a screenful
+    /// (PgUp/PgDn, ctrl-u/ctrl-d) or to either end (g/G, Home/End), over
+    /// its text; `v` its spec and `E` its events are the app's.
+    fn on_intent(&mut self, intent: Intent, ctx: &Ctx<'_>) -> Outcome {
+        let (width, height) = ctx.body;
+        let Some(by) = component::step(intent, height) else { return Outcome::Ignored };
+        let rows = self.rows(ctx.model, ctx.theme, ctx.now, width).map_or(0, |r| r.len());
+        self.scroll(by, rows, height);
+        Outcome::Done
+    }
+}
+
 /// One line as rows of at most `width` columns, cut between characters
 /// (as `less` does), each piece keeping its span's style.
-fn wrap(line: Line<'static>, width: usize) -> Vec<Line<'static>> {
+pub fn wrap(line: Line<'static>, width: usize) -> Vec<Line<'static>> {
     let width = width.max(1);
     let mut rows: Vec<Line<'static>> = Vec::new();
     let mut row: Vec<Span<'static>> = Vec::new();

@@ -54,6 +54,23 @@ pub enum Intent {
     NextProblem,
     /// Pace a replay (`canopy sim --watch`).
     Replay(ReplayCtl),
+    /// Logs: the workload's previous / next attempt.
+    PrevAttempt,
+    NextAttempt,
+    /// The workload's spec as submitted (TOML).
+    Spec,
+    /// The workload's events (the engine's).
+    Events,
+    /// Spec view: a copy of the spec into the editor, to edit and submit
+    /// as a new workload.
+    EditSpec,
+    /// Acknowledge every unresolved failure the view's filter shows (one
+    /// question, one reason).
+    AcknowledgeAll,
+    /// Nodes: end the node's quarantine before its cool-down does.
+    Unquarantine,
+    /// Nodes: drain and evict the work on it (placed again elsewhere).
+    DrainEvict,
 }
 
 /// Where a binding applies.
@@ -69,6 +86,8 @@ pub enum Scope {
     Detail,
     Logs,
     Editor,
+    Spec,
+    Events,
     /// Everywhere but the editor and help, in a replay (`canopy sim --watch`).
     Replay,
     /// The `?` help itself (only these keys work there).
@@ -87,6 +106,8 @@ impl Scope {
             Scope::Detail => matches!(view, Detail),
             Scope::Logs => matches!(view, Logs),
             Scope::Editor => matches!(view, Editor),
+            Scope::Spec => matches!(view, Spec),
+            Scope::Events => matches!(view, Events),
         }
     }
     pub fn title(self) -> &'static str {
@@ -99,6 +120,8 @@ impl Scope {
             Scope::Detail => "detail",
             Scope::Logs => "logs",
             Scope::Editor => "editor",
+            Scope::Spec => "spec",
+            Scope::Events => "events",
             Scope::Replay => "replay (canopy sim --watch)",
             Scope::Help => "this help",
         }
@@ -214,6 +237,36 @@ pub const BINDINGS: &[Binding] = &[
     Binding { keys: &[K::Char('n')], intent: I::NextMatch, scope: S::Logs, help: "next match" },
     Binding { keys: &[K::Char('N')], intent: I::PrevMatch, scope: S::Logs, help: "previous match" },
     Binding { keys: &[K::Char('e')], intent: I::Evidence, scope: S::Logs, help: "jump to the evidence line" },
+    Binding {
+        keys: &[K::Char('[')],
+        intent: I::PrevAttempt,
+        scope: S::Logs,
+        help: "the previous attempt's logs",
+    },
+    Binding {
+        keys: &[K::Char(']')],
+        intent: I::NextAttempt,
+        scope: S::Logs,
+        help: "the next attempt's logs",
+    },
+    Binding {
+        keys: &[K::Char('e')],
+        intent: I::EditSpec,
+        scope: S::Spec,
+        help: "edit a copy in the editor and submit it as a new workload",
+    },
+    Binding {
+        keys: &[K::Char('U')],
+        intent: I::Unquarantine,
+        scope: S::Nodes,
+        help: "end the node's quarantine (asks)",
+    },
+    Binding {
+        keys: &[K::Char('D')],
+        intent: I::DrainEvict,
+        scope: S::Nodes,
+        help: "drain the node and evict its work, placed again elsewhere (asks)",
+    },
     Binding { keys: &[K::Char('c')], intent: I::Cordon, scope: S::Nodes, help: "cordon the node (asks)" },
     Binding { keys: &[K::Char('u')], intent: I::Uncordon, scope: S::Nodes, help: "uncordon the node" },
     Binding { keys: &[K::Char('d')], intent: I::Drain, scope: S::Nodes, help: "drain the node (asks)" },
@@ -253,6 +306,19 @@ pub const BINDINGS: &[Binding] = &[
         scope: S::Workloads,
         help: "acknowledge a failure, with a reason (it leaves triage)",
     },
+    Binding {
+        keys: &[K::Char('A')],
+        intent: I::AcknowledgeAll,
+        scope: S::Workloads,
+        help: "acknowledge every unresolved failure the filter shows (asks once, with the count)",
+    },
+    Binding {
+        keys: &[K::Char('v')],
+        intent: I::Spec,
+        scope: S::Workloads,
+        help: "its spec as submitted (TOML)",
+    },
+    Binding { keys: &[K::Char('E')], intent: I::Events, scope: S::Workloads, help: "its events" },
     Binding {
         keys: &[K::Ctrl('k')],
         intent: I::Cancel,
@@ -349,8 +415,19 @@ pub fn dispatch(view: View, key: &KeyEvent) -> Option<Intent> {
 
 /// Help lines, grouped by scope, generated from the table.
 pub fn help_lines() -> Vec<(Scope, String, &'static str)> {
-    let order =
-        [S::Global, S::Replay, S::List, S::Workloads, S::Nodes, S::Triage, S::Logs, S::Editor, S::Help];
+    let order = [
+        S::Global,
+        S::Replay,
+        S::List,
+        S::Workloads,
+        S::Nodes,
+        S::Triage,
+        S::Logs,
+        S::Spec,
+        S::Events,
+        S::Editor,
+        S::Help,
+    ];
     let mut out = Vec::new();
     for scope in order {
         for b in BINDINGS.iter().filter(|b| b.scope == scope) {
@@ -397,14 +474,18 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("new", "a new spec: :new for a blank one, :new TEMPLATE for an example"),
     ("open", "load a spec file into the editor: :open PATH"),
     ("save", "save the editor's spec: :save PATH"),
-    ("logs", "logs of a workload: :logs w-17"),
+    ("logs", "logs of a workload's last attempt, or of one: :logs w-17, :logs w-17.1"),
     ("describe", "workload detail: :describe w-17"),
+    ("spec", "a workload's spec as submitted (e edits a copy): :spec w-17"),
+    ("events", "the engine's events: :events for all recent, :events w-17 for one workload"),
     ("cordon", "cordon a node: :cordon NODE"),
     ("uncordon", "uncordon a node: :uncordon NODE"),
-    ("drain", "drain a node: :drain NODE"),
+    ("drain", "drain a node: :drain NODE, or evict its work: :drain NODE --evict"),
+    ("unquarantine", "end a node's quarantine: :unquarantine NODE"),
     ("cancel", "cancel a workload: :cancel w-17"),
     ("retry", "retry a finished workload: :retry w-17"),
     ("ack", "acknowledge a failure, with a reason: :ack w-17"),
+    ("ack-all", "acknowledge every unresolved failure the view's filter shows, with one reason"),
     ("faults", "faults only on/off"),
     ("sort", "sort workloads: :sort COLUMN"),
     ("quit", "quit"),

@@ -3,22 +3,16 @@
 //! evidence line. Pure; the tailer that reads `<home>/logs` lives in
 //! [`super::run`].
 
+use super::component::{self, Component, Ctx, Outcome};
+use super::keymap::Intent;
+use super::msg::Effect;
+pub use super::msg::LogLine;
 use crate::engine::handle::LogBytes;
 use crate::engine::model::{AttemptId, Millis};
 use regex::Regex;
 
 /// Lines kept per attempt; older ones are dropped.
 pub const MAX_LINES: usize = 200_000;
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct LogLine {
-    /// When it was written, as the engine knows it (when it first read
-    /// the line from the provider); for a log shipped before the engine
-    /// kept times, when the console read it.
-    pub at: Millis,
-    pub stderr: bool,
-    pub text: String,
-}
 
 /// Off, local time, UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +139,88 @@ impl Logs {
             }
             None => false,
         }
+    }
+}
+
+impl Logs {
+    /// The logs of `attempt` of a workload `model` holds, at its evidence
+    /// line when it has one; in a replay, a note that there are none.
+    pub fn of(attempt: &crate::engine::model::AttemptRecord, replay: bool) -> Self {
+        let evidence = attempt.evidence.clone();
+        let mut logs = Logs::new(attempt.id, evidence.clone());
+        if replay {
+            // The simulator runs nothing, so there is nothing to tail.
+            logs.note = Some(match evidence.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
+                Some(e) => format!("no logs in a replay: the simulator writes none. Its evidence line: {e}"),
+                None => "no logs in a replay: the simulator writes none.".into(),
+            });
+        }
+        logs
+    }
+
+    /// Switches to the workload's attempt `by` before (negative) or after
+    /// this one; what to say when there is none.
+    fn switch(&mut self, by: i64, ctx: &Ctx<'_>) -> Outcome {
+        let id = self.attempt.workload;
+        let Some(w) = ctx.model.workloads.get(&id) else {
+            return Outcome::Say(format!("{id} is not held: its attempts are unknown"), true);
+        };
+        let at = w.attempts.iter().position(|a| a.id == self.attempt);
+        let want = at.and_then(|i| i.checked_add_signed(by as isize));
+        let Some(a) = want.and_then(|i| w.attempts.get(i)) else {
+            let which = if by < 0 { "first" } else { "last" };
+            return Outcome::Say(
+                format!("{} is {id}'s {which} attempt (of {})", self.attempt, w.attempts.len()),
+                false,
+            );
+        };
+        *self = Logs::of(a, ctx.replay);
+        if ctx.replay {
+            return Outcome::Done;
+        }
+        Outcome::Effects(vec![Effect::TailLogs(Some(a.id))])
+    }
+}
+
+impl Component for Logs {
+    /// Scrolling, follow, wrap, timestamps, search hits, the evidence
+    /// line, and `[` / `]` for the workload's previous / next attempt.
+    fn on_intent(&mut self, intent: Intent, ctx: &Ctx<'_>) -> Outcome {
+        let page = ctx.page;
+        if let Some(by) = component::step(intent, page) {
+            self.scroll(by.clamp(-(1 << 30), 1 << 30), page);
+            return Outcome::Done;
+        }
+        match intent {
+            Intent::Follow => {
+                self.follow = !self.follow;
+                if self.follow {
+                    self.bottom(page);
+                }
+            }
+            Intent::Wrap => self.wrap = !self.wrap,
+            Intent::Timestamps => {
+                self.stamps = match self.stamps {
+                    Stamps::Off => Stamps::Local,
+                    Stamps::Local => Stamps::Utc,
+                    Stamps::Utc => Stamps::Off,
+                }
+            }
+            Intent::NextMatch | Intent::PrevMatch => {
+                if !self.find(intent == Intent::NextMatch, page) {
+                    return Outcome::Say("no match".into(), true);
+                }
+            }
+            Intent::Evidence => {
+                if !self.jump_evidence(page) {
+                    return Outcome::Say("no evidence line in these logs".into(), true);
+                }
+            }
+            Intent::PrevAttempt => return self.switch(-1, ctx),
+            Intent::NextAttempt => return self.switch(1, ctx),
+            _ => return Outcome::Ignored,
+        }
+        Outcome::Done
     }
 }
 

@@ -2,7 +2,9 @@
 //! views of it, driven by keys.
 //!
 //! - [`model`]: the read model, built only from engine updates.
-//! - [`app`]: state and `update(msg) -> effects` (pure).
+//! - [`app`]: state and `update(msg) -> effects` (pure); each view with
+//!   state and keys of its own has a [`component`] ([`detail`], [`logs`],
+//!   [`spec_view`], [`events`]), which the app hands its keys first.
 //! - [`action`]: the one place that sends commands; read-only and
 //!   confirmation live there.
 //! - [`msg`]: the views, messages and effects every module shares.
@@ -20,9 +22,11 @@ pub mod action;
 pub mod app;
 pub mod audit;
 pub mod backend;
+pub mod component;
 mod derive;
 pub mod detail;
 pub mod editor;
+pub mod events;
 pub mod filter;
 pub mod fit;
 pub mod fixture;
@@ -33,6 +37,7 @@ pub mod model;
 pub mod msg;
 pub mod replay;
 pub mod run;
+pub mod spec_view;
 pub mod theme;
 pub mod views;
 

@@ -1,10 +1,9 @@
 //! The console's vocabulary: its views, the messages that reach it and
 //! the effects it asks the run loop for, and the workload table's
-//! columns. Plain data, depending on no other console module but the
-//! logs' and the replay's types, so that the app, the keymap, the help
+//! columns, and a log line. Plain data, depending on no other console
+//! module but the replay's types, so that the app, the keymap, the help
 //! and each view's component can all use it without importing each other.
 
-use super::logs::LogLine;
 use super::replay::{ReplayCtl, ReplayStatus};
 use crate::engine::command::{Command, CommandResult};
 use crate::engine::handle::{Held, Link};
@@ -14,6 +13,16 @@ use crate::journal::AuditFilter;
 use ratatui::crossterm::event::KeyEvent;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogLine {
+    /// When it was written, as the engine knows it (when it first read
+    /// the line from the provider); for a log shipped before the engine
+    /// kept times, when the console read it.
+    pub at: Millis,
+    pub stderr: bool,
+    pub text: String,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum View {
@@ -26,6 +35,10 @@ pub enum View {
     Logs,
     Editor,
     Audit,
+    /// A workload's spec as submitted, as TOML (`v`, `:spec`).
+    Spec,
+    /// The engine's events: one workload's or all recent (`E`, `:events`).
+    Events,
     Help,
 }
 
@@ -41,6 +54,8 @@ impl View {
             View::Logs => "logs",
             View::Editor => "editor",
             View::Audit => "audit",
+            View::Spec => "spec",
+            View::Events => "events",
             View::Help => "help",
         }
     }

@@ -20,7 +20,7 @@
 //! I/O is [`convert_file`] reading the one file.
 
 mod dstack;
-mod emit;
+pub mod emit;
 mod gpu_names;
 mod skypilot;
 mod values;

@@ -158,14 +158,35 @@ impl App {
                     Vec::new()
                 }
             },
-            "cordon" | "uncordon" | "drain" if arg.is_empty() => need_arg(self, "a node name"),
+            "cordon" | "uncordon" | "drain" | "unquarantine" if arg.is_empty() => {
+                need_arg(self, "a node name")
+            }
             "cordon" => action::request(self, Op::Cordon(arg)),
             "uncordon" => action::request(self, Op::Uncordon(arg)),
-            "drain" => action::request(self, Op::Drain(arg)),
-            "logs" | "describe" | "cancel" | "retry" | "ack" => match id() {
+            "unquarantine" => action::request(self, Op::Unquarantine(arg)),
+            "drain" => {
+                let evict = arg.split_whitespace().any(|w| w == "--evict");
+                let node: Vec<&str> = arg.split_whitespace().filter(|w| *w != "--evict").collect();
+                match (node.as_slice(), evict) {
+                    ([node], false) => action::request(self, Op::Drain(node.to_string())),
+                    ([node], true) => action::request(self, Op::DrainEvict(node.to_string())),
+                    _ => need_arg(self, "one node name (and --evict to stop its work)"),
+                }
+            }
+            "ack-all" => self.acknowledge_all(),
+            "events" if arg.is_empty() => self.open_events(None),
+            "logs" => match parse_attempt(&arg) {
+                Ok((id, n)) => self.open_logs(Some(id), n),
+                Err(e) => {
+                    self.flash_error(e);
+                    Vec::new()
+                }
+            },
+            "describe" | "cancel" | "retry" | "ack" | "spec" | "events" => match id() {
                 Ok(id) => match verb {
-                    "logs" => self.open_logs(Some(id)),
                     "describe" => self.describe(id),
+                    "spec" => self.open_spec(Some(id)),
+                    "events" => self.open_events(Some(id)),
                     "cancel" => action::request(self, Op::Cancel(id)),
                     "ack" => action::request(self, Op::Acknowledge(id)),
                     _ => action::request(self, Op::Retry(id)),
@@ -195,7 +216,7 @@ fn complete(text: &str, app: &App) -> (String, Vec<String>) {
         }
         Some((verb, arg)) => {
             let names: Vec<String> = match verb {
-                "cordon" | "uncordon" | "drain" => app
+                "cordon" | "uncordon" | "drain" | "unquarantine" => app
                     .model
                     .fleet()
                     .map(|f| f.nodes.iter().map(|n| n.name.clone()).collect())
@@ -214,6 +235,21 @@ fn complete(text: &str, app: &App) -> (String, Vec<String>) {
     }
 }
 
+/// `w-7` (its last attempt) or `w-7.1` (attempt 1).
+fn parse_attempt(arg: &str) -> Result<(WorkloadId, Option<u32>), String> {
+    match arg.rsplit_once('.') {
+        Some((id, n)) => {
+            let n = n
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("{arg:?}: attempts are numbered from 1, as in w-7.1"))?;
+            Ok((id.parse()?, Some(n)))
+        }
+        None => Ok((arg.parse()?, None)),
+    }
+}
+
 fn common_prefix(words: &[&str]) -> String {
     let first = words[0];
     let mut n = first.len();
@@ -225,6 +261,15 @@ fn common_prefix(words: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn attempts_parse() {
+        use crate::engine::model::WorkloadId;
+        assert_eq!(super::parse_attempt("w-7.1"), Ok((WorkloadId(7), Some(1))));
+        assert_eq!(super::parse_attempt("w-7"), Ok((WorkloadId(7), None)));
+        assert!(super::parse_attempt("w-7.0").is_err());
+        assert!(super::parse_attempt("w-7.x").is_err());
+    }
+
     #[test]
     fn common_prefix() {
         assert_eq!(super::common_prefix(&["cordon", "cost"]), "co");

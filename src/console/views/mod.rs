@@ -6,10 +6,12 @@ mod audit;
 mod capacity;
 mod detail;
 mod editor;
+mod events;
 mod help;
 mod logs;
 mod nodes;
 mod overview;
+mod spec;
 mod triage;
 mod workloads;
 
@@ -52,6 +54,8 @@ pub fn draw(f: &mut Frame, app: &App) {
         View::Logs => logs::draw(f, app, body),
         View::Editor => editor::draw(f, app, body),
         View::Audit => audit::draw(f, app, body),
+        View::Spec => spec::draw(f, app, body),
+        View::Events => events::draw(f, app, body),
         View::Help => help::draw(f, app, body),
     }
     footer(f, app, bottom);
@@ -103,8 +107,9 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
 fn tabs(app: &App, narrow: bool, t: &Theme) -> Vec<Span<'static>> {
     let mut spans = vec![Span::styled(if narrow { "canopy" } else { "canopy " }, t.header)];
     for (v, label) in TABS {
-        let current =
-            v == app.view || (v == View::Workloads && matches!(app.view, View::Detail | View::Logs));
+        let current = v == app.view
+            || (v == View::Workloads
+                && matches!(app.view, View::Detail | View::Logs | View::Spec | View::Events));
         if current {
             if narrow {
                 spans.push(Span::raw(" "));
@@ -211,11 +216,15 @@ fn hints(v: View, replay: bool) -> &'static str {
         View::Workloads => {
             "enter detail  l logs  / filter  F faults  s sort  r retry  ^k cancel  : cmd  ? help"
         }
-        View::Triage => "enter detail  l logs@evidence  / filter  r retry  c cordon  d drain  ? help",
-        View::Nodes => "enter workloads  c cordon  u uncordon  d drain  / filter  ? help",
-        View::Logs => "/ search  n/N next/prev  e evidence  f follow  w wrap  z time  y copy  esc back",
+        View::Triage => {
+            "enter detail  l logs@evidence  / filter  a ack  A ack all  r retry  c cordon  ? help"
+        }
+        View::Nodes => "enter workloads  c cordon  u uncordon  d drain  D evict  U unquarantine  ? help",
+        View::Logs => "[/] attempt  / search  n/N match  e evidence  f follow  w wrap  z time  esc back",
         View::Editor => "esc then 1-7 views  F8 next problem  ^z/^r undo/redo  ^s submit  ^t template",
-        View::Detail => "j/k pgup/pgdn g/G scroll  l logs  r retry  ^k cancel  y copy  esc back",
+        View::Detail => "j/k g/G scroll  l logs  v spec  E events  r retry  ^k cancel  y copy  esc back",
+        View::Spec => "j/k pgup/pgdn g/G scroll  e edit a copy and submit  y copy id  esc back",
+        View::Events => "j/k select  enter its workload  / filter (kind=retry w-17 text)  esc back",
         View::Audit => "enter open target  / filter (outcome=denied)  y copy  ? help  esc back",
         View::Help => "j/k pgup/pgdn scroll  g/G top/bottom  esc close",
         _ => "1-7 views  : command  / filter  ? help  q quit",

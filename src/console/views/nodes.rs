@@ -1,5 +1,6 @@
 //! Nodes: health score with its history, state (ready, cordoned, draining,
-//! quarantined, down), recent failure classes, GPUs in use and what runs
+//! quarantined, down), its infrastructure faults (FAILURES) apart from
+//! what else ended work there (OTHER), GPUs in use and what runs
 //! there; under the table, who holds the selected node and why. Names and
 //! pools that do not fit are shortened in the middle (nodes differ at
 //! their end); the history goes before they shrink past comfortable.
@@ -9,6 +10,7 @@ use super::{block, constraints, marker, spark, window};
 use crate::console::app::{App, View};
 use crate::console::fit::{self, Col, distinct};
 use crate::fleet::NodeState;
+use crate::health::tracker::is_node_fault;
 use crate::text::sanitize;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -58,6 +60,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         health: f64,
         gpus: String,
         classes: String,
+        other: String,
         running: String,
     }
     let visible: Vec<(usize, &crate::fleet::Node, Cells)> = ids
@@ -74,16 +77,27 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 (_, NodeState::Down) => ("✗ down".to_string(), t.bad),
                 (_, s) => (format!("‖ {s}"), t.warn),
             };
-            let classes =
-                app.model.node_classes.get(&n.name).map_or(String::new(), |q| {
-                    q.iter().rev().map(|c| c.as_str()).collect::<Vec<_>>().join(",")
-                });
+            // FAILURES: the node's own infrastructure faults (node, comm,
+            // io), as the engine's health keeps them (24 h, newest first);
+            // OTHER: what else ended work there (the workloads' own
+            // errors, the provider's), which says nothing against it.
+            let classes = status.health.faults.get(&n.name).map_or(String::new(), |q| {
+                q.iter().rev().take(5).map(|f| f.class.as_str()).collect::<Vec<_>>().join(",")
+            });
+            let other = app.model.node_classes.get(&n.name).map_or(String::new(), |q| {
+                q.iter()
+                    .rev()
+                    .filter(|c| !is_node_fault(**c))
+                    .map(|c| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            });
             let running = app.derived.by_node.get(&n.name).map_or(String::new(), |w| {
                 let names: Vec<String> = w.iter().take(3).map(|id| id.to_string()).collect();
                 if w.len() > 3 { format!("{} +{}", names.join(" "), w.len() - 3) } else { names.join(" ") }
             });
             let gpus = format!("{}/{}", n.canopy_gpus, fleet.pool(n.pool).shape.gpus_per_node);
-            (i, n, Cells { state, health: h.score, gpus, classes, running })
+            (i, n, Cells { state, health: h.score, gpus, classes, other, running })
         })
         .collect();
     let widest =
@@ -99,6 +113,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Col::fixed(8).optional(),
         Col::fixed(widest(&|c| &c.gpus).max(3)),
         Col::shrink(widest(&|c| &c.classes).max(8), 8, 4),
+        Col::shrink(widest(&|c| &c.other).max(5), 5, 3).optional(),
         Col::shrink(widest(&|c| &c.running).max(7), 7, 4).slack(),
     ];
     let w = fit::widths(&cols, usize::from(area.width.saturating_sub(2)), 1);
@@ -117,14 +132,15 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             Cell::from(Span::styled(format!("{:.2}", c.health), if c.health < 0.5 { t.bad } else { t.text })),
             Cell::from(hist),
             Cell::from(c.gpus),
-            Cell::from(fit::end(&c.classes, w[7]).into_owned()),
-            Cell::from(fit::end(&c.running, w[8]).into_owned()),
+            Cell::from(Span::styled(fit::end(&c.classes, w[7]).into_owned(), t.bad)),
+            Cell::from(Span::styled(fit::end(&c.other, w[8]).into_owned(), t.dim)),
+            Cell::from(fit::end(&c.running, w[9]).into_owned()),
         ];
         let r = Row::new(fit::shown(cells, &w));
         if i == sel { r.style(t.selected) } else { r }
     });
     let header: Vec<String> =
-        ["", "NODE", "POOL", "STATE", "HEALTH", "HISTORY", "GPU", "FAILURES", "RUNNING"]
+        ["", "NODE", "POOL", "STATE", "HEALTH", "HISTORY", "GPU", "FAILURES", "OTHER", "RUNNING"]
             .iter()
             .zip(&w)
             .map(|(h, w)| fit::end(h, *w).into_owned())
