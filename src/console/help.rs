@@ -9,7 +9,7 @@ use super::keymap::{self, COMMANDS, OTHER_KEYS, Scope};
 use super::msg::COLUMNS;
 
 /// Columns the keys take, with their indent.
-pub const KEYS_W: usize = 14;
+pub const KEYS_W: usize = 16;
 
 /// One screen row of the help.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -104,6 +104,7 @@ impl App {
             View::Workloads => self.derived.workloads.get(self.sel(View::Workloads)).copied(),
             View::Triage => self.derived.faults.get(self.sel(View::Triage)).copied(),
             View::Detail | View::Logs => self.detail.id,
+            View::Spec => self.spec.id,
             _ => None,
         }
     }

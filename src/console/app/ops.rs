@@ -104,8 +104,9 @@ impl App {
     }
 
     /// Opens the events view: one workload's (fetched from the engine) or
-    /// all recent ones.
+    /// all recent ones, unfiltered.
     pub(super) fn open_events(&mut self, scope: Option<WorkloadId>) -> Vec<Effect> {
+        self.filter_text.remove(&View::Events);
         let fx = self.events.open(scope);
         self.go(View::Events);
         fx

@@ -216,9 +216,7 @@ fn hints(v: View, replay: bool) -> &'static str {
         View::Workloads => {
             "enter detail  l logs  / filter  F faults  s sort  r retry  ^k cancel  : cmd  ? help"
         }
-        View::Triage => {
-            "enter detail  l logs@evidence  / filter  a ack  A ack all  r retry  c cordon  ? help"
-        }
+        View::Triage => "enter detail  l logs@evidence  / filter  a/A ack one/all  r retry  ? help",
         View::Nodes => "enter workloads  c cordon  u uncordon  d drain  D evict  U unquarantine  ? help",
         View::Logs => "[/] attempt  / search  n/N match  e evidence  f follow  w wrap  z time  esc back",
         View::Editor => "esc then 1-7 views  F8 next problem  ^z/^r undo/redo  ^s submit  ^t template",

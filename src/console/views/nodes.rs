@@ -103,7 +103,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let widest =
         |f: &dyn Fn(&Cells) -> &str| visible.iter().map(|(_, _, c)| fit::width(f(c))).max().unwrap_or(0);
     let names = &app.derived.node_widths;
-    let cols = [
+    let mut cols = vec![
         Col::fixed(1),
         Col::shrink(names.name.max(4), 20, 10),
         Col::shrink(names.pool.max(4), 12, 6),
@@ -116,7 +116,15 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Col::shrink(widest(&|c| &c.other).max(5), 5, 3).optional(),
         Col::shrink(widest(&|c| &c.running).max(7), 7, 4).slack(),
     ];
-    let w = fit::widths(&cols, usize::from(area.width.saturating_sub(2)), 1);
+    // OTHER only takes room when a node shown has something in it.
+    let other = visible.iter().any(|(_, _, c)| !c.other.is_empty());
+    if !other {
+        cols.remove(8);
+    }
+    let mut w = fit::widths(&cols, usize::from(area.width.saturating_sub(2)), 1);
+    if !other {
+        w.insert(8, 0);
+    }
     // Names on screen stay told apart from each other.
     let labels: Vec<String> = visible.iter().map(|(_, n, _)| fleet.pool_label(n.pool)).collect();
     let shown_names: Vec<&str> = visible.iter().map(|(_, n, _)| n.name.as_str()).collect();
