@@ -3,177 +3,29 @@
 
 use super::{App, sim_time};
 use crate::console::msg::{Effect, Msg, View};
+use crate::console::replay::ReplayStatus;
 use crate::engine::command::CommandResult;
-use crate::engine::handle::Link;
-use crate::engine::model::Record;
+use crate::engine::handle::{Held, Link};
+use crate::engine::model::{Batch, Millis, Record, WorkloadId};
+use crate::engine::shell::Recent;
 
 impl App {
     /// Handles one message.
     pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
         self.dirty = true;
-        let fx = match msg {
+        let mut fx = match msg {
             Msg::Key(k) => self.on_key(k),
-            Msg::Paste(s) => {
-                if self.view == View::Editor {
-                    self.editor.paste(&s);
-                    self.refresh_editor();
-                } else if let Some(i) = &mut self.input {
-                    i.text.push_str(s.lines().next().unwrap_or(""));
-                }
-                Vec::new()
-            }
-            Msg::Records(r) => {
-                self.model.apply(&r.records);
-                self.events.records(&r.records);
-                if let Some(id) = self.detail.id {
-                    self.detail.events.extend(r.records.iter().filter_map(|x| match x {
-                        Record::Event(e) if e.workload == id => Some(e.clone()),
-                        _ => None,
-                    }));
-                }
-                Vec::new()
-            }
-            Msg::Status(s) => {
-                let first = self.model.status.is_none();
-                self.model.set_status(s);
-                if first || self.view == View::Editor {
-                    self.refresh_editor();
-                }
-                Vec::new()
-            }
-            Msg::Recent(r) => {
-                self.model.load_recent(r);
-                Vec::new()
-            }
-            Msg::Older(r) => {
-                self.paging = false;
-                match r {
-                    Ok(page) => {
-                        let n = page.workloads.len();
-                        self.model.load_older(page);
-                        let (held, total) = (self.model.workloads.len(), self.model.total);
-                        self.flash(format!("loaded {n} older workloads: {held} of {total} held"));
-                    }
-                    Err(e) => self.flash_error(format!("cannot load older workloads: {e} (G tries again)")),
-                }
-                Vec::new()
-            }
-            Msg::Workload(id, r) => {
-                self.detail.fetched(id, *r, &mut self.model);
-                let logs = self.logs_wanted.take_if(|(w, _)| *w == id);
-                match logs.filter(|(id, _)| self.model.workloads.contains_key(id)) {
-                    Some((id, n)) if self.view == View::Detail => self.open_logs(Some(id), n),
-                    _ => Vec::new(),
-                }
-            }
-            Msg::Events(id, ev) => {
-                self.events.take(id, &ev);
-                self.detail.take_events(id, ev);
-                Vec::new()
-            }
-            Msg::Log(a, lines) => {
-                let page = self.page();
-                if let Some(l) = self.logs.as_mut().filter(|l| l.attempt == a) {
-                    l.push(lines, page);
-                }
-                Vec::new()
-            }
-            Msg::Done { what, result } => {
-                match result {
-                    CommandResult::Submitted { id, existing: false } => {
-                        self.editor.submitted();
-                        self.flash(format!("{what}: submitted as {id}"));
-                    }
-                    CommandResult::Submitted { id, existing: true } => {
-                        self.flash(format!("{what}: already submitted as {id} (same idempotency key)"))
-                    }
-                    CommandResult::Ok { message } => self.flash(format!("{what}: {message}")),
-                    CommandResult::Error { message, .. } => self.flash_error(format!("{what}: {message}")),
-                }
-                Vec::new()
-            }
-            Msg::Loaded { path, result } => {
-                match result {
-                    Ok(text) => {
-                        self.editor.set_text(&text);
-                        self.editor.path = Some(path.clone());
-                        self.refresh_editor();
-                        self.go(View::Editor);
-                        self.flash(format!("loaded {path}"));
-                    }
-                    Err(e) => self.flash_error(format!("cannot load {path}: {e}")),
-                }
-                Vec::new()
-            }
-            Msg::Saved { path, result } => {
-                match result {
-                    Ok(()) => {
-                        self.editor.path = Some(path.clone());
-                        self.flash(format!("saved {path}"));
-                    }
-                    Err(e) => self.flash_error(format!("cannot save {path}: {e}")),
-                }
-                Vec::new()
-            }
-            Msg::Edited(r) => {
-                match r {
-                    Ok(text) => {
-                        self.editor.set_text(&text);
-                        self.refresh_editor();
-                    }
-                    Err(e) => self.flash_error(format!("$EDITOR: {e}")),
-                }
-                Vec::new()
-            }
-            Msg::Tick(now) => {
-                let was_stale = self.stale();
-                self.now = now;
-                // Ages and staleness change with time; redraw only then.
-                self.dirty = was_stale != self.stale()
-                    || self.derive_pending
-                    || self.replay.is_some()
-                    || matches!(self.view, View::Workloads | View::Overview);
-                Vec::new()
-            }
-            Msg::Replay(r) => {
-                if let Some(end) = r.ended.filter(|_| self.replay.as_ref().is_none_or(|o| o.ended.is_none()))
-                {
-                    self.flash(format!(
-                        "replay finished at sim {}: the data stays until you quit (q)",
-                        sim_time(end, true)
-                    ));
-                }
-                self.replay = Some(r);
-                Vec::new()
-            }
-            Msg::Resize(w, h) => {
-                self.size = (w, h);
-                Vec::new()
-            }
-            Msg::Link(link) => match link {
-                Link::Down { since, error } => {
-                    if self.link_down.is_none() {
-                        self.link_down = Some(since);
-                        self.flash_error(format!("lost the engine: {error}; reconnecting"));
-                    }
-                    Vec::new()
-                }
-                Link::Up { reloads } => {
-                    if self.link_down.take().is_some() {
-                        self.flash("reconnected to the engine".into());
-                    }
-                    // A reconnection or a resync: what the audit view
-                    // loaded may have missed records, so load it again.
-                    let changed = self.link_reloads.replace(reloads).is_some_and(|r| r != reloads);
-                    if changed { self.reload_audit() } else { Vec::new() }
-                }
-            },
+            Msg::Workload(id, r) => self.workload(id, *r),
+            Msg::Link(link) => self.linked(link),
             Msg::Audit(result) => {
                 let filter = self.filter(View::Audit).to_string();
                 self.audit.answered(result, &mut self.model, &filter)
             }
+            other => {
+                self.take(other);
+                Vec::new()
+            }
         };
-        let mut fx = fx;
         if self.replay.is_none() {
             // A filter whose engine part changed asks the engine.
             let filter = self.filter(View::Audit).to_string();
@@ -181,5 +33,161 @@ impl App {
         }
         self.refresh();
         fx
+    }
+
+    /// The messages that ask nothing of the run loop.
+    fn take(&mut self, msg: Msg) {
+        match msg {
+            Msg::Paste(s) => self.paste(&s),
+            Msg::Records(r) => self.records(&r),
+            Msg::Status(s) => {
+                let first = self.model.status.is_none();
+                self.model.set_status(s);
+                if first || self.view == View::Editor {
+                    self.refresh_editor();
+                }
+            }
+            Msg::Recent(r) => self.model.load_recent(r),
+            Msg::Older(r) => self.older(r),
+            Msg::Events(id, ev) => {
+                self.events.take(id, &ev);
+                self.detail.take_events(id, ev);
+            }
+            Msg::Log(a, lines) => {
+                let page = self.page();
+                if let Some(l) = self.logs.as_mut().filter(|l| l.attempt == a) {
+                    l.push(lines, page);
+                }
+            }
+            Msg::Done { what, result } => self.done(what, result),
+            Msg::Loaded { path, result } => self.loaded(path, result),
+            Msg::Saved { path, result: Ok(()) } => {
+                self.flash(format!("saved {path}"));
+                self.editor.path = Some(path);
+            }
+            Msg::Saved { path, result: Err(e) } => self.flash_error(format!("cannot save {path}: {e}")),
+            Msg::Edited(Ok(text)) => {
+                self.editor.set_text(&text);
+                self.refresh_editor();
+            }
+            Msg::Edited(Err(e)) => self.flash_error(format!("$EDITOR: {e}")),
+            Msg::Tick(now) => self.tick(now),
+            Msg::Replay(r) => self.replayed(r),
+            Msg::Resize(w, h) => self.size = (w, h),
+            // `update` handles those that may ask for effects.
+            Msg::Key(_) | Msg::Workload(..) | Msg::Link(_) | Msg::Audit(_) => {}
+        }
+    }
+
+    fn paste(&mut self, s: &str) {
+        if self.view == View::Editor {
+            self.editor.paste(&s);
+            self.refresh_editor();
+        } else if let Some(i) = &mut self.input {
+            i.text.push_str(s.lines().next().unwrap_or(""));
+        }
+    }
+
+    fn records(&mut self, r: &Batch) {
+        self.model.apply(&r.records);
+        self.events.records(&r.records);
+        if let Some(id) = self.detail.id {
+            self.detail.events.extend(r.records.iter().filter_map(|x| match x {
+                Record::Event(e) if e.workload == id => Some(e.clone()),
+                _ => None,
+            }));
+        }
+    }
+
+    fn older(&mut self, r: Result<Recent, String>) {
+        self.paging = false;
+        match r {
+            Ok(page) => {
+                let n = page.workloads.len();
+                self.model.load_older(page);
+                let (held, total) = (self.model.workloads.len(), self.model.total);
+                self.flash(format!("loaded {n} older workloads: {held} of {total} held"));
+            }
+            Err(e) => self.flash_error(format!("cannot load older workloads: {e} (G tries again)")),
+        }
+    }
+
+    /// A workload the console asked for (`:describe`, `:logs`, `:spec`).
+    fn workload(&mut self, id: WorkloadId, r: Result<Option<Held>, String>) -> Vec<Effect> {
+        self.detail.fetched(id, r, &mut self.model);
+        let logs = self.logs_wanted.take_if(|(w, _)| *w == id);
+        match logs.filter(|(id, _)| self.model.workloads.contains_key(id)) {
+            Some((id, n)) if self.view == View::Detail => self.open_logs(Some(id), n),
+            _ => Vec::new(),
+        }
+    }
+
+    fn done(&mut self, what: String, result: CommandResult) {
+        match result {
+            CommandResult::Submitted { id, existing: false } => {
+                self.editor.submitted();
+                self.flash(format!("{what}: submitted as {id}"));
+            }
+            CommandResult::Submitted { id, existing: true } => {
+                self.flash(format!("{what}: already submitted as {id} (same idempotency key)"))
+            }
+            CommandResult::Ok { message } => self.flash(format!("{what}: {message}")),
+            CommandResult::Error { message, .. } => self.flash_error(format!("{what}: {message}")),
+        }
+    }
+
+    fn loaded(&mut self, path: String, result: Result<String, String>) {
+        match result {
+            Ok(text) => {
+                self.editor.set_text(&text);
+                self.editor.path = Some(path.clone());
+                self.refresh_editor();
+                self.go(View::Editor);
+                self.flash(format!("loaded {path}"));
+            }
+            Err(e) => self.flash_error(format!("cannot load {path}: {e}")),
+        }
+    }
+
+    fn tick(&mut self, now: Millis) {
+        let was_stale = self.stale();
+        self.now = now;
+        // Ages and staleness change with time; redraw only then.
+        self.dirty = was_stale != self.stale()
+            || self.derive_pending
+            || self.replay.is_some()
+            || matches!(self.view, View::Workloads | View::Overview | View::Events);
+    }
+
+    fn replayed(&mut self, r: ReplayStatus) {
+        if let Some(end) = r.ended.filter(|_| self.replay.as_ref().is_none_or(|o| o.ended.is_none())) {
+            self.flash(format!(
+                "replay finished at sim {}: the data stays until you quit (q)",
+                sim_time(end, true)
+            ));
+        }
+        self.replay = Some(r);
+    }
+
+    /// The engine's link went down or came back.
+    fn linked(&mut self, link: Link) -> Vec<Effect> {
+        match link {
+            Link::Down { since, error } => {
+                if self.link_down.is_none() {
+                    self.link_down = Some(since);
+                    self.flash_error(format!("lost the engine: {error}; reconnecting"));
+                }
+                Vec::new()
+            }
+            Link::Up { reloads } => {
+                if self.link_down.take().is_some() {
+                    self.flash("reconnected to the engine".into());
+                }
+                // A reconnection or a resync: what the audit view
+                // loaded may have missed records, so load it again.
+                let changed = self.link_reloads.replace(reloads).is_some_and(|r| r != reloads);
+                if changed { self.reload_audit() } else { Vec::new() }
+            }
+        }
     }
 }
