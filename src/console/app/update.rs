@@ -81,7 +81,7 @@ impl App {
 
     fn paste(&mut self, s: &str) {
         if self.view == View::Editor {
-            self.editor.paste(&s);
+            self.editor.paste(s);
             self.refresh_editor();
         } else if let Some(i) = &mut self.input {
             i.text.push_str(s.lines().next().unwrap_or(""));
