@@ -544,3 +544,83 @@ fn the_3am_path_survives_a_restart() {
     });
     assert!(status.contains("queued"), "the cordoned node took new work: {status}");
 }
+
+/// The on-call extras on the real binary (#23 item 11): a failure
+/// retried from the console says "retried as" on the original; an
+/// earlier attempt's logs open by id; the spec view's copy is edited and
+/// submitted as a new workload; the events view shows the retry; and one
+/// bulk acknowledgement with one reason empties triage.
+#[test]
+fn the_on_call_extras_end_to_end() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path();
+    let fail = root.join("fail.toml");
+    std::fs::write(
+        &fail,
+        "name = \"breaks\"\n[runtime]\ncommand = [\"sh\", \"-c\", \"echo 'ValueError: bad config' >&2; exit 3\"]\n\
+         [resources]\ngpus = 0\ncpu_cores = 0.1\nmemory_gb = 0.1\n[constraints]\nproviders = [\"local\"]\n",
+    )
+    .unwrap();
+    let Some(s) = Session::start("canopy-oncall", &console_cmd(root)) else { return };
+    s.wait_for("broken first");
+    s.text(&format!(":open {}", fail.display()));
+    s.keys(&["Enter"]);
+    s.wait_for("breaks");
+    s.keys(&["C-s"]);
+    s.wait_for("submitted as w-1");
+    s.keys(&["Escape"]);
+    s.keys(&["5"]);
+    s.wait_for("ValueError: bad config");
+
+    // Retry it; the original says what retried it.
+    s.text(":retry w-1");
+    s.keys(&["Enter"]);
+    s.wait_for("retry w-1? y/n");
+    s.keys(&["y"]);
+    s.wait_for("submitted as w-2");
+    s.text(":describe w-1");
+    s.keys(&["Enter"]);
+    s.wait_for("retried as w-2");
+    s.text(":logs w-1.1");
+    s.keys(&["Enter"]);
+    s.wait_for("logs w-1.1");
+    s.wait_for("ValueError: bad config");
+    s.keys(&["Escape"]);
+
+    // The retry's spec, a copy edited and submitted as a new workload.
+    s.text(":describe w-2");
+    s.keys(&["Enter"]);
+    s.wait_for("retry of w-1");
+    s.keys(&["v"]);
+    s.wait_for("spec w-2 (as submitted)");
+    s.keys(&["e"]);
+    s.wait_for("editing a copy of w-2's spec");
+    s.keys(&["C-s"]);
+    s.wait_for("submitted as w-3");
+    s.keys(&["Escape"]);
+
+    // The events view has the retry.
+    s.text(":events");
+    s.keys(&["Enter"]);
+    s.wait_for("retried as w-2");
+
+    // w-2 and w-3 fail too: one question, one reason, both acknowledged.
+    s.keys(&["5"]);
+    wait_until("w-2 and w-3 to fail", || {
+        let (_, out) = cli(root, &["status", "--unresolved"]);
+        (out.contains("w-2") && out.contains("w-3")).then_some(())
+    });
+    s.keys(&["A"]);
+    s.wait_for("acknowledge 2 unresolved failures");
+    s.text("known bad config");
+    s.keys(&["Enter"]);
+    wait_until("both acknowledged", || {
+        let (_, out) = cli(root, &["status", "--unresolved"]);
+        (!out.contains("w-2") && !out.contains("w-3")).then_some(())
+    });
+    let (_, out) = cli(root, &["status", "w-3"]);
+    assert!(out.contains("acknowledged by") && out.contains("known bad config"), "{out}");
+    s.keys(&["q"]);
+    s.keys(&["n"]);
+    s.wait_for("CONSOLE-EXITED-0");
+}
