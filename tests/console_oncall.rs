@@ -297,6 +297,8 @@ fn the_events_view_lists_filters_and_opens_events() {
     assert!(newest < older, "newest first: {s}");
     keys(&mut a, "/kind=retry");
     enter(&mut a);
+    let fx = keys(&mut a, "y");
+    assert!(matches!(&fx[..], [Effect::Copy(id)] if id == "w-4"), "y copies the event's workload: {fx:?}");
     let s = screen(&a);
     assert!(s.contains("retried as w-41") && !s.contains("attempt 2 failed"), "{s}");
     let fx = enter(&mut a);

@@ -105,6 +105,10 @@ impl App {
             View::Triage => self.derived.faults.get(self.sel(View::Triage)).copied(),
             View::Detail | View::Logs => self.detail.id,
             View::Spec => self.spec.id,
+            View::Events => {
+                let rows = self.events.rows(&self.model, self.filter(View::Events));
+                rows.get(self.events.sel.min(rows.len().saturating_sub(1))).map(|e| e.workload)
+            }
             _ => None,
         }
     }
