@@ -20,7 +20,11 @@
 //! CPU node fitted, judged as `tests/sim_cpu_work.rs` judges it: in the
 //! engine's view of the moment before, ready and out of quarantine before
 //! and after, not a node the workload failed on or was refused by, with
-//! room after everything else placed on it in that instant.
+//! room after everything else placed on it in that instant. Then the
+//! queue wait (submit to first start, in minutes; work that never started
+//! counts as waiting to the end of the run) at p50 and p99, for CPU-only
+//! and GPU work apart, so that keeping CPU work off GPU nodes is seen with
+//! what it costs either kind.
 
 use canopy::engine::core::Core;
 use canopy::engine::model::{AttemptState, EventKind, Millis, Record, WorkloadId};
@@ -77,9 +81,32 @@ struct Counts<'a> {
     /// hold them).
     tried: HashMap<WorkloadId, BTreeSet<String>>,
     placed: BTreeSet<(u64, u32, i64)>,
+    /// When each workload was submitted, and when its first attempt started.
+    submitted: HashMap<WorkloadId, Millis>,
+    first_start: HashMap<WorkloadId, Millis>,
+    /// The last settled moment.
+    end: Millis,
 }
 
 impl Counts<'_> {
+    /// Queue wait (submit to first start) in minutes, p50 and p99, of the
+    /// CPU-only (`cpu`) or GPU workloads; those that never started count
+    /// as waiting until `end`.
+    fn queue_wait(&self, cpu: bool, end: Millis) -> (f64, f64) {
+        let mut waits: Vec<f64> = self
+            .submitted
+            .iter()
+            .filter(|(id, _)| self.need.get(id).is_some_and(|n| (n.gpus == 0) == cpu))
+            .map(|(id, &sub)| self.first_start.get(id).copied().unwrap_or(end).secs_since(sub) / 60.0)
+            .collect();
+        waits.sort_by(f64::total_cmp);
+        let at = |p: f64| {
+            let rank = ((p * waits.len() as f64).ceil() as usize).clamp(1, waits.len().max(1));
+            waits.get(rank - 1).copied().unwrap_or(0.0)
+        };
+        (at(0.50), at(0.99))
+    }
+
     fn gpu_node(&self, name: &str) -> bool {
         let f = self.fleet.expect("set");
         f.node_by_name(name).is_some_and(|n| f.pool(f.node(n).pool).shape.gpus_per_node > 0)
@@ -99,8 +126,12 @@ impl RecordSink for Counts<'_> {
                         disk_gb: r.disk_gb,
                     };
                     self.need.entry(w.id).or_insert(need);
+                    self.submitted.entry(w.id).or_insert(w.submitted_at);
                 }
                 Record::Attempt(a) => {
+                    if let Some(t) = a.started_at {
+                        self.first_start.entry(a.id.workload).and_modify(|s| *s = (*s).min(t)).or_insert(t);
+                    }
                     self.rows.entry(a.id.workload).or_default().insert(a.id.n);
                     let cpu = self.need.get(&a.id.workload).is_some_and(|n| n.gpus == 0);
                     let new = a.state == AttemptState::Placing
@@ -175,6 +206,7 @@ impl RecordSink for Counts<'_> {
         self.taken.clear();
         self.refused.clear();
         self.before = self.cpu_nodes.iter().map(|&n| (f.node(n).free, usable(n))).collect();
+        self.end = self.end.max(at);
     }
 }
 
@@ -216,11 +248,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let rows: usize = c.rows.values().map(BTreeSet::len).sum();
         let most_rows = c.rows.values().map(BTreeSet::len).max().unwrap_or(0);
         let p = &report.policies[0];
+        let (cpu_wait, gpu_wait) = (c.queue_wait(true, c.end), c.queue_wait(false, c.end));
         println!(
             "{}: {} workloads ({} CPU-only); {placements} placements (most for one workload {most_placements}), \
              {rows} attempt rows (most {most_rows}), {} launches refused for capacity; \
              {} CPU-only workloads ran on a GPU node; {} CPU-only placements on a GPU node, {} of them while a \
-             CPU node fitted; {:.1}% completed, queue p99 {:.2} h",
+             CPU node fitted; {:.1}% completed, queue p99 {:.2} h; queue wait (min) p50/p99: \
+             CPU-only {:.1}/{:.1}, GPU {:.1}/{:.1}",
             policy.name(),
             jobs.len(),
             jobs.iter().filter(|j| j.gpus == 0).count(),
@@ -230,6 +264,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             c.cpu_placed_on_gpu_with_room,
             p.completed_pct,
             p.queue_p99_h,
+            cpu_wait.0,
+            cpu_wait.1,
+            gpu_wait.0,
+            gpu_wait.1,
         );
     }
     Ok(())
