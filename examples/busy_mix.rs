@@ -70,6 +70,11 @@ struct Counts<'a> {
     /// CPU-only workloads with an attempt that started on a GPU node.
     cpu_ran_on_gpu: BTreeSet<WorkloadId>,
     cpu_placed_on_gpu: u64,
+    /// The same by GPUs per node of the pool.
+    cpu_placed_by_gpus: BTreeMap<u32, u64>,
+    /// CPU-only workloads that waited for CPU capacity rather than take a
+    /// GPU node waiting GPU work could use.
+    cpu_waited: BTreeSet<WorkloadId>,
     cpu_placed_on_gpu_with_room: u64,
     /// CPU-only placements on a GPU node in the current instant.
     pending: Vec<WorkloadId>,
@@ -150,6 +155,13 @@ impl RecordSink for Counts<'_> {
                     }
                     if cpu && new && self.gpu_node(&a.node) {
                         self.cpu_placed_on_gpu += 1;
+                        let f = self.fleet.expect("set");
+                        if let Some(n) = f.node_by_name(&a.node) {
+                            *self
+                                .cpu_placed_by_gpus
+                                .entry(f.pool(f.node(n).pool).shape.gpus_per_node)
+                                .or_default() += 1;
+                        }
                         self.pending.push(a.id.workload);
                     }
                     if cpu && a.started_at.is_some() && self.gpu_node(&a.node) {
@@ -167,6 +179,9 @@ impl RecordSink for Counts<'_> {
                 Record::Event(e) => {
                     if e.kind == EventKind::Placed {
                         *self.placements.entry(e.workload).or_default() += 1;
+                    }
+                    if e.kind == EventKind::Unschedulable && e.message.contains("for CPU-only capacity") {
+                        self.cpu_waited.insert(e.workload);
                     }
                     if e.kind.as_str() == "refused" {
                         self.refusals += 1;
@@ -249,11 +264,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let most_rows = c.rows.values().map(BTreeSet::len).max().unwrap_or(0);
         let p = &report.policies[0];
         let (cpu_wait, gpu_wait) = (c.queue_wait(true, c.end), c.queue_wait(false, c.end));
+        let by_gpus: Vec<String> =
+            c.cpu_placed_by_gpus.iter().map(|(g, n)| format!("{n} on {g}-GPU")).collect();
         println!(
             "{}: {} workloads ({} CPU-only); {placements} placements (most for one workload {most_placements}), \
              {rows} attempt rows (most {most_rows}), {} launches refused for capacity; \
-             {} CPU-only workloads ran on a GPU node; {} CPU-only placements on a GPU node, {} of them while a \
-             CPU node fitted; {:.1}% completed, queue p99 {:.2} h; queue wait (min) p50/p99: \
+             {} CPU-only workloads ran on a GPU node; {} CPU-only placements on a GPU node ({}), {} of them while a \
+             CPU node fitted; {} CPU-only workloads waited for CPU capacity; {:.1}% completed, queue p99 {:.2} h; queue wait (min) p50/p99: \
              CPU-only {:.1}/{:.1}, GPU {:.1}/{:.1}",
             policy.name(),
             jobs.len(),
@@ -261,7 +278,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             c.refusals,
             c.cpu_ran_on_gpu.len(),
             c.cpu_placed_on_gpu,
+            by_gpus.join(", "),
             c.cpu_placed_on_gpu_with_room,
+            c.cpu_waited.len(),
             p.completed_pct,
             p.queue_p99_h,
             cpu_wait.0,
