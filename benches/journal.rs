@@ -44,6 +44,7 @@ fn workload(id: u64, state: WorkloadState, spec: &Spec) -> Record {
         submitted_by: None,
         acknowledged: None,
         exclusions: None,
+        tenant: None,
         idempotency_key: Some(format!("key-{id}")),
         priority: 60,
         state,

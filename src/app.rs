@@ -273,6 +273,7 @@ fn adopt_local_attempts(
             submitted_by: None,
             acknowledged: None,
             exclusions: None,
+            tenant: None,
             spec,
         };
         let att = AttemptRecord {

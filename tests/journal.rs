@@ -25,6 +25,7 @@ fn workload(id: u64, state: WorkloadState) -> WorkloadRecord {
         submitted_by: None,
         acknowledged: None,
         exclusions: None,
+        tenant: None,
         idempotency_key: None,
         priority: 70,
         state,

@@ -59,6 +59,7 @@ fn batch(id: u64) -> Vec<Record> {
         submitted_by: None,
         acknowledged: None,
         exclusions: None,
+        tenant: None,
         idempotency_key: Some(format!("key-{id}")),
         priority: 50,
         state: WorkloadState::Placing,

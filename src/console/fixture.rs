@@ -99,6 +99,7 @@ pub fn model(fleet: Fleet, n: usize) -> Model {
             submitted_by: None,
             acknowledged: None,
             exclusions: None,
+            tenant: None,
             idempotency_key: None,
             priority: 0,
             state,

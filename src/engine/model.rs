@@ -270,6 +270,10 @@ pub struct WorkloadRecord {
     /// from the failed attempts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclusions: Option<Exclusions>,
+    /// The tenant the work is for (`None` when no tenants are configured,
+    /// and on rows from before tenants).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 /// What a workload's earlier failures keep it away from.

@@ -475,6 +475,7 @@ impl Shell {
                             spec_hash: hash,
                             idempotency_key: Some(key),
                             by,
+                            tenant: None,
                         }),
                     }
                 }
@@ -497,6 +498,7 @@ impl Shell {
                                 spec_hash,
                                 idempotency_key: Some(key),
                                 by,
+                                tenant: w.tenant.clone(),
                             }),
                         }
                     }
@@ -1185,7 +1187,7 @@ fn command_event(request: u64, cmd: Command, by: Option<String>, reason: Option<
         Command::Submit { idempotency_key: Some(_), .. } => return None,
         Command::Submit { spec, idempotency_key } => {
             let spec_hash = spec.content_hash();
-            Event::Submit { request, spec, spec_hash, idempotency_key, by }
+            Event::Submit { request, spec, spec_hash, idempotency_key, by, tenant: None }
         }
         Command::Cancel { id } => Event::Cancel { request, id },
         Command::Cordon { node, until } => {

@@ -60,7 +60,7 @@ pub struct WorkloadFilter {
 
 const WORKLOAD_COLUMNS: &str = "id, name, state, priority, submitted_at, updated_at, attempts, app_failures, \
      not_before, cost_usd, est_cost_usd, reason, class, idempotency_key, spec_hash, spec, submitted_by, \
-     acknowledged, exclusions";
+     acknowledged, exclusions, tenant";
 
 const ATTEMPT_COLUMNS: &str = "workload, n, provider, pool, node, region, state, price_per_hour, est_cost_usd, \
      gpus, gpu_memory_gb, score, score_breakdown, placed_at, started_at, ended_at, exit_code, class, rule, \
@@ -346,6 +346,7 @@ fn workload_row(r: &Row<'_>) -> rusqlite::Result<WorkloadRecord> {
         submitted_by: r.get(16)?,
         acknowledged: opt_json(r, 17)?,
         exclusions: opt_json(r, 18)?,
+        tenant: r.get(19)?,
     })
 }
 

@@ -114,6 +114,8 @@ pub enum Event {
         idempotency_key: Option<String>,
         /// Who submitted it (recorded on the workload).
         by: Option<String>,
+        /// The tenant it is for, when tenants are configured.
+        tenant: Option<String>,
     },
     Cancel {
         request: u64,
@@ -617,8 +619,8 @@ impl Core {
         self.lapse_intents(now);
         self.last_now = self.last_now.max(now);
         match event {
-            Event::Submit { request, spec, spec_hash, idempotency_key, by } => {
-                self.submit(request, *spec, spec_hash, idempotency_key, by, now)
+            Event::Submit { request, spec, spec_hash, idempotency_key, by, tenant } => {
+                self.submit(request, *spec, spec_hash, idempotency_key, by, tenant, now)
             }
             Event::Cancel { request, id } => self.cancel(request, id, now),
             Event::SetNodeState { request, node, state, note } => {
@@ -863,6 +865,7 @@ impl Core {
         spec_hash: String,
         key: Option<String>,
         by: Option<String>,
+        tenant: Option<String>,
         now: Millis,
     ) {
         if let Some(k) = &key {
@@ -921,6 +924,7 @@ impl Core {
             submitted_by: by,
             acknowledged: None,
             exclusions: None,
+            tenant,
             spec: spec.clone(),
         };
         if let Some(k) = key {
