@@ -151,6 +151,12 @@ pub enum Event {
         by: String,
         reason: Option<String>,
     },
+    /// Tenants, flavors, quotas and owners changed (at start from the
+    /// configuration, or by an admin): admission follows the new ones at
+    /// once.
+    SetTenancy {
+        tenancy: Box<crate::tenant::Tenancy>,
+    },
     LaunchResult {
         attempt: AttemptId,
         result: Result<LaunchAck, LaunchError>,
@@ -461,6 +467,8 @@ pub struct Core {
     patient: BTreeSet<(Millis, WorkloadId)>,
     /// Nodes that count as full after refusing a launch (`refused.rs`).
     beliefs: refused::Beliefs,
+    /// Tenants, quotas and owners; empty when none are configured.
+    tenancy: crate::tenant::Tenancy,
 }
 
 impl Core {
@@ -498,6 +506,7 @@ impl Core {
             ideal: None,
             patient: BTreeSet::new(),
             beliefs: refused::Beliefs::default(),
+            tenancy: crate::tenant::Tenancy::default(),
         }
     }
 
@@ -633,6 +642,7 @@ impl Core {
             Event::Acknowledge { request, rec, by, reason } => {
                 self.acknowledge(request, *rec, by, reason, now)
             }
+            Event::SetTenancy { tenancy } => self.set_tenancy(*tenancy),
             Event::LaunchResult { attempt, result } => self.on_launch_result(attempt, result, now),
             Event::Status { attempt, status } => self.on_status(attempt, status, now),
             Event::StatusFailed { attempt, error } => self.on_status_failed(attempt, &error, now),
@@ -682,6 +692,17 @@ impl Core {
     }
 
     /// Operators' standing cordons and drains, by node.
+    /// Tenants, quotas and owners in force.
+    pub fn tenancy(&self) -> &crate::tenant::Tenancy {
+        &self.tenancy
+    }
+
+    fn set_tenancy(&mut self, tenancy: crate::tenant::Tenancy) {
+        self.tenancy = tenancy;
+        // What quotas allowed or refused may have changed for anyone.
+        self.queue.unblock_all();
+    }
+
     pub fn intents(&self) -> &BTreeMap<String, NodeIntent> {
         &self.intents
     }
