@@ -427,6 +427,9 @@ pub enum EventKind {
     /// A provider refused a launch for lack of capacity: nothing ran, no
     /// attempt was spent, and the workload is placed elsewhere or waits.
     Refused,
+    /// An owner's work takes its capacity back from borrowed work: who is
+    /// stopped, and why each was chosen.
+    Reclaim,
 }
 
 impl EventKind {
@@ -453,6 +456,7 @@ impl EventKind {
             Self::Acknowledged => "acknowledged",
             Self::Checkpoint => "checkpoint",
             Self::Refused => "refused",
+            Self::Reclaim => "reclaim",
         }
     }
 }

@@ -769,7 +769,9 @@ impl Shell {
         // most its own time. Either is given to the provider as a bound.
         let bounded = match self.core.stop_reason(attempt) {
             Some(ProviderEnd::Evicted { grace_s: Some(g), .. }) => Some(Duration::from_secs(*g)),
-            Some(ProviderEnd::Reclaimed { grace_s, .. }) => Some(grace.min(Duration::from_secs(*grace_s))),
+            Some(ProviderEnd::Reclaimed { grace_s, .. } | ProviderEnd::OwnerReclaim { grace_s, .. }) => {
+                Some(grace.min(Duration::from_secs(*grace_s)))
+            }
             _ => None,
         };
         let grace = bounded.unwrap_or(grace);

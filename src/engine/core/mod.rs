@@ -25,6 +25,7 @@ mod policy;
 mod queue;
 mod refused;
 mod restore;
+mod tenancy;
 
 pub use super::command::Refusal;
 use super::model::*;
@@ -298,6 +299,8 @@ struct Live {
     terminate_sent_at: Option<Millis>,
     /// Collect was requested; waiting for `Collected`.
     collecting: bool,
+    /// What it counts against its tenant's quota (`tenancy.rs`).
+    charged: Option<tenancy::Charge>,
 }
 
 #[derive(Debug, Clone)]
@@ -469,6 +472,8 @@ pub struct Core {
     beliefs: refused::Beliefs,
     /// Tenants, quotas and owners; empty when none are configured.
     tenancy: crate::tenant::Tenancy,
+    /// Usage per tenant and flavor, and reclaims in flight (`tenancy.rs`).
+    quota: tenancy::QuotaBook,
 }
 
 impl Core {
@@ -507,6 +512,7 @@ impl Core {
             patient: BTreeSet::new(),
             beliefs: refused::Beliefs::default(),
             tenancy: crate::tenant::Tenancy::default(),
+            quota: tenancy::QuotaBook::default(),
         }
     }
 
@@ -629,7 +635,7 @@ impl Core {
         self.last_now = self.last_now.max(now);
         match event {
             Event::Submit { request, spec, spec_hash, idempotency_key, by, tenant } => {
-                self.submit(request, *spec, spec_hash, idempotency_key, by, tenant, now)
+                self.submit(request, *spec, spec_hash, idempotency_key, (by, tenant), now)
             }
             Event::Cancel { request, id } => self.cancel(request, id, now),
             Event::SetNodeState { request, node, state, note } => {
@@ -699,6 +705,7 @@ impl Core {
 
     fn set_tenancy(&mut self, tenancy: crate::tenant::Tenancy) {
         self.tenancy = tenancy;
+        self.rebuild_quota();
         // What quotas allowed or refused may have changed for anyone.
         self.queue.unblock_all();
     }
@@ -885,8 +892,7 @@ impl Core {
         spec: Spec,
         spec_hash: String,
         key: Option<String>,
-        by: Option<String>,
-        tenant: Option<String>,
+        (by, tenant): (Option<String>, Option<String>),
         now: Millis,
     ) {
         if let Some(k) = &key {
@@ -1151,6 +1157,7 @@ impl Core {
         now: Millis,
     ) {
         self.touched.push(id);
+        self.reclaim_done(id);
         let Some(e) = self.entries.get_mut(&id) else { return };
         e.rec.state = state;
         e.rec.class = class;
