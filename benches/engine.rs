@@ -144,6 +144,7 @@ fn cycle(core: &mut Core, spec: &Spec, hash: &str, now: &mut i64) {
             spec_hash: hash.into(),
             idempotency_key: None,
             by: None,
+            tenant: None,
         },
     );
     let attempt = out

@@ -45,6 +45,7 @@ fn workload(id: u64, state: WorkloadState, spec: &Spec) -> Record {
         acknowledged: None,
         exclusions: None,
         retried_as: None,
+        tenant: None,
         idempotency_key: Some(format!("key-{id}")),
         priority: 60,
         state,

@@ -274,6 +274,7 @@ fn adopt_local_attempts(
             acknowledged: None,
             exclusions: None,
             retried_as: None,
+            tenant: None,
             spec,
         };
         let att = AttemptRecord {

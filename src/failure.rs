@@ -38,6 +38,11 @@ pub enum FailureClass {
     App,
     /// Someone cancelled the attempt.
     Cancelled,
+    /// Borrowed capacity went back to its owner (tenants): Canopy stopped
+    /// the attempt so the owning tenant's work could run there. The
+    /// infrastructure's doing, never the node's fault; the workload is
+    /// placed again without spending an attempt.
+    Reclaimed,
     /// The request cannot run as configured, wherever it is placed (a
     /// secret missing from the engine's environment). The spec's or the
     /// operator's to fix; never retried, whatever `retry.app_errors` says.
@@ -46,7 +51,7 @@ pub enum FailureClass {
 
 impl FailureClass {
     /// Every class, in the order of the `as_str` list.
-    pub const ALL: [FailureClass; 13] = [
+    pub const ALL: [FailureClass; 14] = [
         FailureClass::Capacity,
         FailureClass::Provider,
         FailureClass::Node,
@@ -60,6 +65,7 @@ impl FailureClass {
         FailureClass::App,
         FailureClass::Cancelled,
         FailureClass::Config,
+        FailureClass::Reclaimed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,6 +83,7 @@ impl FailureClass {
             FailureClass::App => "app",
             FailureClass::Cancelled => "cancelled",
             FailureClass::Config => "config",
+            FailureClass::Reclaimed => "reclaimed",
         }
     }
 
@@ -85,7 +92,7 @@ impl FailureClass {
     /// failures a retry elsewhere can fix without changing the workload.
     ///
     /// Infrastructure: `capacity`, `provider`, `node`, `comm`, `io`,
-    /// `preempted`.
+    /// `preempted`, `reclaimed`.
     ///
     /// Not infrastructure: `gpu-oom` and `cpu-oom` (the workload's size
     /// against the memory it was given: the same retry fails the same way;
@@ -101,6 +108,7 @@ impl FailureClass {
                 | FailureClass::Comm
                 | FailureClass::Io
                 | FailureClass::Preempted
+                | FailureClass::Reclaimed
         )
     }
 
@@ -203,6 +211,17 @@ pub enum ProviderEnd {
     /// time the notice left; the stop waits that or the workload's own
     /// `stop_grace`, whichever is less, before SIGKILL.
     Reclaimed { message: String, grace_s: u64 },
+    /// Canopy stopped borrowed work so that `owner`, the tenant owning the
+    /// capacity, gets it back (`tenant/reclaim.rs`): SIGTERM, then SIGKILL
+    /// after `grace_s` (the workload's `stop_grace` or what is left of the
+    /// owner's promise, whichever is less). Class `reclaimed`.
+    OwnerReclaim {
+        owner: String,
+        /// The owner's workload it makes room for (its id's number).
+        for_workload: u64,
+        message: String,
+        grace_s: u64,
+    },
     /// The provider reported an end Canopy does not know.
     Unknown { message: String },
     /// One rank of a gang ended first and the gang was stopped: how that

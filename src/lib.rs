@@ -28,5 +28,6 @@ pub mod schedule;
 pub mod server;
 pub mod sim;
 pub mod spec;
+pub mod tenant;
 pub mod text;
 pub mod units;

@@ -26,6 +26,7 @@ fn workload(id: u64, state: WorkloadState) -> WorkloadRecord {
         acknowledged: None,
         exclusions: None,
         retried_as: None,
+        tenant: None,
         idempotency_key: None,
         priority: 70,
         state,

@@ -60,6 +60,7 @@ fn batch(id: u64) -> Vec<Record> {
         acknowledged: None,
         exclusions: None,
         retried_as: None,
+        tenant: None,
         idempotency_key: Some(format!("key-{id}")),
         priority: 50,
         state: WorkloadState::Placing,

@@ -100,6 +100,7 @@ pub fn model(fleet: Fleet, n: usize) -> Model {
             acknowledged: None,
             exclusions: None,
             retried_as: None,
+            tenant: None,
             idempotency_key: None,
             priority: 0,
             state,

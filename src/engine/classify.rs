@@ -116,6 +116,9 @@ impl fmt::Display for ProviderEnd {
             ProviderEnd::MaxRuntimeReached => f.write_str("max runtime reached"),
             ProviderEnd::Evicted { message, .. } => with(f, "evicted", message),
             ProviderEnd::Reclaimed { message, .. } => with(f, "preemption notice", message),
+            ProviderEnd::OwnerReclaim { owner, message, .. } => {
+                with(f, &format!("reclaimed by {owner}"), message)
+            }
             ProviderEnd::Unknown { message } => with(f, "unknown end", message),
             ProviderEnd::Rank { rank, node, end } => write!(f, "rank {rank} on {node}: {end}"),
         }
@@ -348,7 +351,7 @@ mod tests {
     fn infrastructure_and_node_blame_are_as_documented() {
         use FailureClass::*;
         let infra: Vec<_> = FailureClass::ALL.into_iter().filter(|c| c.is_infrastructure()).collect();
-        assert_eq!(infra, [Capacity, Provider, Node, Comm, Io, Preempted]);
+        assert_eq!(infra, [Capacity, Provider, Node, Comm, Io, Preempted, Reclaimed]);
         let node: Vec<_> = FailureClass::ALL.into_iter().filter(|c| c.counts_against_node()).collect();
         assert_eq!(node, [Node]);
         assert!(!GpuOom.is_infrastructure());

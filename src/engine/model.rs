@@ -276,6 +276,10 @@ pub struct WorkloadRecord {
     /// read, so it holds for rows from before it was shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retried_as: Option<WorkloadId>,
+    /// The tenant the work is for (`None` when no tenants are configured,
+    /// and on rows from before tenants).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 impl WorkloadRecord {
@@ -437,6 +441,9 @@ pub enum EventKind {
     /// A provider refused a launch for lack of capacity: nothing ran, no
     /// attempt was spent, and the workload is placed elsewhere or waits.
     Refused,
+    /// An owner's work takes its capacity back from borrowed work: who is
+    /// stopped, and why each was chosen.
+    Reclaim,
 }
 
 impl EventKind {
@@ -463,6 +470,7 @@ impl EventKind {
             Self::Acknowledged => "acknowledged",
             Self::Checkpoint => "checkpoint",
             Self::Refused => "refused",
+            Self::Reclaim => "reclaim",
         }
     }
 }

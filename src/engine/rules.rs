@@ -187,6 +187,7 @@ pub(crate) static RULES: &[Rule] = &[
     rule("canopy.cancelled", C::Cancelled, Matcher::Canopy(|e| matches!(e, ProviderEnd::Cancelled))),
     rule("canopy.cost-cap", C::CostCap, Matcher::Canopy(|e| matches!(e, ProviderEnd::CostCapReached))),
     rule(EVICTED_RULE, C::Preempted, Matcher::Canopy(|e| matches!(e, ProviderEnd::Evicted { .. }))),
+    rule(RECLAIMED_RULE, C::Reclaimed, Matcher::Canopy(|e| matches!(e, ProviderEnd::OwnerReclaim { .. }))),
     rule(
         "canopy.preemption-notice",
         C::Preempted,
@@ -483,6 +484,11 @@ static CAPACITY_MESSAGE: LazyLock<Regex> = LazyLock::new(|| {
 /// its workload is relocated without spending an attempt, and no health
 /// score changes.
 pub const EVICTED_RULE: &str = "canopy.evicted";
+
+/// The rule of an attempt Canopy stopped so that the tenant owning its
+/// capacity gets it back: like an eviction, the workload is placed again
+/// without spending an attempt and no health score changes.
+pub const RECLAIMED_RULE: &str = "canopy.reclaimed";
 
 /// The rule on the row of a launch its provider refused for lack of
 /// capacity (`LaunchError::Capacity`, answered to the only launch call of

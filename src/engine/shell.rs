@@ -475,6 +475,7 @@ impl Shell {
                             spec_hash: hash,
                             idempotency_key: Some(key),
                             by,
+                            tenant: None,
                         }),
                     }
                 }
@@ -497,6 +498,7 @@ impl Shell {
                                 spec_hash,
                                 idempotency_key: Some(key),
                                 by,
+                                tenant: w.tenant.clone(),
                             }),
                         }
                     }
@@ -767,7 +769,9 @@ impl Shell {
         // most its own time. Either is given to the provider as a bound.
         let bounded = match self.core.stop_reason(attempt) {
             Some(ProviderEnd::Evicted { grace_s: Some(g), .. }) => Some(Duration::from_secs(*g)),
-            Some(ProviderEnd::Reclaimed { grace_s, .. }) => Some(grace.min(Duration::from_secs(*grace_s))),
+            Some(ProviderEnd::Reclaimed { grace_s, .. } | ProviderEnd::OwnerReclaim { grace_s, .. }) => {
+                Some(grace.min(Duration::from_secs(*grace_s)))
+            }
             _ => None,
         };
         let grace = bounded.unwrap_or(grace);
@@ -1185,7 +1189,7 @@ fn command_event(request: u64, cmd: Command, by: Option<String>, reason: Option<
         Command::Submit { idempotency_key: Some(_), .. } => return None,
         Command::Submit { spec, idempotency_key } => {
             let spec_hash = spec.content_hash();
-            Event::Submit { request, spec, spec_hash, idempotency_key, by }
+            Event::Submit { request, spec, spec_hash, idempotency_key, by, tenant: None }
         }
         Command::Cancel { id } => Event::Cancel { request, id },
         Command::Cordon { node, until } => {

@@ -125,12 +125,14 @@ mod tests {
             Acknowledged,
             Checkpoint,
             Refused,
+            Reclaim,
         ];
         for k in &all {
             match k {
                 Submitted | Unschedulable | Placed | Launched | Adopted | Running | StatusUnreachable
                 | Ended | Retry | Failed | Succeeded | CancelRequested | Cancelled | TerminateRequested
-                | Lost | Reconciled | Outputs | Quarantined | Acknowledged | Checkpoint | Refused => {}
+                | Lost | Reconciled | Outputs | Quarantined | Acknowledged | Checkpoint | Refused
+                | Reclaim => {}
             }
         }
         all

@@ -61,7 +61,7 @@ pub struct WorkloadFilter {
 const WORKLOAD_COLUMNS: &str = "id, name, state, priority, submitted_at, updated_at, attempts, app_failures, \
      not_before, cost_usd, est_cost_usd, reason, class, idempotency_key, spec_hash, spec, submitted_by, \
      acknowledged, exclusions, \
-     (SELECT r.id FROM workloads r WHERE r.idempotency_key = 'canopy.retry-of:w-' || workloads.id)";
+     (SELECT r.id FROM workloads r WHERE r.idempotency_key = 'canopy.retry-of:w-' || workloads.id), tenant";
 
 const ATTEMPT_COLUMNS: &str = "workload, n, provider, pool, node, region, state, price_per_hour, est_cost_usd, \
      gpus, gpu_memory_gb, score, score_breakdown, placed_at, started_at, ended_at, exit_code, class, rule, \
@@ -348,6 +348,7 @@ fn workload_row(r: &Row<'_>) -> rusqlite::Result<WorkloadRecord> {
         acknowledged: opt_json(r, 17)?,
         exclusions: opt_json(r, 18)?,
         retried_as: r.get::<_, Option<i64>>(19)?.and_then(|n| u64::try_from(n).ok()).map(WorkloadId),
+        tenant: r.get(20)?,
     })
 }
 

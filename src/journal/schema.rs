@@ -188,6 +188,11 @@ const MIGRATIONS: &[&str] = &[
     // until), so an exclusion an operator cleared or a recovered node
     // ended stays ended across a restart.
     "ALTER TABLE workloads ADD COLUMN exclusions TEXT;",
+    // 10: the tenant a workload is for (NULL without tenants).
+    "
+    ALTER TABLE workloads ADD COLUMN tenant TEXT;
+    CREATE INDEX workloads_by_tenant ON workloads (tenant, id);
+    ",
 ];
 
 /// Per-connection settings.

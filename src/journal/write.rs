@@ -8,8 +8,8 @@ use rusqlite::{Transaction, TransactionBehavior, params};
 const UPSERT_WORKLOAD: &str = "
     INSERT INTO workloads (id, name, state, live, priority, submitted_at, updated_at, attempts,
         app_failures, not_before, cost_usd, est_cost_usd, reason, class, idempotency_key, spec_hash, spec,
-        submitted_by, acknowledged, exclusions)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
+        submitted_by, acknowledged, exclusions, tenant)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)
     ON CONFLICT (id) DO UPDATE SET
         name = excluded.name, state = excluded.state, live = excluded.live,
         priority = excluded.priority, submitted_at = excluded.submitted_at,
@@ -19,7 +19,7 @@ const UPSERT_WORKLOAD: &str = "
         reason = excluded.reason, class = excluded.class,
         idempotency_key = excluded.idempotency_key, spec_hash = excluded.spec_hash,
         spec = excluded.spec, submitted_by = excluded.submitted_by,
-        acknowledged = excluded.acknowledged, exclusions = excluded.exclusions";
+        acknowledged = excluded.acknowledged, exclusions = excluded.exclusions, tenant = excluded.tenant";
 
 const UPSERT_ATTEMPT: &str = "
     INSERT INTO attempts (workload, n, provider, pool, node, region, state, price_per_hour,
@@ -235,6 +235,7 @@ fn upsert_workload(tx: &Transaction<'_>, w: &WorkloadRecord, err: Wrap<'_>) -> R
         w.submitted_by,
         acknowledged,
         exclusions,
+        w.tenant,
     ])
     .map_err(err)?;
     Ok(id)

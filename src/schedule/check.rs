@@ -197,6 +197,8 @@ pub(crate) struct PoolJudge<'a> {
     /// Every class-level filter each class fails, in order.
     class_failures: Vec<Vec<Filter>>,
     excluded: PoolSet,
+    /// Pools the tenant's quota rules out.
+    over_quota: PoolSet,
     share: Vec<f64>,
 }
 
@@ -214,6 +216,10 @@ impl<'a> PoolJudge<'a> {
         let mut excluded = PoolSet::empty(n);
         for p in req.exclude_pools.iter().filter_map(|l| snap.pool_by_label(l)) {
             excluded.insert(p.0 as usize);
+        }
+        let mut over_quota = PoolSet::empty(n);
+        for p in req.quota_pools.iter().filter_map(|l| snap.pool_by_label(l)) {
+            over_quota.insert(p.0 as usize);
         }
         let class_failures = snap
             .classes
@@ -237,6 +243,7 @@ impl<'a> PoolJudge<'a> {
             compliance_ok,
             class_failures,
             excluded,
+            over_quota,
             share: class_shares(req, snap),
         }
     }
@@ -262,6 +269,7 @@ impl<'a> PoolJudge<'a> {
         check(!snap.provider_quarantined.contains(i), Filter::ProviderQuarantined, fail)?;
         check(!snap.pool_quarantined.contains(i), Filter::PoolQuarantined, fail)?;
         check(!self.excluded.contains(i), Filter::PoolExcluded, fail)?;
+        check(!self.over_quota.contains(i), Filter::Quota, fail)?;
         self.limits.checks(snap, row, self.hourly(p), fail)?;
         check(!snap.fleet().pool(p).nodes.is_empty(), Filter::NoNodes, fail)
     }

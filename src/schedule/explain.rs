@@ -365,6 +365,7 @@ fn needs(req: &Requirements, snap: &Snapshot, p: PoolIdx, failed: &[Filter]) -> 
             (Filter::ProviderQuarantined, _) => format!("{} left quarantine", provider.name),
             (Filter::PoolQuarantined, _) => "it left quarantine".into(),
             (Filter::PoolExcluded, _) => "the retry did not exclude it".into(),
+            (Filter::Quota, _) => "the tenant's quota had room".into(),
             (Filter::HourlyPrice, _) => format!("max_hourly_usd were ≥ {}", usd(hourly)),
             (Filter::Cost, _) => {
                 let hours = req.cost_runtime_hours().unwrap_or(0.0);

@@ -46,6 +46,9 @@ pub enum Filter {
     PoolQuarantined,
     /// A retry excluded the pool.
     PoolExcluded,
+    /// The tenant's quota in the pool's flavor, with what it may borrow,
+    /// is in use.
+    Quota,
     /// The workload's share of a node costs more per hour than allowed.
     HourlyPrice,
     /// The estimated cost exceeds `max_cost_usd`.
@@ -76,7 +79,7 @@ pub enum Filter {
 
 impl Filter {
     /// Every filter, in evaluation order.
-    pub const ALL: [Filter; 35] = [
+    pub const ALL: [Filter; 36] = [
         Filter::Provider,
         Filter::Region,
         Filter::Compliance,
@@ -96,6 +99,7 @@ impl Filter {
         Filter::ProviderQuarantined,
         Filter::PoolQuarantined,
         Filter::PoolExcluded,
+        Filter::Quota,
         Filter::HourlyPrice,
         Filter::Cost,
         Filter::PoolLendLimit,
@@ -190,6 +194,7 @@ impl Filter {
             Filter::ProviderQuarantined => "provider quarantined".into(),
             Filter::PoolQuarantined => "pool quarantined".into(),
             Filter::PoolExcluded => "pool excluded by retry".into(),
+            Filter::Quota => "tenant's quota in use".into(),
             Filter::HourlyPrice => match req.max_hourly_usd {
                 Some(m) => format!("costs more than {}/h", usd(m)),
                 None => "too expensive per hour".into(),
@@ -260,6 +265,7 @@ impl Filter {
             Filter::ProviderQuarantined => "provider-quarantined",
             Filter::PoolQuarantined => "pool-quarantined",
             Filter::PoolExcluded => "pool-excluded",
+            Filter::Quota => "quota",
             Filter::HourlyPrice => "hourly-price",
             Filter::Cost => "cost",
             Filter::PoolLendLimit => "pool-lend-limit",

@@ -270,6 +270,14 @@ pub(super) fn categorical(req: &Requirements, snap: &Snapshot, out: &mut Vec<Rul
             out.push(RuledOut { pool: p, filter: Filter::PoolExcluded });
         }
     }
+    for label in &req.quota_pools {
+        if let Some(p) = snap.pool_by_label(label)
+            && rem.contains(p.0 as usize)
+        {
+            rem.remove(p.0 as usize);
+            out.push(RuledOut { pool: p, filter: Filter::Quota });
+        }
+    }
     rem
 }
 

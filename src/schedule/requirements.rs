@@ -71,6 +71,12 @@ pub struct Requirements {
     pub exclude_nodes: Vec<String>,
     /// `provider/pool` labels a retry must avoid.
     pub exclude_pools: Vec<String>,
+    /// `provider/pool` labels the workload's tenant may not use now: its
+    /// quota there, with what it may borrow, is spent (`tenant/quota.rs`).
+    /// Sorted; empty without tenants.
+    pub quota_pools: Vec<String>,
+    /// The tenant whose quota `quota_pools` comes from.
+    pub quota_tenant: Option<String>,
     pub startup_within: Option<Duration>,
     pub preferred_regions: Vec<Glob>,
     pub preferred_capabilities: Vec<String>,
@@ -125,6 +131,8 @@ impl Requirements {
             checkpoint_interval: spec.checkpoint.as_ref().and_then(|c| c.interval).map(|d| d.0),
             exclude_nodes: Vec::new(),
             exclude_pools: Vec::new(),
+            quota_pools: Vec::new(),
+            quota_tenant: None,
             startup_within: p.startup_within.map(|d| d.0),
             preferred_regions: p.regions.clone(),
             preferred_capabilities: sorted(&p.capabilities),

@@ -183,6 +183,7 @@ fn fingerprint(req: &Requirements) -> u64 {
     req.interruptible.hash(&mut h);
     req.exclude_nodes.hash(&mut h);
     req.exclude_pools.hash(&mut h);
+    req.quota_pools.hash(&mut h);
     h.finish()
 }
 

@@ -293,6 +293,7 @@ impl World<'_> {
                         spec_hash: hash,
                         idempotency_key: None,
                         by: None,
+                        tenant: None,
                     },
                     sink,
                 );

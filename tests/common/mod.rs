@@ -90,6 +90,7 @@ pub fn submit_event(spec: &Spec, idempotency_key: Option<&str>) -> Event {
         spec_hash: spec.content_hash(),
         idempotency_key: idempotency_key.map(Into::into),
         by: None,
+        tenant: None,
     }
 }
 

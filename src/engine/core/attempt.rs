@@ -21,7 +21,13 @@ impl Core {
         loop {
             self.forget_emptied_groups();
             let (unfit, snapshot) = (&mut self.unfit, &self.snapshot);
-            let holds = |g: u64| snapshot.as_ref().is_some_and(|s| unfit.revalidate(g, s));
+            let (quota, tenancy) = (&self.quota, &self.tenancy);
+            let holds = |g: u64| {
+                snapshot.as_ref().is_some_and(|s| {
+                    unfit.request(g).is_some_and(|r| super::tenancy::quota_unchanged(quota, tenancy, r))
+                        && unfit.revalidate(g, s)
+                })
+            };
             let Some(id) = self.queue.pop_ready_checking(holds) else { break };
             let Some(e) = self.entries.get(&id) else { continue };
             if e.live.is_some() || e.cancel_requested {
@@ -29,6 +35,7 @@ impl Core {
             }
             let placement = self.config.placement;
             let mut req = self.placement_request(e);
+            let quota_why = self.gate_quota(e, &mut req);
             self.apply_hold(id, e.rec.priority, &mut req, now);
             let policy = placement.scheduler_policy(e.spec.preferences.optimize);
             let priority = e.rec.priority;
@@ -69,6 +76,16 @@ impl Core {
                 },
                 Err((group, text)) => {
                     self.maybe_hold(id, priority, &req, now);
+                    self.maybe_reclaim(id, &req, now);
+                    // The binding quota limits, in numbers, after the
+                    // explanation's first line.
+                    let text = if quota_why.is_empty() {
+                        text
+                    } else {
+                        let (head, rest) = text.split_once('\n').unwrap_or((text.as_str(), ""));
+                        let sep = if rest.is_empty() { "" } else { "\n" };
+                        format!("{head}; {}{sep}{rest}", quota_why.join("; "))
+                    };
                     let e = self.entries.get_mut(&id).map(|e| {
                         let changed = e.last_explanation.as_deref() != Some(text.as_str());
                         e.last_explanation = Some(text.clone());
@@ -160,6 +177,7 @@ impl Core {
             terminating: None,
             terminate_sent_at: None,
             collecting: false,
+            charged: None,
         });
         // The newest checkpoint an earlier attempt left is handed to this
         // one (the shell prepares the directory before the launch).
@@ -186,6 +204,8 @@ impl Core {
         for n in &nodes {
             self.allocate(*n, alloc, 1);
         }
+        self.charge_quota(id);
+        self.reclaim_done(id);
         self.save_attempt(id, idx);
         self.save_workload(id, now);
         let msg = if node_names.len() > 1 {
@@ -598,6 +618,7 @@ impl Core {
         for n in &live.nodes {
             self.allocate(*n, live.alloc, -1);
         }
+        self.uncharge_quota(live.charged.clone());
         self.save_attempt(a.workload, idx);
         let msg = match class {
             None => format!("succeeded on {node}"),
@@ -605,7 +626,8 @@ impl Core {
         };
         self.event(now, a.workload, Some(a), EventKind::Ended, msg);
         // A cancel or an eviction says nothing about the node.
-        let judged = class != Some(FailureClass::Cancelled) && !matches!(end, ProviderEnd::Evicted { .. });
+        let judged = class != Some(FailureClass::Cancelled)
+            && !matches!(end.inner(), ProviderEnd::Evicted { .. } | ProviderEnd::OwnerReclaim { .. });
         if judged && (launched || class == Some(FailureClass::Capacity)) {
             let ran_s = started.map_or(0.0, |t| now.secs_since(t).max(0.0));
             let obs = HealthObservation {
@@ -888,9 +910,11 @@ fn requirements(e: &Entry, history: bool) -> Requirements {
     req
 }
 
-/// Whether Canopy stopped this attempt to move it off a drained node.
+/// Whether Canopy stopped this attempt to move it: off a drained node,
+/// or off capacity its owner took back.
 pub(super) fn evicted(a: &AttemptRecord) -> bool {
-    a.rule.as_deref() == Some(crate::engine::rules::EVICTED_RULE)
+    use crate::engine::rules::{EVICTED_RULE, RECLAIMED_RULE};
+    matches!(a.rule.as_deref(), Some(EVICTED_RULE | RECLAIMED_RULE))
 }
 
 fn first_line(s: &str) -> String {
@@ -906,6 +930,9 @@ fn describe_end(end: &ProviderEnd) -> String {
         ProviderEnd::ApiError { message } => message.clone(),
         ProviderEnd::LaunchRejected { message, .. } => message.clone(),
         ProviderEnd::NodeLost { message } | ProviderEnd::Evicted { message, .. } => message.clone(),
+        ProviderEnd::OwnerReclaim { owner, message, grace_s, .. } => {
+            format!("reclaimed for {owner}: {message}; SIGTERM, then SIGKILL after up to {grace_s}s")
+        }
         ProviderEnd::Reclaimed { message, grace_s } => {
             format!("preemption notice: {message}; SIGTERM, then SIGKILL after up to {grace_s}s")
         }

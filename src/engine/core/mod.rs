@@ -25,6 +25,7 @@ mod policy;
 mod queue;
 mod refused;
 mod restore;
+mod tenancy;
 
 pub use super::command::Refusal;
 use super::model::*;
@@ -114,6 +115,8 @@ pub enum Event {
         idempotency_key: Option<String>,
         /// Who submitted it (recorded on the workload).
         by: Option<String>,
+        /// The tenant it is for, when tenants are configured.
+        tenant: Option<String>,
     },
     Cancel {
         request: u64,
@@ -148,6 +151,12 @@ pub enum Event {
         rec: Box<WorkloadRecord>,
         by: String,
         reason: Option<String>,
+    },
+    /// Tenants, flavors, quotas and owners changed (at start from the
+    /// configuration, or by an admin): admission follows the new ones at
+    /// once.
+    SetTenancy {
+        tenancy: Box<crate::tenant::Tenancy>,
     },
     LaunchResult {
         attempt: AttemptId,
@@ -290,6 +299,8 @@ struct Live {
     terminate_sent_at: Option<Millis>,
     /// Collect was requested; waiting for `Collected`.
     collecting: bool,
+    /// What it counts against its tenant's quota (`tenancy.rs`).
+    charged: Option<tenancy::Charge>,
 }
 
 #[derive(Debug, Clone)]
@@ -459,6 +470,10 @@ pub struct Core {
     patient: BTreeSet<(Millis, WorkloadId)>,
     /// Nodes that count as full after refusing a launch (`refused.rs`).
     beliefs: refused::Beliefs,
+    /// Tenants, quotas and owners; empty when none are configured.
+    tenancy: crate::tenant::Tenancy,
+    /// Usage per tenant and flavor, and reclaims in flight (`tenancy.rs`).
+    quota: tenancy::QuotaBook,
 }
 
 impl Core {
@@ -496,6 +511,8 @@ impl Core {
             ideal: None,
             patient: BTreeSet::new(),
             beliefs: refused::Beliefs::default(),
+            tenancy: crate::tenant::Tenancy::default(),
+            quota: tenancy::QuotaBook::default(),
         }
     }
 
@@ -617,8 +634,8 @@ impl Core {
         self.lapse_intents(now);
         self.last_now = self.last_now.max(now);
         match event {
-            Event::Submit { request, spec, spec_hash, idempotency_key, by } => {
-                self.submit(request, *spec, spec_hash, idempotency_key, by, now)
+            Event::Submit { request, spec, spec_hash, idempotency_key, by, tenant } => {
+                self.submit(request, *spec, spec_hash, idempotency_key, (by, tenant), now)
             }
             Event::Cancel { request, id } => self.cancel(request, id, now),
             Event::SetNodeState { request, node, state, note } => {
@@ -631,6 +648,7 @@ impl Core {
             Event::Acknowledge { request, rec, by, reason } => {
                 self.acknowledge(request, *rec, by, reason, now)
             }
+            Event::SetTenancy { tenancy } => self.set_tenancy(*tenancy),
             Event::LaunchResult { attempt, result } => self.on_launch_result(attempt, result, now),
             Event::Status { attempt, status } => self.on_status(attempt, status, now),
             Event::StatusFailed { attempt, error } => self.on_status_failed(attempt, &error, now),
@@ -680,6 +698,18 @@ impl Core {
     }
 
     /// Operators' standing cordons and drains, by node.
+    /// Tenants, quotas and owners in force.
+    pub fn tenancy(&self) -> &crate::tenant::Tenancy {
+        &self.tenancy
+    }
+
+    fn set_tenancy(&mut self, tenancy: crate::tenant::Tenancy) {
+        self.tenancy = tenancy;
+        self.rebuild_quota();
+        // What quotas allowed or refused may have changed for anyone.
+        self.queue.unblock_all();
+    }
+
     pub fn intents(&self) -> &BTreeMap<String, NodeIntent> {
         &self.intents
     }
@@ -862,7 +892,7 @@ impl Core {
         spec: Spec,
         spec_hash: String,
         key: Option<String>,
-        by: Option<String>,
+        (by, tenant): (Option<String>, Option<String>),
         now: Millis,
     ) {
         if let Some(k) = &key {
@@ -922,6 +952,7 @@ impl Core {
             acknowledged: None,
             exclusions: None,
             retried_as: None,
+            tenant,
             spec: spec.clone(),
         };
         if let Some(k) = key {
@@ -1127,6 +1158,7 @@ impl Core {
         now: Millis,
     ) {
         self.touched.push(id);
+        self.reclaim_done(id);
         let Some(e) = self.entries.get_mut(&id) else { return };
         e.rec.state = state;
         e.rec.class = class;

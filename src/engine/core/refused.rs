@@ -121,6 +121,7 @@ impl Core {
         for n in &live.nodes {
             self.allocate(*n, live.alloc, -1);
         }
+        self.uncharge_quota(live.charged.clone());
         let mut backoff = 0.0f64;
         for n in &live.nodes {
             backoff = backoff.max(self.believe_full(*n, now));

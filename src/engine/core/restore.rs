@@ -123,6 +123,7 @@ impl Core {
                     terminate_sent_at: terminating.as_ref().map(|_| now),
                     terminating,
                     collecting: false,
+                    charged: None,
                 });
                 if stopping {
                     // Resume the stop at once, not a resend period later.
@@ -152,6 +153,7 @@ impl Core {
             self.touched.push(id);
         }
         self.drop_snapshot();
+        self.rebuild_quota();
         self.schedule_pass(now);
         self.update_deadlines();
         std::mem::take(&mut self.out)

@@ -1,0 +1,369 @@
+//! Tenants in the core: what each tenant uses per flavor, which pools its
+//! quota rules out for a placement (and why, in numbers), and reclaiming
+//! borrowed work when an owner's work needs its capacity back.
+//!
+//! The arithmetic is `crate::tenant`'s; this file keeps the books the core
+//! needs for it. With no tenants configured nothing here runs.
+//!
+//! - Usage is charged when an attempt takes capacity and given back when
+//!   it releases it, exactly what was charged (`Live::charged`); a change
+//!   of tenancy recharges every live attempt.
+//! - A placement's request carries the pools its tenant's quota rules out
+//!   (`Requirements::quota_pools`, filter `quota`), so "nothing fits"
+//!   answers are remembered per quota state; when usage falls, blocked
+//!   work is asked again, and a remembered answer whose quota pools are
+//!   no longer the ones the tenant's quota gives holds no more.
+//! - An owner's work that fits nowhere, within its nominal quota, reclaims
+//!   borrowed work on the owner's pools: the victims `tenant::reclaim`
+//!   chooses are stopped (SIGTERM, then SIGKILL after their `stop_grace`
+//!   or what is left of the owner's `max_reclaim_delay`, whichever is
+//!   less) and placed again, class `reclaimed`. While it is in flight,
+//!   other tenants' work does not take the owner's pools.
+
+use super::{Core, Entry};
+use crate::engine::model::{Millis, WorkloadId};
+use crate::failure::ProviderEnd;
+use crate::fleet::{NodeState, PoolIdx};
+use crate::schedule::{Decision, Policy, Requirements, place};
+use crate::tenant::{self, Admission, Amount, PoolFacts, Tenancy};
+use std::collections::{BTreeMap, HashMap};
+
+/// What one live attempt is charged: tenant, flavor index, amount.
+pub(super) type Charge = (String, usize, Amount);
+
+/// The core's books on tenants.
+#[derive(Debug, Clone, Default)]
+pub(super) struct QuotaBook {
+    /// Each pool's flavor (index into `Tenancy::flavors`), by `PoolIdx`.
+    pool_flavor: Vec<Option<usize>>,
+    /// Each flavor's pools, as `provider/pool` labels, sorted.
+    flavor_pools: Vec<Vec<String>>,
+    /// Each pool's owning tenant, by `PoolIdx`.
+    pool_owner: Vec<Option<String>>,
+    /// In use per (tenant, flavor).
+    used: HashMap<(String, usize), Amount>,
+    /// Each pool's `provider/pool` label, by `PoolIdx`.
+    pool_label: Vec<String>,
+    /// Owners' workloads with a reclaim in flight: the owning tenant and
+    /// the victims.
+    reclaims: BTreeMap<WorkloadId, (String, Vec<WorkloadId>)>,
+}
+
+impl QuotaBook {
+    fn used(&self, tenant: &str, flavor: usize) -> Amount {
+        self.used.get(&(tenant.to_string(), flavor)).copied().unwrap_or_default()
+    }
+}
+
+/// The amount a request takes in all: per node times nodes.
+fn amount_of(gpus: u32, cpu_cores: f64, nodes: usize) -> Amount {
+    let n = nodes.max(1) as u64;
+    Amount::new(u64::from(gpus) * n, (cpu_cores * 1000.0).round().max(0.0) as u64 * n)
+}
+
+/// The pools `tenant`'s quota rules out for a request of `want`, and the
+/// numeric reasons; and the pools of owners taking capacity back, which
+/// are theirs alone while that lasts. Sorted.
+pub(super) fn quota_pools(
+    book: &QuotaBook,
+    tenancy: &Tenancy,
+    tenant: Option<&str>,
+    want: Amount,
+) -> (Vec<String>, Vec<String>) {
+    let mut pools = Vec::new();
+    let mut why = Vec::new();
+    let all = |pools: &mut Vec<String>| {
+        for fp in &book.flavor_pools {
+            pools.extend(fp.iter().cloned());
+        }
+    };
+    match (tenant, tenant.and_then(|n| tenancy.tenant(n))) {
+        (None, _) => {
+            all(&mut pools);
+            why.push("the workload has no tenant, and quotas admit only tenants' work".to_string());
+        }
+        (Some(name), None) => {
+            all(&mut pools);
+            why.push(format!("tenant {name} is not configured (any more); an admin can add it"));
+        }
+        (Some(name), Some(t)) => {
+            for (fi, f) in tenancy.flavors.iter().enumerate() {
+                let members = tenancy.members(t, &f.name, |who| book.used(who, fi));
+                match tenant::admit(t.cohort.as_deref(), &f.name, &members, name, want) {
+                    Some(Admission::Admit { .. } | Admission::Reclaim { .. }) => {}
+                    Some(Admission::Wait(w)) => {
+                        pools.extend(book.flavor_pools[fi].iter().cloned());
+                        why.push(w.to_string());
+                    }
+                    None => pools.extend(book.flavor_pools[fi].iter().cloned()),
+                }
+            }
+        }
+    }
+    for (owner, _) in book.reclaims.values() {
+        if tenant != Some(owner.as_str()) {
+            for (i, o) in book.pool_owner.iter().enumerate() {
+                if o.as_deref() == Some(owner.as_str()) {
+                    pools.push(book.pool_label[i].clone());
+                }
+            }
+            why.push(format!("{owner} is taking its own capacity back"));
+        }
+    }
+    pools.sort();
+    pools.dedup();
+    (pools, why)
+}
+
+/// Whether a remembered answer for `req` still holds as far as quotas go:
+/// the pools they rule out for it are the ones it was asked with.
+pub(super) fn quota_unchanged(book: &QuotaBook, tenancy: &Tenancy, req: &Requirements) -> bool {
+    if tenancy.is_empty() && book.reclaims.is_empty() {
+        return req.quota_pools.is_empty();
+    }
+    let want = amount_of(req.gpus, req.cpu_cores, req.nodes as usize);
+    quota_pools(book, tenancy, req.quota_tenant.as_deref(), want).0 == req.quota_pools
+}
+
+impl Core {
+    /// The tenant a workload counts against: its own, else the default.
+    fn tenant_of<'a>(&'a self, e: &'a Entry) -> Option<&'a str> {
+        e.rec.tenant.as_deref().or(self.tenancy.default_tenant.as_deref())
+    }
+
+    /// Recomputes which flavor and owner each pool has and recharges every
+    /// live attempt (the tenancy or the fleet changed).
+    pub(super) fn rebuild_quota(&mut self) {
+        let mut book =
+            QuotaBook { reclaims: std::mem::take(&mut self.quota.reclaims), ..QuotaBook::default() };
+        if !self.tenancy.is_empty() {
+            book.flavor_pools = vec![Vec::new(); self.tenancy.flavors.len()];
+            for p in &self.fleet.pools {
+                let provider = &self.fleet.provider(p.provider).name;
+                let owner = self.tenancy.owner_of(provider, &p.name).map(|t| t.name.clone());
+                let accel = p.shape.accelerator.as_ref();
+                let facts = PoolFacts {
+                    provider,
+                    pool: &p.name,
+                    family: accel.map(|a| a.family.as_str()),
+                    model: accel.map(|a| a.model.as_str()),
+                    owner: owner.as_deref(),
+                };
+                let fi = tenant::flavor::flavor_of(&self.tenancy.flavors, &facts);
+                if let Some(fi) = fi {
+                    book.flavor_pools[fi].push(format!("{provider}/{}", p.name));
+                }
+                book.pool_flavor.push(fi);
+                book.pool_label.push(format!("{provider}/{}", p.name));
+                book.pool_owner.push(owner);
+            }
+            for v in &mut book.flavor_pools {
+                v.sort();
+            }
+        }
+        self.quota = book;
+        let ids: Vec<WorkloadId> = self.live_ids.iter().copied().collect();
+        for id in ids {
+            self.charge_quota(id);
+            // Reclaims in flight, as their victims' durable stops say (a
+            // restart carries them on).
+            let stop = self.entries.get(&id).and_then(|e| e.live.as_ref()?.terminating.clone());
+            if let Some(ProviderEnd::OwnerReclaim { owner, for_workload, .. }) = stop {
+                let owner_wl = WorkloadId(for_workload);
+                if self.entries.contains_key(&owner_wl) {
+                    self.quota.reclaims.entry(owner_wl).or_insert_with(|| (owner, Vec::new())).1.push(id);
+                }
+            }
+        }
+    }
+
+    /// What the live attempt of `id` counts against, if anything.
+    fn charge_for(&self, e: &Entry) -> Option<Charge> {
+        if self.tenancy.is_empty() {
+            return None;
+        }
+        let live = e.live.as_ref()?;
+        let node = self.fleet.nodes.get(live.nodes.first()?.0 as usize)?;
+        let fi = (*self.quota.pool_flavor.get(node.pool.0 as usize)?)?;
+        let tenant = self.tenant_of(e)?.to_string();
+        Some((tenant, fi, amount_of(live.alloc.gpus, live.alloc.cpu_cores, live.nodes.len())))
+    }
+
+    /// Charges the live attempt of `id` to its tenant and flavor.
+    pub(super) fn charge_quota(&mut self, id: WorkloadId) {
+        let Some(e) = self.entries.get(&id) else { return };
+        let charge = self.charge_for(e);
+        if let Some((t, fi, a)) = &charge {
+            let u = self.quota.used.entry((t.clone(), *fi)).or_default();
+            *u = u.saturating_add(*a);
+        }
+        if let Some(live) = self.entries.get_mut(&id).and_then(|e| e.live.as_mut()) {
+            live.charged = charge;
+        }
+    }
+
+    /// Gives back what an ended attempt was charged; work its quota kept
+    /// waiting is asked again.
+    pub(super) fn uncharge_quota(&mut self, charged: Option<Charge>) {
+        let Some((t, fi, a)) = charged else { return };
+        if let Some(u) = self.quota.used.get_mut(&(t, fi)) {
+            *u = u.saturating_sub(a);
+        }
+        self.queue.unblock_all();
+    }
+
+    /// Sets `req.quota_pools` for `e`'s next placement; returns the reasons
+    /// when its quota rules pools out.
+    pub(super) fn gate_quota(&self, e: &Entry, req: &mut Requirements) -> Vec<String> {
+        if self.tenancy.is_empty() {
+            return Vec::new();
+        }
+        let want = amount_of(req.gpus, req.cpu_cores, req.nodes as usize);
+        let tenant = self.tenant_of(e);
+        let (pools, why) = quota_pools(&self.quota, &self.tenancy, tenant, want);
+        req.quota_tenant = tenant.map(str::to_string);
+        req.quota_pools = pools;
+        why
+    }
+
+    /// The owner's work `id` fits nowhere: when it is within its nominal
+    /// quota and borrowed work holds the owner's pools, stop the least
+    /// costly victims so it fits (`tenant::reclaim`).
+    pub(super) fn maybe_reclaim(&mut self, id: WorkloadId, req: &Requirements, now: Millis) {
+        if self.tenancy.is_empty() || self.quota.reclaims.contains_key(&id) {
+            return;
+        }
+        let Some(e) = self.entries.get(&id) else { return };
+        let Some(owner) = self.tenant_of(e).map(str::to_string) else { return };
+        let Some(t) = self.tenancy.tenant(&owner) else { return };
+        let promise = t.max_reclaim_delay;
+        let owned: Vec<usize> = (0..self.quota.pool_owner.len())
+            .filter(|&i| self.quota.pool_owner[i].as_deref() == Some(owner.as_str()))
+            .collect();
+        if owned.is_empty() {
+            return;
+        }
+        // Within its nominal quota in the flavor of the owned pools.
+        let want = amount_of(req.gpus, req.cpu_cores, req.nodes as usize);
+        let within = owned.iter().any(|&i| {
+            self.quota.pool_flavor[i].is_none_or(|fi| {
+                let limits = self.tenancy.limits(t, &self.tenancy.flavors[fi].name);
+                limits.within_nominal(&self.quota.used(&owner, fi).saturating_add(want))
+            })
+        });
+        if !within {
+            return;
+        }
+        // The owned pools that would fit the request if they were empty.
+        let mut plain = req.clone();
+        plain.quota_pools.clear();
+        plain.exclude_nodes.clear();
+        let policy = Policy { top_k: self.fleet.pools.len().max(1), ..Policy::default() };
+        let fitting: Vec<PoolIdx> = match place(&plain, self.ideal(), &policy) {
+            Decision::Placed(p) => p
+                .candidates
+                .iter()
+                .filter_map(|c| self.quota.pool_label.iter().position(|l| *l == c.pool))
+                .map(|i| PoolIdx(i as u32))
+                .collect(),
+            Decision::Unschedulable(_) => return,
+        };
+        let pools: Vec<PoolIdx> = fitting.into_iter().filter(|p| owned.contains(&(p.0 as usize))).collect();
+        let mut nodes: Vec<(u32, Amount)> = Vec::new();
+        for p in &pools {
+            for n in self.fleet.pool(*p).nodes.clone() {
+                let node = &self.fleet.nodes[n as usize];
+                if node.state == NodeState::Ready && !req.exclude_nodes.contains(&node.name) {
+                    nodes.push((n, amount_of(node.free.gpus, node.free.cpu_cores, 1)));
+                }
+            }
+        }
+        let mut candidates = Vec::new();
+        for (wid, v) in &self.entries {
+            let Some(live) = v.live.as_ref() else { continue };
+            if live.terminating.is_some() || self.tenant_of(v) == Some(owner.as_str()) {
+                continue;
+            }
+            let frees: Vec<(u32, Amount)> = live
+                .nodes
+                .iter()
+                .filter(|n| nodes.iter().any(|(k, _)| *k == n.0))
+                .map(|n| (n.0, amount_of(live.alloc.gpus, live.alloc.cpu_cores, 1)))
+                .collect();
+            if frees.is_empty() {
+                continue;
+            }
+            let att = &v.attempts[live.idx];
+            let gpus = u64::from(live.alloc.gpus.max(1)) * live.nodes.len() as u64;
+            let started = att.started_at.unwrap_or(now);
+            let saved =
+                att.checkpoint.as_ref().and_then(|c| c.saved.as_ref().or(c.resumed.as_ref())).map(|s| s.at);
+            let since = saved.filter(|s| *s > started).unwrap_or(started);
+            let secs = |from: Millis| now.secs_since(from).max(0.0) as u64;
+            candidates.push(tenant::Candidate {
+                workload: wid.0,
+                frees,
+                lost_gpu_s: secs(since) * gpus,
+                run_gpu_s: secs(started) * gpus,
+            });
+        }
+        let per_node = amount_of(req.gpus, req.cpu_cores, 1);
+        let Some(choice) = tenant::reclaim::choose(&nodes, &candidates, per_node, req.nodes.max(1) as usize)
+        else {
+            return;
+        };
+        if choice.victims.is_empty() {
+            return;
+        }
+        let victims: Vec<WorkloadId> = choice.victims.iter().map(|v| WorkloadId(v.workload)).collect();
+        let names: Vec<String> = victims.iter().map(|v| v.to_string()).collect();
+        self.event(
+            now,
+            id,
+            None,
+            crate::engine::model::EventKind::Reclaim,
+            format!(
+                "reclaiming {} of {owner}'s capacity from {} (borrowed); promised within {}",
+                tenant::Resource::Gpus.show(per_node.gpus * req.nodes.max(1) as u64),
+                names.join(", "),
+                crate::units::human_secs(promise.as_secs_f64())
+            ),
+        );
+        for v in &choice.victims {
+            let wid = WorkloadId(v.workload);
+            let Some(ve) = self.entries.get(&wid) else { continue };
+            let grace = ve.spec.runtime.stop_grace().min(promise).as_secs();
+            let node = self.fleet.nodes.get(v.node as usize).map_or("?", |n| n.name.as_str()).to_string();
+            let message = format!("for {id} of {owner} on {node}: {}", v.explain(&per_node));
+            let end = ProviderEnd::OwnerReclaim {
+                owner: owner.clone(),
+                for_workload: id.0,
+                message,
+                grace_s: grace,
+            };
+            self.terminate_live(wid, end, now);
+        }
+        self.quota.reclaims.insert(id, (owner, victims));
+    }
+
+    /// The reclaim for `id` is over (it was placed, cancelled or ended).
+    pub(super) fn reclaim_done(&mut self, id: WorkloadId) {
+        if self.quota.reclaims.remove(&id).is_some() {
+            // Owners' pools it kept from others are open again.
+            self.queue.unblock_all();
+        }
+    }
+
+    /// Per tenant and flavor: in use now (for the API and the console).
+    pub fn tenant_usage(&self) -> Vec<(String, String, Amount)> {
+        let mut out: Vec<(String, String, Amount)> = self
+            .quota
+            .used
+            .iter()
+            .filter(|(_, a)| !a.is_zero())
+            .filter_map(|((t, fi), a)| Some((t.clone(), self.tenancy.flavors.get(*fi)?.name.clone(), *a)))
+            .collect();
+        out.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        out
+    }
+}

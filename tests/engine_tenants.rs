@@ -1,0 +1,145 @@
+//! Tenants in the engine core, under the test clock: quota admission with
+//! the binding limit in numbers, and an owner reclaiming its capacity from
+//! borrowed work — the least costly victim, SIGTERM with the grace the
+//! promise leaves, class `reclaimed`, no node charged, no attempt spent.
+
+mod common;
+
+use canopy::engine::core::{Event, Reply};
+use canopy::engine::model::*;
+use canopy::failure::{FailureClass, ProviderEnd};
+use canopy::tenant::{FlavorDef, Tenancy, TenantDef};
+use common::*;
+
+fn tenancy(b_borrowing: u32) -> Tenancy {
+    #[derive(serde::Deserialize)]
+    struct File {
+        tenant: Vec<TenantDef>,
+        flavor: Vec<FlavorDef>,
+    }
+    let text = format!(
+        r#"
+[[flavor]]
+name = "lab"
+providers = ["cloud"]
+[[tenant]]
+name = "team-a"
+cohort = "research"
+owns = ["cloud/lab"]
+max_reclaim_delay = "10m"
+[tenant.quota.lab]
+gpus = 8
+[[tenant]]
+name = "team-b"
+cohort = "research"
+[tenant.quota.lab]
+gpus = {{ nominal = 0, borrowing_limit = {b_borrowing} }}
+"#
+    );
+    let f: File = toml::from_str(&text).unwrap();
+    Tenancy::from_defs(&f.tenant, &f.flavor, None).unwrap()
+}
+
+/// Two nodes of 4 GPUs in pool `lab`, owned by team-a.
+fn world(b_borrowing: u32) -> World {
+    let mut w = World::new(cloud_fleet(vec![(gpu_pool("lab", "A100-40", 4, 40.0, 1.0), vec!["n1", "n2"])]));
+    w.send(Event::SetTenancy { tenancy: Box::new(tenancy(b_borrowing)) });
+    w
+}
+
+fn submit_for(w: &mut World, tenant: &str, gpus: u32) -> WorkloadId {
+    let spec = job_spec(gpus, "");
+    let spec = {
+        let mut s = spec;
+        s.runtime.stop_grace = Some(canopy::units::HumanDuration::from_secs(120));
+        s
+    };
+    let out = w.send(Event::Submit {
+        request: 7,
+        spec: Box::new(spec.clone()),
+        spec_hash: spec.content_hash(),
+        idempotency_key: None,
+        by: None,
+        tenant: Some(tenant.into()),
+    });
+    out.into_iter()
+        .find_map(|a| match a {
+            canopy::engine::core::Action::Reply { reply: Reply::Submitted { id, .. }, .. } => Some(id),
+            _ => None,
+        })
+        .expect("submitted")
+}
+
+#[test]
+fn a_tenant_at_its_limit_waits_with_the_numbers_and_runs_when_its_usage_falls() {
+    let mut w = world(4);
+    let first = submit_for(&mut w, "team-b", 4);
+    let (a1, _) = w.last_launch(first);
+    w.ack(a1);
+    w.run(a1);
+    let second = submit_for(&mut w, "team-b", 4);
+    assert!(w.launched(second).is_none(), "team-b may borrow 4 GPUs, and holds 4");
+    let reason = w.workload(second).reason.unwrap_or_default();
+    assert!(
+        reason.contains("team-b: 4/4 lab GPUs in use, 4 more asked (nominal 0, may borrow 4)"),
+        "{reason}"
+    );
+    // team-a's own work is not held back by team-b's limit.
+    let own = submit_for(&mut w, "team-a", 4);
+    assert!(w.launched(own).is_some());
+    // team-b's first ends: its usage falls and the second runs at once.
+    w.end(a1, ProviderEnd::Exited { code: 0 }, &[]);
+    assert!(w.launched(second).is_some(), "{:?}", w.workload(second).reason);
+}
+
+#[test]
+fn an_owner_reclaims_the_least_costly_borrowed_work_without_blame() {
+    let mut w = world(8);
+    // team-b borrows both of team-a's nodes; the first has run an hour longer.
+    let long = submit_for(&mut w, "team-b", 4);
+    let (a_long, n_long) = w.last_launch(long);
+    w.ack(a_long);
+    w.run(a_long);
+    w.advance(3600.0);
+    let short = submit_for(&mut w, "team-b", 4);
+    let (a_short, n_short) = w.last_launch(short);
+    w.ack(a_short);
+    w.run(a_short);
+    w.advance(600.0);
+    assert_ne!(n_long, n_short);
+
+    // team-a's work arrives: within its nominal quota, its nodes are busy.
+    let owner = submit_for(&mut w, "team-a", 4);
+    assert!(w.launched(owner).is_none());
+    assert!(w.terminated(a_short), "the work that loses least is stopped");
+    assert!(!w.terminated(a_long), "never more than needed");
+    let stop = w.attempt(a_short).stop.expect("a durable stop");
+    let ProviderEnd::OwnerReclaim { owner: who, grace_s, message, .. } = &stop else { panic!("{stop:?}") };
+    assert_eq!((who.as_str(), *grace_s), ("team-a", 120), "the workload's stop_grace, within the promise");
+    assert!(message.contains("the only victim among 2 borrowed workloads"), "{message}");
+    let said = w.events(owner, EventKind::Reclaim);
+    assert!(said.iter().any(|m| m.contains(&format!("from {short}"))), "{said:?}");
+
+    // Nobody else takes the owner's node while the victim stops.
+    let other = submit_for(&mut w, "team-b", 4);
+    assert!(w.launched(other).is_none());
+
+    // It stops: the owner runs there; the victim waits to be placed again,
+    // charged no attempt and no node.
+    w.confirm_terminated(a_short, ProviderEnd::Signaled { signal: 15 });
+    let rec = w.attempt(a_short);
+    assert_eq!((rec.class, rec.rule.as_deref()), (Some(FailureClass::Reclaimed), Some("canopy.reclaimed")));
+    let (_, n_owner) = w.last_launch(owner);
+    assert_eq!(n_owner, n_short);
+    assert_eq!(w.state(short), WorkloadState::Queued);
+    assert!(w.records().all(|r| !matches!(r, Record::Health(_))), "a reclaim charges no node");
+    assert_eq!(w.core.health().node(&n_short, canopy::engine::model::Millis(w.now)).score, 1.0);
+
+    // The owner's work ends: the reclaimed work runs again.
+    let (a_owner, _) = w.last_launch(owner);
+    w.ack(a_owner);
+    w.run(a_owner);
+    w.end(a_owner, ProviderEnd::Exited { code: 0 }, &[]);
+    let (again, _) = w.last_launch(short);
+    assert_ne!(again, a_short, "placed again once the owner's work ended");
+}
