@@ -241,7 +241,7 @@ impl App {
             self.derive_pending = true;
             return;
         }
-        self.derived = super::derive::derive(&self.model, &key.choice);
+        self.derived.update(&self.model, &key.choice);
         self.derived_key = Some(key);
         self.derived_at = self.now;
         self.derive_pending = false;

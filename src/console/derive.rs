@@ -55,6 +55,8 @@ pub struct Derived {
     pub workload_widths: NameWidths,
     pub fault_widths: NameWidths,
     pub node_widths: NameWidths,
+    /// What each part was computed from.
+    keys: Keys,
 }
 
 /// The widest names in a list, in terminal columns.
@@ -89,49 +91,133 @@ pub struct NodeGroup {
     pub clears: Option<Millis>,
 }
 
-pub fn derive(m: &Model, app: &Choice) -> Derived {
-    let wf = Filter::parse(app.filter(View::Workloads));
-    let mut workloads: Vec<&WorkloadRow> = m
-        .workloads
-        .values()
-        .filter(|w| !app.faults_only || w.is_fault())
-        .filter(|w| wf.is_empty() || workload_matches(&wf, w))
-        .collect();
-    workloads.sort_by(|a, b| {
-        let o = compare(app.sort, a, b).then(a.rec.id.cmp(&b.rec.id));
-        if app.sort_desc { o.reverse() } else { o }
-    });
-    let mut faults: Vec<&WorkloadRow> = m.workloads.values().filter(|w| w.is_fault()).collect();
-    let faults_total = faults.len();
-    let tf = Filter::parse(app.filter(View::Triage));
-    faults.retain(|w| tf.is_empty() || fault_matches(&tf, w));
-    faults.sort_by(|a, b| {
-        let key =
-            |w: &WorkloadRow| (w.fault_class().map(|c| c.as_str()), w.last_attempt().map(|a| a.node.clone()));
-        key(a).cmp(&key(b)).then(b.rec.id.cmp(&a.rec.id))
-    });
-    let (nodes, node_widths) = match &m.status {
-        Some(s) => node_rows(&s.fleet, &s.health, &Filter::parse(app.filter(View::Nodes))),
-        None => (Vec::new(), NameWidths::default()),
-    };
-    let history = m.status.as_ref().map(|s| &s.health.faults);
-    let (by_class, by_fault_node) = triage_groups(&faults, history, &tf);
-    let af = Filter::parse(app.filter(View::Audit));
-    let audit = m.audit.iter().rev().filter(|a| af.is_empty() || audit_matches(&af, a)).cloned().collect();
-    Derived {
-        by_class,
-        by_fault_node,
-        generation: m.generation,
-        workload_widths: widest(&workloads),
-        fault_widths: widest(&faults),
-        workloads: workloads.iter().map(|w| w.rec.id).collect(),
-        faults: faults.iter().map(|w| w.rec.id).collect(),
-        faults_total,
-        nodes,
-        node_widths,
-        by_node: m.by_node(),
-        audit,
-        overview: overview(m),
+/// What each part of [`Derived`] was last computed from: a part is
+/// computed again only when what it reads changed, so a sort or a filter
+/// key recomputes one list, and a fleet status (every second) leaves the
+/// workloads alone.
+#[derive(Debug, Default)]
+struct Keys {
+    /// Rows version, filter, faults only: which workloads pass.
+    passing: Option<(u64, String, bool)>,
+    /// ... and the sort they are in.
+    sort: Option<(Column, bool)>,
+    /// Rows version, triage filter.
+    faults: Option<(u64, String)>,
+    /// Rows and status versions, triage filter.
+    groups: Option<(u64, u64, String)>,
+    /// Status version, nodes filter.
+    nodes: Option<(u64, String)>,
+    by_node: Option<u64>,
+    /// Audit version, audit filter.
+    audit: Option<(u64, String)>,
+    /// Rows and status versions.
+    overview: Option<(u64, u64)>,
+}
+
+impl Derived {
+    /// Brings the rows up to date with the model and the operator's
+    /// choice, recomputing only the parts whose inputs changed.
+    pub fn update(&mut self, m: &Model, app: &Choice) {
+        let v = m.versions();
+        self.generation = m.generation;
+        self.update_workloads(m, app, v.rows);
+        let tf = app.filter(View::Triage);
+        let faults_key = (v.rows, tf.to_string());
+        let groups_key = (v.rows, v.status, tf.to_string());
+        if self.keys.faults.as_ref() != Some(&faults_key) || self.keys.groups.as_ref() != Some(&groups_key) {
+            let tf = Filter::parse(tf);
+            let faults: Vec<&WorkloadRow> = if self.keys.faults.as_ref() == Some(&faults_key) {
+                self.faults.iter().filter_map(|id| m.workloads.get(id)).collect()
+            } else {
+                let mut faults: Vec<&WorkloadRow> = m.workloads.values().filter(|w| w.is_fault()).collect();
+                self.faults_total = faults.len();
+                faults.retain(|w| tf.is_empty() || fault_matches(&tf, w));
+                fn key(w: &WorkloadRow) -> (Option<&'static str>, Option<&str>) {
+                    (w.fault_class().map(|c| c.as_str()), w.last_attempt().map(|a| a.node.as_str()))
+                }
+                faults.sort_by(|a, b| key(a).cmp(&key(b)).then(b.rec.id.cmp(&a.rec.id)));
+                self.fault_widths = widest(&faults);
+                self.faults = faults.iter().map(|w| w.rec.id).collect();
+                self.keys.faults = Some(faults_key);
+                faults
+            };
+            let history = m.status.as_ref().map(|s| &s.health.faults);
+            (self.by_class, self.by_fault_node) = triage_groups(&faults, history, &tf);
+            self.keys.groups = Some(groups_key);
+        }
+        let nodes_key = (v.status, app.filter(View::Nodes).to_string());
+        if self.keys.nodes.as_ref() != Some(&nodes_key) {
+            (self.nodes, self.node_widths) = match &m.status {
+                Some(s) => node_rows(&s.fleet, &s.health, &Filter::parse(&nodes_key.1)),
+                None => (Vec::new(), NameWidths::default()),
+            };
+            self.keys.nodes = Some(nodes_key);
+        }
+        if self.keys.by_node != Some(v.rows) {
+            self.by_node = m.by_node();
+            self.keys.by_node = Some(v.rows);
+        }
+        let audit_key = (v.audit, app.filter(View::Audit).to_string());
+        if self.keys.audit.as_ref() != Some(&audit_key) {
+            let af = Filter::parse(&audit_key.1);
+            self.audit =
+                m.audit.iter().rev().filter(|a| af.is_empty() || audit_matches(&af, a)).cloned().collect();
+            self.keys.audit = Some(audit_key);
+        }
+        if self.keys.overview != Some((v.rows, v.status)) {
+            self.overview = overview(m);
+            self.keys.overview = Some((v.rows, v.status));
+        }
+    }
+
+    /// The workloads list: which pass the filter (and faults only), then
+    /// their order. A sort change reorders the rows that passed; a filter
+    /// that only narrows the last one (a key typed at its end) tests only
+    /// the rows that passed it.
+    fn update_workloads(&mut self, m: &Model, app: &Choice, rows: u64) {
+        let text = app.filter(View::Workloads);
+        let passing_key = (rows, text.to_string(), app.faults_only);
+        let sort_key = (app.sort, app.sort_desc);
+        let same_rows = self.keys.passing.as_ref() == Some(&passing_key);
+        if same_rows && self.keys.sort == Some(sort_key) {
+            return;
+        }
+        let mut list: Vec<&WorkloadRow> = if same_rows {
+            if self.keys.sort == Some((app.sort, !app.sort_desc)) {
+                // The order is total (ids break ties): the other
+                // direction is the same rows reversed.
+                self.workloads.reverse();
+                self.keys.sort = Some(sort_key);
+                return;
+            }
+            self.workloads.iter().filter_map(|id| m.workloads.get(id)).collect()
+        } else {
+            let wf = Filter::parse(text);
+            let narrows = self.keys.passing.as_ref().is_some_and(|(r, old, only)| {
+                *r == rows && *only == app.faults_only && Filter::narrows(old, text)
+            });
+            let from: Vec<&WorkloadRow> = if narrows {
+                self.workloads.iter().filter_map(|id| m.workloads.get(id)).collect()
+            } else {
+                m.workloads.values().filter(|w| !app.faults_only || w.is_fault()).collect()
+            };
+            let list: Vec<&WorkloadRow> =
+                from.into_iter().filter(|w| wf.is_empty() || workload_matches(&wf, w)).collect();
+            self.workload_widths = widest(&list);
+            self.keys.passing = Some(passing_key);
+            if narrows && self.keys.sort == Some(sort_key) {
+                // What passed is a part of a list in this order already.
+                self.workloads = list.iter().map(|w| w.rec.id).collect();
+                return;
+            }
+            list
+        };
+        list.sort_unstable_by(|a, b| {
+            let o = compare(app.sort, a, b).then(a.rec.id.cmp(&b.rec.id));
+            if app.sort_desc { o.reverse() } else { o }
+        });
+        self.workloads = list.iter().map(|w| w.rec.id).collect();
+        self.keys.sort = Some(sort_key);
     }
 }
 
@@ -219,14 +305,18 @@ fn workload_field<'a>(
 
 fn workload_matches(f: &Filter, w: &WorkloadRow) -> bool {
     let a = w.last_attempt();
-    let text = format!(
-        "{} {} {} {} {}",
-        w.rec.id,
-        w.rec.name,
-        w.rec.state,
-        a.map_or("", |a| a.pool.as_str()),
-        w.fault_class().map_or("", |c| c.as_str())
-    );
+    let text = if f.reads_text() {
+        format!(
+            "{} {} {} {} {}",
+            w.rec.id,
+            w.rec.name,
+            w.rec.state,
+            a.map_or("", |a| a.pool.as_str()),
+            w.fault_class().map_or("", |c| c.as_str())
+        )
+    } else {
+        String::new()
+    };
     f.matches(workload_field(w, a), &text)
 }
 
@@ -569,3 +659,7 @@ pub fn overview_events(events: &std::collections::VecDeque<EventRecord>, n: usiz
     }
     out
 }
+
+#[cfg(test)]
+#[path = "derive_tests.rs"]
+mod tests;
