@@ -112,6 +112,18 @@ impl FailureClass {
         )
     }
 
+    /// Whether the attempt was stopped for someone else's reasons, neither
+    /// the workload's fault nor the machine's: the provider took the
+    /// capacity back (`preempted`, which includes Canopy's stop on a
+    /// provider's notice and an evicting drain, rule `canopy.evicted`), or
+    /// an owner took it back from borrowed work (`reclaimed`).
+    /// Such a stop after which the workload resumed with progress is not
+    /// charged to its retry budget ([`crate::engine::retry::stop_is_free`]
+    /// says when); this is the one list of the classes that qualify.
+    pub fn is_displacement(self) -> bool {
+        matches!(self, FailureClass::Preempted | FailureClass::Reclaimed)
+    }
+
     /// Whether the failure is evidence against the node the attempt ran on,
     /// for the health view. Only `node` is.
     ///

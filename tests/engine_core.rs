@@ -513,12 +513,14 @@ fn a_stop_under_way_is_finished_after_a_restart_with_its_own_outcome() {
 /// A plain drain lets running work finish and takes no new work; an
 /// evicting drain stops the work and places it elsewhere as a move: its own
 /// reason, no attempt spent (even with none left), no health score changed.
+/// (With no checkpointed progress to resume from, the move is charged to
+/// `infra_retries` like a preemption: `tests/engine_stops.rs`.)
 #[test]
 fn a_drain_lets_work_finish_and_an_evicting_one_moves_it_without_blame() {
     use canopy::engine::core::NodeNote;
     use canopy::fleet::NodeState;
     let mut w = World::new(fleet());
-    let first = w.submit("[retry]\nmax_attempts = 1\ninfra_retries = 0");
+    let first = w.submit("[retry]\nmax_attempts = 1\ninfra_retries = 1");
     let (a1, n1) = w.last_launch(first);
     w.ack(a1);
     w.run(a1);

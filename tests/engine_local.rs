@@ -714,11 +714,13 @@ fn draining_a_node_lets_work_finish_and_evicting_moves_it_without_a_failure() {
 
     // An evicting drain: the workload (which ignores SIGTERM) is stopped
     // after the drain's grace and waits to be placed again; its one
-    // allowed attempt is not spent, and the node's health is untouched.
+    // allowed attempt is not spent (with nothing checkpointed to resume
+    // from, the move comes out of infra_retries, as a preemption's would),
+    // and the node's health is untouched.
     let marker = s.scratch.join("moved");
     let script = format!("trap '' TERM; echo run >> {}; sleep 60", marker.display());
     let moved =
-        cli.submit(&spec(&s.specs, "moved", &script, "[retry]\nmax_attempts = 1\ninfra_retries = 0\n"));
+        cli.submit(&spec(&s.specs, "moved", &script, "[retry]\nmax_attempts = 1\ninfra_retries = 1\n"));
     cli.wait_state(moved, |s| s == WorkloadState::Running);
     let said = cli.ok(&["drain", &node, "--evict", "--grace", "1s", "--reason", "disk swap"]);
     assert!(said.contains("drain"), "{said}");

@@ -36,6 +36,46 @@ pub struct RetryInput<'a> {
     /// Canopy stopped the attempt to move it off a drained node
     /// ([`crate::engine::rules::EVICTED_RULE`]).
     pub evicted: bool,
+    /// The stop was not the workload's fault and it made progress
+    /// ([`stop_is_free`]): nothing is spent. Such stops are left out of
+    /// every count above.
+    pub free: bool,
+}
+
+/// The least an attempt must have run for a stop that is not the
+/// workload's fault to be free: ten minutes. With the checkpoint it must
+/// also have left, this is the minimum progress per attempt.
+pub const MIN_FREE_RUN_S: f64 = 600.0;
+
+/// An ended attempt as [`stop_is_free`] judges it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stop {
+    pub class: FailureClass,
+    /// Seconds it ran, from started to ended (0 if it never started).
+    pub ran_s: f64,
+    /// It left a complete checkpoint it wrote itself: newer than the one
+    /// it resumed from, so the next attempt resumes further on.
+    pub new_checkpoint: bool,
+    /// Seconds the workload's attempts ran in all, this one included.
+    pub ran_total_s: f64,
+}
+
+/// The one rule for stops that are not the workload's fault: such a stop
+/// is free — it spends neither `infra_retries` nor `max_attempts` — when
+/// the attempt made progress the next one resumes from: it ran at least
+/// [`MIN_FREE_RUN_S`] and left a new complete checkpoint. Bounded so that
+/// a workload cannot be stopped for free forever: every free stop moves
+/// its checkpoint on; once its attempts together have run its
+/// `max_runtime` (the time one uninterrupted attempt may take) further
+/// stops are charged; and its cost cap counts every attempt's cost, so
+/// reaching it ends the workload (`cost-cap`, final) however it was
+/// stopped. Anything else is charged like the infrastructure failure it
+/// is: from `infra_retries` first, then from `max_attempts`.
+pub fn stop_is_free(s: &Stop, max_runtime_s: Option<f64>) -> bool {
+    s.class.is_displacement()
+        && s.new_checkpoint
+        && s.ran_s >= MIN_FREE_RUN_S
+        && max_runtime_s.is_none_or(|m| s.ran_total_s <= m)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -82,22 +122,40 @@ pub fn backoff_s(policy: &RetryPolicy, retry_n: u32) -> f64 {
 pub const POOL_EXCLUDE_AFTER: u32 = 2;
 
 pub fn decide(i: &RetryInput<'_>) -> RetryDecision {
+    if i.free {
+        return free_stop(i);
+    }
+    charged(i)
+}
+
+/// A stop that is not the workload's fault, after progress: placed again
+/// without spending anything. A drained node's work moves at once; a
+/// preempted attempt waits the first backoff step, and leaves a pool that
+/// keeps taking its capacity back, as any infrastructure failure does.
+fn free_stop(i: &RetryInput<'_>) -> RetryDecision {
+    let (delay_s, exclude_pool, what) = if i.evicted {
+        (0.0, false, "moved off a drained node")
+    } else {
+        (backoff_s(i.policy, 1), i.failures_in_pool >= POOL_EXCLUDE_AFTER, "stopped by the infrastructure")
+    };
+    RetryDecision {
+        retry: true,
+        rule: "retry.resumed-free",
+        reason: format!(
+            "{what} after progress (a new checkpoint); resumes from it in {delay_s:.0}s, spending no retry"
+        ),
+        delay_s,
+        counts: false,
+        exclude_node: false,
+        exclude_pool,
+        min_gpu_memory_exclusive: None,
+    }
+}
+
+/// Every end that is charged: the classes' own rules.
+fn charged(i: &RetryInput<'_>) -> RetryDecision {
     use FailureClass as C;
     let max = i.policy.max_attempts;
-    if i.evicted {
-        // An operator moved it: not a failure, so nothing is spent and
-        // nothing is excluded (the drained node takes no work anyway).
-        return RetryDecision {
-            retry: true,
-            rule: "retry.evicted",
-            reason: "moved off a drained node; placed again without spending an attempt".into(),
-            delay_s: 0.0,
-            counts: false,
-            exclude_node: false,
-            exclude_pool: false,
-            min_gpu_memory_exclusive: None,
-        };
-    }
     match i.class {
         C::Cancelled => RetryDecision::fin("retry.cancelled", "cancelled by an operator".into()),
         C::Config => RetryDecision::fin(
@@ -195,27 +253,37 @@ pub fn decide(i: &RetryInput<'_>) -> RetryDecision {
 fn infra_elsewhere(i: &RetryInput<'_>, c: FailureClass, nth: u32, counts: bool) -> RetryDecision {
     use FailureClass as C;
     // The provider's own failures (API errors, timeouts, an unreachable
-    // control plane) say nothing of the pool: they back off and wait.
-    let exclude_pool = i.failures_in_pool >= POOL_EXCLUDE_AFTER && c != C::Provider;
-    let exclude_node = c != C::Provider && c != C::Preempted;
-    let delay = backoff_s(i.policy, nth);
+    // control plane) say nothing of the pool: they back off and wait. An
+    // operator's move excludes nothing (the drained node takes no work
+    // anyway) and waits for nothing.
+    let exclude_pool = i.failures_in_pool >= POOL_EXCLUDE_AFTER && c != C::Provider && !i.evicted;
+    let exclude_node = c != C::Provider && c != C::Preempted && !i.evicted;
+    let delay = if i.evicted { 0.0 } else { backoff_s(i.policy, nth) };
     let place = match (exclude_pool, exclude_node) {
         (true, _) => "outside this pool",
         (false, true) => "on another node",
         (false, false) => "wherever fits best",
     };
-    let (rule, budget) = if counts {
-        (
-            "retry.infra-elsewhere",
-            format!(", spending attempt {} of {}", i.counted_attempts + 1, i.policy.max_attempts),
-        )
+    let rule = match (counts, i.evicted) {
+        (true, false) => "retry.infra-elsewhere",
+        (true, true) => "retry.evicted-charged",
+        (false, false) => "retry.infra-free",
+        (false, true) => "retry.evicted",
+    };
+    let budget = if counts {
+        format!(", spending attempt {} of {}", i.counted_attempts + 1, i.policy.max_attempts)
     } else {
-        ("retry.infra-free", format!(" ({nth} of {} infrastructure retries)", i.policy.infra_retries))
+        format!(" ({nth} of {} infrastructure retries)", i.policy.infra_retries)
+    };
+    let what = if i.evicted {
+        "moved off a drained node with no progress to resume from".to_string()
+    } else {
+        format!("{c} failure")
     };
     RetryDecision {
         retry: true,
         rule,
-        reason: format!("{c} failure; retrying {place} in {delay:.0}s{budget}"),
+        reason: format!("{what}; retrying {place} in {delay:.0}s{budget}"),
         delay_s: delay,
         counts,
         exclude_node,
@@ -243,18 +311,53 @@ mod tests {
             gpu_memory_gb: 24.0,
             fleet_max_gpu_memory_gb: 80.0,
             evicted: false,
+            free: false,
         }
     }
 
     #[test]
-    fn an_eviction_is_relocated_free_whatever_the_budget() {
+    fn a_stop_after_progress_is_free_whatever_the_budget() {
         let p = RetryPolicy { max_attempts: 1, infra_retries: 0, ..RetryPolicy::default() };
         let mut i = input(FailureClass::Preempted, &p);
+        (i.free, i.counted_attempts, i.infra_failures) = (true, 5, 9);
+        let d = decide(&i);
+        assert!(d.retry && !d.counts && !d.exclude_node && !d.exclude_pool, "{d:?}");
+        assert_eq!((d.rule, d.delay_s), ("retry.resumed-free", 10.0));
+        // Moved off a drained node after progress: at once.
         i.evicted = true;
-        i.counted_attempts = 5;
+        let d = decide(&i);
+        assert_eq!((d.rule, d.delay_s, d.counts), ("retry.resumed-free", 0.0, false));
+    }
+
+    #[test]
+    fn an_eviction_without_progress_is_charged_like_a_preemption_but_moves_at_once() {
+        let p = RetryPolicy { max_attempts: 1, infra_retries: 1, ..RetryPolicy::default() };
+        let mut i = input(FailureClass::Preempted, &p);
+        (i.evicted, i.failures_in_pool) = (true, 3);
         let d = decide(&i);
         assert!(d.retry && !d.counts && !d.exclude_node && !d.exclude_pool, "{d:?}");
         assert_eq!((d.rule, d.delay_s), ("retry.evicted", 0.0));
+        assert!(d.reason.contains("1 of 1 infrastructure retries"), "{}", d.reason);
+        i.infra_failures = 2;
+        assert_eq!(decide(&i).rule, "retry.max-attempts");
+    }
+
+    #[test]
+    fn only_displacements_with_progress_within_max_runtime_are_free() {
+        let stop = Stop {
+            class: FailureClass::Preempted,
+            ran_s: MIN_FREE_RUN_S,
+            new_checkpoint: true,
+            ran_total_s: 7200.0,
+        };
+        assert!(stop_is_free(&stop, None));
+        assert!(stop_is_free(&stop, Some(7200.0)));
+        assert!(!stop_is_free(&stop, Some(7199.0)), "past max_runtime in all: charged");
+        assert!(!stop_is_free(&Stop { new_checkpoint: false, ..stop }, None), "no checkpoint progress");
+        assert!(!stop_is_free(&Stop { ran_s: MIN_FREE_RUN_S - 1.0, ..stop }, None), "ran too little");
+        for c in FailureClass::ALL.into_iter().filter(|c| *c != FailureClass::Preempted) {
+            assert!(!stop_is_free(&Stop { class: c, ..stop }, None), "{c} is never free");
+        }
     }
 
     #[test]

@@ -63,6 +63,12 @@ pub struct Candidate {
     /// score; `None` for GPU work and for CPU-only nodes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_node: Option<GpuNode>,
+    /// The chance the job exhausts its retry budget here, from the pool's
+    /// learned preemption rate over the job's expected runtime
+    /// ([`super::Exhaustion`]), when it is at least 0.1 %: part of the
+    /// success factor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exhaustion: Option<f64>,
     pub pool_idx: PoolIdx,
     pub node_idx: NodeIdx,
     /// A gang's nodes in rank order, rank 0 first (`node` and `node_idx`

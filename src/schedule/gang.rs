@@ -833,6 +833,7 @@ fn candidate(ctx: &Ctx<'_>, scorer: &Scorer<'_>, p: &Pick, cpu_fits: bool) -> Ca
         score: p.score,
         breakdown: scorer.breakdown_raw(&p.raw),
         gpu_node,
+        exhaustion: scorer.exhaustion(&snap.rows[p.pools[0] as usize]),
         pool_idx: first_pool,
         node_idx: NodeIdx(p.nodes[0]),
         gang: p

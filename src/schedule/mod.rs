@@ -49,7 +49,7 @@ pub use gang::{GangHold, gang_hold, spans_pools};
 pub use place::place;
 pub use policy::{Policy, Weights};
 pub use requirements::{InputSite, Requirements};
-pub use score::{Factor, FactorScore, Risk};
+pub use score::{Exhaustion, Factor, FactorScore, Risk};
 pub use snapshot::Snapshot;
 pub use unfit::UnfitCache;
 

@@ -337,6 +337,7 @@ fn candidate(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, f: &Feasible) -> Candid
         score: f.score,
         breakdown: scorer.breakdown(f),
         gpu_node: snap.rows.get(f.pool as usize).and_then(|row| ctx.gpu_node(row)),
+        exhaustion: snap.rows.get(f.pool as usize).and_then(|row| scorer.exhaustion(row)),
         pool_idx: PoolIdx(f.pool),
         node_idx: NodeIdx(f.node),
         gang: Vec::new(),

@@ -67,6 +67,13 @@ pub struct Requirements {
     /// How often the work saves a checkpoint it can resume from
     /// (`[checkpoint] interval`): an interruption loses at most this much.
     pub checkpoint_interval: Option<Duration>,
+    /// Charged stops (infrastructure failures, and stops that are not the
+    /// workload's fault without progress: `engine::retry::stop_is_free`)
+    /// it can still take before one ends it: what is left of
+    /// `retry.infra_retries` plus `retry.max_attempts` less one. Placement
+    /// weighs the chance a pool's preemptions use it up (the success
+    /// factor's budget term); `None` weighs nothing.
+    pub charged_stops_left: Option<u32>,
     /// Node names a retry must avoid.
     pub exclude_nodes: Vec<String>,
     /// `provider/pool` labels a retry must avoid.
@@ -129,6 +136,9 @@ impl Requirements {
             max_runtime: c.max_runtime.map(|d| d.0),
             expected_runtime: spec.expected_runtime.map(|d| d.0),
             checkpoint_interval: spec.checkpoint.as_ref().and_then(|c| c.interval).map(|d| d.0),
+            charged_stops_left: Some(
+                spec.retry.infra_retries.saturating_add(spec.retry.max_attempts.saturating_sub(1)),
+            ),
             exclude_nodes: Vec::new(),
             exclude_pools: Vec::new(),
             quota_pools: Vec::new(),

@@ -133,8 +133,12 @@ pub(crate) struct Scorer<'a> {
     pool_level_fast: bool,
     /// `policy.cost_smoothing_usd`, at least 0.
     cost_smoothing: f64,
-    /// The request's expected runtime in hours, when it gives one.
+    /// The run one interruption can cost in hours ([`runtime_h`]), when
+    /// the request gives an expected runtime.
     runtime_h: Option<f64>,
+    /// What the request may spend on stops, when it gives an expected
+    /// runtime and a budget ([`Exhaustion`]).
+    budget: Option<Exhaustion>,
     /// Whether cost is compared per unit of work (`Policy::per_work`, for
     /// GPU work other than inference).
     per_work: bool,
@@ -217,6 +221,7 @@ impl<'a> Scorer<'a> {
             pool_level_fast: cached_startup && !applies[4] && !applies[6],
             cost_smoothing: policy.cost_smoothing_usd.max(0.0),
             runtime_h: if policy.interruption_risk { runtime_h(req) } else { None },
+            budget: if policy.interruption_risk { Exhaustion::of(req) } else { None },
             per_work: policy.prices_per_work(req),
             memory_fit,
             fit_bound,
@@ -228,10 +233,22 @@ impl<'a> Scorer<'a> {
 
     /// The risk of an attempt of this request in a pool, and what the
     /// cost factor compares there: paid hours per useful hour, divided by
-    /// the pool's relative throughput when cost is per unit of work.
+    /// the pool's relative throughput when cost is per unit of work; and
+    /// the chance the whole job exhausts its retry budget there, which the
+    /// success factor weighs beside one attempt's survival.
     #[inline]
     pub fn risk(&self, row: &PoolRow) -> Risk {
-        Risk::new(row.hazard_per_h, self.runtime_h).per_work(self.speed(row))
+        let r = Risk::new(row.hazard_per_h, self.runtime_h).per_work(self.speed(row));
+        match &self.budget {
+            Some(b) => r.exhausting(b.chance(row.hazard_per_h)),
+            None => r,
+        }
+    }
+
+    /// The chance the job exhausts its retry budget in a pool, when it is
+    /// worth saying (at least 0.1 %).
+    pub fn exhaustion(&self, row: &PoolRow) -> Option<f64> {
+        Some(self.risk(row).exhaustion).filter(|p| *p >= 0.001)
     }
 
     /// The relative throughput the cost factor divides by in a pool: its
@@ -439,6 +456,70 @@ fn runtime_h(req: &Requirements) -> Option<f64> {
     Some(every.map_or(run, |c| c.min(run)))
 }
 
+/// The chance a job exhausts what it may spend on stops in a pool, given
+/// the pool's learned preemption rate `h` per hour and the job's expected
+/// runtime `D`, under the retry rule (`engine::retry::stop_is_free`): a
+/// stop is charged only when the attempt had not yet run `τ` — for work
+/// that checkpoints every `c`, `τ = max(c, 10 min)` (before that it left
+/// no new checkpoint, or ran less than the minimum), else the whole run
+/// `D` (it restarts from scratch) — and the job is lost at its
+/// `left + 1`-th charged stop.
+///
+/// Interruptions are memoryless, so each start passes `τ` with chance
+/// `p = e^(-hτ)`, and the job needs about `n = 1 + h·(D − τ)` starts that
+/// do (one, plus one after each interruption expected over the rest of
+/// its run). The charged stops before the `n`-th start that passes `τ`
+/// are negative-binomial: `P(C = k) = Γ(n+k) / (Γ(n) k!) · pⁿ (1−p)^k`,
+/// and the chance of exhaustion is `P(C > left)`. Work that restarts from
+/// scratch has `n = 1`: all `left + 1` attempts fail, `(1 − e^(-hD))^(left+1)`.
+/// Long checkpointed work is judged over its whole run, not one interval:
+/// a 650-hour job expecting 13 preemptions on a pool exhausts a budget of
+/// 12 charged stops only if 13 of them strike within 30 minutes of a start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Exhaustion {
+    /// Expected runtime `D` in hours.
+    pub run_h: f64,
+    /// `τ` in hours: how long an attempt must run before a stop is free.
+    pub tau_h: f64,
+    /// Charged stops the job can still take.
+    pub left: u32,
+}
+
+impl Exhaustion {
+    /// Charged stops past this many are not counted out one by one: the
+    /// tail there is taken as nil.
+    const MOST: u32 = 1000;
+
+    /// From a request with an expected runtime and a budget.
+    pub fn of(req: &Requirements) -> Option<Self> {
+        let run_h = req.expected_runtime.map(|d| d.as_secs_f64() / 3600.0).filter(|h| *h > 0.0)?;
+        let left = req.charged_stops_left?;
+        let min_h = crate::engine::retry::MIN_FREE_RUN_S / 3600.0;
+        let every = req.checkpoint_interval.map(|d| d.as_secs_f64() / 3600.0).filter(|h| *h > 0.0);
+        let tau_h = every.map_or(run_h, |c| c.max(min_h).min(run_h));
+        Some(Self { run_h, tau_h, left })
+    }
+
+    /// The chance of exhaustion at preemption rate `hazard_per_h`.
+    pub fn chance(&self, hazard_per_h: f64) -> f64 {
+        if !(hazard_per_h > 0.0 && hazard_per_h.is_finite()) || self.left >= Self::MOST {
+            return 0.0;
+        }
+        let x = hazard_per_h * self.tau_h;
+        let n = 1.0 + hazard_per_h * (self.run_h - self.tau_h).max(0.0);
+        // ln P(C = 0) = n ln p; ln q = ln(1 − e^(−x)).
+        let ln_q = (-(-x).exp_m1()).ln();
+        let mut ln_pk = -n * x;
+        let mut below = ln_pk.exp();
+        for k in 1..=self.left {
+            let k = f64::from(k);
+            ln_pk += ((n + k - 1.0) / k).ln() + ln_q;
+            below += ln_pk.exp();
+        }
+        (1.0 - below).clamp(0.0, 1.0)
+    }
+}
+
 /// What interruptions are expected to cost an attempt that restarts from
 /// scratch: with interruptions at rate `h` per hour and `D` hours of work,
 /// the attempt survives with probability `e^(-hD)`, and finishing the work
@@ -447,7 +528,13 @@ fn runtime_h(req: &Requirements) -> Option<f64> {
 /// weigh: survival 1, no extra hours.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Risk {
+    /// The chance an attempt survives, times the chance the job does not
+    /// exhaust its retry budget ([`Risk::exhaustion`]): what the success
+    /// factor weighs.
     pub survival: f64,
+    /// The chance the job exhausts its retry budget here ([`Exhaustion`]);
+    /// 0 when the request gives no expected runtime or budget.
+    pub exhaustion: f64,
     /// Expected paid hours per hour of useful work (≥ 1; per unit of work
     /// after [`Risk::per_work`], less on faster GPUs).
     pub paid_per_useful: f64,
@@ -457,13 +544,19 @@ impl Risk {
     pub fn new(hazard_per_h: f64, runtime_h: Option<f64>) -> Self {
         let x = match runtime_h {
             Some(d) if hazard_per_h > 0.0 && hazard_per_h.is_finite() => hazard_per_h * d,
-            _ => return Self { survival: 1.0, paid_per_useful: 1.0 },
+            _ => return Self { survival: 1.0, exhaustion: 0.0, paid_per_useful: 1.0 },
         };
         // Past this the survival is nil and the expected cost astronomic;
         // capping keeps both finite and the order among risky pools.
         let x = x.min(30.0);
         let paid = if x < 1e-6 { 1.0 + x / 2.0 } else { x.exp_m1() / x };
-        Self { survival: (-x).exp(), paid_per_useful: paid }
+        Self { survival: (-x).exp(), exhaustion: 0.0, paid_per_useful: paid }
+    }
+
+    /// With the chance `p` that the job exhausts its retry budget here.
+    pub fn exhausting(self, p: f64) -> Self {
+        let p = unit(p);
+        Self { survival: self.survival * (1.0 - p), exhaustion: p, ..self }
     }
 
     /// Paid hours per useful hour of reference work on GPUs `speed` times

@@ -120,6 +120,10 @@ struct World<'a> {
     /// Trace seconds of each job's work saved in checkpoints: where its
     /// next attempt resumes.
     done: Vec<f64>,
+    /// Each job's newest complete checkpoint: its name and when it was
+    /// marked complete (virtual ms). Told to the core after every attempt
+    /// of a job with `[checkpoint]`, as the engine shell does.
+    ckpt: Vec<Option<(String, i64)>>,
     tally: Tally,
     /// Node index by name, for the core's launches.
     node_at: HashMap<String, usize>,
@@ -168,6 +172,7 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         mult,
         down: vec![false; r.fleet.nodes.len()],
         done: vec![0.0; r.jobs.len()],
+        ckpt: vec![None; r.jobs.len()],
         tally: Tally::default(),
         node_at: r.fleet.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect(),
         check,
@@ -330,6 +335,16 @@ impl World<'_> {
             Ev::Collected(a, end, outputs) => {
                 let tail = self.atts.remove(&a).and_then(|x| x.end).map(|(_, t)| t).unwrap_or_default();
                 self.calls.remove(&a);
+                // What the shell finds in the checkpoint directory after an
+                // attempt, before it collects it.
+                if let Some(&job) = self.job_of.get(&a.workload)
+                    && self.run.specs[job].checkpoint.is_some()
+                {
+                    let found = self.ckpt[job]
+                        .clone()
+                        .map(|(name, at_ms)| crate::engine::checkpoint::Found { name, at_ms, bytes: 0 });
+                    self.send(Event::CheckpointFound { attempt: a, found }, sink);
+                }
                 let outputs =
                     if outputs { OutputsResult::Collected { count: 0 } } else { OutputsResult::Skipped };
                 self.send(Event::Collected { attempt: a, end, log_tail: tail, outputs }, sink);
@@ -530,6 +545,12 @@ impl World<'_> {
         } else {
             (ran / every).floor() * every
         };
+        if kept > 0.0 {
+            // Named by the work it holds; complete when it was written.
+            let at = Millis(att.started).plus_secs(kept).0;
+            let name = format!("step-{:.0}", self.done[att.job] + kept * att.speed);
+            self.ckpt[att.job] = Some((name, at));
+        }
         let dur = self.run.jobs[att.job].duration_s;
         let before = self.done[att.job];
         let after = (before + kept * att.speed).min(dur);

@@ -135,8 +135,13 @@ impl Core {
         let est = c.est_cost_usd.high.unwrap_or(c.est_cost_usd.low);
         let breakdown: Vec<String> =
             c.breakdown.iter().map(|f| format!("{}={:.2}", f.factor, f.raw)).collect();
-        // Work without GPUs on a GPU node: why, after the factors.
-        let note = c.gpu_node.map(|g| format!("; {g}")).unwrap_or_default();
+        // Work without GPUs on a GPU node: why, after the factors; and the
+        // chance its retry budget runs out here, which the success factor holds.
+        let mut note = c.gpu_node.map(|g| format!("; {g}")).unwrap_or_default();
+        if let Some(p) = c.exhaustion {
+            note +=
+                &format!("; success holds a {:.1}% chance of exhausting the retry budget here", p * 100.0);
+        }
         e.attempts.push(AttemptRecord {
             id: attempt,
             provider: c.provider.clone(),
@@ -692,23 +697,12 @@ impl Core {
         if class == FailureClass::App {
             e.rec.app_failures += 1;
         }
-        // Evictions are an operator's moves, not failures: they count
-        // toward nothing.
-        let ended = e
-            .attempts
-            .iter()
-            .filter(|t| t.class != Some(FailureClass::Capacity) && t.state.is_final() && !evicted(t))
-            .count() as u32;
-        let infra = e
-            .attempts
-            .iter()
-            .filter(|t| {
-                t.class.is_some_and(|c| c.is_infrastructure() && c != FailureClass::Capacity) && !evicted(t)
-            })
-            .count() as u32;
-        let this_evicted = e.attempts.iter().find(|t| t.id == a).is_some_and(evicted);
-        // Infrastructure failures the budget covers spend no attempt.
-        let counted = ended.saturating_sub(infra.min(e.spec.retry.infra_retries));
+        // Stops that were not the workload's fault and after which it
+        // resumes with progress count toward nothing (`retry::stop_is_free`).
+        let Spent { free, counted, infra } = spent(e);
+        let this = e.attempts.iter().position(|t| t.id == a);
+        let this_evicted = this.is_some_and(|i| evicted(&e.attempts[i]));
+        let this_free = this.is_some_and(|i| free[i]);
         let in_pool = e
             .attempts
             .iter()
@@ -728,6 +722,7 @@ impl Core {
             gpu_memory_gb: gpu_mem,
             fleet_max_gpu_memory_gb: fleet_max_mem,
             evicted: this_evicted,
+            free: this_free,
         });
         let msg = format!("{} [{}]: {}", if d.retry { "retry" } else { "final" }, d.rule, d.reason);
         self.event(now, a.workload, Some(a), EventKind::Retry, msg);
@@ -904,10 +899,62 @@ fn requirements(e: &Entry, history: bool) -> Requirements {
         req.exclude_pools = e.capacity_misses.iter().cloned().collect();
     }
     req.min_gpu_memory_exclusive = e.min_gpu_memory_exclusive;
+    // What is left of the retry budget, for the placement's exhaustion risk.
+    let (s, r) = (spent(e), &e.spec.retry);
+    let attempts_left = r.max_attempts.saturating_sub(1).saturating_sub(s.counted);
+    req.charged_stops_left = Some(r.infra_retries.saturating_sub(s.infra).saturating_add(attempts_left));
     if let Some(cap) = req.max_cost_usd {
         req.max_cost_usd = Some((cap - e.rec.cost_usd).max(0.0));
     }
     req
+}
+
+/// What a workload's attempts have spent of its retry budget.
+struct Spent {
+    /// Per attempt, in order: whether it ended in a free stop.
+    free: Vec<bool>,
+    /// Attempts that count toward `max_attempts`: every ended one but
+    /// capacity misses, free stops and the infrastructure failures
+    /// `infra_retries` covers.
+    counted: u32,
+    /// Infrastructure failures (capacity misses and free stops aside).
+    infra: u32,
+}
+
+fn spent(e: &Entry) -> Spent {
+    let free = free_stops(e);
+    let charged = || e.attempts.iter().zip(&free).filter(|(_, f)| !**f).map(|(t, _)| t);
+    let ended =
+        charged().filter(|t| t.class != Some(FailureClass::Capacity) && t.state.is_final()).count() as u32;
+    let infra = charged()
+        .filter(|t| t.class.is_some_and(|c| c.is_infrastructure() && c != FailureClass::Capacity))
+        .count() as u32;
+    // Infrastructure failures the budget covers spend no attempt.
+    let counted = ended.saturating_sub(infra.min(e.spec.retry.infra_retries));
+    Spent { free, counted, infra }
+}
+
+/// For each of the workload's attempts, in order: whether it ended in a
+/// free stop ([`retry::stop_is_free`]): not the workload's fault, after at
+/// least the minimum run and a new checkpoint of its own, while its
+/// attempts together stay within `max_runtime`.
+pub(super) fn free_stops(e: &Entry) -> Vec<bool> {
+    let max_runtime = e.spec.constraints.max_runtime.map(|d| d.0.as_secs_f64());
+    let mut ran_total_s = 0.0;
+    e.attempts
+        .iter()
+        .map(|t| {
+            let ran_s = match (t.started_at, t.ended_at) {
+                (Some(a), Some(b)) => b.secs_since(a).max(0.0),
+                _ => 0.0,
+            };
+            ran_total_s += ran_s;
+            let Some(class) = t.class else { return false };
+            let new_checkpoint =
+                t.checkpoint.as_ref().and_then(|c| c.saved.as_ref()).is_some_and(|s| s.attempt == t.id.n);
+            retry::stop_is_free(&retry::Stop { class, ran_s, new_checkpoint, ran_total_s }, max_runtime)
+        })
+        .collect()
 }
 
 /// Whether Canopy stopped this attempt to move it: off a drained node,

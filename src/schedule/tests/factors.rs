@@ -464,3 +464,55 @@ fn risk_is_neutral_without_an_expected_runtime_or_a_hazard() {
     assert!((r.paid_per_useful - (1f64.exp() - 1.0)).abs() < 1e-12);
     assert!((r.survival - (-1f64).exp()).abs() < 1e-12);
 }
+
+#[test]
+fn long_checkpointed_work_weighs_the_chance_of_exhausting_its_budget_not_one_interval() {
+    // p1: spot at half the price; p2: on-demand. A 650-hour job that
+    // checkpoints every 30 minutes and may take 12 more charged stops.
+    let f = twins(|p, first| {
+        if first {
+            p.interruptible = true;
+            p.price_per_hour = 0.5;
+        }
+    });
+    let req = Requirements {
+        interruptible: true,
+        expected_runtime: Some(Duration::from_secs(650 * 3600)),
+        checkpoint_interval: Some(Duration::from_secs(1800)),
+        charged_stops_left: Some(12),
+        ..cpu_req()
+    };
+    let on = |preemptions: u32| {
+        let h = health_with(|h| {
+            h.pools.insert("p1/x".into(), Health::UNKNOWN.with_exposure(10_000.0, preemptions));
+        });
+        all(&f, &h, &req, Policy::default())
+    };
+    // About 13 preemptions expected over the run (0.02 an hour): each
+    // resumes with progress and spends nothing, unless it strikes within
+    // 30 minutes of a start; 13 of those are out of reach. Spot it is.
+    let calm = on(200);
+    assert_eq!(calm[0].pool, "p1/x", "{calm:#?}");
+    assert_eq!(by_pool(&calm, "p1/x").exhaustion, None, "negligible, so not said");
+    // One preemption every two hours: about 325 over the run, and one in
+    // five strikes within 30 minutes of its start, ~90 charged stops
+    // against 12. One interval's risk (e^-0.25 ≈ 0.78) would still pick
+    // the cheap spot; the budget says it is all but certain to be lost.
+    let stormy = on(5_000);
+    let spot = by_pool(&stormy, "p1/x");
+    assert_eq!(stormy[0].pool, "p2/x", "{stormy:#?}");
+    assert!(spot.exhaustion.is_some_and(|p| p > 0.99), "{spot:?}");
+    assert!(raw(spot, Factor::Success).unwrap() < 0.01, "the success factor holds it: {spot:?}");
+    // Work that restarts from scratch: every stop is charged, and the job
+    // is lost when all left + 1 attempts are: (1 − e^(−hD))^(left+1).
+    let e = crate::schedule::Exhaustion { run_h: 10.0, tau_h: 10.0, left: 2 };
+    let q = 1.0 - (-0.1f64 * 10.0).exp();
+    assert!((e.chance(0.1) - q.powi(3)).abs() < 1e-12);
+    // Against the negative binomial summed term by term (n = 3 starts
+    // that pass τ, p = e^(−hτ)): P(C > 2) = 1 − Σ_k C(k+2, k) p³ q^k.
+    let e = crate::schedule::Exhaustion { run_h: 21.0, tau_h: 1.0, left: 2 };
+    let p = (-0.1f64).exp();
+    let want = 1.0 - (0..=2).map(|k| [1.0, 3.0, 6.0][k] * p.powi(3) * (1.0 - p).powi(k as i32)).sum::<f64>();
+    assert!((e.chance(0.1) - want).abs() < 1e-12, "{} vs {want}", e.chance(0.1));
+    assert_eq!(e.chance(0.0), 0.0);
+}
