@@ -19,6 +19,7 @@ fn job(i: usize, hours: f64, gpus: u32) -> Job {
         gpu_type: None,
         gpu_memory_gb: None,
         outcome: Some(sim::Outcome::Completes),
+        fails_after_s: None,
         measured_on: Some("V100".into()),
     }
 }
@@ -93,6 +94,60 @@ fn a_job_runs_faster_on_a_faster_accelerator() {
     for (t, want) in times.iter().zip([9.0, 9.0 / 2.2, 2.0]) {
         assert!((t - want).abs() < 0.01, "{times:?}");
     }
+}
+
+/// Canopy's policy over `jobs` under `faults` and `seed`.
+fn under(fleet: &Fleet, jobs: &[Job], faults: &FaultModel, seed: u64) -> sim::PolicyReport {
+    let specs = sim::specs(jobs, fleet, Default::default(), seed, faults).expect("specs");
+    let run = world::Run { fleet, jobs, specs: &specs, faults, seed, policy: PlacementPolicy::HealthAware };
+    world::run(&run, &mut NoSink)
+}
+
+#[test]
+fn the_simulated_truth_runs_each_job_at_its_own_speed_around_the_table() {
+    // A 9-V100-hour job on an H100: the table says 2 hours.
+    let fleet = cloud_fleet(vec![(gpu_pool("p", "H100-SXM5", 1, 80.0, 1.0), vec!["n1"])]);
+    let jobs = vec![job(0, 9.0, 1)];
+    let truth = FaultModel { speed_sigma: 0.3, ..FaultModel::none() };
+    let hours: Vec<f64> = (0..30)
+        .map(|seed| {
+            let r = under(&fleet, &jobs, &truth, seed);
+            assert_eq!(r.succeeded, 1, "{r:?}");
+            // The work done is the trace's, however long it took.
+            assert!((r.useful_gpu_h - 9.0).abs() < 1e-9);
+            r.used_gpu_h
+        })
+        .collect();
+    // Seeded: the same seed gives the same hours.
+    assert_eq!(under(&fleet, &jobs, &truth, 3).used_gpu_h, hours[3]);
+    // Around the table, not on it: log-normal, σ 0.3.
+    let mut sorted = hours.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert!(sorted[0] < 1.8 && sorted[29] > 2.2, "{sorted:?}");
+    assert!((1.7..2.3).contains(&sorted[15]), "median {sorted:?}");
+    assert!(sorted.iter().all(|h| (0.6..6.0).contains(h)), "{sorted:?}");
+    // σ 0: exactly the table.
+    assert!((under(&fleet, &jobs, &FaultModel::none(), 3).used_gpu_h - 2.0).abs() < 0.01);
+}
+
+#[test]
+fn a_failed_trace_job_fails_at_its_recorded_time_and_its_loss_is_counted_in_v100_hours() {
+    // A trace records how long a failed job ran: 9 V100-hours (2 h on an
+    // H100), or 4.5 where it records `fails_after_s`.
+    let fleet = cloud_fleet(vec![(gpu_pool("p", "H100-SXM5", 1, 80.0, 1.0), vec!["n1", "n2", "n3", "n4"])]);
+    let failed = |i: usize, after: Option<f64>| Job {
+        outcome: Some(sim::Outcome::FailsOnItsOwn),
+        fails_after_s: after,
+        ..job(i, 9.0, 1)
+    };
+    let jobs = vec![failed(0, None), failed(1, None), failed(2, Some(4.5 * 3600.0)), failed(3, None)];
+    let r = fault_free(&fleet, &jobs, |_| {});
+    assert_eq!(r.failed, 4, "{r:?}");
+    assert!((r.wasted_gpu_h - (3.0 * 2.0 + 1.0)).abs() < 0.01, "{r:?}");
+    assert!((r.wasted_by_class_gpu_h["app"] - 7.0).abs() < 0.01, "{r:?}");
+    // The same loss in work units: 3 × 9 + 4.5 V100-hours.
+    assert!((r.wasted_own_v100_h - 31.5).abs() < 0.05, "{r:?}");
+    assert_eq!(r.wasted_infra_v100_h, 0.0);
 }
 
 #[test]

@@ -69,8 +69,18 @@ const TABLE: &[(&str, f64)] = &[
 
 /// Training throughput of `model` relative to a V100, if the table knows it.
 pub fn relative(model: &str) -> Option<f64> {
+    entry(model).map(|(_, v)| v)
+}
+
+/// The table's name for `model` (`A100-SXM4-80GB` → `A100`), if it knows
+/// it: two names with the same entry are the same silicon.
+pub fn canonical(model: &str) -> Option<&'static str> {
+    entry(model).map(|(k, _)| k)
+}
+
+fn entry(model: &str) -> Option<(&'static str, f64)> {
     let m = model.to_ascii_uppercase();
-    TABLE.iter().find(|(k, _)| m.contains(k)).map(|(_, v)| *v)
+    TABLE.iter().find(|(k, _)| m.contains(k)).copied()
 }
 
 #[cfg(test)]

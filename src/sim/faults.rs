@@ -12,7 +12,7 @@
 //! |---|---|---|
 //! | `user_error` | 0.20 of jobs | §4.5: 15–43 % of jobs fail; 70–75 % of failures are the user's (Acme script 73 %, Philly inputs/syntax/semantic) |
 //! | `framework_error` | 0.04 of jobs | §4.5: ~15 % of failures framework/runtime (host OOM here: final, as Philly's CPU OOM) |
-//! | when an own error strikes | fraction `u³` of the run | Philly: syntax/import errors at start, semantic errors late; Acme: script errors 73 % of failures but 3.2 % of failure GPU time |
+//! | when an own error strikes | fraction `u³` of the run (a trace's failed job: its recorded duration, [`fate`]) | Philly: syntax/import errors at start, semantic errors late; Acme: script errors 73 % of failures but 3.2 % of failure GPU time |
 //! | `infra_per_gpu_hour` | 1.5e-3 on a healthy node | §4.5: infrastructure 10–11 % of failures → ≈ 3 % of jobs on this trace; far above Llama 3's 2e-5 (a tuned fleet) |
 //! | `node_spread` | log-normal σ 0.5 | nodes differ (Kokolis et al.) |
 //! | `lemon_fraction` × `lemon_multiplier` | 5 % of nodes × 30 | Kokolis et al. (§4.4): a few lemon nodes cause most repeat failures |
@@ -23,6 +23,7 @@
 //! | launch: capacity / API / timeout | 2 % / 0.5 % / 0.2 % per call (×3 capacity on spot, up to ×7 on full pools) | [`crate::providers::sim::faults`] |
 //! | `churn_per_node_day`, `churn_down_s` | 1/60, 1–6 h | unplanned host maintenance ≈ 8 % of Llama 3 interruptions |
 //! | `estimate_median`, `estimate_sigma` | 2, 1.0 | users' runtime estimates ([`estimate_factor`]) |
+//! | `speed_sigma` | 0.3 | each job's true speed on each accelerator model, log-normal around the throughput table the scheduler prices by ([`super::speed::truth`]; Gavel's matrix) |
 //!
 //! Infrastructure faults strike at an exponential time with rate
 //! `infra_per_gpu_hour × GPUs × node multiplier` from a draw keyed by
@@ -61,6 +62,10 @@ pub struct FaultModel {
     pub estimate_median: f64,
     /// Users' runtime estimates: log-normal σ of estimate / true duration.
     pub estimate_sigma: f64,
+    /// Each job's true speed on an accelerator model: log-normal σ of its
+    /// ratio to the throughput table's ([`super::speed::truth`]); 0 runs
+    /// every job at exactly the table's speeds.
+    pub speed_sigma: f64,
 }
 
 impl Default for FaultModel {
@@ -83,12 +88,14 @@ impl Default for FaultModel {
             churn_down_s: [3600.0, 6.0 * 3600.0],
             estimate_median: 2.0,
             estimate_sigma: 1.0,
+            speed_sigma: 0.3,
         }
     }
 }
 
 impl FaultModel {
-    /// No faults at all (tests).
+    /// No faults at all, and every job at exactly the throughput table's
+    /// speeds (tests).
     pub fn none() -> Self {
         Self {
             user_error: 0.0,
@@ -100,6 +107,7 @@ impl FaultModel {
             api_error: 0.0,
             launch_timeout: 0.0,
             churn_per_node_day: 0.0,
+            speed_sigma: 0.0,
             ..Self::default()
         }
     }
@@ -121,6 +129,7 @@ impl FaultModel {
             ("launch_timeout", self.launch_timeout),
             ("churn_per_node_day", self.churn_per_node_day),
             ("estimate_sigma", self.estimate_sigma),
+            ("speed_sigma", self.speed_sigma),
         ];
         for (k, v) in named.into_iter().chain(self.mix.iter().map(|v| ("mix", *v))) {
             if !v.is_finite() || v < 0.0 {
@@ -200,15 +209,19 @@ pub enum Fate {
     },
 }
 
-/// The fate of job `job` (its index in the trace).
-pub fn fate(seed: u64, job: usize, model: &FaultModel, forced: Option<crate::sim::Outcome>) -> Fate {
-    let mut r = Rng::stream(seed, "job-fate", &job.to_string());
+/// The fate of `job` (its index in the trace is `index`). A trace that
+/// records the job's outcome decides it: a failed job fails at the share
+/// of its work the trace records ([`crate::sim::Job::fails_at`]: its
+/// recorded duration is its time to failure). Otherwise it is drawn, and
+/// an own error strikes at `u³` of the run (module docs).
+pub fn fate(seed: u64, index: usize, model: &FaultModel, job: &crate::sim::Job) -> Fate {
+    let mut r = Rng::stream(seed, "job-fate", &index.to_string());
     let u = r.unit();
     let at = r.unit().powi(3);
     let kind = r.below(100) as u8;
-    match forced {
+    match job.outcome {
         Some(crate::sim::Outcome::Completes) => Fate::Completes,
-        Some(crate::sim::Outcome::FailsOnItsOwn) => Fate::UserError { at, kind },
+        Some(crate::sim::Outcome::FailsOnItsOwn) => Fate::UserError { at: job.fails_at(), kind },
         None if u < model.user_error => Fate::UserError { at, kind },
         None if u < model.user_error + model.framework_error => Fate::HostOom { at },
         None => Fate::Completes,
@@ -359,8 +372,19 @@ mod tests {
             assert_eq!(c.class, FailureClass::App, "{tail:?}");
         }
         let m = FaultModel::default();
-        assert_eq!(fate(7, 3, &m, None), fate(7, 3, &m, None));
-        let fails = (0..10_000).filter(|j| fate(7, *j, &m, None) != Fate::Completes).count();
+        let job = crate::sim::Job {
+            name: "j".into(),
+            submit_s: 0.0,
+            duration_s: 60.0,
+            gpus: 1,
+            gpu_type: None,
+            gpu_memory_gb: None,
+            outcome: None,
+            fails_after_s: None,
+            measured_on: None,
+        };
+        assert_eq!(fate(7, 3, &m, &job), fate(7, 3, &m, &job));
+        let fails = (0..10_000).filter(|j| fate(7, *j, &m, &job) != Fate::Completes).count();
         assert!((2200..2600).contains(&fails), "{fails}");
     }
 

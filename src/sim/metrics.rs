@@ -34,6 +34,15 @@ pub struct PolicyReport {
     pub wasted_gpu_h: f64,
     /// The part of `wasted_gpu_h` lost to infrastructure failures.
     pub wasted_infra_gpu_h: f64,
+    /// The rest of `wasted_gpu_h`, the workloads' own errors, in work
+    /// units: V100-hours, each GPU-hour weighed by its accelerator's
+    /// throughput in the table the scheduler prices by
+    /// ([`crate::fleet::throughput`]; a model it does not know counts as
+    /// a V100). An hour lost on an H100 is 4.5 V100-hours lost, so a
+    /// policy on faster GPUs does not look as if it lost less work.
+    pub wasted_own_v100_h: f64,
+    /// `wasted_infra_gpu_h` in the same work units.
+    pub wasted_infra_v100_h: f64,
     pub cost_usd: f64,
     /// The work of the jobs that completed, in the trace's GPU-hours
     /// (GPUs × duration as measured on the trace's GPU, a V100 unless the
@@ -75,6 +84,11 @@ pub struct Tally {
     seen: HashMap<WorkloadId, Seen>,
     wasted: f64,
     wasted_infra: f64,
+    /// Waste in V100-hours: the workloads' own, the infrastructure's.
+    wasted_own_v100: f64,
+    wasted_infra_v100: f64,
+    /// Throughput relative to a V100 by pool label ([`Tally::for_fleet`]).
+    speed: HashMap<String, f64>,
     used: f64,
     cost: f64,
     /// Each workload's work in trace GPU-hours ([`Tally::work`]).
@@ -82,13 +96,28 @@ pub struct Tally {
     /// GPU-hours each stopped attempt saved in checkpoints ([`Tally::saved`]).
     saved: HashMap<AttemptId, f64>,
     /// What failed attempts saved, by workload, until a later attempt
-    /// resumes from it ([`Tally::resumed`]): (class, GPU-hours).
-    unclaimed: HashMap<WorkloadId, Vec<(FailureClass, f64)>>,
+    /// resumes from it ([`Tally::resumed`]): (class, GPU-hours, V100-hours).
+    unclaimed: HashMap<WorkloadId, Vec<(FailureClass, f64, f64)>>,
     by_class: std::collections::BTreeMap<String, usize>,
     wasted_by_class: std::collections::BTreeMap<String, f64>,
 }
 
 impl Tally {
+    /// A tally that weighs waste in work units by the throughput of each
+    /// pool's accelerator in `fleet` (its stated figure, else the table's;
+    /// 1 for a model neither knows and for pools without GPUs).
+    pub fn for_fleet(fleet: &crate::fleet::Fleet) -> Self {
+        let speed = (0..fleet.pools.len())
+            .map(|i| {
+                let p = crate::fleet::PoolIdx(i as u32);
+                let rel =
+                    fleet.pool(p).shape.accelerator.as_ref().and_then(|a| a.known_speed()).unwrap_or(1.0);
+                (fleet.pool_label(p), rel)
+            })
+            .collect();
+        Tally { speed, ..Tally::default() }
+    }
+
     /// Workload `id` is `gpu_h` trace GPU-hours of work, counted as useful
     /// if it succeeds.
     pub fn work(&mut self, id: WorkloadId, gpu_h: f64) {
@@ -104,10 +133,13 @@ impl Tally {
     /// An attempt of workload `w` resumed from its checkpoint: what the
     /// failed attempts before it saved is not wasted after all.
     pub fn resumed(&mut self, w: WorkloadId) {
-        for (class, gpu_h) in self.unclaimed.remove(&w).unwrap_or_default() {
+        for (class, gpu_h, v100_h) in self.unclaimed.remove(&w).unwrap_or_default() {
             self.wasted -= gpu_h;
             if class.is_infrastructure() {
                 self.wasted_infra -= gpu_h;
+                self.wasted_infra_v100 -= v100_h;
+            } else {
+                self.wasted_own_v100 -= v100_h;
             }
             if let Some(c) = self.wasted_by_class.get_mut(class.as_str()) {
                 *c -= gpu_h;
@@ -148,17 +180,21 @@ impl Tally {
                 *self.by_class.entry(class.as_str().to_string()).or_default() += 1;
                 // Wasted until a later attempt resumes from what it saved.
                 let gpu_h = all_gpu_h;
+                let rel = self.speed.get(&a.pool).copied().unwrap_or(1.0);
                 if saved > 0.0 {
-                    self.unclaimed.entry(a.id.workload).or_default().push((class, saved.min(all_gpu_h)));
+                    let kept = saved.min(all_gpu_h);
+                    self.unclaimed.entry(a.id.workload).or_default().push((class, kept, kept * rel));
                 }
                 self.wasted += gpu_h;
                 *self.wasted_by_class.entry(class.as_str().to_string()).or_default() += gpu_h;
                 if class.is_infrastructure() {
                     self.wasted_infra += gpu_h;
+                    self.wasted_infra_v100 += gpu_h * rel;
                     if class != FailureClass::Capacity {
                         s.infra_failures += 1;
                     }
                 } else {
+                    self.wasted_own_v100 += gpu_h * rel;
                     s.own_failures += 1;
                 }
             }
@@ -219,6 +255,8 @@ impl Tally {
             used_gpu_h: self.used,
             wasted_gpu_h: self.wasted,
             wasted_infra_gpu_h: self.wasted_infra,
+            wasted_own_v100_h: self.wasted_own_v100,
+            wasted_infra_v100_h: self.wasted_infra_v100,
             cost_usd: self.cost,
             useful_gpu_h: useful,
             cost_per_useful_gpu_h: if useful > 0.0 { self.cost / useful } else { 0.0 },

@@ -49,19 +49,20 @@ impl SimReport {
                 .unwrap_or_default()
         );
         s.push_str(
-            "| policy | completed | infra-only completed | GPU-h used | GPU-h wasted (infra) | cost | useful GPU-h | $ / useful GPU-h | makespan | queue p50 / p99 | completion p50 / p99 | attempts / workload | never ran |\n",
+            "| policy | completed | infra-only completed | GPU-h used | GPU-h wasted (infra) | own waste, V100-h | cost | useful GPU-h | $ / useful GPU-h | makespan | queue p50 / p99 | completion p50 / p99 | attempts / workload | never ran |\n",
         );
-        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for p in &self.policies {
             let _ = writeln!(
                 s,
-                "| {} | {:.1}% | {} | {:.0} | {:.0} ({:.0}) | ${:.0} | {:.0} | ${:.3} | {} | {} / {} | {} / {} | {:.2} | {} |",
+                "| {} | {:.1}% | {} | {:.0} | {:.0} ({:.0}) | {:.0} | ${:.0} | {:.0} | ${:.3} | {} | {} / {} | {} / {} | {:.2} | {} |",
                 p.policy,
                 p.completed_pct,
                 infra_only(p.infra_only_completed_pct, p.infra_only, "%"),
                 p.used_gpu_h,
                 p.wasted_gpu_h,
                 p.wasted_infra_gpu_h,
+                p.wasted_own_v100_h,
                 p.cost_usd,
                 p.useful_gpu_h,
                 p.cost_per_useful_gpu_h,
@@ -79,9 +80,10 @@ impl SimReport {
             let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
             let _ = writeln!(
                 s,
-                "\ncanopy vs cheapest-first: GPU-h wasted ×{:.2} (infra ×{:.2}), cost ×{:.3}, cost per useful GPU-h ×{:.3}, makespan ×{:.2}",
+                "\ncanopy vs cheapest-first: GPU-h wasted ×{:.2} (infra ×{:.2}), own waste in V100-h ×{:.2}, cost ×{:.3}, cost per useful GPU-h ×{:.3}, makespan ×{:.2}",
                 ratio(c.wasted_gpu_h, b.wasted_gpu_h),
                 ratio(c.wasted_infra_gpu_h, b.wasted_infra_gpu_h),
+                ratio(c.wasted_own_v100_h, b.wasted_own_v100_h),
                 ratio(c.cost_usd, b.cost_usd),
                 ratio(c.cost_per_useful_gpu_h, b.cost_per_useful_gpu_h),
                 ratio(c.makespan_h, b.makespan_h),

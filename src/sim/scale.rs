@@ -87,6 +87,7 @@ mod tests {
             gpu_type: None,
             gpu_memory_gb: None,
             outcome: None,
+            fails_after_s: None,
             measured_on: None,
         }
     }

@@ -34,13 +34,15 @@ impl Default for Targets {
     }
 }
 
-/// One seed's runs: Canopy, cheapest-first and, when it ran, canopy-eager.
+/// One seed's runs: Canopy, cheapest-first and, when they ran,
+/// canopy-eager and blocklist.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeedRun {
     pub seed: u64,
     pub canopy: PolicyReport,
     pub cheapest: PolicyReport,
     pub eager: Option<PolicyReport>,
+    pub blocklist: Option<PolicyReport>,
 }
 
 impl SeedRun {
@@ -53,7 +55,24 @@ impl SeedRun {
             canopy: need("canopy")?,
             cheapest: need("cheapest-first")?,
             eager: find("canopy-eager"),
+            blocklist: find("blocklist"),
         })
+    }
+
+    /// Canopy's useful GPU-hours over cheapest-first's.
+    pub fn useful_ratio(&self) -> Option<f64> {
+        ratio(self.canopy.useful_gpu_h, self.cheapest.useful_gpu_h)
+    }
+
+    /// Canopy's cost per useful GPU-hour over the better (lower) of
+    /// cheapest-first's and blocklist's; `None` without a blocklist run.
+    pub fn useful_cost_vs_better(&self) -> Option<f64> {
+        let b = self.blocklist.as_ref()?;
+        let better = [self.cheapest.cost_per_useful_gpu_h, b.cost_per_useful_gpu_h]
+            .into_iter()
+            .filter(|x| *x > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        ratio(self.canopy.cost_per_useful_gpu_h, if better.is_finite() { better } else { 0.0 })
     }
 
     /// Canopy's GPU-hours wasted over cheapest-first's (`None` when
@@ -131,6 +150,66 @@ impl Seeds {
         s.push_str(&self.waste_table());
         s.push_str("\n## Against the targets\n\n");
         s.push_str(&self.against_targets());
+        if self.runs.iter().all(|r| r.blocklist.is_some()) {
+            let _ = write!(
+                s,
+                "\n## Against the better of cheapest-first and blocklist\n\n{}",
+                self.better_table()
+            );
+        }
+        s
+    }
+
+    /// One row per seed against the better of cheapest-first and
+    /// blocklist, with the sums and the mean/worst line: infra-only
+    /// completion, infrastructure waste ×CF, useful work ×CF, cost per
+    /// useful GPU-hour ×the better of the two, the workloads' own waste in
+    /// V100-hours. Only when blocklist ran on every seed.
+    pub fn better_table(&self) -> String {
+        let mut s = String::from(
+            "| seed | infra-only completed (canopy) | infra GPU-h wasted (canopy / CF) | ×CF | CF's infra share of its GPU-h | useful GPU-h ×CF | $ / useful GPU-h ×better of CF, blocklist | own waste, V100-h (canopy / CF) |\n\
+             |---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
+        let (mut ci, mut fi, mut cu, mut fu, mut co, mut fo) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+        for r in &self.runs {
+            let (c, f) = (&r.canopy, &r.cheapest);
+            (ci, fi, cu, fu, co, fo) = (
+                ci + c.wasted_infra_gpu_h,
+                fi + f.wasted_infra_gpu_h,
+                cu + c.useful_gpu_h,
+                fu + f.useful_gpu_h,
+                co + c.wasted_own_v100_h,
+                fo + f.wasted_own_v100_h,
+            );
+            let share = ratio(100.0 * f.wasted_infra_gpu_h, f.used_gpu_h);
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} / {} | {} | {} % | {} | {} | {} / {} |",
+                r.seed,
+                infra_only(c),
+                gpu_h(c.wasted_infra_gpu_h),
+                gpu_h(f.wasted_infra_gpu_h),
+                fixed(r.wasted_infra_ratio(), 2),
+                fixed(share, 2),
+                fixed(r.useful_ratio(), 3),
+                fixed(r.useful_cost_vs_better(), 3),
+                gpu_h(c.wasted_own_v100_h),
+                gpu_h(f.wasted_own_v100_h),
+            );
+        }
+        let (mean, worst) = mean_worst(self.runs.iter().map(|r| (r.seed, r.useful_cost_vs_better())));
+        let _ = writeln!(
+            s,
+            "| sum | | {} / {} | {} | | {} | mean {}, worst {} | {} / {} |",
+            gpu_h(ci),
+            gpu_h(fi),
+            fixed(ratio(ci, fi), 2),
+            fixed(ratio(cu, fu), 3),
+            fixed(mean, 3),
+            fixed(worst.map(|w| w.1), 3),
+            gpu_h(co),
+            gpu_h(fo),
+        );
         s
     }
 
@@ -186,6 +265,16 @@ impl Seeds {
                 writeln!(s, "| {c} | {whose} | {} | {} | {} |", gpu_h(a), gpu_h(b), fixed(ratio(a, b), 2));
         }
         for (name, (a, b)) in [("all the workloads' own", own), ("all infrastructure", infra)] {
+            let _ = writeln!(s, "| *{name}* | | {} | {} | {} |", gpu_h(a), gpu_h(b), fixed(ratio(a, b), 2));
+        }
+        // The same in work units: an hour lost on a faster GPU is more work lost.
+        let v100 = |f: &dyn Fn(&PolicyReport) -> f64| {
+            self.runs.iter().fold((0.0, 0.0), |(a, b), r| (a + f(&r.canopy), b + f(&r.cheapest)))
+        };
+        for (name, (a, b)) in [
+            ("the workloads' own, in V100-hours", v100(&|p| p.wasted_own_v100_h)),
+            ("infrastructure, in V100-hours", v100(&|p| p.wasted_infra_v100_h)),
+        ] {
             let _ = writeln!(s, "| *{name}* | | {} | {} | {} |", gpu_h(a), gpu_h(b), fixed(ratio(a, b), 2));
         }
         s
@@ -407,6 +496,8 @@ mod tests {
             used_gpu_h: 1000.0,
             wasted_gpu_h: wasted.0,
             wasted_infra_gpu_h: wasted.1,
+            wasted_own_v100_h: wasted.0 - wasted.1,
+            wasted_infra_v100_h: wasted.1,
             cost_usd: cost,
             useful_gpu_h: useful,
             cost_per_useful_gpu_h: if useful > 0.0 { cost / useful } else { 0.0 },
@@ -422,7 +513,7 @@ mod tests {
     }
 
     fn run(seed: u64, canopy: PolicyReport, cheapest: PolicyReport, eager: Option<PolicyReport>) -> SeedRun {
-        SeedRun { seed, canopy, cheapest, eager }
+        SeedRun { seed, canopy, cheapest, eager, blocklist: None }
     }
 
     fn seeds(runs: Vec<SeedRun>) -> Seeds {
@@ -517,15 +608,25 @@ mod tests {
 
     #[test]
     fn the_waste_table_sums_seeds_by_class_and_says_whose() {
-        let with = |p: PolicyReport, classes: &[(&str, f64)]| PolicyReport {
+        let with = |p: PolicyReport, classes: &[(&str, f64)], v100: (f64, f64)| PolicyReport {
             wasted_by_class_gpu_h: classes.iter().map(|(c, v)| (c.to_string(), *v)).collect(),
+            wasted_own_v100_h: v100.0,
+            wasted_infra_v100_h: v100.1,
             ..p
         };
-        let c = || with(policy("canopy", (0.0, 0.0), 1.0, 1.0, (0, 0), 0), &[("app", 30.0), ("node", 5.0)]);
+        // Canopy's lost hours were on H100s (4.5 V100s), CF's on V100s.
+        let c = || {
+            with(
+                policy("canopy", (0.0, 0.0), 1.0, 1.0, (0, 0), 0),
+                &[("app", 30.0), ("node", 5.0)],
+                (135.0, 22.5),
+            )
+        };
         let cf = || {
             with(
                 policy("cheapest-first", (0.0, 0.0), 1.0, 1.0, (0, 0), 0),
                 &[("app", 40.0), ("node", 20.0), ("preempted", 50.0), ("capacity", 0.0)],
+                (40.0, 70.0),
             )
         };
         let t = seeds(vec![run(0, c(), cf(), None), run(1, c(), cf(), None)]).waste_table();
@@ -536,8 +637,33 @@ mod tests {
              | app | the workload's | 60 | 80 | 0.75 |\n\
              | node | infrastructure | 10 | 40 | 0.25 |\n\
              | *all the workloads' own* | | 60 | 80 | 0.75 |\n\
-             | *all infrastructure* | | 10 | 140 | 0.07 |\n"
+             | *all infrastructure* | | 10 | 140 | 0.07 |\n\
+             | *the workloads' own, in V100-hours* | | 270 | 80 | 3.38 |\n\
+             | *infrastructure, in V100-hours* | | 45 | 140 | 0.32 |\n"
         );
+    }
+
+    #[test]
+    fn canopy_is_judged_against_the_better_of_cheapest_first_and_blocklist() {
+        let p = |name: &str, cost: f64, useful: f64| policy(name, (10.0, 4.0), cost, useful, (9, 10), 0);
+        // Seed 0: blocklist is the cheaper per useful GPU-hour; seed 1: CF.
+        let r0 = SeedRun {
+            blocklist: Some(p("blocklist", 80.0, 100.0)),
+            ..run(0, p("canopy", 88.0, 100.0), p("cheapest-first", 100.0, 100.0), None)
+        };
+        let r1 = SeedRun {
+            blocklist: Some(p("blocklist", 120.0, 100.0)),
+            ..run(1, p("canopy", 100.0, 100.0), p("cheapest-first", 100.0, 100.0), None)
+        };
+        assert!((r0.useful_cost_vs_better().unwrap() - 1.1).abs() < 1e-12);
+        assert!((r1.useful_cost_vs_better().unwrap() - 1.0).abs() < 1e-12);
+        let md = seeds(vec![r0, r1]).to_markdown();
+        assert!(md.contains("## Against the better of cheapest-first and blocklist"), "{md}");
+        assert!(md.contains("| sum | | 8.0 / 8.0 | 1.00 | | 1.000 | mean 1.050, worst 1.100 |"), "{md}");
+        // Without blocklist on every seed there is nothing to judge against.
+        let md =
+            seeds(vec![run(0, p("canopy", 1.0, 1.0), p("cheapest-first", 1.0, 1.0), None)]).to_markdown();
+        assert!(!md.contains("better of"), "{md}");
     }
 
     #[test]

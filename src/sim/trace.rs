@@ -58,9 +58,18 @@
 //! `H100-SXM5`; a substring match against pool models is enough),
 //! `gpu_memory_gb` (minimum per GPU), `outcome` (`ok` or `completed`:
 //! the job's own code never fails; `failed`, `app` or `user`: it fails by
-//! its own error, where the fault model decides when), `measured_on` (the
-//! accelerator model `duration_s` was measured on; default: `gpu_type`,
-//! else a V100). Empty optional cells mean "not given".
+//! its own error, see below), `fails_after_s` (for a failed job: seconds
+//! of its work, as measured on `measured_on`, after which its own error
+//! strikes; at most `duration_s`), `measured_on` (the accelerator model
+//! `duration_s` was measured on; default: `gpu_type`, else a V100). Empty
+//! optional cells mean "not given".
+//!
+//! *When a failed job fails.* A production trace records how long a
+//! failed job ran, which is its time to failure: a job whose `outcome` is
+//! failed fails by its own error once it has done `fails_after_s` of work,
+//! or, without that column, all of its `duration_s` (it never completes).
+//! Jobs whose trace records no outcome (Gavel, Tiresias, ITP) get their
+//! fate and its moment from the fault model (`faults::fate`).
 
 use thiserror::Error;
 
@@ -81,6 +90,10 @@ pub struct Job {
     /// The job's own fate when the trace says it; otherwise the fault
     /// model draws it.
     pub outcome: Option<Outcome>,
+    /// For a job whose `outcome` is [`Outcome::FailsOnItsOwn`]: seconds of
+    /// its work (as measured on `measured_on`) after which its own error
+    /// strikes, at most `duration_s`; `None` means at `duration_s`.
+    pub fails_after_s: Option<f64>,
     /// The accelerator model `duration_s` was measured on; `None` means
     /// [`super::speed::REFERENCE`] (a V100). On another model the job runs
     /// `duration_s / speed::speedup(measured_on, model)`.
@@ -99,7 +112,18 @@ impl Job {
             gpu_type: None,
             gpu_memory_gb: None,
             outcome: None,
+            fails_after_s: None,
             measured_on: Some(measured_on.into()),
+        }
+    }
+
+    /// The share of its work after which a job the trace records as
+    /// failed fails by its own error: `fails_after_s / duration_s`, or 1
+    /// (at its recorded end) without that column.
+    pub fn fails_at(&self) -> f64 {
+        match self.fails_after_s {
+            Some(f) if self.duration_s > 0.0 => (f / self.duration_s).clamp(0.0, 1.0),
+            _ => 1.0,
         }
     }
 }
@@ -221,6 +245,7 @@ fn parse_gavel(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
             gpu_type: None,
             gpu_memory_gb: None,
             outcome: None,
+            fails_after_s: None,
             measured_on: Some("V100".into()),
         })
         .collect())
@@ -312,11 +337,11 @@ fn parse_csv(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
         return Err(bad(
             file,
             1,
-            "the header must name submit_s, duration_s and gpus (optional: name, gpu_type, gpu_memory_gb, outcome)",
+            "the header must name submit_s, duration_s and gpus (optional: name, gpu_type, gpu_memory_gb, outcome, fails_after_s, measured_on)",
         ));
     };
     let (name, ty, mem, out) = (at("name"), at("gpu_type"), at("gpu_memory_gb"), at("outcome"));
-    let measured = at("measured_on");
+    let (measured, fails) = (at("measured_on"), at("fails_after_s"));
     let mut jobs = Vec::new();
     for (i, l) in text.lines().enumerate().skip(1).filter(|(_, l)| !l.trim().is_empty()) {
         let line = i + 1;
@@ -341,15 +366,40 @@ fn parse_csv(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
             Some(v) => Some(non_negative(num(v, "gpu_memory_gb", file, line)?, "gpu_memory_gb", file, line)?),
             None => None,
         };
+        let duration_s =
+            non_negative(num(f[d], "duration_s", file, line)?, "duration_s", file, line)?.max(1.0);
+        let fails_after_s = match cell(fails) {
+            Some(v) => {
+                let v = non_negative(num(v, "fails_after_s", file, line)?, "fails_after_s", file, line)?;
+                if outcome != Some(Outcome::FailsOnItsOwn) {
+                    return Err(bad(
+                        file,
+                        line,
+                        "fails_after_s is given but outcome is not failed; give outcome failed or leave fails_after_s empty",
+                    ));
+                }
+                if v > duration_s {
+                    return Err(bad(
+                        file,
+                        line,
+                        format!(
+                            "fails_after_s {v} is past the job's duration_s {duration_s}: a job fails within its run"
+                        ),
+                    ));
+                }
+                Some(v)
+            }
+            None => None,
+        };
         jobs.push(Job {
             name: cell(name).unwrap_or("job").to_string(),
             submit_s: non_negative(num(f[s], "submit_s", file, line)?, "submit_s", file, line)?,
-            duration_s: non_negative(num(f[d], "duration_s", file, line)?, "duration_s", file, line)?
-                .max(1.0),
+            duration_s,
             gpus: num(f[g], "gpus", file, line)?,
             gpu_type: cell(ty).map(str::to_string),
             gpu_memory_gb,
             outcome,
+            fails_after_s,
             measured_on: cell(measured).or(cell(ty)).map(str::to_string),
         });
     }
@@ -387,6 +437,24 @@ mod tests {
         assert_eq!(jobs[1].gpu_type, None);
         let e = parse(Format::Csv, "gpus,submit_s\n1,0\n", "c.csv").unwrap_err();
         assert!(e.to_string().contains("duration_s"));
+    }
+
+    #[test]
+    fn a_failed_job_fails_at_its_recorded_time() {
+        let c = "gpus,submit_s,duration_s,outcome,fails_after_s\n1,0,600,failed,150\n1,0,600,failed,\n1,0,600,ok,\n";
+        let jobs = parse(detect("c.csv", c), c, "c.csv").unwrap();
+        assert_eq!((jobs[0].fails_after_s, jobs[0].fails_at()), (Some(150.0), 0.25));
+        assert_eq!((jobs[1].fails_after_s, jobs[1].fails_at()), (None, 1.0));
+        let e =
+            parse(Format::Csv, "gpus,submit_s,duration_s,outcome,fails_after_s\n1,0,60,failed,90\n", "c.csv")
+                .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "c.csv:2: fails_after_s 90 is past the job's duration_s 60: a job fails within its run"
+        );
+        let e = parse(Format::Csv, "gpus,submit_s,duration_s,outcome,fails_after_s\n1,0,60,ok,30\n", "c.csv")
+            .unwrap_err();
+        assert!(e.to_string().contains("outcome is not failed"), "{e}");
     }
 
     #[test]

@@ -173,7 +173,7 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         down: vec![false; r.fleet.nodes.len()],
         done: vec![0.0; r.jobs.len()],
         ckpt: vec![None; r.jobs.len()],
-        tally: Tally::default(),
+        tally: Tally::for_fleet(r.fleet),
         node_at: r.fleet.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect(),
         check,
         broken: None,
@@ -466,9 +466,13 @@ impl World<'_> {
             return;
         }
         self.send(Event::Status { attempt: a, status: AttemptStatus::Running }, sink);
-        let speed = super::speed::speedup(
+        // The job's true speed here, not the table the scheduler priced by.
+        let speed = super::speed::truth(
+            r.seed,
+            job,
             r.jobs[job].measured_on.as_deref().unwrap_or(super::speed::REFERENCE),
             pool.shape.accelerator.as_ref(),
+            r.faults,
         );
         let now = self.now;
         let Some(att) = self.atts.get_mut(&a).filter(|x| x.epoch == epoch) else { return };
@@ -484,8 +488,7 @@ impl World<'_> {
         }
         let mut end_s = (dur - done) / speed;
         let mut end = (ProviderEnd::Exited { code: 0 }, vec![format!("step {0}/{0}: done", dur.round())]);
-        let forced = r.jobs[job].outcome;
-        let own = match faults::fate(r.seed, job, r.faults, forced) {
+        let own = match faults::fate(r.seed, job, r.faults, &r.jobs[job]) {
             Fate::Completes => None,
             Fate::UserError { at, kind } => {
                 Some((at, (ProviderEnd::Exited { code: 1 }, faults::user_error_tail(kind))))
