@@ -69,7 +69,14 @@ fn submit(core: &mut Core, gpus: u32) -> (WorkloadId, Vec<Action>) {
     let spec = load::parse(&text, "job.toml", Format::Toml).expect("valid spec").spec;
     let spec_hash = spec.content_hash();
     let out = core.handle(
-        Event::Submit { request: 1, spec: Box::new(spec), spec_hash, idempotency_key: None, by: None, tenant: None },
+        Event::Submit {
+            request: 1,
+            spec: Box::new(spec),
+            spec_hash,
+            idempotency_key: None,
+            by: None,
+            tenant: None,
+        },
         Millis(T0),
     );
     let id = out

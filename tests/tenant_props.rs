@@ -8,11 +8,13 @@ use canopy::tenant::reclaim::{Candidate, choose};
 use proptest::prelude::*;
 
 fn limit() -> impl Strategy<Value = Limit> {
-    (0u64..8, prop::option::of(0u64..8), prop::option::of(0u64..8)).prop_map(|(nominal, borrowing, lending)| Limit {
-        nominal,
-        borrowing,
-        lending: lending.map(|l| l.min(nominal)),
-    })
+    (0u64..8, prop::option::of(0u64..8), prop::option::of(0u64..8)).prop_map(
+        |(nominal, borrowing, lending)| Limit {
+            nominal,
+            borrowing,
+            lending: lending.map(|l| l.min(nominal)),
+        },
+    )
 }
 
 fn gpus(l: Limit) -> Limits {

@@ -28,6 +28,10 @@ pub enum TokenCommand {
         /// Lifetime, e.g. 30d, 12h.
         #[arg(long, value_parser = humantime::parse_duration)]
         expires: Option<std::time::Duration>,
+        /// The tenant it belongs to (required for non-admin tokens when
+        /// tenants are configured; `canopy tenants` lists them).
+        #[arg(long)]
+        tenant: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -46,27 +50,28 @@ fn parse_role(s: &str) -> Result<Role, String> {
 
 pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
     match cmd {
-        TokenCommand::Create { name, role, scopes, expires, json } => {
+        TokenCommand::Create { name, role, scopes, expires, tenant, json } => {
             let expires_at = match expires {
                 Some(d) => {
                     Some(now().0 + i64::try_from(d.as_millis()).map_err(|_| eyre!("--expires is too long"))?)
                 }
                 None => None,
             };
-            let req = NewTokenRequest { name, role, scopes, expires_at };
+            let req = NewTokenRequest { name, role, scopes, expires_at, tenant };
             match with_api(store, async |c| c.post::<_, NewTokenResponse>("/v1/tokens", &req).await)? {
                 Ok(t) if json => outln!("{}", canopy::text::json_pretty(&t)?),
                 Ok(t) => {
                     outln!("{}", t.token);
                     errln!(
-                        "token {:?} ({}{}) created. This is the only time it is shown: keep it in a secret store and pass it as CANOPY_TOKEN.",
+                        "token {:?} ({}{}{}) created. This is the only time it is shown: keep it in a secret store and pass it as CANOPY_TOKEN.",
                         t.name,
                         t.role,
                         if t.scopes.is_empty() {
                             String::new()
                         } else {
                             format!(", {}", t.scopes.join(", "))
-                        }
+                        },
+                        t.tenant.as_deref().map(|x| format!(", tenant {x}")).unwrap_or_default()
                     );
                 }
                 Err(code) => return Ok(code),
@@ -83,7 +88,7 @@ pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let now = now();
-            let mut t = new_table(&["NAME", "ROLE", "SCOPES", "CREATED", "BY", "STATE"]);
+            let mut t = new_table(&["NAME", "ROLE", "TENANT", "SCOPES", "CREATED", "BY", "STATE"]);
             for r in &rows {
                 let state = match (r.revoked_at, r.expires_at) {
                     (Some(at), _) => format!("revoked {}", chrono_like(at)),
@@ -94,6 +99,7 @@ pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
                 t.add_row(vec![
                     r.name.clone(),
                     r.role.clone(),
+                    r.tenant.clone().unwrap_or_else(|| "-".into()),
                     r.scopes.join(", "),
                     chrono_like(r.created_at),
                     r.created_by.clone(),

@@ -45,6 +45,7 @@ pub fn router(state: Served) -> Router {
         .route("/v1/audit", get(audit))
         .route("/v1/tokens", get(tokens).post(create_token))
         .route("/v1/tokens/{name}", delete(revoke_token))
+        .route("/v1/tenants", get(super::tenants::list).put(super::tenants::put))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), authz::middleware))
         // Bodies are read by the handlers with the spec's own limit.
         .layer(axum::extract::DefaultBodyLimit::disable())
@@ -635,7 +636,7 @@ async fn run_command(
     }
 }
 
-async fn body_bytes(req: Request) -> ApiResult<Bytes> {
+pub(super) async fn body_bytes(req: Request) -> ApiResult<Bytes> {
     axum::body::to_bytes(req.into_body(), 64 * 1024)
         .await
         .map_err(|_| ApiError::too_large("the body is over 64 KiB"))
@@ -789,6 +790,9 @@ pub struct TokenView {
     pub expires_at: Option<Millis>,
     #[serde(default)]
     pub revoked_at: Option<Millis>,
+    /// The tenant it belongs to (`None`: made before tenants, or an admin's).
+    #[serde(default)]
+    pub tenant: Option<String>,
 }
 
 impl From<crate::journal::TokenRow> for TokenView {
@@ -802,6 +806,7 @@ impl From<crate::journal::TokenRow> for TokenView {
             created_by: r.created_by,
             expires_at: r.expires_at,
             revoked_at: r.revoked_at,
+            tenant: r.tenant,
         }
     }
 }
@@ -819,6 +824,10 @@ pub struct NewTokenRequest {
     pub scopes: Vec<String>,
     /// Milliseconds since the epoch.
     pub expires_at: Option<i64>,
+    /// The tenant it belongs to: required for non-admin tokens when
+    /// tenants are configured.
+    #[serde(default)]
+    pub tenant: Option<String>,
 }
 
 /// The answer to `POST /v1/tokens`: the only time the secret is shown.
@@ -828,6 +837,8 @@ pub struct NewTokenResponse {
     pub role: Role,
     pub scopes: Vec<String>,
     pub expires_at: Option<i64>,
+    #[serde(default)]
+    pub tenant: Option<String>,
     pub token: String,
 }
 
@@ -870,9 +881,46 @@ async fn create_token(
             r.name
         )));
     }
-    let minted = auth::mint(&r.name, r.role, &scopes, r.expires_at.map(Millis), &p.name, now)
-        .map_err(ApiError::internal)?;
-    let audit = auth::audit(&p, "token-create", Some(r.name.clone()), format!("ok: role {}", r.role), now);
+    let tenancy = s.tenancy();
+    match &r.tenant {
+        Some(t) if tenancy.is_empty() => {
+            return Err(ApiError::unprocessable(format!(
+                "tenant {t:?} is given but no tenants are configured; leave it out, or define [[tenant]] first"
+            ))
+            .field("tenant"));
+        }
+        Some(t) if tenancy.tenant(t).is_none() => {
+            let known: Vec<&str> = tenancy.tenants.iter().map(|t| t.name.as_str()).collect();
+            return Err(ApiError::unprocessable(format!(
+                "no tenant {t:?}; the tenants are {}",
+                known.join(", ")
+            ))
+            .field("tenant"));
+        }
+        None if !tenancy.is_empty() && r.role != Role::Admin => {
+            let known: Vec<&str> = tenancy.tenants.iter().map(|t| t.name.as_str()).collect();
+            return Err(ApiError::unprocessable(format!(
+                "tenants are configured, so a {} token must belong to one; give --tenant (one of {})",
+                r.role,
+                known.join(", ")
+            ))
+            .field("tenant"));
+        }
+        _ => {}
+    }
+    let minted =
+        auth::mint(&r.name, r.role, &scopes, r.expires_at.map(Millis), &p.name, r.tenant.as_deref(), now)
+            .map_err(ApiError::internal)?;
+    let audit = auth::audit(
+        &p,
+        "token-create",
+        Some(r.name.clone()),
+        match &r.tenant {
+            Some(t) => format!("ok: role {}, tenant {t}", r.role),
+            None => format!("ok: role {}", r.role),
+        },
+        now,
+    );
     let row = minted.row.clone();
     let records = vec![Record::Audit(Box::new(audit.clone()))];
     s.engine
@@ -885,6 +933,7 @@ async fn create_token(
         role: r.role,
         scopes: r.scopes,
         expires_at: r.expires_at,
+        tenant: r.tenant,
         token: minted.secret,
     };
     Ok((StatusCode::CREATED, Json(resp)).into_response())

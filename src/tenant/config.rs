@@ -158,9 +158,7 @@ fn check_name(kind: &str, name: &str) -> Result<(), TenancyError> {
     if ok {
         Ok(())
     } else {
-        err(format!(
-            "{kind} name {name:?} is not valid; use 1-64 letters, digits, '-', '_' or '.'"
-        ))
+        err(format!("{kind} name {name:?} is not valid; use 1-64 letters, digits, '-', '_' or '.'"))
     }
 }
 
@@ -183,7 +181,9 @@ impl LimitDef {
     fn limit(&self, r: Resource, tenant: &str, flavor: &str, cohort: bool) -> Result<Limit, TenancyError> {
         let (nominal, borrowing, lending) = match *self {
             LimitDef::Nominal(n) => (n, None, None),
-            LimitDef::Full { nominal, borrowing_limit, lending_limit } => (nominal, borrowing_limit, lending_limit),
+            LimitDef::Full { nominal, borrowing_limit, lending_limit } => {
+                (nominal, borrowing_limit, lending_limit)
+            }
         };
         let nominal = amount(r, nominal, "nominal", tenant, flavor)?;
         let borrowing = borrowing.map(|b| amount(r, b, "borrowing_limit", tenant, flavor)).transpose()?;
@@ -216,7 +216,9 @@ impl Tenancy {
                 return err("[[flavor]] is given but no [[tenant]]; flavors count tenants' quotas".into());
             }
             if let Some(d) = default_tenant {
-                return err(format!("default_tenant = {d:?} but no [[tenant]] is defined; add it or remove the line"));
+                return err(format!(
+                    "default_tenant = {d:?} but no [[tenant]] is defined; add it or remove the line"
+                ));
             }
             return Ok(Self::default());
         }
@@ -333,7 +335,9 @@ impl Tenancy {
     /// another tenant counts there and this one does not name, nominal 0.
     pub fn limits(&self, tenant: &Tenant, flavor: &str) -> Limits {
         let mut l = tenant.quota.get(flavor).copied().unwrap_or_default();
-        let counted = |r: Resource| self.tenants.iter().any(|t| t.quota.get(flavor).is_some_and(|q| q.get(r).is_some()));
+        let counted = |r: Resource| {
+            self.tenants.iter().any(|t| t.quota.get(flavor).is_some_and(|q| q.get(r).is_some()))
+        };
         let zero = Limit { nominal: 0, borrowing: None, lending: None };
         if l.gpus.is_none() && counted(Resource::Gpus) {
             l.gpus = Some(Limit { borrowing: if tenant.cohort.is_some() { None } else { Some(0) }, ..zero });
@@ -422,16 +426,31 @@ gpus = { nominal = 0, borrowing_limit = 8 }
         assert_eq!(a.max_reclaim_delay, Duration::from_secs(600));
         assert_eq!(t.owner_of("onprem-fra", "h100").map(|t| t.name.as_str()), Some("team-a"));
         assert!(t.owner_of("aws", "h100").is_none());
-        let facts = PoolFacts { provider: "onprem-fra", pool: "h100", family: Some("hopper"), model: None, owner: None };
+        let facts = PoolFacts {
+            provider: "onprem-fra",
+            pool: "h100",
+            family: Some("hopper"),
+            model: None,
+            owner: None,
+        };
         assert_eq!(t.flavor_of(&facts).map(|f| f.name.as_str()), Some("fra-h100"));
         // team-b names no CPU quota: nominal 0 there, borrowing from its cohort.
         let b = t.tenant("team-b").unwrap();
         assert_eq!(t.limits(b, "cpu").cpu, Some(Limit { nominal: 0, borrowing: None, lending: None }));
-        assert_eq!(t.limits(a, "cpu").cpu, Some(Limit { nominal: 64_000, borrowing: Some(32_000), lending: Some(16_000) }));
+        assert_eq!(
+            t.limits(a, "cpu").cpu,
+            Some(Limit { nominal: 64_000, borrowing: Some(32_000), lending: Some(16_000) })
+        );
         let m = t.members(b, "cpu", |_| Amount::ZERO);
         // team-a lends 16 of its 64 cores.
-        assert_eq!(admit(Some("research"), "cpu", &m, "team-b", Amount::new(0, 16_000)), Some(Admission::Admit { borrowed: Amount::new(0, 16_000) }));
-        assert!(matches!(admit(Some("research"), "cpu", &m, "team-b", Amount::new(0, 16_001)), Some(Admission::Wait(_))));
+        assert_eq!(
+            admit(Some("research"), "cpu", &m, "team-b", Amount::new(0, 16_000)),
+            Some(Admission::Admit { borrowed: Amount::new(0, 16_000) })
+        );
+        assert!(matches!(
+            admit(Some("research"), "cpu", &m, "team-b", Amount::new(0, 16_001)),
+            Some(Admission::Wait(_))
+        ));
     }
 
     #[test]
@@ -439,13 +458,31 @@ gpus = { nominal = 0, borrowing_limit = 8 }
         let cases = [
             ("[[tenant]]\nname = \"a b\"", "tenant name \"a b\" is not valid"),
             ("[[tenant]]\nname = \"a\"\n[[tenant]]\nname = \"a\"", "is defined twice"),
-            ("[[tenant]]\nname = \"a\"\n[tenant.quota.x]\ngpus = 1", "quota names flavor \"x\", which no [[flavor]] defines (defined: none)"),
-            ("[[flavor]]\nname = \"f\"\n[[tenant]]\nname = \"a\"\n[tenant.quota.f]\ngpus = { nominal = 1, borrowing_limit = 2 }", "no cohort to borrow from"),
-            ("[[flavor]]\nname = \"f\"\n[[tenant]]\nname = \"a\"\n[tenant.quota.f]\ngpus = { nominal = 1, lending_limit = 2 }", "lending_limit is above its nominal quota"),
-            ("[[flavor]]\nname = \"f\"\n[[tenant]]\nname = \"a\"\n[tenant.quota.f]\ngpus = 1.5", "quota.f.gpus nominal 1.5 is not valid"),
-            ("[[flavor]]\nname = \"f\"\nfamilies = [\"volta2\"]\n[[tenant]]\nname = \"a\"", "family \"volta2\" is not known"),
+            (
+                "[[tenant]]\nname = \"a\"\n[tenant.quota.x]\ngpus = 1",
+                "quota names flavor \"x\", which no [[flavor]] defines (defined: none)",
+            ),
+            (
+                "[[flavor]]\nname = \"f\"\n[[tenant]]\nname = \"a\"\n[tenant.quota.f]\ngpus = { nominal = 1, borrowing_limit = 2 }",
+                "no cohort to borrow from",
+            ),
+            (
+                "[[flavor]]\nname = \"f\"\n[[tenant]]\nname = \"a\"\n[tenant.quota.f]\ngpus = { nominal = 1, lending_limit = 2 }",
+                "lending_limit is above its nominal quota",
+            ),
+            (
+                "[[flavor]]\nname = \"f\"\n[[tenant]]\nname = \"a\"\n[tenant.quota.f]\ngpus = 1.5",
+                "quota.f.gpus nominal 1.5 is not valid",
+            ),
+            (
+                "[[flavor]]\nname = \"f\"\nfamilies = [\"volta2\"]\n[[tenant]]\nname = \"a\"",
+                "family \"volta2\" is not known",
+            ),
             ("[[tenant]]\nname = \"a\"\nowns = [\"p/q/r\"]", "owns entry \"p/q/r\" is not valid"),
-            ("default_tenant = \"z\"\n[[tenant]]\nname = \"a\"", "default_tenant = \"z\" is not a [[tenant]]"),
+            (
+                "default_tenant = \"z\"\n[[tenant]]\nname = \"a\"",
+                "default_tenant = \"z\" is not a [[tenant]]",
+            ),
             ("[[tenant]]\nname = \"a\"\nweight = 0", "weight 0 must be a positive number"),
             ("[[flavor]]\nname = \"f\"", "no [[tenant]]"),
         ];

@@ -38,10 +38,16 @@ impl Amount {
         self.gpus == 0 && self.cpu_milli == 0
     }
     pub fn saturating_add(self, o: Amount) -> Amount {
-        Amount { gpus: self.gpus.saturating_add(o.gpus), cpu_milli: self.cpu_milli.saturating_add(o.cpu_milli) }
+        Amount {
+            gpus: self.gpus.saturating_add(o.gpus),
+            cpu_milli: self.cpu_milli.saturating_add(o.cpu_milli),
+        }
     }
     pub fn saturating_sub(self, o: Amount) -> Amount {
-        Amount { gpus: self.gpus.saturating_sub(o.gpus), cpu_milli: self.cpu_milli.saturating_sub(o.cpu_milli) }
+        Amount {
+            gpus: self.gpus.saturating_sub(o.gpus),
+            cpu_milli: self.cpu_milli.saturating_sub(o.cpu_milli),
+        }
     }
     /// Whether every resource of `self` is at least `o`'s.
     pub fn covers(&self, o: &Amount) -> bool {
@@ -226,7 +232,8 @@ impl fmt::Display for Wait {
                 r.num(c.shared_used)
             )?;
             if !c.held_back.is_empty() {
-                let held: Vec<String> = c.held_back.iter().map(|(t, n)| format!("{} of {t}'s", r.num(*n))).collect();
+                let held: Vec<String> =
+                    c.held_back.iter().map(|(t, n)| format!("{} of {t}'s", r.num(*n))).collect();
                 write!(f, "; idle but not lent (lending limit): {}", held.join(", "))?;
             }
         }
@@ -239,7 +246,13 @@ impl fmt::Display for Wait {
 /// `flavor`?
 ///
 /// Returns `None` when `tenant` is not among `members`.
-pub fn admit(cohort: Option<&str>, flavor: &str, members: &[Usage<'_>], tenant: &str, request: Amount) -> Option<Admission> {
+pub fn admit(
+    cohort: Option<&str>,
+    flavor: &str,
+    members: &[Usage<'_>],
+    tenant: &str,
+    request: Amount,
+) -> Option<Admission> {
     let me = members.iter().position(|m| m.tenant == tenant)?;
     let mut reclaim = Amount::ZERO;
     let mut borrowed = Amount::ZERO;
@@ -351,10 +364,7 @@ mod tests {
         assert_eq!(a, Some(Admission::Admit { borrowed: Amount::new(8, 0) }));
         let w = admit(Some("research"), "a100", &m, "team-b", Amount::new(9, 0));
         let Some(Admission::Wait(w)) = w else { panic!("{w:?}") };
-        assert_eq!(
-            w.to_string(),
-            "team-b: 16/24 a100 GPUs in use, 9 more asked (nominal 16, may borrow 8)"
-        );
+        assert_eq!(w.to_string(), "team-b: 16/24 a100 GPUs in use, 9 more asked (nominal 16, may borrow 8)");
     }
 
     #[test]
@@ -387,7 +397,10 @@ mod tests {
     #[test]
     fn a_tenant_alone_uses_its_nominal_quota_and_no_more() {
         let m = [member("solo", gpus(4, None, None), 3)];
-        assert_eq!(admit(None, "a100", &m, "solo", Amount::new(1, 0)), Some(Admission::Admit { borrowed: Amount::ZERO }));
+        assert_eq!(
+            admit(None, "a100", &m, "solo", Amount::new(1, 0)),
+            Some(Admission::Admit { borrowed: Amount::ZERO })
+        );
         let Some(Admission::Wait(w)) = admit(None, "a100", &m, "solo", Amount::new(2, 0)) else { panic!() };
         assert_eq!(w.to_string(), "solo: 3/4 a100 GPUs in use, 2 more asked (nominal 4, may borrow 0)");
     }
@@ -400,7 +413,9 @@ mod tests {
             admit(Some("c"), "cpu", &m, "t", Amount::new(64, 7500)),
             Some(Admission::Admit { borrowed: Amount::ZERO })
         );
-        let Some(Admission::Wait(w)) = admit(Some("c"), "cpu", &m, "t", Amount::new(0, 8500)) else { panic!() };
+        let Some(Admission::Wait(w)) = admit(Some("c"), "cpu", &m, "t", Amount::new(0, 8500)) else {
+            panic!()
+        };
         assert_eq!(w.to_string(), "t: 0/8 cpu CPU cores in use, 8.5 more asked (nominal 8, may borrow 0)");
         assert_eq!(Resource::Cpu.show(1500), "1.5 CPU cores");
     }

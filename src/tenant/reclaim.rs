@@ -55,7 +55,8 @@ impl VictimReason {
     /// only victim among 5 borrowed workloads on the owner's nodes"
     pub fn explain(&self, request: &Amount) -> String {
         let gh = |s: u64| format!("{:.1}", s as f64 / 3600.0);
-        let victims = if self.of == 1 { "the only victim".to_string() } else { format!("one of {} victims", self.of) };
+        let victims =
+            if self.of == 1 { "the only victim".to_string() } else { format!("one of {} victims", self.of) };
         format!(
             "loses {} GPU-h since its last checkpoint and stops {} GPU-h of running work; \
              the least costly way to free {} on its node: {victims} among {} borrowed workloads on the owner's nodes",
@@ -108,7 +109,12 @@ fn add(c: Cost, k: &Candidate) -> Cost {
 /// Choose victims so `request` fits on `count` of `nodes` (each node with
 /// what is free on it now). `None` when even stopping every candidate does
 /// not free enough.
-pub fn choose(nodes: &[(u32, Amount)], candidates: &[Candidate], request: Amount, count: usize) -> Option<Choice> {
+pub fn choose(
+    nodes: &[(u32, Amount)],
+    candidates: &[Candidate],
+    request: Amount,
+    count: usize,
+) -> Option<Choice> {
     let mut per_node: Vec<(Cost, u32, Vec<usize>)> = nodes
         .iter()
         .filter_map(|&(node, free)| {
@@ -157,7 +163,12 @@ pub fn choose(nodes: &[(u32, Amount)], candidates: &[Candidate], request: Amount
 
 /// The cheapest set of `here` (candidate index, what it frees on this node)
 /// that makes `request` fit beside `free`.
-fn best_on_node(free: Amount, here: &[(usize, Amount)], all: &[Candidate], request: Amount) -> Option<(Cost, Vec<usize>)> {
+fn best_on_node(
+    free: Amount,
+    here: &[(usize, Amount)],
+    all: &[Candidate],
+    request: Amount,
+) -> Option<(Cost, Vec<usize>)> {
     if free.covers(&request) {
         return Some(((0, 0, 0), Vec::new()));
     }
