@@ -138,7 +138,7 @@ fn parse_spec(headers: &HeaderMap, body: &[u8]) -> ApiResult<load::Loaded> {
 }
 
 fn caller(p: &Principal, reason: Option<String>) -> Caller {
-    Caller { principal: p.name.clone(), origin: p.origin.clone(), reason }
+    Caller { principal: p.name.clone(), origin: p.origin.clone(), reason, tenant: p.tenant.clone() }
 }
 
 async fn load_view(s: &ServerState, id: WorkloadId) -> ApiResult<WorkloadView> {
@@ -152,12 +152,21 @@ async fn load_view(s: &ServerState, id: WorkloadId) -> ApiResult<WorkloadView> {
     }
 }
 
+/// `POST /v1/workloads` parameters.
+#[derive(Debug, Default, Deserialize)]
+pub struct SubmitQuery {
+    /// The tenant the work is for (admins only; others' is their own).
+    pub tenant: Option<String>,
+}
+
 async fn submit(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
+    Query(q): Query<SubmitQuery>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
+    let tenant = authz::submit_tenant(&p, q.tenant.as_deref(), &s.tenancy()).map_err(|d| d.into_error())?;
     let body = spec_body(body).await?;
     let loaded = parse_spec(&headers, &body)?;
     let key = match headers.get("idempotency-key") {
@@ -171,7 +180,9 @@ async fn submit(
         }
     };
     let cmd = Command::Submit { spec: Box::new(loaded.spec), idempotency_key: key };
-    match s.engine.command_as(cmd, caller(&p, None)).await {
+    let mut by = caller(&p, None);
+    by.tenant = tenant;
+    match s.engine.command_as(cmd, by).await {
         CommandResult::Submitted { id, existing } => {
             let mut v = load_view(&s, id).await?;
             v.existing = existing;
@@ -201,6 +212,8 @@ pub struct ListQuery {
     pub label: Option<String>,
     pub provider: Option<String>,
     pub submitted_by: Option<String>,
+    /// Only this tenant's workloads.
+    pub tenant: Option<String>,
     /// At most this many (default 100, at most 1000).
     pub limit: Option<usize>,
     /// `next_cursor` of the previous page.
@@ -236,7 +249,22 @@ pub fn parse_states(s: &str) -> Result<Vec<WorkloadState>, String> {
     s.split(',').filter(|x| !x.is_empty()).map(str::parse).collect()
 }
 
-async fn list(State(s): State<Served>, Query(q): Query<ListQuery>) -> ApiResult<Json<Page>> {
+async fn list(
+    State(s): State<Served>,
+    Extension(p): Extension<Principal>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Page>> {
+    let tenancy = s.tenancy();
+    let mut tenants: Vec<crate::journal::TenantFilter> = authz::listing(&p, &tenancy).into_iter().collect();
+    if let Some(t) = &q.tenant {
+        if tenancy.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "tenant {t:?} is given but no tenants are configured; leave it out"
+            ))
+            .field("tenant"));
+        }
+        tenants.push(crate::journal::TenantFilter::of(Some(t), tenancy.default_tenant.as_deref()));
+    }
     let states = parse_states(q.state.as_deref().unwrap_or(""))
         .map_err(|e| ApiError::bad_request(e).field("state"))?;
     let label = match &q.label {
@@ -261,6 +289,7 @@ async fn list(State(s): State<Served>, Query(q): Query<ListQuery>) -> ApiResult<
         provider: q.provider.clone(),
         submitted_by: q.submitted_by.clone(),
         unresolved: q.unresolved,
+        tenants,
         ..WorkloadFilter::default()
     };
     let (rows, total) = s
@@ -725,17 +754,30 @@ pub struct EventsQuery {
 
 async fn recent_events(
     State(s): State<Served>,
+    Extension(p): Extension<Principal>,
     Query(q): Query<EventsQuery>,
 ) -> ApiResult<Json<Vec<EventRecord>>> {
     let limit = q.limit.unwrap_or(200).min(10_000);
-    s.read(move |j| {
-        let last = j.last_event_seq()?;
-        let since = last.saturating_sub(i64::try_from(limit).unwrap_or(i64::MAX));
-        Ok(j.events_since(since, limit)?.into_iter().map(|(_, e)| e).collect())
-    })
-    .await
-    .map(Json)
-    .map_err(|e| ApiError::internal(e.to_string()))
+    let events: Vec<EventRecord> = s
+        .read(move |j| {
+            let last = j.last_event_seq()?;
+            let since = last.saturating_sub(i64::try_from(limit).unwrap_or(i64::MAX));
+            Ok(j.events_since(since, limit)?.into_iter().map(|(_, e)| e).collect())
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    // With tenants: only the events of workloads the caller may see.
+    let batch = std::sync::Arc::new(crate::engine::model::Batch {
+        seq: 0,
+        records: events.into_iter().map(Record::Event).collect(),
+    });
+    let seen = super::visible::Seen::default().filter(&s, &p, &s.tenancy(), false, batch).await;
+    Ok(Json(
+        seen.records
+            .iter()
+            .filter_map(|r| if let Record::Event(e) = r { Some(e.clone()) } else { None })
+            .collect(),
+    ))
 }
 
 /// `GET /v1/audit` filters.
@@ -758,6 +800,7 @@ pub struct AuditQuery {
 
 async fn audit(
     State(s): State<Served>,
+    Extension(p): Extension<Principal>,
     Query(q): Query<AuditQuery>,
 ) -> ApiResult<Json<Vec<crate::engine::model::AuditRecord>>> {
     let f = AuditFilter {
@@ -769,7 +812,20 @@ async fn audit(
         target: q.target.filter(|s| !s.is_empty()),
         until: q.until.map(Millis),
     };
-    s.read(move |j| j.audit(&f)).await.map(Json).map_err(|e| ApiError::internal(e.to_string()))
+    let all = s.read(move |j| j.audit(&f)).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    let tenancy = s.tenancy();
+    if authz::listing(&p, &tenancy).is_none() {
+        return Ok(Json(all));
+    }
+    // With tenants, a scoped or tenant-bound operator's share of the page.
+    let mut seen = super::visible::Seen::default();
+    let mut out = Vec::with_capacity(all.len());
+    for a in all {
+        if seen.sees_audit(&s, &p, &a, &tenancy).await {
+            out.push(a);
+        }
+    }
+    Ok(Json(out))
 }
 
 /// One API token as `GET /v1/tokens` lists it: who may call, never the

@@ -171,18 +171,21 @@ pub fn role_allows(p: &Principal, need: Need) -> Result<(), String> {
 pub enum Denied {
     Forbidden(String),
     Hidden(String),
+    /// The request itself is wrong (400).
+    BadRequest(String),
 }
 
 impl Denied {
     pub fn message(&self) -> &str {
         match self {
-            Denied::Forbidden(m) | Denied::Hidden(m) => m,
+            Denied::Forbidden(m) | Denied::Hidden(m) | Denied::BadRequest(m) => m,
         }
     }
-    fn into_error(self) -> ApiError {
+    pub fn into_error(self) -> ApiError {
         match self {
             Denied::Forbidden(m) => ApiError::forbidden(m),
             Denied::Hidden(m) => ApiError::not_found(m),
+            Denied::BadRequest(m) => ApiError::bad_request(m).field("tenant"),
         }
     }
 }
@@ -223,6 +226,59 @@ pub fn listing(p: &Principal, tenancy: &crate::tenant::Tenancy) -> Option<crate:
         }
     }
     Some(f)
+}
+
+/// Whether `p` sees audit record `a` (once it may read the audit trail at
+/// all): without tenants, or for admins and unscoped operators, every
+/// record; else those about its tenant's workloads (`workload`: the
+/// target's tenant and pools, when the target is a workload), about nodes
+/// within its scopes (`node`: the target node's `(provider, provider/pool)`),
+/// and its own actions.
+pub fn sees_audit(
+    p: &Principal,
+    a: &crate::engine::model::AuditRecord,
+    workload: Option<(&Option<String>, &[(String, String)])>,
+    node: Option<&(String, String)>,
+) -> bool {
+    if a.principal == p.name {
+        return true;
+    }
+    if let Some((tenant, pools)) = workload {
+        return sees(p, Some(tenant), pools);
+    }
+    if let Some((provider, pool)) = node {
+        return p.role >= Role::Operator && p.in_scope(provider, pool);
+    }
+    p.role == Role::Admin || (p.role >= Role::Operator && p.scopes.is_empty())
+}
+
+/// The tenant a submit by `p` is for, `asked` being the one it named:
+/// its own; any for an admin (the socket owner is one). Naming another is
+/// forbidden; naming one when none are configured, or one that does not
+/// exist, is a bad request.
+pub fn submit_tenant(
+    p: &Principal,
+    asked: Option<&str>,
+    tenancy: &crate::tenant::Tenancy,
+) -> Result<Option<String>, Denied> {
+    let Some(asked) = asked else { return Ok(p.tenant.clone()) };
+    if tenancy.is_empty() {
+        return Err(Denied::BadRequest(format!(
+            "tenant {asked:?} is given but no tenants are configured; submit without one"
+        )));
+    }
+    if tenancy.tenant(asked).is_none() {
+        let known: Vec<&str> = tenancy.tenants.iter().map(|t| t.name.as_str()).collect();
+        return Err(Denied::BadRequest(format!("no tenant {asked:?}; the tenants are {}", known.join(", "))));
+    }
+    if p.role == Role::Admin || p.tenant.as_deref() == Some(asked) {
+        return Ok(Some(asked.to_string()));
+    }
+    Err(Denied::Forbidden(format!(
+        "{} belongs to tenant {}; only an admin may submit for another tenant ({asked})",
+        p.name,
+        p.tenant.as_deref().unwrap_or("(none)")
+    )))
 }
 
 /// Whether `p` may make a request that needs `need`, given `facts`; the
