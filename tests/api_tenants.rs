@@ -107,6 +107,10 @@ async fn a_tenants_principals_never_see_or_touch_another_tenants_workloads() {
     assert_eq!(b_row["waiting"], 2, "{v}");
     assert_eq!(b_row["limits"]["gpus"]["nominal"], 4);
     assert!(!t.text.contains(&b_work) && !t.text.contains("b-secret"), "{}", t.text);
+    let m = api.get(Who::Token(&a_view), "/metrics").await.expect(200).text;
+    assert!(m.contains("canopy_tenant_quota_gpus{tenant=\"team-b\",flavor=\"any\"} 4"), "{m}");
+    assert!(m.contains("canopy_tenant_pending_workloads{tenant=\"team-b\"} 2"), "{m}");
+    assert!(m.contains("canopy_tenant_used_gpus{tenant=\"team-a\",flavor=\"any\"} 0"), "{m}");
     api.finish().await;
 }
 

@@ -177,3 +177,105 @@ fn url_escape(s: &str) -> String {
         })
         .collect()
 }
+
+#[derive(Debug, clap::Args)]
+pub struct TenantsArgs {
+    #[command(subcommand)]
+    pub command: Option<TenantsCommand>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TenantsCommand {
+    /// Replace the tenant and flavor tables with FILE's (TOML as in
+    /// canopy.toml, or JSON when it ends in .json): in force at once,
+    /// audited, kept across restarts until canopy.toml's tables change.
+    Apply { file: std::path::PathBuf },
+}
+
+/// GPUs and CPU cores as a cell: `8 GPUs, 64 cores`; `-` for nothing.
+fn amount_cell(gpus: Option<u64>, cpu_milli: Option<u64>) -> String {
+    let mut parts = Vec::new();
+    if let Some(g) = gpus {
+        parts.push(format!("{g} GPUs"));
+    }
+    if let Some(c) = cpu_milli {
+        parts.push(format!("{} cores", c as f64 / 1000.0));
+    }
+    if parts.is_empty() { "-".into() } else { parts.join(", ") }
+}
+
+pub fn tenants(store: &StoreArgs, args: TenantsArgs) -> Result<ExitCode> {
+    use canopy::server::tenants::TenantsView;
+    let view = match args.command {
+        Some(TenantsCommand::Apply { file }) => {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| eyre!("cannot read {}: {e}; check the path", file.display()))?;
+            let ct = if file.extension().is_some_and(|e| e == "json") {
+                "application/json"
+            } else {
+                "application/toml"
+            };
+            with_api(store, async |c| c.put_text::<TenantsView>("/v1/tenants", ct, text.clone()).await)?
+        }
+        None => with_api(store, async |c| c.get::<TenantsView>("/v1/tenants").await)?,
+    };
+    let v = match view {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
+    };
+    if args.json {
+        outln!("{}", canopy::text::json_pretty(&v.tenants)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !v.configured {
+        outln!("no tenants are configured: everyone shares the fleet without quotas");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = new_table(&[
+        "TENANT",
+        "COHORT",
+        "WEIGHT",
+        "FLAVOR",
+        "NOMINAL",
+        "BORROW LIMIT",
+        "LEND LIMIT",
+        "IN USE",
+        "BORROWED",
+        "WAITING",
+    ]);
+    for r in &v.tenants {
+        let l = &r.limits;
+        let limit = |f: fn(&canopy::tenant::Limit) -> Option<u64>| {
+            let g = l.gpus.as_ref().map(|x| f(x).map_or("any".to_string(), |n| format!("{n} GPUs")));
+            let c = l
+                .cpu
+                .as_ref()
+                .map(|x| f(x).map_or("any".to_string(), |n| format!("{} cores", n as f64 / 1000.0)));
+            let parts: Vec<String> = g.into_iter().chain(c).collect();
+            if parts.is_empty() { "-".to_string() } else { parts.join(", ") }
+        };
+        t.add_row(vec![
+            sanitize(&r.tenant).into_owned(),
+            r.cohort.clone().unwrap_or_else(|| "-".into()),
+            r.weight.to_string(),
+            if r.flavor.is_empty() { "-".into() } else { r.flavor.clone() },
+            amount_cell(l.gpus.map(|x| x.nominal), l.cpu.map(|x| x.nominal)),
+            limit(|x| x.borrowing),
+            limit(|x| x.lending),
+            amount_cell(Some(r.in_use.gpus), (r.in_use.cpu_milli > 0).then_some(r.in_use.cpu_milli)),
+            amount_cell(Some(r.borrowed.gpus), (r.borrowed.cpu_milli > 0).then_some(r.borrowed.cpu_milli)),
+            r.waiting.to_string(),
+        ]);
+    }
+    outln!("{t}");
+    if let Some(by) = &v.set_by {
+        errln!(
+            "set by {}{}",
+            sanitize(by),
+            v.set_at.map(|t| format!(" {}", chrono_like(t))).unwrap_or_default()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
