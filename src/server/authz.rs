@@ -534,6 +534,51 @@ mod tests {
     }
 
     #[test]
+    fn with_tenants_a_workload_of_another_tenant_is_hidden_unless_scopes_or_admin_reach_it() {
+        let of = |name: &str, role: Role, scopes: &[&str], tenant: &str| Principal {
+            tenant: Some(tenant.into()),
+            ..p(name, role, scopes)
+        };
+        let b_work = |pools: &[(&str, &str)]| Facts::Workload {
+            submitted_by: Some("b-sub".into()),
+            pools: pools.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
+            tenant: Some(Some("team-b".into())),
+        };
+        let on_fra = b_work(&[("onprem-fra", "onprem-fra/a100-40")]);
+        let a_view = of("a-view", Role::Viewer, &[], "team-a");
+        let a_sub = of("a-sub", Role::Submitter, &[], "team-a");
+        let a_fra = of("a-fra", Role::Operator, &["provider=onprem-fra"], "team-a");
+        let a_ops = of("a-ops", Role::Operator, &[], "team-a");
+        let b_view = of("b-view", Role::Viewer, &[], "team-b");
+        let hidden = Err(Denied::Hidden("no such workload in this store".into()));
+        assert_eq!(decide(&a_view, Need::ReadWorkload, &on_fra), hidden);
+        assert_eq!(decide(&a_sub, Need::OwnWorkload, &on_fra), hidden);
+        assert_eq!(decide(&b_view, Need::ReadWorkload, &on_fra), Ok(()));
+        assert_eq!(decide(&a_fra, Need::ReadWorkload, &on_fra), Ok(()), "within its scopes");
+        assert_eq!(decide(&a_fra, Need::OwnWorkload, &on_fra), Ok(()));
+        assert_eq!(decide(&a_fra, Need::ReadWorkload, &b_work(&[("cloud-a", "cloud-a/x")])), hidden);
+        assert_eq!(decide(&a_ops, Need::OwnWorkload, &b_work(&[])), Ok(()), "unscoped operators: all");
+        assert_eq!(decide(&p("root", Role::Admin, &[]), Need::OwnWorkload, &b_work(&[])), Ok(()));
+        // Without tenants, nothing is hidden.
+        let untenanted = workload("b-sub", &[]);
+        assert_eq!(decide(&a_view, Need::ReadWorkload, &untenanted), Ok(()));
+        // Submitting for another tenant: admins only.
+        let t = crate::tenant::TenancyDoc::parse(
+            "[[tenant]]\nname = \"team-a\"\n[[tenant]]\nname = \"team-b\"",
+            false,
+        )
+        .unwrap()
+        .1;
+        assert_eq!(submit_tenant(&a_sub, None, &t), Ok(Some("team-a".into())));
+        assert!(matches!(submit_tenant(&a_sub, Some("team-b"), &t), Err(Denied::Forbidden(_))));
+        assert!(matches!(submit_tenant(&a_sub, Some("team-z"), &t), Err(Denied::BadRequest(_))));
+        let root = p("root", Role::Admin, &[]);
+        assert_eq!(submit_tenant(&root, Some("team-b"), &t), Ok(Some("team-b".into())));
+        let none = crate::tenant::Tenancy::default();
+        assert!(matches!(submit_tenant(&root, Some("team-b"), &none), Err(Denied::BadRequest(_))));
+    }
+
+    #[test]
     fn every_route_is_in_the_table_once() {
         let mut seen = std::collections::HashSet::new();
         for r in ROUTES {

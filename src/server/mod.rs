@@ -22,6 +22,7 @@ pub mod refusals;
 pub mod sse;
 pub mod target;
 pub mod tenants;
+pub mod tokens;
 pub mod visible;
 
 use crate::engine::handle::EngineHandle;
