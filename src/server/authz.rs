@@ -228,6 +228,9 @@ pub fn listing(p: &Principal, tenancy: &crate::tenant::Tenancy) -> Option<crate:
     Some(f)
 }
 
+/// A workload's tenant and the `(provider, provider/pool)` of its attempts.
+pub type WorkloadFacts<'a> = (&'a Option<String>, &'a [(String, String)]);
+
 /// Whether `p` sees audit record `a` (once it may read the audit trail at
 /// all): without tenants, or for admins and unscoped operators, every
 /// record; else those about its tenant's workloads (`workload`: the
@@ -237,7 +240,7 @@ pub fn listing(p: &Principal, tenancy: &crate::tenant::Tenancy) -> Option<crate:
 pub fn sees_audit(
     p: &Principal,
     a: &crate::engine::model::AuditRecord,
-    workload: Option<(&Option<String>, &[(String, String)])>,
+    workload: Option<WorkloadFacts<'_>>,
     node: Option<&(String, String)>,
 ) -> bool {
     if a.principal == p.name {

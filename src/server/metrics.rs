@@ -50,7 +50,8 @@ pub async fn metrics(State(s): State<Served>) -> Response {
         && let Ok(rows) = super::tenants::usage_now(&s, &tenancy).await
     {
         // Tenants × flavors only: the label sets stay as few as the tables.
-        let gauges: [(&str, &str, fn(&crate::tenant::usage::TenantUsage) -> u64); 3] = [
+        type Gauge = (&'static str, &'static str, fn(&crate::tenant::usage::TenantUsage) -> u64);
+        let gauges: [Gauge; 3] = [
             ("canopy_tenant_quota_gpus", "A tenant's nominal GPU quota in a flavor.", |r| {
                 r.limits.nominal().gpus
             }),

@@ -38,11 +38,11 @@ impl Seen {
     }
 
     async fn facts(&mut self, st: &Served, id: WorkloadId, tenancy: &Tenancy) -> Option<&Facts> {
-        if !self.known.contains_key(&id) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.known.entry(id) {
             let read = st.read(move |j| Ok(j.workload(id)?.map(|w| (w.tenant, j.attempts(id))))).await;
             let Ok(Some((tenant, Ok(attempts)))) = read else { return None };
             let t = tenant.or_else(|| tenancy.default_tenant.clone());
-            self.known.insert(id, (t, attempts.into_iter().map(|a| (a.provider, a.pool)).collect()));
+            slot.insert((t, attempts.into_iter().map(|a| (a.provider, a.pool)).collect()));
         }
         self.known.get(&id)
     }
