@@ -75,7 +75,7 @@ async fn submit_for(
             let mut i = 0u64;
             while Instant::now() < deadline {
                 let key = format!("bench-{base}-{c}-{i}");
-                client.submit(SPEC, false, &key).await.map_err(|e| e.to_string())?;
+                client.submit(SPEC, false, &key, None).await.map_err(|e| e.to_string())?;
                 done.fetch_add(1, Ordering::Relaxed);
                 i += 1;
             }

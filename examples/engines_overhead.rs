@@ -242,7 +242,7 @@ async fn through_canopy(e: &Engines, engine: &str, n: usize) -> Res<(Duration, u
     let t0 = Instant::now();
     let spec = spec(engine);
     for i in 0..n {
-        client.submit(&spec, false, &format!("overhead-{i}")).await?;
+        client.submit(&spec, false, &format!("overhead-{i}"), None).await?;
     }
     let mut peak = 1;
     loop {

@@ -173,6 +173,8 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     let mut core_config = opts.core.clone();
     config.engine.apply(&mut core_config);
     let mut core = Core::new(store_id.clone(), fleet.clone(), core_config);
+    let tenancy = tenancy_at_start(&mut journal, &config, now)?;
+    core.handle(crate::engine::core::Event::SetTenancy { tenancy: Box::new(tenancy) }, now);
     let since = crate::engine::model::Millis(now.0 - 7 * 24 * 3600 * 1000);
     let rec = journal.load_live(HealthWindow { since, limit: 100_000 })?;
     let max_id = rec.max_workload_id.map_or(0, |w| w.0);
@@ -476,4 +478,54 @@ pub fn provider_def(
     inv: crate::providers::Inventory,
 ) -> ProviderDef {
     ProviderDef { name: name.to_string(), kind, lend_limit_gpus, pools: inv.into_pool_defs() }
+}
+
+/// The tenancy in force at start: the journal's, unless canopy.toml's
+/// tables differ from the ones it was last seeded from; then the file's,
+/// journalled and audited as set by the configuration file.
+fn tenancy_at_start(
+    journal: &mut Journal,
+    config: &crate::config::Config,
+    now: crate::engine::model::Millis,
+) -> Result<crate::tenant::Tenancy, AppError> {
+    use crate::tenant::doc::{AtStart, SET_BY_FILE, TenancyDoc, at_start};
+    let file = TenancyDoc {
+        default_tenant: config.default_tenant.clone(),
+        tenant: config.tenant.clone(),
+        flavor: config.flavor.clone(),
+    };
+    let stored = journal.tenancy()?;
+    let doc = match at_start(&file, stored.as_ref().map(|r| (r.document.as_str(), r.seeded_from.as_str()))) {
+        AtStart::None => return Ok(crate::tenant::Tenancy::default()),
+        AtStart::Stored(doc) => doc,
+        AtStart::File(doc) => {
+            let row = crate::journal::TenancyRow {
+                document: doc.to_json(),
+                seeded_from: doc.to_json(),
+                set_by: SET_BY_FILE.into(),
+                set_at: now,
+            };
+            let audit = crate::engine::model::AuditRecord {
+                at: now,
+                principal: SET_BY_FILE.into(),
+                origin: "configuration file".into(),
+                action: "tenants-set".into(),
+                target: None,
+                outcome: format!("ok: {} tenants, {} flavors", doc.tenant.len(), doc.flavor.len()),
+                reason: None,
+            };
+            journal.set_tenancy(&row, &audit)?;
+            doc
+        }
+    };
+    // The file's tables were validated when it was read; the journal's
+    // when an admin set them. A version that no longer validates (a newer
+    // Canopy's rules) is an error to fix, not one to start around.
+    doc.tenancy().map_err(|e| {
+        AppError::Setup(format!(
+            "the tenancy in force (set by {}) is not valid: {e}; fix canopy.toml's [[tenant]]/[[flavor]] tables \
+             (a changed file replaces it at start) or PUT /v1/tenants",
+            stored.map_or(SET_BY_FILE.to_string(), |r| r.set_by)
+        ))
+    })
 }

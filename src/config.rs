@@ -9,6 +9,7 @@
 //!
 //! ```toml
 //! include_demo_fleet = false        # default true: the simulated demo fleet
+//! default_tenant = "team-a"         # the socket owner's tenant (see [[tenant]])
 //!
 //! [engine]                          # outage and failure thresholds
 //! unreachable_after = "5m"          # status polls failing this long end an attempt
@@ -73,6 +74,20 @@
 //! lend_limit_gpus = 2
 //! windows = ["mon-fri 20:00-08:00", "sat-sun"]
 //! timezone = "Europe/Berlin"
+//!
+//! [[flavor]]                        # quotas count in flavors (crate::tenant::config)
+//! name = "gpu"
+//! cpu_only = false                  # pools with accelerators
+//! [[tenant]]                        # shared compute: who may use how much
+//! name = "team-a"
+//! cohort = "research"               # lends unused quota to, borrows from, its cohort
+//! [tenant.quota.gpu]
+//! gpus = { nominal = 8, borrowing_limit = 4 }
+//! [[tenant]]
+//! name = "team-b"
+//! cohort = "research"
+//! [tenant.quota.gpu]
+//! gpus = 4
 //! ```
 
 use crate::providers::collect::OutputLimits;
@@ -105,6 +120,16 @@ pub struct Config {
     pub engine: EngineEntry,
     #[serde(default)]
     pub local: LocalEntry,
+    /// The tenant of the store's owner on the socket (and of tokens made
+    /// before tenants were configured).
+    #[serde(default)]
+    pub default_tenant: Option<String>,
+    /// `[[tenant]]`: who shares the fleet, with quotas per flavor.
+    #[serde(default)]
+    pub tenant: Vec<crate::tenant::TenantDef>,
+    /// `[[flavor]]`: the selectors over pools quotas are counted in.
+    #[serde(default)]
+    pub flavor: Vec<crate::tenant::FlavorDef>,
 }
 
 /// `[local]`: how this machine is offered.
@@ -118,6 +143,15 @@ pub struct LocalEntry {
     pub nodes: Option<u32>,
 }
 
+impl Config {
+    /// The tenants, flavors and owners the file defines, validated (empty
+    /// when it defines none).
+    pub fn tenancy(&self) -> Result<crate::tenant::Tenancy, String> {
+        crate::tenant::Tenancy::from_defs(&self.tenant, &self.flavor, self.default_tenant.as_deref())
+            .map_err(|e| e.to_string())
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -128,6 +162,9 @@ impl Default for Config {
             outputs: OutputsEntry::default(),
             engine: EngineEntry::default(),
             local: LocalEntry::default(),
+            default_tenant: None,
+            tenant: Vec::new(),
+            flavor: Vec::new(),
         }
     }
 }
@@ -679,6 +716,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 /// Parses and checks configuration text.
 pub fn parse(text: &str) -> Result<Config, String> {
     let cfg: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+    cfg.tenancy()?;
     let mut names: Vec<&str> = cfg
         .slurm
         .iter()
@@ -748,6 +786,11 @@ mod tests {
         assert_eq!(cfg.slurm[0].token_env, "CANOPY_SLURM_JWT");
         assert_eq!(cfg.slurm[0].partitions["debug"].pool.as_deref(), Some("h100"));
         assert_eq!(cfg.ray[0].capabilities, vec!["ray".to_string()]);
+        let tenancy = cfg.tenancy().unwrap();
+        assert_eq!(tenancy.tenants.len(), 2);
+        assert_eq!(tenancy.default_tenant.as_deref(), Some("team-a"));
+        let e = parse("default_tenant = \"nobody\"\n[[tenant]]\nname = \"a\"").unwrap_err();
+        assert!(e.contains("default_tenant = \"nobody\" is not a [[tenant]]"), "{e}");
         assert_eq!(cfg.outputs.limits(), OutputLimits::default());
         let small = parse("[outputs]\nmax_output_size = \"1MiB\"\ncollect_timeout = \"30s\"").unwrap();
         let l = small.outputs.limits();

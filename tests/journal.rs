@@ -528,3 +528,62 @@ fn unresolved_failures_are_found_whatever_their_age() {
         WorkloadFilter { states: vec![WorkloadState::Failed], limit: Some(1), ..WorkloadFilter::default() };
     assert_eq!(j.count_workloads(&failed).unwrap(), 3, "a count ignores the limit");
 }
+
+#[test]
+fn the_tenancy_in_force_token_tenants_and_tenant_listings_are_kept() {
+    use canopy::journal::{TenancyRow, TenantFilter, TokenRow};
+    let mut j = Journal::open_in_memory().unwrap();
+    assert_eq!(j.tenancy().unwrap(), None);
+    let audit = |by: &str| AuditRecord {
+        at: Millis(5),
+        principal: by.into(),
+        origin: "test".into(),
+        action: "tenants-set".into(),
+        target: None,
+        outcome: "ok".into(),
+        reason: None,
+    };
+    let row = |doc: &str, by: &str| TenancyRow {
+        document: doc.into(),
+        seeded_from: "{}".into(),
+        set_by: by.into(),
+        set_at: Millis(5),
+    };
+    j.set_tenancy(&row("{\"tenant\":[]}", "canopy.toml"), &audit("canopy.toml")).unwrap();
+    j.set_tenancy(&row("{\"tenant\":[{\"name\":\"a\"}]}", "local:me"), &audit("local:me")).unwrap();
+    assert_eq!(j.tenancy().unwrap(), Some(row("{\"tenant\":[{\"name\":\"a\"}]}", "local:me")));
+    let trail = j.audit(&canopy::journal::AuditFilter::default()).unwrap();
+    assert_eq!(trail.len(), 2, "each change is audited in its own transaction");
+
+    let token = TokenRow {
+        id: "abc".into(),
+        name: "b-ci".into(),
+        role: "submitter".into(),
+        scopes: vec![],
+        salt: "s".into(),
+        hash: "h".into(),
+        created_at: Millis(1),
+        created_by: "local:me".into(),
+        expires_at: None,
+        revoked_at: None,
+        tenant: Some("team-b".into()),
+    };
+    j.insert_token(&token, &audit("local:me")).unwrap();
+    assert_eq!(j.tokens().unwrap()[0].tenant.as_deref(), Some("team-b"));
+
+    // Listings by tenant: a row without one counts as the default tenant's.
+    let mut recs = Vec::new();
+    for (id, tenant) in [(1, Some("team-a")), (2, Some("team-b")), (3, None)] {
+        let mut r = workload(id, WorkloadState::Queued);
+        r.tenant = tenant.map(str::to_string);
+        recs.push(w(r));
+    }
+    j.append(&recs).unwrap();
+    let of = |t: &str, default: Option<&str>| WorkloadFilter {
+        tenants: vec![TenantFilter::of(Some(t), default)],
+        ..WorkloadFilter::default()
+    };
+    assert_eq!(ids(&j.workloads(&of("team-b", None)).unwrap()), vec![2]);
+    assert_eq!(ids(&j.workloads(&of("team-a", Some("team-a"))).unwrap()), vec![3, 1]);
+    assert_eq!(j.count_workloads(&of("team-a", None)).unwrap(), 1);
+}

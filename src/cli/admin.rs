@@ -28,6 +28,10 @@ pub enum TokenCommand {
         /// Lifetime, e.g. 30d, 12h.
         #[arg(long, value_parser = humantime::parse_duration)]
         expires: Option<std::time::Duration>,
+        /// The tenant it belongs to (required for non-admin tokens when
+        /// tenants are configured; `canopy tenants` lists them).
+        #[arg(long)]
+        tenant: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -46,27 +50,28 @@ fn parse_role(s: &str) -> Result<Role, String> {
 
 pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
     match cmd {
-        TokenCommand::Create { name, role, scopes, expires, json } => {
+        TokenCommand::Create { name, role, scopes, expires, tenant, json } => {
             let expires_at = match expires {
                 Some(d) => {
                     Some(now().0 + i64::try_from(d.as_millis()).map_err(|_| eyre!("--expires is too long"))?)
                 }
                 None => None,
             };
-            let req = NewTokenRequest { name, role, scopes, expires_at };
+            let req = NewTokenRequest { name, role, scopes, expires_at, tenant };
             match with_api(store, async |c| c.post::<_, NewTokenResponse>("/v1/tokens", &req).await)? {
                 Ok(t) if json => outln!("{}", canopy::text::json_pretty(&t)?),
                 Ok(t) => {
                     outln!("{}", t.token);
                     errln!(
-                        "token {:?} ({}{}) created. This is the only time it is shown: keep it in a secret store and pass it as CANOPY_TOKEN.",
+                        "token {:?} ({}{}{}) created. This is the only time it is shown: keep it in a secret store and pass it as CANOPY_TOKEN.",
                         t.name,
                         t.role,
                         if t.scopes.is_empty() {
                             String::new()
                         } else {
                             format!(", {}", t.scopes.join(", "))
-                        }
+                        },
+                        t.tenant.as_deref().map(|x| format!(", tenant {x}")).unwrap_or_default()
                     );
                 }
                 Err(code) => return Ok(code),
@@ -83,7 +88,7 @@ pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let now = now();
-            let mut t = new_table(&["NAME", "ROLE", "SCOPES", "CREATED", "BY", "STATE"]);
+            let mut t = new_table(&["NAME", "ROLE", "TENANT", "SCOPES", "CREATED", "BY", "STATE"]);
             for r in &rows {
                 let state = match (r.revoked_at, r.expires_at) {
                     (Some(at), _) => format!("revoked {}", chrono_like(at)),
@@ -94,6 +99,7 @@ pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
                 t.add_row(vec![
                     r.name.clone(),
                     r.role.clone(),
+                    r.tenant.clone().unwrap_or_else(|| "-".into()),
                     r.scopes.join(", "),
                     chrono_like(r.created_at),
                     r.created_by.clone(),
@@ -170,4 +176,106 @@ fn url_escape(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TenantsArgs {
+    #[command(subcommand)]
+    pub command: Option<TenantsCommand>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TenantsCommand {
+    /// Replace the tenant and flavor tables with FILE's (TOML as in
+    /// canopy.toml, or JSON when it ends in .json): in force at once,
+    /// audited, kept across restarts until canopy.toml's tables change.
+    Apply { file: std::path::PathBuf },
+}
+
+/// GPUs and CPU cores as a cell: `8 GPUs, 64 cores`; `-` for nothing.
+fn amount_cell(gpus: Option<u64>, cpu_milli: Option<u64>) -> String {
+    let mut parts = Vec::new();
+    if let Some(g) = gpus {
+        parts.push(format!("{g} GPUs"));
+    }
+    if let Some(c) = cpu_milli {
+        parts.push(format!("{} cores", c as f64 / 1000.0));
+    }
+    if parts.is_empty() { "-".into() } else { parts.join(", ") }
+}
+
+pub fn tenants(store: &StoreArgs, args: TenantsArgs) -> Result<ExitCode> {
+    use canopy::server::tenants::TenantsView;
+    let view = match args.command {
+        Some(TenantsCommand::Apply { file }) => {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| eyre!("cannot read {}: {e}; check the path", file.display()))?;
+            let ct = if file.extension().is_some_and(|e| e == "json") {
+                "application/json"
+            } else {
+                "application/toml"
+            };
+            with_api(store, async |c| c.put_text::<TenantsView>("/v1/tenants", ct, text.clone()).await)?
+        }
+        None => with_api(store, async |c| c.get::<TenantsView>("/v1/tenants").await)?,
+    };
+    let v = match view {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
+    };
+    if args.json {
+        outln!("{}", canopy::text::json_pretty(&v.tenants)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !v.configured {
+        outln!("no tenants are configured: everyone shares the fleet without quotas");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = new_table(&[
+        "TENANT",
+        "COHORT",
+        "WEIGHT",
+        "FLAVOR",
+        "NOMINAL",
+        "BORROW LIMIT",
+        "LEND LIMIT",
+        "IN USE",
+        "BORROWED",
+        "WAITING",
+    ]);
+    for r in &v.tenants {
+        let l = &r.limits;
+        let limit = |f: fn(&canopy::tenant::Limit) -> Option<u64>| {
+            let g = l.gpus.as_ref().map(|x| f(x).map_or("any".to_string(), |n| format!("{n} GPUs")));
+            let c = l
+                .cpu
+                .as_ref()
+                .map(|x| f(x).map_or("any".to_string(), |n| format!("{} cores", n as f64 / 1000.0)));
+            let parts: Vec<String> = g.into_iter().chain(c).collect();
+            if parts.is_empty() { "-".to_string() } else { parts.join(", ") }
+        };
+        t.add_row(vec![
+            sanitize(&r.tenant).into_owned(),
+            r.cohort.clone().unwrap_or_else(|| "-".into()),
+            r.weight.to_string(),
+            if r.flavor.is_empty() { "-".into() } else { r.flavor.clone() },
+            amount_cell(l.gpus.map(|x| x.nominal), l.cpu.map(|x| x.nominal)),
+            limit(|x| x.borrowing),
+            limit(|x| x.lending),
+            amount_cell(Some(r.in_use.gpus), (r.in_use.cpu_milli > 0).then_some(r.in_use.cpu_milli)),
+            amount_cell(Some(r.borrowed.gpus), (r.borrowed.cpu_milli > 0).then_some(r.borrowed.cpu_milli)),
+            r.waiting.to_string(),
+        ]);
+    }
+    outln!("{t}");
+    if let Some(by) = &v.set_by {
+        errln!(
+            "set by {}{}",
+            sanitize(by),
+            v.set_at.map(|t| format!(" {}", chrono_like(t))).unwrap_or_default()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

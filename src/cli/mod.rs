@@ -199,6 +199,9 @@ pub enum Command {
         /// failed, 6 if cancelled.
         #[arg(long)]
         wait: bool,
+        /// The tenant the work is for (admins; anyone else's is its own).
+        #[arg(long)]
+        tenant: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -214,6 +217,9 @@ pub enum Command {
         unresolved: bool,
         #[arg(long, default_value_t = 50)]
         limit: usize,
+        /// Only this tenant's workloads.
+        #[arg(long)]
+        tenant: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -330,6 +336,9 @@ pub enum Command {
     /// API tokens: create (the secret is shown once), list, revoke.
     #[command(subcommand)]
     Token(admin::TokenCommand),
+    /// Tenants' quotas and usage per flavor; `apply FILE` replaces the
+    /// tables (admins).
+    Tenants(admin::TenantsArgs),
     /// The audit trail: who changed what, from where, and the outcome.
     Audit(admin::AuditArgs),
     /// Show the fleet: providers, pools, capacity and prices.
@@ -391,12 +400,15 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         },
         Some(Command::Validate { specs, json }) => validate::run(&specs, json),
         Some(Command::Serve(args)) => engine::run(&cli.store, args),
-        Some(Command::Submit { spec, from, idempotency_key, wait, json }) => {
-            workloads::submit(&cli.store, &spec, from.map(Into::into), idempotency_key, wait, json)
-        }
+        Some(Command::Submit { spec, from, idempotency_key, wait, tenant, json }) => workloads::submit(
+            &cli.store,
+            &spec,
+            from.map(Into::into),
+            workloads::SubmitOptions { key: idempotency_key, wait, tenant, json },
+        ),
         Some(Command::Import(args)) => import::run(&args),
-        Some(Command::Status { id, states, unresolved, limit, json }) => {
-            workloads::status(&cli.store, id, states, unresolved, limit, json)
+        Some(Command::Status { id, states, unresolved, limit, tenant, json }) => {
+            workloads::status(&cli.store, id, states, unresolved, limit, tenant, json)
         }
         Some(Command::Logs { id, attempt, follow, stream, raw, reconnect_for }) => {
             logs::logs(&cli.store, logs::LogsArgs { id, attempt, follow, stream, raw, reconnect_for })
@@ -426,6 +438,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             workloads::command(&cli.store, JCommand::Unquarantine { node }, reason)
         }
         Some(Command::Token(t)) => admin::token(&cli.store, t),
+        Some(Command::Tenants(t)) => admin::tenants(&cli.store, t),
         Some(Command::Audit(a)) => admin::audit(&cli.store, a),
         Some(Command::Sim(args)) => sim::run(args, &cli.console).map(|()| ExitCode::SUCCESS),
         Some(Command::Schema) => {

@@ -114,14 +114,21 @@ fn run<T>(
     }
 }
 
+/// How `canopy submit` sends and follows.
+pub struct SubmitOptions {
+    pub key: Option<String>,
+    pub wait: bool,
+    pub tenant: Option<String>,
+    pub json: bool,
+}
+
 pub fn submit(
     store: &StoreArgs,
     spec_path: &Path,
     from: Option<canopy::import::Source>,
-    key: Option<String>,
-    wait: bool,
-    json: bool,
+    o: SubmitOptions,
 ) -> Result<ExitCode> {
+    let SubmitOptions { key, wait, tenant, json } = o;
     // A SkyPilot or dstack file is converted first (its warnings shown),
     // and the converted spec is what is checked and sent.
     if let Some(format) = from {
@@ -129,7 +136,7 @@ pub fn submit(
             return Ok(ExitCode::from(EXIT_ERROR));
         };
         let again = format!("--from {} {}", format.as_str(), shell_word(&spec_path.to_string_lossy()));
-        return send(store, &imported.toml, false, key, wait, json, &again);
+        return send(store, &imported.toml, false, (key, tenant.as_deref()), wait, json, &again);
     }
     // Read once, safely (a FIFO or /dev/zero is refused), validated here
     // first so problems are shown against the user's file, and the same
@@ -146,7 +153,15 @@ pub fn submit(
         errln!("{}\n", w.render(&source));
     }
     let again = shell_word(&spec_path.to_string_lossy());
-    send(store, &source, Format::from_path(spec_path) == Format::Json, key, wait, json, &again)
+    send(
+        store,
+        &source,
+        Format::from_path(spec_path) == Format::Json,
+        (key, tenant.as_deref()),
+        wait,
+        json,
+        &again,
+    )
 }
 
 /// `s` as one word of a shell command line.
@@ -164,7 +179,7 @@ fn send(
     store: &StoreArgs,
     source: &str,
     is_json: bool,
-    key: Option<String>,
+    (key, tenant): (Option<String>, Option<&str>),
     wait: bool,
     json: bool,
     again: &str,
@@ -172,7 +187,7 @@ fn send(
     // Always keyed, so a request retried after a lost answer never submits
     // twice.
     let key = key.unwrap_or_else(new_key);
-    let submitted = api(store, async |c| c.submit(source, is_json, &key).await)?;
+    let submitted = api(store, async |c| c.submit(source, is_json, &key, tenant).await)?;
     let v = match submitted {
         Ok(v) => v,
         Err(ClientError::Interrupted { target, detail }) => {
@@ -265,6 +280,7 @@ pub fn status(
     states: Vec<WorkloadState>,
     unresolved: bool,
     limit: usize,
+    tenant: Option<String>,
     json: bool,
 ) -> Result<ExitCode> {
     if let Some(id) = id {
@@ -370,6 +386,9 @@ pub fn status(
             if unresolved {
                 q.push_str("&unresolved=true");
             }
+            if let Some(t) = &tenant {
+                q.push_str(&format!("&tenant={}", canopy::client::encode(t)));
+            }
             if let Some(c) = &cursor {
                 q.push_str(&format!("&cursor={c}"));
             }
@@ -396,9 +415,15 @@ pub fn status(
         return Ok(ExitCode::SUCCESS);
     }
     let now = now();
-    let mut t = new_table(&["ID", "NAME", "STATE", "ATTEMPTS", "GPUS", "AGE", "COST", "REASON"]);
+    // With tenants (any listed workload has one), a TENANT column.
+    let tenants = list.iter().any(|w| w.tenant.is_some());
+    let mut head = vec!["ID", "NAME", "STATE", "ATTEMPTS", "GPUS", "AGE", "COST", "REASON"];
+    if tenants {
+        head.insert(2, "TENANT");
+    }
+    let mut t = new_table(&head);
     for w in &list {
-        t.add_row(vec![
+        let mut row = vec![
             w.id.to_string(),
             w.name.clone(),
             w.state.to_string(),
@@ -407,7 +432,11 @@ pub fn status(
             age(w, now),
             usd(w.cost_usd),
             w.reason.clone().unwrap_or_default().chars().take(60).collect(),
-        ]);
+        ];
+        if tenants {
+            row.insert(2, w.tenant.clone().unwrap_or_else(|| "-".into()));
+        }
+        t.add_row(row);
     }
     outln!("{t}");
     if more {

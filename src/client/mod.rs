@@ -201,6 +201,18 @@ impl Client {
         self.json(resp).await
     }
 
+    /// `PUT` of a text body (`content_type`).
+    pub async fn put_text<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: String,
+    ) -> Result<T, ClientError> {
+        let rb = self.request(false, Method::PUT, path).header("content-type", content_type).body(body);
+        let resp = self.send(rb).await?;
+        self.json(resp).await
+    }
+
     pub async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         let resp = self.send(self.request(false, Method::DELETE, path)).await?;
         self.json(resp).await
@@ -211,12 +223,23 @@ impl Client {
         self.get("/v1/tokens").await
     }
 
-    /// Submits spec text (`json`: JSON, else TOML) with an idempotency key.
-    /// Returns the workload and whether the key matched an earlier submit.
-    pub async fn submit(&self, spec: &str, json: bool, key: &str) -> Result<WorkloadView, ClientError> {
+    /// Submits spec text (`json`: JSON, else TOML) with an idempotency key,
+    /// for `tenant` when given (admins only). Returns the workload and
+    /// whether the key matched an earlier submit.
+    pub async fn submit(
+        &self,
+        spec: &str,
+        json: bool,
+        key: &str,
+        tenant: Option<&str>,
+    ) -> Result<WorkloadView, ClientError> {
         let ct = if json { "application/json" } else { "application/toml" };
+        let path = match tenant {
+            Some(t) => format!("/v1/workloads?tenant={}", encode(t)),
+            None => "/v1/workloads".to_string(),
+        };
         let r = self
-            .request(false, Method::POST, "/v1/workloads")
+            .request(false, Method::POST, &path)
             .header("content-type", ct)
             .header("idempotency-key", key)
             .body(spec.to_string());
@@ -270,7 +293,7 @@ impl Client {
             Command::Submit { spec, idempotency_key } => {
                 let text = serde_json::to_string(spec).map_err(|e| ClientError::Decode(e.to_string()))?;
                 let key = idempotency_key.clone().unwrap_or_else(new_key);
-                let v = self.submit(&text, true, &key).await?;
+                let v = self.submit(&text, true, &key, None).await?;
                 return Ok(CommandResult::Submitted { id: v.workload.id, existing: v.existing });
             }
             Command::Cancel { id } => (format!("/v1/workloads/{id}/cancel"), None::<()>),
@@ -494,4 +517,17 @@ pub fn audit_query(f: &AuditFilter) -> String {
         }
     }
     q.finish()
+}
+
+/// `s` percent-encoded for a URL's query (everything but unreserved bytes).
+pub fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }

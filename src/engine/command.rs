@@ -103,13 +103,21 @@ pub struct Caller {
     pub origin: String,
     /// The operator's reason, when the request carried one.
     pub reason: Option<String>,
+    /// The tenant a submit is for, as the API settled it; `None`: the
+    /// default tenant (when tenants are configured).
+    pub tenant: Option<String>,
 }
 
 impl Caller {
     /// The user running this process, acting on their own store: the
     /// in-process console, and tests.
     pub fn local(origin: &str) -> Caller {
-        Caller { principal: format!("local:{}", current_user()), origin: origin.to_string(), reason: None }
+        Caller {
+            principal: format!("local:{}", current_user()),
+            origin: origin.to_string(),
+            reason: None,
+            tenant: None,
+        }
     }
 }
 

@@ -482,6 +482,14 @@ impl EngineHandle {
         .await
     }
 
+    /// Puts a new tenancy in force in the engine's core (after the journal
+    /// holds it). A no-op on a replay or remote handle.
+    pub fn set_tenancy(&self, tenancy: crate::tenant::Tenancy) {
+        if let Backend::Local { tx, .. } = &self.backend {
+            let _ = tx.send(Msg::Event(super::core::Event::SetTenancy { tenancy: Box::new(tenancy) }));
+        }
+    }
+
     /// Asks the engine to stop after the current batch. Running attempts
     /// keep running at their providers and are re-adopted on the next start.
     /// A no-op on a replay or remote handle.

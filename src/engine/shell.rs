@@ -452,6 +452,17 @@ impl Shell {
         };
         for (request, cmd) in pending {
             let by = self.replies.get(&request).map(|p| p.caller.principal.clone());
+            // Without tenants nobody has one; with them, the caller's, else
+            // the default tenant (the socket owner's, the console's).
+            let tenancy = self.core.tenancy();
+            let tenant = if tenancy.is_empty() {
+                None
+            } else {
+                self.replies
+                    .get(&request)
+                    .and_then(|p| p.caller.tenant.clone())
+                    .or_else(|| tenancy.default_tenant.clone())
+            };
             match cmd {
                 Command::Submit { spec, idempotency_key: Some(key) } => {
                     let hash = spec.content_hash();
@@ -475,7 +486,7 @@ impl Shell {
                             spec_hash: hash,
                             idempotency_key: Some(key),
                             by,
-                            tenant: None,
+                            tenant,
                         }),
                     }
                 }
@@ -539,7 +550,7 @@ impl Shell {
                             | Command::Unquarantine { .. }
                     );
                     let reason = self.replies.get(&request).and_then(|p| p.caller.reason.clone());
-                    events.extend(command_event(request, other, by, reason))
+                    events.extend(command_event(request, other, by, reason, tenant))
                 }
             }
         }
@@ -1178,7 +1189,13 @@ fn retry_key(id: WorkloadId) -> String {
 
 /// Commands that need no journal look-up; `None` for those that do
 /// (keyed submits and retries, which `resolve_commands` handles itself).
-fn command_event(request: u64, cmd: Command, by: Option<String>, reason: Option<String>) -> Option<Event> {
+fn command_event(
+    request: u64,
+    cmd: Command,
+    by: Option<String>,
+    reason: Option<String>,
+    tenant: Option<String>,
+) -> Option<Event> {
     let note = |until| NodeNote {
         by: by.clone().unwrap_or_default(),
         reason: reason.clone(),
@@ -1189,7 +1206,7 @@ fn command_event(request: u64, cmd: Command, by: Option<String>, reason: Option<
         Command::Submit { idempotency_key: Some(_), .. } => return None,
         Command::Submit { spec, idempotency_key } => {
             let spec_hash = spec.content_hash();
-            Event::Submit { request, spec, spec_hash, idempotency_key, by, tenant: None }
+            Event::Submit { request, spec, spec_hash, idempotency_key, by, tenant }
         }
         Command::Cancel { id } => Event::Cancel { request, id },
         Command::Cordon { node, until } => {

@@ -18,7 +18,7 @@
 //!
 //! Layout: `schema` (pragmas, migrations), `write` ([`Journal::append`]),
 //! `read` (recovery and readers), `stream` (batches and the audit trail),
-//! `tokens` (API tokens), `lock` (exclusive ownership), `codec` (column
+//! `tokens` (API tokens), `tenancy` (the tenant tables in force), `lock` (exclusive ownership), `codec` (column
 //! encodings).
 //!
 //! [`Record`]: crate::engine::model::Record
@@ -28,13 +28,15 @@ mod lock;
 mod read;
 mod schema;
 mod stream;
+mod tenancy;
 mod tokens;
 mod write;
 
 pub use lock::{OwnerLock, acquire_owner, is_owned, lock_path};
-pub use read::{HealthWindow, Recovered, WorkloadFilter};
+pub use read::{HealthWindow, Recovered, TenantFilter, WorkloadFilter};
 pub use schema::SCHEMA_VERSION;
 pub use stream::{AuditFilter, BATCHES_KEPT};
+pub use tenancy::TenancyRow;
 pub use tokens::TokenRow;
 
 #[cfg(doc)]

@@ -56,6 +56,32 @@ pub struct WorkloadFilter {
     /// Only failures nobody has resolved: failed, not acknowledged and not
     /// retried (`canopy retry`). What triage must show whatever its age.
     pub unresolved: bool,
+    /// Each of these must hold: the listing a principal may see, the
+    /// tenant asked for.
+    pub tenants: Vec<TenantFilter>,
+}
+
+/// Workloads of one tenant (a workload from before tenants counts as
+/// `default_tenant`'s), or with an attempt at one of these providers or
+/// `provider/pool`s.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TenantFilter {
+    pub tenant: Option<String>,
+    /// Rows with no tenant count too (`tenant` is the default tenant).
+    pub untenanted: bool,
+    pub providers: Vec<String>,
+    pub pools: Vec<String>,
+}
+
+impl TenantFilter {
+    /// `tenant`'s workloads, when `default` is the default tenant.
+    pub fn of(tenant: Option<&str>, default: Option<&str>) -> TenantFilter {
+        TenantFilter {
+            tenant: tenant.map(str::to_string),
+            untenanted: tenant.is_some() && tenant == default,
+            ..TenantFilter::default()
+        }
+    }
 }
 
 const WORKLOAD_COLUMNS: &str = "id, name, state, priority, submitted_at, updated_at, attempts, app_failures, \
@@ -304,6 +330,33 @@ fn where_clause(filter: &WorkloadFilter) -> Result<(String, Vec<Value>), Journal
     if let Some(by) = &filter.submitted_by {
         clauses.push("submitted_by = ?".into());
         args.push(Value::Text(by.clone()));
+    }
+    for t in &filter.tenants {
+        let mut any: Vec<String> = Vec::new();
+        if let Some(name) = &t.tenant {
+            // `tenant = ?` uses the (tenant, id) index.
+            any.push("tenant = ?".into());
+            args.push(Value::Text(name.clone()));
+        }
+        if t.untenanted {
+            any.push("tenant IS NULL".into());
+        }
+        if !t.providers.is_empty() || !t.pools.is_empty() {
+            let mut on: Vec<String> = Vec::new();
+            if !t.providers.is_empty() {
+                on.push(format!("provider IN ({})", vec!["?"; t.providers.len()].join(", ")));
+                args.extend(t.providers.iter().map(|x| Value::Text(x.clone())));
+            }
+            if !t.pools.is_empty() {
+                on.push(format!("pool IN ({})", vec!["?"; t.pools.len()].join(", ")));
+                args.extend(t.pools.iter().map(|x| Value::Text(x.clone())));
+            }
+            any.push(format!("id IN (SELECT workload FROM attempts WHERE {})", on.join(" OR ")));
+        }
+        if any.is_empty() {
+            any.push("0".into());
+        }
+        clauses.push(format!("({})", any.join(" OR ")));
     }
     if filter.unresolved {
         clauses.push(format!(

@@ -193,6 +193,19 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE workloads ADD COLUMN tenant TEXT;
     CREATE INDEX workloads_by_tenant ON workloads (tenant, id);
     ",
+    // 11: the tenant a token belongs to (NULL: made before tenants), and
+    // the tenancy in force (one row: the document as JSON, who set it,
+    // when, and the canopy.toml tables it was last seeded from).
+    "
+    ALTER TABLE tokens ADD COLUMN tenant TEXT;
+    CREATE TABLE tenancy (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        document TEXT NOT NULL,
+        seeded_from TEXT NOT NULL,
+        set_by TEXT NOT NULL,
+        set_at INTEGER NOT NULL
+    );
+    ",
 ];
 
 /// Per-connection settings.

@@ -26,6 +26,10 @@ pub struct TokenRow {
     pub created_by: String,
     pub expires_at: Option<Millis>,
     pub revoked_at: Option<Millis>,
+    /// The tenant it belongs to; `None` for tokens made before tenants
+    /// (and for admins, who act across tenants).
+    #[serde(default)]
+    pub tenant: Option<String>,
 }
 
 impl Journal {
@@ -37,8 +41,8 @@ impl Journal {
         let records = [Record::Audit(Box::new(audit.clone()))];
         let (seq, _) = self.append_with(&records, "store a token", |tx| {
             tx.execute(
-                "INSERT INTO tokens (id, name, role, scopes, salt, hash, created_at, created_by, expires_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO tokens (id, name, role, scopes, salt, hash, created_at, created_by, expires_at, tenant) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 params![
                     t.id,
                     t.name,
@@ -48,7 +52,8 @@ impl Journal {
                     t.hash,
                     t.created_at.0,
                     t.created_by,
-                    t.expires_at.map(|m| m.0)
+                    t.expires_at.map(|m| m.0),
+                    t.tenant
                 ],
             )
         })?;
@@ -80,7 +85,7 @@ impl Journal {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT id, name, role, scopes, salt, hash, created_at, created_by, expires_at, revoked_at \
+                "SELECT id, name, role, scopes, salt, hash, created_at, created_by, expires_at, revoked_at, tenant \
                  FROM tokens ORDER BY created_at, id",
             )
             .map_err(&err)?;
@@ -99,6 +104,7 @@ impl Journal {
                 created_by: r.get(7)?,
                 expires_at: opt_millis(r, 8)?,
                 revoked_at: opt_millis(r, 9)?,
+                tenant: r.get(10)?,
             })
         })
         .and_then(|rows| rows.collect())

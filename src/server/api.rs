@@ -2,7 +2,7 @@
 //! journal's readers. Each handler parses, calls, and shapes the answer;
 //! who may call it was settled by `authz` before it runs.
 
-use super::auth::{self, Principal, Role, Scope};
+use super::auth::{Principal, Role};
 use super::authz;
 use super::error::{ApiError, ApiResult, Query};
 use super::target::Target;
@@ -22,6 +22,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Extension, Json, Router};
 use serde::{Deserialize, Serialize};
+
+pub use super::tokens::{NewTokenRequest, NewTokenResponse, TokenView};
 
 /// The API's router, every route behind the authorization middleware.
 pub fn router(state: Served) -> Router {
@@ -43,8 +45,9 @@ pub fn router(state: Served) -> Router {
         .route("/v1/nodes/{name}/{op}", post(command))
         .route("/v1/stream", get(super::sse::stream))
         .route("/v1/audit", get(audit))
-        .route("/v1/tokens", get(tokens).post(create_token))
-        .route("/v1/tokens/{name}", delete(revoke_token))
+        .route("/v1/tokens", get(super::tokens::tokens).post(super::tokens::create_token))
+        .route("/v1/tokens/{name}", delete(super::tokens::revoke_token))
+        .route("/v1/tenants", get(super::tenants::list).put(super::tenants::put))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), authz::middleware))
         // Bodies are read by the handlers with the spec's own limit.
         .layer(axum::extract::DefaultBodyLimit::disable())
@@ -137,7 +140,7 @@ fn parse_spec(headers: &HeaderMap, body: &[u8]) -> ApiResult<load::Loaded> {
 }
 
 fn caller(p: &Principal, reason: Option<String>) -> Caller {
-    Caller { principal: p.name.clone(), origin: p.origin.clone(), reason }
+    Caller { principal: p.name.clone(), origin: p.origin.clone(), reason, tenant: p.tenant.clone() }
 }
 
 async fn load_view(s: &ServerState, id: WorkloadId) -> ApiResult<WorkloadView> {
@@ -151,12 +154,21 @@ async fn load_view(s: &ServerState, id: WorkloadId) -> ApiResult<WorkloadView> {
     }
 }
 
+/// `POST /v1/workloads` parameters.
+#[derive(Debug, Default, Deserialize)]
+pub struct SubmitQuery {
+    /// The tenant the work is for (admins only; others' is their own).
+    pub tenant: Option<String>,
+}
+
 async fn submit(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
+    Query(q): Query<SubmitQuery>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
+    let tenant = authz::submit_tenant(&p, q.tenant.as_deref(), &s.tenancy()).map_err(|d| d.into_error())?;
     let body = spec_body(body).await?;
     let loaded = parse_spec(&headers, &body)?;
     let key = match headers.get("idempotency-key") {
@@ -170,7 +182,9 @@ async fn submit(
         }
     };
     let cmd = Command::Submit { spec: Box::new(loaded.spec), idempotency_key: key };
-    match s.engine.command_as(cmd, caller(&p, None)).await {
+    let mut by = caller(&p, None);
+    by.tenant = tenant;
+    match s.engine.command_as(cmd, by).await {
         CommandResult::Submitted { id, existing } => {
             let mut v = load_view(&s, id).await?;
             v.existing = existing;
@@ -200,6 +214,8 @@ pub struct ListQuery {
     pub label: Option<String>,
     pub provider: Option<String>,
     pub submitted_by: Option<String>,
+    /// Only this tenant's workloads.
+    pub tenant: Option<String>,
     /// At most this many (default 100, at most 1000).
     pub limit: Option<usize>,
     /// `next_cursor` of the previous page.
@@ -235,7 +251,22 @@ pub fn parse_states(s: &str) -> Result<Vec<WorkloadState>, String> {
     s.split(',').filter(|x| !x.is_empty()).map(str::parse).collect()
 }
 
-async fn list(State(s): State<Served>, Query(q): Query<ListQuery>) -> ApiResult<Json<Page>> {
+async fn list(
+    State(s): State<Served>,
+    Extension(p): Extension<Principal>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Page>> {
+    let tenancy = s.tenancy();
+    let mut tenants: Vec<crate::journal::TenantFilter> = authz::listing(&p, &tenancy).into_iter().collect();
+    if let Some(t) = &q.tenant {
+        if tenancy.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "tenant {t:?} is given but no tenants are configured; leave it out"
+            ))
+            .field("tenant"));
+        }
+        tenants.push(crate::journal::TenantFilter::of(Some(t), tenancy.default_tenant.as_deref()));
+    }
     let states = parse_states(q.state.as_deref().unwrap_or(""))
         .map_err(|e| ApiError::bad_request(e).field("state"))?;
     let label = match &q.label {
@@ -260,6 +291,7 @@ async fn list(State(s): State<Served>, Query(q): Query<ListQuery>) -> ApiResult<
         provider: q.provider.clone(),
         submitted_by: q.submitted_by.clone(),
         unresolved: q.unresolved,
+        tenants,
         ..WorkloadFilter::default()
     };
     let (rows, total) = s
@@ -635,7 +667,7 @@ async fn run_command(
     }
 }
 
-async fn body_bytes(req: Request) -> ApiResult<Bytes> {
+pub(super) async fn body_bytes(req: Request) -> ApiResult<Bytes> {
     axum::body::to_bytes(req.into_body(), 64 * 1024)
         .await
         .map_err(|_| ApiError::too_large("the body is over 64 KiB"))
@@ -724,17 +756,30 @@ pub struct EventsQuery {
 
 async fn recent_events(
     State(s): State<Served>,
+    Extension(p): Extension<Principal>,
     Query(q): Query<EventsQuery>,
 ) -> ApiResult<Json<Vec<EventRecord>>> {
     let limit = q.limit.unwrap_or(200).min(10_000);
-    s.read(move |j| {
-        let last = j.last_event_seq()?;
-        let since = last.saturating_sub(i64::try_from(limit).unwrap_or(i64::MAX));
-        Ok(j.events_since(since, limit)?.into_iter().map(|(_, e)| e).collect())
-    })
-    .await
-    .map(Json)
-    .map_err(|e| ApiError::internal(e.to_string()))
+    let events: Vec<EventRecord> = s
+        .read(move |j| {
+            let last = j.last_event_seq()?;
+            let since = last.saturating_sub(i64::try_from(limit).unwrap_or(i64::MAX));
+            Ok(j.events_since(since, limit)?.into_iter().map(|(_, e)| e).collect())
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    // With tenants: only the events of workloads the caller may see.
+    let batch = std::sync::Arc::new(crate::engine::model::Batch {
+        seq: 0,
+        records: events.into_iter().map(Record::Event).collect(),
+    });
+    let seen = super::visible::Seen::default().filter(&s, &p, &s.tenancy(), false, batch).await;
+    Ok(Json(
+        seen.records
+            .iter()
+            .filter_map(|r| if let Record::Event(e) = r { Some(e.clone()) } else { None })
+            .collect(),
+    ))
 }
 
 /// `GET /v1/audit` filters.
@@ -757,6 +802,7 @@ pub struct AuditQuery {
 
 async fn audit(
     State(s): State<Served>,
+    Extension(p): Extension<Principal>,
     Query(q): Query<AuditQuery>,
 ) -> ApiResult<Json<Vec<crate::engine::model::AuditRecord>>> {
     let f = AuditFilter {
@@ -768,150 +814,18 @@ async fn audit(
         target: q.target.filter(|s| !s.is_empty()),
         until: q.until.map(Millis),
     };
-    s.read(move |j| j.audit(&f)).await.map(Json).map_err(|e| ApiError::internal(e.to_string()))
-}
-
-/// One API token as `GET /v1/tokens` lists it: who may call, never the
-/// secret nor its hash: the answer's own type, not the stored row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenView {
-    /// The public part of the token, which finds its row.
-    pub id: String,
-    pub name: String,
-    /// `viewer`, `submitter`, `operator` or `admin`.
-    pub role: String,
-    /// `provider=NAME` or `pool=PROVIDER/POOL`; empty for no limit.
-    #[serde(default)]
-    pub scopes: Vec<String>,
-    pub created_at: Millis,
-    pub created_by: String,
-    #[serde(default)]
-    pub expires_at: Option<Millis>,
-    #[serde(default)]
-    pub revoked_at: Option<Millis>,
-}
-
-impl From<crate::journal::TokenRow> for TokenView {
-    fn from(r: crate::journal::TokenRow) -> Self {
-        TokenView {
-            id: r.id,
-            name: r.name,
-            role: r.role,
-            scopes: r.scopes,
-            created_at: r.created_at,
-            created_by: r.created_by,
-            expires_at: r.expires_at,
-            revoked_at: r.revoked_at,
+    let all = s.read(move |j| j.audit(&f)).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    let tenancy = s.tenancy();
+    if authz::listing(&p, &tenancy).is_none() {
+        return Ok(Json(all));
+    }
+    // With tenants, a scoped or tenant-bound operator's share of the page.
+    let mut seen = super::visible::Seen::default();
+    let mut out = Vec::with_capacity(all.len());
+    for a in all {
+        if seen.sees_audit(&s, &p, &a, &tenancy).await {
+            out.push(a);
         }
     }
-}
-
-async fn tokens(State(s): State<Served>) -> Json<Vec<TokenView>> {
-    Json(s.tokens.list().into_iter().map(TokenView::from).collect())
-}
-
-/// `POST /v1/tokens`.
-#[derive(Debug, Deserialize, Serialize)]
-pub struct NewTokenRequest {
-    pub name: String,
-    pub role: Role,
-    #[serde(default)]
-    pub scopes: Vec<String>,
-    /// Milliseconds since the epoch.
-    pub expires_at: Option<i64>,
-}
-
-/// The answer to `POST /v1/tokens`: the only time the secret is shown.
-#[derive(Debug, Deserialize, Serialize)]
-pub struct NewTokenResponse {
-    pub name: String,
-    pub role: Role,
-    pub scopes: Vec<String>,
-    pub expires_at: Option<i64>,
-    pub token: String,
-}
-
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && !name.starts_with("local:")
-}
-
-async fn create_token(
-    State(s): State<Served>,
-    Extension(p): Extension<Principal>,
-    req: Request,
-) -> ApiResult<Response> {
-    let body = body_bytes(req).await?;
-    let r: NewTokenRequest = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::unprocessable(format!("{e} (line {}, column {})", e.line(), e.column())))?;
-    if !valid_name(&r.name) {
-        return Err(ApiError::unprocessable("a token's name is 1 to 64 letters, digits, '-', '_' or '.'")
-            .field("name"));
-    }
-    let scopes: Vec<Scope> = r
-        .scopes
-        .iter()
-        .map(|x| x.parse::<Scope>())
-        .collect::<Result<_, _>>()
-        .map_err(|e| ApiError::unprocessable(e).field("scopes"))?;
-    if !scopes.is_empty() && r.role != Role::Operator {
-        return Err(ApiError::unprocessable("scopes limit operators; give --role operator with --scope")
-            .field("scopes"));
-    }
-    let now = authz::now();
-    if r.expires_at.is_some_and(|t| t <= now.0) {
-        return Err(ApiError::unprocessable("the token would expire before it is made").field("expires_at"));
-    }
-    if s.tokens.has_live(&r.name) {
-        return Err(ApiError::conflict(format!(
-            "a token named {:?} exists; revoke it first or pick another name",
-            r.name
-        )));
-    }
-    let minted = auth::mint(&r.name, r.role, &scopes, r.expires_at.map(Millis), &p.name, now)
-        .map_err(ApiError::internal)?;
-    let audit = auth::audit(&p, "token-create", Some(r.name.clone()), format!("ok: role {}", r.role), now);
-    let row = minted.row.clone();
-    let records = vec![Record::Audit(Box::new(audit.clone()))];
-    s.engine
-        .commit(records, move |j, _| Ok((j.insert_token(&row, &audit)?, ())))
-        .await
-        .map_err(ApiError::internal)?;
-    s.tokens.insert(minted.row);
-    let resp = NewTokenResponse {
-        name: r.name,
-        role: r.role,
-        scopes: r.scopes,
-        expires_at: r.expires_at,
-        token: minted.secret,
-    };
-    Ok((StatusCode::CREATED, Json(resp)).into_response())
-}
-
-async fn revoke_token(
-    State(s): State<Served>,
-    Extension(p): Extension<Principal>,
-    Extension(t): Extension<Target>,
-) -> ApiResult<Json<serde_json::Value>> {
-    let name = t.token()?.to_string();
-    let now = authz::now();
-    let known = s.tokens.has_live(&name);
-    let outcome = if known { "ok".to_string() } else { "refused: no such live token".to_string() };
-    let audit = auth::audit(&p, "token-revoke", Some(name.clone()), outcome, now);
-    let n = name.clone();
-    let revoked = s
-        .engine
-        .commit(vec![Record::Audit(Box::new(audit.clone()))], move |j, _| {
-            let (revoked, seq) = j.revoke_token(&n, now, &audit)?;
-            Ok((seq, revoked))
-        })
-        .await
-        .map_err(ApiError::internal)?;
-    s.tokens.revoke(&name, now);
-    if !revoked {
-        return Err(ApiError::not_found(format!("no live token named {name:?}")));
-    }
-    Ok(Json(serde_json::json!({ "message": format!("token {name} revoked") })))
+    Ok(Json(out))
 }

@@ -111,9 +111,54 @@ pub struct Principal {
     pub origin: String,
     /// The token it came with; `None` for the store's owner on the socket.
     pub token_id: Option<String>,
+    /// The tenant it acts for; `None` when no tenants are configured (see
+    /// [`Principal::with_tenant`]).
+    pub tenant: Option<String>,
 }
 
 impl Principal {
+    /// The principal with its tenant settled under `tenancy`, or why it
+    /// may not act at all. `token_tenant`: the tenant its token was made
+    /// for (`None` for the socket owner and tokens from before tenants).
+    ///
+    /// Without tenants nobody has one. With them: the socket owner's is
+    /// `default_tenant`; a token's is the one it was made for, which must
+    /// still exist; a token made without one belongs to `default_tenant`
+    /// when set, and is refused otherwise (admins act across tenants and
+    /// are never refused for it).
+    pub fn with_tenant(
+        mut self,
+        token_tenant: Option<&str>,
+        tenancy: &crate::tenant::Tenancy,
+    ) -> Result<Principal, String> {
+        if tenancy.is_empty() {
+            self.tenant = None;
+            return Ok(self);
+        }
+        let default = tenancy.default_tenant.clone();
+        self.tenant = match token_tenant {
+            Some(t) if tenancy.tenant(t).is_some() => Some(t.to_string()),
+            Some(_) if self.role == Role::Admin => default,
+            Some(t) => {
+                return Err(format!(
+                    "the token {:?} belongs to tenant {t:?}, which is no longer configured; \
+                     ask an admin for a token of an existing tenant (canopy tenants lists them)",
+                    self.name
+                ));
+            }
+            None if self.token_id.is_none() || self.role == Role::Admin || default.is_some() => default,
+            None => {
+                return Err(format!(
+                    "the token {:?} was made before tenants were configured and belongs to none, and no \
+                     default_tenant is set; ask an admin to recreate it with \
+                     `canopy token create {} --role {} --tenant TENANT`",
+                    self.name, self.name, self.role
+                ));
+            }
+        };
+        Ok(self)
+    }
+
     /// Whether the principal's scopes allow acting on pool `provider/pool`.
     pub fn in_scope(&self, provider: &str, pool_label: &str) -> bool {
         self.scopes.is_empty() || self.scopes.iter().any(|s| s.covers(provider, pool_label))
@@ -134,6 +179,7 @@ pub fn mint(
     scopes: &[Scope],
     expires_at: Option<Millis>,
     created_by: &str,
+    tenant: Option<&str>,
     now: Millis,
 ) -> Result<NewToken, String> {
     let id = hex::encode(random_bytes::<6>()?);
@@ -153,6 +199,7 @@ pub fn mint(
             created_by: created_by.to_string(),
             expires_at,
             revoked_at: None,
+            tenant: tenant.map(str::to_string),
         },
     })
 }
@@ -274,6 +321,7 @@ impl Tokens {
             scopes,
             origin: origin.to_string(),
             token_id: Some(row.id.clone()),
+            tenant: row.tenant.clone(),
         })
     }
 }
@@ -303,7 +351,7 @@ mod tests {
 
     #[test]
     fn a_minted_token_verifies_and_nothing_else_does() {
-        let t = mint("ci", Role::Submitter, &[], None, "local:root", Millis(0)).unwrap();
+        let t = mint("ci", Role::Submitter, &[], None, "local:root", None, Millis(0)).unwrap();
         assert!(!t.row.hash.contains(&t.secret[20..]), "only a hash is kept");
         let tokens = Tokens::new(vec![t.row.clone()]);
         let p = tokens.verify(&t.secret, "127.0.0.1:1", Millis(1)).unwrap();

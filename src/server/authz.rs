@@ -26,6 +26,10 @@ pub enum Need {
     Public,
     /// Any principal (viewer and up).
     Read,
+    /// Any principal that may see the workload (with tenants: its
+    /// tenant's, an operator's within its scopes, an admin's any);
+    /// another's is 404, as if it did not exist.
+    ReadWorkload,
     /// Submitter and up.
     Submit,
     /// Operator and up: the audit trail.
@@ -61,14 +65,19 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/v1/whoami", Need::Read, "The caller's principal, role and scopes"),
     r("POST", "/v1/workloads", Need::Submit, "Submit a workload (TOML or JSON spec)"),
     r("GET", "/v1/workloads", Need::Read, "List workloads, newest first, with a cursor"),
-    r("GET", "/v1/workloads/{id}", Need::Read, "One workload with its attempts and placements"),
-    r("GET", "/v1/workloads/{id}/events", Need::Read, "A workload's events, oldest first"),
-    r("GET", "/v1/workloads/{id}/logs", Need::Read, "An attempt's log, from an offset; follow streams it"),
-    r("GET", "/v1/workloads/{id}/artifacts", Need::Read, "A workload's collected outputs"),
+    r("GET", "/v1/workloads/{id}", Need::ReadWorkload, "One workload with its attempts and placements"),
+    r("GET", "/v1/workloads/{id}/events", Need::ReadWorkload, "A workload's events, oldest first"),
+    r(
+        "GET",
+        "/v1/workloads/{id}/logs",
+        Need::ReadWorkload,
+        "An attempt's log, from an offset; follow streams it",
+    ),
+    r("GET", "/v1/workloads/{id}/artifacts", Need::ReadWorkload, "A workload's collected outputs"),
     r(
         "GET",
         "/v1/workloads/{id}/artifacts/{attempt}/{name}",
-        Need::Read,
+        Need::ReadWorkload,
         "Download one collected output file",
     ),
     r("POST", "/v1/workloads/{id}/cancel", Need::OwnWorkload, "Cancel a workload"),
@@ -97,6 +106,8 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/v1/tokens", Need::Admin, "List tokens (never their secrets)"),
     r("POST", "/v1/tokens", Need::Admin, "Create a token; its secret is in this answer only"),
     r("DELETE", "/v1/tokens/{name}", Need::Admin, "Revoke a token"),
+    r("GET", "/v1/tenants", Need::Read, "Every tenant's quotas and usage totals per flavor"),
+    r("PUT", "/v1/tenants", Need::Admin, "Replace the tenant and flavor tables (JSON or TOML), audited"),
 ];
 
 /// The route `method matched` is, if it is one of ours. Commands share
@@ -122,6 +133,9 @@ pub enum Facts {
         submitted_by: Option<String>,
         /// `(provider, provider/pool)` of each attempt.
         pools: Vec<(String, String)>,
+        /// `None` without tenants; else the workload's tenant (a workload
+        /// from before tenants counts as `default_tenant`'s).
+        tenant: Option<Option<String>>,
     },
     Node {
         provider: String,
@@ -133,7 +147,7 @@ pub enum Facts {
 fn least_role(need: Need) -> Option<Role> {
     match need {
         Need::Public => None,
-        Need::Read => Some(Role::Viewer),
+        Need::Read | Need::ReadWorkload => Some(Role::Viewer),
         Need::Submit | Need::OwnWorkload => Some(Role::Submitter),
         Need::Audit | Need::Node => Some(Role::Operator),
         Need::Admin => Some(Role::Admin),
@@ -150,16 +164,145 @@ pub fn role_allows(p: &Principal, need: Need) -> Result<(), String> {
     }
 }
 
+/// Why a request is refused: forbidden (403, the reason says why), or
+/// about a workload the principal may not see (404, as if it did not
+/// exist: no other tenant's workload leaks by its id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denied {
+    Forbidden(String),
+    Hidden(String),
+    /// The request itself is wrong (400).
+    BadRequest(String),
+}
+
+impl Denied {
+    pub fn message(&self) -> &str {
+        match self {
+            Denied::Forbidden(m) | Denied::Hidden(m) | Denied::BadRequest(m) => m,
+        }
+    }
+    pub fn into_error(self) -> ApiError {
+        match self {
+            Denied::Forbidden(m) => ApiError::forbidden(m),
+            Denied::Hidden(m) => ApiError::not_found(m),
+            Denied::BadRequest(m) => ApiError::bad_request(m).field("tenant"),
+        }
+    }
+}
+
+impl From<String> for Denied {
+    fn from(m: String) -> Self {
+        Denied::Forbidden(m)
+    }
+}
+
+/// Whether `p` sees a workload of `tenant` with attempts on `pools`. The
+/// one rule for every workload endpoint, listings and the event stream:
+/// without tenants (`tenant` is `None`) everyone sees everything; with
+/// them, admins see all, an operator also what ran on a pool within its
+/// scopes (unscoped: all), everyone its own tenant's workloads.
+pub fn sees(p: &Principal, tenant: Option<&Option<String>>, pools: &[(String, String)]) -> bool {
+    let Some(tenant) = tenant else { return true };
+    p.role == Role::Admin
+        || (p.tenant.is_some() && *tenant == p.tenant)
+        || (p.role >= Role::Operator
+            && (p.scopes.is_empty() || pools.iter().any(|(prov, pool)| p.in_scope(prov, pool))))
+}
+
+/// The same rule as [`sees`], as a listing's filter: `None` when `p` sees
+/// every workload, else which ones (its tenant's, and for a scoped
+/// operator those with an attempt within its scopes).
+pub fn listing(p: &Principal, tenancy: &crate::tenant::Tenancy) -> Option<crate::journal::TenantFilter> {
+    if tenancy.is_empty() || p.role == Role::Admin || (p.role >= Role::Operator && p.scopes.is_empty()) {
+        return None;
+    }
+    let mut f = crate::journal::TenantFilter::of(p.tenant.as_deref(), tenancy.default_tenant.as_deref());
+    if p.role >= Role::Operator {
+        for s in &p.scopes {
+            match s {
+                super::auth::Scope::Provider(x) => f.providers.push(x.clone()),
+                super::auth::Scope::Pool(x) => f.pools.push(x.clone()),
+            }
+        }
+    }
+    Some(f)
+}
+
+/// A workload's tenant and the `(provider, provider/pool)` of its attempts.
+pub type WorkloadFacts<'a> = (&'a Option<String>, &'a [(String, String)]);
+
+/// Whether `p` sees audit record `a` (once it may read the audit trail at
+/// all): without tenants, or for admins and unscoped operators, every
+/// record; else those about its tenant's workloads (`workload`: the
+/// target's tenant and pools, when the target is a workload), about nodes
+/// within its scopes (`node`: the target node's `(provider, provider/pool)`),
+/// and its own actions.
+pub fn sees_audit(
+    p: &Principal,
+    a: &crate::engine::model::AuditRecord,
+    workload: Option<WorkloadFacts<'_>>,
+    node: Option<&(String, String)>,
+) -> bool {
+    if a.principal == p.name {
+        return true;
+    }
+    if let Some((tenant, pools)) = workload {
+        return sees(p, Some(tenant), pools);
+    }
+    if let Some((provider, pool)) = node {
+        return p.role >= Role::Operator && p.in_scope(provider, pool);
+    }
+    p.role == Role::Admin || (p.role >= Role::Operator && p.scopes.is_empty())
+}
+
+/// The tenant a submit by `p` is for, `asked` being the one it named:
+/// its own; any for an admin (the socket owner is one). Naming another is
+/// forbidden; naming one when none are configured, or one that does not
+/// exist, is a bad request.
+pub fn submit_tenant(
+    p: &Principal,
+    asked: Option<&str>,
+    tenancy: &crate::tenant::Tenancy,
+) -> Result<Option<String>, Denied> {
+    let Some(asked) = asked else { return Ok(p.tenant.clone()) };
+    if tenancy.is_empty() {
+        return Err(Denied::BadRequest(format!(
+            "tenant {asked:?} is given but no tenants are configured; submit without one"
+        )));
+    }
+    if tenancy.tenant(asked).is_none() {
+        let known: Vec<&str> = tenancy.tenants.iter().map(|t| t.name.as_str()).collect();
+        return Err(Denied::BadRequest(format!("no tenant {asked:?}; the tenants are {}", known.join(", "))));
+    }
+    if p.role == Role::Admin || p.tenant.as_deref() == Some(asked) {
+        return Ok(Some(asked.to_string()));
+    }
+    Err(Denied::Forbidden(format!(
+        "{} belongs to tenant {}; only an admin may submit for another tenant ({asked})",
+        p.name,
+        p.tenant.as_deref().unwrap_or("(none)")
+    )))
+}
+
 /// Whether `p` may make a request that needs `need`, given `facts`; the
 /// reason when not.
-pub fn decide(p: &Principal, need: Need, facts: &Facts) -> Result<(), String> {
+pub fn decide(p: &Principal, need: Need, facts: &Facts) -> Result<(), Denied> {
     let role = p.role;
     role_allows(p, need)?;
+    if let (Need::ReadWorkload | Need::OwnWorkload, Facts::Workload { pools, tenant, .. }) = (need, facts)
+        && !sees(p, tenant.as_ref(), pools)
+    {
+        return Err(Denied::Hidden("no such workload in this store".into()));
+    }
     match need {
         Need::Public | Need::Read | Need::Submit | Need::Audit | Need::Admin => Ok(()),
+        Need::ReadWorkload => match facts {
+            Facts::Workload { .. } => Ok(()),
+            _ => Err("the workload this request names could not be determined".to_string().into()),
+        },
         Need::OwnWorkload => {
-            let Facts::Workload { submitted_by, pools } = facts else {
-                return Err("the workload this request names could not be determined".into());
+            let Facts::Workload { submitted_by, pools, .. } = facts else {
+                return Err("the workload this request names could not be determined".to_string().into());
             };
             let own = submitted_by.as_deref() == Some(p.name.as_str());
             let in_scope = role >= Role::Operator && pools.iter().any(|(prov, pool)| p.in_scope(prov, pool));
@@ -170,9 +313,10 @@ pub fn decide(p: &Principal, need: Need, facts: &Facts) -> Result<(), String> {
                 Err(format!(
                     "{} may cancel, retry, acknowledge or unexclude only the workloads it submitted",
                     p.name
-                ))
+                )
+                .into())
             } else {
-                Err(format!("{} may act only on work within its scopes ({})", p.name, scopes(p)))
+                Err(format!("{} may act only on work within its scopes ({})", p.name, scopes(p)).into())
             }
         }
         Need::Node => match facts {
@@ -181,10 +325,11 @@ pub fn decide(p: &Principal, need: Need, facts: &Facts) -> Result<(), String> {
                     "{} may act only on nodes within its scopes ({}); this node is in {pool}",
                     p.name,
                     scopes(p)
-                ))
+                )
+                .into())
             }
             Facts::Node { .. } => Ok(()),
-            _ => Err("the node this request names could not be determined".into()),
+            _ => Err("the node this request names could not be determined".to_string().into()),
         },
     }
 }
@@ -202,6 +347,7 @@ pub fn owner(uid: u32) -> Principal {
         scopes: Vec::new(),
         origin: format!("socket (uid {uid})"),
         token_id: None,
+        tenant: None,
     }
 }
 
@@ -231,7 +377,11 @@ pub async fn middleware(
     }
     let now = now();
     let principal = match &peer {
-        Peer::Socket { uid } => owner(*uid),
+        Peer::Socket { uid } => {
+            let mut p = owner(*uid);
+            p.tenant = state.tenancy().default_tenant.clone();
+            p
+        }
         Peer::Tcp { addr, .. } => {
             let bearer = req
                 .headers()
@@ -244,7 +394,16 @@ pub async fn middleware(
                 Some(b) => state.tokens.verify(b, &addr.to_string(), now),
             };
             match verified {
-                Ok(p) => p,
+                Ok(p) => {
+                    let token_tenant = p.tenant.clone();
+                    match p.with_tenant(token_tenant.as_deref(), &state.tenancy()) {
+                        Ok(p) => p,
+                        Err(why) => {
+                            tracing::warn!(%addr, path = matched.as_str(), error = %why, "refused a token without a tenant");
+                            return ApiError::forbidden(why).into_response();
+                        }
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(%addr, path = matched.as_str(), error = %e, "refused a request without a valid token");
                     state.refusals.refused(&state, bearer, *addr, route, &e, now).await;
@@ -287,8 +446,8 @@ pub async fn middleware(
         }
     };
     if let Err(why) = decide(&principal, route.need, &facts) {
-        denied(why.clone(), target.audited()).await;
-        return ApiError::forbidden(why).into_response();
+        denied(why.message().to_string(), target.audited()).await;
+        return why.into_error().into_response();
     }
     req.extensions_mut().insert(principal);
     req.extensions_mut().insert(target);
@@ -301,19 +460,21 @@ pub async fn middleware(
 /// cannot be read is refused.
 async fn facts(state: &Served, need: Need, target: &Target) -> Result<Facts, ApiError> {
     match need {
-        Need::OwnWorkload => {
+        Need::OwnWorkload | Need::ReadWorkload => {
             let id = target.workload()?;
+            let tenancy = state.tenancy();
             let read = state
                 .read(move |j| {
                     let w = j.workload(id)?;
                     let attempts = j.attempts(id)?;
-                    Ok(w.map(|w| (w.submitted_by, attempts)))
+                    Ok(w.map(|w| (w.submitted_by, w.tenant, attempts)))
                 })
                 .await;
             match read {
-                Ok(Some((submitted_by, attempts))) => Ok(Facts::Workload {
+                Ok(Some((submitted_by, tenant, attempts))) => Ok(Facts::Workload {
                     submitted_by,
                     pools: attempts.into_iter().map(|a| (a.provider, a.pool)).collect(),
+                    tenant: (!tenancy.is_empty()).then(|| tenant.or_else(|| tenancy.default_tenant.clone())),
                 }),
                 Ok(None) => Err(ApiError::not_found(format!("no workload {id} in this store"))),
                 Err(e) => {
@@ -363,6 +524,7 @@ mod tests {
             scopes: scopes.iter().map(|s| s.parse::<Scope>().unwrap()).collect(),
             origin: "test".into(),
             token_id: None,
+            tenant: None,
         }
     }
 
@@ -370,7 +532,53 @@ mod tests {
         Facts::Workload {
             submitted_by: Some(by.into()),
             pools: pools.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
+            tenant: None,
         }
+    }
+
+    #[test]
+    fn with_tenants_a_workload_of_another_tenant_is_hidden_unless_scopes_or_admin_reach_it() {
+        let of = |name: &str, role: Role, scopes: &[&str], tenant: &str| Principal {
+            tenant: Some(tenant.into()),
+            ..p(name, role, scopes)
+        };
+        let b_work = |pools: &[(&str, &str)]| Facts::Workload {
+            submitted_by: Some("b-sub".into()),
+            pools: pools.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
+            tenant: Some(Some("team-b".into())),
+        };
+        let on_fra = b_work(&[("onprem-fra", "onprem-fra/a100-40")]);
+        let a_view = of("a-view", Role::Viewer, &[], "team-a");
+        let a_sub = of("a-sub", Role::Submitter, &[], "team-a");
+        let a_fra = of("a-fra", Role::Operator, &["provider=onprem-fra"], "team-a");
+        let a_ops = of("a-ops", Role::Operator, &[], "team-a");
+        let b_view = of("b-view", Role::Viewer, &[], "team-b");
+        let hidden = Err(Denied::Hidden("no such workload in this store".into()));
+        assert_eq!(decide(&a_view, Need::ReadWorkload, &on_fra), hidden);
+        assert_eq!(decide(&a_sub, Need::OwnWorkload, &on_fra), hidden);
+        assert_eq!(decide(&b_view, Need::ReadWorkload, &on_fra), Ok(()));
+        assert_eq!(decide(&a_fra, Need::ReadWorkload, &on_fra), Ok(()), "within its scopes");
+        assert_eq!(decide(&a_fra, Need::OwnWorkload, &on_fra), Ok(()));
+        assert_eq!(decide(&a_fra, Need::ReadWorkload, &b_work(&[("cloud-a", "cloud-a/x")])), hidden);
+        assert_eq!(decide(&a_ops, Need::OwnWorkload, &b_work(&[])), Ok(()), "unscoped operators: all");
+        assert_eq!(decide(&p("root", Role::Admin, &[]), Need::OwnWorkload, &b_work(&[])), Ok(()));
+        // Without tenants, nothing is hidden.
+        let untenanted = workload("b-sub", &[]);
+        assert_eq!(decide(&a_view, Need::ReadWorkload, &untenanted), Ok(()));
+        // Submitting for another tenant: admins only.
+        let t = crate::tenant::TenancyDoc::parse(
+            "[[tenant]]\nname = \"team-a\"\n[[tenant]]\nname = \"team-b\"",
+            false,
+        )
+        .unwrap()
+        .1;
+        assert_eq!(submit_tenant(&a_sub, None, &t), Ok(Some("team-a".into())));
+        assert!(matches!(submit_tenant(&a_sub, Some("team-b"), &t), Err(Denied::Forbidden(_))));
+        assert!(matches!(submit_tenant(&a_sub, Some("team-z"), &t), Err(Denied::BadRequest(_))));
+        let root = p("root", Role::Admin, &[]);
+        assert_eq!(submit_tenant(&root, Some("team-b"), &t), Ok(Some("team-b".into())));
+        let none = crate::tenant::Tenancy::default();
+        assert!(matches!(submit_tenant(&root, Some("team-b"), &none), Err(Denied::BadRequest(_))));
     }
 
     #[test]
@@ -400,7 +608,7 @@ mod tests {
         let fra_node = Facts::Node { provider: "onprem-fra".into(), pool: "onprem-fra/a100-40".into() };
         let other_node = Facts::Node { provider: "cloud-a".into(), pool: "cloud-a/x".into() };
         assert!(decide(&fra, Need::Node, &fra_node).is_ok());
-        assert!(decide(&fra, Need::Node, &other_node).unwrap_err().contains("within its scopes"));
+        assert!(decide(&fra, Need::Node, &other_node).unwrap_err().message().contains("within its scopes"));
         assert!(decide(&alice, Need::Node, &fra_node).is_err());
         assert!(decide(&ops, Need::Audit, &Facts::None).is_ok());
         assert!(decide(&ops, Need::Admin, &Facts::None).is_err());

@@ -45,6 +45,53 @@ pub async fn metrics(State(s): State<Served>) -> Response {
             let _ = writeln!(out, "canopy_provider_reachable{{provider=\"{}\"}} {up}", label(&p.name));
         }
     }
+    let tenancy = s.tenancy();
+    if !tenancy.is_empty()
+        && let Ok(rows) = super::tenants::usage_now(&s, &tenancy).await
+    {
+        // Tenants × flavors only: the label sets stay as few as the tables.
+        type Gauge = (&'static str, &'static str, fn(&crate::tenant::usage::TenantUsage) -> u64);
+        let gauges: [Gauge; 3] = [
+            ("canopy_tenant_quota_gpus", "A tenant's nominal GPU quota in a flavor.", |r| {
+                r.limits.nominal().gpus
+            }),
+            ("canopy_tenant_used_gpus", "GPUs a tenant's live attempts hold in a flavor.", |r| r.in_use.gpus),
+            (
+                "canopy_tenant_borrowed_gpus",
+                "GPUs a tenant uses beyond its nominal quota in a flavor.",
+                |r| r.borrowed.gpus,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            family(&mut out, name, "gauge", help);
+            for r in rows.iter().filter(|r| !r.flavor.is_empty()) {
+                let _ = writeln!(
+                    out,
+                    "{name}{{tenant=\"{}\",flavor=\"{}\"}} {}",
+                    label(&r.tenant),
+                    label(&r.flavor),
+                    value(r)
+                );
+            }
+        }
+        family(
+            &mut out,
+            "canopy_tenant_pending_workloads",
+            "gauge",
+            "A tenant's workloads waiting to be placed.",
+        );
+        let mut done = std::collections::BTreeSet::new();
+        for r in &rows {
+            if done.insert(r.tenant.as_str()) {
+                let _ = writeln!(
+                    out,
+                    "canopy_tenant_pending_workloads{{tenant=\"{}\"}} {}",
+                    label(&r.tenant),
+                    r.waiting
+                );
+            }
+        }
+    }
     if let Some(m) = s.engine.metrics() {
         histogram(
             &mut out,

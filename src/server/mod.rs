@@ -21,6 +21,9 @@ pub mod openapi;
 pub mod refusals;
 pub mod sse;
 pub mod target;
+pub mod tenants;
+pub mod tokens;
+pub mod visible;
 
 use crate::engine::handle::EngineHandle;
 use crate::engine::model::AuditRecord;
@@ -94,12 +97,25 @@ pub struct ServerState {
     pub options: ServerOptions,
     /// Turns true when the server stops; event streams end on it.
     pub stopping: tokio::sync::watch::Receiver<bool>,
+    /// The tenants, quotas and owners in force (empty: no tenants); kept
+    /// in step with the engine's by `PUT /v1/tenants`.
+    tenancy: std::sync::RwLock<Arc<crate::tenant::Tenancy>>,
     readers: Mutex<Vec<Journal>>,
 }
 
 pub type Served = Arc<ServerState>;
 
 impl ServerState {
+    /// The tenancy in force.
+    pub fn tenancy(&self) -> Arc<crate::tenant::Tenancy> {
+        self.tenancy.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the tenancy in force (after the journal holds it).
+    pub fn set_tenancy(&self, t: crate::tenant::Tenancy) {
+        *self.tenancy.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(t);
+    }
+
     /// Runs a read of the store on a reader connection, off the async loop.
     pub async fn read<T: Send + 'static>(
         &self,
@@ -202,6 +218,14 @@ pub async fn serve(
             .map_err(|e| JournalError::Invalid { what: "the store".into(), detail: e.to_string() })??
     };
     let tokens = Tokens::new(reader.tokens()?);
+    // The engine's start settled and journalled the tenancy in force.
+    let tenancy = match reader.tenancy()? {
+        None => crate::tenant::Tenancy::default(),
+        Some(row) => serde_json::from_str::<crate::tenant::TenancyDoc>(&row.document)
+            .map_err(|e| e.to_string())
+            .and_then(|d| d.tenancy().map_err(|e| e.to_string()))
+            .map_err(|e| JournalError::Invalid { what: "the stored tenancy".into(), detail: e })?,
+    };
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let state = Arc::new(ServerState {
         engine,
@@ -211,6 +235,7 @@ pub async fn serve(
         refusals: refusals::Refusals::default(),
         options: options.clone(),
         stopping: stop_rx.clone(),
+        tenancy: std::sync::RwLock::new(Arc::new(tenancy)),
         readers: Mutex::new(vec![reader]),
     });
     let nofile = conn::open_file_limit();

@@ -10,6 +10,9 @@ fn role(need: Need) -> &'static str {
     match need {
         Need::Public => "anyone (no token)",
         Need::Read => "viewer",
+        Need::ReadWorkload => {
+            "viewer (with tenants: its tenant's workloads; operator also within scopes; admin all)"
+        }
         Need::Submit => "submitter",
         Need::Audit => "operator",
         Need::OwnWorkload => "submitter (own workloads); operator (within scopes); admin",

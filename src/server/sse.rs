@@ -12,7 +12,10 @@
 //!
 //! Each subscriber sees what the endpoints serving the same records would
 //! show it, decided by the same rule: audit records only when
-//! `GET /v1/audit` would answer this principal (see [`Visibility`]). A
+//! `GET /v1/audit` would answer this principal (see [`Visibility`]), and
+//! with tenants only the workloads `GET /v1/workloads/{id}` would show it
+//! and the audit records `GET /v1/audit` would list for it
+//! ([`super::visible`]). A
 //! stream opened with a token ends within [`RECHECK`] of that token being
 //! revoked or expiring, with a last `event: unauthorized`.
 
@@ -100,6 +103,8 @@ pub async fn stream(
     let store_id = s.store_id.clone();
     let st = s.clone();
     tokio::spawn(async move {
+        // With tenants, which workloads' records this subscriber sees.
+        let mut seen = super::visible::Seen::default();
         let (oldest, newest) = st.read(|j| j.batch_range()).await.unwrap_or((0, 0));
         let mut sent = newest;
         let mut hello = true;
@@ -128,7 +133,8 @@ pub async fn stream(
                         if b.seq > newest {
                             break;
                         }
-                        if tx.send(Item::Batch(visible.filter(Arc::new(b)))).await.is_err() {
+                        let b = seen.filter(&st, &p, &st.tenancy(), visible.audit, Arc::new(b)).await;
+                        if tx.send(Item::Batch(b)).await.is_err() {
                             return;
                         }
                     }
@@ -184,7 +190,8 @@ pub async fn stream(
             // make too (`EngineHandle::commit`), so batches come gap-free.
             sent = b.seq;
             // The last free slot is the resync's.
-            if tx.capacity() <= 1 || tx.try_send(Item::Batch(visible.filter(b))).is_err() {
+            let b = seen.filter(&st, &p, &st.tenancy(), visible.audit, b).await;
+            if tx.capacity() <= 1 || tx.try_send(Item::Batch(b)).is_err() {
                 // Full: this client is too slow. Closed: gone.
                 let _ = tx.try_send(Item::Resync(sent));
                 return;

@@ -10,6 +10,9 @@
 //! - [`quota`]: admission arithmetic over nominal quotas, borrowing and
 //!   lending limits within a cohort (Kueue's ClusterQueue rules), with the
 //!   binding limit named in numbers when work must wait.
+//! - [`doc`]: the tables as one document (canopy.toml, `PUT /v1/tenants`,
+//!   the journal) and which version is in force at start.
+//! - [`usage`]: what each tenant's live work uses, per flavor.
 //! - [`reclaim`]: which borrowed workloads stop when an owner needs its
 //!   capacity back, and why each was chosen.
 //!
@@ -17,11 +20,14 @@
 //! exactly as without tenants.
 
 pub mod config;
+pub mod doc;
 pub mod flavor;
 pub mod quota;
 pub mod reclaim;
+pub mod usage;
 
 pub use config::{FlavorDef, LimitDef, OwnerDef, QuotaDef, Tenancy, TenancyError, Tenant, TenantDef};
+pub use doc::TenancyDoc;
 pub use flavor::{Flavor, PoolFacts};
 pub use quota::{Admission, Amount, Limit, Limits, Resource, Usage, Wait, admit};
 pub use reclaim::{Candidate, Choice, VictimReason};

@@ -129,21 +129,18 @@ impl Api {
 
     /// Starts an engine (demo fleet, no faults) serving on the socket and
     /// on TCP 127.0.0.1:0; returns once `/healthz` says it is up.
-    pub async fn start_with(mut server: ServerOptions) -> Api {
+    pub async fn start_with(server: ServerOptions) -> Api {
+        Api::start_configured(server, "").await
+    }
+
+    /// [`start_with`](Self::start_with), with `config` added to the
+    /// store's canopy.toml (tenants, say).
+    pub async fn start_configured(server: ServerOptions, config: &str) -> Api {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("home");
-        server.listen = Some("127.0.0.1:0".parse().unwrap());
-        let mut opts = EngineOptions::embedded(Home::new(&root)).unwrap();
-        // The test binary is not `canopy`: the supervisor is the shim binary.
-        opts.shim = ShimCommand { program: env!("CARGO_BIN_EXE_canopy-shim").into(), args: vec![] };
-        opts.sim = SimConfig::no_faults();
-        opts.poll_every = Some(Duration::from_millis(100));
-        // Its own configuration, so nothing in the environment changes the fleet.
-        let config = tmp.path().join("canopy.toml");
-        std::fs::write(&config, "include_demo_fleet = true\n").unwrap();
-        opts.config = Some(config);
-        opts.server = server;
-        let running = app::start(opts).await.unwrap();
+        let file = tmp.path().join("canopy.toml");
+        std::fs::write(&file, format!("include_demo_fleet = true\n{config}")).unwrap();
+        let running = Api::run(&root, &file, server).await;
         let tcp = running.serving.tcp.expect("a TCP address");
         let socket = running.serving.socket.clone();
         assert_eq!(socket, root.join("canopy.sock"));
@@ -157,11 +154,45 @@ impl Api {
             sock: reqwest::Client::builder().unix_socket(socket).build().unwrap(),
             secrets: Vec::new(),
         };
+        api.wait_up().await;
+        api
+    }
+
+    async fn wait_up(&self) {
         wait_until("the engine to publish its fleet", || async {
-            api.call(Who::Nobody, "GET", "/healthz", Body::Empty).await.status == 200
+            self.call(Who::Nobody, "GET", "/healthz", Body::Empty).await.status == 200
         })
         .await;
-        api
+    }
+
+    /// Stops the engine and starts it again on the same store, with the
+    /// store's canopy.toml now `config` (after `include_demo_fleet`).
+    pub async fn restart(&mut self, config: &str) {
+        let running = self.running.take().unwrap();
+        running.stop(Duration::from_secs(10)).await.unwrap();
+        let file = self._tmp.path().join("canopy.toml");
+        std::fs::write(&file, format!("include_demo_fleet = true\n{config}")).unwrap();
+        let running = Api::run(&self.root, &file, ServerOptions::default()).await;
+        self.tcp = running.serving.tcp.expect("a TCP address");
+        let socket = running.serving.socket.clone();
+        self.sock = reqwest::Client::builder().unix_socket(socket).build().unwrap();
+        self.running = Some(running);
+        self.wait_up().await;
+    }
+
+    async fn run(root: &Path, config: &Path, mut server: ServerOptions) -> Running {
+        if server.listen.is_none() {
+            server.listen = Some("127.0.0.1:0".parse().unwrap());
+        }
+        let mut opts = EngineOptions::embedded(Home::new(root)).unwrap();
+        // The test binary is not `canopy`: the supervisor is the shim binary.
+        opts.shim = ShimCommand { program: env!("CARGO_BIN_EXE_canopy-shim").into(), args: vec![] };
+        opts.sim = SimConfig::no_faults();
+        opts.poll_every = Some(Duration::from_millis(100));
+        // Its own configuration, so nothing in the environment changes the fleet.
+        opts.config = Some(config.to_path_buf());
+        opts.server = server;
+        app::start(opts).await.unwrap()
     }
 
     pub fn request(&self, who: Who<'_>, method: &str, path: &str) -> reqwest::RequestBuilder {
@@ -223,6 +254,15 @@ impl Api {
         let r = self.call(Who::Owner, "POST", "/v1/tokens", Body::Json(body)).await.expect(201);
         let secret = r.json()["token"].as_str().unwrap().to_string();
         assert!(secret.starts_with("canopy_"), "{secret}");
+        self.secrets.push(secret.clone());
+        secret
+    }
+
+    /// Makes a token of `tenant` as the owner; its secret.
+    pub async fn tenant_token(&mut self, name: &str, role: &str, scopes: &[&str], tenant: &str) -> String {
+        let body = json!({ "name": name, "role": role, "scopes": scopes, "tenant": tenant });
+        let r = self.call(Who::Owner, "POST", "/v1/tokens", Body::Json(body)).await.expect(201);
+        let secret = r.json()["token"].as_str().unwrap().to_string();
         self.secrets.push(secret.clone());
         secret
     }

@@ -1,0 +1,151 @@
+//! `GET /v1/tenants` (every tenant's quotas and usage, for everyone:
+//! sharing is transparent, but no other tenant's workloads are named) and
+//! `PUT /v1/tenants` (admins replace the tables; journalled with its audit
+//! record, then in force in the engine and here at once).
+
+use super::auth::{self, Principal};
+use super::authz;
+use super::error::{ApiError, ApiResult};
+use super::{Served, ServerState};
+use crate::engine::model::{AttemptState, Millis, Record, WorkloadState};
+use crate::journal::WorkloadFilter;
+use crate::tenant::doc::TenancyDoc;
+use crate::tenant::usage::{self, Placed, TenantUsage};
+use crate::tenant::{Amount, Tenancy};
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::{Extension, Json};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The answer to `GET /v1/tenants` (and `PUT`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TenantsView {
+    /// False when no tenants are configured (then `tenants` is empty).
+    pub configured: bool,
+    pub default_tenant: Option<String>,
+    /// Per tenant and flavor, in the tables' order.
+    pub tenants: Vec<TenantUsage>,
+    /// Who set the tables in force (`canopy.toml` or a principal), and when.
+    pub set_by: Option<String>,
+    pub set_at: Option<Millis>,
+}
+
+/// Every tenant's usage now: the GPUs and CPU cores of its live attempts
+/// per flavor, and its waiting workloads.
+pub async fn usage_now(s: &ServerState, tenancy: &Tenancy) -> ApiResult<Vec<TenantUsage>> {
+    if tenancy.is_empty() {
+        return Ok(Vec::new());
+    }
+    let live = WorkloadFilter {
+        states: vec![
+            WorkloadState::Queued,
+            WorkloadState::Placing,
+            WorkloadState::Launching,
+            WorkloadState::Running,
+        ],
+        ..WorkloadFilter::default()
+    };
+    let rows = s
+        .read(move |j| {
+            let ws = j.workloads(&live)?;
+            let ids: Vec<_> = ws.iter().map(|w| w.id).collect();
+            Ok((ws, j.attempts_of(&ids)?))
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let (workloads, attempts) = rows;
+    let fleet = s.engine.status().borrow().as_ref().map(|st| st.fleet.clone()).unwrap_or_default();
+    let tenant_of = |t: &Option<String>| t.clone().or_else(|| tenancy.default_tenant.clone());
+    let by_id: BTreeMap<_, _> = workloads.iter().map(|w| (w.id, w)).collect();
+    let mut waiting: BTreeMap<String, u64> = BTreeMap::new();
+    for w in &workloads {
+        if w.state == WorkloadState::Queued
+            && let Some(t) = tenant_of(&w.tenant)
+        {
+            *waiting.entry(t).or_default() += 1;
+        }
+    }
+    let holding = |a: AttemptState| {
+        matches!(
+            a,
+            AttemptState::Placing
+                | AttemptState::Launching
+                | AttemptState::Running
+                | AttemptState::Terminating
+        )
+    };
+    let mut owned: Vec<(String, String, String, Amount)> = Vec::new();
+    for a in attempts.iter().filter(|a| holding(a.state)) {
+        let Some(w) = by_id.get(&a.id.workload) else { continue };
+        let Some(t) = tenant_of(&w.tenant) else { continue };
+        let nodes = u64::from(w.spec.resources.nodes.max(1));
+        let amount = Amount::new(
+            u64::from(w.spec.resources.gpus) * nodes,
+            (w.spec.resources.cpu_cores * 1000.0).round() as u64 * nodes,
+        );
+        let pool = a.pool.split_once('/').map_or(a.pool.as_str(), |(_, p)| p).to_string();
+        owned.push((t, a.provider.clone(), pool, amount));
+    }
+    let placed: Vec<Placed<'_>> = owned
+        .iter()
+        .map(|(t, prov, pool, amount)| Placed { tenant: t, provider: prov, pool, amount: *amount })
+        .collect();
+    let used = usage::tally(tenancy, &fleet, &placed);
+    Ok(usage::report(tenancy, &used, &waiting))
+}
+
+async fn view(s: &ServerState) -> ApiResult<TenantsView> {
+    let tenancy = s.tenancy();
+    let tenants = usage_now(s, &tenancy).await?;
+    let row = s.read(|j| j.tenancy()).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(TenantsView {
+        configured: !tenancy.is_empty(),
+        default_tenant: tenancy.default_tenant.clone(),
+        tenants,
+        set_by: row.as_ref().map(|r| r.set_by.clone()),
+        set_at: row.map(|r| r.set_at),
+    })
+}
+
+pub async fn list(State(s): State<Served>) -> ApiResult<Json<TenantsView>> {
+    Ok(Json(view(&s).await?))
+}
+
+/// Replaces the tables: validated as canopy.toml's are (a 422 names the
+/// mistake), journalled with the audit record in one transaction, then in
+/// force in the engine and for the next request here.
+pub async fn put(
+    State(s): State<Served>,
+    Extension(p): Extension<Principal>,
+    req: Request,
+) -> ApiResult<Json<TenantsView>> {
+    let json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.contains("json"));
+    let body = super::api::body_bytes(req).await?;
+    let text = std::str::from_utf8(&body)
+        .map_err(|e| ApiError::unprocessable(format!("the body is not UTF-8 (byte {})", e.valid_up_to())))?;
+    let (doc, tenancy) = TenancyDoc::parse(text, json).map_err(|e| ApiError::unprocessable(e.0))?;
+    let now = authz::now();
+    let outcome = format!("ok: {} tenants, {} flavors", doc.tenant.len(), doc.flavor.len());
+    let audit = auth::audit(&p, "tenants-set", None, outcome, now);
+    let document = doc.to_json();
+    let set_by = p.name.clone();
+    let records = vec![Record::Audit(Box::new(audit.clone()))];
+    s.engine
+        .commit(records, move |j, _| {
+            // What the file was last seeded from stays: the file wins at
+            // start only when it changes.
+            let seeded_from = j.tenancy()?.map_or_else(|| TenancyDoc::default().to_json(), |r| r.seeded_from);
+            let row = crate::journal::TenancyRow { document, seeded_from, set_by, set_at: now };
+            Ok((j.set_tenancy(&row, &audit)?, ()))
+        })
+        .await
+        .map_err(ApiError::internal)?;
+    s.engine.set_tenancy(tenancy.clone());
+    s.set_tenancy(tenancy);
+    Ok(Json(view(&s).await?))
+}

@@ -1,0 +1,185 @@
+//! Tenants over HTTP against a real server: each tenant's principals see
+//! and act on their own tenant's workloads only (another's is 404, and the
+//! event stream carries none of its records), tokens belong to a tenant,
+//! and an admin's change of quotas is audited, in force at once and kept
+//! across a restart.
+
+mod api_support;
+
+use api_support::{Api, Body, Who, id_of, queued_spec, workload_ids};
+use canopy::server::ServerOptions;
+use serde_json::{Value, json};
+
+const TENANTS: &str = r#"
+default_tenant = "team-a"
+[[flavor]]
+name = "any"
+[[tenant]]
+name = "team-a"
+cohort = "lab"
+[tenant.quota.any]
+gpus = 8
+[[tenant]]
+name = "team-b"
+cohort = "lab"
+[tenant.quota.any]
+gpus = 4
+"#;
+
+async fn start() -> Api {
+    Api::start_configured(ServerOptions::default(), TENANTS).await
+}
+
+fn ids(page: &Value) -> Vec<String> {
+    page["workloads"].as_array().unwrap().iter().map(id_of).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_principals_never_see_or_touch_another_tenants_workloads() {
+    let mut api = start().await;
+    let a_sub = api.tenant_token("a-sub", "submitter", &[], "team-a").await;
+    let a_view = api.tenant_token("a-view", "viewer", &[], "team-a").await;
+    let b_sub = api.tenant_token("b-sub", "submitter", &[], "team-b").await;
+
+    // A's stream is open before either submits.
+    let mut a_stream = api.stream(Who::Token(&a_view), None).await;
+    let b_work = api.submit_new(Who::Token(&b_sub), &queued_spec("b-secret")).await;
+    let a_work = api.submit_new(Who::Token(&a_sub), &queued_spec("a-work")).await;
+    assert_eq!(api.workload(&b_work).await["workload"]["tenant"], "team-b");
+    assert_eq!(api.workload(&a_work).await["workload"]["tenant"], "team-a");
+
+    // A's submitter: B's workload does not exist for it.
+    for path in [
+        format!("/v1/workloads/{b_work}"),
+        format!("/v1/workloads/{b_work}/events"),
+        format!("/v1/workloads/{b_work}/logs"),
+        format!("/v1/workloads/{b_work}/artifacts"),
+    ] {
+        let r = api.get(Who::Token(&a_sub), &path).await.expect(404);
+        assert!(!r.text.contains("b-secret"), "{path}: {}", r.text);
+    }
+    let r =
+        api.call(Who::Token(&a_sub), "POST", &format!("/v1/workloads/{b_work}/cancel"), Body::Empty).await;
+    r.expect(404);
+    assert_eq!(api.workload(&b_work).await["workload"]["state"], "queued", "B's work was not cancelled");
+    // …and its own is there.
+    api.get(Who::Token(&a_sub), &format!("/v1/workloads/{a_work}")).await.expect(200);
+
+    // A's viewer lists exactly A's; the owner (an admin) both.
+    let page = api.get(Who::Token(&a_view), "/v1/workloads").await.expect(200).json();
+    assert_eq!(ids(&page), vec![a_work.clone()]);
+    assert_eq!(page["total"], 1);
+    let all = api.get(Who::Owner, "/v1/workloads").await.expect(200).json();
+    assert_eq!(ids(&all).len(), 2);
+    let only_b = api.get(Who::Owner, "/v1/workloads?tenant=team-b").await.expect(200).json();
+    assert_eq!(ids(&only_b), vec![b_work.clone()]);
+    let events = api.get(Who::Token(&a_view), "/v1/events").await.expect(200).json();
+    assert!(events.as_array().unwrap().iter().all(|e| e["workload"] != json!(b_work)), "{events}");
+
+    // The stream: A's workload's records, none of B's.
+    let mut seen = Vec::new();
+    while !seen.contains(&a_work) {
+        let (_, batch) = a_stream.next_batch().await;
+        let text = batch.to_string();
+        assert!(!text.contains("b-secret") && !text.contains(&format!("\"{b_work}\"")), "B leaked: {text}");
+        seen.extend(workload_ids(&batch));
+    }
+    assert!(!seen.contains(&b_work));
+
+    // Submitting for another tenant: only admins.
+    let mut rb = api.request(Who::Token(&a_sub), "POST", "/v1/workloads?tenant=team-b");
+    rb = rb.header("content-type", "application/toml");
+    let r = api.send(rb, Body::Toml(queued_spec("sneaky"))).await.expect(403);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only an admin may submit for another tenant")
+    );
+    let rb = api.request(Who::Owner, "POST", "/v1/workloads?tenant=team-b");
+    let r = api.send(rb, Body::Toml(queued_spec("for-b"))).await.expect(201);
+    assert_eq!(r.json()["workload"]["tenant"], "team-b");
+
+    // Everyone reads every tenant's quotas and totals, never others' ids.
+    let t = api.get(Who::Token(&a_view), "/v1/tenants").await.expect(200);
+    let v = t.json();
+    let b_row = v["tenants"].as_array().unwrap().iter().find(|r| r["tenant"] == "team-b").unwrap().clone();
+    assert_eq!(b_row["waiting"], 2, "{v}");
+    assert_eq!(b_row["limits"]["gpus"]["nominal"], 4);
+    assert!(!t.text.contains(&b_work) && !t.text.contains("b-secret"), "{}", t.text);
+    let m = api.get(Who::Token(&a_view), "/metrics").await.expect(200).text;
+    assert!(m.contains("canopy_tenant_quota_gpus{tenant=\"team-b\",flavor=\"any\"} 4"), "{m}");
+    assert!(m.contains("canopy_tenant_pending_workloads{tenant=\"team-b\"} 2"), "{m}");
+    assert!(m.contains("canopy_tenant_used_gpus{tenant=\"team-a\",flavor=\"any\"} 0"), "{m}");
+    api.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_belong_to_a_tenant_and_those_from_before_tenants_are_refused_without_a_default() {
+    // A store without tenants, and a token made then.
+    let mut api = Api::start().await;
+    let old = api.token("old", "submitter", &[], None).await;
+    api.get(Who::Token(&old), "/v1/workloads").await.expect(200);
+    let r = api.get(Who::Owner, "/v1/workloads?tenant=x").await.expect(400);
+    assert!(r.text.contains("no tenants are configured"), "{}", r.text);
+
+    // Tenants configured, no default tenant: the old token is refused,
+    // saying how to fix it.
+    api.restart(&TENANTS.replace("default_tenant = \"team-a\"", "")).await;
+    let r = api.get(Who::Token(&old), "/v1/workloads").await.expect(403);
+    let m = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(m.contains("made before tenants") && m.contains("--tenant"), "{m}");
+    // A new non-admin token must name an existing tenant.
+    let body = json!({ "name": "nameless", "role": "viewer" });
+    let r = api.call(Who::Owner, "POST", "/v1/tokens", Body::Json(body)).await.expect(422);
+    assert!(r.text.contains("must belong to one"), "{}", r.text);
+    let body = json!({ "name": "lost", "role": "viewer", "tenant": "team-z" });
+    let r = api.call(Who::Owner, "POST", "/v1/tokens", Body::Json(body)).await.expect(422);
+    let m = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(m.contains("no tenant \"team-z\""), "{m}");
+
+    // With a default tenant, the old token belongs to it.
+    api.restart(TENANTS).await;
+    let id = api.submit_new(Who::Token(&old), &queued_spec("old-token")).await;
+    assert_eq!(api.workload(&id).await["workload"]["tenant"], "team-a");
+    api.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admins_quota_change_is_audited_in_force_at_once_and_survives_a_restart() {
+    let mut api = start().await;
+    let a_sub = api.tenant_token("a-sub", "submitter", &[], "team-a").await;
+    let doc = TENANTS.replace("gpus = 4", "gpus = 6");
+    // Not an admin: refused.
+    api.call(Who::Token(&a_sub), "PUT", "/v1/tenants", Body::Toml(doc.clone())).await.expect(403);
+    // A mistake: 422 naming it, nothing changes.
+    let bad = TENANTS.replace("gpus = 4", "gpus = 1.5");
+    let r = api.call(Who::Owner, "PUT", "/v1/tenants", Body::Toml(bad)).await.expect(422);
+    assert!(r.text.contains("quota.any.gpus nominal 1.5 is not valid"), "{}", r.text);
+
+    let b_nominal = |v: &Value| {
+        v["tenants"].as_array().unwrap().iter().find(|r| r["tenant"] == "team-b").unwrap()["limits"]["gpus"]
+            ["nominal"]
+            .clone()
+    };
+    let r = api.call(Who::Owner, "PUT", "/v1/tenants", Body::Toml(doc)).await.expect(200);
+    assert_eq!(b_nominal(&r.json()), 6);
+    let now = api.get(Who::Token(&a_sub), "/v1/tenants").await.expect(200).json();
+    assert_eq!(b_nominal(&now), 6);
+    assert!(now["set_by"].as_str().unwrap().starts_with("local:"), "{now}");
+    let audit = api.get(Who::Owner, "/v1/audit?action=tenants-set").await.expect(200).json();
+    let by: Vec<&str> = audit.as_array().unwrap().iter().map(|a| a["principal"].as_str().unwrap()).collect();
+    assert_eq!(by.len(), 2, "the file's seeding and the admin's change: {audit}");
+    assert!(by[0].starts_with("local:") && by[1] == "canopy.toml", "{by:?}");
+
+    // The file unchanged: the admin's version stays in force.
+    api.restart(TENANTS).await;
+    let after = api.get(Who::Owner, "/v1/tenants").await.expect(200).json();
+    assert_eq!(b_nominal(&after), 6, "{after}");
+    // The file changed: it wins, audited as made by the file.
+    api.restart(&TENANTS.replace("gpus = 4", "gpus = 2")).await;
+    let after = api.get(Who::Owner, "/v1/tenants").await.expect(200).json();
+    assert_eq!(b_nominal(&after), 2, "{after}");
+    assert_eq!(after["set_by"], "canopy.toml");
+    api.finish().await;
+}
