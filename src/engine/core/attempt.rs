@@ -21,8 +21,13 @@ impl Core {
         loop {
             self.forget_emptied_groups();
             let (unfit, snapshot) = (&mut self.unfit, &self.snapshot);
-            let holds = |g: u64| snapshot.as_ref().is_some_and(|s| unfit.revalidate(g, s));
+            let checks = &mut self.counts.group_checks;
+            let holds = |g: u64| {
+                *checks += 1;
+                snapshot.as_ref().is_some_and(|s| unfit.revalidate(g, s))
+            };
             let Some(id) = self.queue.pop_ready_checking(holds) else { break };
+            self.counts.taken += 1;
             let Some(e) = self.entries.get(&id) else { continue };
             if e.live.is_some() || e.cancel_requested {
                 continue;
@@ -38,6 +43,10 @@ impl Core {
             // Nothing fitted this request before, and nothing it depends on
             // changed since: the answer is the one remembered (exactly).
             let known = self.unfit.find(&req, snap).and_then(|g| self.unfit.get(g).map(|(_, t)| (g, t)));
+            match known {
+                Some(_) => self.counts.remembered += 1,
+                None => self.counts.decisions += 1,
+            }
             let outcome = match known {
                 Some((group, text)) => {
                     if self.self_check {

@@ -17,6 +17,7 @@
 //!   the attempt closes.
 
 mod attempt;
+mod counts;
 mod exclusion;
 mod hold;
 mod inventory;
@@ -39,6 +40,7 @@ use queue::Queue;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+pub use counts::WorkCounts;
 pub use policy::{Patience, PlacementPolicy};
 pub use restore::Restore;
 
@@ -459,6 +461,8 @@ pub struct Core {
     patient: BTreeSet<(Millis, WorkloadId)>,
     /// Nodes that count as full after refusing a launch (`refused.rs`).
     beliefs: refused::Beliefs,
+    /// What scheduling did, counted ([`WorkCounts`]).
+    counts: WorkCounts,
 }
 
 impl Core {
@@ -496,6 +500,7 @@ impl Core {
             ideal: None,
             patient: BTreeSet::new(),
             beliefs: refused::Beliefs::default(),
+            counts: WorkCounts::default(),
         }
     }
 
@@ -556,6 +561,11 @@ impl Core {
         let mut v: Vec<(String, Millis)> = self.beliefs.full().map(|(n, t)| (n.to_string(), t)).collect();
         v.sort();
         v
+    }
+
+    /// What scheduling has done since the core was built, counted.
+    pub fn work_counts(&self) -> WorkCounts {
+        self.counts
     }
 
     /// How many workloads wait because nothing fits them now.
@@ -1171,7 +1181,7 @@ impl Core {
     /// Capacity appeared: blocked workloads get another chance, and "no
     /// capacity" answers from before are forgotten.
     fn capacity_changed(&mut self) {
-        self.queue.unblock_all();
+        self.unblock_all();
         self.forget_capacity_misses();
     }
 
@@ -1227,7 +1237,7 @@ impl Core {
         let limited =
             pool.lend_limit_gpus.is_some() || self.fleet.provider(pool.provider).lend_limit_gpus.is_some();
         if limited {
-            return self.queue.unblock_all();
+            return self.unblock_all();
         }
         if n.state != NodeState::Ready {
             return;
@@ -1247,6 +1257,7 @@ impl Core {
             let Some(most) = members.first().and_then(|k| fits(&k.1)) else { continue };
             fitting.extend(members.iter().map(|&k| (k, most)));
         }
+        self.counts.release_scanned += self.queue.blocked_len() as u64;
         fitting.sort_unstable_by_key(|(k, _)| *k);
         // Per request class, how many more the freed room could host.
         let mut left: HashMap<(u64, u64), u32> = HashMap::new();
@@ -1262,6 +1273,13 @@ impl Core {
         for id in wake {
             self.queue.unblock(id);
         }
+    }
+
+    /// Every blocked workload is ready again (groups woken, to be checked
+    /// as their members come up).
+    fn unblock_all(&mut self) {
+        self.counts.woken_all += self.queue.blocked_len() as u64;
+        self.queue.unblock_all();
     }
 
     /// Forgets the scheduler's view (the fleet itself changed); the next
