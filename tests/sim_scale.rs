@@ -27,6 +27,9 @@ impl RecordSink for Counts {
     }
 }
 
+/// One count read from the core's totals.
+type Measure = fn(&WorkCounts) -> u64;
+
 /// Canopy's policy over `jobs` jobs on `nodes` nodes: the core's counts.
 fn counts(jobs: usize, nodes: usize) -> WorkCounts {
     let (fleet, jobs, _) = scale::synthetic(jobs, nodes, 0).expect("the Gavel trace parses");
@@ -59,8 +62,8 @@ fn counts(jobs: usize, nodes: usize) -> WorkCounts {
 fn scheduling_work_per_job_does_not_grow_with_the_fleet() {
     let sizes = [(1_000, 100), (4_000, 400)];
     let [small, large] = sizes.map(|(j, n)| (j as f64, counts(j, n)));
-    let per_job = |(jobs, c): &(f64, WorkCounts), f: fn(&WorkCounts) -> u64| f(c) as f64 / jobs;
-    let measures: [(&str, fn(&WorkCounts) -> u64); 5] = [
+    let per_job = |(jobs, c): &(f64, WorkCounts), f: Measure| f(c) as f64 / jobs;
+    let measures: [(&str, Measure); 5] = [
         ("placements tried (taken from the queue)", |c| c.taken),
         ("full scheduler decisions", |c| c.decisions),
         ("remembered answers checked again", |c| c.group_checks),
