@@ -12,6 +12,12 @@
 //!   end, as in the Gavel run. Target: under 60 s. Ten samples; run it
 //!   alone with `cargo bench --bench sim -- sim-large`.
 //!
+//! - `sim-scale/20k-jobs-2k-nodes`: the same scenario at 20,000 jobs over
+//!   2,000 nodes (`canopy sim --synthetic 20000,2000`): small enough to
+//!   run in every bench session, large enough that work growing faster
+//!   than the fleet shows (issue 24: 8.8 s here while 10,000 over 1,000
+//!   took 1.6 s). Ten samples; `cargo bench --bench sim -- sim-scale`.
+//!
 //! One run at a time without criterion: `examples/sim_scale.rs`.
 //!
 //! Measured 2026-11-29, release, 2 shared cores (see docs/sim.md, "Speed"):
@@ -62,5 +68,13 @@ fn large(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, small, large);
+fn mid(c: &mut Criterion) {
+    let (fleet, jobs, _) = scale::scenario(&gavel(), 20_000, 2_000, scale::LOAD, 0);
+    let mut g = c.benchmark_group("sim-scale");
+    g.sample_size(10).warm_up_time(Duration::from_millis(1)).measurement_time(Duration::from_secs(60));
+    g.bench_function("20k-jobs-2k-nodes", |b| b.iter(|| black_box(run(&fleet, &jobs))));
+    g.finish();
+}
+
+criterion_group!(benches, small, mid, large);
 criterion_main!(benches);

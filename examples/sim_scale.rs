@@ -34,9 +34,17 @@ struct Digest {
     batches: u64,
     records: u64,
     dump: Option<std::io::BufWriter<std::fs::File>>,
+    /// The engine core's work counts at the end of each policy's run.
+    counts: Vec<canopy::engine::core::WorkCounts>,
 }
 
 impl RecordSink for Digest {
+    fn settled(&mut self, _: Millis, next: Option<Millis>, core: &canopy::engine::core::Core) {
+        if next.is_none() {
+            self.counts.push(core.work_counts());
+        }
+    }
+
     fn batch(&mut self, at: Millis, records: &[Record]) {
         self.batches += 1;
         self.records += records.len() as u64;
@@ -110,6 +118,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         batches: 0,
         records: 0,
         dump,
+        counts: Vec::new(),
     };
     let t0 = Instant::now();
     let report = sim::simulate(&input, &mut sink)?;
@@ -123,5 +132,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sink.records,
         if sink.on { format!(", digest {:016x}", sink.hash) } else { String::new() }
     );
+    for c in &sink.counts {
+        println!("work counts: {c:?}");
+    }
     Ok(())
 }

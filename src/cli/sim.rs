@@ -19,8 +19,14 @@ pub struct SimArgs {
     /// CSV (`job_id,submission_time,duration,num_gpu`), or the generic CSV
     /// (`submit_s,duration_s,gpus[,name,gpu_type,gpu_memory_gb,outcome]`).
     /// See docs/sim.md.
-    #[arg(long, value_name = "FILE")]
-    pub trace: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "synthetic")]
+    pub trace: Option<PathBuf>,
+    /// Instead of a trace and a fleet file: JOBS jobs of the Gavel trace
+    /// tiled over a synthetic fleet of NODES nodes, offering a load of
+    /// 0.35 (the simulator's scale run; docs/sim.md, "Speed"), e.g.
+    /// `--synthetic 100000,10000`.
+    #[arg(long, value_name = "JOBS,NODES", conflicts_with_all = ["trace", "fleet"], value_parser = sim::scale::parse_size)]
+    pub synthetic: Option<(usize, usize)>,
     /// Fleet file (TOML). Defaults to the embedded demo fleet.
     #[arg(long, value_name = "FILE")]
     pub fleet: Option<PathBuf>,
@@ -81,9 +87,20 @@ pub fn run(args: SimArgs, console: &ConsoleArgs) -> Result<()> {
         }
         None => FaultModel::default(),
     };
-    let file = args.trace.display().to_string();
-    let text = std::fs::read_to_string(&args.trace).wrap_err_with(|| format!("reading {file}"))?;
-    let mut jobs = sim::trace::parse(sim::trace::detect(&file, &text), &text, &file)?;
+    let (fleet, fleet_name, file, mut jobs) = match (&args.trace, args.synthetic) {
+        (_, Some((n, nodes))) => {
+            let (fleet, jobs, speedup) = sim::scale::synthetic(n, nodes, args.seed)?;
+            let file = format!("the Gavel trace tiled to {n} jobs, arrivals ×{speedup:.1}");
+            (fleet, format!("synth_fleet({nodes}, 1)"), file, jobs)
+        }
+        (Some(path), None) => {
+            let file = path.display().to_string();
+            let text = std::fs::read_to_string(path).wrap_err_with(|| format!("reading {file}"))?;
+            let jobs = sim::trace::parse(sim::trace::detect(&file, &text), &text, &file)?;
+            (fleet, fleet_name, file, jobs)
+        }
+        (None, None) => bail!("give a trace with --trace FILE, or --synthetic JOBS,NODES"),
+    };
     if let Some(n) = args.limit {
         jobs.truncate(n);
     }

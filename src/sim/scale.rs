@@ -6,7 +6,7 @@
 //! fleet comes from [`crate::fleet::synth`]. Pure and seeded: the same
 //! arguments give the same jobs.
 
-use super::trace::Job;
+use super::trace::{self, Job, TraceError};
 use crate::fleet::Fleet;
 use crate::fleet::synth::synth_fleet;
 use crate::providers::sim::rng::Rng;
@@ -64,6 +64,31 @@ pub fn scenario(base: &[Job], count: usize, nodes: usize, load: f64, seed: u64) 
     (fleet, jobs, speedup)
 }
 
+/// The Gavel trace (`assets/traces/gavel_msr_seed0_ee9e8c.trace`, 2,000
+/// jobs), embedded: the base the large scenario tiles.
+pub const GAVEL: &str = include_str!("../../assets/traces/gavel_msr_seed0_ee9e8c.trace");
+
+/// The Gavel trace's jobs ([`GAVEL`]).
+pub fn gavel() -> Result<Vec<Job>, TraceError> {
+    trace::parse(trace::Format::Gavel, GAVEL, "gavel_msr_seed0_ee9e8c.trace")
+}
+
+/// `canopy sim --synthetic JOBS,NODES`: [`scenario`] over the Gavel trace
+/// at the default [`LOAD`]. Returns the fleet, the jobs and the speedup.
+pub fn synthetic(jobs: usize, nodes: usize, seed: u64) -> Result<(Fleet, Vec<Job>, f64), TraceError> {
+    Ok(scenario(&gavel()?, jobs, nodes, LOAD, seed))
+}
+
+/// Parses `JOBS,NODES` (both at least 1; `_` may group digits:
+/// `100_000,10_000`).
+pub fn parse_size(text: &str) -> Result<(usize, usize), String> {
+    let bad =
+        || format!("expected JOBS,NODES (two whole numbers of at least 1, e.g. 20000,2000), got {text:?}");
+    let (a, b) = text.split_once(',').ok_or_else(bad)?;
+    let num = |t: &str| t.trim().replace('_', "").parse::<usize>().ok().filter(|&n| n > 0);
+    Ok((num(a).ok_or_else(bad)?, num(b).ok_or_else(bad)?))
+}
+
 /// GPU-seconds of work the jobs ask for, over `gpus × span`: the share of
 /// the fleet's GPUs the trace keeps busy if nothing fails or waits.
 pub fn offered_load(jobs: &[Job], gpus: u64) -> f64 {
@@ -105,6 +130,16 @@ mod tests {
         assert!(base.iter().all(|b| a.iter().any(|j| j.submit_s == b.submit_s / 2.0)));
         let load = offered_load(&base, 1);
         assert!((load - 100.0 / 900.0).abs() < 1e-9, "{load}");
+    }
+
+    #[test]
+    fn sizes_parse_and_nonsense_is_refused() {
+        assert_eq!(parse_size("20000,2000"), Ok((20_000, 2_000)));
+        assert_eq!(parse_size("100_000, 10_000"), Ok((100_000, 10_000)));
+        for bad in ["", "20000", "0,10", "10,0", "a,b", "1,2,3", "-1,2"] {
+            let e = parse_size(bad).expect_err(bad);
+            assert!(e.contains("JOBS,NODES"), "{e}");
+        }
     }
 
     #[test]

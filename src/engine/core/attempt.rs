@@ -22,13 +22,16 @@ impl Core {
             self.forget_emptied_groups();
             let (unfit, snapshot) = (&mut self.unfit, &self.snapshot);
             let (quota, tenancy) = (&self.quota, &self.tenancy);
+            let checks = &mut self.counts.group_checks;
             let holds = |g: u64| {
+                *checks += 1;
                 snapshot.as_ref().is_some_and(|s| {
                     unfit.request(g).is_some_and(|r| super::tenancy::quota_unchanged(quota, tenancy, r))
                         && unfit.revalidate(g, s)
                 })
             };
             let Some(id) = self.queue.pop_ready_checking(holds) else { break };
+            self.counts.taken += 1;
             let Some(e) = self.entries.get(&id) else { continue };
             if e.live.is_some() || e.cancel_requested {
                 continue;
@@ -45,6 +48,10 @@ impl Core {
             // Nothing fitted this request before, and nothing it depends on
             // changed since: the answer is the one remembered (exactly).
             let known = self.unfit.find(&req, snap).and_then(|g| self.unfit.get(g).map(|(_, t)| (g, t)));
+            match known {
+                Some(_) => self.counts.remembered += 1,
+                None => self.counts.decisions += 1,
+            }
             let outcome = match known {
                 Some((group, text)) => {
                     if self.self_check {

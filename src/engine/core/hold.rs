@@ -62,6 +62,7 @@ impl Core {
             return;
         }
         let Some(snap) = self.snapshot.as_ref() else { return };
+        self.counts.hold_scans += 1;
         let found = gang_hold(req, snap);
         let next = found.map(|g| {
             let free_at = self.expected_free(&g.nodes);
@@ -120,7 +121,7 @@ impl Core {
     /// is part of the request).
     fn ask_again(&mut self) {
         self.queue.ungroup_all();
-        self.queue.unblock_all();
+        self.unblock_all();
     }
 
     /// When every one of `nodes` is expected to have room: the latest

@@ -17,6 +17,7 @@
 //!   the attempt closes.
 
 mod attempt;
+mod counts;
 mod exclusion;
 mod hold;
 mod inventory;
@@ -40,6 +41,7 @@ use queue::Queue;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+pub use counts::WorkCounts;
 pub use policy::{Patience, PlacementPolicy};
 pub use restore::Restore;
 
@@ -474,6 +476,8 @@ pub struct Core {
     tenancy: crate::tenant::Tenancy,
     /// Usage per tenant and flavor, and reclaims in flight (`tenancy.rs`).
     quota: tenancy::QuotaBook,
+    /// What scheduling did, counted ([`WorkCounts`]).
+    counts: WorkCounts,
 }
 
 impl Core {
@@ -513,6 +517,7 @@ impl Core {
             beliefs: refused::Beliefs::default(),
             tenancy: crate::tenant::Tenancy::default(),
             quota: tenancy::QuotaBook::default(),
+            counts: WorkCounts::default(),
         }
     }
 
@@ -573,6 +578,11 @@ impl Core {
         let mut v: Vec<(String, Millis)> = self.beliefs.full().map(|(n, t)| (n.to_string(), t)).collect();
         v.sort();
         v
+    }
+
+    /// What scheduling has done since the core was built, counted.
+    pub fn work_counts(&self) -> WorkCounts {
+        self.counts
     }
 
     /// How many workloads wait because nothing fits them now.
@@ -1204,7 +1214,7 @@ impl Core {
     /// Capacity appeared: blocked workloads get another chance, and "no
     /// capacity" answers from before are forgotten.
     fn capacity_changed(&mut self) {
-        self.queue.unblock_all();
+        self.unblock_all();
         self.forget_capacity_misses();
     }
 
@@ -1260,7 +1270,7 @@ impl Core {
         let limited =
             pool.lend_limit_gpus.is_some() || self.fleet.provider(pool.provider).lend_limit_gpus.is_some();
         if limited {
-            return self.queue.unblock_all();
+            return self.unblock_all();
         }
         if n.state != NodeState::Ready {
             return;
@@ -1280,6 +1290,7 @@ impl Core {
             let Some(most) = members.first().and_then(|k| fits(&k.1)) else { continue };
             fitting.extend(members.iter().map(|&k| (k, most)));
         }
+        self.counts.release_scanned += self.queue.blocked_len() as u64;
         fitting.sort_unstable_by_key(|(k, _)| *k);
         // Per request class, how many more the freed room could host.
         let mut left: HashMap<(u64, u64), u32> = HashMap::new();
@@ -1295,6 +1306,13 @@ impl Core {
         for id in wake {
             self.queue.unblock(id);
         }
+    }
+
+    /// Every blocked workload is ready again (groups woken, to be checked
+    /// as their members come up).
+    fn unblock_all(&mut self) {
+        self.counts.woken_all += self.queue.blocked_len() as u64;
+        self.queue.unblock_all();
     }
 
     /// Forgets the scheduler's view (the fleet itself changed); the next

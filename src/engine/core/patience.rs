@@ -44,6 +44,7 @@ impl Core {
         let now_price = c.priced_hourly();
         let checkpoints = req.checkpoint_interval.is_some();
         let per_work = self.config.placement.scheduler_policy(prefs.optimize).prices_per_work(req);
+        self.counts.patience_scans += 1;
         let later = self.cheapest_due(req, now_price * p.max_price_share, checkpoints, per_work, now, left);
         if !p.wait(runtime_s, now.secs_since(since), now_price, later.as_ref().map(Candidate::priced_hourly))
         {
@@ -139,6 +140,7 @@ impl Core {
         // What live attempts on those pools' nodes expect to release in time.
         let by = now.plus_secs(within_s);
         let mut room: HashMap<usize, Free> = HashMap::new();
+        self.counts.patience_live_scanned += self.live_ids.len() as u64;
         for id in &self.live_ids {
             let Some(e) = self.entries.get(id) else { continue };
             let (Some(live), Some(d)) = (e.live.as_ref(), e.spec.expected_runtime) else { continue };

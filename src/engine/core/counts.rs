@@ -1,0 +1,31 @@
+//! What the core's scheduling did, counted: how often it took work from
+//! the queue, decided a placement afresh or from a remembered answer, and
+//! asked blocked work again. Counts, not timings: the simulator's scale
+//! test (`tests/sim_scale.rs`) reads them per job to catch work that grows
+//! with the size of the fleet or the queue.
+
+/// Running totals since the core was built. Pure bookkeeping: reading or
+/// ignoring them changes nothing the core decides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkCounts {
+    /// Workloads taken from the queue to be placed.
+    pub taken: u64,
+    /// Full scheduler decisions ([`crate::schedule::place`]) for a
+    /// queued workload.
+    pub decisions: u64,
+    /// Placements answered by a remembered "nothing fits" instead.
+    pub remembered: u64,
+    /// Remembered answers checked again as a woken group came up.
+    pub group_checks: u64,
+    /// Blocked workloads made ready again when every blocked workload was
+    /// (capacity appeared, a gang's hold changed).
+    pub woken_all: u64,
+    /// Blocked workloads looked at when one node's capacity was released.
+    pub release_scanned: u64,
+    /// A gang's hold worked out again (a scan of the nodes it may hold).
+    pub hold_scans: u64,
+    /// Patience's look-ups of cheaper capacity due to free.
+    pub patience_scans: u64,
+    /// Live attempts looked at by those look-ups.
+    pub patience_live_scanned: u64,
+}
