@@ -786,8 +786,9 @@ fn fleet_and_plan_follow_the_configuration_with_or_without_an_engine() {
 }
 
 /// A drain is kept across a restart like a cordon, and an evicting drain's
-/// stop already decided is carried out after one: the moved workload is
-/// not charged and waits to be placed again.
+/// stop already decided is carried out after one: the moved workload
+/// waits to be placed again, its stop (no checkpointed progress) charged
+/// to its one infrastructure retry, never to `max_attempts`.
 #[test]
 fn a_drain_and_its_eviction_survive_an_engine_restart() {
     let s = setup();
@@ -795,7 +796,7 @@ fn a_drain_and_its_eviction_survive_an_engine_restart() {
     let cli = Cli::new(&s.store);
     let script = "trap '' TERM; sleep 60";
     let moved =
-        cli.submit(&spec(&s.specs, "moved", script, "[retry]\nmax_attempts = 1\ninfra_retries = 0\n"));
+        cli.submit(&spec(&s.specs, "moved", script, "[retry]\nmax_attempts = 1\ninfra_retries = 1\n"));
     cli.wait_state(moved, |s| s == WorkloadState::Running);
     let node = cli.status(moved).1[0].node.clone();
     // A long grace: the engine dies before the stop is done.

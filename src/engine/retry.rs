@@ -355,7 +355,11 @@ mod tests {
         assert!(!stop_is_free(&stop, Some(7199.0)), "past max_runtime in all: charged");
         assert!(!stop_is_free(&Stop { new_checkpoint: false, ..stop }, None), "no checkpoint progress");
         assert!(!stop_is_free(&Stop { ran_s: MIN_FREE_RUN_S - 1.0, ..stop }, None), "ran too little");
-        for c in FailureClass::ALL.into_iter().filter(|c| *c != FailureClass::Preempted) {
+        assert!(
+            stop_is_free(&Stop { class: FailureClass::Reclaimed, ..stop }, None),
+            "an owner's reclaim too"
+        );
+        for c in FailureClass::ALL.into_iter().filter(|c| !c.is_displacement()) {
             assert!(!stop_is_free(&Stop { class: c, ..stop }, None), "{c} is never free");
         }
     }
