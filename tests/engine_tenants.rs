@@ -8,15 +8,10 @@ mod common;
 use canopy::engine::core::{Event, Reply};
 use canopy::engine::model::*;
 use canopy::failure::{FailureClass, ProviderEnd};
-use canopy::tenant::{FlavorDef, Tenancy, TenantDef};
+use canopy::tenant::{Tenancy, TenancyDoc};
 use common::*;
 
 fn tenancy(b_borrowing: u32) -> Tenancy {
-    #[derive(serde::Deserialize)]
-    struct File {
-        tenant: Vec<TenantDef>,
-        flavor: Vec<FlavorDef>,
-    }
     let text = format!(
         r#"
 [[flavor]]
@@ -36,8 +31,7 @@ cohort = "research"
 gpus = {{ nominal = 0, borrowing_limit = {b_borrowing} }}
 "#
     );
-    let f: File = toml::from_str(&text).unwrap();
-    Tenancy::from_defs(&f.tenant, &f.flavor, None).unwrap()
+    TenancyDoc::parse(&text, false).expect("a valid tenancy").1
 }
 
 /// Two nodes of 4 GPUs in pool `lab`, owned by team-a.
