@@ -137,3 +137,77 @@ fn an_owner_reclaims_the_least_costly_borrowed_work_without_blame() {
     let (again, _) = w.last_launch(short);
     assert_ne!(again, a_short, "placed again once the owner's work ended");
 }
+
+/// A restart keeps the tenancy's effect and a reclaim in flight: the
+/// victim's durable stop is carried out, usage is charged again from the
+/// live attempts, other tenants stay off the owner's pool, and the owner's
+/// work takes the freed node.
+#[test]
+fn a_reclaim_in_flight_survives_a_restart() {
+    use canopy::engine::core::{Action, Core, CoreConfig, Restore};
+    use std::collections::BTreeMap;
+    let mut w = world(8);
+    let long = submit_for(&mut w, "team-b", 4);
+    let (a_long, _) = w.last_launch(long);
+    w.ack(a_long);
+    w.run(a_long);
+    w.advance(3600.0);
+    let short = submit_for(&mut w, "team-b", 4);
+    let (a_short, n_short) = w.last_launch(short);
+    w.ack(a_short);
+    w.run(a_short);
+    let owner = submit_for(&mut w, "team-a", 4);
+    assert!(w.terminated(a_short));
+
+    // What the journal holds, handed to a new core (as a restart does).
+    let mut workloads = BTreeMap::new();
+    let mut attempts = BTreeMap::new();
+    for r in w.records() {
+        match r {
+            Record::Workload(r) if !r.state.is_final() => {
+                workloads.insert(r.id, (**r).clone());
+            }
+            Record::Attempt(a) => {
+                attempts.insert(a.id, (**a).clone());
+            }
+            _ => {}
+        }
+    }
+    let fleet = cloud_fleet(vec![(gpu_pool("lab", "A100-40", 4, 40.0, 1.0), vec!["n1", "n2"])]);
+    let mut core = Core::new("st0001", fleet, CoreConfig::default());
+    let now = Millis(w.now + 1000);
+    core.handle(Event::SetTenancy { tenancy: Box::new(tenancy(8)) }, now);
+    let restore = Restore {
+        workloads: workloads.into_values().collect(),
+        attempts: attempts.into_values().collect(),
+        health: vec![],
+        max_id: 3,
+        id_floor: 0,
+        intents: vec![],
+    };
+    let out = core.restore(restore, now);
+    assert!(
+        out.iter().any(|a| matches!(a, Action::Terminate { attempt, .. } if *attempt == a_short)),
+        "the victim's stop is carried out after the restart"
+    );
+    assert!(
+        !out.iter().any(|a| matches!(a, Action::Terminate { attempt, .. } if *attempt == a_long)),
+        "the reclaim in flight is known again: nothing more is stopped"
+    );
+    assert!(
+        !out.iter().any(|a| matches!(a, Action::Launch { .. })),
+        "nothing placed on the owner's busy pool"
+    );
+    let usage = core.tenant_usage();
+    assert_eq!(
+        usage.iter().map(|(t, f, a)| (t.as_str(), f.as_str(), a.gpus)).collect::<Vec<_>>(),
+        [("team-b", "lab", 8)]
+    );
+
+    let mut w2 = World { core, now: now.0, actions: out };
+    let other = submit_for(&mut w2, "team-b", 4);
+    w2.confirm_terminated(a_short, ProviderEnd::Signaled { signal: 15 });
+    let (_, n_owner) = w2.last_launch(owner);
+    assert_eq!(n_owner, n_short, "the owner's work takes the node its reclaim freed");
+    assert!(w2.launched(other).is_none());
+}
