@@ -96,6 +96,13 @@ async fn a_tenants_principals_never_see_or_touch_another_tenants_workloads() {
             .unwrap()
             .contains("only an admin may submit for another tenant")
     );
+    // ... and the refusal is in the audit trail, with the tenant it named.
+    let audit = api.get(Who::Owner, "/v1/audit?action=POST").await.expect(200).json();
+    let refused = audit.as_array().unwrap().iter().any(|r| {
+        r["target"] == "tenant team-b"
+            && r["outcome"].as_str().unwrap_or("").contains("only an admin may submit for another tenant")
+    });
+    assert!(refused, "{audit}");
     let rb = api.request(Who::Owner, "POST", "/v1/workloads?tenant=team-b");
     let r = api.send(rb, Body::Toml(queued_spec("for-b"))).await.expect(201);
     assert_eq!(r.json()["workload"]["tenant"], "team-b");

@@ -168,7 +168,25 @@ async fn submit(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let tenant = authz::submit_tenant(&p, q.tenant.as_deref(), &s.tenancy()).map_err(|d| d.into_error())?;
+    let tenant = match authz::submit_tenant(&p, q.tenant.as_deref(), &s.tenancy()) {
+        Ok(t) => t,
+        Err(d) => {
+            // Refused after the middleware's decision: audited here, as
+            // every refused state-changing request is.
+            let e = d.into_error();
+            let outcome = format!("denied: {}", e.body.message);
+            let target = q.tenant.as_ref().map(|t| format!("tenant {t}"));
+            s.write_audit(crate::server::auth::audit(
+                &p,
+                "POST /v1/workloads",
+                target,
+                outcome,
+                authz::now(),
+            ))
+            .await;
+            return Err(e);
+        }
+    };
     let body = spec_body(body).await?;
     let loaded = parse_spec(&headers, &body)?;
     let key = match headers.get("idempotency-key") {
