@@ -136,6 +136,12 @@ async fn tokens_belong_to_a_tenant_and_those_from_before_tenants_are_refused_wit
     let r = api.get(Who::Token(&old), "/v1/workloads").await.expect(403);
     let m = r.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(m.contains("made before tenants") && m.contains("--tenant"), "{m}");
+    // ... and the refusal is audited, as a refused token is.
+    let audit = api.get(Who::Owner, "/v1/audit").await.expect(200).json();
+    let seen = audit.as_array().unwrap().iter().any(|r| {
+        r["principal"] == "old" && r["outcome"].as_str().unwrap_or("").contains("made before tenants")
+    });
+    assert!(seen, "{audit}");
     // A new non-admin token must name an existing tenant.
     let body = json!({ "name": "nameless", "role": "viewer" });
     let r = api.call(Who::Owner, "POST", "/v1/tokens", Body::Json(body)).await.expect(422);

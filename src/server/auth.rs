@@ -233,6 +233,9 @@ pub enum TokenError {
     Expired { name: String },
     #[error("the bearer token {name:?} was revoked; ask an admin for a new one")]
     Revoked { name: String },
+    /// A valid token with no tenant to act for (see [`Principal::with_tenant`]).
+    #[error("{message}")]
+    NoTenant { message: String },
 }
 
 /// The tokens the server knows, by id: loaded from the store at start,

@@ -400,6 +400,10 @@ pub async fn middleware(
                         Ok(p) => p,
                         Err(why) => {
                             tracing::warn!(%addr, path = matched.as_str(), error = %why, "refused a token without a tenant");
+                            // Audited like every refused token: one record a
+                            // minute per token, with a count of the repeats.
+                            let e = super::auth::TokenError::NoTenant { message: why.clone() };
+                            state.refusals.refused(&state, bearer, *addr, route, &e, now).await;
                             return ApiError::forbidden(why).into_response();
                         }
                     }
