@@ -64,13 +64,19 @@ fn submit_for(w: &mut World, tenant: &str, gpus: u32) -> WorkloadId {
         .expect("submitted")
 }
 
+/// Starts `id`'s placed attempt running; its attempt and node.
+fn start_running(w: &mut World, id: WorkloadId) -> (AttemptId, String) {
+    let (a, node) = w.last_launch(id);
+    w.ack(a);
+    w.run(a);
+    (a, node)
+}
+
 #[test]
 fn a_tenant_at_its_limit_waits_with_the_numbers_and_runs_when_its_usage_falls() {
     let mut w = world(4);
     let first = submit_for(&mut w, "team-b", 4);
-    let (a1, _) = w.last_launch(first);
-    w.ack(a1);
-    w.run(a1);
+    let (a1, _) = start_running(&mut w, first);
     let second = submit_for(&mut w, "team-b", 4);
     assert!(w.launched(second).is_none(), "team-b may borrow 4 GPUs, and holds 4");
     let reason = w.workload(second).reason.unwrap_or_default();
@@ -91,14 +97,10 @@ fn an_owner_reclaims_the_least_costly_borrowed_work_without_blame() {
     let mut w = world(8);
     // team-b borrows both of team-a's nodes; the first has run an hour longer.
     let long = submit_for(&mut w, "team-b", 4);
-    let (a_long, n_long) = w.last_launch(long);
-    w.ack(a_long);
-    w.run(a_long);
+    let (a_long, n_long) = start_running(&mut w, long);
     w.advance(3600.0);
     let short = submit_for(&mut w, "team-b", 4);
-    let (a_short, n_short) = w.last_launch(short);
-    w.ack(a_short);
-    w.run(a_short);
+    let (a_short, n_short) = start_running(&mut w, short);
     w.advance(600.0);
     assert_ne!(n_long, n_short);
 
@@ -130,9 +132,7 @@ fn an_owner_reclaims_the_least_costly_borrowed_work_without_blame() {
     assert_eq!(w.core.health().node(&n_short, canopy::engine::model::Millis(w.now)).score, 1.0);
 
     // The owner's work ends: the reclaimed work runs again.
-    let (a_owner, _) = w.last_launch(owner);
-    w.ack(a_owner);
-    w.run(a_owner);
+    let (a_owner, _) = start_running(&mut w, owner);
     w.end(a_owner, ProviderEnd::Exited { code: 0 }, &[]);
     let (again, _) = w.last_launch(short);
     assert_ne!(again, a_short, "placed again once the owner's work ended");
@@ -148,14 +148,10 @@ fn a_reclaim_in_flight_survives_a_restart() {
     use std::collections::BTreeMap;
     let mut w = world(8);
     let long = submit_for(&mut w, "team-b", 4);
-    let (a_long, _) = w.last_launch(long);
-    w.ack(a_long);
-    w.run(a_long);
+    let (a_long, _) = start_running(&mut w, long);
     w.advance(3600.0);
     let short = submit_for(&mut w, "team-b", 4);
-    let (a_short, n_short) = w.last_launch(short);
-    w.ack(a_short);
-    w.run(a_short);
+    let (a_short, n_short) = start_running(&mut w, short);
     let owner = submit_for(&mut w, "team-a", 4);
     assert!(w.terminated(a_short));
 

@@ -25,7 +25,7 @@ use crate::engine::model::{Millis, WorkloadId};
 use crate::failure::ProviderEnd;
 use crate::fleet::{NodeState, PoolIdx};
 use crate::schedule::{Decision, Policy, Requirements, place};
-use crate::tenant::{self, Admission, Amount, PoolFacts, Tenancy};
+use crate::tenant::{self, Admission, Amount, Tenancy};
 use std::collections::{BTreeMap, HashMap};
 
 /// What one live attempt is charged: tenant, flavor index, amount.
@@ -44,9 +44,8 @@ pub(super) struct QuotaBook {
     used: HashMap<(String, usize), Amount>,
     /// Each pool's `provider/pool` label, by `PoolIdx`.
     pool_label: Vec<String>,
-    /// Owners' workloads with a reclaim in flight: the owning tenant and
-    /// the victims.
-    reclaims: BTreeMap<WorkloadId, (String, Vec<WorkloadId>)>,
+    /// Owners' workloads with a reclaim in flight, and the owning tenant.
+    reclaims: BTreeMap<WorkloadId, String>,
 }
 
 impl QuotaBook {
@@ -100,7 +99,7 @@ pub(super) fn quota_pools(
             }
         }
     }
-    for (owner, _) in book.reclaims.values() {
+    for owner in book.reclaims.values() {
         if tenant != Some(owner.as_str()) {
             for (i, o) in book.pool_owner.iter().enumerate() {
                 if o.as_deref() == Some(owner.as_str()) {
@@ -138,24 +137,17 @@ impl Core {
             QuotaBook { reclaims: std::mem::take(&mut self.quota.reclaims), ..QuotaBook::default() };
         if !self.tenancy.is_empty() {
             book.flavor_pools = vec![Vec::new(); self.tenancy.flavors.len()];
-            for p in &self.fleet.pools {
-                let provider = &self.fleet.provider(p.provider).name;
-                let owner = self.tenancy.owner_of(provider, &p.name).map(|t| t.name.clone());
-                let accel = p.shape.accelerator.as_ref();
-                let facts = PoolFacts {
-                    provider,
-                    pool: &p.name,
-                    family: accel.map(|a| a.family.as_str()),
-                    model: accel.map(|a| a.model.as_str()),
-                    owner: owner.as_deref(),
-                };
+            for i in 0..self.fleet.pools.len() {
+                let pool = PoolIdx(i as u32);
+                let facts = tenant::usage::facts(&self.tenancy, &self.fleet, pool);
                 let fi = tenant::flavor::flavor_of(&self.tenancy.flavors, &facts);
+                let label = self.fleet.pool_label(pool);
                 if let Some(fi) = fi {
-                    book.flavor_pools[fi].push(format!("{provider}/{}", p.name));
+                    book.flavor_pools[fi].push(label.clone());
                 }
                 book.pool_flavor.push(fi);
-                book.pool_label.push(format!("{provider}/{}", p.name));
-                book.pool_owner.push(owner);
+                book.pool_owner.push(facts.owner.map(str::to_string));
+                book.pool_label.push(label);
             }
             for v in &mut book.flavor_pools {
                 v.sort();
@@ -171,7 +163,7 @@ impl Core {
             if let Some(ProviderEnd::OwnerReclaim { owner, for_workload, .. }) = stop {
                 let owner_wl = WorkloadId(for_workload);
                 if self.entries.contains_key(&owner_wl) {
-                    self.quota.reclaims.entry(owner_wl).or_insert_with(|| (owner, Vec::new())).1.push(id);
+                    self.quota.reclaims.entry(owner_wl).or_insert(owner);
                 }
             }
         }
@@ -260,12 +252,7 @@ impl Core {
         plain.exclude_nodes.clear();
         let policy = Policy { top_k: self.fleet.pools.len().max(1), ..Policy::default() };
         let fitting: Vec<PoolIdx> = match place(&plain, self.ideal(), &policy) {
-            Decision::Placed(p) => p
-                .candidates
-                .iter()
-                .filter_map(|c| self.quota.pool_label.iter().position(|l| *l == c.pool))
-                .map(|i| PoolIdx(i as u32))
-                .collect(),
+            Decision::Placed(p) => p.candidates.iter().map(|c| c.pool_idx).collect(),
             Decision::Unschedulable(_) => return,
         };
         let pools: Vec<PoolIdx> = fitting.into_iter().filter(|p| owned.contains(&(p.0 as usize))).collect();
@@ -315,8 +302,7 @@ impl Core {
         if choice.victims.is_empty() {
             return;
         }
-        let victims: Vec<WorkloadId> = choice.victims.iter().map(|v| WorkloadId(v.workload)).collect();
-        let names: Vec<String> = victims.iter().map(|v| v.to_string()).collect();
+        let names: Vec<String> = choice.victims.iter().map(|v| WorkloadId(v.workload).to_string()).collect();
         self.event(
             now,
             id,
@@ -343,7 +329,7 @@ impl Core {
             };
             self.terminate_live(wid, end, now);
         }
-        self.quota.reclaims.insert(id, (owner, victims));
+        self.quota.reclaims.insert(id, owner);
     }
 
     /// The reclaim for `id` is over (it was placed, cancelled or ended).
