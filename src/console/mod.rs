@@ -38,6 +38,7 @@ pub mod msg;
 pub mod replay;
 pub mod run;
 pub mod spec_view;
+pub mod tenants;
 pub mod theme;
 pub mod views;
 
