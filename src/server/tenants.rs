@@ -69,10 +69,25 @@ async fn now(s: &ServerState, tenancy: &Tenancy) -> ApiResult<(Vec<TenantUsage>,
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let (workloads, attempts) = rows;
     let fleet = s.engine.status().borrow().as_ref().map(|st| st.fleet.clone()).unwrap_or_default();
+    Ok(live_usage(tenancy, &fleet, &workloads, &attempts))
+}
+
+/// Every tenant's usage and owners' reclaims in flight, from the live
+/// workloads and their attempts on `fleet`: what `GET /v1/tenants` answers.
+/// Pure.
+pub fn live_usage(
+    tenancy: &Tenancy,
+    fleet: &crate::fleet::Fleet,
+    workloads: &[WorkloadRecord],
+    attempts: &[AttemptRecord],
+) -> (Vec<TenantUsage>, BTreeMap<String, u64>) {
+    if tenancy.is_empty() {
+        return Default::default();
+    }
     let tenant_of = |t: &Option<String>| t.clone().or_else(|| tenancy.default_tenant.clone());
     let by_id: BTreeMap<_, _> = workloads.iter().map(|w| (w.id, w)).collect();
     let mut waiting: BTreeMap<String, u64> = BTreeMap::new();
-    for w in &workloads {
+    for w in workloads {
         if w.state == WorkloadState::Queued
             && let Some(t) = tenant_of(&w.tenant)
         {
@@ -104,8 +119,8 @@ async fn now(s: &ServerState, tenancy: &Tenancy) -> ApiResult<(Vec<TenantUsage>,
         .iter()
         .map(|(t, prov, pool, amount)| Placed { tenant: t, provider: prov, pool, amount: *amount })
         .collect();
-    let used = usage::tally(tenancy, &fleet, &placed);
-    Ok((usage::report(tenancy, &used, &waiting), reclaims(&workloads, &attempts)))
+    let used = usage::tally(tenancy, fleet, &placed);
+    (usage::report(tenancy, &used, &waiting), reclaims(workloads, attempts))
 }
 
 /// Owners' reclaims in flight, per owning tenant, from the durable stops

@@ -115,7 +115,7 @@ fn table<'a>(app: &'a App, rows: &[TenantRow], sel: usize, area: Rect, title: St
     let mut cols = vec![Col::fixed(1)];
     for i in 0..HEADERS.len() {
         cols.push(match i {
-            0 => Col::shrink(widest(i), 10, 6).slack(),
+            0 => Col::shrink(widest(i), 10, 6),
             1 | 2 => Col::shrink(widest(i), 8, 5),
             // The weight shows in the pane below when it has no room.
             3 => Col::fixed(widest(i)).optional(),
