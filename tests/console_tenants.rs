@@ -231,6 +231,23 @@ fn at_80_columns_the_tenants_view_keeps_every_column() {
 #[test]
 fn the_reclaim_is_over_once_the_owner_runs() {
     let mut s = shared();
+    // While the owner's work waits after its victim stopped (it still
+    // does not fit), the reclaim is still in flight; once placed, it is over.
+    let mut m = read_model(&s.world);
+    let victim = s.victim;
+    let owner = s.owner;
+    let row = m.workloads.get_mut(&victim.workload).unwrap();
+    row.attempts.last_mut().unwrap().ended_at = Some(Millis(s.world.now));
+    m.generation += 1;
+    assert_eq!(answer(&m).reclaims, BTreeMap::from([("team-a".to_string(), 1)]), "stopped, owner unplaced");
+    let placed = AttemptRecord {
+        placed_at: Millis(s.world.now + 1),
+        ..m.workloads[&victim.workload].attempts[0].clone()
+    };
+    let row = m.workloads.get_mut(&owner).unwrap();
+    row.attempts.push(AttemptRecord { id: AttemptId { workload: owner, n: 1 }, stop: None, ..placed });
+    assert!(answer(&m).reclaims.is_empty(), "placed after its victim stopped");
+
     s.world.confirm_terminated(s.victim, ProviderEnd::Signaled { signal: 15 });
     assert!(s.world.launched(s.owner).is_some(), "the owner's work takes the node");
     let view = answer(&read_model(&s.world));
