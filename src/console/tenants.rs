@@ -273,7 +273,7 @@ pub fn binds(row: &TenantRow, model: &Model, default_tenant: Option<&str>) -> Ve
         ));
     }
     if u.limits.gpus.is_none() && u.limits.cpu.is_none() && !u.flavor.is_empty() {
-        lines.push(format!("no quota in {}: its work there waits unless it may borrow", u.flavor));
+        lines.push(format!("no quota in {}: its work there waits unless it may borrow", sanitize(&u.flavor)));
     }
     if u.flavor.is_empty() {
         lines.push(
