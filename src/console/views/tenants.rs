@@ -33,10 +33,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     };
     let Some(v) = app.tenants.view.as_ref() else {
         let line = match &app.tenants.load {
-            TenantsLoad::Failed(e) => Line::from(Span::styled(
-                format!("✗ cannot load the tenants: {}; 8 (or :tenants) tries again", sanitize(e)),
-                t.bad,
-            )),
+            TenantsLoad::Failed(e) => {
+                let again = if app.replay.is_none() { "; 8 (or :tenants) tries again" } else { "" };
+                Line::from(Span::styled(format!("✗ cannot load the tenants: {}{again}", sanitize(e)), t.bad))
+            }
             _ => Line::from(Span::styled("loading the tenants…", t.dim)),
         };
         say(f, vec![line]);
