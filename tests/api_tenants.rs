@@ -113,6 +113,7 @@ async fn a_tenants_principals_never_see_or_touch_another_tenants_workloads() {
     let b_row = v["tenants"].as_array().unwrap().iter().find(|r| r["tenant"] == "team-b").unwrap().clone();
     assert_eq!(b_row["waiting"], 2, "{v}");
     assert_eq!(b_row["limits"]["gpus"]["nominal"], 4);
+    assert_eq!(v["reclaims"], json!({}), "no owner takes capacity back: {v}");
     assert!(!t.text.contains(&b_work) && !t.text.contains("b-secret"), "{}", t.text);
     let m = api.get(Who::Token(&a_view), "/metrics").await.expect(200).text;
     assert!(m.contains("canopy_tenant_quota_gpus{tenant=\"team-b\",flavor=\"any\"} 4"), "{m}");

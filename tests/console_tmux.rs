@@ -624,3 +624,58 @@ fn the_on_call_extras_end_to_end() {
     s.keys(&["n"]);
     s.wait_for("CONSOLE-EXITED-0");
 }
+
+/// Tenants made by an admin over the API (`canopy tenants apply`), seen
+/// in a console attached to `canopy serve`: the tenants view, the change
+/// of tables shown at once, and the TENANT column in workloads.
+#[test]
+fn the_tenants_view_end_to_end() {
+    if !has_tmux() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path();
+    let _server = Server::start(root, 1);
+    let tables = |extra: &str| {
+        let path = root.join("tenants.toml");
+        let text = format!(
+            "default_tenant = \"team-a\"\n[[flavor]]\nname = \"any\"\n\
+             [[tenant]]\nname = \"team-a\"\ncohort = \"lab\"\n[tenant.quota.any]\ngpus = 8\n\
+             [[tenant]]\nname = \"team-b\"\ncohort = \"lab\"\n[tenant.quota.any]\ngpus = 4\n{extra}"
+        );
+        std::fs::write(&path, text).unwrap();
+        let (ok, out) = cli(root, &["tenants", "apply", path.to_str().unwrap()]);
+        assert!(ok, "{out}");
+    };
+    tables("");
+    let job = spec(root, "b-job", "sleep 30");
+    let (ok, out) = cli(root, &["submit", "--tenant", "team-b", job.to_str().unwrap()]);
+    assert!(ok, "{out}");
+
+    let s = Session::start("canopy-tenants", &console_cmd(root)).unwrap();
+    s.wait_for("attached to");
+    // Tenants are configured: the tab shows.
+    s.wait_for("8 tenants");
+    s.keys(&["8"]);
+    let screen = s.wait_for("RECLAIMS");
+    assert!(screen.contains("team-a") && screen.contains("team-b"), "{screen}");
+    assert!(screen.contains("(the default tenant)"), "team-a is selected:\n{screen}");
+
+    // An admin adds a tenant: the view shows it without a key.
+    tables("[[tenant]]\nname = \"team-c\"\n[tenant.quota.any]\ngpus = 2\n");
+    s.wait_for("team-c");
+
+    // The workloads table has a TENANT column, and tenant: filters it.
+    s.keys(&["4"]);
+    s.wait_for("[4 workloads]");
+    let screen = s.wait_for("b-job");
+    assert!(screen.contains(" TENANT "), "{screen}");
+    let row = screen.lines().find(|l| l.contains("b-job")).unwrap_or_else(|| panic!("{screen}"));
+    assert!(row.contains("team-b"), "{screen}");
+    s.keys(&["/"]);
+    s.text("tenant:team-a");
+    s.keys(&["Enter"]);
+    s.wait_gone("b-job");
+    s.keys(&["q"]);
+    s.wait_for("CONSOLE-EXITED-0");
+}

@@ -50,7 +50,7 @@ pub fn theme(args: &ConsoleArgs) -> Result<Theme> {
 /// Where the console's data comes from.
 enum Source {
     /// An engine in another process, through its API.
-    Attached { handle: EngineHandle, whoami: WhoAmI, target: String },
+    Attached { handle: EngineHandle, whoami: WhoAmI, target: String, api: Box<Client> },
     /// The engine this console started.
     Owned(Box<Running>),
 }
@@ -68,9 +68,10 @@ pub fn run(store: &StoreArgs, args: &ConsoleArgs) -> Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new().wrap_err("starting the async runtime")?;
     rt.block_on(async move {
         let source = connect(store, args, &home).await?;
-        let handle = match &source {
-            Source::Attached { handle, .. } => handle.clone(),
-            Source::Owned(r) => r.handle.clone(),
+        let (handle, api) = match &source {
+            Source::Attached { handle, api, .. } => (handle.clone(), Some((**api).clone())),
+            // The engine this console started serves the store's socket.
+            Source::Owned(r) => (r.handle.clone(), Client::for_store(home.root()).ok()),
         };
         let viewer = matches!(&source, Source::Attached { whoami, .. } if whoami.role == "viewer");
         let config = Config {
@@ -87,7 +88,7 @@ pub fn run(store: &StoreArgs, args: &ConsoleArgs) -> Result<ExitCode> {
             }
             Source::Owned(_) => app.owns_engine = true,
         }
-        let exit = run::run(&mut app, handle, home.root().to_path_buf()).await;
+        let exit = run::run(&mut app, handle, api, home.root().to_path_buf()).await;
         let running = match source {
             // Attached: the engine is not ours to stop.
             Source::Attached { .. } => {
@@ -227,6 +228,6 @@ async fn attach(client: Client) -> Result<Source, ClientError> {
     let field = |k: &str| v[k].as_str().unwrap_or("unknown").to_string();
     let whoami = WhoAmI { principal: field("principal"), role: field("role") };
     let target = client.target().to_string();
-    let handle = client::attach(client).await?;
-    Ok(Source::Attached { handle, whoami, target })
+    let handle = client::attach(client.clone()).await?;
+    Ok(Source::Attached { handle, whoami, target, api: Box::new(client) })
 }

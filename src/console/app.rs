@@ -25,6 +25,7 @@ use super::derive::Choice;
 pub use super::derive::{ClassGroup, Derived, NameWidths, NodeGroup};
 pub use super::detail::Detail;
 pub use super::msg::{COLUMNS, Column, Effect, Msg, View};
+pub use super::tenants::{Tenants, TenantsLoad};
 
 mod command;
 mod editing;
@@ -141,6 +142,8 @@ pub struct App {
     link_reloads: Option<u64>,
     /// The audit view's loads from the engine.
     pub audit: Audit,
+    /// The tenants view's loads and rows.
+    pub tenants: Tenants,
     /// `:logs` of a workload the console did not hold (and which
     /// attempt; `None`: its last): opened when it arrives.
     logs_wanted: Option<(WorkloadId, Option<u32>)>,
@@ -184,6 +187,7 @@ impl App {
             link_down: None,
             link_reloads: None,
             audit: Audit::default(),
+            tenants: Tenants::default(),
             logs_wanted: None,
             dirty: true,
             quit: false,
@@ -405,6 +409,9 @@ impl App {
                 if v == View::Audit {
                     return self.enter_audit();
                 }
+                if v == View::Tenants {
+                    return self.enter_tenants();
+                }
             }
             Intent::Open => return self.open(),
             Intent::SortNext => {
@@ -547,6 +554,15 @@ impl App {
             View::Nodes => {
                 if let Some(n) = self.current_node() {
                     self.filter_text.insert(View::Workloads, format!("node={n}"));
+                    self.go(View::Workloads);
+                }
+                Vec::new()
+            }
+            View::Tenants => {
+                // The tenant's workloads.
+                let row = self.tenants.rows.get(self.sel(View::Tenants));
+                if let Some(name) = row.map(|r| r.usage.tenant.clone()) {
+                    self.filter_text.insert(View::Workloads, format!("tenant={name}"));
                     self.go(View::Workloads);
                 }
                 Vec::new()

@@ -53,6 +53,9 @@ pub struct Derived {
     /// The widest names in each list's rows (all of them, not only those
     /// on screen, so that columns do not move while scrolling).
     pub workload_widths: NameWidths,
+    /// Whether any workload held has a tenant: the workloads table then
+    /// has a TENANT column (without tenants it looks as it always did).
+    pub tenant_column: bool,
     pub fault_widths: NameWidths,
     pub node_widths: NameWidths,
     /// What each part was computed from.
@@ -66,6 +69,8 @@ pub struct NameWidths {
     pub name: usize,
     pub pool: usize,
     pub node: usize,
+    /// A workload's tenant (0: none has one).
+    pub tenant: usize,
 }
 
 /// Faults of one failure class, and the node most of them failed on.
@@ -204,6 +209,7 @@ impl Derived {
             let list: Vec<&WorkloadRow> =
                 from.into_iter().filter(|w| wf.is_empty() || workload_matches(&wf, w)).collect();
             self.workload_widths = widest(&list);
+            self.tenant_column = m.workloads.values().any(|w| w.rec.tenant.is_some());
             self.keys.passing = Some(passing_key);
             if narrows && self.keys.sort == Some(sort_key) {
                 // What passed is a part of a list in this order already.
@@ -227,6 +233,7 @@ fn widest(rows: &[&WorkloadRow]) -> NameWidths {
     let mut w = NameWidths::default();
     for r in rows {
         w.name = w.name.max(width(&r.rec.name));
+        w.tenant = w.tenant.max(r.rec.tenant.as_deref().map_or(0, width));
         if let Some(a) = r.last_attempt() {
             w.pool = w.pool.max(width(&a.pool));
             w.node = w.node.max(width(&a.node));
@@ -281,8 +288,8 @@ fn fault_matches(f: &Filter, w: &WorkloadRow) -> bool {
 }
 
 /// A workload's fields for the `/` filter: `state=`, `name=`,
-/// `provider=`, `pool=`, `node=` (of attempt `a`), `class=`, and
-/// `retry=waiting` for one that failed and waits to run again.
+/// `provider=`, `pool=`, `node=` (of attempt `a`), `class=`, `tenant=`,
+/// and `retry=waiting` for one that failed and waits to run again.
 fn workload_field<'a>(
     w: &'a WorkloadRow,
     a: Option<&'a crate::engine::model::AttemptRecord>,
@@ -298,6 +305,7 @@ fn workload_field<'a>(
             "node" => a.map(|a| a.node.as_str()),
             "class" => class,
             "retry" => Some(retry),
+            "tenant" => w.rec.tenant.as_deref(),
             _ => None,
         }
     }
@@ -307,12 +315,13 @@ fn workload_matches(f: &Filter, w: &WorkloadRow) -> bool {
     let a = w.last_attempt();
     let text = if f.reads_text() {
         format!(
-            "{} {} {} {} {}",
+            "{} {} {} {} {} {}",
             w.rec.id,
             w.rec.name,
             w.rec.state,
             a.map_or("", |a| a.pool.as_str()),
-            w.fault_class().map_or("", |c| c.as_str())
+            w.fault_class().map_or("", |c| c.as_str()),
+            w.rec.tenant.as_deref().unwrap_or("")
         )
     } else {
         String::new()

@@ -139,6 +139,10 @@ impl Detail {
             r.priority,
             sanitize(r.idempotency_key.as_deref().unwrap_or("-"))
         )));
+        // With tenants: whose work it is (its quota is what it may wait on).
+        if let Some(tenant) = &r.tenant {
+            lines.push(Line::from(format!("  tenant: {}", sanitize(tenant))));
+        }
         if let Some(c) = &s.checkpoint {
             let every = c.interval.map_or(String::new(), |i| format!(", every {i}"));
             lines.push(Line::from(format!("  checkpoints: {}{every}", sanitize(&c.path))));

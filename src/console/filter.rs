@@ -1,5 +1,6 @@
 //! The `/` filter for lists: words are ANDed; `key=value` matches a field
-//! (`state=`, `provider=`, `pool=`, `node=`, `class=`, `name=`), `!word`
+//! (`state=`, `provider=`, `pool=`, `node=`, `class=`, `name=`,
+//! `tenant=`, which `tenant:` spells too), `!word`
 //! inverts, anything else is a case-insensitive regex (or plain text when
 //! it is not a valid regex) over the row's text. Pure; no I/O.
 
@@ -26,7 +27,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("text", "a case-insensitive regex over the row as shown (plain text if not a regex)"),
     (
         "key=value",
-        "a field starts with value: state= name= provider= pool= node= class= retry=waiting (nodes: node= pool= state= health=quarantined; audit: who= from= action= target= outcome= reason=)",
+        "a field starts with value: state= name= provider= pool= node= class= retry=waiting tenant= (or tenant:) (nodes: node= pool= state= health=quarantined; audit: who= from= action= target= outcome= reason=)",
     ),
     ("!word", "rows that do not match"),
     ("a b", "both: words are ANDed"),
@@ -110,6 +111,11 @@ fn term(w: &str) -> Term {
         Some(rest) => (true, rest),
         None => (false, w),
     };
+    // `tenant:NAME` is `tenant=NAME` (as `canopy status --tenant` and
+    // k9s-style filters spell it).
+    if let Some(v) = w.get(..7).filter(|p| p.eq_ignore_ascii_case("tenant:")).map(|_| &w[7..]) {
+        return Term::Field { key: "tenant".into(), value: v.to_lowercase(), negate };
+    }
     match w.split_once('=') {
         Some((k, v)) if !k.is_empty() => {
             Term::Field { key: k.to_lowercase(), value: v.to_lowercase(), negate }
@@ -161,6 +167,18 @@ mod tests {
         assert!(!Filter::parse("!llm").matches(f("failed", "sim-a"), row));
         assert!(Filter::parse("(").matches(f("failed", "sim-a"), "a ( b"), "bad regex falls back to text");
         assert!(Filter::parse("").matches(f("x", "y"), ""));
+    }
+
+    #[test]
+    fn tenant_colon_is_tenant_equals() {
+        let tenant = |t: &'static str| move |k: &str| (k == "tenant").then_some(t);
+        for spelled in ["tenant:team-a", "TENANT:team-a", "tenant=team-a", "tenant:TEAM-A"] {
+            assert!(Filter::parse(spelled).matches(tenant("team-a"), ""), "{spelled}");
+            assert!(!Filter::parse(spelled).matches(tenant("team-b"), ""), "{spelled}");
+        }
+        assert!(Filter::parse("!tenant:team-a").matches(tenant("team-b"), ""));
+        assert!(!Filter::parse("tenant:x").matches(|_| None, "tenant:x"), "a field, not text");
+        assert!(Filter::narrows("tenant:team", "tenant:team-a"));
     }
 
     #[test]

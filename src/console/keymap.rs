@@ -224,7 +224,7 @@ pub const BINDINGS: &[Binding] = &[
         keys: &[K::Esc],
         intent: I::Back,
         scope: S::Editor,
-        help: "leave the editor (text is kept); then 1-7 switch views",
+        help: "leave the editor (text is kept); then 1-8 switch views",
     },
     Binding { keys: &[K::Char('f')], intent: I::Follow, scope: S::Logs, help: "follow on/off" },
     Binding { keys: &[K::Char('w')], intent: I::Wrap, scope: S::Logs, help: "wrap on/off" },
@@ -384,6 +384,12 @@ pub const BINDINGS: &[Binding] = &[
         scope: S::Global,
         help: "audit trail: who changed what",
     },
+    Binding {
+        keys: &[K::Char('8')],
+        intent: I::Go(View::Tenants),
+        scope: S::Global,
+        help: "tenants: quota, in use, borrowed, lent, waiting, reclaims",
+    },
     Binding { keys: &[K::Char('y')], intent: I::Copy, scope: S::Global, help: "copy id / line (OSC52)" },
     Binding {
         keys: &[K::Enter],
@@ -406,7 +412,7 @@ pub fn dispatch(view: View, key: &KeyEvent) -> Option<Intent> {
     // which is also how terminals send alt-digit: it switches too.
     if view == View::Editor
         && key.modifiers.contains(KeyModifiers::ALT)
-        && let KeyCode::Char(d @ '1'..='7') = key.code
+        && let KeyCode::Char(d @ '1'..='8') = key.code
     {
         return dispatch(View::Overview, &KeyEvent::new(KeyCode::Char(d), KeyModifiers::NONE));
     }
@@ -445,9 +451,9 @@ pub const OTHER_KEYS: &[(&str, &str, &str)] = &[
     (
         "editor",
         "other keys",
-        "edit the text: digits, q, : and / type into it; esc leaves the editor, and then 1-7 switch views",
+        "edit the text: digits, q, : and / type into it; esc leaves the editor, and then 1-8 switch views",
     ),
-    ("editor", "alt-1…7", "leave the editor for that view, as esc then 1-7 does"),
+    ("editor", "alt-1…8", "leave the editor for that view, as esc then 1-8 does"),
     ("input line (: command, / filter or search)", "enter", "run the command, keep the filter, search"),
     ("input line (: command, / filter or search)", "esc", "close it (a filter is cleared)"),
     (
@@ -471,6 +477,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("triage", "failures grouped by class and node"),
     ("editor", "the spec editor"),
     ("audit", "the audit trail: who changed what, from where, the outcome"),
+    ("tenants", "tenants: quota, in use, borrowed, lent, waiting and reclaims per flavor"),
     ("new", "a new spec: :new for a blank one, :new TEMPLATE for an example"),
     ("open", "load a spec file into the editor: :open PATH"),
     ("save", "save the editor's spec: :save PATH"),
@@ -513,7 +520,7 @@ mod tests {
 
     #[test]
     fn digits_type_in_the_editor_and_switch_views_elsewhere() {
-        for d in '1'..='7' {
+        for d in '1'..='8' {
             assert_eq!(dispatch(View::Editor, &key(d)), None, "{d} types into the spec");
             assert!(matches!(dispatch(View::Overview, &key(d)), Some(Intent::Go(_))));
         }

@@ -14,6 +14,8 @@
 //!   [`backend`] writes colours at the depth `--color` chose.
 //! - [`replay`]: `canopy sim --watch`: paces a simulation into the same
 //!   read model, in virtual time.
+//! - [`audit`], [`tenants`]: what the audit and tenants views load from
+//!   the engine, and when.
 //!
 //! The console never talks to providers or the database: the engine
 //! handle is its only source and sink.
@@ -38,6 +40,7 @@ pub mod msg;
 pub mod replay;
 pub mod run;
 pub mod spec_view;
+pub mod tenants;
 pub mod theme;
 pub mod views;
 

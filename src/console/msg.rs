@@ -10,6 +10,7 @@ use crate::engine::handle::{Held, Link};
 use crate::engine::model::{AttemptId, AuditRecord, Batch, EventRecord, Millis, WorkloadId};
 use crate::engine::shell::{FleetStatus, Recent};
 use crate::journal::AuditFilter;
+use crate::server::tenants::TenantsView;
 use ratatui::crossterm::event::KeyEvent;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,6 +40,8 @@ pub enum View {
     Spec,
     /// The engine's events: one workload's or all recent (`E`, `:events`).
     Events,
+    /// Tenants' quotas and usage per flavor (`8`, `:tenants`).
+    Tenants,
     Help,
 }
 
@@ -56,6 +59,7 @@ impl View {
             View::Audit => "audit",
             View::Spec => "spec",
             View::Events => "events",
+            View::Tenants => "tenants",
             View::Help => "help",
         }
     }
@@ -100,6 +104,9 @@ pub enum Msg {
     /// or why the engine would not give them (a viewer's token: the
     /// operator role reads them).
     Audit(Result<Vec<AuditRecord>, String>),
+    /// The tenants [`Effect::LoadTenants`] asked for (`GET /v1/tenants`),
+    /// or why they did not come.
+    Tenants(Box<Result<TenantsView, String>>),
 }
 
 /// What the run loop should do for the app.
@@ -127,6 +134,9 @@ pub enum Effect {
     /// Load the audit records this filter selects ([`Msg::Audit`]
     /// answers): one page, newest first.
     LoadAudit(AuditFilter),
+    /// Load the tenants with their quotas and usage ([`Msg::Tenants`]
+    /// answers).
+    LoadTenants,
     /// Pause, resume or re-pace the replay.
     Replay(ReplayCtl),
     /// Quit; an engine this console started stops with it.

@@ -10,16 +10,20 @@
 //! second; nothing here waits on the engine or on files inside the loop
 //! (those run as tasks that report back as [`Msg`]s). Everything the
 //! console reads comes through the [`EngineHandle`] (logs too), so it works
-//! the same on an engine in this process and on one it attached to.
+//! the same on an engine in this process and on one it attached to; the
+//! tenants view alone reads the engine's API (`GET /v1/tenants`, over the
+//! store's socket or the server it attached to), whose tally it shows.
 
 use super::app::{App, Effect, Msg};
 use super::backend::DepthBackend;
 use super::replay::Replay;
 use super::theme::ColorDepth;
 use super::views;
+use crate::client::Client;
 use crate::console::logs::StreamTail;
 use crate::engine::handle::{EngineHandle, Link, Stream};
 use crate::engine::model::{AttemptId, Millis};
+use crate::server::tenants::TenantsView;
 use futures::StreamExt;
 use ratatui::crossterm::event::{Event, EventStream};
 use std::io::Write;
@@ -108,12 +112,20 @@ impl Signals {
 
 /// Runs the console until the operator quits or the terminal goes away,
 /// reading `engine` (in this process, or a remote one it attached to).
-/// `scratch` holds the spec file `$EDITOR` edits.
-pub async fn run(app: &mut App, engine: EngineHandle, scratch: PathBuf) -> std::io::Result<Exit> {
+/// `api` is the engine's API (its socket or server), which the tenants
+/// view reads (`GET /v1/tenants`): the tenants' usage is the server's
+/// tally. `scratch` holds the spec file `$EDITOR` edits.
+pub async fn run(
+    app: &mut App,
+    engine: EngineHandle,
+    api: Option<Client>,
+    scratch: PathBuf,
+) -> std::io::Result<Exit> {
     let mut signals = Signals::install()?;
     let mut terminal = init(app.config.theme.depth)?;
     install_panic_hook();
-    let r = event_loop(&mut terminal, app, engine, scratch, None, Some(&mut signals)).await;
+    let src = Source { engine, api };
+    let r = event_loop(&mut terminal, app, src, scratch, None, Some(&mut signals)).await;
     if matches!(r, Ok(Exit::Hangup(_))) {
         // Writing to a terminal that hung up fails, and `eprintln!` (which
         // ratatui uses when it cannot restore, and which a panic report
@@ -157,7 +169,8 @@ pub async fn run_replay(
 ) -> std::io::Result<()> {
     let mut terminal = init(app.config.theme.depth)?;
     install_panic_hook();
-    let r = event_loop(&mut terminal, app, engine, scratch, Some(&replay), None).await;
+    let src = Source { engine, api: None };
+    let r = event_loop(&mut terminal, app, src, scratch, Some(&replay), None).await;
     restore();
     match r? {
         // No report to print on a terminal that is gone.
@@ -166,10 +179,17 @@ pub async fn run_replay(
     }
 }
 
+/// Where the console reads from: the engine's handle, and its API where
+/// there is one (not in a replay).
+struct Source {
+    engine: EngineHandle,
+    api: Option<Client>,
+}
+
 async fn event_loop(
     terminal: &mut Term,
     app: &mut App,
-    engine: EngineHandle,
+    src: Source,
     scratch: PathBuf,
     replay: Option<&Replay>,
     signals: Option<&mut Signals>,
@@ -178,6 +198,8 @@ async fn event_loop(
         Some(s) => (Some(&mut s.hangup), Some(&mut s.term)),
         None => (None, None),
     };
+    let Source { engine, api } = src;
+    let api = api.as_ref();
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
     let mut input = EventStream::new();
     let mut updates = engine.subscribe();
@@ -206,7 +228,7 @@ async fn event_loop(
     if replay.is_none() {
         let now = link.borrow_and_update().clone();
         for fx in on_link(app, now, &mut loaded, &engine, &tx) {
-            perform(fx, &engine, &tx, &mut tailer);
+            perform(fx, (&engine, api), &tx, &mut tailer);
         }
     }
     loop {
@@ -239,7 +261,7 @@ async fn event_loop(
                     Ok(()) => {
                         let now = link.borrow_and_update().clone();
                         for fx in on_link(app, now, &mut loaded, &engine, &tx) {
-                            perform(fx, &engine, &tx, &mut tailer);
+                            perform(fx, (&engine, api), &tx, &mut tailer);
                         }
                     }
                     Err(_) => link_open = false,
@@ -255,7 +277,7 @@ async fn event_loop(
                     } else {
                         fetch_recent(&engine, &tx);
                         for fx in app.reload_audit() {
-                            perform(fx, &engine, &tx, &mut tailer);
+                            perform(fx, (&engine, api), &tx, &mut tailer);
                         }
                     }
                     None
@@ -300,7 +322,7 @@ async fn event_loop(
                         app.update(Msg::Tick(clock()));
                     }
                 }
-                other => perform(other, &engine, &tx, &mut tailer),
+                other => perform(other, (&engine, api), &tx, &mut tailer),
             }
         }
         if app.logs.is_none()
@@ -363,7 +385,7 @@ fn fetch_recent(engine: &EngineHandle, tx: &mpsc::UnboundedSender<Msg>) {
 
 fn perform(
     fx: Effect,
-    engine: &EngineHandle,
+    (engine, api): (&EngineHandle, Option<&Client>),
     tx: &mpsc::UnboundedSender<Msg>,
     tailer: &mut Option<JoinHandle<()>>,
 ) {
@@ -409,6 +431,17 @@ fn perform(
         Effect::LoadAudit(filter) => {
             tokio::spawn(async move {
                 let _ = tx2.send(Msg::Audit(engine.audit(filter).await));
+            });
+        }
+        Effect::LoadTenants => {
+            let Some(api) = api.cloned() else {
+                let why = "this console reads no engine API, which the tenants come from".to_string();
+                let _ = tx2.send(Msg::Tenants(Box::new(Err(why))));
+                return;
+            };
+            tokio::spawn(async move {
+                let got = api.get::<TenantsView>("/v1/tenants").await.map_err(|e| e.to_string());
+                let _ = tx2.send(Msg::Tenants(Box::new(got)));
             });
         }
         Effect::Copy(text) => copy_osc52(&text),

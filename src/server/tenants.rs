@@ -7,7 +7,10 @@ use super::auth::{self, Principal};
 use super::authz;
 use super::error::{ApiError, ApiResult};
 use super::{Served, ServerState};
-use crate::engine::model::{AttemptState, Millis, Record, WorkloadState};
+use crate::engine::model::{
+    AttemptRecord, AttemptState, Millis, Record, WorkloadId, WorkloadRecord, WorkloadState,
+};
+use crate::failure::ProviderEnd;
 use crate::journal::WorkloadFilter;
 use crate::tenant::doc::TenancyDoc;
 use crate::tenant::usage::{self, Placed, TenantUsage};
@@ -29,13 +32,23 @@ pub struct TenantsView {
     /// Who set the tables in force (`canopy.toml` or a principal), and when.
     pub set_by: Option<String>,
     pub set_at: Option<Millis>,
+    /// Per owning tenant: its workloads taking capacity back from borrowed
+    /// work now (a victim still stopping, or the owner's work not placed
+    /// since its victims stopped). Owners with none are left out.
+    #[serde(default)]
+    pub reclaims: BTreeMap<String, u64>,
 }
 
 /// Every tenant's usage now: the GPUs and CPU cores of its live attempts
 /// per flavor, and its waiting workloads.
 pub async fn usage_now(s: &ServerState, tenancy: &Tenancy) -> ApiResult<Vec<TenantUsage>> {
+    Ok(now(s, tenancy).await?.0)
+}
+
+/// Every tenant's usage now, and owners' reclaims in flight.
+async fn now(s: &ServerState, tenancy: &Tenancy) -> ApiResult<(Vec<TenantUsage>, BTreeMap<String, u64>)> {
     if tenancy.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Default::default());
     }
     let live = WorkloadFilter {
         states: vec![
@@ -56,10 +69,25 @@ pub async fn usage_now(s: &ServerState, tenancy: &Tenancy) -> ApiResult<Vec<Tena
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let (workloads, attempts) = rows;
     let fleet = s.engine.status().borrow().as_ref().map(|st| st.fleet.clone()).unwrap_or_default();
+    Ok(live_usage(tenancy, &fleet, &workloads, &attempts))
+}
+
+/// Every tenant's usage and owners' reclaims in flight, from the live
+/// workloads and their attempts on `fleet`: what `GET /v1/tenants` answers.
+/// Pure.
+pub fn live_usage(
+    tenancy: &Tenancy,
+    fleet: &crate::fleet::Fleet,
+    workloads: &[WorkloadRecord],
+    attempts: &[AttemptRecord],
+) -> (Vec<TenantUsage>, BTreeMap<String, u64>) {
+    if tenancy.is_empty() {
+        return Default::default();
+    }
     let tenant_of = |t: &Option<String>| t.clone().or_else(|| tenancy.default_tenant.clone());
     let by_id: BTreeMap<_, _> = workloads.iter().map(|w| (w.id, w)).collect();
     let mut waiting: BTreeMap<String, u64> = BTreeMap::new();
-    for w in &workloads {
+    for w in workloads {
         if w.state == WorkloadState::Queued
             && let Some(t) = tenant_of(&w.tenant)
         {
@@ -91,13 +119,43 @@ pub async fn usage_now(s: &ServerState, tenancy: &Tenancy) -> ApiResult<Vec<Tena
         .iter()
         .map(|(t, prov, pool, amount)| Placed { tenant: t, provider: prov, pool, amount: *amount })
         .collect();
-    let used = usage::tally(tenancy, &fleet, &placed);
-    Ok(usage::report(tenancy, &used, &waiting))
+    let used = usage::tally(tenancy, fleet, &placed);
+    (usage::report(tenancy, &used, &waiting), reclaims(workloads, attempts))
+}
+
+/// Owners' reclaims in flight, per owning tenant, from the durable stops
+/// of live workloads' attempts: an owner's workload counts while a victim
+/// it stopped is still stopping, or while it waits unplaced since one
+/// stopped (the core holds the reclaim until the owner's work is placed).
+pub fn reclaims(workloads: &[WorkloadRecord], attempts: &[AttemptRecord]) -> BTreeMap<String, u64> {
+    let state: BTreeMap<_, _> = workloads.iter().map(|w| (w.id, w.state)).collect();
+    // When each workload's newest attempt was placed.
+    let mut placed: BTreeMap<WorkloadId, Millis> = BTreeMap::new();
+    for a in attempts {
+        let e = placed.entry(a.id.workload).or_insert(a.placed_at);
+        *e = (*e).max(a.placed_at);
+    }
+    let mut owners: BTreeMap<WorkloadId, &str> = BTreeMap::new();
+    for a in attempts {
+        let Some(ProviderEnd::OwnerReclaim { owner, for_workload, .. }) = &a.stop else { continue };
+        let w = WorkloadId(*for_workload);
+        let stopping = a.ended_at.is_none();
+        let unplaced = state.get(&w) == Some(&WorkloadState::Queued)
+            && a.ended_at.is_some_and(|end| placed.get(&w).is_none_or(|p| *p < end));
+        if stopping || unplaced {
+            owners.insert(w, owner);
+        }
+    }
+    let mut out = BTreeMap::new();
+    for owner in owners.into_values() {
+        *out.entry(owner.to_string()).or_default() += 1;
+    }
+    out
 }
 
 async fn view(s: &ServerState) -> ApiResult<TenantsView> {
     let tenancy = s.tenancy();
-    let tenants = usage_now(s, &tenancy).await?;
+    let (tenants, reclaims) = now(s, &tenancy).await?;
     let row = s.read(|j| j.tenancy()).await.map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(TenantsView {
         configured: !tenancy.is_empty(),
@@ -105,6 +163,7 @@ async fn view(s: &ServerState) -> ApiResult<TenantsView> {
         tenants,
         set_by: row.as_ref().map(|r| r.set_by.clone()),
         set_at: row.map(|r| r.set_at),
+        reclaims,
     })
 }
 

@@ -128,6 +128,7 @@ impl App {
             "triage" => self.on_intent(Intent::Go(View::Triage)),
             "editor" => self.on_intent(Intent::Go(View::Editor)),
             "audit" => self.on_intent(Intent::Go(View::Audit)),
+            "tenants" => self.on_intent(Intent::Go(View::Tenants)),
             "quit" => self.on_intent(Intent::Quit),
             "faults" => self.on_intent(Intent::Faults),
             "new" => {

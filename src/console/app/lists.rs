@@ -93,6 +93,7 @@ impl App {
             View::Nodes => self.derived.nodes.len(),
             View::Capacity => self.model.fleet().map_or(0, |f| f.pools.len()),
             View::Audit => self.derived.audit.len(),
+            View::Tenants => self.tenants.rows.len(),
             View::Overview => self.derived.overview.broken.len(),
             _ => 0,
         }

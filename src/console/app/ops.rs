@@ -1,5 +1,6 @@
 //! What the app opens and asks for on the operator's behalf: a workload's
-//! detail, logs (any attempt), spec and events; the audit trail's loads;
+//! detail, logs (any attempt), spec and events; the audit trail's and
+//! the tenants' loads;
 //! and the operations on the selected workload or node, including the
 //! bulk acknowledgement over a filter. Every change goes through the
 //! action layer ([`action::request`]): read-only, confirmation and the
@@ -11,6 +12,7 @@ use crate::console::audit::AuditLoad;
 use crate::console::detail::Detail;
 use crate::console::logs::Logs;
 use crate::console::msg::{Effect, View};
+use crate::console::tenants::TenantsLoad;
 use crate::engine::model::WorkloadId;
 
 impl App {
@@ -25,6 +27,25 @@ impl App {
         }
         let filter = self.filter(View::Audit).to_string();
         self.audit.enter(&filter)
+    }
+
+    /// Entering the tenants view: the tenants now (a replay has none).
+    pub(super) fn enter_tenants(&mut self) -> Vec<Effect> {
+        if self.replay.is_some() {
+            self.tenants.load =
+                TenantsLoad::Failed("a replay shows no tenants: the simulator reports them itself".into());
+            return Vec::new();
+        }
+        self.tenants.enter(self.now)
+    }
+
+    /// Loads the tenants again (their tables changed, or the link came
+    /// back); not in a replay.
+    pub(super) fn reload_tenants(&mut self) -> Vec<Effect> {
+        if self.replay.is_some() {
+            return Vec::new();
+        }
+        self.tenants.reload(self.now)
     }
 
     /// Loads the audit trail again if the audit view loaded it (or tried):

@@ -21,6 +21,23 @@ impl App {
                 let filter = self.filter(View::Audit).to_string();
                 self.audit.answered(result, &mut self.model, &filter)
             }
+            Msg::Tenants(result) => {
+                let fx = self.tenants.answered(*result, self.now);
+                // The cursor stays on a row.
+                let last = self.tenants.rows.len().saturating_sub(1);
+                self.selected.insert(View::Tenants, self.sel(View::Tenants).min(last));
+                fx
+            }
+            Msg::Records(r) => self.records(&r),
+            Msg::Tick(now) => {
+                self.tick(now);
+                // A shown tenants view keeps its numbers fresh.
+                if self.view == View::Tenants && self.replay.is_none() {
+                    self.tenants.due(now)
+                } else {
+                    Vec::new()
+                }
+            }
             other => {
                 self.take(other);
                 Vec::new()
@@ -39,7 +56,6 @@ impl App {
     fn take(&mut self, msg: Msg) {
         match msg {
             Msg::Paste(s) => self.paste(&s),
-            Msg::Records(r) => self.records(&r),
             Msg::Status(s) => {
                 let first = self.model.status.is_none();
                 self.model.set_status(s);
@@ -71,11 +87,16 @@ impl App {
                 self.refresh_editor();
             }
             Msg::Edited(Err(e)) => self.flash_error(format!("$EDITOR: {e}")),
-            Msg::Tick(now) => self.tick(now),
             Msg::Replay(r) => self.replayed(r),
             Msg::Resize(w, h) => self.size = (w, h),
             // `update` handles those that may ask for effects.
-            Msg::Key(_) | Msg::Workload(..) | Msg::Link(_) | Msg::Audit(_) => {}
+            Msg::Key(_)
+            | Msg::Workload(..)
+            | Msg::Link(_)
+            | Msg::Audit(_)
+            | Msg::Tenants(_)
+            | Msg::Records(_)
+            | Msg::Tick(_) => {}
         }
     }
 
@@ -88,7 +109,9 @@ impl App {
         }
     }
 
-    fn records(&mut self, r: &Batch) {
+    /// A batch of records; when it changed the tenant tables (an admin's
+    /// `tenants-set`), the tenants are loaded again.
+    fn records(&mut self, r: &Batch) -> Vec<Effect> {
         self.model.apply(&r.records);
         self.events.records(&r.records);
         if let Some(id) = self.detail.id {
@@ -97,6 +120,8 @@ impl App {
                 _ => None,
             }));
         }
+        let tables = r.records.iter().any(|x| matches!(x, Record::Audit(a) if a.action == "tenants-set"));
+        if tables { self.reload_tenants() } else { Vec::new() }
     }
 
     fn older(&mut self, r: Result<Recent, String>) {
@@ -185,8 +210,15 @@ impl App {
                 }
                 // A reconnection or a resync: what the audit view
                 // loaded may have missed records, so load it again.
+                let first = self.link_reloads.is_none();
                 let changed = self.link_reloads.replace(reloads).is_some_and(|r| r != reloads);
-                if changed { self.reload_audit() } else { Vec::new() }
+                let mut fx = if changed { self.reload_audit() } else { Vec::new() };
+                // At the start (whether tenants are configured decides the
+                // tab), and after a reconnection.
+                if first || changed {
+                    fx.extend(self.reload_tenants());
+                }
+                fx
             }
         }
     }

@@ -12,6 +12,7 @@ mod logs;
 mod nodes;
 mod overview;
 mod spec;
+mod tenants;
 mod triage;
 mod workloads;
 
@@ -24,7 +25,8 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-const TABS: [(View, &str); 7] = [
+/// The tabs; `8 tenants` only where tenants are configured.
+const TABS: [(View, &str); 8] = [
     (View::Overview, "1 overview"),
     (View::Capacity, "2 capacity"),
     (View::Nodes, "3 nodes"),
@@ -32,6 +34,7 @@ const TABS: [(View, &str); 7] = [
     (View::Triage, "5 triage"),
     (View::Editor, "6 editor"),
     (View::Audit, "7 audit"),
+    (View::Tenants, "8 tenants"),
 ];
 
 /// Draws the whole console.
@@ -56,6 +59,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         View::Audit => audit::draw(f, app, body),
         View::Spec => spec::draw(f, app, body),
         View::Events => events::draw(f, app, body),
+        View::Tenants => tenants::draw(f, app, body),
         View::Help => help::draw(f, app, body),
     }
     footer(f, app, bottom);
@@ -106,7 +110,8 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
 /// only the current tab's name, the others' numbers.
 fn tabs(app: &App, narrow: bool, t: &Theme) -> Vec<Span<'static>> {
     let mut spans = vec![Span::styled(if narrow { "canopy" } else { "canopy " }, t.header)];
-    for (v, label) in TABS {
+    let tenants = app.tenants.configured() || app.view == View::Tenants;
+    for (v, label) in TABS.into_iter().filter(|(v, _)| *v != View::Tenants || tenants) {
         let current = v == app.view
             || (v == View::Workloads
                 && matches!(app.view, View::Detail | View::Logs | View::Spec | View::Events));
@@ -224,6 +229,7 @@ fn hints(v: View, replay: bool) -> &'static str {
         View::Spec => "j/k pgup/pgdn g/G scroll  e edit a copy and submit  y copy id  esc back",
         View::Events => "j/k select  enter its workload  / filter (kind=retry w-17 text)  esc back",
         View::Audit => "enter open target  / filter (outcome=denied)  y copy  ? help  esc back",
+        View::Tenants => "j/k select  enter its workloads  ? help  esc back",
         View::Help => "j/k pgup/pgdn scroll  g/G top/bottom  esc close",
         _ => "1-7 views  : command  / filter  ? help  q quit",
     }

@@ -1,13 +1,16 @@
 //! Workloads: id, name, state, attempt, pool, GPUs, age, cost; sorted (the
 //! sorted column's header carries ▼ or ▲), filtered, faults-only. Names
 //! and pools that do not fit are shortened in the middle; numbers never
-//! are. Draws only the visible window of rows.
+//! are. With tenants (any workload held has one) a TENANT column follows
+//! the name; without, the table is as it always was. Draws only the
+//! visible window of rows.
 
 use super::{age, block, constraints, marker, state_span, window};
 use crate::console::app::{App, COLUMNS, View};
 use crate::console::fit::{self, Col, distinct};
 use crate::console::model::WorkloadRow;
 use crate::engine::model::WorkloadId;
+use crate::text::sanitize;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::Span;
@@ -62,11 +65,12 @@ pub(crate) fn table<'a>(
         })
         .collect();
     let hw = |i: usize| fit::width(&headers[i]);
+    let tenants = app.derived.tenant_column;
     // Ids as wide as the newest one; costs as the widest shown.
     let id_w = app.model.workloads.keys().next_back().map_or(0, |id| fit::width(&id.to_string()));
     let cost_w = visible.iter().map(|w| cost(w).len()).max().unwrap_or(0);
     let names = &app.derived.workload_widths;
-    let cols = [
+    let mut cols = vec![
         Col::fixed(1),
         Col::fixed(id_w.max(hw(0))),
         Col::shrink(names.name.max(hw(1)), 16, 8).slack(),
@@ -77,24 +81,37 @@ pub(crate) fn table<'a>(
         Col::fixed(4.max(hw(6))),
         Col::fixed(cost_w.max(hw(7))),
     ];
+    if tenants {
+        cols.insert(TENANT, Col::shrink(names.tenant.max(TENANT_HEADER.len()), 10, 6));
+    }
     let w = fit::widths(&cols, usize::from(area.width.saturating_sub(2)), 1);
     // Names on screen stay told apart from each other.
     let shown_names: Vec<&str> = visible.iter().map(|w| w.rec.name.as_str()).collect();
     let shown_pools: Vec<&str> =
         visible.iter().filter_map(|w| w.last_attempt()).map(|a| a.pool.as_str()).collect();
-    let among = (shown_names.as_slice(), shown_pools.as_slice());
+    let shown_tenants: Vec<&str> = visible.iter().filter_map(|w| w.rec.tenant.as_deref()).collect();
+    let among = (shown_names.as_slice(), shown_pools.as_slice(), shown_tenants.as_slice());
     let rows = visible.iter().enumerate().map(|(k, wl)| {
         let selected = start + k == sel;
         let r = row(app, wl, selected, &w, among);
         if selected { r.style(t.selected) } else { r }
     });
     let mut header = vec![String::new()];
-    header.extend(headers.iter().enumerate().map(|(i, h)| fit::end(h, w[i + 1]).into_owned()));
+    header.extend(headers);
+    if tenants {
+        header.insert(TENANT, TENANT_HEADER.to_string());
+    }
+    let header: Vec<String> =
+        header.iter().enumerate().map(|(i, h)| fit::end(h, w[i]).into_owned()).collect();
     Table::new(rows.collect::<Vec<_>>(), constraints(&w))
         .header(Row::new(fit::shown(header, &w)).style(t.header))
         .column_spacing(1)
         .block(block(title, t))
 }
+
+/// Where the TENANT column goes (after NAME, counting the marker).
+const TENANT: usize = 3;
+const TENANT_HEADER: &str = "TENANT";
 
 fn cost(w: &WorkloadRow) -> String {
     format!("${:.2}", w.rec.cost_usd)
@@ -105,7 +122,7 @@ fn row<'a>(
     w: &'a WorkloadRow,
     selected: bool,
     widths: &[usize],
-    (names, pools): (&[&str], &[&str]),
+    (names, pools, tenants): (&[&str], &[&str], &[&str]),
 ) -> Row<'a> {
     let t = &app.config.theme;
     let a = w.last_attempt();
@@ -113,16 +130,26 @@ fn row<'a>(
     if !w.rec.state.is_final() && w.is_fault() {
         state = Span::styled(format!("{} ↻", state.content), t.warn);
     }
-    let cells = [
+    // With a TENANT column, the columns after NAME are one further on.
+    let with_tenant = app.derived.tenant_column;
+    let pool_w = widths[if with_tenant { 6 } else { 5 }];
+    let mut cells = vec![
         Cell::from(marker(selected)),
         Cell::from(w.rec.id.to_string()),
         Cell::from(distinct(&w.rec.name, names, widths[2]).into_owned()),
         Cell::from(state),
         Cell::from(w.rec.attempts.to_string()),
-        Cell::from(a.map_or("-".to_string(), |a| distinct(&a.pool, pools, widths[5]).into_owned())),
+        Cell::from(a.map_or("-".to_string(), |a| distinct(&a.pool, pools, pool_w).into_owned())),
         Cell::from(w.rec.spec.resources.gpus.to_string()),
         Cell::from(age(app.now, w.rec.submitted_at)),
         Cell::from(cost(w)),
     ];
+    if with_tenant {
+        let tenant = w.rec.tenant.as_deref().map_or_else(
+            || "-".to_string(),
+            |t| distinct(&sanitize(t), tenants, widths[TENANT]).into_owned(),
+        );
+        cells.insert(TENANT, Cell::from(tenant));
+    }
     Row::new(fit::shown(cells, widths))
 }
