@@ -176,7 +176,8 @@ impl Core {
             nodes: if node_names.len() > 1 { node_names.clone() } else { Vec::new() },
             checkpoint: None,
         });
-        self.live_ids.insert(id);
+        let due = e.spec.expected_runtime.map(|d| now.plus_secs(d.0.as_secs_f64()));
+        self.live_ids.insert(id, Some(c.pool_idx), due);
         e.live = Some(Live {
             idx: e.attempts.len() - 1,
             nodes: nodes.clone(),
@@ -373,7 +374,11 @@ impl Core {
                     if let Some(l) = e.live.as_mut() {
                         l.acked = true;
                     }
+                    let due = e.spec.expected_runtime.map(|d| now.plus_secs(d.0.as_secs_f64()));
                     let msg = format!("running on {}", att.node);
+                    if let Some(due) = due {
+                        self.live_ids.set_due(a.workload, due);
+                    }
                     self.save_attempt(a.workload, idx);
                     self.save_workload(a.workload, now);
                     self.event(now, a.workload, Some(a), EventKind::Running, msg);
@@ -585,7 +590,7 @@ impl Core {
             return;
         }
         // `a` is the live attempt (just checked): it stops being live here.
-        self.live_ids.remove(&a.workload);
+        self.live_ids.remove(a.workload);
         let Some((e, idx)) = self.live_mut(a) else { return };
         let Some(live) = e.live.take() else { return };
         let att = &mut e.attempts[idx];

@@ -21,6 +21,7 @@ mod counts;
 mod exclusion;
 mod hold;
 mod inventory;
+mod live_set;
 mod patience;
 mod policy;
 mod queue;
@@ -351,6 +352,16 @@ impl Entry {
         }
     }
 
+    /// When its live attempt is expected to end: its start (its placement,
+    /// until it starts) plus its spec's `expected_runtime`. Work past its
+    /// estimate is still filed at it; readers skip what is past.
+    fn expected_end(&self) -> Option<Millis> {
+        let live = self.live.as_ref()?;
+        let d = self.spec.expected_runtime?;
+        let att = self.attempts.get(live.idx)?;
+        Some(att.started_at.unwrap_or(att.placed_at).plus_secs(d.0.as_secs_f64()))
+    }
+
     /// The request class for capacity-aware unblocking: the shape, unless
     /// this workload's own exclusions set it apart.
     fn class(&self, id: WorkloadId) -> (u64, u64) {
@@ -417,7 +428,7 @@ pub struct Core {
     hold: Option<hold::Hold>,
     /// Workloads with a live attempt: what the shell polls, without a scan
     /// of every queued workload.
-    live_ids: BTreeSet<WorkloadId>,
+    live_ids: live_set::LiveSet,
     /// Operators' standing cordons and drains, by node (journalled).
     intents: BTreeMap<String, NodeIntent>,
     keys: HashMap<String, WorkloadId>,
@@ -468,6 +479,8 @@ pub struct Core {
     /// cannot run *now* from work that never could; rebuilt when the
     /// fleet's shape changes.
     ideal: Option<Snapshot>,
+    /// [`Core::ideal`] with one node per pool (`patience.rs`).
+    ideal_per_pool: Option<Snapshot>,
     /// When waiting work's patience runs out ([`Patience`]), soonest first.
     patient: BTreeSet<(Millis, WorkloadId)>,
     /// Nodes that count as full after refusing a launch (`refused.rs`).
@@ -491,7 +504,7 @@ impl Core {
             fleet,
             snapshot: None,
             entries: BTreeMap::new(),
-            live_ids: BTreeSet::new(),
+            live_ids: live_set::LiveSet::default(),
             intents: BTreeMap::new(),
             keys: HashMap::new(),
             queue: Queue::default(),
@@ -513,6 +526,7 @@ impl Core {
             unknown: BTreeMap::new(),
             expiries: BTreeSet::new(),
             ideal: None,
+            ideal_per_pool: None,
             patient: BTreeSet::new(),
             beliefs: refused::Beliefs::default(),
             tenancy: crate::tenant::Tenancy::default(),
@@ -806,9 +820,17 @@ impl Core {
         }
         let live: BTreeSet<WorkloadId> =
             self.entries.iter().filter(|(_, e)| e.live.is_some()).map(|(id, _)| *id).collect();
-        if live != self.live_ids {
-            let missing: Vec<_> = live.symmetric_difference(&self.live_ids).take(3).collect();
+        if &live != self.live_ids.ids() {
+            let missing: Vec<_> = live.symmetric_difference(self.live_ids.ids()).take(3).collect();
             return Err(format!("live-attempt index differs from a scan: {missing:?}"));
+        }
+        let due: BTreeMap<WorkloadId, (crate::fleet::PoolIdx, Millis)> = self
+            .entries
+            .iter()
+            .filter_map(|(id, e)| Some((*id, (self.live_pool(e)?, e.expected_end()?))))
+            .collect();
+        if due != self.live_ids.filed() {
+            return Err("live attempts' expected ends differ from a scan".into());
         }
         let scan: BTreeSet<(Millis, WorkloadId)> =
             self.entries.iter().filter_map(|(id, e)| self.attempt_deadline(e).map(|t| (t, *id))).collect();
@@ -1181,7 +1203,7 @@ impl Core {
         };
         self.save_workload(id, now);
         self.event(now, id, None, kind, reason);
-        self.live_ids.remove(&id);
+        self.live_ids.remove(id);
         self.release_hold(id);
         if let Some(e) = self.entries.remove(&id)
             && let Some(k) = e.rec.idempotency_key
@@ -1306,6 +1328,13 @@ impl Core {
         for id in wake {
             self.queue.unblock(id);
         }
+    }
+
+    /// The pool of `e`'s live attempt (of its first node the fleet still
+    /// lists).
+    fn live_pool(&self, e: &Entry) -> Option<crate::fleet::PoolIdx> {
+        let live = e.live.as_ref()?;
+        live.nodes.iter().find_map(|n| self.fleet.nodes.get(n.0 as usize)).map(|n| n.pool)
     }
 
     /// Every blocked workload is ready again (groups woken, to be checked

@@ -10,7 +10,8 @@
 
 use super::Core;
 use crate::engine::model::{EventKind, Millis, WorkloadId, WorkloadState};
-use crate::fleet::{Free, NodeState, PoolIdx};
+use crate::fleet::{Fleet, Free, Node, NodeState, PoolIdx};
+use crate::health::HealthView;
 use crate::schedule::{Candidate, Decision, Policy, Requirements, Snapshot, Weights, place};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -88,11 +89,17 @@ impl Core {
 
     /// The cheapest price (per unit of work when `per_work`: the hourly
     /// share over the GPUs' relative throughput), at most `max_price`, of a
-    /// placement for `req` on capacity that is reliable (or interruptible, when the work
-    /// `checkpoints`) and due to have room within `within_s`: a ready node,
-    /// neither excluded nor quarantined, whose free room plus what the
-    /// live attempts on it expect to release by then fits the request
-    /// (for a gang, enough such nodes in one pool).
+    /// placement for `req` on capacity that is reliable (or interruptible,
+    /// when the work `checkpoints`) and due to have room within `within_s`:
+    /// a ready node, neither excluded nor quarantined, whose free room plus
+    /// what the live attempts on it expect to release by then fits the
+    /// request (for a gang, enough such nodes in one pool).
+    ///
+    /// The work is bounded by what it looks at, not by the fleet: the
+    /// pools that could host the request come from one node per pool
+    /// (every node of a pool has its price), and the pools are tried
+    /// cheapest first, each reading only its own live attempts due by
+    /// then, until one has room.
     fn cheapest_due(
         &mut self,
         req: &Requirements,
@@ -102,6 +109,63 @@ impl Core {
         now: Millis,
         within_s: f64,
     ) -> Option<Candidate> {
+        let mut pools: Vec<Candidate> = self
+            .pool_prices(req, per_work)
+            .into_iter()
+            .filter(|c| {
+                c.priced_hourly() <= max_price && (checkpoints || !self.fleet.pool(c.pool_idx).interruptible)
+            })
+            .collect();
+        // Equal prices: the first pool, so the reason reads the same every run.
+        pools.sort_by(|a, b| {
+            a.priced_hourly().total_cmp(&b.priced_hourly()).then(a.pool_idx.cmp(&b.pool_idx))
+        });
+        let by = now.plus_secs(within_s);
+        let need = req.nodes.max(1);
+        let snap = self.snapshot.as_ref();
+        for c in pools {
+            // What live attempts on this pool's nodes expect to release in
+            // time (work past its estimate is not counted on).
+            let mut room: HashMap<usize, Free> = HashMap::new();
+            let mut fitting = 0;
+            for id in self.live_ids.due_in(c.pool_idx, now, by) {
+                self.counts.patience_live_scanned += 1;
+                let Some(live) = self.entries.get(&id).and_then(|e| e.live.as_ref()) else { continue };
+                for n in &live.nodes {
+                    let i = n.0 as usize;
+                    let Some(node) = self.fleet.nodes.get(i) else { continue };
+                    let fitted = room.get(&i).is_some_and(|free| fits(req, free));
+                    let r = room.entry(i).or_insert(node.free);
+                    r.gpus += live.alloc.gpus;
+                    r.cpu_cores += live.alloc.cpu_cores;
+                    r.memory_gb += live.alloc.memory_gb;
+                    r.disk_gb += live.alloc.disk_gb;
+                    if fitted || !fits(req, r) {
+                        continue;
+                    }
+                    let quarantined = snap
+                        .and_then(|s| s.node_health(crate::fleet::NodeIdx(i as u32)))
+                        .is_some_and(|h| h.quarantined);
+                    if node.state == NodeState::Ready
+                        && !quarantined
+                        && !req.exclude_nodes.contains(&node.name)
+                    {
+                        fitting += 1;
+                    }
+                }
+                if fitting >= need {
+                    return Some(c);
+                }
+            }
+        }
+        None
+    }
+
+    /// One candidate per pool that could ever host `req` (every node ready
+    /// and empty), with its price there. A gang is placed on the whole
+    /// ideal fleet (it needs several nodes of a pool, perhaps on one
+    /// switch); other work on one node per pool.
+    fn pool_prices(&mut self, req: &Requirements, per_work: bool) -> Vec<Candidate> {
         let policy = Policy {
             weights: Weights {
                 cost: 1.0,
@@ -117,95 +181,79 @@ impl Core {
             per_work,
             ..Policy::default()
         };
-        // Pools that could host it at all, with its price there.
-        let Decision::Placed(p) = place(req, self.ideal(), &policy) else { return None };
+        // Excluded nodes are checked on the nodes due to free; the one node
+        // a pool is represented by must not rule out its pool.
+        let plain;
+        let (req, ideal) = if req.nodes > 1 {
+            (req, self.ideal())
+        } else {
+            plain = Requirements { exclude_nodes: Vec::new(), ..req.clone() };
+            (&plain, self.ideal_per_pool())
+        };
+        let Decision::Placed(p) = place(req, ideal, &policy) else { return Vec::new() };
         let mut pools: HashMap<PoolIdx, Candidate> = HashMap::new();
         for c in p.candidates {
-            let pool = self.fleet.pool(c.pool_idx);
-            if c.priced_hourly() <= max_price && (checkpoints || !pool.interruptible) {
-                match pools.entry(c.pool_idx) {
-                    Entry::Occupied(mut o) if c.priced_hourly() < o.get().priced_hourly() => {
-                        o.insert(c);
-                    }
-                    Entry::Occupied(_) => {}
-                    Entry::Vacant(v) => {
-                        v.insert(c);
-                    }
+            match pools.entry(c.pool_idx) {
+                Entry::Occupied(mut o) if c.priced_hourly() < o.get().priced_hourly() => {
+                    o.insert(c);
+                }
+                Entry::Occupied(_) => {}
+                Entry::Vacant(v) => {
+                    v.insert(c);
                 }
             }
         }
-        if pools.is_empty() {
-            return None;
-        }
-        // What live attempts on those pools' nodes expect to release in time.
-        let by = now.plus_secs(within_s);
-        let mut room: HashMap<usize, Free> = HashMap::new();
-        self.counts.patience_live_scanned += self.live_ids.len() as u64;
-        for id in &self.live_ids {
-            let Some(e) = self.entries.get(id) else { continue };
-            let (Some(live), Some(d)) = (e.live.as_ref(), e.spec.expected_runtime) else { continue };
-            let att = &e.attempts[live.idx];
-            let end = att.started_at.unwrap_or(att.placed_at).plus_secs(d.0.as_secs_f64());
-            // Work past its estimate is not counted on.
-            if end <= now || end > by {
-                continue;
-            }
-            for n in &live.nodes {
-                let Some(node) = self.fleet.nodes.get(n.0 as usize) else { continue };
-                if !pools.contains_key(&node.pool) {
-                    continue;
-                }
-                let r = room.entry(n.0 as usize).or_insert(node.free);
-                r.gpus += live.alloc.gpus;
-                r.cpu_cores += live.alloc.cpu_cores;
-                r.memory_gb += live.alloc.memory_gb;
-                r.disk_gb += live.alloc.disk_gb;
-            }
-        }
-        let snap = self.snapshot.as_ref();
-        let mut fits: HashMap<PoolIdx, u32> = HashMap::new();
-        for (&i, free) in &room {
-            let node = &self.fleet.nodes[i];
-            let quarantined = snap
-                .and_then(|s| s.node_health(crate::fleet::NodeIdx(i as u32)))
-                .is_some_and(|h| h.quarantined);
-            if node.state != NodeState::Ready || quarantined || req.exclude_nodes.contains(&node.name) {
-                continue;
-            }
-            let ok = free.gpus >= req.gpus
-                && free.cpu_cores + 1e-9 >= req.cpu_cores
-                && free.memory_gb + 1e-9 >= req.memory_gb
-                && free.disk_gb + 1e-9 >= req.disk_gb;
-            if ok {
-                *fits.entry(node.pool).or_default() += 1;
-            }
-        }
-        fits.into_iter()
-            .filter(|(_, n)| *n >= req.nodes.max(1))
-            .filter_map(|(p, _)| pools.remove(&p))
-            // Equal prices: the first pool, so the reason reads the same every run.
-            .min_by(|a, b| a.priced_hourly().total_cmp(&b.priced_hourly()).then(a.pool_idx.cmp(&b.pool_idx)))
+        pools.into_values().collect()
     }
 
     /// The fleet as if every node were ready and empty: what could ever
     /// host a request, and at what price.
     pub(super) fn ideal(&mut self) -> &Snapshot {
         self.ideal.get_or_insert_with(|| {
-            let mut fleet = self.fleet.clone();
-            for n in &mut fleet.nodes {
-                let s = &fleet.pools[n.pool.0 as usize].shape;
-                n.state = NodeState::Ready;
-                n.free = Free {
-                    gpus: s.gpus_per_node,
-                    cpu_cores: s.cpu_cores,
-                    memory_gb: s.memory_gb,
-                    disk_gb: s.disk_gb,
-                };
-                n.canopy_gpus = 0;
-            }
-            Snapshot::new(&fleet, &crate::health::HealthView::default())
+            Snapshot::new(&ideal_fleet(&self.fleet, usize::MAX), &HealthView::default())
         })
     }
+
+    /// [`Core::ideal`] with only the first node of each pool: the pools
+    /// that could ever host single-node work, and their prices, in time
+    /// that grows with the pools rather than the nodes.
+    fn ideal_per_pool(&mut self) -> &Snapshot {
+        self.ideal_per_pool
+            .get_or_insert_with(|| Snapshot::new(&ideal_fleet(&self.fleet, 1), &HealthView::default()))
+    }
+}
+
+/// Whether `free` holds `req`'s resources (per node).
+fn fits(req: &Requirements, free: &Free) -> bool {
+    free.gpus >= req.gpus
+        && free.cpu_cores + 1e-9 >= req.cpu_cores
+        && free.memory_gb + 1e-9 >= req.memory_gb
+        && free.disk_gb + 1e-9 >= req.disk_gb
+}
+
+/// `fleet` with at most `per_pool` nodes of each pool (its first), every
+/// one ready and empty.
+fn ideal_fleet(fleet: &Fleet, per_pool: usize) -> Fleet {
+    let mut out = fleet.clone();
+    out.nodes.clear();
+    for pool in &mut out.pools {
+        let s = &pool.shape;
+        let start = out.nodes.len() as u32;
+        let keep = pool.nodes.clone().take(per_pool);
+        out.nodes.extend(keep.filter_map(|i| fleet.nodes.get(i as usize)).map(|n| Node {
+            state: NodeState::Ready,
+            free: Free {
+                gpus: s.gpus_per_node,
+                cpu_cores: s.cpu_cores,
+                memory_gb: s.memory_gb,
+                disk_gb: s.disk_gb,
+            },
+            canopy_gpus: 0,
+            ..n.clone()
+        }));
+        pool.nodes = start..out.nodes.len() as u32;
+    }
+    out
 }
 
 /// "$16.00/h", or per unit of work "$16.00/h (×4.5 a V100: $3.56 per V100-hour)".

@@ -117,7 +117,7 @@ impl Core {
         e.rec.state = WorkloadState::Queued;
         e.rec.not_before = None;
         e.rec.reason = Some(format!("launch refused for capacity on {label}; waits for capacity"));
-        self.live_ids.remove(&a.workload);
+        self.live_ids.remove(a.workload);
         for n in &live.nodes {
             self.allocate(*n, live.alloc, -1);
         }

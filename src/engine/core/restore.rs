@@ -110,7 +110,6 @@ impl Core {
                 for n in nodes.iter().flatten() {
                     self.allocate(*n, alloc, 1);
                 }
-                self.live_ids.insert(id);
                 entry.live = Some(Live {
                     idx,
                     nodes: nodes.iter().map(|n| n.unwrap_or(crate::fleet::NodeIdx(u32::MAX))).collect(),
@@ -148,6 +147,10 @@ impl Core {
                     Some(t) if t > now => self.queue.push_backoff(t, entry.rec.priority, id),
                     _ => self.queue.push_ready(entry.rec.priority, id),
                 }
+            }
+            if entry.live.is_some() {
+                let (pool, due) = (self.live_pool(&entry), entry.expected_end());
+                self.live_ids.insert(id, pool, due);
             }
             self.entries.insert(id, entry);
             self.touched.push(id);
