@@ -179,19 +179,13 @@ impl Setup {
 /// The owner's promise in these tests.
 const PROMISE_S: u64 = 20;
 
-/// A store whose canopy.toml makes the local pool team-a's (promise
-/// [`PROMISE_S`]), team-b borrowing from it; and the node's CPU cores.
-fn setup() -> Setup {
-    let tmp = tempfile::tempdir().unwrap();
-    let (store, scratch) = (tmp.path().join("home"), tmp.path().join("scratch"));
-    for d in [&store, &scratch] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    let toml = format!(
-        r#"include_demo_fleet = false
-default_tenant = "team-a"
-
-[[flavor]]
+/// The tenant and flavor tables: the local pool is team-a's (promise
+/// [`PROMISE_S`]); team-b has no quota of its own and may borrow
+/// `b_borrowing` cores of it (`None`: whatever the cohort lends).
+fn tables(b_borrowing: Option<u32>) -> String {
+    let b = b_borrowing.map_or("0".to_string(), |n| format!("{{ nominal = 0, borrowing_limit = {n} }}"));
+    format!(
+        r#"[[flavor]]
 name = "host"
 providers = ["local"]
 
@@ -207,9 +201,23 @@ cpu_cores = 1000
 name = "team-b"
 cohort = "lab"
 [tenant.quota.host]
-cpu_cores = 0
+cpu_cores = {b}
 "#
-    );
+    )
+}
+
+/// A store whose canopy.toml holds [`tables`], and the node's CPU cores.
+fn setup() -> Setup {
+    setup_with(None)
+}
+
+fn setup_with(b_borrowing: Option<u32>) -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, scratch) = (tmp.path().join("home"), tmp.path().join("scratch"));
+    for d in [&store, &scratch] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let toml = format!("include_demo_fleet = false\ndefault_tenant = \"team-a\"\n\n{}", tables(b_borrowing));
     std::fs::write(store.join("canopy.toml"), toml).unwrap();
     let cli = Cli { store: store.clone() };
     let fleet: serde_json::Value = serde_json::from_str(&cli.ok(&["fleet", "--nodes", "--json"])).unwrap();
@@ -319,6 +327,14 @@ fn an_owner_takes_its_pool_back_and_the_borrowed_work_resumes_from_its_checkpoin
     let said = events(&cli, borrower);
     assert!(said.contains("reclaimed for team-a") && said.contains("least costly way to free"), "{said}");
     assert!(!said.contains("drained"), "a reclaim is not a drain: {said}");
+    // Placed again at once, never spending one of its attempts (a stop
+    // before 10 minutes of run is free of `max_attempts`, not of
+    // `infra_retries`: the rule for stops that are not its fault).
+    let retry = said.lines().find(|l| l.contains("retry [")).unwrap_or_default();
+    assert!(
+        retry.contains("stopped for the owner of its capacity") && !retry.contains("spending attempt"),
+        "{said}"
+    );
     assert_ne!(w.state, WorkloadState::Failed, "{w:?}");
 
     // The owner's work starts within its promise; the borrower waits.
@@ -415,5 +431,46 @@ fn a_reclaim_cut_by_an_engine_restart_completes_once_within_the_promise() {
     assert!(cli.logs(victim, 2).contains(&format!("resumed at step {step}")));
     cli.ok(&["cancel", &keeper.to_string()]);
     cli.wait(keeper, "the keeper to end", |w, _| w.state.is_final());
+    engine.stop();
+}
+
+/// A tenant at its limit waits with the numbers; an admin's change of the
+/// tables is audited and in force at once (the waiting work runs), and a
+/// restart keeps it and the running work.
+#[test]
+fn a_tenant_at_its_limit_waits_until_an_admin_raises_it_and_the_change_survives_a_restart() {
+    let s = setup_with(Some(0));
+    let engine = Engine::start(&s.store, &s.scratch);
+    let cli = s.cli();
+    let id = cli.submit(&s.spec("owner", OWNER, s.cores / 2.0, ""), "team-b");
+    let (w, _) = cli.wait(id, "a reason", |w, _| w.reason.as_deref().is_some_and(|r| r.contains("team-b:")));
+    let reason = w.reason.unwrap();
+    assert!(
+        reason.contains("team-b: 0/0 host CPU cores in use") && reason.contains("(nominal 0, may borrow 0)"),
+        "{reason}"
+    );
+    assert_eq!(w.state, WorkloadState::Queued);
+
+    // An admin lets team-b borrow: it runs at once.
+    let doc = s.scratch.join("tables.toml");
+    std::fs::write(&doc, tables(None)).unwrap();
+    cli.ok(&["tenants", "apply", doc.to_str().unwrap()]);
+    cli.wait(id, "it to run", |w, _| w.state == WorkloadState::Running);
+    let audit: serde_json::Value = serde_json::from_str(&cli.ok(&["audit", "--json"])).unwrap();
+    let by_admin = audit.as_array().unwrap().iter().any(|r| {
+        r["action"] == "tenants-set" && r["principal"].as_str().is_some_and(|p| p.starts_with("local:"))
+    });
+    assert!(by_admin, "the change is audited as the admin's: {audit}");
+
+    // A restart keeps the admin's tables and the work running under them.
+    engine.stop();
+    let engine = Engine::start(&s.store, &s.scratch);
+    let tenants = cli.ok(&["tenants"]);
+    let b = tenants.lines().find(|l| l.starts_with("team-b")).unwrap_or_default();
+    assert!(b.contains("any"), "team-b may borrow what the cohort lends, as applied: {tenants}");
+    let (w, attempts) = cli.status(id);
+    assert_eq!((w.state, attempts.len()), (WorkloadState::Running, 1), "{w:?} {attempts:?}");
+    std::fs::write(s.scratch.join("owner.mark.go"), b"").unwrap();
+    assert_eq!(cli.wait(id, "it to finish", |w, _| w.state.is_final()).0.state, WorkloadState::Succeeded);
     engine.stop();
 }
