@@ -233,6 +233,12 @@ pub enum ProviderEnd {
         for_workload: u64,
         message: String,
         grace_s: u64,
+        /// When SIGKILL is due, in ms since the epoch: the reclaim's start
+        /// plus `grace_s`. A stop carried out again (after a restart, or
+        /// resent) waits only what is left of it, so the owner's promise
+        /// holds across restarts. Absent in stores from before it was kept.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kill_at_ms: Option<i64>,
     },
     /// The provider reported an end Canopy does not know.
     Unknown { message: String },

@@ -134,7 +134,7 @@ pub fn decide(i: &RetryInput<'_>) -> RetryDecision {
 /// keeps taking its capacity back, as any infrastructure failure does.
 fn free_stop(i: &RetryInput<'_>) -> RetryDecision {
     let (delay_s, exclude_pool, what) = if i.evicted {
-        (0.0, false, "moved off a drained node")
+        (0.0, false, moved(i.class))
     } else {
         (backoff_s(i.policy, 1), i.failures_in_pool >= POOL_EXCLUDE_AFTER, "stopped by the infrastructure")
     };
@@ -276,7 +276,11 @@ fn infra_elsewhere(i: &RetryInput<'_>, c: FailureClass, nth: u32, counts: bool) 
         format!(" ({nth} of {} infrastructure retries)", i.policy.infra_retries)
     };
     let what = if i.evicted {
-        "moved off a drained node with no progress to resume from".to_string()
+        format!(
+            "{} before the progress that makes a move free ({:.0} min of run and a new checkpoint)",
+            moved(c),
+            MIN_FREE_RUN_S / 60.0
+        )
     } else {
         format!("{c} failure")
     };
@@ -289,6 +293,16 @@ fn infra_elsewhere(i: &RetryInput<'_>, c: FailureClass, nth: u32, counts: bool) 
         exclude_node,
         exclude_pool,
         min_gpu_memory_exclusive: None,
+    }
+}
+
+/// What Canopy did to move work that did nothing wrong: an owner's
+/// reclaim, or an evicting drain.
+fn moved(c: FailureClass) -> &'static str {
+    if c == FailureClass::Reclaimed {
+        "stopped for the owner of its capacity"
+    } else {
+        "moved off a drained node"
     }
 }
 

@@ -777,11 +777,17 @@ impl Shell {
             .with_spec(attempt.workload, |s| s.runtime.stop_grace())
             .unwrap_or(crate::spec::Runtime::DEFAULT_STOP_GRACE);
         // An evicting drain may set its own; a preemption notice leaves at
-        // most its own time. Either is given to the provider as a bound.
+        // most its own time; an owner's reclaim, what is left of its grace
+        // (a stop carried out again after a restart does not start it
+        // over). Each is given to the provider as a bound.
         let bounded = match self.core.stop_reason(attempt) {
             Some(ProviderEnd::Evicted { grace_s: Some(g), .. }) => Some(Duration::from_secs(*g)),
-            Some(ProviderEnd::Reclaimed { grace_s, .. } | ProviderEnd::OwnerReclaim { grace_s, .. }) => {
-                Some(grace.min(Duration::from_secs(*grace_s)))
+            Some(ProviderEnd::Reclaimed { grace_s, .. }) => Some(grace.min(Duration::from_secs(*grace_s))),
+            Some(ProviderEnd::OwnerReclaim { grace_s, kill_at_ms, .. }) => {
+                let left = kill_at_ms.map_or(Duration::MAX, |at| {
+                    Duration::from_millis(u64::try_from(at - self.clock.now().0).unwrap_or(0))
+                });
+                Some(grace.min(Duration::from_secs(*grace_s)).min(left))
             }
             _ => None,
         };

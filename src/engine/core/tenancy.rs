@@ -326,6 +326,7 @@ impl Core {
                 for_workload: id.0,
                 message,
                 grace_s: grace,
+                kill_at_ms: Some(now.0.saturating_add(grace.saturating_mul(1000) as i64)),
             };
             self.terminate_live(wid, end, now);
         }
