@@ -327,12 +327,14 @@ fn an_owner_takes_its_pool_back_and_the_borrowed_work_resumes_from_its_checkpoin
     let said = events(&cli, borrower);
     assert!(said.contains("reclaimed for team-a") && said.contains("least costly way to free"), "{said}");
     assert!(!said.contains("drained"), "a reclaim is not a drain: {said}");
-    // Placed again at once, never spending one of its attempts (a stop
-    // before 10 minutes of run is free of `max_attempts`, not of
-    // `infra_retries`: the rule for stops that are not its fault).
+    // Placed again at once, spending nothing: it left a new checkpoint,
+    // and a reclaim needs no minimum run (the rule for stops that are not
+    // its fault).
     let retry = said.lines().find(|l| l.contains("retry [")).unwrap_or_default();
     assert!(
-        retry.contains("stopped for the owner of its capacity") && !retry.contains("spending attempt"),
+        retry.contains("stopped for the owner of its capacity after progress")
+            && retry.contains("spending no retry")
+            && retry.contains("retry.resumed-free"),
         "{said}"
     );
     assert_ne!(w.state, WorkloadState::Failed, "{w:?}");

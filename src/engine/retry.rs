@@ -69,12 +69,16 @@ pub struct Stop {
 /// `max_runtime` (the time one uninterrupted attempt may take) further
 /// stops are charged; and its cost cap counts every attempt's cost, so
 /// reaching it ends the workload (`cost-cap`, final) however it was
-/// stopped. Anything else is charged like the infrastructure failure it
-/// is: from `infra_retries` first, then from `max_attempts`.
+/// stopped. An owner's reclaim needs no minimum run, only the new
+/// checkpoint: the owner's promise was the terms the work borrowed on, and
+/// reclaims come only as fast as the owner's own work does, so they cannot
+/// churn it as a flapping spot market can. Anything else is charged like
+/// the infrastructure failure it is: from `infra_retries` first, then from
+/// `max_attempts`.
 pub fn stop_is_free(s: &Stop, max_runtime_s: Option<f64>) -> bool {
     s.class.is_displacement()
         && s.new_checkpoint
-        && s.ran_s >= MIN_FREE_RUN_S
+        && (s.ran_s >= MIN_FREE_RUN_S || s.class == FailureClass::Reclaimed)
         && max_runtime_s.is_none_or(|m| s.ran_total_s <= m)
 }
 
@@ -369,6 +373,12 @@ mod tests {
         assert!(!stop_is_free(&stop, Some(7199.0)), "past max_runtime in all: charged");
         assert!(!stop_is_free(&Stop { new_checkpoint: false, ..stop }, None), "no checkpoint progress");
         assert!(!stop_is_free(&Stop { ran_s: MIN_FREE_RUN_S - 1.0, ..stop }, None), "ran too little");
+        let reclaimed = Stop { class: FailureClass::Reclaimed, ran_s: 5.0, ..stop };
+        assert!(
+            stop_is_free(&reclaimed, None),
+            "a reclaim after a new checkpoint is free however short its run"
+        );
+        assert!(!stop_is_free(&Stop { new_checkpoint: false, ..reclaimed }, None), "but not without one");
         assert!(
             stop_is_free(&Stop { class: FailureClass::Reclaimed, ..stop }, None),
             "an owner's reclaim too"

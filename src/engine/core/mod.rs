@@ -1306,13 +1306,23 @@ impl Core {
         // The blocked workloads that fit the room, in queue order, with how
         // many copies of each fit. A group's members ask for the same
         // resources, so its first member answers for the group.
-        let mut fitting: Vec<(queue::Key, u32)> =
-            self.queue.blocked_in_order().filter_map(|k| fits(&k.1).map(|most| (k, most))).collect();
+        // Work waiting for cheaper capacity is asked only by a release in
+        // a pool it waits on (`patience.rs`).
+        let mut scanned = 0u64;
+        let mut fitting: Vec<(queue::Key, u32)> = self
+            .queue
+            .blocked_in_order()
+            .chain(self.queue.waiting_in(n.pool.0))
+            .inspect(|_| scanned += 1)
+            .filter_map(|k| fits(&k.1).map(|most| (k, most)))
+            .collect();
         for members in self.queue.groups() {
+            scanned += 1;
             let Some(most) = members.first().and_then(|k| fits(&k.1)) else { continue };
+            scanned += members.len() as u64;
             fitting.extend(members.iter().map(|&k| (k, most)));
         }
-        self.counts.release_scanned += self.queue.blocked_len() as u64;
+        self.counts.release_scanned += scanned;
         fitting.sort_unstable_by_key(|(k, _)| *k);
         // Per request class, how many more the freed room could host.
         let mut left: HashMap<(u64, u64), u32> = HashMap::new();

@@ -46,7 +46,8 @@ impl Core {
         let checkpoints = req.checkpoint_interval.is_some();
         let per_work = self.config.placement.scheduler_policy(prefs.optimize).prices_per_work(req);
         self.counts.patience_scans += 1;
-        let later = self.cheapest_due(req, now_price * p.max_price_share, checkpoints, per_work, now, left);
+        let prices = self.pool_prices(req, per_work);
+        let later = self.cheapest_due(&prices, req, now_price * p.max_price_share, checkpoints, now, left);
         if !p.wait(runtime_s, now.secs_since(since), now_price, later.as_ref().map(Candidate::priced_hourly))
         {
             return false;
@@ -63,7 +64,10 @@ impl Core {
             ));
         }
         self.patient.insert((until, id));
-        self.queue.push_blocked(priority, id);
+        // A release anywhere cheaper than now may change the answer; one
+        // elsewhere offers what it just declined.
+        let cheaper = prices.iter().filter(|p| p.priced_hourly() < now_price).map(|p| p.pool_idx.0).collect();
+        self.queue.push_waiting(priority, id, cheaper);
         if first {
             self.save_workload(id, now);
             let msg = format!(
@@ -87,9 +91,10 @@ impl Core {
         }
     }
 
-    /// The cheapest price (per unit of work when `per_work`: the hourly
-    /// share over the GPUs' relative throughput), at most `max_price`, of a
-    /// placement for `req` on capacity that is reliable (or interruptible,
+    /// The cheapest price, at most `max_price`, among `prices` (one
+    /// candidate per pool that could host `req`, priced per unit of work
+    /// where the policy prices so: [`Core::pool_prices`]) of a placement
+    /// for `req` on capacity that is reliable (or interruptible,
     /// when the work `checkpoints`) and due to have room within `within_s`:
     /// a ready node, neither excluded nor quarantined, whose free room plus
     /// what the live attempts on it expect to release by then fits the
@@ -102,16 +107,15 @@ impl Core {
     /// then, until one has room.
     fn cheapest_due(
         &mut self,
+        prices: &[Candidate],
         req: &Requirements,
         max_price: f64,
         checkpoints: bool,
-        per_work: bool,
         now: Millis,
         within_s: f64,
     ) -> Option<Candidate> {
-        let mut pools: Vec<Candidate> = self
-            .pool_prices(req, per_work)
-            .into_iter()
+        let mut pools: Vec<&Candidate> = prices
+            .iter()
             .filter(|c| {
                 c.priced_hourly() <= max_price && (checkpoints || !self.fleet.pool(c.pool_idx).interruptible)
             })
@@ -154,7 +158,7 @@ impl Core {
                     }
                 }
                 if fitting >= need {
-                    return Some(c);
+                    return Some(c.clone());
                 }
             }
         }

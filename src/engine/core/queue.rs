@@ -36,6 +36,11 @@ pub(super) struct Queue {
     /// Groups that lost their last member, for their owner to forget.
     emptied: Vec<u64>,
     backoff: BTreeSet<(Millis, u32, WorkloadId)>,
+    /// Blocked workloads waiting for cheaper capacity (patience), by each
+    /// pool (its index) whose release could offer it: only those wake them.
+    waiting: HashMap<u32, BTreeSet<Key>>,
+    /// The same, by workload: the pools it waits on.
+    waits_on: HashMap<WorkloadId, Vec<u32>>,
     /// Where each queued workload is, to remove it in O(log n).
     at: BTreeMap<WorkloadId, Slot>,
 }
@@ -46,6 +51,7 @@ enum Slot {
     Blocked(u32),
     Grouped(u32, u64),
     Backoff(Millis, u32),
+    Waiting(u32),
 }
 
 impl Queue {
@@ -59,6 +65,34 @@ impl Queue {
         self.remove(id);
         self.blocked.insert((Reverse(priority), id));
         self.at.insert(id, Slot::Blocked(priority));
+    }
+
+    /// Blocks a workload that waits for cheaper capacity in `pools`: a
+    /// release in one of them wakes it ([`Queue::waiting_in`]), as does
+    /// [`Queue::unblock_all`] or [`Queue::unblock`].
+    pub fn push_waiting(&mut self, priority: u32, id: WorkloadId, pools: Vec<u32>) {
+        self.remove(id);
+        for &p in &pools {
+            self.waiting.entry(p).or_default().insert((Reverse(priority), id));
+        }
+        self.waits_on.insert(id, pools);
+        self.at.insert(id, Slot::Waiting(priority));
+    }
+
+    /// Workloads waiting on pool `pool`, highest priority then oldest first.
+    pub fn waiting_in(&self, pool: u32) -> impl Iterator<Item = Key> + '_ {
+        self.waiting.get(&pool).into_iter().flatten().copied()
+    }
+
+    fn stop_waiting(&mut self, key: Key) {
+        for p in self.waits_on.remove(&key.1).unwrap_or_default() {
+            if let Some(set) = self.waiting.get_mut(&p) {
+                set.remove(&key);
+                if set.is_empty() {
+                    self.waiting.remove(&p);
+                }
+            }
+        }
     }
 
     /// Blocks a workload in `group`: it got that group's answer.
@@ -87,6 +121,7 @@ impl Queue {
             Some(Slot::Backoff(t, p)) => {
                 self.backoff.remove(&(t, p, id));
             }
+            Some(Slot::Waiting(p)) => self.stop_waiting((Reverse(p), id)),
             None => {}
         }
     }
@@ -172,6 +207,10 @@ impl Queue {
     /// Moves every blocked workload back to ready; groups are woken as a
     /// whole, to be checked as their members come up.
     pub fn unblock_all(&mut self) {
+        let waiting: Vec<WorkloadId> = self.waits_on.keys().copied().collect();
+        for id in waiting {
+            self.unblock(id);
+        }
         for (Reverse(p), id) in std::mem::take(&mut self.blocked) {
             self.ready.insert((Reverse(p), id));
             self.at.insert(id, Slot::Ready(p));
@@ -216,6 +255,10 @@ impl Queue {
             }
             Some(Slot::Grouped(p, g)) => {
                 self.leave_group(g, (Reverse(p), id));
+                p
+            }
+            Some(Slot::Waiting(p)) => {
+                self.stop_waiting((Reverse(p), id));
                 p
             }
             _ => return,
@@ -271,11 +314,11 @@ impl Queue {
     }
 
     pub fn is_blocked(&self, id: WorkloadId) -> bool {
-        matches!(self.at.get(&id), Some(Slot::Blocked(_) | Slot::Grouped(..)))
+        matches!(self.at.get(&id), Some(Slot::Blocked(_) | Slot::Grouped(..) | Slot::Waiting(_)))
     }
 
     pub fn blocked_len(&self) -> usize {
-        self.blocked.len() + self.grouped
+        self.blocked.len() + self.grouped + self.waits_on.len()
     }
 }
 
@@ -293,6 +336,25 @@ mod tests {
         assert_eq!(q.pop_ready(), Some(WorkloadId(3)));
         assert_eq!(q.pop_ready(), Some(WorkloadId(1)));
         assert_eq!(q.pop_ready(), None);
+    }
+
+    #[test]
+    fn waiting_work_is_found_by_the_pools_it_waits_on_and_woken_like_blocked_work() {
+        let mut q = Queue::default();
+        q.push_waiting(50, WorkloadId(1), vec![3, 7]);
+        q.push_waiting(90, WorkloadId(2), vec![7]);
+        let ids = |q: &Queue, p| q.waiting_in(p).map(|k| k.1).collect::<Vec<_>>();
+        assert_eq!(ids(&q, 7), [WorkloadId(2), WorkloadId(1)], "priority first");
+        assert_eq!(ids(&q, 3), [WorkloadId(1)]);
+        assert!(ids(&q, 5).is_empty(), "a release elsewhere asks nobody");
+        assert!(q.is_blocked(WorkloadId(1)) && q.blocked_len() == 2);
+        assert_eq!(q.pop_ready(), None, "waiting work is not ready");
+        q.unblock(WorkloadId(1));
+        assert!(ids(&q, 3).is_empty() && ids(&q, 7) == [WorkloadId(2)], "woken: filed nowhere");
+        assert_eq!(q.pop_ready(), Some(WorkloadId(1)));
+        q.unblock_all();
+        assert_eq!((q.pop_ready(), q.blocked_len()), (Some(WorkloadId(2)), 0));
+        assert!(ids(&q, 7).is_empty());
     }
 
     #[test]
