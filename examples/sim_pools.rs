@@ -21,10 +21,13 @@ use canopy::sim::{self, FaultModel, Input, PlacementPolicy, RecordSink};
 use canopy::spec::Optimize;
 use std::collections::BTreeMap;
 
+/// An attempt's pool, GPUs per node, start, end and cost.
+type Ran = (String, u32, Option<Millis>, Option<Millis>, f64);
+
 #[derive(Default)]
 struct Pools {
-    /// Each attempt's latest record: (pool, gpus, started, ended, cost).
-    attempts: BTreeMap<AttemptId, (String, u32, Option<Millis>, Option<Millis>, f64)>,
+    /// Each attempt's latest record.
+    attempts: BTreeMap<AttemptId, Ran>,
 }
 
 impl RecordSink for Pools {
