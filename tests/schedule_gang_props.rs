@@ -417,7 +417,11 @@ proptest! {
             .iter()
             .map(|(_, s)| priced(s, &factors))
             .fold(f64::INFINITY, f64::min);
-        let smoothing = policy.cost_smoothing_usd.max(0.0);
+        let smoothing = if cheapest > 0.0 {
+            policy.cost_smoothing_share.max(0.0) * cheapest
+        } else {
+            policy.cost_smoothing_usd.max(0.0)
+        };
         let cpu_set = |s: &[NodeIdx]| fleet.pool(fleet.node(s[0]).pool).shape.gpus_per_node == 0;
         let cpu_fits = req.gpus == 0 && sets.iter().any(|(_, s)| cpu_set(s));
         let best = sets

@@ -16,7 +16,8 @@ use std::path::PathBuf;
 #[derive(Debug, clap::Args)]
 pub struct SimArgs {
     /// Workload trace: Gavel TSV (`*.trace`), Tiresias CSV, ElasticFlow/ITP
-    /// CSV (`job_id,submission_time,duration,num_gpu`), or the generic CSV
+    /// CSV (`job_id,submission_time,duration,num_gpu`), Pollux/Philly CSV
+    /// (`timestamp,duration,num_gpus,gpu_time,cluster`), or the generic CSV
     /// (`submit_s,duration_s,gpus[,name,gpu_type,gpu_memory_gb,outcome]`).
     /// See docs/sim.md.
     #[arg(long, value_name = "FILE", required_unless_present = "synthetic")]

@@ -32,7 +32,8 @@
 //! - hourly `H(S) = Σ_pools k_p c_p` (k_p nodes of pool p), reported as
 //!   the candidate's `hourly_usd`; expected `E(S) = Σ_pools k_p e_p`;
 //! - cost = `(E* + s) / (E(S) + s)` clamped to 0..=1, where `E*` is the
-//!   least `E` of any feasible set and `s` the policy's cost smoothing;
+//!   least `E` of any feasible set and `s` the policy's cost smoothing
+//!   (`cost_smoothing_share × E*`, or `cost_smoothing_usd` when `E*` is 0);
 //! - health = `min h_i`, success = `min s_i`, startup = `min t_i` (the
 //!   slowest pool), locality = `min l_i` (one region: all equal);
 //! - fit = `Σ f_i / N`, preference = `Σ p_i / N` (summed in rank order);

@@ -76,9 +76,15 @@ pub struct Policy {
     pub success_prior_weight: f64,
     /// Without `startup_within`, the startup time that scores 0.5.
     pub startup_reference_s: f64,
-    /// Added to both prices in the cost ratio, so free capacity does not
-    /// drive every priced pool's cost score to zero.
+    /// Added to both prices in the cost ratio when the cheapest feasible
+    /// capacity is free, so that it does not drive every priced pool's
+    /// cost score to zero.
     pub cost_smoothing_usd: f64,
+    /// Otherwise this share of the cheapest price is added to both: a
+    /// smoothing that scales with the prices compared, so that a job of
+    /// one GPU at $0.25 an hour weighs a price gap as one of eight at $30
+    /// does (a fixed $0.10 scored $0.44 against $0.21 at 0.57, not 0.47).
+    pub cost_smoothing_share: f64,
     /// Whether a pool's interruption rate weighs on work with an expected
     /// runtime: cost compares the expected paid hours to finish, success
     /// includes the chance the attempt survives ([`super::Risk`]).
@@ -122,6 +128,7 @@ impl Default for Policy {
             success_prior_weight: 10.0,
             startup_reference_s: 300.0,
             cost_smoothing_usd: 0.10,
+            cost_smoothing_share: 0.10,
             interruption_risk: true,
             per_work: true,
         }

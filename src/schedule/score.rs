@@ -133,9 +133,13 @@ pub(crate) struct Scorer<'a> {
     pool_level_fast: bool,
     /// `policy.cost_smoothing_usd`, at least 0.
     cost_smoothing: f64,
-    /// The run one interruption can cost in hours ([`runtime_h`]), when
-    /// the request gives an expected runtime.
-    runtime_h: Option<f64>,
+    /// `policy.cost_smoothing_share`, at least 0.
+    cost_smoothing_share: f64,
+    /// The expected runtime in hours, as the request gives it: on the
+    /// reference GPU when cost is per unit of work ([`Scorer::risk`]).
+    run_h: Option<f64>,
+    /// How often the work checkpoints, in hours, when it does.
+    checkpoint_h: Option<f64>,
     /// What the request may spend on stops, when it gives an expected
     /// runtime and a budget ([`Exhaustion`]).
     budget: Option<Exhaustion>,
@@ -220,7 +224,13 @@ impl<'a> Scorer<'a> {
             cached_startup,
             pool_level_fast: cached_startup && !applies[4] && !applies[6],
             cost_smoothing: policy.cost_smoothing_usd.max(0.0),
-            runtime_h: if policy.interruption_risk { runtime_h(req) } else { None },
+            cost_smoothing_share: if policy.cost_smoothing_share.is_finite() {
+                policy.cost_smoothing_share.max(0.0)
+            } else {
+                0.0
+            },
+            run_h: if policy.interruption_risk { hours(req.expected_runtime) } else { None },
+            checkpoint_h: hours(req.checkpoint_interval),
             budget: if policy.interruption_risk { Exhaustion::of(req) } else { None },
             per_work: policy.prices_per_work(req),
             memory_fit,
@@ -236,11 +246,19 @@ impl<'a> Scorer<'a> {
     /// the pool's relative throughput when cost is per unit of work; and
     /// the chance the whole job exhausts its retry budget there, which the
     /// success factor weighs beside one attempt's survival.
+    ///
+    /// When cost is per unit of work, the expected runtime is work on the
+    /// reference GPU, as the price is: on GPUs `speed` times as fast the
+    /// job runs `run / speed` hours, and that is how long it is exposed
+    /// to interruptions there ([`exposure_h`]). A checkpoint interval is
+    /// wall-clock time on any GPU.
     #[inline]
     pub fn risk(&self, row: &PoolRow) -> Risk {
-        let r = Risk::new(row.hazard_per_h, self.runtime_h).per_work(self.speed(row));
+        let speed = self.speed(row);
+        let run_h = self.run_h.map(|r| r / speed);
+        let r = Risk::new(row.hazard_per_h, exposure_h(run_h, self.checkpoint_h)).per_work(speed);
         match &self.budget {
-            Some(b) => r.exhausting(b.chance(row.hazard_per_h)),
+            Some(b) => r.exhausting(b.on(speed).chance(row.hazard_per_h)),
             None => r,
         }
     }
@@ -263,9 +281,15 @@ impl<'a> Scorer<'a> {
         self.cheapest = hourly;
     }
 
+    /// The cost factor's raw value: the cheapest feasible expected share
+    /// over this one, both plus the smoothing. The smoothing is a share of
+    /// the cheapest ([`Policy::cost_smoothing_share`]), so the factor says
+    /// the same of a job of one cheap GPU as of one of eight dear ones;
+    /// only when the cheapest is free is it [`Policy::cost_smoothing_usd`].
     #[inline]
     pub(crate) fn cost(&self, hourly: f64) -> f64 {
-        let c = self.cost_smoothing;
+        let c =
+            if self.cheapest > 0.0 { self.cost_smoothing_share * self.cheapest } else { self.cost_smoothing };
         let raw = if hourly + c > 0.0 { (self.cheapest + c) / (hourly + c) } else { 1.0 };
         raw.clamp(0.0, 1.0)
     }
@@ -444,16 +468,20 @@ impl<'a> Scorer<'a> {
     }
 }
 
-/// The run an interruption can cost: the expected runtime, or for work
-/// that checkpoints, one interval of it (an interruption loses the time
-/// since the last checkpoint, and the next attempt resumes from there), so
-/// the expected paid hours per useful hour are those of one interval, and
-/// long checkpointed work is not priced off spot capacity as if it
-/// restarted from scratch.
-fn runtime_h(req: &Requirements) -> Option<f64> {
-    let run = req.expected_runtime.map(|d| d.as_secs_f64() / 3600.0).filter(|h| *h > 0.0)?;
-    let every = req.checkpoint_interval.map(|d| d.as_secs_f64() / 3600.0).filter(|h| *h > 0.0);
-    Some(every.map_or(run, |c| c.min(run)))
+/// A positive duration in hours.
+fn hours(d: Option<std::time::Duration>) -> Option<f64> {
+    d.map(|d| d.as_secs_f64() / 3600.0).filter(|h| *h > 0.0)
+}
+
+/// The run an interruption can cost, given the run's hours where it runs:
+/// the run, or for work that checkpoints, one interval of it (an
+/// interruption loses the time since the last checkpoint, and the next
+/// attempt resumes from there), so the expected paid hours per useful hour
+/// are those of one interval, and long checkpointed work is not priced off
+/// spot capacity as if it restarted from scratch.
+fn exposure_h(run_h: Option<f64>, checkpoint_h: Option<f64>) -> Option<f64> {
+    let run = run_h.filter(|h| *h > 0.0)?;
+    Some(checkpoint_h.map_or(run, |c| c.min(run)))
 }
 
 /// The chance a job exhausts what it may spend on stops in a pool, given
@@ -498,6 +526,20 @@ impl Exhaustion {
         let every = req.checkpoint_interval.map(|d| d.as_secs_f64() / 3600.0).filter(|h| *h > 0.0);
         let tau_h = every.map_or(run_h, |c| c.max(min_h).min(run_h));
         Some(Self { run_h, tau_h, left })
+    }
+
+    /// The same job on GPUs `speed` times as fast as the reference, its
+    /// expected runtime being work on the reference ([`Scorer::risk`]): it
+    /// runs `D / speed`, and `τ` is taken again from that run.
+    pub fn on(self, speed: f64) -> Self {
+        if !(speed.is_finite() && speed > 0.0) || speed == 1.0 {
+            return self;
+        }
+        let run_h = self.run_h / speed;
+        // Restarting from scratch: τ was the whole run. Checkpointing: τ
+        // is the interval (or the minimum run), at most the run.
+        let tau_h = if self.tau_h >= self.run_h { run_h } else { self.tau_h.min(run_h) };
+        Self { run_h, tau_h, ..self }
     }
 
     /// The chance of exhaustion at preemption rate `hazard_per_h`.

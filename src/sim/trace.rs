@@ -1,5 +1,6 @@
-//! Workload traces: Gavel's TSV, Tiresias' CSV, the ElasticFlow/ITP CSV
-//! and a documented generic CSV, parsed from text into [`Job`]s.
+//! Workload traces: Gavel's TSV, Tiresias' CSV, the ElasticFlow/ITP CSV,
+//! the Pollux/Philly CSV and a documented generic CSV, parsed from text
+//! into [`Job`]s.
 //!
 //! Owns parsing only: every function takes the file's text and a name for
 //! error messages; reading the file is the caller's (the CLI's) job. No
@@ -51,6 +52,21 @@
 //! not name the GPU model; durations are taken as measured on a V100, the
 //! simulator's reference, as for the generic CSV.
 //!
+//! **Pollux/Philly** (`*.csv` whose header starts with
+//! `timestamp,duration,num_gpus`; the format of `simulator/traces/philly.csv`
+//! in github.com/petuum/adaptdl, branch `osdi21-artifact`: one row per job
+//! of Microsoft's Philly trace, `timestamp,duration,num_gpus,gpu_time,cluster`):
+//! columns by name, in any order. Required: `timestamp` (the submit time as
+//! the trace's wall clock, `YYYY-MM-DD HH:MM:SS`, no zone), `duration`
+//! (seconds the job ran), `num_gpus`. A job's submit time is its timestamp
+//! less the file's earliest one, counted on the wall clock (a slice that
+//! spans a daylight-saving change is off by that hour there). The name is
+//! `vc-` and the `cluster` column (Philly's virtual cluster, the team that
+//! ran the job) when present. `gpu_time` (`duration × num_gpus`) is
+//! ignored. Philly's GPUs were 12 GB P100s and 24 GB P40s and the trace does
+//! not say which ran a job; durations are taken as measured on a P100, as
+//! for Tiresias (whose traces are modelled on Philly).
+//!
 //! **Generic CSV** (any other `*.csv`): a header naming the columns, in
 //! any order. Required: `submit_s` (seconds from the trace start),
 //! `duration_s` (seconds of work on one attempt), `gpus`. Optional:
@@ -68,7 +84,7 @@
 //! failed job ran, which is its time to failure: a job whose `outcome` is
 //! failed fails by its own error once it has done `fails_after_s` of work,
 //! or, without that column, all of its `duration_s` (it never completes).
-//! Jobs whose trace records no outcome (Gavel, Tiresias, ITP) get their
+//! Jobs whose trace records no outcome (Gavel, Tiresias, ITP, Philly) get their
 //! fate and its moment from the fault model (`faults::fate`).
 
 use thiserror::Error;
@@ -141,6 +157,8 @@ pub enum Format {
     Tiresias,
     /// Microsoft's ITP traces as published for ElasticFlow.
     ElasticFlow,
+    /// Microsoft's Philly trace as published with Pollux.
+    Philly,
     Csv,
 }
 
@@ -163,6 +181,8 @@ pub fn detect(file: &str, text: &str) -> Format {
         Format::Tiresias
     } else if first.starts_with("job_id,submission_time") {
         Format::ElasticFlow
+    } else if first.starts_with("timestamp,duration,num_gpus") {
+        Format::Philly
     } else if file.ends_with(".csv") || (first.contains(',') && !first.contains('\t')) {
         Format::Csv
     } else {
@@ -177,6 +197,7 @@ pub fn parse(format: Format, text: &str, file: &str) -> Result<Vec<Job>, TraceEr
         Format::Gavel => parse_gavel(text, file)?,
         Format::Tiresias => parse_columns(text, file, &TIRESIAS)?,
         Format::ElasticFlow => parse_columns(text, file, &ELASTICFLOW)?,
+        Format::Philly => parse_philly(text, file)?,
         Format::Csv => parse_csv(text, file)?,
     };
     if jobs.is_empty() {
@@ -318,6 +339,46 @@ fn parse_columns(text: &str, file: &str, c: &Columns) -> Result<Vec<Job>, TraceE
         ));
     }
     Ok(jobs)
+}
+
+/// The Pollux/Philly CSV (module docs): wall-clock submit times, made
+/// relative to the file's earliest.
+fn parse_philly(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
+    let cols = header(text);
+    let at = |name: &str| cols.iter().position(|c| c == name);
+    let (Some(t), Some(d), Some(g)) = (at("timestamp"), at("duration"), at("num_gpus")) else {
+        return Err(bad(file, 1, "a Pollux/Philly header needs timestamp, duration and num_gpus"));
+    };
+    let vc = at("cluster");
+    let mut rows = Vec::new();
+    for (i, l) in text.lines().enumerate().skip(1).filter(|(_, l)| !l.trim().is_empty()) {
+        let line = i + 1;
+        let f: Vec<&str> = l.split(',').map(str::trim).collect();
+        if f.len() != cols.len() {
+            return Err(bad(file, line, format!("expected {} fields, found {}", cols.len(), f.len())));
+        }
+        let at_s = wall_clock_s(f[t]).ok_or_else(|| {
+            bad(file, line, format!("timestamp {:?} is not a time like 2017-11-06 00:02:11", f[t]))
+        })?;
+        let name = match vc.map(|c| f[c]).filter(|v| !v.is_empty()) {
+            Some(v) => format!("vc-{v}"),
+            None => "job".to_string(),
+        };
+        let duration = non_negative(num(f[d], "duration", file, line)?, "duration", file, line)?;
+        rows.push((name, at_s, duration, num(f[g], "num_gpus", file, line)?));
+    }
+    let start = rows.iter().map(|r| r.1).min().unwrap_or(0);
+    Ok(rows
+        .into_iter()
+        .map(|(name, at_s, duration, gpus)| Job::timed(&name, (at_s - start) as f64, duration, gpus, "P100"))
+        .collect())
+}
+
+/// Seconds of a zone-less `YYYY-MM-DD HH:MM:SS` wall-clock time, counted
+/// as if it were UTC (only differences are used).
+fn wall_clock_s(s: &str) -> Option<i64> {
+    let dt = jiff::civil::DateTime::strptime("%Y-%m-%d %H:%M:%S", s).ok()?;
+    Some(dt.to_zoned(jiff::tz::TimeZone::UTC).ok()?.timestamp().as_second())
 }
 
 /// "a Tiresias header needs submit_time, duration, num_gpu and model_name".
@@ -470,6 +531,26 @@ mod tests {
             e.to_string(),
             "e.csv:1: an ElasticFlow/ITP header needs submission_time, duration and num_gpu"
         );
+    }
+
+    #[test]
+    fn philly_rows_start_at_the_earliest_timestamp_and_name_their_vc() {
+        // As the Pollux artifact publishes it: not in submit order.
+        let t = "timestamp,duration,num_gpus,gpu_time,cluster\n2017-11-07 00:00:10,66.0,1,66.0,11cb48\n2017-11-06 23:59:50,2951.0,8,23608.0,6214e9\n";
+        assert_eq!(detect("philly.csv", t), Format::Philly);
+        let jobs = parse(Format::Philly, t, "philly.csv").unwrap();
+        assert_eq!(
+            (jobs[0].name.as_str(), jobs[0].submit_s, jobs[0].duration_s, jobs[0].gpus),
+            ("vc-6214e9", 0.0, 2951.0, 8)
+        );
+        // 20 s later, across midnight.
+        assert_eq!((jobs[1].name.as_str(), jobs[1].submit_s), ("vc-11cb48", 20.0));
+        assert_eq!(jobs[1].measured_on.as_deref(), Some("P100"));
+        assert_eq!(jobs[1].outcome, None);
+        let e = parse(Format::Philly, "timestamp,duration,num_gpus\n2017-11-07,5,1\n", "p.csv").unwrap_err();
+        assert_eq!(e.to_string(), "p.csv:2: timestamp \"2017-11-07\" is not a time like 2017-11-06 00:02:11");
+        let e = parse(Format::Philly, "timestamp,num_gpus\n", "p.csv").unwrap_err();
+        assert_eq!(e.to_string(), "p.csv:1: a Pollux/Philly header needs timestamp, duration and num_gpus");
     }
 
     #[test]

@@ -33,7 +33,8 @@ fn cost_cheapest_feasible_scores_one() {
     let min = cs.iter().map(|c| c.hourly_usd).fold(f64::INFINITY, f64::min);
     assert_eq!(min, 0.5, "a quarter of rack-a's $2 node");
     for c in &cs {
-        let want = (min + 0.1) / (c.hourly_usd + 0.1);
+        // Smoothed by a tenth of the cheapest price, whatever the scale.
+        let want = (min * 1.1) / (c.hourly_usd + min * 0.1);
         assert!((raw(c, Factor::Cost).unwrap() - want).abs() < 1e-12, "{}", c.pool);
     }
     assert_eq!(raw(by_pool(&cs, "onprem/rack-a"), Factor::Cost), Some(1.0));
@@ -64,7 +65,9 @@ fn gpu_work_is_priced_per_unit_of_work_and_inference_per_hour() {
     assert_eq!((cs[0].hourly_usd, cs[0].relative_speed), (1.2, 2.0), "the quoted price stays the hourly one");
     let l4 = by_pool(&cs, "p/l4");
     assert_eq!(l4.relative_speed, 0.6);
-    let want = (1.2 / 2.0 + 0.1) / (0.8 / 0.6 + 0.1);
+    // $0.60 against $1.33 a V100-hour: 0.45 apart, as at $6 against $13.3
+    // (a fixed $0.10 smoothing made it 0.49 here).
+    let want = (0.6 * 1.1) / (0.8 / 0.6 + 0.06);
     assert!((raw(l4, Factor::Cost).unwrap() - want).abs() < 1e-12);
 
     // A service's hours do not shrink on a faster card: per hour.
@@ -515,4 +518,44 @@ fn long_checkpointed_work_weighs_the_chance_of_exhausting_its_budget_not_one_int
     let want = 1.0 - (0..=2).map(|k| [1.0, 3.0, 6.0][k] * p.powi(3) * (1.0 - p).powi(k as i32)).sum::<f64>();
     assert!((e.chance(0.1) - want).abs() < 1e-12, "{} vs {want}", e.chance(0.1));
     assert_eq!(e.chance(0.0), 0.0);
+}
+
+#[test]
+fn interruptions_weigh_on_the_run_the_job_has_on_that_gpu() {
+    // Both pools interruptible at the prior rate. The expected runtime is
+    // work on the reference GPU (a V100), as the per-work price is: ten
+    // hours of it run five on the L40S (2×) and about 16.7 on the L4
+    // (0.6×), and each attempt is exposed that long.
+    let mut b = FleetBuilder::new();
+    b.provider("p", ProviderKind::Local, None).unwrap();
+    let mut p = pool("l4", "r1", gpus(l4(), 1, Interconnect::Pcie, 8.0, 32.0, 200.0), 0.8);
+    p.interruptible = true;
+    b.pool(p, vec![node("l4-1")]).unwrap();
+    let mut p = pool("l40s", "r1", gpus(l40s(), 1, Interconnect::Pcie, 8.0, 32.0, 200.0), 1.2);
+    p.interruptible = true;
+    b.pool(p, vec![node("l40s-1")]).unwrap();
+    let f = b.build();
+    let h = HealthView::default();
+    let job = |hours: Option<u64>| Requirements {
+        kind: crate::spec::WorkloadKind::Training,
+        interruptible: true,
+        expected_runtime: hours.map(|h| Duration::from_secs(h * 3600)),
+        ..gpu_req(1)
+    };
+    let (timed, untimed) =
+        (all(&f, &h, &job(Some(10)), Policy::default()), all(&f, &h, &job(None), Policy::default()));
+    let survival = |pool: &str| {
+        raw(by_pool(&timed, pool), Factor::Success).unwrap()
+            / raw(by_pool(&untimed, pool), Factor::Success).unwrap()
+    };
+    let rate = crate::schedule::snapshot::INTERRUPTIBLE_PRIOR_PER_H;
+    assert!((survival("p/l40s") - (-rate * 10.0 / 2.0).exp()).abs() < 1e-9, "{}", survival("p/l40s"));
+    assert!((survival("p/l4") - (-rate * 10.0 / 0.6).exp()).abs() < 1e-9, "{}", survival("p/l4"));
+    // The paid hours per hour of work follow the same run, (e^x − 1)/x,
+    // and the cost factor compares them.
+    let paid = |x: f64| x.exp_m1() / x;
+    let (l40s, l4) = (1.2 * paid(rate * 5.0) / 2.0, 0.8 * paid(rate * 10.0 / 0.6) / 0.6);
+    assert_eq!(raw(by_pool(&timed, "p/l40s"), Factor::Cost), Some(1.0));
+    let want = (l40s * 1.1) / (l4 + l40s * 0.1);
+    assert!((raw(by_pool(&timed, "p/l4"), Factor::Cost).unwrap() - want).abs() < 1e-9, "{timed:#?}");
 }
