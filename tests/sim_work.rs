@@ -21,6 +21,7 @@ fn job(i: usize, hours: f64, gpus: u32) -> Job {
         outcome: Some(sim::Outcome::Completes),
         fails_after_s: None,
         measured_on: Some("V100".into()),
+        tenant: None,
     }
 }
 
@@ -48,6 +49,7 @@ fn fault_free(fleet: &Fleet, jobs: &[Job], check: impl Fn(&[canopy::spec::Spec])
         faults: &faults,
         seed: 0,
         policy: PlacementPolicy::HealthAware,
+        tenancy: None,
     };
     world::run(&run, &mut NoSink)
 }
@@ -99,7 +101,7 @@ fn a_job_runs_faster_on_a_faster_accelerator() {
 /// Canopy's policy over `jobs` under `faults` and `seed`.
 fn under(fleet: &Fleet, jobs: &[Job], faults: &FaultModel, seed: u64) -> sim::PolicyReport {
     let specs = sim::specs(jobs, fleet, Default::default(), seed, faults).expect("specs");
-    let run = world::Run { fleet, jobs, specs: &specs, faults, seed, policy: PlacementPolicy::HealthAware };
+    let run = world::Run { fleet, jobs, specs: &specs, faults, seed, policy: PlacementPolicy::HealthAware, tenancy: None };
     world::run(&run, &mut NoSink)
 }
 
@@ -173,6 +175,7 @@ fn checkpointed_work_resumes_and_loses_only_the_time_since_its_checkpoint() {
             faults: &faults,
             seed: 1,
             policy: PlacementPolicy::CheapestFirst,
+            tenancy: None,
         };
         world::run(&run, &mut NoSink)
     };

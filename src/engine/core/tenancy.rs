@@ -218,6 +218,28 @@ impl Core {
         why
     }
 
+    /// One placement decision as the core makes it for work of `tenant`:
+    /// the pools its quota rules out (as [`Core::gate_quota`] sets them),
+    /// then the scheduler on the core's snapshot. What
+    /// `benches/placement.rs` times beside `schedule::place` alone; the
+    /// queue, patience and records around it are left out.
+    #[doc(hidden)]
+    pub fn decide_for(
+        &mut self,
+        tenant: Option<&str>,
+        req: &mut Requirements,
+        policy: &Policy,
+        now: Millis,
+    ) -> Decision {
+        if !self.tenancy.is_empty() {
+            let want = amount_of(req.gpus, req.cpu_cores, req.nodes as usize);
+            let tenant = tenant.or(self.tenancy.default_tenant.as_deref());
+            req.quota_pools = quota_pools(&self.quota, &self.tenancy, tenant, want).0;
+            req.quota_tenant = tenant.map(str::to_string);
+        }
+        place(req, self.snapshot(now), policy)
+    }
+
     /// The owner's work `id` fits nowhere: when it is within its nominal
     /// quota and borrowed work holds the owner's pools, stop the least
     /// costly victims so it fits (`tenant::reclaim`).
