@@ -73,7 +73,10 @@ fn run(with_tenancy: bool) -> PolicyReport {
 }
 
 fn row<'a>(p: &'a PolicyReport, tenant: &str) -> &'a sim::metrics::TenantReport {
-    p.tenants.iter().find(|t| t.tenant == tenant).unwrap_or_else(|| panic!("no row for {tenant}: {:?}", p.tenants))
+    p.tenants
+        .iter()
+        .find(|t| t.tenant == tenant)
+        .unwrap_or_else(|| panic!("no row for {tenant}: {:?}", p.tenants))
 }
 
 #[test]

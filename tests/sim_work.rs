@@ -101,7 +101,15 @@ fn a_job_runs_faster_on_a_faster_accelerator() {
 /// Canopy's policy over `jobs` under `faults` and `seed`.
 fn under(fleet: &Fleet, jobs: &[Job], faults: &FaultModel, seed: u64) -> sim::PolicyReport {
     let specs = sim::specs(jobs, fleet, Default::default(), seed, faults).expect("specs");
-    let run = world::Run { fleet, jobs, specs: &specs, faults, seed, policy: PlacementPolicy::HealthAware, tenancy: None };
+    let run = world::Run {
+        fleet,
+        jobs,
+        specs: &specs,
+        faults,
+        seed,
+        policy: PlacementPolicy::HealthAware,
+        tenancy: None,
+    };
     world::run(&run, &mut NoSink)
 }
 

@@ -71,7 +71,8 @@ pub fn run(args: SimArgs, console: &ConsoleArgs) -> Result<()> {
     let (fleet, fleet_name, tenancy) = match &args.fleet {
         Some(p) => {
             let file = p.display().to_string();
-            let text = std::fs::read_to_string(p).wrap_err_with(|| format!("reading the fleet file {file}"))?;
+            let text =
+                std::fs::read_to_string(p).wrap_err_with(|| format!("reading the fleet file {file}"))?;
             (load::parse(&text, &file)?, file.clone(), load::parse_tenancy(&text, &file)?)
         }
         None => (load::demo()?, "the demo fleet".to_string(), Tenancy::default()),

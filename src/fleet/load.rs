@@ -62,7 +62,9 @@ pub enum FleetFileError {
         #[source]
         source: FleetError,
     },
-    #[error("{file}: {source} (the fleet file's tenancy tables read as in canopy.toml; see docs/sim.md, \"Tenants\")")]
+    #[error(
+        "{file}: {source} (the fleet file's tenancy tables read as in canopy.toml; see docs/sim.md, \"Tenants\")"
+    )]
     Tenancy {
         file: String,
         #[source]
@@ -213,7 +215,11 @@ pub fn parse_tenancy(text: &str, file: &str) -> Result<crate::tenant::Tenancy, F
         let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
         FleetFileError::Syntax { file: file.to_string(), line, col, message: e.message().trim().to_string() }
     })?;
-    let doc = crate::tenant::TenancyDoc { default_tenant: doc.default_tenant, tenant: doc.tenant, flavor: doc.flavor };
+    let doc = crate::tenant::TenancyDoc {
+        default_tenant: doc.default_tenant,
+        tenant: doc.tenant,
+        flavor: doc.flavor,
+    };
     doc.tenancy().map_err(|source| FleetFileError::Tenancy { file: file.to_string(), source })
 }
 

@@ -101,7 +101,8 @@ impl Refusals {
         }
         let used: HashMap<(String, String), Amount> =
             core.tenant_usage().into_iter().map(|(t, f, a)| ((t, f), a)).collect();
-        let used_of = |t: &str, f: &str| used.get(&(t.to_string(), f.to_string())).copied().unwrap_or_default();
+        let used_of =
+            |t: &str, f: &str| used.get(&(t.to_string(), f.to_string())).copied().unwrap_or_default();
         // Per flavor: whether some tenant uses more than its nominal quota.
         let borrowed: Vec<Vec<&str>> = tenancy
             .flavors
@@ -201,7 +202,8 @@ fn hosts(fleet: &Fleet, p: PoolIdx, spec: &Spec, now: bool) -> bool {
     }
     let provider = fleet.provider(pool.provider);
     if let Some(l) = provider.lend_limit_gpus {
-        let held: u32 = (provider.pools.start..provider.pools.end).map(|i| canopy(fleet.pool_nodes(PoolIdx(i)))).sum();
+        let held: u32 =
+            (provider.pools.start..provider.pools.end).map(|i| canopy(fleet.pool_nodes(PoolIdx(i)))).sum();
         if held + want > l {
             return false;
         }
@@ -284,7 +286,8 @@ impl TenantTally {
                     return;
                 }
                 if let (Some(st), Some(en)) = (a.started_at, a.ended_at) {
-                    s.used_gpu_h += f64::from(a.gpus) * a.nodes.len().max(1) as f64 * en.secs_since(st).max(0.0) / 3600.0;
+                    s.used_gpu_h +=
+                        f64::from(a.gpus) * a.nodes.len().max(1) as f64 * en.secs_since(st).max(0.0) / 3600.0;
                 }
                 if a.class == Some(FailureClass::Reclaimed) {
                     let tenant = self.tenant(w);
@@ -337,7 +340,8 @@ impl TenantTally {
                 row.reclaim_p99_s = percentile(&mut l, 0.99);
                 row.reclaim_max_s = l.iter().copied().fold(0.0, f64::max);
                 let within = row.promise_s.map_or(l.len(), |p| l.iter().filter(|x| **x <= p).count());
-                row.reclaims_within_pct = if l.is_empty() { 100.0 } else { 100.0 * within as f64 / l.len() as f64 };
+                row.reclaims_within_pct =
+                    if l.is_empty() { 100.0 } else { 100.0 * within as f64 / l.len() as f64 };
                 row.reclaimed_attempts = self.victims.get(&name).copied().unwrap_or(0);
                 row.refused_nominal_max_s = refused.get(&name).copied().unwrap_or(0.0);
                 row
@@ -361,6 +365,9 @@ mod tests {
         assert_eq!(got, ["a", "c", "c", "a"]);
         jobs[0].tenant = Some("z".into());
         let e = assign(&mut jobs, &tenancy).unwrap_err();
-        assert!(e.contains("names tenant \"z\", which the fleet file does not define (defined: a, b, c)"), "{e}");
+        assert!(
+            e.contains("names tenant \"z\", which the fleet file does not define (defined: a, b, c)"),
+            "{e}"
+        );
     }
 }

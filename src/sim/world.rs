@@ -230,7 +230,8 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
     sink.settled(Millis(w.now), None, &w.core);
     let end = Millis(w.now);
     let refused = w.refusals.take().map(|x| x.finish(end)).unwrap_or_default();
-    let report = PolicyReport { tenants: w.tenants.report(end, &refused), ..w.tally.report(r.policy.name(), end) };
+    let report =
+        PolicyReport { tenants: w.tenants.report(end, &refused), ..w.tally.report(r.policy.name(), end) };
     (report, w.broken)
 }
 
