@@ -7,7 +7,11 @@
 //! ```sh
 //! cargo run --release --example sim_tenants
 //! cargo run --release --example sim_tenants -- [--trace FILE] [--fleet FLEET.toml] [--seeds 0-9] [--policy canopy]
+//!     [--arrivals-x N]
 //! ```
+//!
+//! `--arrivals-x N` replays the trace N times as fast (every submit time
+//! divided by N), to load the fleet until owners need their capacity back.
 //!
 //! Jobs without a `tenant` column go to tenants round-robin by arrival
 //! (`canopy::sim::tenants::assign`). Prints, in Markdown: per seed the
@@ -21,14 +25,15 @@ use canopy::sim::metrics::TenantReport;
 use canopy::sim::{self, FaultModel, Input, NoSink, PolicyReport};
 use std::fmt::Write;
 
-const USAGE: &str =
-    "usage: sim_tenants [--trace FILE] [--fleet FLEET.toml] [--seeds 0-9|3|0,4,7] [--policy canopy]";
+const USAGE: &str = "usage: sim_tenants [--trace FILE] [--fleet FLEET.toml] [--seeds 0-9|3|0,4,7] [--policy canopy] [--arrivals-x N]";
 
 struct Args {
     trace: String,
     fleet: String,
     seeds: Vec<u64>,
     policy: String,
+    /// Arrivals this many times as fast: every submit time divided by it.
+    arrivals_x: f64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -37,6 +42,7 @@ fn parse_args() -> Result<Args, String> {
         fleet: "assets/fleets/demo-tenants.toml".into(),
         seeds: (0..10).collect(),
         policy: "canopy".into(),
+        arrivals_x: 1.0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -45,6 +51,14 @@ fn parse_args() -> Result<Args, String> {
             "--trace" => a.trace = value()?,
             "--fleet" => a.fleet = value()?,
             "--policy" => a.policy = value()?,
+            "--arrivals-x" => {
+                let v = value()?;
+                a.arrivals_x = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x > 0.0)
+                    .ok_or_else(|| format!("--arrivals-x {v:?}: give a positive number"))?;
+            }
             "--seeds" => {
                 let v = value()?;
                 let num = |s: &str| {
@@ -87,14 +101,18 @@ fn run() -> Result<(), String> {
     let text = std::fs::read_to_string(&a.trace).map_err(|e| format!("{}: {e}", a.trace))?;
     let mut jobs =
         sim::trace::parse(sim::trace::detect(&a.trace, &text), &text, &a.trace).map_err(|e| e.to_string())?;
+    for j in &mut jobs {
+        j.submit_s /= a.arrivals_x;
+    }
     sim::tenants::assign(&mut jobs, &tenancy)?;
     let faults = FaultModel::default();
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} jobs from {} on {} ({} nodes), policy {}, {} tenants assigned round-robin by arrival\n",
+        "{} jobs from {}{} on {} ({} nodes), policy {}, {} tenants assigned round-robin by arrival\n",
         jobs.len(),
         a.trace,
+        if a.arrivals_x == 1.0 { String::new() } else { format!(", arrivals ×{}", a.arrivals_x) },
         a.fleet,
         fleet.nodes.len(),
         a.policy,

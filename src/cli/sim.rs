@@ -28,7 +28,11 @@ pub struct SimArgs {
     /// `--synthetic 100000,10000`.
     #[arg(long, value_name = "JOBS,NODES", conflicts_with_all = ["trace", "fleet"], value_parser = sim::scale::parse_size)]
     pub synthetic: Option<(usize, usize)>,
-    /// Fleet file (TOML). Defaults to the embedded demo fleet.
+    /// Fleet file (TOML). Defaults to the embedded demo fleet. It may carry
+    /// tenants, flavors, quotas and owners (`[[tenant]]`, `[[flavor]]` as in
+    /// canopy.toml; e.g. assets/fleets/demo-tenants.toml): jobs then go to
+    /// their trace's `tenant` column, else round-robin by arrival, and the
+    /// report adds a row per tenant (docs/sim.md, "Tenants").
     #[arg(long, value_name = "FILE")]
     pub fleet: Option<PathBuf>,
     /// Fault model (TOML, any subset of the fields in docs/sim.md).

@@ -24,7 +24,7 @@ use crate::engine::model::{EventKind, Millis, Record, WorkloadId, WorkloadState}
 use crate::failure::FailureClass;
 use crate::fleet::{Fleet, NodeState, PoolIdx};
 use crate::spec::Spec;
-use crate::tenant::{Amount, Tenancy};
+use crate::tenant::{Admission, Amount, Tenancy};
 use std::collections::{BTreeMap, HashMap};
 
 /// The documented rule for jobs whose trace names no tenant (Gavel's TSV
@@ -65,15 +65,19 @@ fn amount_of(spec: &Spec) -> Amount {
 /// A tenant is *refused* at an instant when it has a workload waiting
 /// (queued, not in a retry backoff) that, in some flavor, (a) fits within
 /// its nominal quota there on top of what it uses there, (b) some pool of
-/// that flavor could host if it were empty, (c) no pool of that flavor can
-/// host now (busy nodes, or a lend limit reached), while (d) another
-/// tenant uses more than its own nominal quota in that flavor: capacity it
-/// is guaranteed is held by someone borrowing it. Checked whenever virtual
-/// time moves on; an interval of refusal runs from the first instant it
-/// holds to the first it no longer does.
+/// that flavor could host if it were empty, while (c) another tenant uses
+/// more than its own nominal quota in that flavor — capacity it is
+/// guaranteed is held by someone borrowing it — and (d) no pool its quotas
+/// leave open to it can host it now (busy nodes, or a lend limit
+/// reached). Work that could start now somewhere open to it and waits by
+/// the policy's choice (patience for a cheaper pool) is not refused.
+/// Checked whenever virtual time moves on; an interval of refusal runs
+/// from the first instant it holds to the first it no longer does.
 pub struct Refusals {
     /// Per flavor (index into the tenancy's flavors), its pools.
     flavor_pools: Vec<Vec<PoolIdx>>,
+    /// Each pool's flavor, by `PoolIdx`.
+    pool_flavor: Vec<Option<usize>>,
     /// Since when each refused tenant has been refused (virtual ms).
     open: BTreeMap<String, i64>,
     /// The longest closed interval per tenant, seconds.
@@ -83,14 +87,17 @@ pub struct Refusals {
 impl Refusals {
     pub fn new(tenancy: &Tenancy, fleet: &Fleet) -> Self {
         let mut flavor_pools = vec![Vec::new(); tenancy.flavors.len()];
+        let mut pool_flavor = Vec::new();
         for i in 0..fleet.pools.len() {
             let p = PoolIdx(i as u32);
             let facts = crate::tenant::usage::facts(tenancy, fleet, p);
-            if let Some(fi) = crate::tenant::flavor::flavor_of(&tenancy.flavors, &facts) {
+            let fi = crate::tenant::flavor::flavor_of(&tenancy.flavors, &facts);
+            if let Some(fi) = fi {
                 flavor_pools[fi].push(p);
             }
+            pool_flavor.push(fi);
         }
-        Refusals { flavor_pools, open: BTreeMap::new(), longest: BTreeMap::new() }
+        Refusals { flavor_pools, pool_flavor, open: BTreeMap::new(), longest: BTreeMap::new() }
     }
 
     /// Looks at the core's state at `now` (every event at `now` handled).
@@ -134,9 +141,27 @@ impl Refusals {
                     && limits.within_nominal(&used_of(tn, &f.name).saturating_add(want))
                     && borrowed[fi].iter().any(|b| *b != tn)
                     && self.flavor_pools[fi].iter().any(|&p| hosts(fleet, p, &w.spec, false))
-                    && !self.flavor_pools[fi].iter().any(|&p| hosts(fleet, p, &w.spec, true))
             });
-            if owed {
+            if !owed {
+                continue;
+            }
+            // The flavors its quotas admit it to now, as the core asks.
+            let open: Vec<bool> = tenancy
+                .flavors
+                .iter()
+                .map(|f| {
+                    let members = tenancy.members(t, &f.name, |who| used_of(who, &f.name));
+                    matches!(
+                        crate::tenant::admit(t.cohort.as_deref(), &f.name, &members, tn, want),
+                        Some(Admission::Admit { .. } | Admission::Reclaim { .. })
+                    )
+                })
+                .collect();
+            let could_start = (0..fleet.pools.len()).any(|i| {
+                self.pool_flavor[i].is_none_or(|fi| open[fi])
+                    && hosts(fleet, PoolIdx(i as u32), &w.spec, true)
+            });
+            if !could_start {
                 refused.push(tn.to_string());
             }
         }
