@@ -138,6 +138,38 @@ fn an_owner_reclaims_the_least_costly_borrowed_work_without_blame() {
     assert_ne!(again, a_short, "placed again once the owner's work ended");
 }
 
+/// The capacity a reclaim freed is lost before the owner gets it (the
+/// victim's node is cordoned while it stops): once its victims have
+/// stopped and the owner's work still fits nowhere, the owner takes
+/// capacity back again, from the other borrowed node, rather than waiting
+/// for that work to end on its own.
+#[test]
+fn a_reclaim_whose_freed_capacity_is_lost_takes_it_back_elsewhere() {
+    let mut w = world(8);
+    let long = submit_for(&mut w, "team-b", 4);
+    let (a_long, n_long) = start_running(&mut w, long);
+    w.advance(3600.0);
+    let short = submit_for(&mut w, "team-b", 4);
+    let (a_short, n_short) = start_running(&mut w, short);
+    w.advance(600.0);
+    let owner = submit_for(&mut w, "team-a", 4);
+    assert!(w.terminated(a_short) && !w.terminated(a_long));
+    w.send(Event::SetNodeState {
+        request: 0,
+        node: n_short.clone(),
+        state: canopy::fleet::NodeState::Cordoned,
+        note: None,
+    });
+    w.confirm_terminated(a_short, ProviderEnd::Signaled { signal: 15 });
+    assert!(w.launched(owner).is_none(), "the owner's node was cordoned");
+    assert!(w.terminated(a_long), "the owner takes its other node back");
+    let said = w.events(owner, EventKind::Reclaim);
+    assert_eq!(said.len(), 2, "{said:?}");
+    w.confirm_terminated(a_long, ProviderEnd::Signaled { signal: 15 });
+    let (_, n_owner) = w.last_launch(owner);
+    assert_eq!(n_owner, n_long);
+}
+
 /// A restart keeps the tenancy's effect and a reclaim in flight: the
 /// victim's durable stop is carried out, usage is charged again from the
 /// live attempts, other tenants stay off the owner's pool, and the owner's

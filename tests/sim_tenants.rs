@@ -52,8 +52,12 @@ const TRACE: &str = "submit_s,duration_s,gpus,tenant,outcome
 ";
 
 fn run(with_tenancy: bool) -> PolicyReport {
-    let fleet = load::parse(FLEET, "lab.toml").expect("fleet");
-    let tenancy = load::parse_tenancy(FLEET, "lab.toml").expect("tenancy");
+    run_on(FLEET, with_tenancy)
+}
+
+fn run_on(fleet_text: &str, with_tenancy: bool) -> PolicyReport {
+    let fleet = load::parse(fleet_text, "lab.toml").expect("fleet");
+    let tenancy = load::parse_tenancy(fleet_text, "lab.toml").expect("tenancy");
     let mut jobs = sim::trace::parse(Format::Csv, TRACE, "shared.csv").expect("trace");
     sim::tenants::assign(&mut jobs, &tenancy).expect("tenants");
     let faults = FaultModel::none();
@@ -107,6 +111,18 @@ fn without_a_tenancy_the_owner_waits_for_the_borrowed_work_to_end() {
     // team-b's ten V100-hours take about 4.6 hours on the A100s.
     assert!(a.queue_p50_h >= 2.0, "team-a queued only {}h", a.queue_p50_h);
     assert_eq!(p.failures_by_class.get("reclaimed"), None);
+}
+
+#[test]
+fn a_nominal_quota_no_owner_takes_back_is_refused_while_it_is_borrowed() {
+    // The same quotas, but nobody owns the lab: nothing reclaims for
+    // team-a, which waits for team-b's borrowed work to end, and the
+    // report says how long it was refused its nominal quota.
+    let p = run_on(&FLEET.replace("owns = [\"lab\"]\n", ""), true);
+    let a = row(&p, "team-a");
+    assert_eq!(a.reclaims, 0);
+    assert!(a.refused_nominal_max_s >= 2.0 * 3600.0, "refused only {}s", a.refused_nominal_max_s);
+    assert!((a.refused_nominal_max_s - a.queue_p50_h * 3600.0).abs() < 120.0, "{a:?}");
 }
 
 #[test]

@@ -240,11 +240,24 @@ impl Core {
         place(req, self.snapshot(now), policy)
     }
 
+    /// Whether victims of the reclaim for `id` are still stopping.
+    fn reclaim_stopping(&self, id: WorkloadId) -> bool {
+        self.entries.values().any(|e| {
+            matches!(
+                e.live.as_ref().and_then(|l| l.terminating.as_ref()),
+                Some(ProviderEnd::OwnerReclaim { for_workload, .. }) if *for_workload == id.0
+            )
+        })
+    }
+
     /// The owner's work `id` fits nowhere: when it is within its nominal
     /// quota and borrowed work holds the owner's pools, stop the least
-    /// costly victims so it fits (`tenant::reclaim`).
+    /// costly victims so it fits (`tenant::reclaim`). A reclaim in flight
+    /// whose victims have all stopped, the owner's work still fitting
+    /// nowhere (the freed capacity was lost: a node went down or was
+    /// cordoned), takes capacity back again.
     pub(super) fn maybe_reclaim(&mut self, id: WorkloadId, req: &Requirements, now: Millis) {
-        if self.tenancy.is_empty() || self.quota.reclaims.contains_key(&id) {
+        if self.tenancy.is_empty() || (self.quota.reclaims.contains_key(&id) && self.reclaim_stopping(id)) {
             return;
         }
         let Some(e) = self.entries.get(&id) else { return };
@@ -277,12 +290,34 @@ impl Core {
             Decision::Placed(p) => p.candidates.iter().map(|c| c.pool_idx).collect(),
             Decision::Unschedulable(_) => return,
         };
-        let pools: Vec<PoolIdx> = fitting.into_iter().filter(|p| owned.contains(&(p.0 as usize))).collect();
+        // Not those the scheduler will not place on now: quarantined.
+        let owned_fitting: Vec<PoolIdx> =
+            fitting.into_iter().filter(|p| owned.contains(&(p.0 as usize))).collect();
+        let members: Vec<u32> =
+            owned_fitting.iter().flat_map(|p| self.fleet.pool(*p).nodes.clone()).collect();
+        let (pools, quarantined): (Vec<PoolIdx>, Vec<u32>) = {
+            let snap = self.snapshot(now);
+            let pools = owned_fitting
+                .into_iter()
+                .filter(|p| {
+                    !snap.pool_quarantined.contains(p.0 as usize)
+                        && !snap.provider_quarantined.contains(p.0 as usize)
+                })
+                .collect();
+            let quarantined = members
+                .into_iter()
+                .filter(|n| snap.nodes.get(*n as usize).is_some_and(|i| i.quarantined))
+                .collect();
+            (pools, quarantined)
+        };
         let mut nodes: Vec<(u32, Amount)> = Vec::new();
         for p in &pools {
             for n in self.fleet.pool(*p).nodes.clone() {
                 let node = &self.fleet.nodes[n as usize];
-                if node.state == NodeState::Ready && !req.exclude_nodes.contains(&node.name) {
+                if node.state == NodeState::Ready
+                    && !req.exclude_nodes.contains(&node.name)
+                    && !quarantined.contains(&n)
+                {
                     nodes.push((n, amount_of(node.free.gpus, node.free.cpu_cores, 1)));
                 }
             }
