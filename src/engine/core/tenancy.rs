@@ -25,6 +25,7 @@ use crate::engine::model::{Millis, WorkloadId};
 use crate::failure::ProviderEnd;
 use crate::fleet::{NodeState, PoolIdx};
 use crate::schedule::{Decision, Policy, Requirements, place};
+use crate::spec::Topology;
 use crate::tenant::{self, Admission, Amount, Tenancy};
 use std::collections::{BTreeMap, HashMap};
 
@@ -310,6 +311,9 @@ impl Core {
                 .collect();
             (pools, quarantined)
         };
+        // A gang's nodes must share its topology's domain (a pool, a
+        // switch in it, a region): victims are chosen within one domain.
+        let mut domains: BTreeMap<String, Vec<(u32, Amount)>> = BTreeMap::new();
         let mut nodes: Vec<(u32, Amount)> = Vec::new();
         for p in &pools {
             for n in self.fleet.pool(*p).nodes.clone() {
@@ -318,7 +322,16 @@ impl Core {
                     && !req.exclude_nodes.contains(&node.name)
                     && !quarantined.contains(&n)
                 {
-                    nodes.push((n, amount_of(node.free.gpus, node.free.cpu_cores, 1)));
+                    let free = amount_of(node.free.gpus, node.free.cpu_cores, 1);
+                    nodes.push((n, free));
+                    let domain = match req.topology {
+                        Topology::SamePool => p.0.to_string(),
+                        Topology::SameSwitch => {
+                            format!("{}/{}", p.0, node.switch.as_deref().unwrap_or_default())
+                        }
+                        Topology::SameRegion => self.fleet.pool(*p).region.clone(),
+                    };
+                    domains.entry(domain).or_default().push((n, free));
                 }
             }
         }
@@ -352,8 +365,16 @@ impl Core {
             });
         }
         let per_node = amount_of(req.gpus, req.cpu_cores, 1);
-        let Some(choice) = tenant::reclaim::choose(&nodes, &candidates, per_node, req.nodes.max(1) as usize)
-        else {
+        let count = req.nodes.max(1) as usize;
+        let choice = if count == 1 {
+            tenant::reclaim::choose(&nodes, &candidates, per_node, count)
+        } else {
+            domains
+                .values()
+                .filter_map(|d| tenant::reclaim::choose(d, &candidates, per_node, count))
+                .min_by_key(|c| (c.cost(), c.nodes.first().copied()))
+        };
+        let Some(choice) = choice else {
             return;
         };
         if choice.victims.is_empty() {
