@@ -245,6 +245,7 @@ fn a_gang_runs_on_all_its_nodes_and_its_gpu_hours_count_every_node() {
         faults: &faults,
         seed: 0,
         policy: PlacementPolicy::HealthAware,
+        tenancy: None,
     };
     let mut seen = Nodes(Vec::new());
     let r = world::run(&run, &mut seen);
@@ -285,6 +286,7 @@ fn with_notice_a_job_that_saves_on_sigterm_loses_nothing_to_a_preemption() {
             faults,
             seed: 1,
             policy: PlacementPolicy::HealthAware,
+            tenancy: None,
         };
         world::run(&run, &mut NoSink)
     };
