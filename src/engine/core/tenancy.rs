@@ -47,11 +47,49 @@ pub(super) struct QuotaBook {
     pool_label: Vec<String>,
     /// Owners' workloads with a reclaim in flight, and the owning tenant.
     reclaims: BTreeMap<WorkloadId, String>,
+    /// Each configured tenant's index in `Tenancy::tenants`, by name.
+    tenant_ix: HashMap<String, usize>,
+    /// Per tenant index: its cohort's members (itself alone without a
+    /// cohort), as indices, in the tenancy's order.
+    cohort: Vec<Vec<usize>>,
+    /// Per tenant index and flavor: its limits (`Tenancy::limits`).
+    limits: Vec<Vec<tenant::Limits>>,
+    /// Per tenant index and flavor: in use (`used`, by index).
+    used_ix: Vec<Vec<Amount>>,
 }
 
 impl QuotaBook {
     fn used(&self, tenant: &str, flavor: usize) -> Amount {
         self.used.get(&(tenant.to_string(), flavor)).copied().unwrap_or_default()
+    }
+
+    /// Adds (`add`) or takes back what a charge counts, in both books.
+    fn count(&mut self, tenant: &str, flavor: usize, a: Amount, add: bool) {
+        let step = |u: &mut Amount| *u = if add { u.saturating_add(a) } else { u.saturating_sub(a) };
+        match self.used.get_mut(&(tenant.to_string(), flavor)) {
+            Some(u) => step(u),
+            None if add => {
+                self.used.insert((tenant.to_string(), flavor), a);
+            }
+            None => {}
+        }
+        if let Some(u) = self.tenant_ix.get(tenant).and_then(|&t| self.used_ix.get_mut(t)?.get_mut(flavor)) {
+            step(u);
+        }
+    }
+
+    /// The members of configured tenant `ti`'s cohort with their usage in
+    /// flavor `fi`, for `tenant::admit`: from the tables built with the
+    /// book, so a placement decision looks nothing up by name.
+    fn members<'a>(&self, tenancy: &'a Tenancy, ti: usize, fi: usize) -> Vec<tenant::Usage<'a>> {
+        self.cohort[ti]
+            .iter()
+            .map(|&m| tenant::Usage {
+                tenant: &tenancy.tenants[m].name,
+                limits: self.limits[m][fi],
+                used: self.used_ix[m][fi],
+            })
+            .collect()
     }
 }
 
@@ -87,8 +125,12 @@ pub(super) fn quota_pools(
             why.push(format!("tenant {name} is not configured (any more); an admin can add it"));
         }
         (Some(name), Some(t)) => {
+            let ti = book.tenant_ix.get(name).copied();
             for (fi, f) in tenancy.flavors.iter().enumerate() {
-                let members = tenancy.members(t, &f.name, |who| book.used(who, fi));
+                let members = match ti {
+                    Some(ti) if book.cohort.len() > ti => book.members(tenancy, ti, fi),
+                    _ => tenancy.members(t, &f.name, |who| book.used(who, fi)),
+                };
                 match tenant::admit(t.cohort.as_deref(), &f.name, &members, name, want) {
                     Some(Admission::Admit { .. } | Admission::Reclaim { .. }) => {}
                     Some(Admission::Wait(w)) => {
@@ -153,6 +195,25 @@ impl Core {
             for v in &mut book.flavor_pools {
                 v.sort();
             }
+            let tenants = &self.tenancy.tenants;
+            let flavors = &self.tenancy.flavors;
+            book.tenant_ix = tenants.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
+            book.cohort = tenants
+                .iter()
+                .map(|t| {
+                    (0..tenants.len())
+                        .filter(|&m| match &t.cohort {
+                            Some(c) => tenants[m].cohort.as_ref() == Some(c),
+                            None => tenants[m].name == t.name,
+                        })
+                        .collect()
+                })
+                .collect();
+            book.limits = tenants
+                .iter()
+                .map(|t| flavors.iter().map(|f| self.tenancy.limits(t, &f.name)).collect())
+                .collect();
+            book.used_ix = vec![vec![Amount::default(); flavors.len()]; tenants.len()];
         }
         self.quota = book;
         let ids: Vec<WorkloadId> = self.live_ids.iter().copied().collect();
@@ -187,8 +248,7 @@ impl Core {
         let Some(e) = self.entries.get(&id) else { return };
         let charge = self.charge_for(e);
         if let Some((t, fi, a)) = &charge {
-            let u = self.quota.used.entry((t.clone(), *fi)).or_default();
-            *u = u.saturating_add(*a);
+            self.quota.count(t, *fi, *a, true);
         }
         if let Some(live) = self.entries.get_mut(&id).and_then(|e| e.live.as_mut()) {
             live.charged = charge;
@@ -199,9 +259,7 @@ impl Core {
     /// waiting is asked again.
     pub(super) fn uncharge_quota(&mut self, charged: Option<Charge>) {
         let Some((t, fi, a)) = charged else { return };
-        if let Some(u) = self.quota.used.get_mut(&(t, fi)) {
-            *u = u.saturating_sub(a);
-        }
+        self.quota.count(&t, fi, a, false);
         self.queue.unblock_all();
     }
 
