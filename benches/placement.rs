@@ -15,10 +15,12 @@
 //! Tenants: `place/core/10000/no-tenants` and `place/core/10000/tenants-20`
 //! time one decision as the engine core makes it (`Core::decide_for`: the
 //! pools the tenant's quota rules out, then `place`) for the same mix on
-//! the same 10,000-node fleet, about a fifth of its GPUs busy with 3,000
+//! the same 10,000-node fleet, about a quarter of its GPUs busy with 3,000
 //! workloads of 20 tenants; without a tenancy, and with 20 tenants in two
 //! cohorts, nominal quotas per accelerator family and borrowing limits
-//! that some tenants have reached. Goal: tenants-20 ≥ 0.8× no-tenants.
+//! (`tenants-20-tight`: quotas a tenth as large, so that the larger
+//! tenants are at their limits and the quota rules pools out). Goal:
+//! tenants-20 ≥ 0.8× no-tenants.
 //!
 //! Run: `cargo bench --bench placement -- --quick`
 
@@ -141,10 +143,11 @@ fn placement(c: &mut Criterion) {
 const TENANTS: usize = 20;
 
 /// 20 tenants in two cohorts; a flavor per accelerator family in the
-/// fleet; each tenant's nominal quota there a 40th of the family's GPUs
-/// (the quotas add up to half the fleet), borrowing up to as much again;
+/// fleet; each tenant's nominal quota there a `share`-th of the family's
+/// GPUs (40: the quotas add up to half the fleet; 400: a twentieth, so
+/// the larger tenants reach their limits), borrowing up to as much again;
 /// tenant `i` owns provider `i` when there is one.
-fn tenancy(fleet: &Fleet) -> Tenancy {
+fn tenancy(fleet: &Fleet, share: u64) -> Tenancy {
     let mut gpus: std::collections::BTreeMap<String, u64> = Default::default();
     for n in &fleet.nodes {
         let pool = fleet.pool(n.pool);
@@ -162,7 +165,7 @@ fn tenancy(fleet: &Fleet) -> Tenancy {
             text += &format!("owns = [\"{}\"]\n", p.name);
         }
         for (f, g) in &gpus {
-            let n = g / 40;
+            let n = g / share;
             text += &format!("[tenant.quota.{f}]\ngpus = {{ nominal = {n}, borrowing_limit = {n} }}\n");
         }
     }
@@ -221,8 +224,13 @@ fn tenants(c: &mut Criterion) {
     let now = Millis(1_700_000_000_000);
     let mut g = c.benchmark_group("place/core/10000");
     g.throughput(Throughput::Elements(mix.len() as u64));
-    let t = tenancy(&synth_fleet(10_000, SEED));
-    for (name, tenancy) in [("no-tenants", None), ("tenants-20", Some(t))] {
+    let fleet = synth_fleet(10_000, SEED);
+    let variants = [
+        ("no-tenants", None),
+        ("tenants-20", Some(tenancy(&fleet, 40))),
+        ("tenants-20-tight", Some(tenancy(&fleet, 400))),
+    ];
+    for (name, tenancy) in variants {
         let mut core = busy_core(tenancy);
         let (mut ruled, mut placed) = (0, 0);
         for (r, p, who) in &mix {
