@@ -47,6 +47,7 @@ fn run(fleet: &canopy::fleet::Fleet, jobs: &[Job]) -> sim::SimReport {
         optimize: Default::default(),
         fleet_name: "bench",
         trace_name: "gavel",
+        tenancy: None,
     };
     sim::simulate(&input, &mut NoSink).expect("the simulation runs")
 }

@@ -251,6 +251,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             optimize: Default::default(),
             fleet_name: "demo",
             trace_name: "busy-mix",
+            tenancy: None,
         };
         let cpu_nodes: Vec<NodeIdx> = (0..fleet.nodes.len() as u32)
             .map(NodeIdx)

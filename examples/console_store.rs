@@ -96,6 +96,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         optimize: Default::default(),
         fleet_name: "demo",
         trace_name: "console-store",
+        tenancy: None,
     };
     let mut sink = ToJournal { journal, pending: Vec::new(), states: HashMap::new(), error: None };
     sim::simulate(&input, &mut sink)?;

@@ -61,6 +61,7 @@ fn main() -> Result<(), String> {
             optimize: Optimize::Balanced,
             fleet_name: "the demo fleet",
             trace_name: trace,
+            tenancy: None,
         };
         sim::simulate(&input, &mut sink)?;
         let mut by_pool: BTreeMap<String, (u32, f64, f64)> = BTreeMap::new();

@@ -107,6 +107,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         optimize: Default::default(),
         fleet_name: &fleet_name,
         trace_name: "gavel",
+        tenancy: None,
     };
     let dump = match flag("--dump") {
         Some(path) => Some(std::io::BufWriter::new(std::fs::File::create(path)?)),

@@ -165,6 +165,7 @@ fn run() -> Result<(), String> {
                         optimize: args.optimize,
                         fleet_name: &fleet_name,
                         trace_name: &args.trace,
+                        tenancy: None,
                     };
                     let report = sim::simulate(&input, &mut NoSink);
                     eprintln!("seed {seed} done");

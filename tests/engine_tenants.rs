@@ -138,6 +138,102 @@ fn an_owner_reclaims_the_least_costly_borrowed_work_without_blame() {
     assert_ne!(again, a_short, "placed again once the owner's work ended");
 }
 
+/// The capacity a reclaim freed is lost before the owner gets it (the
+/// victim's node is cordoned while it stops): once its victims have
+/// stopped and the owner's work still fits nowhere, the owner takes
+/// capacity back again, from the other borrowed node, rather than waiting
+/// for that work to end on its own.
+#[test]
+fn a_reclaim_whose_freed_capacity_is_lost_takes_it_back_elsewhere() {
+    let mut w = world(8);
+    let long = submit_for(&mut w, "team-b", 4);
+    let (a_long, n_long) = start_running(&mut w, long);
+    w.advance(3600.0);
+    let short = submit_for(&mut w, "team-b", 4);
+    let (a_short, n_short) = start_running(&mut w, short);
+    w.advance(600.0);
+    let owner = submit_for(&mut w, "team-a", 4);
+    assert!(w.terminated(a_short) && !w.terminated(a_long));
+    w.send(Event::SetNodeState {
+        request: 0,
+        node: n_short.clone(),
+        state: canopy::fleet::NodeState::Cordoned,
+        note: None,
+    });
+    w.confirm_terminated(a_short, ProviderEnd::Signaled { signal: 15 });
+    assert!(w.launched(owner).is_none(), "the owner's node was cordoned");
+    assert!(w.terminated(a_long), "the owner takes its other node back");
+    let said = w.events(owner, EventKind::Reclaim);
+    assert_eq!(said.len(), 2, "{said:?}");
+    w.confirm_terminated(a_long, ProviderEnd::Signaled { signal: 15 });
+    let (_, n_owner) = w.last_launch(owner);
+    assert_eq!(n_owner, n_long);
+}
+
+/// An owner's gang needs its nodes in one pool: the victims free nodes in
+/// one pool, not one free node in each of two pools (which frees nothing
+/// the gang can use).
+#[test]
+fn an_owners_gang_takes_back_nodes_in_one_pool() {
+    use canopy::fleet::NodeState;
+    let pools = vec![
+        (gpu_pool("lab", "A100-40", 4, 40.0, 1.0), vec!["n1", "n2"]),
+        (gpu_pool("lab2", "A100-40", 4, 40.0, 1.0), vec!["m1", "m2"]),
+    ];
+    let mut w = World::new(cloud_fleet(pools));
+    let text = r#"
+[[flavor]]
+name = "lab"
+providers = ["cloud"]
+[[tenant]]
+name = "team-a"
+cohort = "research"
+owns = ["cloud"]
+[tenant.quota.lab]
+gpus = 16
+[[tenant]]
+name = "team-b"
+cohort = "research"
+"#;
+    w.send(Event::SetTenancy { tenancy: Box::new(TenancyDoc::parse(text, false).expect("tenancy").1) });
+    let state = |w: &mut World, node: &str, state: NodeState| {
+        w.send(Event::SetNodeState { request: 0, node: node.into(), state, note: None });
+    };
+    // team-b borrows n2 and m2: one node in each pool.
+    state(&mut w, "n1", NodeState::Cordoned);
+    state(&mut w, "m1", NodeState::Cordoned);
+    let b1 = submit_for(&mut w, "team-b", 4);
+    let (a1, _) = start_running(&mut w, b1);
+    let b2 = submit_for(&mut w, "team-b", 4);
+    let (a2, _) = start_running(&mut w, b2);
+    state(&mut w, "n1", NodeState::Ready);
+    state(&mut w, "m1", NodeState::Ready);
+
+    // team-a's gang of two 4-GPU nodes fits neither pool.
+    let mut spec = job_spec(4, "");
+    spec.resources.nodes = 2;
+    let out = w.send(Event::Submit {
+        request: 9,
+        spec_hash: spec.content_hash(),
+        spec: Box::new(spec),
+        idempotency_key: None,
+        by: None,
+        tenant: Some("team-a".into()),
+    });
+    let gang = out
+        .into_iter()
+        .find_map(|a| match a {
+            canopy::engine::core::Action::Reply { reply: Reply::Submitted { id, .. }, .. } => Some(id),
+            _ => None,
+        })
+        .expect("submitted");
+    assert!(w.launched(gang).is_none());
+    let stopped: Vec<AttemptId> = [a1, a2].into_iter().filter(|a| w.terminated(*a)).collect();
+    assert_eq!(stopped.len(), 1, "one victim frees a whole pool: {:?}", w.events(gang, EventKind::Reclaim));
+    w.confirm_terminated(stopped[0], ProviderEnd::Signaled { signal: 15 });
+    assert!(w.launched(gang).is_some(), "{:?}", w.workload(gang).reason);
+}
+
 /// A restart keeps the tenancy's effect and a reclaim in flight: the
 /// victim's durable stop is carried out, usage is charged again from the
 /// live attempts, other tenants stay off the owner's pool, and the owner's

@@ -225,6 +225,7 @@ fn cpu_only_work_lands_on_a_gpu_node_only_when_no_cpu_node_fits() {
             optimize: Default::default(),
             fleet_name: "demo",
             trace_name: "cpu-mix",
+            tenancy: None,
         };
         let mut check = Checker::new(&fleet);
         let report = sim::simulate(&input, &mut check).expect("runs");

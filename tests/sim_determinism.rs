@@ -21,6 +21,7 @@ fn report(seed: u64, limit: usize) -> String {
         policies: &policies,
         fleet_name: "demo",
         trace_name: "gavel",
+        tenancy: None,
     };
     sim::simulate(&input, &mut NoSink).expect("runs").to_json()
 }
@@ -66,6 +67,7 @@ fn records_reach_the_sink_in_time_order() {
         policies: &[sim::PlacementPolicy::HealthAware],
         fleet_name: "demo",
         trace_name: "tiresias",
+        tenancy: None,
     };
     let mut sink = Order(Vec::new(), 0);
     let r = sim::simulate(&input, &mut sink).expect("runs");

@@ -26,7 +26,7 @@ fn check(fleet: &canopy::fleet::Fleet, jobs: &[sim::Job], seed: u64) {
     let faults = harsh();
     let specs = sim::specs(jobs, fleet, Default::default(), seed, &faults).expect("specs");
     for policy in sim::default_policies(seed) {
-        let run = world::Run { fleet, jobs, specs: &specs, faults: &faults, seed, policy };
+        let run = world::Run { fleet, jobs, specs: &specs, faults: &faults, seed, policy, tenancy: None };
         let report =
             world::run_checked(&run, &mut NoSink).unwrap_or_else(|e| panic!("{}: {e}", policy.name()));
         assert_eq!(report.workloads, jobs.len());

@@ -43,6 +43,7 @@ fn counts(jobs: usize, nodes: usize) -> WorkCounts {
         optimize: Default::default(),
         fleet_name: "synth",
         trace_name: "gavel tiled",
+        tenancy: None,
     };
     let mut sink = Counts::default();
     let report = sim::simulate(&input, &mut sink).expect("the simulation runs");

@@ -95,6 +95,7 @@ fn watch(speed: f64) -> Watched {
         policies: &[PlacementPolicy::HealthAware],
         fleet_name: "demo",
         trace_name: "tiny.csv",
+        tenancy: None,
     };
     sim::simulate(&input, &mut sink).unwrap();
     let (emitted, end) = (sink.batches, sink.end);

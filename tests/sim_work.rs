@@ -21,6 +21,7 @@ fn job(i: usize, hours: f64, gpus: u32) -> Job {
         outcome: Some(sim::Outcome::Completes),
         fails_after_s: None,
         measured_on: Some("V100".into()),
+        tenant: None,
     }
 }
 
@@ -48,6 +49,7 @@ fn fault_free(fleet: &Fleet, jobs: &[Job], check: impl Fn(&[canopy::spec::Spec])
         faults: &faults,
         seed: 0,
         policy: PlacementPolicy::HealthAware,
+        tenancy: None,
     };
     world::run(&run, &mut NoSink)
 }
@@ -99,7 +101,15 @@ fn a_job_runs_faster_on_a_faster_accelerator() {
 /// Canopy's policy over `jobs` under `faults` and `seed`.
 fn under(fleet: &Fleet, jobs: &[Job], faults: &FaultModel, seed: u64) -> sim::PolicyReport {
     let specs = sim::specs(jobs, fleet, Default::default(), seed, faults).expect("specs");
-    let run = world::Run { fleet, jobs, specs: &specs, faults, seed, policy: PlacementPolicy::HealthAware };
+    let run = world::Run {
+        fleet,
+        jobs,
+        specs: &specs,
+        faults,
+        seed,
+        policy: PlacementPolicy::HealthAware,
+        tenancy: None,
+    };
     world::run(&run, &mut NoSink)
 }
 
@@ -173,6 +183,7 @@ fn checkpointed_work_resumes_and_loses_only_the_time_since_its_checkpoint() {
             faults: &faults,
             seed: 1,
             policy: PlacementPolicy::CheapestFirst,
+            tenancy: None,
         };
         world::run(&run, &mut NoSink)
     };
@@ -234,6 +245,7 @@ fn a_gang_runs_on_all_its_nodes_and_its_gpu_hours_count_every_node() {
         faults: &faults,
         seed: 0,
         policy: PlacementPolicy::HealthAware,
+        tenancy: None,
     };
     let mut seen = Nodes(Vec::new());
     let r = world::run(&run, &mut seen);
@@ -274,6 +286,7 @@ fn with_notice_a_job_that_saves_on_sigterm_loses_nothing_to_a_preemption() {
             faults,
             seed: 1,
             policy: PlacementPolicy::HealthAware,
+            tenancy: None,
         };
         world::run(&run, &mut NoSink)
     };

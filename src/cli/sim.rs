@@ -10,6 +10,7 @@ use canopy::console::{replay, run as console};
 use canopy::fleet::{Fleet, load};
 use canopy::sim::{self, FaultModel, Input, Job, NoSink, PlacementPolicy};
 use canopy::spec::Optimize;
+use canopy::tenant::Tenancy;
 use color_eyre::eyre::{Result, WrapErr, bail, eyre};
 use std::path::PathBuf;
 
@@ -28,7 +29,11 @@ pub struct SimArgs {
     /// `--synthetic 100000,10000`.
     #[arg(long, value_name = "JOBS,NODES", conflicts_with_all = ["trace", "fleet"], value_parser = sim::scale::parse_size)]
     pub synthetic: Option<(usize, usize)>,
-    /// Fleet file (TOML). Defaults to the embedded demo fleet.
+    /// Fleet file (TOML). Defaults to the embedded demo fleet. It may carry
+    /// tenants, flavors, quotas and owners (`[[tenant]]`, `[[flavor]]` as in
+    /// canopy.toml; e.g. assets/fleets/demo-tenants.toml): jobs then go to
+    /// their trace's `tenant` column, else round-robin by arrival, and the
+    /// report adds a row per tenant (docs/sim.md, "Tenants").
     #[arg(long, value_name = "FILE")]
     pub fleet: Option<PathBuf>,
     /// Fault model (TOML, any subset of the fields in docs/sim.md).
@@ -68,9 +73,14 @@ pub struct SimArgs {
 }
 
 pub fn run(args: SimArgs, console: &ConsoleArgs) -> Result<()> {
-    let (fleet, fleet_name) = match &args.fleet {
-        Some(p) => (load::load_file(p)?, p.display().to_string()),
-        None => (load::demo()?, "the demo fleet".to_string()),
+    let (fleet, fleet_name, tenancy) = match &args.fleet {
+        Some(p) => {
+            let file = p.display().to_string();
+            let text =
+                std::fs::read_to_string(p).wrap_err_with(|| format!("reading the fleet file {file}"))?;
+            (load::parse(&text, &file)?, file.clone(), load::parse_tenancy(&text, &file)?)
+        }
+        None => (load::demo()?, "the demo fleet".to_string(), Tenancy::default()),
     };
     let faults_path = args.faults.clone().or_else(|| {
         let p = args.fleet.as_ref()?.with_extension("faults.toml");
@@ -105,8 +115,9 @@ pub fn run(args: SimArgs, console: &ConsoleArgs) -> Result<()> {
     if let Some(n) = args.limit {
         jobs.truncate(n);
     }
+    sim::tenants::assign(&mut jobs, &tenancy).map_err(|e| eyre!("{file}: {e}"))?;
     if args.watch {
-        return watch(args, fleet, fleet_name, jobs, faults, file, console);
+        return watch(args, (fleet, tenancy), fleet_name, jobs, faults, file, console);
     }
     let policies: Vec<PlacementPolicy> = if args.policy.is_empty() {
         sim::default_policies(args.seed)
@@ -126,6 +137,7 @@ pub fn run(args: SimArgs, console: &ConsoleArgs) -> Result<()> {
         optimize: args.optimize.into(),
         fleet_name: &fleet_name,
         trace_name: &file,
+        tenancy: Some(&tenancy),
     };
     let report = sim::simulate(&input, &mut NoSink).map_err(|e| eyre!(e))?;
     if args.json {
@@ -141,7 +153,7 @@ pub fn run(args: SimArgs, console: &ConsoleArgs) -> Result<()> {
 /// printed after, when the run had ended.
 fn watch(
     args: SimArgs,
-    fleet: Fleet,
+    (fleet, tenancy): (Fleet, Tenancy),
     fleet_name: String,
     jobs: Vec<Job>,
     faults: FaultModel,
@@ -180,6 +192,7 @@ fn watch(
                 optimize,
                 fleet_name: &fleet_name,
                 trace_name: &trace_name,
+                tenancy: Some(&tenancy),
             };
             sim::simulate(&input, &mut pacer)
         })

@@ -29,6 +29,12 @@
 //! nodes_per_switch = 2        # counted nodes: sw0 = nodes 0-1, sw1 = 2-3
 //! nodes = 4                   # or a list of node tables, each with its `switch`
 //! ```
+//!
+//! A fleet file may also carry a tenancy for `canopy sim`: `default_tenant`,
+//! `[[tenant]]` and `[[flavor]]` exactly as in `canopy.toml`
+//! ([`crate::tenant::TenancyDoc`]), read by [`parse_tenancy`]. [`parse`]
+//! accepts and ignores them (the server takes its tenants from
+//! `canopy.toml`).
 
 use super::{
     Fleet, FleetBuilder, FleetError, Free, Lifecycle, NodeDef, NodeFabric, NodeState, PoolDef, ProviderKind,
@@ -56,6 +62,14 @@ pub enum FleetFileError {
         #[source]
         source: FleetError,
     },
+    #[error(
+        "{file}: {source} (the fleet file's tenancy tables read as in canopy.toml; see docs/sim.md, \"Tenants\")"
+    )]
+    Tenancy {
+        file: String,
+        #[source]
+        source: crate::tenant::TenancyError,
+    },
 }
 
 #[derive(Deserialize)]
@@ -63,6 +77,13 @@ pub enum FleetFileError {
 struct FileDoc {
     #[serde(default)]
     providers: Vec<FileProvider>,
+    /// The tenancy tables, as `canopy.toml` writes them ([`parse_tenancy`]).
+    #[serde(default)]
+    default_tenant: Option<String>,
+    #[serde(default)]
+    tenant: Vec<crate::tenant::TenantDef>,
+    #[serde(default)]
+    flavor: Vec<crate::tenant::FlavorDef>,
 }
 
 #[derive(Deserialize)]
@@ -184,6 +205,22 @@ pub fn parse(text: &str, file: &str) -> Result<Fleet, FleetFileError> {
         FleetFileError::Syntax { file: file.to_string(), line, col, message: e.message().trim().to_string() }
     })?;
     build(doc).map_err(|source| FleetFileError::Invalid { file: file.to_string(), source })
+}
+
+/// The tenancy a fleet file gives (`default_tenant`, `[[tenant]]`,
+/// `[[flavor]]`), validated: empty when it gives none. `file` names the
+/// source in error messages.
+pub fn parse_tenancy(text: &str, file: &str) -> Result<crate::tenant::Tenancy, FleetFileError> {
+    let doc: FileDoc = toml::from_str(text).map_err(|e| {
+        let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+        FleetFileError::Syntax { file: file.to_string(), line, col, message: e.message().trim().to_string() }
+    })?;
+    let doc = crate::tenant::TenancyDoc {
+        default_tenant: doc.default_tenant,
+        tenant: doc.tenant,
+        flavor: doc.flavor,
+    };
+    doc.tenancy().map_err(|source| FleetFileError::Tenancy { file: file.to_string(), source })
 }
 
 /// Reads and parses a fleet file.

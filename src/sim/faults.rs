@@ -382,6 +382,7 @@ mod tests {
             outcome: None,
             fails_after_s: None,
             measured_on: None,
+            tenant: None,
         };
         assert_eq!(fate(7, 3, &m, &job), fate(7, 3, &m, &job));
         let fails = (0..10_000).filter(|j| fate(7, *j, &m, &job) != Fate::Completes).count();

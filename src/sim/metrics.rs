@@ -66,6 +66,62 @@ pub struct PolicyReport {
     /// Virtual time from the first submit to the last workload's end
     /// (success or failure), hours.
     pub makespan_h: f64,
+    /// Per tenant, when the trace's jobs have tenants
+    /// ([`super::tenants`]); by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tenants: Vec<TenantReport>,
+}
+
+/// What sharing did to one tenant ([`super::tenants`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TenantReport {
+    pub tenant: String,
+    pub workloads: usize,
+    pub succeeded: usize,
+    /// The trace GPU-hours of its jobs that succeeded (as `useful_gpu_h`).
+    pub completed_gpu_h: f64,
+    /// GPU-hours its attempts ran (as `used_gpu_h`).
+    pub used_gpu_h: f64,
+    pub queue_p50_h: f64,
+    pub queue_p99_h: f64,
+    /// Reclaims the core made for its workloads as an owner.
+    pub reclaims: usize,
+    /// From the core's reclaim to the owner's workload placed, seconds.
+    pub reclaim_p50_s: f64,
+    pub reclaim_p99_s: f64,
+    pub reclaim_max_s: f64,
+    /// Its `max_reclaim_delay`, seconds; `None` when the run had no
+    /// tenancy.
+    pub promise_s: Option<f64>,
+    /// Of its reclaims, the share placed within its promise (100 with none).
+    pub reclaims_within_pct: f64,
+    /// Its attempts stopped for an owner (class `reclaimed`).
+    pub reclaimed_attempts: usize,
+    /// The longest time it was refused its nominal quota
+    /// ([`super::tenants::Refusals`]), seconds.
+    pub refused_nominal_max_s: f64,
+}
+
+impl TenantReport {
+    pub(super) fn named(tenant: &str) -> Self {
+        TenantReport {
+            tenant: tenant.to_string(),
+            workloads: 0,
+            succeeded: 0,
+            completed_gpu_h: 0.0,
+            used_gpu_h: 0.0,
+            queue_p50_h: 0.0,
+            queue_p99_h: 0.0,
+            reclaims: 0,
+            reclaim_p50_s: 0.0,
+            reclaim_p99_s: 0.0,
+            reclaim_max_s: 0.0,
+            promise_s: None,
+            reclaims_within_pct: 100.0,
+            reclaimed_attempts: 0,
+            refused_nominal_max_s: 0.0,
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -271,12 +327,13 @@ impl Tally {
                 (Some(f), Some(l)) => l.secs_since(f) / 3600.0,
                 _ => 0.0,
             },
+            tenants: Vec::new(),
         }
     }
 }
 
 /// Nearest-rank percentile; 0 for no values.
-fn percentile(v: &mut [f64], p: f64) -> f64 {
+pub(super) fn percentile(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
     }

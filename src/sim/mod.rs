@@ -22,6 +22,7 @@ pub mod report;
 pub mod scale;
 pub mod seeds;
 pub mod speed;
+pub mod tenants;
 pub mod trace;
 pub mod world;
 
@@ -198,6 +199,10 @@ pub struct Input<'a> {
     /// Names for the report header.
     pub fleet_name: &'a str,
     pub trace_name: &'a str,
+    /// Tenants, quotas and owners (the fleet file's `[[tenant]]` and
+    /// `[[flavor]]`); `None`: none. Jobs are submitted for their
+    /// `tenant` ([`tenants::assign`] fills it in).
+    pub tenancy: Option<&'a crate::tenant::Tenancy>,
 }
 
 /// Runs every policy over the same trace and luck. `sink` sees the
@@ -216,6 +221,7 @@ pub fn simulate(input: &Input<'_>, sink: &mut dyn RecordSink) -> Result<SimRepor
                 faults: input.faults,
                 seed: input.seed,
                 policy,
+                tenancy: input.tenancy,
             };
             world::run(&run, sink)
         })

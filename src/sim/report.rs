@@ -75,6 +75,9 @@ impl SimReport {
                 p.never_ran,
             );
         }
+        for p in self.policies.iter().filter(|p| !p.tenants.is_empty()) {
+            let _ = write!(s, "\n{} per tenant:\n\n{}", p.policy, tenant_table(&p.tenants));
+        }
         let find = |n: &str| self.policies.iter().find(|p| p.policy == n);
         if let (Some(c), Some(b)) = (find("canopy"), find("cheapest-first")) {
             let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
@@ -94,6 +97,40 @@ impl SimReport {
         }
         s
     }
+}
+
+/// One row per tenant: its work, its queue, its reclaims as an owner
+/// against its promise, and the longest it was refused its nominal quota.
+pub fn tenant_table(rows: &[super::metrics::TenantReport]) -> String {
+    let mut s = String::from(
+        "| tenant | jobs | completed | completed GPU-h | GPU-h used | queue p50 / p99 | reclaims | reclaim p50 / p99 / max | promise | within promise | its attempts reclaimed | longest refused nominal quota |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for t in rows {
+        let secs = |x: f64| crate::units::human_secs(x);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.0} | {:.0} | {} / {} | {} | {} | {} | {} | {} | {} |",
+            t.tenant,
+            t.workloads,
+            t.succeeded,
+            t.completed_gpu_h,
+            t.used_gpu_h,
+            hours(t.queue_p50_h),
+            hours(t.queue_p99_h),
+            t.reclaims,
+            if t.reclaims == 0 {
+                "—".to_string()
+            } else {
+                format!("{} / {} / {}", secs(t.reclaim_p50_s), secs(t.reclaim_p99_s), secs(t.reclaim_max_s))
+            },
+            t.promise_s.map_or("—".to_string(), secs),
+            if t.reclaims == 0 { "—".to_string() } else { format!("{:.1}%", t.reclaims_within_pct) },
+            t.reclaimed_attempts,
+            secs(t.refused_nominal_max_s),
+        );
+    }
+    s
 }
 
 /// `42m`, `3.5h`, `2.1d`.

@@ -114,6 +114,7 @@ mod tests {
             outcome: None,
             fails_after_s: None,
             measured_on: None,
+            tenant: None,
         }
     }
 

@@ -509,6 +509,7 @@ mod tests {
             failures_by_class: Default::default(),
             wasted_by_class_gpu_h: Default::default(),
             makespan_h: 100.0,
+            tenants: Vec::new(),
         }
     }
 

@@ -77,8 +77,13 @@
 //! its own error, see below), `fails_after_s` (for a failed job: seconds
 //! of its work, as measured on `measured_on`, after which its own error
 //! strikes; at most `duration_s`), `measured_on` (the accelerator model
-//! `duration_s` was measured on; default: `gpu_type`, else a V100). Empty
-//! optional cells mean "not given".
+//! `duration_s` was measured on; default: `gpu_type`, else a V100),
+//! `tenant` (the tenant the job is submitted for, when the fleet file
+//! gives tenants). Empty optional cells mean "not given".
+//!
+//! Every CSV format (Tiresias, ElasticFlow/ITP, generic) may add a
+//! `tenant` column; Gavel's TSV has none. Jobs without one are assigned
+//! to tenants by [`super::tenants::assign`].
 //!
 //! *When a failed job fails.* A production trace records how long a
 //! failed job ran, which is its time to failure: a job whose `outcome` is
@@ -114,6 +119,9 @@ pub struct Job {
     /// [`super::speed::REFERENCE`] (a V100). On another model the job runs
     /// `duration_s / speed::speedup(measured_on, model)`.
     pub measured_on: Option<String>,
+    /// The tenant it is submitted for (a CSV's `tenant` column); `None`:
+    /// assigned by [`super::tenants::assign`] when the fleet has tenants.
+    pub tenant: Option<String>,
 }
 
 impl Job {
@@ -130,6 +138,7 @@ impl Job {
             outcome: None,
             fails_after_s: None,
             measured_on: Some(measured_on.into()),
+            tenant: None,
         }
     }
 
@@ -268,6 +277,7 @@ fn parse_gavel(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
             outcome: None,
             fails_after_s: None,
             measured_on: Some("V100".into()),
+            tenant: None,
         })
         .collect())
 }
@@ -317,6 +327,7 @@ fn parse_columns(text: &str, file: &str, c: &Columns) -> Result<Vec<Job>, TraceE
     let cols = header(text);
     let at = |name: &str| cols.iter().position(|c| c == name);
     let name = c.names.iter().find_map(|n| at(n));
+    let tenant = at("tenant");
     let (Some(s), Some(d), Some(g)) = (at(c.submit), at(c.duration), at(c.gpus)) else {
         return Err(bad(file, 1, missing(c)));
     };
@@ -330,13 +341,15 @@ fn parse_columns(text: &str, file: &str, c: &Columns) -> Result<Vec<Job>, TraceE
         if f.len() != cols.len() {
             return Err(bad(file, line, format!("expected {} fields, found {}", cols.len(), f.len())));
         }
-        jobs.push(Job::timed(
+        let job = Job::timed(
             name.map(|n| f[n]).filter(|v| !v.is_empty()).unwrap_or("job"),
             non_negative(num(f[s], c.submit, file, line)?, c.submit, file, line)?,
             non_negative(num(f[d], c.duration, file, line)?, c.duration, file, line)?,
             num(f[g], c.gpus, file, line)?,
             c.measured_on,
-        ));
+        );
+        let tenant = tenant.map(|t| f[t]).filter(|v| !v.is_empty()).map(str::to_string);
+        jobs.push(Job { tenant, ..job });
     }
     Ok(jobs)
 }
@@ -349,7 +362,7 @@ fn parse_philly(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
     let (Some(t), Some(d), Some(g)) = (at("timestamp"), at("duration"), at("num_gpus")) else {
         return Err(bad(file, 1, "a Pollux/Philly header needs timestamp, duration and num_gpus"));
     };
-    let vc = at("cluster");
+    let (vc, tenant) = (at("cluster"), at("tenant"));
     let mut rows = Vec::new();
     for (i, l) in text.lines().enumerate().skip(1).filter(|(_, l)| !l.trim().is_empty()) {
         let line = i + 1;
@@ -365,12 +378,16 @@ fn parse_philly(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
             None => "job".to_string(),
         };
         let duration = non_negative(num(f[d], "duration", file, line)?, "duration", file, line)?;
-        rows.push((name, at_s, duration, num(f[g], "num_gpus", file, line)?));
+        let tenant = tenant.map(|t| f[t]).filter(|v| !v.is_empty()).map(str::to_string);
+        rows.push((name, at_s, duration, num(f[g], "num_gpus", file, line)?, tenant));
     }
     let start = rows.iter().map(|r| r.1).min().unwrap_or(0);
     Ok(rows
         .into_iter()
-        .map(|(name, at_s, duration, gpus)| Job::timed(&name, (at_s - start) as f64, duration, gpus, "P100"))
+        .map(|(name, at_s, duration, gpus, tenant)| Job {
+            tenant,
+            ..Job::timed(&name, (at_s - start) as f64, duration, gpus, "P100")
+        })
         .collect())
 }
 
@@ -398,11 +415,11 @@ fn parse_csv(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
         return Err(bad(
             file,
             1,
-            "the header must name submit_s, duration_s and gpus (optional: name, gpu_type, gpu_memory_gb, outcome, fails_after_s, measured_on)",
+            "the header must name submit_s, duration_s and gpus (optional: name, gpu_type, gpu_memory_gb, outcome, fails_after_s, measured_on, tenant)",
         ));
     };
     let (name, ty, mem, out) = (at("name"), at("gpu_type"), at("gpu_memory_gb"), at("outcome"));
-    let (measured, fails) = (at("measured_on"), at("fails_after_s"));
+    let (measured, fails, tenant) = (at("measured_on"), at("fails_after_s"), at("tenant"));
     let mut jobs = Vec::new();
     for (i, l) in text.lines().enumerate().skip(1).filter(|(_, l)| !l.trim().is_empty()) {
         let line = i + 1;
@@ -462,6 +479,7 @@ fn parse_csv(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
             outcome,
             fails_after_s,
             measured_on: cell(measured).or(cell(ty)).map(str::to_string),
+            tenant: cell(tenant).map(str::to_string),
         });
     }
     Ok(jobs)

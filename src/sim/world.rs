@@ -10,6 +10,7 @@
 
 use super::faults::{self, Fate, FaultModel};
 use super::metrics::{PolicyReport, Tally};
+use super::tenants::{Refusals, TenantTally};
 use super::trace::Job;
 use crate::engine::core::{Action, Core, CoreConfig, Event, OutputsResult, PlacementPolicy, Reply};
 use crate::engine::model::{AttemptId, Millis, Record, WorkloadId};
@@ -67,6 +68,9 @@ pub struct Run<'a> {
     pub faults: &'a FaultModel,
     pub seed: u64,
     pub policy: PlacementPolicy,
+    /// Tenants, quotas and owners, handed to the core before the first
+    /// job arrives; `None` or empty: none.
+    pub tenancy: Option<&'a crate::tenant::Tenancy>,
 }
 
 #[derive(Debug, Clone)]
@@ -125,6 +129,10 @@ struct World<'a> {
     /// of a job with `[checkpoint]`, as the engine shell does.
     ckpt: Vec<Option<(String, i64)>>,
     tally: Tally,
+    /// Per tenant ([`super::tenants`]).
+    tenants: TenantTally,
+    /// Tenants refused their nominal quota; `None` without a tenancy.
+    refusals: Option<Refusals>,
     /// Node index by name, for the core's launches.
     node_at: HashMap<String, usize>,
     /// Check the core's indexes after every event ([`run_checked`]).
@@ -174,10 +182,15 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         done: vec![0.0; r.jobs.len()],
         ckpt: vec![None; r.jobs.len()],
         tally: Tally::for_fleet(r.fleet),
+        tenants: TenantTally::new(r.tenancy),
+        refusals: r.tenancy.filter(|t| !t.is_empty()).map(|t| Refusals::new(t, r.fleet)),
         node_at: r.fleet.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect(),
         check,
         broken: None,
     };
+    if let Some(t) = r.tenancy.filter(|t| !t.is_empty()) {
+        w.send(Event::SetTenancy { tenancy: Box::new(t.clone()) }, sink);
+    }
     let last_submit = r.jobs.iter().map(|j| j.submit_s).fold(0.0, f64::max);
     for (i, j) in r.jobs.iter().enumerate() {
         w.at(j.submit_s, Ev::Arrive(i));
@@ -208,11 +221,18 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
             break;
         }
         if let Some(n) = next(&w).filter(|&n| n > w.now) {
+            if let Some(refusals) = &mut w.refusals {
+                refusals.observe(Millis(w.now), &w.core);
+            }
             sink.settled(Millis(w.now), Some(Millis(n)), &w.core);
         }
     }
     sink.settled(Millis(w.now), None, &w.core);
-    (w.tally.report(r.policy.name(), Millis(w.now)), w.broken)
+    let end = Millis(w.now);
+    let refused = w.refusals.take().map(|x| x.finish(end)).unwrap_or_default();
+    let report =
+        PolicyReport { tenants: w.tenants.report(end, &refused), ..w.tally.report(r.policy.name(), end) };
+    (report, w.broken)
 }
 
 impl World<'_> {
@@ -247,6 +267,7 @@ impl World<'_> {
             match a {
                 Action::Record(r) => {
                     self.tally.observe(&r);
+                    self.tenants.observe(&r);
                     records.push(r);
                 }
                 Action::Launch { attempt, nodes, .. } => self.launch(attempt, &nodes),
@@ -267,7 +288,9 @@ impl World<'_> {
                     if let Some(j) = self.pending_job.take() {
                         self.job_of.insert(id, j);
                         let job = &self.run.jobs[j];
-                        self.tally.work(id, f64::from(job.gpus) * job.duration_s / 3600.0);
+                        let work = f64::from(job.gpus) * job.duration_s / 3600.0;
+                        self.tally.work(id, work);
+                        self.tenants.work(id, work);
                     }
                 }
                 Action::Reply { .. } => {}
@@ -298,7 +321,7 @@ impl World<'_> {
                         spec_hash: hash,
                         idempotency_key: None,
                         by: None,
-                        tenant: None,
+                        tenant: self.run.jobs[i].tenant.clone(),
                     },
                     sink,
                 );

@@ -25,6 +25,7 @@ use crate::engine::model::{Millis, WorkloadId};
 use crate::failure::ProviderEnd;
 use crate::fleet::{NodeState, PoolIdx};
 use crate::schedule::{Decision, Policy, Requirements, place};
+use crate::spec::Topology;
 use crate::tenant::{self, Admission, Amount, Tenancy};
 use std::collections::{BTreeMap, HashMap};
 
@@ -46,11 +47,49 @@ pub(super) struct QuotaBook {
     pool_label: Vec<String>,
     /// Owners' workloads with a reclaim in flight, and the owning tenant.
     reclaims: BTreeMap<WorkloadId, String>,
+    /// Each configured tenant's index in `Tenancy::tenants`, by name.
+    tenant_ix: HashMap<String, usize>,
+    /// Per tenant index: its cohort's members (itself alone without a
+    /// cohort), as indices, in the tenancy's order.
+    cohort: Vec<Vec<usize>>,
+    /// Per tenant index and flavor: its limits (`Tenancy::limits`).
+    limits: Vec<Vec<tenant::Limits>>,
+    /// Per tenant index and flavor: in use (`used`, by index).
+    used_ix: Vec<Vec<Amount>>,
 }
 
 impl QuotaBook {
     fn used(&self, tenant: &str, flavor: usize) -> Amount {
         self.used.get(&(tenant.to_string(), flavor)).copied().unwrap_or_default()
+    }
+
+    /// Adds (`add`) or takes back what a charge counts, in both books.
+    fn count(&mut self, tenant: &str, flavor: usize, a: Amount, add: bool) {
+        let step = |u: &mut Amount| *u = if add { u.saturating_add(a) } else { u.saturating_sub(a) };
+        match self.used.get_mut(&(tenant.to_string(), flavor)) {
+            Some(u) => step(u),
+            None if add => {
+                self.used.insert((tenant.to_string(), flavor), a);
+            }
+            None => {}
+        }
+        if let Some(u) = self.tenant_ix.get(tenant).and_then(|&t| self.used_ix.get_mut(t)?.get_mut(flavor)) {
+            step(u);
+        }
+    }
+
+    /// The members of configured tenant `ti`'s cohort with their usage in
+    /// flavor `fi`, for `tenant::admit`: from the tables built with the
+    /// book, so a placement decision looks nothing up by name.
+    fn members<'a>(&self, tenancy: &'a Tenancy, ti: usize, fi: usize) -> Vec<tenant::Usage<'a>> {
+        self.cohort[ti]
+            .iter()
+            .map(|&m| tenant::Usage {
+                tenant: &tenancy.tenants[m].name,
+                limits: self.limits[m][fi],
+                used: self.used_ix[m][fi],
+            })
+            .collect()
     }
 }
 
@@ -86,8 +125,12 @@ pub(super) fn quota_pools(
             why.push(format!("tenant {name} is not configured (any more); an admin can add it"));
         }
         (Some(name), Some(t)) => {
+            let ti = book.tenant_ix.get(name).copied();
             for (fi, f) in tenancy.flavors.iter().enumerate() {
-                let members = tenancy.members(t, &f.name, |who| book.used(who, fi));
+                let members = match ti {
+                    Some(ti) if book.cohort.len() > ti => book.members(tenancy, ti, fi),
+                    _ => tenancy.members(t, &f.name, |who| book.used(who, fi)),
+                };
                 match tenant::admit(t.cohort.as_deref(), &f.name, &members, name, want) {
                     Some(Admission::Admit { .. } | Admission::Reclaim { .. }) => {}
                     Some(Admission::Wait(w)) => {
@@ -152,6 +195,25 @@ impl Core {
             for v in &mut book.flavor_pools {
                 v.sort();
             }
+            let tenants = &self.tenancy.tenants;
+            let flavors = &self.tenancy.flavors;
+            book.tenant_ix = tenants.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
+            book.cohort = tenants
+                .iter()
+                .map(|t| {
+                    (0..tenants.len())
+                        .filter(|&m| match &t.cohort {
+                            Some(c) => tenants[m].cohort.as_ref() == Some(c),
+                            None => tenants[m].name == t.name,
+                        })
+                        .collect()
+                })
+                .collect();
+            book.limits = tenants
+                .iter()
+                .map(|t| flavors.iter().map(|f| self.tenancy.limits(t, &f.name)).collect())
+                .collect();
+            book.used_ix = vec![vec![Amount::default(); flavors.len()]; tenants.len()];
         }
         self.quota = book;
         let ids: Vec<WorkloadId> = self.live_ids.iter().copied().collect();
@@ -186,8 +248,7 @@ impl Core {
         let Some(e) = self.entries.get(&id) else { return };
         let charge = self.charge_for(e);
         if let Some((t, fi, a)) = &charge {
-            let u = self.quota.used.entry((t.clone(), *fi)).or_default();
-            *u = u.saturating_add(*a);
+            self.quota.count(t, *fi, *a, true);
         }
         if let Some(live) = self.entries.get_mut(&id).and_then(|e| e.live.as_mut()) {
             live.charged = charge;
@@ -198,9 +259,7 @@ impl Core {
     /// waiting is asked again.
     pub(super) fn uncharge_quota(&mut self, charged: Option<Charge>) {
         let Some((t, fi, a)) = charged else { return };
-        if let Some(u) = self.quota.used.get_mut(&(t, fi)) {
-            *u = u.saturating_sub(a);
-        }
+        self.quota.count(&t, fi, a, false);
         self.queue.unblock_all();
     }
 
@@ -218,11 +277,46 @@ impl Core {
         why
     }
 
+    /// One placement decision as the core makes it for work of `tenant`:
+    /// the pools its quota rules out (as [`Core::gate_quota`] sets them),
+    /// then the scheduler on the core's snapshot. What
+    /// `benches/placement.rs` times beside `schedule::place` alone; the
+    /// queue, patience and records around it are left out.
+    #[doc(hidden)]
+    pub fn decide_for(
+        &mut self,
+        tenant: Option<&str>,
+        req: &mut Requirements,
+        policy: &Policy,
+        now: Millis,
+    ) -> Decision {
+        if !self.tenancy.is_empty() {
+            let want = amount_of(req.gpus, req.cpu_cores, req.nodes as usize);
+            let tenant = tenant.or(self.tenancy.default_tenant.as_deref());
+            req.quota_pools = quota_pools(&self.quota, &self.tenancy, tenant, want).0;
+            req.quota_tenant = tenant.map(str::to_string);
+        }
+        place(req, self.snapshot(now), policy)
+    }
+
+    /// Whether victims of the reclaim for `id` are still stopping.
+    fn reclaim_stopping(&self, id: WorkloadId) -> bool {
+        self.entries.values().any(|e| {
+            matches!(
+                e.live.as_ref().and_then(|l| l.terminating.as_ref()),
+                Some(ProviderEnd::OwnerReclaim { for_workload, .. }) if *for_workload == id.0
+            )
+        })
+    }
+
     /// The owner's work `id` fits nowhere: when it is within its nominal
     /// quota and borrowed work holds the owner's pools, stop the least
-    /// costly victims so it fits (`tenant::reclaim`).
+    /// costly victims so it fits (`tenant::reclaim`). A reclaim in flight
+    /// whose victims have all stopped, the owner's work still fitting
+    /// nowhere (the freed capacity was lost: a node went down or was
+    /// cordoned), takes capacity back again.
     pub(super) fn maybe_reclaim(&mut self, id: WorkloadId, req: &Requirements, now: Millis) {
-        if self.tenancy.is_empty() || self.quota.reclaims.contains_key(&id) {
+        if self.tenancy.is_empty() || (self.quota.reclaims.contains_key(&id) && self.reclaim_stopping(id)) {
             return;
         }
         let Some(e) = self.entries.get(&id) else { return };
@@ -255,13 +349,47 @@ impl Core {
             Decision::Placed(p) => p.candidates.iter().map(|c| c.pool_idx).collect(),
             Decision::Unschedulable(_) => return,
         };
-        let pools: Vec<PoolIdx> = fitting.into_iter().filter(|p| owned.contains(&(p.0 as usize))).collect();
+        // Not those the scheduler will not place on now: quarantined.
+        let owned_fitting: Vec<PoolIdx> =
+            fitting.into_iter().filter(|p| owned.contains(&(p.0 as usize))).collect();
+        let members: Vec<u32> =
+            owned_fitting.iter().flat_map(|p| self.fleet.pool(*p).nodes.clone()).collect();
+        let (pools, quarantined): (Vec<PoolIdx>, Vec<u32>) = {
+            let snap = self.snapshot(now);
+            let pools = owned_fitting
+                .into_iter()
+                .filter(|p| {
+                    !snap.pool_quarantined.contains(p.0 as usize)
+                        && !snap.provider_quarantined.contains(p.0 as usize)
+                })
+                .collect();
+            let quarantined = members
+                .into_iter()
+                .filter(|n| snap.nodes.get(*n as usize).is_some_and(|i| i.quarantined))
+                .collect();
+            (pools, quarantined)
+        };
+        // A gang's nodes must share its topology's domain (a pool, a
+        // switch in it, a region): victims are chosen within one domain.
+        let mut domains: BTreeMap<String, Vec<(u32, Amount)>> = BTreeMap::new();
         let mut nodes: Vec<(u32, Amount)> = Vec::new();
         for p in &pools {
             for n in self.fleet.pool(*p).nodes.clone() {
                 let node = &self.fleet.nodes[n as usize];
-                if node.state == NodeState::Ready && !req.exclude_nodes.contains(&node.name) {
-                    nodes.push((n, amount_of(node.free.gpus, node.free.cpu_cores, 1)));
+                if node.state == NodeState::Ready
+                    && !req.exclude_nodes.contains(&node.name)
+                    && !quarantined.contains(&n)
+                {
+                    let free = amount_of(node.free.gpus, node.free.cpu_cores, 1);
+                    nodes.push((n, free));
+                    let domain = match req.topology {
+                        Topology::SamePool => p.0.to_string(),
+                        Topology::SameSwitch => {
+                            format!("{}/{}", p.0, node.switch.as_deref().unwrap_or_default())
+                        }
+                        Topology::SameRegion => self.fleet.pool(*p).region.clone(),
+                    };
+                    domains.entry(domain).or_default().push((n, free));
                 }
             }
         }
@@ -295,8 +423,16 @@ impl Core {
             });
         }
         let per_node = amount_of(req.gpus, req.cpu_cores, 1);
-        let Some(choice) = tenant::reclaim::choose(&nodes, &candidates, per_node, req.nodes.max(1) as usize)
-        else {
+        let count = req.nodes.max(1) as usize;
+        let choice = if count == 1 {
+            tenant::reclaim::choose(&nodes, &candidates, per_node, count)
+        } else {
+            domains
+                .values()
+                .filter_map(|d| tenant::reclaim::choose(d, &candidates, per_node, count))
+                .min_by_key(|c| (c.cost(), c.nodes.first().copied()))
+        };
+        let Some(choice) = choice else {
             return;
         };
         if choice.victims.is_empty() {
