@@ -22,7 +22,8 @@
 //!   provider `same-region` means `same-pool`.
 //!
 //! The score of a set, and why the set chosen is the best, are in
-//! `gang/sets.rs`.
+//! `gang/sets.rs`. The top k are the best set of each of the k best
+//! domains.
 //!
 //! ## How a decision stays cheap
 //!

@@ -2,12 +2,12 @@
 //!
 //! ## The score of a set (exact definition)
 //!
-//! Each node `i` has the single-node factor values of [`super::Factor`]
+//! Each node `i` has the single-node factor values of [`crate::schedule::Factor`]
 //! (`others` in `score.rs`): health `h_i`, success `s_i`, startup `t_i`,
 //! locality `l_i`, fit `f_i`, preference `p_i`; and its pool's hourly share
 //! `c_i` and expected hourly share `e_i` (`c_i` × the pool's paid hours per
 //! useful hour, over its GPUs' relative throughput when the policy prices
-//! per unit of work: [`super::Risk::per_work`]). For a set S of N nodes:
+//! per unit of work: [`crate::schedule::Risk::per_work`]). For a set S of N nodes:
 //! - hourly `H(S) = Σ_pools k_p c_p` (k_p nodes of pool p), reported as
 //!   the candidate's `hourly_usd`; expected `E(S) = Σ_pools k_p e_p`;
 //! - cost = `(E* + s) / (E(S) + s)` clamped to 0..=1, where `E*` is the
@@ -16,7 +16,7 @@
 //!   slowest pool), locality = `min l_i` (one region: all equal);
 //! - fit = `Σ f_i / N`, preference = `Σ p_i / N` (summed in rank order);
 //! - score = Σ weight-normalised coefficient × value, exactly as for one
-//!   node ([`super::Scorer`]'s coefficients).
+//!   node ([`Scorer`]'s coefficients).
 //!
 //! Sets rank by: CPU-only before GPU nodes for work without GPUs (as for
 //! one node), score desc, `H` asc, then the nodes' name ranks (sorted,
@@ -41,8 +41,6 @@
 //! candidates at a threshold triple, and triples are visited by the
 //! points their minima give, skipped once even the best the rest of the
 //! score could add cannot reach the best set found.
-//!
-//! The top k are the best set of each of the k best domains.
 
 use super::domains::{Avail, Ctx};
 use crate::schedule::score::{BOUND_SLACK, Feasible, Scorer};
