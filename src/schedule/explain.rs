@@ -8,8 +8,8 @@
 
 use super::Requirements;
 use super::check::{PoolJudge, node_failure};
+use super::domain::{DomainKey, domain_key, domain_label};
 use super::filter::{Filter, num, plural, usd};
-use super::gang::{DomainKey, domain_key, domain_label};
 use super::snapshot::Snapshot;
 use crate::fleet::PoolIdx;
 use crate::spec::Topology;

@@ -27,25 +27,56 @@
 //! pool or region) are placed by `gang.rs`, which defines a set's score
 //! and chooses the best set exactly; [`gang_hold`] says which nodes to
 //! hold for a gang that must wait.
+//!
+//! ## Layers
+//!
+//! Single-node and gang placement are two strategies on one shared layer,
+//! chosen at the top. A file imports only from layers below its own (or
+//! from files of its own layer listed before it), so no file imports one
+//! that imports it back; `tests/schedule_layers.rs` checks that.
+//!
+//! 1. Inputs and words: `requirements.rs` (what a workload needs),
+//!    `policy.rs` (the factor weights), `filter.rs` (the filters' names and
+//!    reasons), `bitset.rs` (pool sets); `mix.rs` (request mixes for
+//!    benches and tests).
+//! 2. The snapshot: `snapshot.rs` (the tables, what decisions read, and
+//!    the pool-level figures it precomputes), `snapshot/build.rs` and
+//!    `snapshot/update.rs`.
+//! 3. The shared layer: `check.rs` (feasibility, one definition),
+//!    `domain.rs` (topology domains), `score.rs` (the scorer),
+//!    `explain.rs` (why nothing fits), `decision.rs` (what a decision
+//!    returns), `categorical.rs` (the pool-set filters every placement
+//!    starts with).
+//! 4. The strategies: `single.rs` (one node) and `gang.rs` with
+//!    `gang/domains.rs` (where a gang can go) and `gang/sets.rs` (the best
+//!    set of a domain); beside them `hold.rs` ([`gang_hold`]).
+//! 5. The top: `place.rs` ([`place`]) chooses the strategy; `unfit.rs`
+//!    ([`UnfitCache`]) remembers "nothing fits" answers and asks [`place`]
+//!    again when what they depend on changed.
 
 mod bitset;
+mod categorical;
 mod check;
 mod decision;
+mod domain;
 mod explain;
 mod filter;
 mod gang;
+mod hold;
 pub mod mix;
 mod place;
 mod policy;
 mod requirements;
 mod score;
+mod single;
 mod snapshot;
 mod unfit;
 
 pub use decision::{Candidate, Considered, CostRange, Decision, GangNode, GpuNode, Placement, RuledOut};
+pub use domain::spans_pools;
 pub use explain::{Explanation, GangShortfall, NearMiss, ReasonCount};
 pub use filter::Filter;
-pub use gang::{GangHold, gang_hold, spans_pools};
+pub use hold::{GangHold, gang_hold};
 pub use place::place;
 pub use policy::{Policy, Weights};
 pub use requirements::{InputSite, Requirements};

@@ -10,7 +10,7 @@
 //! [`Scorer::bound`] gives an upper bound of a pool's score from pool-level
 //! data alone, so `place` can skip pools that cannot make its top k.
 
-use super::snapshot::{CACHED_PRIOR, CACHED_STARTUP_REFERENCE_S, PoolRow, Snapshot, unit};
+use super::snapshot::{CACHED_PRIOR, CACHED_STARTUP_REFERENCE_S, PoolRow, Snapshot, startup_score, unit};
 use super::{Policy, Requirements};
 use crate::units::allowed;
 use serde::Serialize;
@@ -619,20 +619,6 @@ fn cpu_fit(gpus_per_node: u32, free_gpus: u32) -> f64 {
         1.0
     } else {
         1.0 - f64::from(free_gpus.min(gpus_per_node)) / f64::from(gpus_per_node)
-    }
-}
-
-/// The startup factor: 1 within `startup_within`, then decaying as the
-/// target over the startup time; without a target, reference / (reference
-/// + startup), so the policy's reference time scores 0.5.
-pub(crate) fn startup_score(startup_s: f64, req: &Requirements, policy: &Policy) -> f64 {
-    match req.startup_within {
-        Some(w) if startup_s <= w.as_secs_f64() => 1.0,
-        Some(w) => w.as_secs_f64() / startup_s,
-        None => {
-            let r = policy.startup_reference_s.max(0.0);
-            if r + startup_s > 0.0 { r / (r + startup_s) } else { 1.0 }
-        }
     }
 }
 
