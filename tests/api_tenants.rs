@@ -62,8 +62,11 @@ async fn a_tenants_principals_never_see_or_touch_another_tenants_workloads() {
         api.call(Who::Token(&a_sub), "POST", &format!("/v1/workloads/{b_work}/cancel"), Body::Empty).await;
     r.expect(404);
     assert_eq!(api.workload(&b_work).await["workload"]["state"], "queued", "B's work was not cancelled");
-    // …and its own is there.
-    api.get(Who::Token(&a_sub), &format!("/v1/workloads/{a_work}")).await.expect(200);
+    // …and its own is there, with where it stands in its tenant's queue.
+    let r = api.get(Who::Token(&a_sub), &format!("/v1/workloads/{a_work}")).await.expect(200);
+    let position = |v: &Value| (v["queue_position"]["position"].clone(), v["queue_position"]["of"].clone());
+    assert_eq!(position(&r.json()), (1.into(), 1.into()), "{}", r.text);
+    assert_eq!(r.json()["queue_position"]["tenant"], "team-a");
 
     // A's viewer lists exactly A's; the owner (an admin) both.
     let page = api.get(Who::Token(&a_view), "/v1/workloads").await.expect(200).json();
@@ -106,6 +109,7 @@ async fn a_tenants_principals_never_see_or_touch_another_tenants_workloads() {
     let rb = api.request(Who::Owner, "POST", "/v1/workloads?tenant=team-b");
     let r = api.send(rb, Body::Toml(queued_spec("for-b"))).await.expect(201);
     assert_eq!(r.json()["workload"]["tenant"], "team-b");
+    let for_b = id_of(&r.json());
 
     // Everyone reads every tenant's quotas and totals, never others' ids.
     let t = api.get(Who::Token(&a_view), "/v1/tenants").await.expect(200);
@@ -119,6 +123,14 @@ async fn a_tenants_principals_never_see_or_touch_another_tenants_workloads() {
     assert!(m.contains("canopy_tenant_quota_gpus{tenant=\"team-b\",flavor=\"any\"} 4"), "{m}");
     assert!(m.contains("canopy_tenant_pending_workloads{tenant=\"team-b\"} 2"), "{m}");
     assert!(m.contains("canopy_tenant_used_gpus{tenant=\"team-a\",flavor=\"any\"} 0"), "{m}");
+
+    // B's queue is B's alone (A's work is not in it): its third waits
+    // behind its first two, in the order they came.
+    let b3 = api.submit_new(Who::Token(&b_sub), &queued_spec("b-3")).await;
+    for (id, at) in [(&b_work, 1), (&for_b, 2), (&b3, 3)] {
+        assert_eq!(position(&api.workload(id).await), (at.into(), 3.into()), "{id}");
+        assert_eq!(api.workload(id).await["queue_position"]["tenant"], "team-b");
+    }
     api.finish().await;
 }
 

@@ -331,6 +331,14 @@ pub fn status(
                 if let Some(r) = &w.reason {
                     outln!("  {}", sanitize(r));
                 }
+                if let Some(q) = &v.queue_position {
+                    outln!(
+                        "  queue position {} of {} in {}'s queue (priority, then age)",
+                        q.position,
+                        q.of,
+                        sanitize(&q.tenant)
+                    );
+                }
                 if let Some(old) = w.retry_of() {
                     outln!("  retry of {old}");
                 }

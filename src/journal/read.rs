@@ -172,6 +172,28 @@ impl Journal {
             .map_err(failed(&self.store, "read a workload"))
     }
 
+    /// Where queued workload `w` stands in its tenant's queue: how many of
+    /// the tenant's queued workloads come before it (higher priority, or
+    /// the same and older: the scheduler's order) and how many are queued
+    /// in all. `None` for a workload without a tenant or not queued.
+    pub fn tenant_queue_position(&self, w: &WorkloadRecord) -> Result<Option<(u64, u64)>, JournalError> {
+        let Some(tenant) = w.tenant.as_deref().filter(|_| w.state == WorkloadState::Queued) else {
+            return Ok(None);
+        };
+        let sql = "SELECT COUNT(*) FILTER (WHERE priority > ?2 OR (priority = ?2 AND id < ?3)), COUNT(*) \
+                   FROM workloads WHERE tenant = ?1 AND state = 'queued'";
+        let id = id_to_sql(w.id)?;
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut s| {
+                s.query_row(rusqlite::params![tenant, w.priority, id], |r| {
+                    Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get::<_, i64>(1)?.max(0) as u64))
+                })
+            })
+            .map(Some)
+            .map_err(failed(&self.store, "read a tenant's queue"))
+    }
+
     /// The workload submitted with this idempotency key, if any.
     pub fn workload_by_key(&self, key: &str) -> Result<Option<WorkloadRecord>, JournalError> {
         let sql = format!("SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE idempotency_key = ?1");

@@ -97,12 +97,27 @@ pub struct WorkloadView {
     /// On a submit: true when the idempotency key matched an earlier one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub existing: bool,
+    /// A queued workload of a tenant: where it stands in its tenant's
+    /// queue (on `GET /v1/workloads/{id}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<QueuePosition>,
+}
+
+/// Where a queued workload stands in its tenant's queue, in the order the
+/// scheduler takes work (priority, then age).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuePosition {
+    pub tenant: String,
+    /// 1 for the next of the tenant's workloads to be placed.
+    pub position: u64,
+    /// The tenant's queued workloads in all.
+    pub of: u64,
 }
 
 fn view(mut w: WorkloadRecord, attempts: Vec<AttemptRecord>, existing: bool) -> WorkloadView {
     // Keys are scoped to their principal inside the store; show them as sent.
     w.idempotency_key = w.idempotency_key.as_deref().map(|k| shown_key(k).to_string());
-    WorkloadView { workload: w, attempts, existing }
+    WorkloadView { workload: w, attempts, existing, queue_position: None }
 }
 
 /// Reads a body of at most the spec size limit; one byte more is 413.
@@ -145,11 +160,23 @@ fn caller(p: &Principal, reason: Option<String>) -> Caller {
 
 async fn load_view(s: &ServerState, id: WorkloadId) -> ApiResult<WorkloadView> {
     let found = s
-        .read(move |j| Ok(j.workload(id)?.map(|w| (w, j.attempts(id)))))
+        .read(move |j| {
+            let Some(w) = j.workload(id)? else { return Ok(None) };
+            let at = j.tenant_queue_position(&w)?;
+            Ok(Some((w, j.attempts(id), at)))
+        })
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
     match found {
-        Some((w, attempts)) => Ok(view(w, attempts.map_err(|e| ApiError::internal(e.to_string()))?, false)),
+        Some((w, attempts, at)) => {
+            let queue_position = at.zip(w.tenant.clone()).map(|((ahead, of), tenant)| QueuePosition {
+                tenant,
+                position: ahead + 1,
+                of,
+            });
+            let attempts = attempts.map_err(|e| ApiError::internal(e.to_string()))?;
+            Ok(WorkloadView { queue_position, ..view(w, attempts, false) })
+        }
         None => Err(ApiError::not_found(format!("no workload {id} in this store"))),
     }
 }
