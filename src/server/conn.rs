@@ -126,6 +126,9 @@ struct Inner {
     next: u64,
     /// Open and counted (not told to give way).
     open: usize,
+    /// Told to give way and not yet closed: each still holds its file
+    /// until its task runs and drops it.
+    closing: usize,
     /// The unauthenticated ones, oldest first.
     unauthenticated: BTreeMap<u64, Waiting>,
     /// Since the last report in the log.
@@ -156,7 +159,15 @@ impl Registry {
 fn admit(shared: &Arc<Shared>) -> Option<Slot> {
     let limits = shared.limits;
     let mut g = shared.registry.lock();
-    if g.open >= limits.max_connections || g.unauthenticated.len() >= limits.max_unauthenticated {
+    if g.open + g.closing >= limits.max_connections || g.unauthenticated.len() >= limits.max_unauthenticated {
+        // While connections told to give way still hold their files, a
+        // flood must not tell more: their files would pile up past the
+        // cap (the accept loop outruns their tasks) and the server would
+        // run out of descriptors. The newcomer is refused until they close.
+        if g.closing > 0 && g.open + g.closing >= limits.max_connections {
+            g.refused += 1;
+            return None;
+        }
         // The oldest unauthenticated connection that is only waiting to
         // send a request gives way: a client that has just connected and
         // sends its request at once gets in however many idle ones there
@@ -169,6 +180,7 @@ fn admit(shared: &Arc<Shared>) -> Option<Slot> {
         w.signals.evicted.store(true, Ordering::Relaxed);
         w.signals.close.notify_one();
         g.open -= 1;
+        g.closing += 1;
         g.evicted += 1;
     }
     let id = g.next;
@@ -182,7 +194,9 @@ fn admit(shared: &Arc<Shared>) -> Option<Slot> {
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut g = self.shared.registry.lock();
-        if !self.signals.evicted.load(Ordering::Relaxed) {
+        if self.signals.evicted.load(Ordering::Relaxed) {
+            g.closing -= 1;
+        } else {
             g.open -= 1;
         }
         g.unauthenticated.remove(&self.id);
