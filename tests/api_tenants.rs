@@ -123,6 +123,8 @@ async fn a_tenants_principals_never_see_or_touch_another_tenants_workloads() {
     assert!(m.contains("canopy_tenant_quota_gpus{tenant=\"team-b\",flavor=\"any\"} 4"), "{m}");
     assert!(m.contains("canopy_tenant_pending_workloads{tenant=\"team-b\"} 2"), "{m}");
     assert!(m.contains("canopy_tenant_used_gpus{tenant=\"team-a\",flavor=\"any\"} 0"), "{m}");
+    assert!(m.contains("canopy_tenant_lent_gpus{tenant=\"team-a\",flavor=\"any\"} 0"), "{m}");
+    assert!(m.contains("canopy_tenant_reclaims_in_flight{tenant=\"team-a\"} 0"), "{m}");
 
     // B's queue is B's alone (A's work is not in it): its third waits
     // behind its first two, in the order they came.

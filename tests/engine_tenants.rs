@@ -303,3 +303,75 @@ fn a_reclaim_in_flight_survives_a_restart() {
     assert_eq!(n_owner, n_short, "the owner's work takes the node its reclaim freed");
     assert!(w2.launched(other).is_none());
 }
+
+/// The owner's pool ranks below nodes of a cheaper pool it cannot use
+/// now (cordoned): the owner still finds its own pool and takes its
+/// capacity back. (Reclaim asks the scheduler for as many candidates as
+/// the fleet has pools; this holds because candidates are one per pool,
+/// not one per node: four cheaper nodes must not hide the owner's pool.)
+#[test]
+fn an_owner_finds_its_pool_behind_cheaper_nodes_it_cannot_use() {
+    let spare = gpu_pool("spare", "A100-40", 4, 40.0, 0.5);
+    let lab = gpu_pool("lab", "A100-40", 4, 40.0, 1.0);
+    let mut w = World::new(cloud_fleet(vec![(spare, vec!["s1", "s2", "s3", "s4"]), (lab, vec!["n1", "n2"])]));
+    w.send(Event::SetTenancy { tenancy: Box::new(tenancy(8)) });
+    for s in ["s1", "s2", "s3", "s4"] {
+        w.send(Event::SetNodeState {
+            request: 0,
+            node: s.into(),
+            state: canopy::fleet::NodeState::Cordoned,
+            note: None,
+        });
+    }
+    let borrowed = submit_for(&mut w, "team-b", 4);
+    let (a_borrowed, n_borrowed) = start_running(&mut w, borrowed);
+    let other = submit_for(&mut w, "team-b", 4);
+    start_running(&mut w, other);
+    assert!(n_borrowed.starts_with('n'), "team-b borrows team-a's nodes: {n_borrowed}");
+    w.advance(600.0);
+
+    let owner = submit_for(&mut w, "team-a", 4);
+    assert!(w.launched(owner).is_none());
+    let said = w.events(owner, EventKind::Reclaim);
+    assert_eq!(said.len(), 1, "the owner takes one node back: {said:?}");
+    let stopped = [a_borrowed, w.last_launch(other).0].iter().filter(|a| w.terminated(**a)).count();
+    assert_eq!(stopped, 1, "never more than needed");
+}
+
+/// The owner's launch on its own node is refused for capacity, so the
+/// node counts as full for a while. When that belief ends, the node is
+/// the owner's: its waiting work is asked first, ahead of older borrowed
+/// work that waits for the same room. (A borrower took it first, and the
+/// owner was not asked again until something else changed: 12 minutes
+/// against a 10-minute promise in the 6× Gavel replay.)
+#[test]
+fn when_a_refused_node_counts_as_free_again_the_owner_is_asked_first() {
+    let mut w = world(8);
+    let own = submit_for(&mut w, "team-a", 4);
+    start_running(&mut w, own);
+    let borrowed = submit_for(&mut w, "team-b", 4);
+    let (a_borrowed, n_borrowed) = start_running(&mut w, borrowed);
+    w.advance(600.0);
+    // team-b's next work waits for room; it is older than the owner's.
+    let waiting = submit_for(&mut w, "team-b", 4);
+    assert!(w.launched(waiting).is_none());
+    w.advance(60.0);
+    let owner = submit_for(&mut w, "team-a", 4);
+    assert!(w.terminated(a_borrowed), "the owner takes its node back");
+    w.confirm_terminated(a_borrowed, ProviderEnd::Signaled { signal: 15 });
+    let (a_owner, n_owner) = w.last_launch(owner);
+    assert_eq!(n_owner, n_borrowed);
+    // The provider refuses it: the node counts as full for a while.
+    w.send(Event::LaunchResult {
+        attempt: a_owner,
+        result: Err(canopy::providers::LaunchError::Capacity("no capacity".into())),
+    });
+    assert_eq!(w.launches(owner), 1, "not launched there again at once");
+    w.advance(10.0);
+    assert_eq!(w.launches(owner), 1);
+    // The belief ends: the owner's work is asked first.
+    w.advance(60.0);
+    assert_eq!(w.launches(owner), 2, "{:?}", w.workload(owner).reason);
+    assert_eq!(w.last_launch(owner).1, n_borrowed);
+    assert!(w.launched(waiting).is_none(), "the borrower still waits");
+}

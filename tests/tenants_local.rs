@@ -296,6 +296,13 @@ fn an_owner_takes_its_pool_back_and_the_borrowed_work_resumes_from_its_checkpoin
         tenants.lines().any(|l| l.starts_with("team-b") && l.matches(&borrowed).count() == 2),
         "team-b uses and borrows the node's cores: {tenants}"
     );
+    let cells = |l: &str| {
+        l.split("  ").map(str::trim).filter(|c| !c.is_empty()).map(str::to_string).collect::<Vec<_>>()
+    };
+    assert!(
+        tenants.lines().any(|l| l.starts_with("team-a") && cells(l).iter().any(|c| c.ends_with(&borrowed))),
+        "team-a lends them (LENT): {tenants}"
+    );
 
     // team-a's work arrives: within its nominal quota, its node is full.
     let owner = cli.submit(&s.spec("owner", OWNER, s.cores, ""), "team-a");

@@ -243,7 +243,9 @@ pub fn tenants(store: &StoreArgs, args: TenantsArgs) -> Result<ExitCode> {
         "LEND LIMIT",
         "IN USE",
         "BORROWED",
+        "LENT",
         "WAITING",
+        "RECLAIMS",
     ]);
     for r in &v.tenants {
         let l = &r.limits;
@@ -266,7 +268,9 @@ pub fn tenants(store: &StoreArgs, args: TenantsArgs) -> Result<ExitCode> {
             limit(|x| x.lending),
             amount_cell(Some(r.in_use.gpus), (r.in_use.cpu_milli > 0).then_some(r.in_use.cpu_milli)),
             amount_cell(Some(r.borrowed.gpus), (r.borrowed.cpu_milli > 0).then_some(r.borrowed.cpu_milli)),
+            amount_cell(Some(r.lent.gpus), (r.lent.cpu_milli > 0).then_some(r.lent.cpu_milli)),
             r.waiting.to_string(),
+            v.reclaims.get(&r.tenant).copied().unwrap_or(0).to_string(),
         ]);
     }
     outln!("{t}");

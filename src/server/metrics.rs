@@ -47,11 +47,11 @@ pub async fn metrics(State(s): State<Served>) -> Response {
     }
     let tenancy = s.tenancy();
     if !tenancy.is_empty()
-        && let Ok(rows) = super::tenants::usage_now(&s, &tenancy).await
+        && let Ok((rows, reclaims)) = super::tenants::now(&s, &tenancy).await
     {
         // Tenants × flavors only: the label sets stay as few as the tables.
         type Gauge = (&'static str, &'static str, fn(&crate::tenant::usage::TenantUsage) -> u64);
-        let gauges: [Gauge; 3] = [
+        let gauges: [Gauge; 4] = [
             ("canopy_tenant_quota_gpus", "A tenant's nominal GPU quota in a flavor.", |r| {
                 r.limits.nominal().gpus
             }),
@@ -60,6 +60,11 @@ pub async fn metrics(State(s): State<Served>) -> Response {
                 "canopy_tenant_borrowed_gpus",
                 "GPUs a tenant uses beyond its nominal quota in a flavor.",
                 |r| r.borrowed.gpus,
+            ),
+            (
+                "canopy_tenant_lent_gpus",
+                "GPUs of a tenant's idle nominal quota that others of its cohort use, in a flavor.",
+                |r| r.lent.gpus,
             ),
         ];
         for (name, help, value) in gauges {
@@ -90,6 +95,16 @@ pub async fn metrics(State(s): State<Served>) -> Response {
                     r.waiting
                 );
             }
+        }
+        family(
+            &mut out,
+            "canopy_tenant_reclaims_in_flight",
+            "gauge",
+            "An owning tenant's workloads taking its capacity back from borrowed work now.",
+        );
+        for t in &done {
+            let n = reclaims.get(*t).copied().unwrap_or(0);
+            let _ = writeln!(out, "canopy_tenant_reclaims_in_flight{{tenant=\"{}\"}} {n}", label(t));
         }
     }
     if let Some(m) = s.engine.metrics() {

@@ -39,14 +39,11 @@ pub struct TenantsView {
     pub reclaims: BTreeMap<String, u64>,
 }
 
-/// Every tenant's usage now: the GPUs and CPU cores of its live attempts
-/// per flavor, and its waiting workloads.
-pub async fn usage_now(s: &ServerState, tenancy: &Tenancy) -> ApiResult<Vec<TenantUsage>> {
-    Ok(now(s, tenancy).await?.0)
-}
-
 /// Every tenant's usage now, and owners' reclaims in flight.
-async fn now(s: &ServerState, tenancy: &Tenancy) -> ApiResult<(Vec<TenantUsage>, BTreeMap<String, u64>)> {
+pub(super) async fn now(
+    s: &ServerState,
+    tenancy: &Tenancy,
+) -> ApiResult<(Vec<TenantUsage>, BTreeMap<String, u64>)> {
     if tenancy.is_empty() {
         return Ok(Default::default());
     }

@@ -6,7 +6,7 @@
 
 use super::config::Tenancy;
 use super::flavor::PoolFacts;
-use super::quota::{Amount, Limits};
+use super::quota::{Amount, Limit, Limits, Resource};
 use crate::fleet::{Fleet, PoolIdx};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -76,6 +76,11 @@ pub struct TenantUsage {
     pub borrowed: Amount,
     /// Its workloads waiting to be placed (all flavors).
     pub waiting: u64,
+    /// What of its idle nominal quota others of its cohort use now
+    /// ([`lent`]).
+    #[serde(default)]
+    #[schemars(with = "serde_json::Value")]
+    pub lent: Amount,
 }
 
 /// Every tenant's rows, in the file's order of tenants and flavors: a row
@@ -98,6 +103,7 @@ pub fn report(
             in_use,
             borrowed: in_use.saturating_sub(limits.nominal()),
             waiting,
+            lent: Amount::ZERO,
         };
         let before = rows.len();
         for f in &tenancy.flavors {
@@ -111,7 +117,93 @@ pub fn report(
             rows.push(row("", Limits::default(), Amount::ZERO));
         }
     }
+    let lent = lent(&rows);
+    for (r, l) in rows.iter_mut().zip(lent) {
+        r.lent = l;
+    }
     rows
+}
+
+/// What of its nominal quota a tenant may lend and does not use itself
+/// (its own use goes first to what it keeps, `nominal − lendable`).
+fn idle_lendable(l: Option<Limit>, used: u64) -> u64 {
+    let Some(l) = l else { return 0 };
+    let lendable = l.lending.map_or(l.nominal, |x| x.min(l.nominal));
+    let own = l.nominal - lendable;
+    let in_lendable = used.min(l.nominal).saturating_sub(own);
+    lendable - in_lendable
+}
+
+/// Per row (same order): what others of its cohort use of its idle
+/// nominal quota. Each cohort and flavor's borrowing is shared among its
+/// lenders by their idle quota, largest remainders first (so it adds up).
+pub fn lent(rows: &[TenantUsage]) -> Vec<Amount> {
+    let mut out = vec![Amount::ZERO; rows.len()];
+    let mut groups: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        if let Some(c) = &r.cohort
+            && !r.flavor.is_empty()
+        {
+            groups.entry((c.as_str(), r.flavor.as_str())).or_default().push(i);
+        }
+    }
+    for members in groups.values() {
+        for res in Resource::ALL {
+            let get = |a: &Amount| match res {
+                Resource::Gpus => a.gpus,
+                Resource::Cpu => a.cpu_milli,
+            };
+            let limit = |l: &Limits| l.get(res);
+            let idle: Vec<u64> = members
+                .iter()
+                .map(|&i| idle_lendable(limit(&rows[i].limits), get(&rows[i].in_use)))
+                .collect();
+            let pool: u64 = idle.iter().sum();
+            let borrowed: u64 = members.iter().map(|&i| get(&rows[i].borrowed)).sum();
+            let take = borrowed.min(pool);
+            if take == 0 {
+                continue;
+            }
+            let share = shares(take, &idle);
+            for (k, &i) in members.iter().enumerate() {
+                match res {
+                    Resource::Gpus => out[i].gpus = share[k],
+                    Resource::Cpu => out[i].cpu_milli = share[k],
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `total` shared in proportion to `weights` (whole units, largest
+/// remainders first, ties to the first), never more than each weight.
+fn shares(total: u64, weights: &[u64]) -> Vec<u64> {
+    let sum: u128 = weights.iter().map(|&w| u128::from(w)).sum();
+    if sum == 0 {
+        return vec![0; weights.len()];
+    }
+    let exact: Vec<(u64, u128)> = weights
+        .iter()
+        .map(|&w| {
+            let p = u128::from(total) * u128::from(w);
+            ((p / sum) as u64, p % sum)
+        })
+        .collect();
+    let mut out: Vec<u64> = exact.iter().map(|e| e.0).collect();
+    let mut left = total - out.iter().sum::<u64>();
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by(|&a, &b| exact[b].1.cmp(&exact[a].1).then(a.cmp(&b)));
+    for i in order {
+        if left == 0 {
+            break;
+        }
+        if out[i] < weights[i] {
+            out[i] += 1;
+            left -= 1;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -163,5 +255,50 @@ gpus = 8
         let b_cpu = rows.iter().find(|r| r.tenant == "b" && r.flavor == "cpu").unwrap();
         assert_eq!((b_cpu.in_use.cpu_milli, b_cpu.waiting), (2000, 3));
         assert_eq!(rows.len(), 3);
+    }
+
+    fn usage(tenant: &str, cohort: &str, nominal: u64, lending: Option<u64>, used: u64) -> TenantUsage {
+        let limits = Limits { gpus: Some(Limit { nominal, borrowing: None, lending }), cpu: None };
+        TenantUsage {
+            tenant: tenant.into(),
+            cohort: Some(cohort.into()),
+            weight: 1.0,
+            flavor: "a100".into(),
+            limits,
+            in_use: Amount::new(used, 0),
+            borrowed: Amount::new(used.saturating_sub(nominal), 0),
+            waiting: 0,
+            lent: Amount::ZERO,
+        }
+    }
+
+    #[test]
+    fn in_a_cohort_of_two_one_lends_what_the_other_borrows() {
+        let rows = [usage("a", "c", 16, None, 4), usage("b", "c", 8, None, 14)];
+        let lent = lent(&rows);
+        assert_eq!((lent[0].gpus, lent[1].gpus), (6, 0));
+    }
+
+    #[test]
+    fn borrowing_is_shared_by_idle_quota_and_adds_up() {
+        // b borrows 5; a has 8 idle, c has 2 idle but lends only 1 of its 4.
+        let rows = [
+            usage("a", "c", 8, None, 0),
+            usage("b", "c", 2, None, 7),
+            usage("c", "c", 4, Some(1), 2),
+            usage("d", "other", 8, None, 0),
+        ];
+        let lent = lent(&rows);
+        let g: Vec<u64> = lent.iter().map(|a| a.gpus).collect();
+        assert_eq!(g.iter().sum::<u64>(), 5, "{g:?}");
+        assert_eq!(g, vec![4, 0, 1, 0], "a has 8 idle of 9 lendable in all, c 1; d is in another cohort");
+    }
+
+    #[test]
+    fn shares_never_exceed_a_weight() {
+        assert_eq!(shares(3, &[1, 1, 1]), vec![1, 1, 1]);
+        assert_eq!(shares(2, &[1, 1, 1]), vec![1, 1, 0]);
+        assert_eq!(shares(0, &[4, 4]), vec![0, 0]);
+        assert_eq!(shares(5, &[0, 0]), vec![0, 0]);
     }
 }

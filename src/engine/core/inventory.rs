@@ -174,9 +174,7 @@ impl Core {
         // Pools may have moved: file the live attempts again.
         let live: Vec<crate::engine::model::WorkloadId> = self.live_ids.iter().copied().collect();
         for id in live {
-            let Some(e) = self.entries.get(&id) else { continue };
-            let (pool, due) = (self.live_pool(e), e.expected_end());
-            self.live_ids.insert(id, pool, due);
+            self.file_live(id);
         }
         self.beliefs_after_inventory(&report, now);
         self.inventory.last.extend(report);

@@ -1323,7 +1323,11 @@ impl Core {
             fitting.extend(members.iter().map(|&k| (k, most)));
         }
         self.counts.release_scanned += scanned;
-        fitting.sort_unstable_by_key(|(k, _)| *k);
+        // Queue order, except that the node's owner comes first on its own
+        // capacity: its work asks before older borrowed work takes the
+        // room (and, finding none, takes it back).
+        let pool = n.pool;
+        fitting.sort_unstable_by_key(|&(k, _)| (!self.owns_pool(k.1, pool), k));
         // Per request class, how many more the freed room could host.
         let mut left: HashMap<(u64, u64), u32> = HashMap::new();
         let mut wake = Vec::new();
@@ -1345,6 +1349,14 @@ impl Core {
     fn live_pool(&self, e: &Entry) -> Option<crate::fleet::PoolIdx> {
         let live = e.live.as_ref()?;
         live.nodes.iter().find_map(|n| self.fleet.nodes.get(n.0 as usize)).map(|n| n.pool)
+    }
+
+    /// Files `id`'s live attempt, if it has one, in the live-attempt index
+    /// by its pool and expected end (again, where either may have moved).
+    fn file_live(&mut self, id: WorkloadId) {
+        let Some(e) = self.entries.get(&id).filter(|e| e.live.is_some()) else { return };
+        let (pool, due) = (self.live_pool(e), e.expected_end());
+        self.live_ids.insert(id, pool, due);
     }
 
     /// Every blocked workload is ready again (groups woken, to be checked

@@ -148,11 +148,8 @@ impl Core {
                     _ => self.queue.push_ready(entry.rec.priority, id),
                 }
             }
-            if entry.live.is_some() {
-                let (pool, due) = (self.live_pool(&entry), entry.expected_end());
-                self.live_ids.insert(id, pool, due);
-            }
             self.entries.insert(id, entry);
+            self.file_live(id);
             self.touched.push(id);
         }
         self.drop_snapshot();

@@ -173,6 +173,13 @@ impl Core {
         e.rec.tenant.as_deref().or(self.tenancy.default_tenant.as_deref())
     }
 
+    /// Whether workload `id` belongs to the tenant that owns pool `pool`:
+    /// capacity released there is offered to it first.
+    pub(super) fn owns_pool(&self, id: WorkloadId, pool: PoolIdx) -> bool {
+        let Some(Some(owner)) = self.quota.pool_owner.get(pool.0 as usize) else { return false };
+        self.entries.get(&id).and_then(|e| self.tenant_of(e)) == Some(owner.as_str())
+    }
+
     /// Recomputes which flavor and owner each pool has and recharges every
     /// live attempt (the tenancy or the fleet changed).
     pub(super) fn rebuild_quota(&mut self) {
