@@ -493,6 +493,7 @@ fn tenancy_at_start(
         default_tenant: config.default_tenant.clone(),
         tenant: config.tenant.clone(),
         flavor: config.flavor.clone(),
+        fair_share: config.fair_share.clone(),
     };
     let stored = journal.tenancy()?;
     let doc = match at_start(&file, stored.as_ref().map(|r| (r.document.as_str(), r.seeded_from.as_str()))) {

@@ -130,6 +130,9 @@ pub struct Config {
     /// `[[flavor]]`: the selectors over pools quotas are counted in.
     #[serde(default)]
     pub flavor: Vec<crate::tenant::FlavorDef>,
+    /// `[fair_share]`: the half-life tenants' usage decays with.
+    #[serde(default)]
+    pub fair_share: Option<crate::tenant::fair::FairShareDef>,
 }
 
 /// `[local]`: how this machine is offered.
@@ -148,6 +151,7 @@ impl Config {
     /// when it defines none).
     pub fn tenancy(&self) -> Result<crate::tenant::Tenancy, String> {
         crate::tenant::Tenancy::from_defs(&self.tenant, &self.flavor, self.default_tenant.as_deref())
+            .and_then(|t| t.with_fair_share(self.fair_share.as_ref()))
             .map_err(|e| e.to_string())
     }
 }
@@ -165,6 +169,7 @@ impl Default for Config {
             default_tenant: None,
             tenant: Vec::new(),
             flavor: Vec::new(),
+            fair_share: None,
         }
     }
 }

@@ -84,6 +84,8 @@ struct FileDoc {
     tenant: Vec<crate::tenant::TenantDef>,
     #[serde(default)]
     flavor: Vec<crate::tenant::FlavorDef>,
+    #[serde(default)]
+    fair_share: Option<crate::tenant::fair::FairShareDef>,
 }
 
 #[derive(Deserialize)]
@@ -219,6 +221,7 @@ pub fn parse_tenancy(text: &str, file: &str) -> Result<crate::tenant::Tenancy, F
         default_tenant: doc.default_tenant,
         tenant: doc.tenant,
         flavor: doc.flavor,
+        fair_share: doc.fair_share,
     };
     doc.tenancy().map_err(|source| FleetFileError::Tenancy { file: file.to_string(), source })
 }

@@ -140,6 +140,10 @@ pub struct Tenancy {
     pub tenants: Vec<Tenant>,
     pub flavors: Vec<Flavor>,
     pub default_tenant: Option<String>,
+    /// `[fair_share]`: tenants competing for capacity are served by their
+    /// decayed usage per weight; `None`: first-come within priority.
+    #[serde(default)]
+    pub fair_share: Option<super::fair::FairShare>,
 }
 
 /// A tenancy that cannot be used; says where and what to do.
@@ -308,7 +312,22 @@ impl Tenancy {
         {
             return err(format!("default_tenant = {d:?} is not a [[tenant]]; add it or name another"));
         }
-        Ok(Self { tenants: out, flavors: fl, default_tenant: default_tenant.map(str::to_string) })
+        Ok(Self {
+            tenants: out,
+            flavors: fl,
+            default_tenant: default_tenant.map(str::to_string),
+            fair_share: None,
+        })
+    }
+
+    /// The tenancy with `[fair_share]` as written (validated).
+    pub fn with_fair_share(mut self, def: Option<&super::fair::FairShareDef>) -> Result<Self, TenancyError> {
+        let Some(def) = def else { return Ok(self) };
+        if self.tenants.is_empty() {
+            return err("[fair_share] is given but no [[tenant]]; fair share orders tenants' work".into());
+        }
+        self.fair_share = Some(def.validate().map_err(TenancyError)?);
+        Ok(self)
     }
 
     pub fn is_empty(&self) -> bool {

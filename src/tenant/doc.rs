@@ -15,6 +15,8 @@ pub struct TenancyDoc {
     pub tenant: Vec<TenantDef>,
     #[serde(default)]
     pub flavor: Vec<FlavorDef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_share: Option<super::fair::FairShareDef>,
 }
 
 /// Who a tenancy set from canopy.toml is audited as.
@@ -23,7 +25,8 @@ pub const SET_BY_FILE: &str = "canopy.toml";
 impl TenancyDoc {
     /// Validates the tables.
     pub fn tenancy(&self) -> Result<Tenancy, TenancyError> {
-        Tenancy::from_defs(&self.tenant, &self.flavor, self.default_tenant.as_deref())
+        Tenancy::from_defs(&self.tenant, &self.flavor, self.default_tenant.as_deref())?
+            .with_fair_share(self.fair_share.as_ref())
     }
 
     /// Parses a document sent as JSON (`json`) or TOML, and validates it.

@@ -13,6 +13,8 @@
 //! - [`doc`]: the tables as one document (canopy.toml, `PUT /v1/tenants`,
 //!   the journal) and which version is in force at start.
 //! - [`usage`]: what each tenant's live work uses, per flavor.
+//! - [`fair`]: fair share between tenants, by usage decayed with a
+//!   half-life and divided by weight.
 //! - [`reclaim`]: which borrowed workloads stop when an owner needs its
 //!   capacity back, and why each was chosen.
 //!
@@ -21,6 +23,7 @@
 
 pub mod config;
 pub mod doc;
+pub mod fair;
 pub mod flavor;
 pub mod quota;
 pub mod reclaim;

@@ -41,7 +41,7 @@ impl Core {
             let quota_why = self.gate_quota(e, &mut req);
             self.apply_hold(id, e.rec.priority, &mut req, now);
             let policy = placement.scheduler_policy(e.spec.preferences.optimize);
-            let priority = e.rec.priority;
+            let (priority, queued_at) = (e.rec.priority, self.queue_priority(id));
             let next_attempt = e.rec.attempts + 1;
             self.snapshot(now);
             let Some(snap) = self.snapshot.as_ref() else { continue };
@@ -79,7 +79,7 @@ impl Core {
                 Ok(p) => match placement.choose(p.candidates, id.0, next_attempt) {
                     Some(c) if self.waits(id, &req, &c, now) => {}
                     Some(c) => self.start_attempt(id, c, now),
-                    None => self.queue.push_blocked(priority, id),
+                    None => self.queue.push_blocked(queued_at, id),
                 },
                 Err((group, text)) => {
                     self.maybe_hold(id, priority, &req, now);
@@ -101,7 +101,7 @@ impl Core {
                         e.rec.reason = Some(first_line(&text) + &note);
                         changed
                     });
-                    self.queue.push_unfit(priority, id, group);
+                    self.queue.push_unfit(queued_at, id, group);
                     if e == Some(true) {
                         self.save_workload(id, now);
                         self.event(now, id, None, EventKind::Unschedulable, text);
@@ -760,10 +760,10 @@ impl Core {
         }
         e.rec.state = WorkloadState::Queued;
         e.rec.reason = Some(d.reason.clone());
-        let priority = e.rec.priority;
         if excluded {
             self.exclusions_set(a.workload, now);
         }
+        let priority = self.queue_priority(a.workload);
         let Some(e) = self.entries.get_mut(&a.workload) else { return };
         if d.delay_s > 0.0 {
             let until = now.plus_secs(d.delay_s);

@@ -22,6 +22,9 @@ pub struct WorkCounts {
     pub woken_all: u64,
     /// Blocked workloads looked at when one node's capacity was released.
     pub release_scanned: u64,
+    /// Queued workloads re-filed because their tenant's fair-share band
+    /// moved.
+    pub fair_refiled: u64,
     /// A gang's hold worked out again (a scan of the nodes it may hold).
     pub hold_scans: u64,
     /// Patience's look-ups of cheaper capacity due to free.

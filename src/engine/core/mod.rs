@@ -19,6 +19,7 @@
 mod attempt;
 mod counts;
 mod exclusion;
+mod fair;
 mod hold;
 mod inventory;
 mod live_set;
@@ -491,6 +492,8 @@ pub struct Core {
     quota: tenancy::QuotaBook,
     /// What scheduling did, counted ([`WorkCounts`]).
     counts: WorkCounts,
+    /// Tenants' decayed usage and serving order (`fair.rs`).
+    fair: fair::FairState,
 }
 
 impl Core {
@@ -532,6 +535,7 @@ impl Core {
             tenancy: crate::tenant::Tenancy::default(),
             quota: tenancy::QuotaBook::default(),
             counts: WorkCounts::default(),
+            fair: fair::FairState::default(),
         }
     }
 
@@ -639,6 +643,7 @@ impl Core {
 
     /// Handles one event at `now` and returns what to do.
     pub fn handle(&mut self, event: Event, now: Millis) -> Vec<Action> {
+        self.fair_accrue(now);
         // A quarantine that ended since the last event frees its node.
         if self.health.next_release(self.last_now).is_some_and(|t| t <= now) {
             let released: BTreeSet<String> =
@@ -730,6 +735,7 @@ impl Core {
     fn set_tenancy(&mut self, tenancy: crate::tenant::Tenancy) {
         self.tenancy = tenancy;
         self.rebuild_quota();
+        self.fair_rerank();
         // What quotas allowed or refused may have changed for anyone.
         self.queue.unblock_all();
     }
@@ -990,8 +996,8 @@ impl Core {
         if let Some(k) = key {
             self.keys.insert(k, id);
         }
-        self.queue.push_ready(rec.priority, id);
         self.entries.insert(id, Entry::new(rec, Arc::new(spec), Vec::new()));
+        self.queue.push_ready(self.queue_priority(id), id);
         self.save_workload(id, now);
         let retried =
             self.entries.get(&id).and_then(|e| e.rec.spec.labels.get(RETRY_OF)).and_then(|o| o.parse().ok());

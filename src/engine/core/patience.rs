@@ -34,7 +34,7 @@ impl Core {
         }
         let runtime_s = e.spec.expected_runtime.map_or(0.0, |d| d.0.as_secs_f64());
         let window = p.window_s(runtime_s);
-        let (priority, first) = (e.rec.priority, e.waiting_since.is_none());
+        let first = e.waiting_since.is_none();
         let since = e.waiting_since.unwrap_or(now);
         let left = window - now.secs_since(since);
         if left <= 0.0 || c.hourly_usd <= 0.0 {
@@ -67,7 +67,7 @@ impl Core {
         // A release anywhere cheaper than now may change the answer; one
         // elsewhere offers what it just declined.
         let cheaper = prices.iter().filter(|p| p.priced_hourly() < now_price).map(|p| p.pool_idx.0).collect();
-        self.queue.push_waiting(priority, id, cheaper);
+        self.queue.push_waiting(self.queue_priority(id), id, cheaper);
         if first {
             self.save_workload(id, now);
             let msg = format!(

@@ -313,6 +313,67 @@ impl Queue {
         self.backoff.first().map(|(t, _, _)| *t)
     }
 
+    /// Every queued workload (ready, blocked, waiting or backing off).
+    pub fn ids(&self) -> impl Iterator<Item = WorkloadId> + '_ {
+        self.at.keys().copied()
+    }
+
+    /// Gives a queued workload a new queue priority where it is: ready
+    /// stays ready, blocked stays blocked (in its group, waiting on the
+    /// same pools), backing off keeps its time.
+    pub fn reprioritize(&mut self, id: WorkloadId, p: u32) {
+        let new = (Reverse(p), id);
+        match self.at.get(&id).copied() {
+            Some(Slot::Ready(old)) if old != p => {
+                self.ready.remove(&(Reverse(old), id));
+                self.ready.insert(new);
+                self.at.insert(id, Slot::Ready(p));
+            }
+            Some(Slot::Blocked(old)) if old != p => {
+                self.blocked.remove(&(Reverse(old), id));
+                self.blocked.insert(new);
+                self.at.insert(id, Slot::Blocked(p));
+            }
+            Some(Slot::Waiting(old)) if old != p => {
+                let pools = self.waits_on.get(&id).cloned().unwrap_or_default();
+                self.stop_waiting((Reverse(old), id));
+                self.push_waiting(p, id, pools);
+            }
+            Some(Slot::Backoff(t, old)) if old != p => {
+                self.backoff.remove(&(t, old, id));
+                self.backoff.insert((t, p, id));
+                self.at.insert(id, Slot::Backoff(t, p));
+            }
+            Some(Slot::Grouped(old, g)) if old != p => {
+                let old_key = (Reverse(old), id);
+                match self.woken_from.get(&g).copied() {
+                    // Every member is blocked: it stays in its group.
+                    None => {
+                        if let Some(members) = self.groups.get_mut(&g) {
+                            members.remove(&old_key);
+                            members.insert(new);
+                            self.at.insert(id, Slot::Grouped(p, g));
+                        }
+                    }
+                    // A woken group checks its members from its pointer on,
+                    // in key order: a member that moves leaves it, ready if
+                    // it was still to be checked, blocked if the pass went by.
+                    Some(from) => {
+                        self.leave_group(g, old_key);
+                        if old_key >= from {
+                            self.ready.insert(new);
+                            self.at.insert(id, Slot::Ready(p));
+                        } else {
+                            self.blocked.insert(new);
+                            self.at.insert(id, Slot::Blocked(p));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     pub fn is_blocked(&self, id: WorkloadId) -> bool {
         matches!(self.at.get(&id), Some(Slot::Blocked(_) | Slot::Grouped(..) | Slot::Waiting(_)))
     }
@@ -432,6 +493,7 @@ mod tests {
             Ungroup(usize),
             Unblock(usize),
             Remove(usize),
+            Reprioritize(usize, u32),
             Pass,
         }
 
@@ -468,6 +530,7 @@ mod tests {
             fn ungroup(&mut self, p: u32, w: u64);
             fn unblock(&mut self, p: u32, w: u64);
             fn remove(&mut self, p: u32, w: u64);
+            fn reprioritize(&mut self, old: u32, w: u64, new: u32);
             fn pop(&mut self, holds: &dyn Fn(u64) -> bool) -> Option<u64>;
         }
 
@@ -490,6 +553,15 @@ mod tests {
             fn remove(&mut self, p: u32, w: u64) {
                 self.ready.remove(&(Reverse(p), WorkloadId(w)));
                 self.blocked.remove(&(Reverse(p), WorkloadId(w)));
+            }
+            fn reprioritize(&mut self, old: u32, w: u64, new: u32) {
+                let (o, n) = ((Reverse(old), WorkloadId(w)), (Reverse(new), WorkloadId(w)));
+                if self.ready.remove(&o) {
+                    self.ready.insert(n);
+                }
+                if self.blocked.remove(&o) {
+                    self.blocked.insert(n);
+                }
             }
             fn pop(&mut self, _: &dyn Fn(u64) -> bool) -> Option<u64> {
                 self.ready.pop_first().map(|k| k.1.0)
@@ -515,6 +587,9 @@ mod tests {
             fn remove(&mut self, _: u32, w: u64) {
                 Queue::remove(self, WorkloadId(w));
             }
+            fn reprioritize(&mut self, _: u32, w: u64, new: u32) {
+                Queue::reprioritize(self, WorkloadId(w), new);
+            }
             fn pop(&mut self, holds: &dyn Fn(u64) -> bool) -> Option<u64> {
                 self.pop_ready_checking(holds).map(|w| w.0)
             }
@@ -539,6 +614,11 @@ mod tests {
                         next_id += 1;
                     }
                     Op::UnblockAll => q.unblock_all(),
+                    Op::Reprioritize(i, new) if !live.is_empty() => {
+                        let w = live[i % live.len()];
+                        q.reprioritize(prio[&w], w, new);
+                        prio.insert(w, new);
+                    }
                     Op::Ungroup(i) | Op::Unblock(i) | Op::Remove(i) if !live.is_empty() => {
                         let w = live[i % live.len()];
                         let p = prio[&w];
@@ -593,6 +673,7 @@ mod tests {
                 2 => any::<usize>().prop_map(Op::Ungroup),
                 1 => any::<usize>().prop_map(Op::Unblock),
                 1 => any::<usize>().prop_map(Op::Remove),
+                2 => (any::<usize>(), prop::sample::select(vec![10u32, 30, 50, 70])).prop_map(|(i, p)| Op::Reprioritize(i, p)),
                 3 => Just(Op::Pass),
             ]
         }

@@ -113,7 +113,6 @@ impl Core {
         att.evidence = Some(message.to_string());
         let (label, provider) = (att.nodes_label(), att.provider.clone());
         let cancelled = e.cancel_requested;
-        let priority = e.rec.priority;
         e.rec.state = WorkloadState::Queued;
         e.rec.not_before = None;
         e.rec.reason = Some(format!("launch refused for capacity on {label}; waits for capacity"));
@@ -146,7 +145,7 @@ impl Core {
             self.save_workload(a.workload, now);
             // Placed elsewhere in this event's pass, or blocked there with
             // the explanation of why nothing else fits.
-            self.queue.push_ready(priority, a.workload);
+            self.queue.push_ready(self.queue_priority(a.workload), a.workload);
         }
         true
     }

@@ -143,9 +143,10 @@ impl Core {
                     });
                 }
             } else {
+                let p = self.queue_priority_for(entry.rec.tenant.as_deref(), entry.rec.priority);
                 match entry.rec.not_before {
-                    Some(t) if t > now => self.queue.push_backoff(t, entry.rec.priority, id),
-                    _ => self.queue.push_ready(entry.rec.priority, id),
+                    Some(t) if t > now => self.queue.push_backoff(t, p, id),
+                    _ => self.queue.push_ready(p, id),
                 }
             }
             self.entries.insert(id, entry);

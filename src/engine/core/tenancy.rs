@@ -173,6 +173,20 @@ impl Core {
         e.rec.tenant.as_deref().or(self.tenancy.default_tenant.as_deref())
     }
 
+    /// GPUs each configured tenant's live attempts hold, on pools a flavor
+    /// counts.
+    pub(super) fn gpus_held(&self) -> Vec<(String, f64)> {
+        self.tenancy
+            .tenants
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let g: u64 = self.quota.used_ix.get(i).map_or(0, |v| v.iter().map(|a| a.gpus).sum());
+                (t.name.clone(), g as f64)
+            })
+            .collect()
+    }
+
     /// Whether workload `id` belongs to the tenant that owns pool `pool`:
     /// capacity released there is offered to it first.
     pub(super) fn owns_pool(&self, id: WorkloadId, pool: PoolIdx) -> bool {

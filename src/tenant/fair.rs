@@ -1,0 +1,212 @@
+//! Fair share between tenants: the order in which tenants competing for
+//! the same capacity are served, by their usage decayed with a half-life
+//! and divided by their weights (Slurm's fair-share factor and Kueue's
+//! admission fair sharing, without the hierarchy).
+//!
+//! ```toml
+//! [fair_share]
+//! half_life = "7d"    # usage this long ago counts half as much as usage now
+//! ```
+//!
+//! Without `[fair_share]`, tenants' work is served first-come within
+//! priority, as before. With it, the tenant whose decayed usage per unit
+//! of weight is lowest is served first; priority orders work within one
+//! tenant. Usage is GPU-seconds of live attempts (CPU-only work is not
+//! counted: it does not compete for accelerators).
+//!
+//! Decay is exact for usage that is constant between two observations:
+//! with `d = 2^(−Δt/h)`, `U ← U·d + r·(h/ln 2)·(1 − d)` for `r` GPUs held
+//! over `Δt`. A tenant that holds `r` GPUs for ever tends to `r·h/ln 2`.
+//!
+//! Pure: the caller gives the time and what each tenant holds.
+
+use crate::engine::model::Millis;
+use crate::units::HumanDuration;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// `[fair_share]` as written.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FairShareDef {
+    /// Usage this long ago counts half as much as usage now.
+    #[schemars(with = "String")]
+    pub half_life: HumanDuration,
+}
+
+/// `[fair_share]`, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FairShare {
+    pub half_life: Duration,
+}
+
+impl FairShareDef {
+    /// Validates the table; the error says what to write instead.
+    pub fn validate(&self) -> Result<FairShare, String> {
+        let h = self.half_life.0;
+        if h < Duration::from_secs(60) {
+            return Err(format!(
+                "[fair_share] half_life = {:?} is too short; give at least \"1m\" (hours to weeks are usual)",
+                self.half_life.to_string()
+            ));
+        }
+        Ok(FairShare { half_life: h })
+    }
+}
+
+/// Each tenant's decayed usage, and the order they are served in.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FairBook {
+    /// Decayed GPU-seconds per tenant.
+    usage: BTreeMap<String, f64>,
+    /// When `usage` was last brought up to date.
+    at: Option<Millis>,
+}
+
+/// Where one tenant stands, as reports and reasons show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Standing {
+    pub tenant: String,
+    /// Its decayed usage, in GPU-hours.
+    pub usage_gpu_hours: f64,
+    /// Its share of all tenants' decayed usage (0 when nobody used any).
+    pub share: f64,
+    /// Its weight over all tenants' weights.
+    pub fair_share: f64,
+    /// 1 for the tenant served first.
+    pub position: usize,
+}
+
+impl FairBook {
+    /// Brings usage up to `now`: each tenant held `holding(tenant)` GPUs
+    /// since the last call. The first call only starts the clock.
+    pub fn accrue<'a>(
+        &mut self,
+        now: Millis,
+        half_life: Duration,
+        holding: impl IntoIterator<Item = (&'a str, f64)>,
+    ) {
+        let Some(last) = self.at.replace(now) else { return };
+        let dt = now.secs_since(last);
+        if dt <= 0.0 {
+            self.at = Some(last.max(now));
+            return;
+        }
+        let h = half_life.as_secs_f64().max(1.0);
+        let d = (-dt / h).exp2();
+        for u in self.usage.values_mut() {
+            *u *= d;
+        }
+        let gain = h / std::f64::consts::LN_2 * (1.0 - d);
+        for (t, r) in holding {
+            if r > 0.0 {
+                *self.usage.entry(t.to_string()).or_default() += r * gain;
+            }
+        }
+        // Forget what has decayed to nothing.
+        self.usage.retain(|_, u| *u > 1e-9);
+    }
+
+    /// A tenant's decayed usage (GPU-seconds).
+    pub fn usage(&self, tenant: &str) -> f64 {
+        self.usage.get(tenant).copied().unwrap_or(0.0)
+    }
+
+    /// Sets a tenant's decayed usage as of `at` (a restart restoring it).
+    pub fn restore(&mut self, at: Millis, usage: impl IntoIterator<Item = (String, f64)>) {
+        self.usage = usage.into_iter().filter(|(_, u)| *u > 0.0).collect();
+        self.at = Some(at);
+    }
+
+    /// Every tenant's decayed usage, as stored.
+    pub fn usages(&self) -> impl Iterator<Item = (&str, f64)> {
+        self.usage.iter().map(|(t, u)| (t.as_str(), *u))
+    }
+
+    /// `tenants` (name, weight) in the order they are served: lowest usage
+    /// per weight first; ties by the order given.
+    pub fn order<'a>(&self, tenants: &[(&'a str, f64)]) -> Vec<&'a str> {
+        let mut v: Vec<(f64, usize, &str)> = tenants
+            .iter()
+            .enumerate()
+            .map(|(i, &(t, w))| (self.usage(t) / w.max(f64::MIN_POSITIVE), i, t))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        v.into_iter().map(|(_, _, t)| t).collect()
+    }
+
+    /// Where each of `tenants` (name, weight) stands, in serving order.
+    pub fn standings(&self, tenants: &[(&str, f64)]) -> Vec<Standing> {
+        let total: f64 = tenants.iter().map(|(t, _)| self.usage(t)).sum();
+        let weights: f64 = tenants.iter().map(|(_, w)| w).sum();
+        self.order(tenants)
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let w = tenants.iter().find(|(n, _)| *n == t).map_or(0.0, |x| x.1);
+                let u = self.usage(t);
+                Standing {
+                    tenant: t.to_string(),
+                    usage_gpu_hours: u / 3600.0,
+                    share: if total > 0.0 { u / total } else { 0.0 },
+                    fair_share: if weights > 0.0 { w / weights } else { 0.0 },
+                    position: i + 1,
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: Duration = Duration::from_secs(3600);
+
+    #[test]
+    fn usage_halves_each_half_life_and_holding_tends_to_its_ceiling() {
+        let mut b = FairBook::default();
+        b.accrue(Millis(0), H, [("a", 0.0)]);
+        b.accrue(Millis(3_600_000), H, [("a", 2.0)]);
+        // One half-life holding 2 GPUs: 2·h/ln2·(1 − ½) = h/ln2.
+        let one = 3600.0 / std::f64::consts::LN_2;
+        assert!((b.usage("a") - one).abs() < 1e-6, "{}", b.usage("a"));
+        b.accrue(Millis(7_200_000), H, [("a", 0.0)]);
+        assert!((b.usage("a") - one / 2.0).abs() < 1e-6, "halved after a half-life idle");
+        for k in 3..60 {
+            b.accrue(Millis(k * 3_600_000), H, [("a", 2.0)]);
+        }
+        assert!((b.usage("a") - 2.0 * one).abs() < 1e-3, "tends to r·h/ln2");
+    }
+
+    #[test]
+    fn accrual_in_steps_equals_accrual_at_once() {
+        let (mut a, mut b) = (FairBook::default(), FairBook::default());
+        a.accrue(Millis(0), H, []);
+        b.accrue(Millis(0), H, []);
+        for k in 1..=100 {
+            a.accrue(Millis(k * 36_000), H, [("t", 3.0)]);
+        }
+        b.accrue(Millis(3_600_000), H, [("t", 3.0)]);
+        assert!((a.usage("t") - b.usage("t")).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_tenant_with_least_usage_per_weight_is_served_first() {
+        let mut b = FairBook::default();
+        b.restore(Millis(0), [("a".to_string(), 300.0), ("b".to_string(), 200.0)]);
+        assert_eq!(b.order(&[("a", 1.0), ("b", 1.0), ("c", 1.0)]), vec!["c", "b", "a"]);
+        assert_eq!(b.order(&[("a", 2.0), ("b", 1.0)]), vec!["a", "b"], "150 per weight before 200");
+        let s = b.standings(&[("a", 2.0), ("b", 1.0)]);
+        assert_eq!((s[0].tenant.as_str(), s[0].position), ("a", 1));
+        assert!((s[0].share - 0.6).abs() < 1e-9 && (s[0].fair_share - 2.0 / 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_half_life_under_a_minute_is_refused_with_what_to_write() {
+        let def = FairShareDef { half_life: HumanDuration(Duration::from_secs(5)) };
+        let e = def.validate().unwrap_err();
+        assert!(e.contains("[fair_share] half_life") && e.contains("at least \"1m\""), "{e}");
+    }
+}

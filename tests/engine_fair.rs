@@ -1,0 +1,205 @@
+//! Fair share between tenants in the engine core, under the test clock:
+//! tenants competing for the same capacity are served by their usage
+//! decayed with a half-life, divided by their weights. What an owner of
+//! the fleet would notice: a tenant that submits in bursts no longer
+//! starves one that submits steadily, and weights 2:1 give 2:1.
+
+mod common;
+
+use canopy::engine::core::{Event, Reply};
+use canopy::engine::model::*;
+use canopy::failure::ProviderEnd;
+use canopy::tenant::{Tenancy, TenancyDoc};
+use common::*;
+use std::collections::{BTreeMap, HashMap};
+
+/// Two tenants sharing one cohort's 8 GPUs (nominal 4 each, borrowing
+/// what the other leaves idle); `fair` adds `[fair_share]` with a one-hour
+/// half-life.
+fn tenancy(weights: (f64, f64), fair: bool) -> Tenancy {
+    let fair = if fair { "[fair_share]\nhalf_life = \"1h\"\n" } else { "" };
+    let text = format!(
+        r#"{fair}
+[[flavor]]
+name = "lab"
+[[tenant]]
+name = "burst"
+weight = {}
+cohort = "c"
+[tenant.quota.lab]
+gpus = 4
+[[tenant]]
+name = "steady"
+weight = {}
+cohort = "c"
+[tenant.quota.lab]
+gpus = 4
+"#,
+        weights.0, weights.1
+    );
+    TenancyDoc::parse(&text, false).expect("a valid tenancy").1
+}
+
+/// The core over two nodes of 4 GPUs, its tenants, what each workload
+/// runs for, and GPU-minutes used per tenant per hour.
+struct Sim {
+    w: World,
+    /// Minutes each workload runs for.
+    runs_for: HashMap<WorkloadId, i64>,
+    tenant_of: HashMap<WorkloadId, &'static str>,
+    /// Running attempts and when they end (clock ms).
+    running: Vec<(AttemptId, i64)>,
+    seen_launches: usize,
+    /// (hour, tenant) → GPU-minutes.
+    used: BTreeMap<(i64, &'static str), i64>,
+}
+
+impl Sim {
+    fn new(tenancy: Tenancy) -> Self {
+        let mut w =
+            World::new(cloud_fleet(vec![(gpu_pool("lab", "A100-40", 4, 40.0, 1.0), vec!["n1", "n2"])]));
+        w.send(Event::SetTenancy { tenancy: Box::new(tenancy) });
+        Self {
+            w,
+            runs_for: HashMap::new(),
+            tenant_of: HashMap::new(),
+            running: Vec::new(),
+            seen_launches: 0,
+            used: BTreeMap::new(),
+        }
+    }
+
+    fn submit(&mut self, tenant: &'static str, minutes: i64) {
+        let spec = job_spec(1, "");
+        let out = self.w.send(Event::Submit {
+            request: 1,
+            spec: Box::new(spec.clone()),
+            spec_hash: spec.content_hash(),
+            idempotency_key: None,
+            by: None,
+            tenant: Some(tenant.into()),
+        });
+        let id = out
+            .into_iter()
+            .find_map(|a| match a {
+                canopy::engine::core::Action::Reply { reply: Reply::Submitted { id, .. }, .. } => Some(id),
+                _ => None,
+            })
+            .expect("submitted");
+        self.runs_for.insert(id, minutes);
+        self.tenant_of.insert(id, tenant);
+        self.start_launched();
+    }
+
+    /// Every new launch is accepted and runs.
+    fn start_launched(&mut self) {
+        loop {
+            let new: Vec<AttemptId> = self.w.launch_log().skip(self.seen_launches).map(|(a, _)| a).collect();
+            if new.is_empty() {
+                return;
+            }
+            self.seen_launches += new.len();
+            for a in new {
+                self.w.run(a);
+                let end = self.w.now + self.runs_for[&a.workload] * 60_000;
+                self.running.push((a, end));
+            }
+        }
+    }
+
+    /// One simulated minute: what runs counts, what is due ends.
+    fn minute(&mut self) {
+        let hour = (self.w.now - T0) / 3_600_000;
+        for (a, _) in &self.running {
+            *self.used.entry((hour, self.tenant_of[&a.workload])).or_default() += 1;
+        }
+        self.w.advance(60.0);
+        let now = self.w.now;
+        let (due, left): (Vec<_>, Vec<_>) = self.running.drain(..).partition(|(_, end)| *end <= now);
+        self.running = left;
+        for (a, _) in due {
+            self.w.end(a, ProviderEnd::Exited { code: 0 }, &[]);
+            self.start_launched();
+        }
+    }
+
+    /// `tenant`'s share of the GPU-minutes used in hours `from..to`.
+    fn share(&self, tenant: &str, from: i64, to: i64) -> f64 {
+        let in_range = |(h, _): &&(i64, &str), _: &&i64| (from..to).contains(h);
+        let total: i64 = self.used.iter().filter(|(k, v)| in_range(k, v)).map(|(_, v)| v).sum();
+        let mine: i64 =
+            self.used.iter().filter(|(k, v)| in_range(k, v) && k.1 == tenant).map(|(_, v)| v).sum();
+        mine as f64 / total.max(1) as f64
+    }
+}
+
+/// Minutes a job runs: 30 to 90, spread so ends do not fall together.
+fn minutes(i: i64) -> i64 {
+    30 + (i * 37) % 61
+}
+
+/// `burst` submits 80 jobs at once; `steady` one every 12 minutes (about
+/// what 4 GPUs run). Hours 2 to 8 are measured (two half-lives after the
+/// burst arrived).
+fn burst_and_steady(fair: bool) -> Sim {
+    let mut s = Sim::new(tenancy((1.0, 1.0), fair));
+    for i in 0..80 {
+        s.submit("burst", minutes(i));
+    }
+    for m in 0..8 * 60 {
+        if m % 12 == 0 {
+            s.submit("steady", minutes(m / 12 + 1000));
+        }
+        s.minute();
+    }
+    s
+}
+
+#[test]
+fn a_steady_tenant_is_not_starved_by_a_burst_and_converges_to_an_equal_share() {
+    let first_come = burst_and_steady(false);
+    let fair = burst_and_steady(true);
+    let before = first_come.share("steady", 2, 8);
+    let after = fair.share("steady", 2, 8);
+    let hours: Vec<String> = (0..8).map(|h| format!("{:.2}", fair.share("steady", h, h + 1))).collect();
+    eprintln!("steady's share, hours 2-8: first-come {before:.3}, fair share {after:.3}; per hour {hours:?}");
+    // First-come: the burst's backlog goes first, so steady gets little.
+    assert!(before < 0.25, "first-come gave steady {before:.2}");
+    // Fair share: within two half-lives steady is served as often as it
+    // asks, up to half.
+    assert!((0.42..=0.58).contains(&after), "fair share gave steady {after:.2} (first-come {before:.2})");
+    for h in 2..8 {
+        let x = fair.share("steady", h, h + 1);
+        assert!(x >= 0.3, "hour {h}: steady had {x:.2}");
+    }
+}
+
+#[test]
+fn weights_two_to_one_give_two_to_one() {
+    let mut s = Sim::new(tenancy((2.0, 1.0), true));
+    // Both keep a backlog throughout.
+    for i in 0..120 {
+        s.submit("burst", minutes(i));
+        s.submit("steady", minutes(i + 500));
+    }
+    for _ in 0..10 * 60 {
+        s.minute();
+    }
+    let a = s.share("burst", 3, 10);
+    eprintln!("weight 2 of 3: {a:.3} of GPU-minutes in hours 3-10");
+    assert!((a - 2.0 / 3.0).abs() < 0.06, "weight 2 of 3 got {a:.3}");
+}
+
+#[test]
+fn without_fair_share_the_queue_is_first_come_within_priority_as_before() {
+    let mut s = Sim::new(tenancy((1.0, 1.0), false));
+    for i in 0..16 {
+        s.submit("burst", minutes(i));
+    }
+    s.submit("steady", 30);
+    // The burst's first 8 run; the rest, then steady's, wait in that order.
+    s.minute();
+    assert_eq!(s.running.len(), 8);
+    assert!(s.running.iter().all(|(a, _)| s.tenant_of[&a.workload] == "burst"));
+    assert_eq!(s.w.core.work_counts().fair_refiled, 0, "nothing re-filed without fair share");
+}
