@@ -211,3 +211,35 @@ async fn an_admins_quota_change_is_audited_in_force_at_once_and_survives_a_resta
     assert_eq!(after["set_by"], "canopy.toml");
     api.finish().await;
 }
+
+/// With `[fair_share]`, `GET /v1/tenants` and `/metrics` say where each
+/// tenant stands in the serving order; a half-life too short to mean
+/// anything is refused with what to write instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_share_standings_are_shown_and_a_bad_half_life_is_refused() {
+    let doc =
+        format!("[fair_share]\nhalf_life = \"1h\"\n{}", TENANTS.replace("default_tenant = \"team-a\"\n", ""));
+    let doc = format!("default_tenant = \"team-a\"\n{doc}");
+    let api = Api::start_configured(ServerOptions::default(), &doc).await;
+    let mut standings = Value::Null;
+    for _ in 0..100 {
+        let v = api.get(Who::Owner, "/v1/tenants").await.expect(200).json();
+        standings = v["fair_share"].clone();
+        if standings.as_array().is_some_and(|a| a.len() == 2) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let rows = standings.as_array().unwrap_or_else(|| panic!("no standings: {standings}"));
+    assert_eq!(rows.len(), 2, "{standings}");
+    assert_eq!((rows[0]["tenant"].as_str(), rows[0]["position"].as_u64()), (Some("team-a"), Some(1)));
+    assert_eq!(rows[1]["fair_share"], 0.5, "equal weights: {standings}");
+    let m = api.get(Who::Owner, "/metrics").await.expect(200).text;
+    assert!(m.contains("canopy_tenant_fair_share_position{tenant=\"team-b\"} 2"), "{m}");
+    assert!(m.contains("canopy_tenant_fair_share_target{tenant=\"team-a\"} 0.5"), "{m}");
+
+    let bad = doc.replace("half_life = \"1h\"", "half_life = \"5s\"");
+    let r = api.call(Who::Owner, "PUT", "/v1/tenants", Body::Toml(bad)).await.expect(422);
+    assert!(r.text.contains("[fair_share] half_life") && r.text.contains("at least"), "{}", r.text);
+    api.finish().await;
+}

@@ -130,6 +130,7 @@ fn answer(m: &Model) -> TenantsView {
         set_by: Some("canopy.toml".into()),
         set_at: None,
         reclaims,
+        fair_share: Vec::new(),
     }
 }
 
@@ -268,6 +269,7 @@ fn without_tenants_the_view_says_how_to_configure_them_in_one_line() {
         set_by: None,
         set_at: None,
         reclaims: BTreeMap::new(),
+        fair_share: Vec::new(),
     };
     app.update(Msg::Tenants(Box::new(Ok(none))));
     insta::assert_snapshot!("tenants_none", screen(&app, 80, 24));

@@ -10,7 +10,7 @@
 use canopy::app::{self, EngineOptions};
 use canopy::engine::command::{Command, CommandResult};
 use canopy::engine::core::CoreConfig;
-use canopy::engine::model::{AttemptRecord, WorkloadRecord, WorkloadState};
+use canopy::engine::model::{AttemptRecord, Millis, WorkloadRecord, WorkloadState};
 use canopy::failure::FailureClass;
 use canopy::home::Home;
 use canopy::journal::{Journal, WorkloadFilter};
@@ -163,8 +163,13 @@ async fn faults_are_classified_infra_is_retried_elsewhere_and_app_errors_are_not
                 infra_failures += 1;
             }
             if matches!(class, FailureClass::Node | FailureClass::Comm | FailureClass::Io) {
+                // Exclusions lapse together: those older than the TTL are gone.
+                let ended = a.ended_at.unwrap_or(a.placed_at);
+                if excluded_at.is_some_and(|t: Millis| ended.secs_since(t) >= exclusion_ttl_s) {
+                    failed_nodes.clear();
+                }
                 failed_nodes.insert(a.node.clone());
-                excluded_at = a.ended_at;
+                excluded_at = Some(ended);
                 retried_elsewhere += 1;
             }
             let lapsed = excluded_at.is_some_and(|t| next.placed_at.secs_since(t) >= exclusion_ttl_s);

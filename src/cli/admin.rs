@@ -274,6 +274,20 @@ pub fn tenants(store: &StoreArgs, args: TenantsArgs) -> Result<ExitCode> {
         ]);
     }
     outln!("{t}");
+    if !v.fair_share.is_empty() {
+        // Served first first: decayed usage over weight, lowest first.
+        let mut f = new_table(&["FAIR SHARE", "TENANT", "USAGE (DECAYED)", "SHARE", "FAIR SHARE"]);
+        for s in &v.fair_share {
+            f.add_row(vec![
+                s.position.to_string(),
+                sanitize(&s.tenant).into_owned(),
+                format!("{:.1} GPU-h", s.usage_gpu_hours),
+                format!("{:.2}", s.share),
+                format!("{:.2}", s.fair_share),
+            ]);
+        }
+        outln!("\n{f}");
+    }
     if let Some(by) = &v.set_by {
         errln!(
             "set by {}{}",

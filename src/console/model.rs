@@ -166,6 +166,7 @@ impl Model {
             intents: BTreeMap::new(),
             unknown_attempts: BTreeMap::new(),
             unreachable_since: BTreeMap::new(),
+            fair_share: Vec::new(),
         }));
         m
     }

@@ -44,6 +44,10 @@ pub struct FleetStatus {
     /// has no record of (token → provider): Canopy leaves them alone.
     #[serde(default)]
     pub unknown_attempts: BTreeMap<String, String>,
+    /// Where each tenant stands in the fair-share order, served first
+    /// first (empty without `[fair_share]`).
+    #[serde(default)]
+    pub fair_share: Vec<crate::tenant::fair::Standing>,
 }
 
 impl FleetStatus {
@@ -60,6 +64,7 @@ impl FleetStatus {
             intents: core.intents().clone(),
             unknown_attempts: core.unknown_attempts().clone(),
             unreachable_since: BTreeMap::new(),
+            fair_share: core.fair_standings(),
         }
     }
 }

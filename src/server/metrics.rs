@@ -96,6 +96,36 @@ pub async fn metrics(State(s): State<Served>) -> Response {
                 );
             }
         }
+        let fair = super::tenants::fair_standings(&s, &tenancy);
+        if !fair.is_empty() {
+            type Fair = (&'static str, &'static str, fn(&crate::tenant::fair::Standing) -> f64);
+            let gauges: [Fair; 4] = [
+                (
+                    "canopy_tenant_fair_share_usage_gpu_seconds",
+                    "A tenant's GPU usage decayed with the fair-share half-life.",
+                    |x| x.usage_gpu_hours * 3600.0,
+                ),
+                ("canopy_tenant_fair_share_share", "A tenant's share of all tenants' decayed usage.", |x| {
+                    x.share
+                }),
+                (
+                    "canopy_tenant_fair_share_target",
+                    "A tenant's fair share: its weight over all weights.",
+                    |x| x.fair_share,
+                ),
+                (
+                    "canopy_tenant_fair_share_position",
+                    "A tenant's place in the serving order (1: first).",
+                    |x| x.position as f64,
+                ),
+            ];
+            for (name, help, value) in gauges {
+                family(&mut out, name, "gauge", help);
+                for x in &fair {
+                    let _ = writeln!(out, "{name}{{tenant=\"{}\"}} {}", label(&x.tenant), value(x));
+                }
+            }
+        }
         family(
             &mut out,
             "canopy_tenant_reclaims_in_flight",

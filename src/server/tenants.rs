@@ -37,6 +37,11 @@ pub struct TenantsView {
     /// since its victims stopped). Owners with none are left out.
     #[serde(default)]
     pub reclaims: BTreeMap<String, u64>,
+    /// With `[fair_share]`: each tenant's decayed usage, its share of all
+    /// tenants' and its fair share (weight over all weights), in the order
+    /// tenants are served. Empty without it.
+    #[serde(default)]
+    pub fair_share: Vec<crate::tenant::fair::Standing>,
 }
 
 /// Every tenant's usage now, and owners' reclaims in flight.
@@ -150,6 +155,15 @@ pub fn reclaims(workloads: &[WorkloadRecord], attempts: &[AttemptRecord]) -> BTr
     out
 }
 
+/// Where each tenant stands in the fair-share order, as the engine last
+/// published it (empty without `[fair_share]`).
+pub(super) fn fair_standings(s: &ServerState, tenancy: &Tenancy) -> Vec<crate::tenant::fair::Standing> {
+    if tenancy.fair_share.is_none() {
+        return Vec::new();
+    }
+    s.engine.status().borrow().as_ref().map(|st| st.fair_share.clone()).unwrap_or_default()
+}
+
 async fn view(s: &ServerState) -> ApiResult<TenantsView> {
     let tenancy = s.tenancy();
     let (tenants, reclaims) = now(s, &tenancy).await?;
@@ -161,6 +175,7 @@ async fn view(s: &ServerState) -> ApiResult<TenantsView> {
         set_by: row.as_ref().map(|r| r.set_by.clone()),
         set_at: row.map(|r| r.set_at),
         reclaims,
+        fair_share: fair_standings(s, &tenancy),
     })
 }
 
