@@ -198,6 +198,10 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
         },
         now,
     );
+    if let Some(since) = core.fair_share_horizon(now) {
+        let uses = journal.gpu_use_since(since)?;
+        core.restore_fair_share(&uses, now);
+    }
     let mut cfg = ShellConfig::new(home.artifacts(), home.logs());
     if let Some(p) = opts.poll_every {
         cfg.poll_every = p;

@@ -243,3 +243,41 @@ async fn fair_share_standings_are_shown_and_a_bad_half_life_is_refused() {
     assert!(r.text.contains("[fair_share] half_life") && r.text.contains("at least"), "{}", r.text);
     api.finish().await;
 }
+
+/// A tenant's decayed usage survives a restart: it is rebuilt from what
+/// its attempts held, as the journal has them, so the serving order does
+/// not start over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_share_usage_survives_a_restart() {
+    let doc = TENANTS.replace(
+        "default_tenant = \"team-a\"\n",
+        "default_tenant = \"team-a\"\n[fair_share]\nhalf_life = \"1h\"\n",
+    );
+    let mut api = Api::start_configured(ServerOptions::default(), &doc).await;
+    let b_sub = api.tenant_token("b-sub", "submitter", &[], "team-b").await;
+    let spec = "name = \"holds-a-gpu\"\n[runtime]\ncommand = [\"sleep\", \"600\"]\n\
+                [resources]\ngpus = 1\ncpu_cores = 1\nmemory_gb = 4\n";
+    api.submit_new(Who::Token(&b_sub), spec).await;
+    let usage = |v: &Value, t: &str| {
+        v["fair_share"]
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["tenant"] == t))
+            .map_or(0.0, |s| s["usage_gpu_hours"].as_f64().unwrap_or(0.0) * 3600.0)
+    };
+    // team-b holds its GPU until it has used 8 GPU-seconds or more.
+    let mut before = 0.0;
+    for _ in 0..300 {
+        before = usage(&api.get(Who::Owner, "/v1/tenants").await.expect(200).json(), "team-b");
+        if before >= 8.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(before >= 8.0, "team-b's usage did not grow: {before}");
+    api.restart(&doc).await;
+    let after = usage(&api.get(Who::Owner, "/v1/tenants").await.expect(200).json(), "team-b");
+    assert!(after >= before * 0.99, "usage restarted from {after:.1} GPU-s, was {before:.1}");
+    let order = api.get(Who::Owner, "/v1/tenants").await.expect(200).json()["fair_share"].clone();
+    assert_eq!(order[0]["tenant"], "team-a", "team-a used less, so it is served first: {order}");
+    api.finish().await;
+}

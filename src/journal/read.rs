@@ -251,6 +251,32 @@ impl Journal {
             .map_err(failed(&self.store, "read attempts"))
     }
 
+    /// GPUs held by attempts that held any at or after `since` (live ones
+    /// included), with their workload's tenant: what fair share's decayed
+    /// usage is rebuilt from at start. Oldest placement first.
+    pub fn gpu_use_since(&self, since: Millis) -> Result<Vec<crate::tenant::fair::Use>, JournalError> {
+        query(
+            &self.conn,
+            "SELECT w.tenant, a.pool, a.gpus, a.nodes, a.placed_at, a.ended_at FROM attempts a \
+             JOIN workloads w ON w.id = a.workload \
+             WHERE a.gpus > 0 AND (a.ended_at IS NULL OR a.ended_at >= ?1) ORDER BY a.placed_at, a.workload, a.n",
+            [since.0],
+            |r| {
+                let nodes: Option<String> = r.get(3)?;
+                let n = nodes.and_then(|j| serde_json::from_str::<Vec<String>>(&j).ok()).map_or(1, |v| v.len().max(1));
+                let gpus: i64 = r.get(2)?;
+                Ok(crate::tenant::fair::Use {
+                    tenant: r.get(0)?,
+                    pool: r.get(1)?,
+                    gpus: gpus.max(0) as f64 * n as f64,
+                    from: millis(r, 4)?,
+                    to: opt_millis(r, 5)?,
+                })
+            },
+        )
+        .map_err(failed(&self.store, "read GPU use for fair share"))
+    }
+
     /// The attempts of these workloads, by workload then attempt: one
     /// query when their ids are close (a page of neighbours), one per
     /// workload when they are scattered (unresolved failures across a long

@@ -55,6 +55,48 @@ impl FairShareDef {
     }
 }
 
+/// GPUs one attempt held, as the journal has it: what decayed usage is
+/// rebuilt from at start ([`replay`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Use {
+    /// Its workload's tenant (`None`: the default tenant's).
+    pub tenant: Option<String>,
+    /// `provider/pool`.
+    pub pool: String,
+    /// All its nodes together.
+    pub gpus: f64,
+    /// Placed (it holds its GPUs from then) and ended (`None`: still live).
+    pub from: Millis,
+    pub to: Option<Millis>,
+}
+
+/// Each tenant's decayed usage at `now` from what its attempts held:
+/// exactly what [`FairBook::accrue`] reaches by accruing through them,
+/// `r·(h/ln 2)·(2^(−(now−end)/h) − 2^(−(now−start)/h))` for each.
+/// `tenant_of` names the tenant an attempt counts for, `None` where it
+/// counts for nobody (its pool is in no flavor).
+pub fn replay(
+    uses: &[Use],
+    now: Millis,
+    half_life: Duration,
+    tenant_of: impl Fn(&Use) -> Option<String>,
+) -> BTreeMap<String, f64> {
+    let h = half_life.as_secs_f64().max(1.0);
+    let k = h / std::f64::consts::LN_2;
+    let mut out: BTreeMap<String, f64> = BTreeMap::new();
+    for u in uses {
+        let Some(t) = tenant_of(u) else { continue };
+        let end = u.to.unwrap_or(now).min(now);
+        let start = u.from.min(end);
+        let decayed = |at: Millis| (-(now.secs_since(at)) / h).exp2();
+        let v = u.gpus * k * (decayed(end) - decayed(start));
+        if v > 0.0 {
+            *out.entry(t).or_default() += v;
+        }
+    }
+    out
+}
+
 /// Each tenant's decayed usage, and the order they are served in.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct FairBook {
@@ -190,6 +232,40 @@ mod tests {
         }
         b.accrue(Millis(3_600_000), H, [("t", 3.0)]);
         assert!((a.usage("t") - b.usage("t")).abs() < 1e-6);
+    }
+
+    #[test]
+    fn replaying_the_journal_gives_what_accruing_gave() {
+        let mut live = FairBook::default();
+        live.accrue(Millis(0), H, []);
+        // a holds 4 GPUs for 90 minutes, then b 2 GPUs from 60 to 150.
+        for m in 1..=180i64 {
+            let a = if m <= 90 { 4.0 } else { 0.0 };
+            let b = if (61..=150).contains(&m) { 2.0 } else { 0.0 };
+            live.accrue(Millis(m * 60_000), H, [("a", a), ("b", b)]);
+        }
+        let uses = [
+            Use {
+                tenant: Some("a".into()),
+                pool: "p/x".into(),
+                gpus: 4.0,
+                from: Millis(0),
+                to: Some(Millis(90 * 60_000)),
+            },
+            Use {
+                tenant: None,
+                pool: "p/x".into(),
+                gpus: 2.0,
+                from: Millis(60 * 60_000),
+                to: Some(Millis(150 * 60_000)),
+            },
+            Use { tenant: Some("c".into()), pool: "p/none".into(), gpus: 8.0, from: Millis(0), to: None },
+        ];
+        let counted = |u: &Use| (u.pool != "p/none").then(|| u.tenant.clone().unwrap_or_else(|| "b".into()));
+        let rebuilt = replay(&uses, Millis(180 * 60_000), H, counted);
+        assert!((rebuilt["a"] - live.usage("a")).abs() < 1e-6, "{rebuilt:?} vs {}", live.usage("a"));
+        assert!((rebuilt["b"] - live.usage("b")).abs() < 1e-6, "{rebuilt:?} vs {}", live.usage("b"));
+        assert!(!rebuilt.contains_key("c"), "a pool no flavor counts counts for nobody");
     }
 
     #[test]

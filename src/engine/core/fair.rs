@@ -96,6 +96,30 @@ impl Core {
         }
     }
 
+    /// Rebuilds tenants' decayed usage at start from what their attempts
+    /// held (the journal's [`Journal::gpu_use_since`]): counted as accrual
+    /// counted it, on pools a flavor counts, for the workload's tenant or
+    /// the default one. The serving order follows at once.
+    ///
+    /// [`Journal::gpu_use_since`]: crate::journal::Journal::gpu_use_since
+    pub fn restore_fair_share(&mut self, uses: &[crate::tenant::fair::Use], now: Millis) {
+        let Some(fs) = self.tenancy.fair_share else { return };
+        let default = self.tenancy.default_tenant.clone();
+        let counted = self.counted_pools();
+        let usage = crate::tenant::fair::replay(uses, now, fs.half_life, |u| {
+            counted.contains(u.pool.as_str()).then(|| u.tenant.clone().or_else(|| default.clone()))?
+        });
+        self.fair.book.restore(now, usage);
+        self.fair_rerank();
+    }
+
+    /// How far back [`Core::restore_fair_share`] needs the journal: ten
+    /// half-lives (usage older than that counts under a thousandth).
+    pub fn fair_share_horizon(&self, now: Millis) -> Option<Millis> {
+        let fs = self.tenancy.fair_share?;
+        Some(Millis(now.0.saturating_sub((fs.half_life.as_millis() as i64).saturating_mul(10))))
+    }
+
     /// Configured tenants with their weights, in the tenancy's order.
     fn tenant_weights(&self) -> Vec<(&str, f64)> {
         self.tenancy.tenants.iter().map(|t| (t.name.as_str(), t.weight)).collect()

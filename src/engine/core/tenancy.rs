@@ -173,6 +173,12 @@ impl Core {
         e.rec.tenant.as_deref().or(self.tenancy.default_tenant.as_deref())
     }
 
+    /// The `provider/pool` labels of the pools a flavor counts.
+    pub(super) fn counted_pools(&self) -> std::collections::HashSet<&str> {
+        let flavored = self.quota.pool_flavor.iter().map(Option::is_some);
+        self.quota.pool_label.iter().zip(flavored).filter(|(_, f)| *f).map(|(l, _)| l.as_str()).collect()
+    }
+
     /// GPUs each configured tenant's live attempts hold, on pools a flavor
     /// counts.
     pub(super) fn gpus_held(&self) -> Vec<(String, f64)> {
