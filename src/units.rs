@@ -55,6 +55,29 @@ impl<'de> Deserialize<'de> for HumanDuration {
     }
 }
 
+/// The unit spellings [`HumanDuration`]'s parser (humantime) accepts,
+/// longest first. `NANOS` take no fraction.
+const DURATION_NANOS: &[&str] = &["nanos", "nsec", "ns"];
+const DURATION_UNITS: &[&str] = &[
+    "usec", "us", "µs", "millis", "msec", "ms", "seconds", "second", "secs", "sec", "s", "minutes", "minute",
+    "mins", "min", "m", "hours", "hour", "hrs", "hr", "h", "days", "day", "d", "weeks", "week", "wks", "wk",
+    "w", "months", "month", "M", "years", "year", "yrs", "yr", "y",
+];
+
+/// A regular expression (ECMA 262 and Rust `regex` alike) for the
+/// spellings [`HumanDuration`] parses: `0`, or spans of a number (digits,
+/// optionally a fraction, spaces allowed between digits) and a unit, one
+/// after another with or without spaces. What it cannot say: a number too
+/// large, or a fraction finer than a nanosecond (`1.5ns`, `0.1234567891s`),
+/// which the parser refuses. A test holds it to the parser.
+pub fn duration_pattern() -> String {
+    let all = [DURATION_NANOS, DURATION_UNITS].concat().join("|");
+    let fractional = DURATION_UNITS.join("|");
+    let int = r"[0-9](?:\s*[0-9])*";
+    let span = format!(r"{int}\s*(?:\.(?:\s*[0-9])+\s*(?:{fractional})|(?:{all}))");
+    format!(r"^\s*(?:0|{span}(?:\s*{span})*)\s*$")
+}
+
 impl schemars::JsonSchema for HumanDuration {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Duration".into()
@@ -62,8 +85,8 @@ impl schemars::JsonSchema for HumanDuration {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "description": "A duration such as \"90s\", \"45m\", \"2h\" or \"1h30m\".",
-            "pattern": "^\\s*[0-9]+\\s*[a-zA-Z]+(\\s*[0-9]+\\s*[a-zA-Z]+)*\\s*$"
+            "description": "A duration such as \"90s\", \"45m\", \"2h\" or \"1h30m\": numbers each with a unit (ns, us, ms, s, m, h, d, w, M for months, y, or their longer spellings like \"min\", \"hours\", \"days\").",
+            "pattern": duration_pattern()
         })
     }
 }

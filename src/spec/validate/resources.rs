@@ -8,12 +8,17 @@ use crate::spec::locate::item;
 use crate::spec::{AcceleratorReq, Resources};
 
 /// More GPUs than any single node has.
-const MAX_GPUS: u32 = 64;
+pub const MAX_GPUS: u32 = 64;
 /// More memory than any single GPU has, in GB.
-const MAX_GPU_MEMORY_GB: f64 = 1024.0;
-const MAX_CPU_CORES: f64 = 1024.0;
-const MAX_MEMORY_GB: f64 = 16384.0;
-const MAX_DISK_GB: f64 = 1_000_000.0;
+pub const MAX_GPU_MEMORY_GB: f64 = 1024.0;
+/// Most CPU cores per node.
+pub const MAX_CPU_CORES: f64 = 1024.0;
+/// Most memory per node, in GB.
+pub const MAX_MEMORY_GB: f64 = 16384.0;
+/// Most disk per node, in GB.
+pub const MAX_DISK_GB: f64 = 1_000_000.0;
+/// Longest `accelerator.model`, in bytes.
+pub const MAX_MODEL_BYTES: usize = 64;
 
 /// More nodes than one gang is allowed.
 pub const MAX_NODES: u32 = 1024;
@@ -161,7 +166,7 @@ fn max_capability(family: Family) -> Option<ComputeCapability> {
 
 fn model(acc: &AcceleratorReq, f: &mut Findings) {
     if let Some(m) = &acc.model
-        && (m.trim().is_empty() || m.len() > 64 || m.chars().any(|c| c.is_control()))
+        && (m.trim().is_empty() || m.len() > MAX_MODEL_BYTES || m.chars().any(|c| c.is_control()))
     {
         f.error(
             "resources.accelerator.model",
