@@ -38,7 +38,7 @@ pub use load::{Diagnostic, Format, Loaded, Severity, SpecError};
 #[serde(deny_unknown_fields)]
 pub struct Spec {
     /// Human name; need not be unique. Letters, digits, `-`, `_`, `.`.
-    #[schemars(length(min = 1, max = MAX_NAME_CHARS), regex(pattern = NAME_PATTERN))]
+    #[schemars(length(max = MAX_NAME_CHARS), regex(pattern = NAME_PATTERN))]
     pub name: String,
     /// What sort of work this is; shapes defaults and capability preferences.
     #[serde(default)]

@@ -235,3 +235,7 @@ pub(super) fn gb_range() -> schemars::Schema {
         ]
     })
 }
+
+#[cfg(test)]
+#[path = "schema_tests.rs"]
+mod tests;
