@@ -83,7 +83,7 @@ pub fn schema() -> Value {
 /// `anyOf: [{$ref}, {type: null}]` (which makes editors report every
 /// mistake once per branch) becomes the `$ref` alone, `type: [T, null]`
 /// becomes `T`, and `default: null` goes (as do null fields of a default
-/// table).
+/// table). Documented enums become plain `enum`s (see [`words_as_enum`]).
 fn flatten_options(value: &mut Value) {
     match value {
         Value::Object(obj) => {
@@ -114,10 +114,43 @@ fn flatten_options(value: &mut Value) {
                 Some(default) => drop_nulls(default),
                 None => {}
             }
+            words_as_enum(obj);
             obj.values_mut().for_each(flatten_options);
         }
         Value::Array(items) => items.iter_mut().for_each(flatten_options),
         _ => {}
+    }
+}
+
+/// `oneOf` a list of documented string constants (an enum whose variants
+/// have doc comments) becomes an `enum`, with each word's meaning in the
+/// description: a misspelt word then reads "not one of [..]" in an editor
+/// rather than "not valid under any of the schemas".
+fn words_as_enum(obj: &mut Map<String, Value>) {
+    let Some(Value::Array(options)) = obj.get("oneOf") else {
+        return;
+    };
+    let words: Option<Vec<(Value, Option<Value>)>> = options
+        .iter()
+        .map(|o| {
+            let word = o.get("const").filter(|c| c.is_string())?;
+            Some((word.clone(), o.get("description").cloned()))
+        })
+        .collect();
+    let Some(words) = words else {
+        return;
+    };
+    let meanings: Vec<String> = words
+        .iter()
+        .filter_map(|(w, d)| Some(format!("`{}`: {}", w.as_str()?, d.as_ref()?.as_str()?)))
+        .collect();
+    obj.remove("oneOf");
+    obj.insert("type".into(), "string".into());
+    obj.insert("enum".into(), words.into_iter().map(|(w, _)| w).collect());
+    if !meanings.is_empty() {
+        let head =
+            obj.get("description").and_then(Value::as_str).map(|d| format!("{d}\n\n")).unwrap_or_default();
+        obj.insert("description".into(), format!("{head}{}", meanings.join("\n")).into());
     }
 }
 
@@ -187,14 +220,19 @@ pub(super) fn labels(schema: &mut schemars::Schema) {
     );
 }
 
-/// `[resources]` with `gpus = 0` (or unset) takes no GPU-only setting.
+/// `[resources]` with a GPU-only setting needs `gpus` of 1 or more.
 pub(super) fn resources(schema: &mut schemars::Schema) {
     all_of(
         schema,
         json!({
-            "if": { "properties": { "gpus": { "const": 0 } } },
+            "if": { "anyOf": [
+                { "required": ["gpu_memory_gb"] },
+                { "required": ["accelerator"] },
+                { "required": ["interconnect"] }
+            ] },
             "then": {
-                "properties": { "gpu_memory_gb": false, "accelerator": false, "interconnect": false },
+                "required": ["gpus"],
+                "properties": { "gpus": { "minimum": 1 } },
                 "description": "gpu_memory_gb, accelerator and interconnect need gpus of 1 or more"
             }
         }),

@@ -190,8 +190,35 @@ fn the_duration_pattern_takes_the_spellings_in_use() {
     {
         assert!(re.is_match(ok) && ok.parse::<HumanDuration>().is_ok(), "{ok:?}");
     }
-    for bad in ["2 fortnights", "90", "h", "1.5ns", "-1h", "1h-", ""] {
+    for bad in ["2 fortnights", "90", "h", "-1h", "1h-", "1h.5m", ""] {
         assert!(!re.is_match(bad) && bad.parse::<HumanDuration>().is_err(), "{bad:?}");
+    }
+    // Beyond a pattern: numbers too large or too fine for the parser.
+    for beyond in ["1.5ns", "99999999999999999999s", "0.1234567891s"] {
+        let e = beyond.parse::<HumanDuration>().unwrap_err();
+        assert!(re.is_match(beyond) && e.contains("too large"), "{beyond:?}: {e}");
+    }
+}
+
+#[test]
+fn the_short_unit_pattern_is_the_parsers_list_of_units() {
+    let short = Regex::new(&duration_pattern()).unwrap();
+    for unit in crate::units::DURATION_UNITS {
+        assert!(
+            short.is_match(&format!("1{unit}")) && format!("1{unit}").parse::<HumanDuration>().is_ok(),
+            "{unit}"
+        );
+    }
+    // Near misses of every unit: one letter more or one less.
+    for unit in crate::units::DURATION_UNITS {
+        for near in [
+            format!("{unit}s"),
+            format!("{unit}x"),
+            unit[..unit.len() - unit.chars().last().unwrap().len_utf8()].to_string(),
+        ] {
+            let text = format!("1{near}");
+            assert_eq!(short.is_match(&text), text.parse::<HumanDuration>().is_ok(), "{text:?}");
+        }
     }
 }
 
@@ -215,4 +242,8 @@ fn optional_fields_are_plain_and_defaults_hold_no_null() {
     assert_eq!(resources["accelerator"]["$ref"], "#/$defs/AcceleratorReq");
     assert!(resources["accelerator"].get("anyOf").is_none());
     assert_eq!(s["$defs"]["Runtime"]["properties"]["image"]["type"], "string");
+    // A documented enum is an `enum`, its words explained in the description.
+    let link = &s["$defs"]["Interconnect"];
+    assert_eq!(link["enum"], serde_json::json!(["pcie", "nvlink", "xgmi"]));
+    assert!(link["description"].as_str().unwrap().contains("`xgmi`: AMD Infinity Fabric"), "{link}");
 }
