@@ -13,7 +13,7 @@
 //! keeps that file equal to [`schema`].
 
 use super::Spec;
-use crate::accel::Family;
+use crate::accel::{Family, Interconnect};
 use serde_json::{Map, Value, json};
 
 /// A name (workload, input, output): letters, digits, `-`, `_`, `.`.
@@ -237,6 +237,18 @@ pub(super) fn resources(schema: &mut schemars::Schema) {
             }
         }),
     );
+    // An interconnect one vendor alone has, with the accelerator's vendor
+    // named. (A vendor inferred from the families is the validator's.)
+    for link in [Interconnect::Pcie, Interconnect::Nvlink, Interconnect::Xgmi] {
+        let Some(vendor) = super::validate::link_vendor(link) else { continue };
+        all_of(
+            schema,
+            json!({
+                "if": { "properties": { "interconnect": { "const": link.to_string() } }, "required": ["interconnect"] },
+                "then": { "properties": { "accelerator": { "properties": { "vendor": { "const": vendor.to_string() } } } } }
+            }),
+        );
+    }
 }
 
 /// `accelerator`: with a `vendor`, every `family` is one of that vendor's.

@@ -19,6 +19,7 @@ mod runtime;
 
 pub use super::locate::Target;
 pub use data::INPUT_SCHEMES;
+pub(crate) use resources::link_vendor;
 pub use resources::{
     MAX_CPU_CORES, MAX_DISK_GB, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_MEMORY_GB, MAX_MODEL_BYTES, MAX_NODES,
 };

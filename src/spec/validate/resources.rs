@@ -217,13 +217,18 @@ fn accelerator(acc: &AcceleratorReq, f: &mut Findings) {
     }
 }
 
+/// The vendor whose GPUs alone have `link`, if only one vendor's do.
+pub(crate) fn link_vendor(link: Interconnect) -> Option<Vendor> {
+    match link {
+        Interconnect::Nvlink => Some(Vendor::Nvidia),
+        Interconnect::Xgmi => Some(Vendor::Amd),
+        Interconnect::Pcie => None,
+    }
+}
+
 fn interconnect_vendor(r: &Resources, acc: &AcceleratorReq, f: &mut Findings) {
     let Some(link) = r.interconnect else { return };
-    let needs = match link {
-        Interconnect::Nvlink => Vendor::Nvidia,
-        Interconnect::Xgmi => Vendor::Amd,
-        Interconnect::Pcie => return,
-    };
+    let Some(needs) = link_vendor(link) else { return };
     let vendor = acc.vendor.or_else(|| {
         let first = acc.family.first()?.vendor();
         acc.family.iter().all(|fam| fam.vendor() == first).then_some(first)
