@@ -156,7 +156,7 @@ print(json.dumps(out))
         Ok(o) if !o.status.success() => {
             eprintln!(
                 "SKIPPED: python's jsonschema module is not installed (pip install jsonschema): {}",
-                String::from_utf8_lossy(&o.stderr).trim()
+                String::from_utf8_lossy(&o.stderr).trim().lines().last().unwrap_or("")
             );
             return None;
         }
