@@ -178,9 +178,14 @@ fn all_of(schema: &mut schemars::Schema, rule: Value) {
     }
 }
 
-/// Every item of a list is a non-blank string (tags, globs).
+/// Every item of a list is a non-blank string (tags, globs). A `$ref`
+/// item goes under `allOf`: draft-7 validators (taplo's) ignore the
+/// siblings of a `$ref`.
 pub(super) fn items_not_blank(schema: &mut schemars::Schema) {
     if let Some(Value::Object(items)) = object(schema).get_mut("items") {
+        if let Some(target) = items.remove("$ref") {
+            items.insert("allOf".into(), json!([{ "$ref": target }]));
+        }
         items.insert("pattern".into(), NOT_BLANK.into());
     }
 }
