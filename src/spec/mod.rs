@@ -11,7 +11,8 @@
 use crate::accel::{ComputeCapability, Fabric, Family, Interconnect, Vendor};
 use crate::units::{Glob, HumanDuration};
 use schema::{
-    ABSOLUTE_PATH_PATTERN, ENV_NAME_PATTERN, IMAGE_PATTERN, NAME_PATTERN, NOT_BLANK, WORKDIR_PATTERN,
+    ABSOLUTE_PATH_PATTERN, ARG_PATTERN, ENV_NAME_PATTERN, IMAGE_PATTERN, NAME_PATTERN, NOT_BLANK,
+    WORKDIR_PATTERN,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -137,7 +138,7 @@ pub struct Runtime {
     /// The argv to run: no shell is involved. Use `["sh", "-c", "..."]` for one.
     #[schemars(
         length(min = 1, max = MAX_ARGV),
-        inner(regex(pattern = schema::ARG_PATTERN)),
+        inner(regex(pattern = ARG_PATTERN)),
         transform = schema::program_not_blank
     )]
     pub command: Vec<String>,
