@@ -55,6 +55,31 @@ impl<'de> Deserialize<'de> for HumanDuration {
     }
 }
 
+/// The unit spellings [`HumanDuration`]'s parser (humantime) accepts.
+pub const DURATION_UNITS: &[&str] = &[
+    "nanos", "nsec", "ns", "usec", "us", "µs", "millis", "msec", "ms", "seconds", "second", "secs", "sec",
+    "s", "minutes", "minute", "mins", "min", "m", "hours", "hour", "hrs", "hr", "h", "days", "day", "d",
+    "weeks", "week", "wks", "wk", "w", "months", "month", "M", "years", "year", "yrs", "yr", "y",
+];
+
+/// [`DURATION_UNITS`] as one short alternation (an editor shows the
+/// pattern in its error); a test holds the two equal.
+const DURATION_UNIT_PATTERN: &str = concat!(
+    r"n(?:anos|sec|s)|usec|[uµ]s|m(?:illis|sec|s)|s(?:ec(?:ond)?s?)?|m(?:in(?:ute)?s?)?",
+    r"|h(?:(?:ou)?rs?)?|d(?:ays?)?|w(?:(?:ee)?ks?)?|M|months?|y(?:(?:ea)?rs?)?"
+);
+
+/// A regular expression (ECMA 262, Python and Rust `regex` alike) for the
+/// spellings [`HumanDuration`] parses: `0`, or spans of a number (digits,
+/// optionally a fraction, spaces allowed between digits) and a unit, one
+/// after another with or without spaces. What it cannot say: a number too
+/// large, or a fraction finer than a nanosecond (`1.5ns`, `0.1234567891s`),
+/// which the parser refuses. A test holds it to the parser.
+pub fn duration_pattern() -> String {
+    let span = format!(r"[0-9](?:\s*[0-9])*(?:\s*\.(?:\s*[0-9])+)?\s*(?:{DURATION_UNIT_PATTERN})");
+    format!(r"^\s*(?:0\s*|(?:{span}\s*)+)$")
+}
+
 impl schemars::JsonSchema for HumanDuration {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Duration".into()
@@ -62,8 +87,8 @@ impl schemars::JsonSchema for HumanDuration {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "description": "A duration such as \"90s\", \"45m\", \"2h\" or \"1h30m\".",
-            "pattern": "^\\s*[0-9]+\\s*[a-zA-Z]+(\\s*[0-9]+\\s*[a-zA-Z]+)*\\s*$"
+            "description": "A duration such as \"90s\", \"45m\", \"2h\" or \"1h30m\": numbers each with a unit (ns, us, ms, s, m, h, d, w, M for months, y, or their longer spellings like \"min\", \"hours\", \"days\").",
+            "pattern": duration_pattern()
         })
     }
 }

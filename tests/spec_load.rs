@@ -191,7 +191,7 @@ fn format_follows_the_file_extension() {
     assert_eq!(Format::from_path(Path::new("spec")), Format::Toml);
 }
 
-/// Follow `$ref` and the object branch of `anyOf` (Option and GbRange).
+/// Follow `$ref` and the object branch of `anyOf` (GbRange).
 fn resolve<'a>(schema: &'a Value, root: &'a Value) -> &'a Value {
     if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
         let name = r.rsplit('/').next().unwrap();

@@ -82,7 +82,9 @@ fn collect_tables(
     }
 }
 
-/// Follow `$ref`s and pick the object-or-array branch of an `anyOf`.
+/// Follow `$ref`s and pick the object-or-array branch of an `anyOf`. A
+/// schema with its own properties or items is the one: its `allOf` only
+/// adds conditions (`if`/`then`).
 fn resolve<'a>(schema: &'a Value, defs: &'a Value, depth: usize) -> Option<&'a Value> {
     if depth > 8 {
         return None;
@@ -90,6 +92,9 @@ fn resolve<'a>(schema: &'a Value, defs: &'a Value, depth: usize) -> Option<&'a V
     if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
         let name = r.rsplit('/').next()?;
         return resolve(defs.get(name)?, defs, depth + 1);
+    }
+    if schema.get("properties").is_some() || schema.get("items").is_some() {
+        return Some(schema);
     }
     for key in ["anyOf", "oneOf", "allOf"] {
         if let Some(options) = schema.get(key).and_then(Value::as_array) {

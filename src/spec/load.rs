@@ -221,18 +221,10 @@ pub fn read(path: &Path) -> Result<String, SpecError> {
     }
 }
 
-/// The JSON Schema of [`Spec`], for editors and `canopy schema`.
+/// The JSON Schema of [`Spec`], for editors and `canopy schema`: see
+/// [`super::schema`].
 pub fn schema() -> serde_json::Value {
-    let mut value = schemars::schema_for!(Spec).to_value();
-    if let Some(obj) = value.as_object_mut() {
-        obj.insert("$id".into(), "urn:canopy:spec:v1".into());
-        obj.insert("title".into(), "Canopy workload spec".into());
-        obj.insert(
-            "description".into(),
-            "What a workload needs (runtime, resources, constraints, preferences, retry policy, inputs and outputs), never which SKU. Written in TOML or JSON.".into(),
-        );
-    }
-    value
+    super::schema::schema()
 }
 
 fn too_large(file: &str, bytes: u64) -> Diagnostic {

@@ -10,15 +10,24 @@
 
 use crate::accel::{ComputeCapability, Fabric, Family, Interconnect, Vendor};
 use crate::units::{Glob, HumanDuration};
+use schema::{
+    ABSOLUTE_PATH_PATTERN, ARG_PATTERN, ENV_NAME_PATTERN, IMAGE_PATTERN, NAME_PATTERN, NOT_BLANK,
+    WORKDIR_PATTERN,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
+use validate::{
+    MAX_ARGV, MAX_ATTEMPTS, MAX_CPU_CORES, MAX_DISK_GB, MAX_GPUS, MAX_INPUTS, MAX_MEMORY_GB, MAX_MODEL_BYTES,
+    MAX_NAME_CHARS, MAX_NODES, MAX_OUTPUTS, MAX_PRIORITY,
+};
 
 mod diagnostic;
 mod fields;
 pub mod load;
 mod locate;
 mod repair;
+pub mod schema;
 pub mod secrets;
 mod translate;
 pub mod validate;
@@ -30,18 +39,21 @@ pub use load::{Diagnostic, Format, Loaded, Severity, SpecError};
 #[serde(deny_unknown_fields)]
 pub struct Spec {
     /// Human name; need not be unique. Letters, digits, `-`, `_`, `.`.
+    #[schemars(length(max = MAX_NAME_CHARS), regex(pattern = NAME_PATTERN))]
     pub name: String,
     /// What sort of work this is; shapes defaults and capability preferences.
     #[serde(default)]
     pub kind: WorkloadKind,
     /// 0 (lowest) to 100 (highest). Higher-priority workloads are placed first.
     #[serde(default = "default_priority")]
+    #[schemars(range(max = MAX_PRIORITY))]
     pub priority: u32,
     /// Typical wall-clock time, used for cost estimates. Optional.
     #[serde(default)]
     pub expected_runtime: Option<HumanDuration>,
     /// Free-form labels for filtering in the console and CLI.
     #[serde(default)]
+    #[schemars(transform = schema::labels)]
     pub labels: BTreeMap<String, String>,
     pub runtime: Runtime,
     #[serde(default)]
@@ -53,8 +65,10 @@ pub struct Spec {
     #[serde(default)]
     pub retry: RetryPolicy,
     #[serde(default)]
+    #[schemars(length(max = MAX_INPUTS))]
     pub inputs: Vec<Input>,
     #[serde(default)]
+    #[schemars(length(max = MAX_OUTPUTS))]
     pub outputs: Vec<Output>,
     /// Where the workload saves checkpoints, so a retry resumes from the
     /// newest complete one instead of starting over.
@@ -119,18 +133,27 @@ pub enum WorkloadKind {
 pub struct Runtime {
     /// Container image. Omit to run a plain process.
     #[serde(default)]
+    #[schemars(regex(pattern = IMAGE_PATTERN))]
     pub image: Option<String>,
     /// The argv to run: no shell is involved. Use `["sh", "-c", "..."]` for one.
+    #[schemars(
+        length(min = 1, max = MAX_ARGV),
+        inner(regex(pattern = ARG_PATTERN)),
+        transform = schema::program_not_blank
+    )]
     pub command: Vec<String>,
     /// Working directory inside the workload's environment.
     #[serde(default)]
+    #[schemars(regex(pattern = WORKDIR_PATTERN))]
     pub workdir: Option<String>,
     /// Plain environment variables. Never put secret values here: see `secrets`.
     #[serde(default)]
+    #[schemars(transform = schema::env)]
     pub env: BTreeMap<String, String>,
     /// Names of secrets, resolved at launch and exported under the same name.
     /// Values are never stored, logged or shown.
     #[serde(default)]
+    #[schemars(inner(regex(pattern = ENV_NAME_PATTERN)), extend("uniqueItems" = true))]
     pub secrets: Vec<String>,
     /// How long a stop (cancel, max runtime, cost cap, eviction) waits after
     /// SIGTERM before it SIGKILLs the workload's processes; 30s when unset.
@@ -152,10 +175,12 @@ impl Runtime {
 /// What the workload needs from one node, and from how many.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = schema::resources)]
 pub struct Resources {
     /// Nodes to run on at once, each with everything below (a gang: one
     /// launcher per node, all placed together or not at all). 1 when unset.
     #[serde(default = "default_nodes", skip_serializing_if = "is_one")]
+    #[schemars(range(min = 1, max = MAX_NODES))]
     pub nodes: u32,
     /// The network a gang's nodes need between them: `ethernet`, `roce`
     /// (InfiniBand serves it too) or `infiniband`.
@@ -163,9 +188,11 @@ pub struct Resources {
     pub fabric: Option<Fabric>,
     /// The least bandwidth per node on that network, in Gbit/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub fabric_gbps: Option<f64>,
     /// GPUs on one node. 0 for CPU-only work.
     #[serde(default)]
+    #[schemars(range(max = MAX_GPUS))]
     pub gpus: u32,
     /// Memory per GPU in GB, as `{ min = 24 }`, `{ min = 24, max = 80 }` or just `24` (a minimum).
     #[serde(default)]
@@ -177,10 +204,13 @@ pub struct Resources {
     #[serde(default)]
     pub interconnect: Option<Interconnect>,
     #[serde(default = "default_cpu")]
+    #[schemars(range(max = MAX_CPU_CORES), extend("exclusiveMinimum" = 0))]
     pub cpu_cores: f64,
     #[serde(default = "default_memory")]
+    #[schemars(range(max = MAX_MEMORY_GB), extend("exclusiveMinimum" = 0))]
     pub memory_gb: f64,
     #[serde(default)]
+    #[schemars(range(min = 0, max = MAX_DISK_GB))]
     pub disk_gb: f64,
 }
 
@@ -298,23 +328,14 @@ impl JsonSchema for GbRange {
         "GbRange".into()
     }
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "description": "GB per GPU: a number (a minimum) or { min, max }; either bound may be omitted.",
-            "anyOf": [
-                { "type": "number" },
-                {
-                    "type": "object",
-                    "properties": { "min": { "type": "number" }, "max": { "type": "number" } },
-                    "additionalProperties": false
-                }
-            ]
-        })
+        schema::gb_range()
     }
 }
 
 /// Acceptable accelerators, by capability rather than SKU.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = schema::accelerator)]
 pub struct AcceleratorReq {
     #[serde(default)]
     pub vendor: Option<Vendor>,
@@ -327,6 +348,7 @@ pub struct AcceleratorReq {
     /// A100 are both Ampere). Matched as a whole word in the pool's model
     /// name, case-insensitively.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_MODEL_BYTES), transform = schema::not_blank_text)]
     pub model: Option<String>,
 }
 
@@ -339,21 +361,27 @@ pub struct Constraints {
     pub max_runtime: Option<HumanDuration>,
     /// Total spend cap across all attempts (class `cost-cap` when reached).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub max_cost_usd: Option<f64>,
     /// Never place where this workload's share costs more per hour.
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub max_hourly_usd: Option<f64>,
     /// Allowed providers (names or globs). Empty: any.
     #[serde(default)]
+    #[schemars(transform = schema::items_not_blank)]
     pub providers: Vec<Glob>,
     /// Allowed regions (names or globs). Empty: any.
     #[serde(default)]
+    #[schemars(transform = schema::items_not_blank)]
     pub regions: Vec<Glob>,
     /// Compliance tags every chosen pool must carry (e.g. "gdpr").
     #[serde(default)]
+    #[schemars(transform = schema::items_not_blank)]
     pub compliance: Vec<String>,
     /// Capability tags every chosen pool must carry (e.g. "long-training").
     #[serde(default)]
+    #[schemars(transform = schema::items_not_blank)]
     pub capabilities: Vec<String>,
     /// May run on interruptible (spot/preemptible) capacity.
     #[serde(default)]
@@ -410,9 +438,11 @@ pub struct Preferences {
     pub startup_within: Option<HumanDuration>,
     /// Prefer these regions (names or globs).
     #[serde(default)]
+    #[schemars(transform = schema::items_not_blank)]
     pub regions: Vec<Glob>,
     /// Prefer pools carrying these capability tags.
     #[serde(default)]
+    #[schemars(transform = schema::items_not_blank)]
     pub capabilities: Vec<String>,
     #[serde(default)]
     pub optimize: Optimize,
@@ -442,6 +472,7 @@ pub struct RetryPolicy {
     /// by the infrastructure (see `infra_retries`) and launches refused for
     /// lack of capacity do not spend one.
     #[serde(default = "default_max_attempts")]
+    #[schemars(range(min = 1, max = MAX_ATTEMPTS))]
     pub max_attempts: u32,
     /// How many failures classed `app` may be retried.
     #[serde(default)]
@@ -493,6 +524,7 @@ impl Default for RetryPolicy {
 pub struct Checkpoint {
     /// Absolute path inside the workload's environment, without `..`
     /// (where a container mounts it; processes get their own directory).
+    #[schemars(regex(pattern = ABSOLUTE_PATH_PATTERN))]
     pub path: String,
     /// Which complete checkpoints Canopy keeps and hands on.
     #[serde(default)]
@@ -504,6 +536,7 @@ pub struct Checkpoint {
     /// Largest checkpoint Canopy copies between attempts, in GB, where the
     /// provider has no shared storage. 10 when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub max_gb: Option<f64>,
 }
 
@@ -525,17 +558,22 @@ pub enum CheckpointKeep {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Input {
+    #[schemars(regex(pattern = NAME_PATTERN))]
     pub name: String,
-    /// A URI: `file:///…`, `s3://…`, `gs://…`, `hf://…`, `https://…`.
+    /// A URI: `file:///…`, `s3://…`, `gs://…`, `az://…`, `hf://…`, `http(s)://…`.
+    #[schemars(regex(pattern = schema::source_pattern()))]
     pub source: String,
     /// Where the data lives.
     #[serde(default)]
+    #[schemars(regex(pattern = NOT_BLANK))]
     pub region: Option<String>,
     /// Approximate size, to weigh locality between inputs.
     #[serde(default)]
+    #[schemars(range(min = 0))]
     pub size_gb: Option<f64>,
-    /// Where the input appears to the workload (absolute path).
+    /// Where the input appears to the workload (absolute path, without `..`).
     #[serde(default)]
+    #[schemars(regex(pattern = ABSOLUTE_PATH_PATTERN))]
     pub mount: Option<String>,
 }
 
@@ -543,8 +581,10 @@ pub struct Input {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Output {
+    #[schemars(regex(pattern = NAME_PATTERN))]
     pub name: String,
     /// Absolute path inside the workload's environment, without `..`.
+    #[schemars(regex(pattern = ABSOLUTE_PATH_PATTERN))]
     pub path: String,
     /// Fail the attempt (class `io`) when the output is missing.
     #[serde(default)]

@@ -19,6 +19,10 @@ mod runtime;
 
 pub use super::locate::Target;
 pub use data::INPUT_SCHEMES;
+pub(crate) use resources::link_vendor;
+pub use resources::{
+    MAX_CPU_CORES, MAX_DISK_GB, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_MEMORY_GB, MAX_MODEL_BYTES, MAX_NODES,
+};
 pub(crate) use runtime::is_env_name;
 
 /// Largest spec text accepted, checked before parsing.
@@ -35,6 +39,12 @@ pub const MAX_LABELS: usize = 64;
 pub const MAX_PRIORITY: u32 = 100;
 /// Most attempts a retry policy may allow.
 pub const MAX_ATTEMPTS: u32 = 100;
+/// Longest workload name, in characters.
+pub const MAX_NAME_CHARS: usize = 128;
+/// Longest label key, in characters (ASCII only).
+pub const MAX_LABEL_KEY_CHARS: usize = 128;
+/// Longest label value, in characters.
+pub const MAX_LABEL_VALUE_CHARS: usize = 256;
 
 /// One problem found in a spec, keyed by the dotted path it concerns.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,10 +122,10 @@ fn general(spec: &Spec, f: &mut Findings) {
             format!("`name` contains {c:?}, which is not allowed"),
             "use letters, digits, `-`, `_` and `.` only, like \"batch-inference\"",
         );
-    } else if name.chars().count() > 128 {
+    } else if name.chars().count() > MAX_NAME_CHARS {
         f.error(
             "name",
-            "`name` is longer than 128 characters",
+            format!("`name` is longer than {MAX_NAME_CHARS} characters"),
             "use a shorter name; put details in `labels`",
         );
     }
@@ -155,17 +165,23 @@ fn general(spec: &Spec, f: &mut Findings) {
     for (key, value) in &spec.labels {
         let path = child("labels", key);
         if key.is_empty()
-            || key.len() > 128
+            || key.len() > MAX_LABEL_KEY_CHARS
             || key.chars().any(|c| !(c.is_ascii_alphanumeric() || "-_./".contains(c)))
         {
             f.error_at_key(
                 &path,
-                "label keys must be 1 to 128 letters, digits, `-`, `_`, `.` or `/`",
+                format!(
+                    "label keys must be 1 to {MAX_LABEL_KEY_CHARS} letters, digits, `-`, `_`, `.` or `/`"
+                ),
                 "rename the label, like `team = \"ml-platform\"`",
             );
         }
-        if value.chars().count() > 256 {
-            f.error(&path, "label values must be at most 256 characters", "shorten the value");
+        if value.chars().count() > MAX_LABEL_VALUE_CHARS {
+            f.error(
+                &path,
+                format!("label values must be at most {MAX_LABEL_VALUE_CHARS} characters"),
+                "shorten the value",
+            );
         }
         if let Some(c) = control_char(value, &[]) {
             f.error(

@@ -8,12 +8,17 @@ use crate::spec::locate::item;
 use crate::spec::{AcceleratorReq, Resources};
 
 /// More GPUs than any single node has.
-const MAX_GPUS: u32 = 64;
+pub const MAX_GPUS: u32 = 64;
 /// More memory than any single GPU has, in GB.
-const MAX_GPU_MEMORY_GB: f64 = 1024.0;
-const MAX_CPU_CORES: f64 = 1024.0;
-const MAX_MEMORY_GB: f64 = 16384.0;
-const MAX_DISK_GB: f64 = 1_000_000.0;
+pub const MAX_GPU_MEMORY_GB: f64 = 1024.0;
+/// Most CPU cores per node.
+pub const MAX_CPU_CORES: f64 = 1024.0;
+/// Most memory per node, in GB.
+pub const MAX_MEMORY_GB: f64 = 16384.0;
+/// Most disk per node, in GB.
+pub const MAX_DISK_GB: f64 = 1_000_000.0;
+/// Longest `accelerator.model`, in bytes.
+pub const MAX_MODEL_BYTES: usize = 64;
 
 /// More nodes than one gang is allowed.
 pub const MAX_NODES: u32 = 1024;
@@ -161,7 +166,7 @@ fn max_capability(family: Family) -> Option<ComputeCapability> {
 
 fn model(acc: &AcceleratorReq, f: &mut Findings) {
     if let Some(m) = &acc.model
-        && (m.trim().is_empty() || m.len() > 64 || m.chars().any(|c| c.is_control()))
+        && (m.trim().is_empty() || m.len() > MAX_MODEL_BYTES || m.chars().any(|c| c.is_control()))
     {
         f.error(
             "resources.accelerator.model",
@@ -212,13 +217,18 @@ fn accelerator(acc: &AcceleratorReq, f: &mut Findings) {
     }
 }
 
+/// The vendor whose GPUs alone have `link`, if only one vendor's do.
+pub(crate) fn link_vendor(link: Interconnect) -> Option<Vendor> {
+    match link {
+        Interconnect::Nvlink => Some(Vendor::Nvidia),
+        Interconnect::Xgmi => Some(Vendor::Amd),
+        Interconnect::Pcie => None,
+    }
+}
+
 fn interconnect_vendor(r: &Resources, acc: &AcceleratorReq, f: &mut Findings) {
     let Some(link) = r.interconnect else { return };
-    let needs = match link {
-        Interconnect::Nvlink => Vendor::Nvidia,
-        Interconnect::Xgmi => Vendor::Amd,
-        Interconnect::Pcie => return,
-    };
+    let Some(needs) = link_vendor(link) else { return };
     let vendor = acc.vendor.or_else(|| {
         let first = acc.family.first()?.vendor();
         acc.family.iter().all(|fam| fam.vendor() == first).then_some(first)
