@@ -375,3 +375,57 @@ fn when_a_refused_node_counts_as_free_again_the_owner_is_asked_first() {
     assert_eq!(w.last_launch(owner).1, n_borrowed);
     assert!(w.launched(waiting).is_none(), "the borrower still waits");
 }
+
+/// As above, but the borrowed work waiting for the same room asks for a
+/// different shape, so both are woken when the belief ends and the older
+/// borrowed work comes up first in the pass. The owner's reclaim is not
+/// over until its launch is accepted: while it is refused, the owner's
+/// pools stay closed to other tenants, and the node is the owner's when
+/// it counts as free again. (The 6× Gavel replay, seed 3: team-iad's
+/// work took the owner's node at the belief's end; team-fra waited 12
+/// minutes against a 10-minute promise.)
+#[test]
+fn an_owners_refused_launch_keeps_its_pools_closed_to_borrowers() {
+    let mut w = world(8);
+    let own = submit_for(&mut w, "team-a", 4);
+    start_running(&mut w, own);
+    let borrowed = submit_for(&mut w, "team-b", 4);
+    let (a_borrowed, n_borrowed) = start_running(&mut w, borrowed);
+    w.advance(600.0);
+    let mut spec = job_spec(4, "");
+    spec.resources.cpu_cores = 8.0;
+    let waiting = match w
+        .send(Event::Submit {
+            request: 9,
+            spec: Box::new(spec.clone()),
+            spec_hash: spec.content_hash(),
+            idempotency_key: None,
+            by: None,
+            tenant: Some("team-b".into()),
+        })
+        .into_iter()
+        .find_map(|a| match a {
+            canopy::engine::core::Action::Reply { reply: Reply::Submitted { id, .. }, .. } => Some(id),
+            _ => None,
+        }) {
+        Some(id) => id,
+        None => panic!("submitted"),
+    };
+    assert!(w.launched(waiting).is_none());
+    w.advance(60.0);
+    let owner = submit_for(&mut w, "team-a", 4);
+    assert!(w.terminated(a_borrowed));
+    w.confirm_terminated(a_borrowed, ProviderEnd::Signaled { signal: 15 });
+    let (a_owner, _) = w.last_launch(owner);
+    w.send(Event::LaunchResult {
+        attempt: a_owner,
+        result: Err(canopy::providers::LaunchError::Capacity("no capacity".into())),
+    });
+    w.advance(70.0);
+    assert!(w.launched(waiting).is_none(), "the borrower took the owner's node");
+    assert_eq!(w.launches(owner), 2, "{:?}", w.workload(owner).reason);
+    assert_eq!(w.last_launch(owner).1, n_borrowed);
+    // Once the owner's launch is accepted, its reclaim is over.
+    let (a2, _) = w.last_launch(owner);
+    w.ack(a2);
+}

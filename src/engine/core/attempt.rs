@@ -218,7 +218,6 @@ impl Core {
             self.allocate(*n, alloc, 1);
         }
         self.charge_quota(id);
-        self.reclaim_done(id);
         self.save_attempt(id, idx);
         self.save_workload(id, now);
         let msg = if node_names.len() > 1 {
@@ -309,6 +308,10 @@ impl Core {
                 self.save_workload(a.workload, now);
                 self.event(now, a.workload, Some(a), kind, format!("{what} ({})", ack.provider_ref));
                 self.launch_accepted_on(&nodes);
+                // An owner's reclaim is over once its work is launched, not
+                // when it is placed: a launch refused for capacity leaves
+                // the owner's pools closed to others until it runs.
+                self.reclaim_done(a.workload);
                 if cancel {
                     self.terminate_live(a.workload, ProviderEnd::Cancelled, now);
                 }

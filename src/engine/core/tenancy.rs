@@ -496,7 +496,8 @@ impl Core {
         self.quota.reclaims.insert(id, owner);
     }
 
-    /// The reclaim for `id` is over (it was placed, cancelled or ended).
+    /// The reclaim for `id` is over (its launch was accepted, or it was
+    /// cancelled or ended).
     pub(super) fn reclaim_done(&mut self, id: WorkloadId) {
         if self.quota.reclaims.remove(&id).is_some() {
             // Owners' pools it kept from others are open again.
