@@ -70,6 +70,10 @@ pub struct PolicyReport {
     /// ([`super::tenants`]); by name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tenants: Vec<TenantReport>,
+    /// How fairly tenants with a backlog were served
+    /// ([`super::fairness`]); `None` without tenants.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fairness: Option<super::fairness::Fairness>,
 }
 
 /// What sharing did to one tenant ([`super::tenants`]).
@@ -328,6 +332,7 @@ impl Tally {
                 _ => 0.0,
             },
             tenants: Vec::new(),
+            fairness: None,
         }
     }
 }

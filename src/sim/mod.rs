@@ -16,6 +16,7 @@
 //!
 //! [`CoreConfig`]: crate::engine::core::CoreConfig
 
+pub mod fairness;
 pub mod faults;
 pub mod metrics;
 pub mod report;

@@ -510,6 +510,7 @@ mod tests {
             wasted_by_class_gpu_h: Default::default(),
             makespan_h: 100.0,
             tenants: Vec::new(),
+            fairness: None,
         }
     }
 

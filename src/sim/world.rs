@@ -133,6 +133,8 @@ struct World<'a> {
     tenants: TenantTally,
     /// Tenants refused their nominal quota; `None` without a tenancy.
     refusals: Option<Refusals>,
+    /// Tenants' shares against their fair shares, sampled.
+    fairness: Option<super::fairness::Sampler>,
     /// Node index by name, for the core's launches.
     node_at: HashMap<String, usize>,
     /// Check the core's indexes after every event ([`run_checked`]).
@@ -184,6 +186,7 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         tally: Tally::for_fleet(r.fleet),
         tenants: TenantTally::new(r.tenancy),
         refusals: r.tenancy.filter(|t| !t.is_empty()).map(|t| Refusals::new(t, r.fleet)),
+        fairness: r.tenancy.filter(|t| !t.is_empty()).map(|_| super::fairness::Sampler::default()),
         node_at: r.fleet.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect(),
         check,
         broken: None,
@@ -224,14 +227,20 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
             if let Some(refusals) = &mut w.refusals {
                 refusals.observe(Millis(w.now), &w.core);
             }
+            if let Some(f) = &mut w.fairness {
+                f.observe(Millis(w.now), Millis(n), &w.core);
+            }
             sink.settled(Millis(w.now), Some(Millis(n)), &w.core);
         }
     }
     sink.settled(Millis(w.now), None, &w.core);
     let end = Millis(w.now);
     let refused = w.refusals.take().map(|x| x.finish(end)).unwrap_or_default();
-    let report =
-        PolicyReport { tenants: w.tenants.report(end, &refused), ..w.tally.report(r.policy.name(), end) };
+    let report = PolicyReport {
+        tenants: w.tenants.report(end, &refused),
+        fairness: w.fairness.take().map(super::fairness::Sampler::finish),
+        ..w.tally.report(r.policy.name(), end)
+    };
     (report, w.broken)
 }
 
