@@ -14,6 +14,7 @@
 pub mod out;
 
 mod admin;
+mod completions;
 mod console;
 mod engine;
 mod fleet;
@@ -176,6 +177,12 @@ pub enum Command {
     },
     /// Print the JSON Schema of the workload spec, for editors.
     Schema,
+    /// Print a shell's completion script: `source <(canopy completions
+    /// bash)` in ~/.bashrc; for zsh, into a file on $fpath named _canopy.
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page canopy(1), or with --out DIR write one page
+    /// per command.
+    Man(completions::ManArgs),
     /// Convert a SkyPilot task YAML or a dstack task configuration into a
     /// Canopy spec; what has no counterpart is a warning at its line.
     Import(import::ImportArgs),
@@ -399,6 +406,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             },
         },
         Some(Command::Validate { specs, json }) => validate::run(&specs, json),
+        Some(Command::Completions(args)) => completions::completions(&args),
+        Some(Command::Man(args)) => completions::man(&args),
         Some(Command::Serve(args)) => engine::run(&cli.store, args),
         Some(Command::Submit { spec, from, idempotency_key, wait, tenant, json }) => workloads::submit(
             &cli.store,
