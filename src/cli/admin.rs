@@ -3,7 +3,7 @@
 //! store's owner, or `--server` with an admin or operator token).
 
 use super::StoreArgs;
-use super::table::new_table;
+use super::table::{cut, new_table};
 use super::workloads::{chrono_like, now, with_api};
 use canopy::engine::model::AuditRecord;
 use canopy::server::api::{NewTokenRequest, NewTokenResponse};
@@ -160,7 +160,7 @@ pub fn audit(store: &StoreArgs, a: AuditArgs) -> Result<ExitCode> {
             r.origin.clone(),
             r.action.clone(),
             r.target.clone().unwrap_or_default(),
-            sanitize(&r.outcome).chars().take(60).collect(),
+            cut(&sanitize(&r.outcome), 60),
             r.reason.clone().unwrap_or_default(),
         ]);
     }

@@ -24,6 +24,7 @@ mod plan;
 mod sim;
 mod table;
 mod validate;
+mod whoami;
 mod workloads;
 
 use canopy::engine::command::Command as JCommand;
@@ -43,6 +44,9 @@ pub const EXIT_CANCELLED: u8 = 6;
 /// carried out. A submit says the idempotency key to send it again with.
 pub const EXIT_UNKNOWN: u8 = 7;
 
+/// The help heading of the options every command takes.
+const GLOBAL: &str = "Global options";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "canopy",
@@ -52,7 +56,7 @@ pub const EXIT_UNKNOWN: u8 = 7;
 pub struct Cli {
     /// On an error, print the full report (where it came from, and the
     /// backtrace when RUST_BACKTRACE is set), as for a bug report.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub debug: bool,
     #[command(flatten)]
     pub store: StoreArgs,
@@ -64,6 +68,7 @@ pub struct Cli {
 
 /// How the console (`canopy` with no subcommand) looks and what it may do.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Console options")]
 pub struct ConsoleArgs {
     /// Watch only: submit, retry, cancel, cordon and drain are refused.
     #[arg(long)]
@@ -86,19 +91,26 @@ pub struct ConsoleArgs {
 pub struct StoreArgs {
     /// Canopy's state directory (store, logs, artifacts). Defaults to
     /// $CANOPY_HOME, else $XDG_STATE_HOME/canopy, else ~/.local/state/canopy.
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     pub store: Option<PathBuf>,
     /// Configuration file (real engines: Slurm, Ray). Defaults to
     /// $CANOPY_CONFIG, else <store>/canopy.toml when present.
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", help_heading = GLOBAL)]
     pub config: Option<PathBuf>,
     /// A remote Canopy server (http://HOST:PORT or https://…) instead of
     /// the store's socket; with a token from $CANOPY_TOKEN.
-    #[arg(long, global = true, env = "CANOPY_SERVER", value_name = "URL")]
+    #[arg(long, global = true, env = "CANOPY_SERVER", value_name = "URL", help_heading = GLOBAL)]
     pub server: Option<String>,
     /// Bearer token for --server (prefer the environment variable: a
     /// command line is visible to other users).
-    #[arg(long, global = true, env = "CANOPY_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(
+        long,
+        global = true,
+        env = "CANOPY_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN",
+        help_heading = GLOBAL
+    )]
     pub token: Option<String>,
 }
 
@@ -183,6 +195,9 @@ pub enum Command {
     /// Print the manual page canopy(1), or with --out DIR write one page
     /// per command.
     Man(completions::ManArgs),
+    /// Who the server takes you for: the principal (a token's name, or
+    /// local:USER on the store's socket), its role, tenant and scopes.
+    Whoami(whoami::WhoamiArgs),
     /// Convert a SkyPilot task YAML or a dstack task configuration into a
     /// Canopy spec; what has no counterpart is a warning at its line.
     Import(import::ImportArgs),
@@ -193,6 +208,11 @@ pub enum Command {
     #[command(alias = "engine")]
     Serve(engine::ServeArgs),
     /// Submit a workload spec to the engine that owns the store.
+    #[command(after_help = "Examples:
+  canopy submit train.toml                     prints the new workload's id (w-N)
+  canopy submit train.toml --wait              follows it; exit 0 succeeded, 5 failed, 6 cancelled
+  canopy submit task.yaml --from skypilot      a SkyPilot task, converted as `canopy import` does
+  canopy submit train.toml --idempotency-key nightly-2026-12-06   safe to send again")]
     Submit {
         spec: PathBuf,
         /// SPEC is a SkyPilot task YAML or a dstack task configuration:
@@ -213,6 +233,12 @@ pub enum Command {
         json: bool,
     },
     /// List workloads, or show one with its attempts.
+    #[command(after_help = "Examples:
+  canopy status                                the newest 50 workloads
+  canopy status w-12                           one workload with its attempts and why it waits
+  canopy status --state failed --state queued  only these states
+  canopy status --unresolved                   failures nobody has acknowledged or retried
+  canopy status --json | jq '.[].name'         for scripts")]
     Status {
         id: Option<WorkloadId>,
         /// Only these states (repeatable): queued, running, failed…
@@ -233,6 +259,11 @@ pub enum Command {
     /// A workload's logs (the latest attempt unless --attempt). On a
     /// terminal, control characters show as `�` instead of acting; to a
     /// pipe or a file, the bytes are as the workload wrote them.
+    #[command(after_help = "Examples:
+  canopy logs w-12                             the latest attempt, stdout and stderr
+  canopy logs w-12 --follow                    until the attempt ends, across engine restarts
+  canopy logs w-12 --attempt 1 --stream stderr an earlier attempt's stderr
+  canopy logs w-12 > out.txt                   the bytes as written (escape sequences only with --raw on a terminal)")]
     Logs {
         id: WorkloadId,
         #[arg(long)]
@@ -408,6 +439,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Some(Command::Validate { specs, json }) => validate::run(&specs, json),
         Some(Command::Completions(args)) => completions::completions(&args),
         Some(Command::Man(args)) => completions::man(&args),
+        Some(Command::Whoami(args)) => whoami::run(&cli.store, &args),
         Some(Command::Serve(args)) => engine::run(&cli.store, args),
         Some(Command::Submit { spec, from, idempotency_key, wait, tenant, json }) => workloads::submit(
             &cli.store,

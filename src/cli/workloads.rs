@@ -5,7 +5,7 @@
 //! 4. A request whose answer was lost on the way is exit 7: a submit then
 //! prints the idempotency key that sends it again without a duplicate.
 
-use super::table::{new_table, usd};
+use super::table::{cut, new_table, usd};
 use super::{EXIT_CANCELLED, EXIT_ERROR, EXIT_NO_ENGINE, EXIT_UNKNOWN, EXIT_WORKLOAD_FAILED, StoreArgs};
 use canopy::client::{Client, ClientError, new_key};
 use canopy::engine::command::{Command, CommandResult};
@@ -371,7 +371,7 @@ pub fn status(
                         usd(a.price_per_hour),
                         usd(a.cost_usd),
                         a.class.map(|c| c.to_string()).unwrap_or_default(),
-                        a.evidence.clone().unwrap_or_default().chars().take(80).collect(),
+                        cut(a.evidence.as_deref().unwrap_or_default(), 80),
                     ]);
                 }
                 outln!("{t}");
@@ -422,6 +422,15 @@ pub fn status(
         }
         return Ok(ExitCode::SUCCESS);
     }
+    if list.is_empty() {
+        let filtered = !states.is_empty() || unresolved || tenant.is_some();
+        if filtered {
+            outln!("no workloads match");
+        } else {
+            outln!("no workloads (`canopy submit SPEC` runs one)");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let now = now();
     // With tenants (any listed workload has one), a TENANT column.
     let tenants = list.iter().any(|w| w.tenant.is_some());
@@ -439,7 +448,7 @@ pub fn status(
             w.spec.resources.gpus.to_string(),
             age(w, now),
             usd(w.cost_usd),
-            w.reason.clone().unwrap_or_default().chars().take(60).collect(),
+            cut(w.reason.as_deref().unwrap_or_default(), 60),
         ];
         if tenants {
             row.insert(2, w.tenant.clone().unwrap_or_else(|| "-".into()));

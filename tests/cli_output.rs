@@ -1,0 +1,130 @@
+//! The CLI's output as a user reads it, from the real binary against a
+//! real `canopy serve`: options every command takes under their own help
+//! heading, examples in the help of the main commands, `canopy whoami`
+//! over the socket and over TCP with a tenant's token, "no workloads" on
+//! an empty list, and tables with no trailing spaces and an ellipsis
+//! where a cell is cut.
+
+mod reap_support;
+mod serve_support;
+
+use reap_support::Reaper;
+use serve_support::{BIN, DEADLINE, Process, Serve};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn text(out: &Output) -> String {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn help_keeps_global_options_apart_and_shows_examples() {
+    for cmd in ["submit", "status", "logs"] {
+        let help = text(&Command::new(BIN).args([cmd, "--help"]).output().unwrap());
+        let global = help.find("Global options:").unwrap_or_else(|| panic!("{cmd}: no heading\n{help}"));
+        let (own, rest) = help.split_at(global);
+        for o in ["--store", "--server", "--token", "--config", "--debug"] {
+            assert!(!own.contains(o) && rest.contains(o), "{cmd}: {o} is not under Global options\n{help}");
+        }
+        let examples = help.find("Examples:").unwrap_or_else(|| panic!("{cmd}: no examples\n{help}"));
+        assert!(help[examples..].contains(&format!("canopy {cmd} ")), "{help}");
+    }
+    let top = text(&Command::new(BIN).arg("--help").output().unwrap());
+    let console = top.find("Console options:").unwrap_or_else(|| panic!("{top}"));
+    assert!(top[console..].contains("--read-only"), "{top}");
+}
+
+#[test]
+fn whoami_status_and_tables_read_as_a_user_expects() {
+    let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
+    let store = tmp.path().join("store");
+    let serve = Serve::start(&store, &["--listen", "127.0.0.1:0"], Process::default());
+    let url = serve.url.clone().expect("a TCP address");
+
+    // An empty list says so, in words, with or without filters.
+    assert_eq!(text(&serve.canopy(&["status"])), "no workloads (`canopy submit SPEC` runs one)\n");
+    assert_eq!(text(&serve.canopy(&["status", "--state", "failed"])), "no workloads match\n");
+
+    // The store's owner, on the socket.
+    let me = text(&serve.canopy(&["whoami"]));
+    assert!(me.starts_with("principal  local:"), "{me}");
+    assert!(me.contains("\nrole       admin\n") && me.contains("\ntenant     -\n"), "{me}");
+
+    // Work that waits: the second cannot fit beside the first on this
+    // host, and its reason is longer than the column.
+    let fleet: serde_json::Value =
+        serde_json::from_str(&text(&serve.canopy(&["fleet", "--nodes", "--json"]))).unwrap();
+    let cores = fleet
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["provider"] == "local")
+        .and_then(|p| p["nodes"][0]["cpu_free"].as_f64())
+        .unwrap_or_else(|| panic!("the local node's cores: {fleet}"));
+    let spec = tmp.path().join("big.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"big\"\n[runtime]\ncommand = [\"sleep\", \"60\"]\n[resources]\ngpus = 0\n\
+             cpu_cores = {}\nmemory_gb = 0.1\n[constraints]\nproviders = [\"local\"]\n",
+            cores * 0.75
+        ),
+    )
+    .unwrap();
+    let first = text(&serve.canopy(&["submit", spec.to_str().unwrap()]));
+    let second = text(&serve.canopy(&["submit", spec.to_str().unwrap(), "--idempotency-key", "two"]));
+    let (first, second) = (first.trim(), second.trim());
+    wait_for("the second to wait with a reason", || {
+        let t = text(&serve.canopy(&["status"]));
+        t.lines().any(|l| l.starts_with(&format!("{second} ")) && l.contains("queued") && l.contains("fit"))
+    });
+    let table = text(&serve.canopy(&["status"]));
+    for line in table.lines() {
+        assert_eq!(line, line.trim_end(), "a trailing space in\n{table:?}");
+    }
+    let waiting = table.lines().find(|l| l.starts_with(&format!("{second} "))).unwrap();
+    let reason = &waiting[table.lines().next().unwrap().find("REASON").unwrap()..];
+    assert!(reason.ends_with('…') && reason.chars().count() == 60, "{reason:?} in\n{table}");
+    for id in [first, second] {
+        text(&serve.canopy(&["cancel", id]));
+    }
+    wait_for("both to end", || text(&serve.canopy(&["status", "--state", "cancelled"])).lines().count() == 3);
+
+    // A tenant's token over TCP: the server says whose it is.
+    let tables = tmp.path().join("tenants.toml");
+    std::fs::write(
+        &tables,
+        "default_tenant = \"team-a\"\n[[flavor]]\nname = \"any\"\n\
+         [[tenant]]\nname = \"team-a\"\n[tenant.quota.any]\ngpus = 8\n\
+         [[tenant]]\nname = \"team-b\"\n[tenant.quota.any]\ngpus = 4\n",
+    )
+    .unwrap();
+    text(&serve.canopy(&["tenants", "apply", tables.to_str().unwrap()]));
+    let token = text(
+        &serve.canopy(&["token", "create", "--name", "ci-bot", "--role", "operator", "--tenant", "team-b"]),
+    );
+    let token = token.lines().next().unwrap().trim();
+    let me = text(&serve.canopy_with(&["--server", &url, "whoami"], &[("CANOPY_TOKEN", token)]));
+    assert!(me.starts_with("principal  ci-bot\nrole       operator\ntenant     team-b\n"), "{me}");
+    assert!(me.contains(&format!("\nserver     {url}")), "{me}");
+    let json: serde_json::Value = serde_json::from_str(&text(
+        &serve.canopy_with(&["--server", &url, "whoami", "--json"], &[("CANOPY_TOKEN", token)]),
+    ))
+    .unwrap();
+    assert_eq!(
+        (json["principal"].as_str(), json["tenant"].as_str()),
+        (Some("ci-bot"), Some("team-b")),
+        "{json}"
+    );
+    serve.stop();
+}
