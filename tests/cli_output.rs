@@ -128,3 +128,51 @@ fn whoami_status_and_tables_read_as_a_user_expects() {
     );
     serve.stop();
 }
+
+/// Ctrl-C during `submit --wait` stops the waiting, not the work: it says
+/// so and how to look again, and exits 130; the workload still runs.
+#[test]
+fn ctrl_c_detaches_submit_wait_with_a_hint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
+    let store = tmp.path().join("store");
+    let serve = Serve::start(&store, &[], Process::default());
+    let spec = tmp.path().join("long.toml");
+    std::fs::write(
+        &spec,
+        "name = \"long\"\n[runtime]\ncommand = [\"sleep\", \"60\"]\n[resources]\ngpus = 0\ncpu_cores = 0.1\n\
+         memory_gb = 0.1\n[constraints]\nproviders = [\"local\"]\n",
+    )
+    .unwrap();
+    let err = tmp.path().join("wait.err");
+    let mut wait = serve_support::command(&store, &serve.config)
+        .args(["submit", spec.to_str().unwrap(), "--wait"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for("the workload to run", || {
+        std::fs::read_to_string(&err).unwrap_or_default().contains("w-1: running")
+    });
+    // SAFETY: kill(2) on the child this test started.
+    unsafe { libc::kill(wait.id() as i32, libc::SIGINT) };
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = wait.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < DEADLINE, "submit --wait did not stop on Ctrl-C");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let said = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(status.code(), Some(130), "{said}");
+    assert!(
+        said.contains("detached from w-1: it keeps running") && said.contains("canopy logs w-1 --follow"),
+        "{said}"
+    );
+    assert!(text(&serve.canopy(&["status", "w-1"])).contains("running"));
+    text(&serve.canopy(&["cancel", "w-1"]));
+    wait_for("w-1 to end", || text(&serve.canopy(&["status", "w-1"])).contains("cancelled"));
+    serve.stop();
+}

@@ -6,7 +6,8 @@
 //! (`plan`), 4 no engine owns the store (or `--server` does not answer),
 //! 5 the workload failed (`submit --wait`), 6 it was cancelled, 7 the
 //! connection broke before the answer (the outcome is unknown; a submit
-//! prints the idempotency key to retry with), 141 the reader of the
+//! prints the idempotency key to retry with), 130 Ctrl-C stopped
+//! `submit --wait` (the workload keeps running), 141 the reader of the
 //! output went away ([`out`]). Everything printed goes
 //! through [`out`]: safe for a terminal, and quiet on a closed pipe.
 
@@ -43,6 +44,9 @@ pub const EXIT_CANCELLED: u8 = 6;
 /// The connection broke after the request went out: it may have been
 /// carried out. A submit says the idempotency key to send it again with.
 pub const EXIT_UNKNOWN: u8 = 7;
+/// Ctrl-C stopped the waiting (128 + SIGINT, as shells report it); what
+/// was waited for goes on.
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// The help heading of the options every command takes.
 const GLOBAL: &str = "Global options";

@@ -6,7 +6,10 @@
 //! prints the idempotency key that sends it again without a duplicate.
 
 use super::table::{cut, new_table, usd};
-use super::{EXIT_CANCELLED, EXIT_ERROR, EXIT_NO_ENGINE, EXIT_UNKNOWN, EXIT_WORKLOAD_FAILED, StoreArgs};
+use super::{
+    EXIT_CANCELLED, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NO_ENGINE, EXIT_UNKNOWN, EXIT_WORKLOAD_FAILED,
+    StoreArgs,
+};
 use canopy::client::{Client, ClientError, new_key};
 use canopy::engine::command::{Command, CommandResult};
 use canopy::engine::handle::FleetStatus;
@@ -220,6 +223,13 @@ fn send(
     }
     let followed = with_api(store, async |c| {
         let mut last: Option<WorkloadState> = None;
+        // Ctrl-C stops the waiting, not the workload: say so, and how to
+        // look again. Listening from before the first state is printed.
+        let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+        let interrupted = async |s: &mut Option<tokio::signal::unix::Signal>| match s {
+            Some(s) => s.recv().await,
+            None => std::future::pending().await,
+        };
         loop {
             let v = c.workload(id).await?;
             let w = v.workload;
@@ -232,13 +242,23 @@ fn send(
                 last = Some(w.state);
             }
             if w.state.is_final() {
-                return Ok(w);
+                return Ok(Some(w));
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                _ = interrupted(&mut interrupt) => return Ok(None),
+            }
         }
     })?;
     match followed {
-        Ok(w) => {
+        Ok(None) => {
+            errln!(
+                "detached from {id}: it keeps running. `canopy status {id}` shows it, `canopy logs {id} --follow` \
+                 follows its output, `canopy cancel {id}` stops it"
+            );
+            Ok(ExitCode::from(EXIT_INTERRUPTED))
+        }
+        Ok(Some(w)) => {
             if json {
                 outln!("{}", json_pretty(&w)?);
             }
