@@ -174,5 +174,14 @@ fn ctrl_c_detaches_submit_wait_with_a_hint() {
     assert!(text(&serve.canopy(&["status", "w-1"])).contains("running"));
     text(&serve.canopy(&["cancel", "w-1"]));
     wait_for("w-1 to end", || text(&serve.canopy(&["status", "w-1"])).contains("cancelled"));
+
+    // Times carry their zone: the one TZ names, else the system's.
+    for (tz, zone) in [("Asia/Kolkata", "IST"), ("UTC", "UTC")] {
+        let events = text(&serve.canopy_with(&["events", "w-1"], &[("TZ", tz)]));
+        let first = events.lines().next().unwrap_or_default();
+        let stamp: Vec<&str> = first.split_whitespace().take(3).collect();
+        assert_eq!(stamp.len(), 3, "{events}");
+        assert!(stamp[0].len() == 10 && stamp[1].len() == 8 && stamp[2] == zone, "TZ={tz}: {first}");
+    }
     serve.stop();
 }

@@ -327,7 +327,7 @@ pub fn status(
                     f.unreachable.get(provider)?;
                     Some(match f.unreachable_since.get(provider) {
                         Some(t) => {
-                            format!("unknown (provider {provider} unreachable since {})", chrono_like(*t))
+                            format!("unknown (provider {provider} unreachable since {})", local_time(*t))
                         }
                         None => format!("unknown (provider {provider} unreachable)"),
                     })
@@ -372,7 +372,7 @@ pub fn status(
                 if let Some(x) = w.exclusions.as_ref().filter(|x| !x.is_empty() && !w.state.is_final()) {
                     let what: Vec<String> =
                         x.nodes.iter().chain(&x.pools).map(|n| sanitize(n).into_owned()).collect();
-                    let until = x.until.map(|u| format!(" until {}", chrono_like(u))).unwrap_or_default();
+                    let until = x.until.map(|u| format!(" until {}", local_time(u))).unwrap_or_default();
                     outln!(
                         "  excludes {}{until} (earlier failures; `canopy unexclude {} [NODE] --reason …` clears)",
                         what.join(", "),
@@ -492,7 +492,7 @@ pub fn events(store: &StoreArgs, id: WorkloadId, json: bool) -> Result<ExitCode>
                 return Ok(ExitCode::SUCCESS);
             }
             for e in &events {
-                let t = chrono_like(e.at);
+                let t = local_time(e.at);
                 let a = e.attempt.map(|a| a.to_string()).unwrap_or_default();
                 outln!("{t}  {a:<8} {:<18} {}", e.kind.as_str(), sanitize(&e.message));
             }
@@ -501,22 +501,15 @@ pub fn events(store: &StoreArgs, id: WorkloadId, json: bool) -> Result<ExitCode>
     )
 }
 
-/// `2026-11-29 18:20:11` in UTC, without a date-time dependency.
-pub fn chrono_like(t: Millis) -> String {
-    let secs = t.0.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+/// `2026-11-29 19:20:11 CET`: the wall-clock time in the zone `TZ` names
+/// (the system's otherwise; UTC where it has none), with the zone, so a
+/// time read on one machine means the same on another.
+pub fn local_time(t: Millis) -> String {
+    match jiff::Timestamp::from_millisecond(t.0) {
+        Ok(ts) => ts.to_zoned(jiff::tz::TimeZone::system()).strftime("%Y-%m-%d %H:%M:%S %Z").to_string(),
+        // Outside jiff's range (years -9999..=9999): only a corrupt record.
+        Err(_) => format!("{} ms since the epoch", t.0),
+    }
 }
 
 pub fn artifacts(store: &StoreArgs, id: WorkloadId, json: bool) -> Result<ExitCode> {
