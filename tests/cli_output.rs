@@ -2,7 +2,8 @@
 //! real `canopy serve`: options every command takes under their own help
 //! heading, examples in the help of the main commands, `canopy whoami`
 //! over the socket and over TCP with a tenant's token, "no workloads" on
-//! an empty list, and tables with no trailing spaces and an ellipsis
+//! an empty list, `status --wide`, Ctrl-C detaching `submit --wait`,
+//! times with their zone, and tables with no trailing spaces and an ellipsis
 //! where a cell is cut.
 
 mod reap_support;
@@ -95,6 +96,36 @@ fn whoami_status_and_tables_read_as_a_user_expects() {
     let waiting = table.lines().find(|l| l.starts_with(&format!("{second} "))).unwrap();
     let reason = &waiting[table.lines().next().unwrap().find("REASON").unwrap()..];
     assert!(reason.ends_with('…') && reason.chars().count() == 60, "{reason:?} in\n{table}");
+    // --wide: who, how urgent, where, since when; the reason whole.
+    let wide = text(&serve.canopy(&["status", "--wide"]));
+    let head: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        head,
+        [
+            "ID",
+            "NAME",
+            "TENANT",
+            "STATE",
+            "ATTEMPTS",
+            "GPUS",
+            "PRIORITY",
+            "POOL",
+            "NODE",
+            "SUBMITTED",
+            "AGE",
+            "COST",
+            "REASON"
+        ],
+        "{wide}"
+    );
+    let running = wide.lines().find(|l| l.starts_with(&format!("{first} "))).unwrap();
+    assert!(running.contains(" local/"), "the running one's pool: {wide}");
+    let waiting = wide.lines().find(|l| l.starts_with(&format!("{second} "))).unwrap();
+    let reason = &waiting[wide.lines().next().unwrap().find("REASON").unwrap()..];
+    assert!(!reason.ends_with('…') && reason.chars().count() > 60, "{reason:?} in\n{wide}");
+    for line in wide.lines() {
+        assert_eq!(line, line.trim_end(), "a trailing space in\n{wide:?}");
+    }
     for id in [first, second] {
         text(&serve.canopy(&["cancel", id]));
     }

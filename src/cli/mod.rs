@@ -243,23 +243,7 @@ pub enum Command {
   canopy status --state failed --state queued  only these states
   canopy status --unresolved                   failures nobody has acknowledged or retried
   canopy status --json | jq '.[].name'         for scripts")]
-    Status {
-        id: Option<WorkloadId>,
-        /// Only these states (repeatable): queued, running, failed…
-        #[arg(long = "state", value_parser = parse_state)]
-        states: Vec<WorkloadState>,
-        /// Only failures nobody has acknowledged or retried (what
-        /// triage shows), whatever their age.
-        #[arg(long)]
-        unresolved: bool,
-        #[arg(long, default_value_t = 50)]
-        limit: usize,
-        /// Only this tenant's workloads.
-        #[arg(long)]
-        tenant: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
+    Status(workloads::StatusArgs),
     /// A workload's logs (the latest attempt unless --attempt). On a
     /// terminal, control characters show as `�` instead of acting; to a
     /// pipe or a file, the bytes are as the workload wrote them.
@@ -452,9 +436,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             workloads::SubmitOptions { key: idempotency_key, wait, tenant, json },
         ),
         Some(Command::Import(args)) => import::run(&args),
-        Some(Command::Status { id, states, unresolved, limit, tenant, json }) => {
-            workloads::status(&cli.store, id, states, unresolved, limit, tenant, json)
-        }
+        Some(Command::Status(args)) => workloads::status(&cli.store, args),
         Some(Command::Logs { id, attempt, follow, stream, raw, reconnect_for }) => {
             logs::logs(&cli.store, logs::LogsArgs { id, attempt, follow, stream, raw, reconnect_for })
         }

@@ -13,7 +13,7 @@ use super::{
 use canopy::client::{Client, ClientError, new_key};
 use canopy::engine::command::{Command, CommandResult};
 use canopy::engine::handle::FleetStatus;
-use canopy::engine::model::{EventRecord, Millis, WorkloadId, WorkloadRecord, WorkloadState};
+use canopy::engine::model::{AttemptRecord, EventRecord, Millis, WorkloadId, WorkloadRecord, WorkloadState};
 use canopy::server::api::{ArtifactView, Page};
 use canopy::spec::load::{self, Format};
 use canopy::text::{json_pretty, sanitize};
@@ -276,6 +276,50 @@ fn send(
     }
 }
 
+/// The workloads table; `wide` adds the tenant, priority, the latest
+/// attempt's pool and node and the submit time, and keeps reasons whole.
+fn list_table(
+    list: &[(WorkloadRecord, Option<AttemptRecord>)],
+    wide: bool,
+    now: Millis,
+) -> super::table::Table {
+    // With tenants (any listed workload has one), a TENANT column.
+    let tenants = wide || list.iter().any(|(w, _)| w.tenant.is_some());
+    let mut head = vec!["ID", "NAME", "STATE", "ATTEMPTS", "GPUS", "AGE", "COST", "REASON"];
+    if wide {
+        head.splice(5..5, ["PRIORITY", "POOL", "NODE", "SUBMITTED"]);
+    }
+    if tenants {
+        head.insert(2, "TENANT");
+    }
+    let mut t = new_table(&head);
+    for (w, last) in list {
+        let reason = w.reason.as_deref().unwrap_or_default();
+        let mut row = vec![
+            w.id.to_string(),
+            w.name.clone(),
+            w.state.to_string(),
+            w.attempts.to_string(),
+            w.spec.resources.gpus.to_string(),
+            age(w, now),
+            usd(w.cost_usd),
+            if wide { reason.to_string() } else { cut(reason, 60) },
+        ];
+        if wide {
+            let (pool, node) = match last {
+                Some(a) => (format!("{}/{}", a.provider, a.pool), a.nodes_label()),
+                None => ("-".into(), "-".into()),
+            };
+            row.splice(5..5, [w.priority.to_string(), pool, node, local_time(w.submitted_at)]);
+        }
+        if tenants {
+            row.insert(2, w.tenant.clone().unwrap_or_else(|| "-".into()));
+        }
+        t.add_row(row);
+    }
+    t
+}
+
 fn exit_for(state: WorkloadState) -> ExitCode {
     match state {
         WorkloadState::Succeeded => ExitCode::SUCCESS,
@@ -294,15 +338,33 @@ fn age(w: &WorkloadRecord, now: Millis) -> String {
     }
 }
 
-pub fn status(
-    store: &StoreArgs,
-    id: Option<WorkloadId>,
-    states: Vec<WorkloadState>,
-    unresolved: bool,
-    limit: usize,
-    tenant: Option<String>,
-    json: bool,
-) -> Result<ExitCode> {
+/// `canopy status [ID]`: what to list, or which one to show.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    pub id: Option<WorkloadId>,
+    /// Only these states (repeatable): queued, running, failed…
+    #[arg(long = "state", value_parser = super::parse_state)]
+    pub states: Vec<WorkloadState>,
+    /// Only failures nobody has acknowledged or retried (what
+    /// triage shows), whatever their age.
+    #[arg(long)]
+    pub unresolved: bool,
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+    /// Only this tenant's workloads.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// More columns: tenant, priority, the latest attempt's pool and node,
+    /// when it was submitted (with the zone); reasons in full.
+    #[arg(long, short)]
+    pub wide: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn status(store: &StoreArgs, args: StatusArgs) -> Result<ExitCode> {
+    let StatusArgs { id, states, unresolved, limit, tenant, wide, json } = args;
     if let Some(id) = id {
         return run(
             store,
@@ -401,7 +463,7 @@ pub fn status(
     }
     let state_q: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
     let fetched = with_api(store, async |c| {
-        let mut out: Vec<WorkloadRecord> = Vec::new();
+        let mut out: Vec<(WorkloadRecord, Option<AttemptRecord>)> = Vec::new();
         let mut cursor: Option<String> = None;
         let mut more = false;
         let mut total = 0;
@@ -421,7 +483,7 @@ pub fn status(
                 q.push_str(&format!("&cursor={c}"));
             }
             let page: Page = c.workloads(&q).await?;
-            out.extend(page.workloads.into_iter().map(|v| v.workload));
+            out.extend(page.workloads.into_iter().map(|v| (v.workload, v.attempts.into_iter().last())));
             more = page.next_cursor.is_some();
             total = page.total;
             match page.next_cursor {
@@ -436,7 +498,8 @@ pub fn status(
         Err(code) => return Ok(code),
     };
     if json {
-        outln!("{}", json_pretty(&list)?);
+        let records: Vec<&WorkloadRecord> = list.iter().map(|(w, _)| w).collect();
+        outln!("{}", json_pretty(&records)?);
         if more {
             errln!("(only the newest {limit} of {total}; use --limit to see more)");
         }
@@ -451,31 +514,7 @@ pub fn status(
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let now = now();
-    // With tenants (any listed workload has one), a TENANT column.
-    let tenants = list.iter().any(|w| w.tenant.is_some());
-    let mut head = vec!["ID", "NAME", "STATE", "ATTEMPTS", "GPUS", "AGE", "COST", "REASON"];
-    if tenants {
-        head.insert(2, "TENANT");
-    }
-    let mut t = new_table(&head);
-    for w in &list {
-        let mut row = vec![
-            w.id.to_string(),
-            w.name.clone(),
-            w.state.to_string(),
-            w.attempts.to_string(),
-            w.spec.resources.gpus.to_string(),
-            age(w, now),
-            usd(w.cost_usd),
-            cut(w.reason.as_deref().unwrap_or_default(), 60),
-        ];
-        if tenants {
-            row.insert(2, w.tenant.clone().unwrap_or_else(|| "-".into()));
-        }
-        t.add_row(row);
-    }
-    outln!("{t}");
+    outln!("{}", list_table(&list, wide, now()));
     if more {
         outln!("(the newest {limit} of {total} shown; --limit N shows more)");
     }
