@@ -216,3 +216,34 @@ fn ctrl_c_detaches_submit_wait_with_a_hint() {
     }
     serve.stop();
 }
+
+/// `submit --wait --logs` prints the workload's output as it comes and
+/// ends with its exit code; the CLI exits 5 for a failure.
+#[test]
+fn submit_wait_logs_prints_the_output_and_the_exit_code() {
+    let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
+    let store = tmp.path().join("store");
+    let serve = Serve::start(&store, &[], Process::default());
+    let spec = tmp.path().join("talks.toml");
+    std::fs::write(
+        &spec,
+        "name = \"talks\"\n[runtime]\ncommand = [\"sh\", \"-c\", \"echo first-line; echo to-stderr >&2; \
+         echo last-line; exit 3\"]\n[resources]\ngpus = 0\ncpu_cores = 0.1\nmemory_gb = 0.1\n\
+         [constraints]\nproviders = [\"local\"]\n[retry]\nmax_attempts = 1\n",
+    )
+    .unwrap();
+    let out = serve.canopy(&["submit", spec.to_str().unwrap(), "--wait", "--logs"]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.first(), Some(&"w-1"), "{stdout}");
+    for l in ["first-line", "to-stderr", "last-line"] {
+        assert!(lines.contains(&l), "{l} missing from\n{stdout}");
+    }
+    assert!(stderr.contains("w-1: failed (attempt 1, exit code 3)"), "{stderr}");
+    // --logs without --wait is a usage error.
+    let bad = serve.canopy(&["submit", spec.to_str().unwrap(), "--logs"]);
+    assert_eq!(bad.status.code(), Some(2));
+    serve.stop();
+}

@@ -215,6 +215,7 @@ pub enum Command {
     #[command(after_help = "Examples:
   canopy submit train.toml                     prints the new workload's id (w-N)
   canopy submit train.toml --wait              follows it; exit 0 succeeded, 5 failed, 6 cancelled
+  canopy submit train.toml --wait --logs       prints its output as it runs, then its exit code
   canopy submit task.yaml --from skypilot      a SkyPilot task, converted as `canopy import` does
   canopy submit train.toml --idempotency-key nightly-2026-12-06   safe to send again")]
     Submit {
@@ -230,6 +231,10 @@ pub enum Command {
         /// failed, 6 if cancelled.
         #[arg(long)]
         wait: bool,
+        /// With --wait: print the workload's output (stdout and stderr)
+        /// as it comes, each attempt's in turn, then its exit code.
+        #[arg(long, requires = "wait")]
+        logs: bool,
         /// The tenant the work is for (admins; anyone else's is its own).
         #[arg(long)]
         tenant: Option<String>,
@@ -429,11 +434,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Some(Command::Man(args)) => completions::man(&args),
         Some(Command::Whoami(args)) => whoami::run(&cli.store, &args),
         Some(Command::Serve(args)) => engine::run(&cli.store, args),
-        Some(Command::Submit { spec, from, idempotency_key, wait, tenant, json }) => workloads::submit(
+        Some(Command::Submit { spec, from, idempotency_key, wait, logs, tenant, json }) => workloads::submit(
             &cli.store,
             &spec,
             from.map(Into::into),
-            workloads::SubmitOptions { key: idempotency_key, wait, tenant, json },
+            workloads::SubmitOptions { key: idempotency_key, wait, logs, tenant, json },
         ),
         Some(Command::Import(args)) => import::run(&args),
         Some(Command::Status(args)) => workloads::status(&cli.store, args),

@@ -13,7 +13,9 @@ use super::{
 use canopy::client::{Client, ClientError, new_key};
 use canopy::engine::command::{Command, CommandResult};
 use canopy::engine::handle::FleetStatus;
-use canopy::engine::model::{AttemptRecord, EventRecord, Millis, WorkloadId, WorkloadRecord, WorkloadState};
+use canopy::engine::model::{
+    AttemptId, AttemptRecord, EventRecord, Millis, WorkloadId, WorkloadRecord, WorkloadState,
+};
 use canopy::server::api::{ArtifactView, Page};
 use canopy::spec::load::{self, Format};
 use canopy::text::{json_pretty, sanitize};
@@ -121,6 +123,8 @@ fn run<T>(
 pub struct SubmitOptions {
     pub key: Option<String>,
     pub wait: bool,
+    /// With `wait`: print the workload's output as it comes.
+    pub logs: bool,
     pub tenant: Option<String>,
     pub json: bool,
 }
@@ -131,7 +135,12 @@ pub fn submit(
     from: Option<canopy::import::Source>,
     o: SubmitOptions,
 ) -> Result<ExitCode> {
-    let SubmitOptions { key, wait, tenant, json } = o;
+    let SubmitOptions { key, wait, logs, tenant, json } = o;
+    let wait = match (wait, logs) {
+        (false, _) => Wait::No,
+        (true, false) => Wait::State,
+        (true, true) => Wait::Logs,
+    };
     // A SkyPilot or dstack file is converted first (its warnings shown),
     // and the converted spec is what is checked and sent.
     if let Some(format) = from {
@@ -176,6 +185,16 @@ fn shell_word(s: &str) -> String {
     }
 }
 
+/// How `submit` follows what it sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    No,
+    /// To its end, saying each state.
+    State,
+    /// To its end, with each attempt's output as it comes and the exit code.
+    Logs,
+}
+
 /// Sends checked spec text; with `wait`, follows the workload to its end.
 /// `again` is what follows `canopy submit` to send the same spec again.
 fn send(
@@ -183,7 +202,7 @@ fn send(
     source: &str,
     is_json: bool,
     (key, tenant): (Option<String>, Option<&str>),
-    wait: bool,
+    wait: Wait,
     json: bool,
     again: &str,
 ) -> Result<ExitCode> {
@@ -211,16 +230,18 @@ fn send(
         Err(e) => return Ok(report(store, &e)),
     };
     let id = v.workload.id;
-    if json && !wait {
+    if json && wait == Wait::No {
         outln!("{}", serde_json::json!({ "id": id.to_string(), "existing": v.existing }));
     } else if v.existing {
         outln!("{id} (already submitted with this idempotency key)");
     } else {
         outln!("{id}");
     }
-    if !wait {
+    if wait == Wait::No {
         return Ok(ExitCode::SUCCESS);
     }
+    use std::io::IsTerminal;
+    let raw = canopy::text::logs_raw(false, std::io::stdout().is_terminal());
     let followed = with_api(store, async |c| {
         let mut last: Option<WorkloadState> = None;
         // Ctrl-C stops the waiting, not the workload: say so, and how to
@@ -230,9 +251,23 @@ fn send(
             Some(s) => s.recv().await,
             None => std::future::pending().await,
         };
+        let mut output: Option<super::logs::Follow> = None;
         loop {
             let v = c.workload(id).await?;
             let w = v.workload;
+            if wait == Wait::Logs && w.attempts > 0 {
+                // A new attempt: the last one's rest, then this one's.
+                if output.as_ref().is_none_or(|f| f.attempt.n != w.attempts) {
+                    if let Some(mut f) = output.take() {
+                        f.print_new(&c).await?;
+                        f.finish();
+                    }
+                    output = Some(super::logs::Follow::both(AttemptId { workload: id, n: w.attempts }, raw));
+                }
+                if let Some(f) = output.as_mut() {
+                    f.print_new(&c).await?;
+                }
+            }
             if last != Some(w.state) {
                 errln!(
                     "{id}: {}{}",
@@ -242,6 +277,14 @@ fn send(
                 last = Some(w.state);
             }
             if w.state.is_final() {
+                if let Some(mut f) = output.take() {
+                    f.print_new(&c).await?;
+                    f.finish();
+                    let code = v.attempts.last().and_then(|a| a.exit_code);
+                    let code =
+                        code.map_or_else(|| "none (it did not exit by itself)".into(), |c| c.to_string());
+                    errln!("{id}: {} (attempt {}, exit code {code})", w.state, w.attempts);
+                }
                 return Ok(Some(w));
             }
             tokio::select! {
