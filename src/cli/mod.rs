@@ -22,6 +22,7 @@ mod fleet;
 mod import;
 mod logs;
 mod plan;
+mod profile;
 mod sim;
 mod table;
 mod validate;
@@ -116,6 +117,11 @@ pub struct StoreArgs {
         help_heading = GLOBAL
     )]
     pub token: Option<String>,
+    /// A context of the client profile ($XDG_CONFIG_HOME/canopy/config.toml):
+    /// its servers and where its token comes from. The profile's
+    /// current_context applies when neither this, --server nor --store is given.
+    #[arg(long, global = true, env = "CANOPY_CONTEXT", value_name = "NAME", help_heading = GLOBAL)]
+    pub context: Option<String>,
 }
 
 impl StoreArgs {
@@ -392,7 +398,22 @@ pub enum Command {
     Sim(sim::SimArgs),
 }
 
-pub fn run(cli: Cli) -> Result<ExitCode> {
+pub fn run(mut cli: Cli) -> Result<ExitCode> {
+    let local_only = matches!(
+        cli.command,
+        Some(
+            Command::Serve(_)
+                | Command::Sim(_)
+                | Command::Validate { .. }
+                | Command::Schema
+                | Command::Import(_)
+                | Command::Completions(_)
+                | Command::Man(_)
+        )
+    );
+    if !local_only {
+        profile::apply(&mut cli.store)?;
+    }
     match cli.command {
         None => console::run(&cli.store, &cli.console),
         Some(Command::Fleet { fleet, nodes, wide, json }) => match fleet.fleet {
