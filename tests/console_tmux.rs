@@ -224,8 +224,17 @@ fn cmdline(pid: u32) -> Option<String> {
 }
 
 impl Drop for Session {
+    /// Kills the session (its panes get SIGHUP) and makes sure it is gone:
+    /// a busy tmux server may answer a kill late or not at all.
     fn drop(&mut self) {
-        let _ = Command::new("tmux").args(["kill-session", "-t", &self.name]).output();
+        for _ in 0..50 {
+            let _ = Command::new("tmux").args(["kill-session", "-t", &self.name]).output();
+            let alive = Command::new("tmux").args(["has-session", "-t", &self.name]).output();
+            if !alive.is_ok_and(|o| o.status.success()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 
