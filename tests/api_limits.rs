@@ -9,8 +9,10 @@
 //! server never ran out of file descriptors. Short timeouts come from the
 //! server's own options.
 
+mod reap_support;
 mod serve_support;
 
+use reap_support::Reaper;
 use serve_support::{DEADLINE, Process, Serve};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -113,6 +115,7 @@ impl Drop for EventStream {
 #[test]
 fn idle_clients_beyond_the_file_limit_leave_the_socket_and_token_holders_answered() {
     let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
     let store = tmp.path().join("store");
     let serve = Serve::start(
         &store,

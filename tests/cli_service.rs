@@ -10,6 +10,9 @@
 //! Every wait is a bounded poll for a condition; nothing is timed. Every
 //! test stops the servers and the workloads it started.
 
+mod reap_support;
+
+use reap_support::Reaper;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -166,6 +169,7 @@ fn state(store: &Path, id: &str) -> String {
 #[test]
 fn status_shows_retried_as_on_the_original_and_retry_of_on_the_retry() {
     let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
     let (store, dir) = (tmp.path().join("store"), tmp.path());
     let server = Server::start(&store, false);
     let id = submit(&store, &local_spec(dir, "fails", "exit 3"));
@@ -193,6 +197,7 @@ fn status_shows_retried_as_on_the_original_and_retry_of_on_the_retry() {
 #[test]
 fn token_list_shows_the_tokens_that_exist() {
     let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
     let store = tmp.path().join("store");
     let _server = Server::start(&store, false);
     let mut secrets = Vec::new();
@@ -333,6 +338,7 @@ fn follow(store: &Path, dir: &Path, id: &str, args: &[&str]) -> (Background, Pat
 #[test]
 fn logs_follow_reconnects_across_an_engine_restart_and_resumes() {
     let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
     let (store, dir) = (tmp.path().join("store"), tmp.path());
     let gate = Gate::new(dir);
     let server = Server::start(&store, false);
@@ -369,6 +375,7 @@ fn logs_follow_reconnects_across_an_engine_restart_and_resumes() {
 #[test]
 fn logs_follow_gives_up_after_its_bound() {
     let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
     let (store, dir) = (tmp.path().join("store"), tmp.path());
     let gate = Gate::new(dir);
     let server = Server::start(&store, false);
@@ -461,6 +468,7 @@ fn lossy_proxy(upstream: &str, n: usize) -> (String, std::thread::JoinHandle<Vec
 #[test]
 fn a_submit_whose_answer_is_lost_prints_the_key_to_retry_with() {
     let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
     let store = tmp.path().join("store");
     let server = Server::start(&store, true);
     let real = server.url.clone().expect("a TCP address");
@@ -516,6 +524,7 @@ fn a_submit_whose_answer_is_lost_prints_the_key_to_retry_with() {
 #[test]
 fn the_api_bench_workload_is_accepted_and_waits() {
     let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
     let store = tmp.path().join("store");
     let _server = Server::start(&store, false);
     let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/api_bench.toml");

@@ -4,6 +4,7 @@
 //! filter finds an old record. The console's effects are answered through
 //! the engine handle on the server's API, as the run loop does.
 
+mod reap_support;
 mod serve_support;
 
 use canopy::console::app::{App, Config, Effect, Msg, PAGE, View};
@@ -15,6 +16,7 @@ use canopy::journal::Journal;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use reap_support::Reaper;
 use serve_support::{Process, Serve};
 use std::sync::Arc;
 
@@ -92,6 +94,7 @@ async fn serve(app: &mut App, engine: &EngineHandle, fx: Vec<Effect>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attached_console_sees_the_whole_history() {
     let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
     let store = tmp.path().join("store");
     let counts = write_store(&store);
     let server = Serve::start(&store, &[], Process::default());

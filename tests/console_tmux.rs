@@ -2,8 +2,14 @@
 //! consoles attached to a running engine, a console's engine handed over
 //! to `canopy serve` when its terminal goes, and `canopy sim --watch`).
 //! Waits for screen content or process state, never for fixed times.
-//! Skipped (with a visible line) when tmux is not installed.
+//! Skipped (with a visible line) when tmux is not installed. Every test
+//! reaps what it started: a [`Reaper`] on its directory fails it if a
+//! process naming that directory (a console, an engine handed over to
+//! `canopy serve`, a workload) outlives its teardown.
 
+mod reap_support;
+
+use reap_support::Reaper;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -212,19 +218,30 @@ fn owner_pid(root: &Path) -> Option<u32> {
 
 /// The command line of a live process, words joined by spaces.
 fn cmdline(pid: u32) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    // A zombie's is empty: it has ended.
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok().filter(|r| !r.is_empty())?;
     Some(String::from_utf8_lossy(&raw).replace('\0', " "))
 }
 
 impl Drop for Session {
+    /// Kills the session (its panes get SIGHUP) and makes sure it is gone:
+    /// a busy tmux server may answer a kill late or not at all.
     fn drop(&mut self) {
-        let _ = Command::new("tmux").args(["kill-session", "-t", &self.name]).output();
+        for _ in 0..50 {
+            let _ = Command::new("tmux").args(["kill-session", "-t", &self.name]).output();
+            let alive = Command::new("tmux").args(["has-session", "-t", &self.name]).output();
+            if !alive.is_ok_and(|o| o.status.success()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 
 #[test]
 fn the_console_end_to_end() {
     let home = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(home.path());
     let fail = home.path().join("fail.toml");
     std::fs::write(
         &fail,
@@ -285,6 +302,7 @@ fn the_console_end_to_end() {
 #[test]
 fn sim_watch_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(dir.path());
     let trace = dir.path().join("tiny.csv");
     std::fs::write(
         &trace,
@@ -319,6 +337,7 @@ fn consoles_attach_to_a_running_engine_and_ride_out_its_restart() {
         return;
     }
     let home = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(home.path());
     let root = home.path();
     let mut server = Server::start(root, 1);
 
@@ -364,31 +383,55 @@ fn consoles_attach_to_a_running_engine_and_ride_out_its_restart() {
 }
 
 /// Cancels the workload and stops the background engine, however the test
-/// ends.
+/// ends. Made before the console's session, so dropped after it: a test
+/// that fails before the handover finished still waits for the console to
+/// finish it (a hung-up console hands over in its own time), then stops
+/// the engine that took over, instead of stopping nothing and leaving a
+/// `canopy serve` behind.
 struct Handed<'a> {
     root: &'a Path,
 }
 
 impl Drop for Handed<'_> {
     fn drop(&mut self) {
+        let root = self.root.display().to_string();
+        let console =
+            |pid: &u32| cmdline(*pid).is_some_and(|c| c.contains("--color=none") && c.contains(&root));
+        let start = Instant::now();
+        while start.elapsed() < WAIT && pids().iter().any(console) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let _ = cli(self.root, &["cancel", "w-1"]);
         if let Some(pid) = owner_pid(self.root)
-            && cmdline(pid)
-                .is_some_and(|c| c.contains(" serve") && c.contains(&self.root.display().to_string()))
+            && cmdline(pid).is_some_and(|c| c.contains(" serve") && c.contains(&root))
         {
             terminate(pid);
-            wait_until("the background engine to stop", || cmdline(pid).is_none().then_some(()));
+            let start = Instant::now();
+            while start.elapsed() < WAIT && cmdline(pid).is_some() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
     }
+}
+
+/// Every process id in /proc.
+fn pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default()
 }
 
 #[test]
 fn a_console_that_loses_its_terminal_hands_its_engine_over() {
     let home = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(home.path());
     let root = home.path();
-    let Some(s) = Session::start("canopy-hangup", &console_cmd(root)) else { return };
-    s.wait_for("broken first");
+    if !has_tmux() {
+        return;
+    }
     let _cleanup = Handed { root };
+    let s = Session::start("canopy-hangup", &console_cmd(root)).unwrap();
+    s.wait_for("broken first");
     let console = owner_pid(root).expect("the console's engine owns the store");
 
     // Work that outlives the console, submitted through the console's own
@@ -432,6 +475,7 @@ fn a_console_with_a_viewer_token_is_read_only_by_itself() {
         return;
     }
     let home = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(home.path());
     let root = home.path();
     let server = Server::start_with(root, 1, &["--listen", "127.0.0.1:0"]);
     let url = server
@@ -473,6 +517,7 @@ fn a_console_with_a_viewer_token_is_read_only_by_itself() {
 #[test]
 fn the_3am_path_survives_a_restart() {
     let home = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(home.path());
     let root = home.path();
     let xid = root.join("xid.toml");
     std::fs::write(
@@ -543,6 +588,13 @@ fn the_3am_path_survives_a_restart() {
         (ok && out.contains("cordoned")).then_some(out)
     });
     assert!(status.contains("queued"), "the cordoned node took new work: {status}");
+    // w-3 waits for a node: quitting asks about the engine; it stops with
+    // the console (closing the terminal instead would hand it over to a
+    // background `canopy serve` that outlives the test).
+    s.keys(&["q"]);
+    s.wait_for("keep the engine running");
+    s.keys(&["n"]);
+    s.wait_for("CONSOLE-EXITED-0");
 }
 
 /// The on-call extras on the real binary (#23 item 11): a failure
@@ -553,6 +605,7 @@ fn the_3am_path_survives_a_restart() {
 #[test]
 fn the_on_call_extras_end_to_end() {
     let home = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(home.path());
     let root = home.path();
     let fail = root.join("fail.toml");
     std::fs::write(
@@ -634,6 +687,7 @@ fn the_tenants_view_end_to_end() {
         return;
     }
     let home = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(home.path());
     let root = home.path();
     let _server = Server::start(root, 1);
     let tables = |extra: &str| {
@@ -678,4 +732,12 @@ fn the_tenants_view_end_to_end() {
     s.wait_gone("b-job");
     s.keys(&["q"]);
     s.wait_for("CONSOLE-EXITED-0");
+    // The engine's stop leaves work running at its provider (by design):
+    // the test ends its own.
+    let (ok, out) = cli(root, &["cancel", "w-1"]);
+    assert!(ok, "{out}");
+    wait_until("b-job to end", || {
+        let (_, out) = cli(root, &["status", "w-1"]);
+        out.contains("cancelled").then_some(())
+    });
 }

@@ -7,7 +7,10 @@
 //!
 //! Set `CANOPY_CRASH_SEED` to replay another sequence of kills.
 
+mod reap_support;
+
 use canopy::engine::model::{WorkloadRecord, WorkloadState};
+use reap_support::Reaper;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -135,6 +138,7 @@ fn killing_the_engine_at_random_never_loses_or_repeats_a_workload() {
     eprintln!("crash test seed {seed} (CANOPY_CRASH_SEED)");
     let mut rng = Rng(seed);
     let (_tmp, store, scratch, specs) = dirs();
+    let _reaper = Reaper::new(_tmp.path());
     let marker = scratch.join("ran");
 
     let mut names = Vec::new();
@@ -235,6 +239,7 @@ fn cancels_survive_kills_before_the_stop_is_confirmed() {
     const N: usize = 20;
     let mut rng = Rng(crash_seed() ^ 0xca9ce1);
     let (_tmp, store, scratch, specs) = dirs();
+    let _reaper = Reaper::new(_tmp.path());
     let marker = scratch.join("ran");
     let mut engine = start_engine(&store, &scratch, 0);
     let stop = AtomicBool::new(false);

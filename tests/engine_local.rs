@@ -8,6 +8,9 @@
 
 use canopy::engine::model::{AttemptRecord, AttemptState, WorkloadId, WorkloadRecord, WorkloadState};
 use sha2::{Digest, Sha256};
+mod reap_support;
+
+use reap_support::Reaper;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -158,6 +161,8 @@ fn spec(dir: &Path, name: &str, script: &str, extra: &str) -> PathBuf {
 }
 
 struct Setup {
+    /// Dropped first: fails the test if anything it started outlives it.
+    _reaper: Reaper,
     _tmp: tempfile::TempDir,
     store: PathBuf,
     scratch: PathBuf,
@@ -171,7 +176,7 @@ fn setup() -> Setup {
     for d in [&scratch, &specs] {
         std::fs::create_dir_all(d).unwrap();
     }
-    Setup { store, scratch, specs, _tmp: tmp }
+    Setup { _reaper: Reaper::new(tmp.path()), store, scratch, specs, _tmp: tmp }
 }
 
 fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -555,16 +560,18 @@ fn a_lost_journal_is_not_started_over_silently_and_the_store_is_private() {
 
     // Asked explicitly, it starts over; new ids start above the old ones.
     let n = std::fs::read_dir(&s.scratch).unwrap().count();
-    let mut child = Command::new(BIN)
+    let path = s.scratch.join(format!("engine-{n}.stderr"));
+    let child = Command::new(BIN)
         .arg("--store")
         .arg(&s.store)
         .args(["serve", "--no-faults", "--new-journal"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(s.scratch.join(format!("engine-{n}.stderr"))).unwrap())
+        .stderr(std::fs::File::create(&path).unwrap())
         .spawn()
         .unwrap();
-    let path = s.scratch.join(format!("engine-{n}.stderr"));
+    // Stopped below; killed if the test fails first.
+    let engine = Engine { child: Some(child), stderr: path.clone() };
     wait_for("the engine to start", || {
         std::fs::read_to_string(&path).unwrap_or_default().contains("canopy serve: store")
     });
@@ -574,8 +581,7 @@ fn a_lost_journal_is_not_started_over_silently_and_the_store_is_private() {
     let w = cli.wait_final(running);
     assert_eq!((w.state, w.name.as_str()), (WorkloadState::Succeeded, "survivor"), "{w:?}");
     assert!(cli.ok(&["logs", &running.to_string()]).contains("survived"));
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    child.wait().unwrap();
+    engine.stop();
 
     // A store someone opened up is flagged on start.
     std::fs::set_permissions(&s.store, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -612,6 +618,11 @@ fn submit_wait_notices_when_the_engine_dies() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(status.code(), Some(4), "{err}");
     assert!(err.contains("the engine went away"), "{err}");
+    // The work outlived its engine, as it should: an engine ends it.
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
+    cli.ok(&["cancel", "w-1"]);
+    assert_eq!(cli.wait_final(WorkloadId(1)).state, WorkloadState::Cancelled);
+    engine.stop();
 }
 
 #[test]
@@ -719,8 +730,12 @@ fn draining_a_node_lets_work_finish_and_evicting_moves_it_without_a_failure() {
     // and the node's health is untouched.
     let marker = s.scratch.join("moved");
     let script = format!("trap '' TERM; echo run >> {}; sleep 60", marker.display());
-    let moved =
-        cli.submit(&spec(&s.specs, "moved", &script, "[retry]\nmax_attempts = 1\ninfra_retries = 1\n"));
+    let path = spec(&s.specs, "moved", &script, "[retry]\nmax_attempts = 1\ninfra_retries = 1\n");
+    // A short grace, so that the cancel at the end ends it soon.
+    let text =
+        std::fs::read_to_string(&path).unwrap().replace("[runtime]\n", "[runtime]\nstop_grace = \"1s\"\n");
+    std::fs::write(&path, text).unwrap();
+    let moved = cli.submit(&path);
     cli.wait_state(moved, |s| s == WorkloadState::Running);
     let said = cli.ok(&["drain", &node, "--evict", "--grace", "1s", "--reason", "disk swap"]);
     assert!(said.contains("drain"), "{said}");
@@ -738,6 +753,8 @@ fn draining_a_node_lets_work_finish_and_evicting_moves_it_without_a_failure() {
     cli.wait_state(moved, |s| s == WorkloadState::Running);
     wait_for("the second run", || std::fs::read_to_string(&marker).unwrap_or_default().lines().count() == 2);
     cli.ok(&["cancel", &moved.to_string()]);
+    // Ended before the engine stops: a stopped engine leaves work running.
+    assert_eq!(cli.wait_final(moved).state, WorkloadState::Cancelled);
     engine.stop();
 }
 
@@ -809,6 +826,8 @@ fn a_drain_and_its_eviction_survive_an_engine_restart() {
     let (_, attempts) = cli.status(moved);
     assert_eq!(attempts[0].rule.as_deref(), Some("canopy.evicted"), "{w:?} {attempts:?}");
     cli.ok(&["cancel", &moved.to_string()]);
+    // Ended before the engine stops: a stopped engine leaves work running.
+    assert_eq!(cli.wait_final(moved).state, WorkloadState::Cancelled);
     engine.stop();
 }
 

@@ -7,6 +7,9 @@
 //!
 //! Every wait is a bounded poll for a condition; nothing is timed.
 
+mod reap_support;
+
+use reap_support::Reaper;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -36,6 +39,7 @@ fn example(rel: &str) -> String {
 #[test]
 fn import_prints_a_spec_that_validates_and_plans_with_warnings_on_stderr() {
     let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
     let store = tmp.path().join("home");
     let file = example("skypilot/multinode.yaml");
     let out = canopy(&store, &["import", "skypilot", &file]);
@@ -72,6 +76,7 @@ fn import_prints_a_spec_that_validates_and_plans_with_warnings_on_stderr() {
 #[test]
 fn import_writes_the_same_spec_to_a_file_with_o() {
     let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
     let store = tmp.path().join("home");
     let file = example("dstack/distributed.dstack.yml");
     let printed = canopy(&store, &["import", "dstack", &file]);
@@ -98,6 +103,7 @@ fn import_writes_the_same_spec_to_a_file_with_o() {
 #[test]
 fn a_file_that_cannot_be_imported_exits_1_with_a_positioned_error() {
     let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
     let store = tmp.path().join("home");
     let bad = tmp.path().join("bad.yaml");
     std::fs::write(&bad, "name: x\nresources:\n  accelerators: \"A100:x\"\nrun: echo\n").unwrap();
@@ -208,6 +214,7 @@ fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
 #[test]
 fn submit_from_runs_a_skypilot_setup_and_run_and_dstack_commands_on_the_local_provider() {
     let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
     let (store, scratch) = (tmp.path().join("home"), tmp.path().join("scratch"));
     std::fs::create_dir_all(&scratch).unwrap();
     let _engine = Engine::start(&store, &scratch);

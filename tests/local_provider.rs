@@ -730,17 +730,21 @@ async fn an_image_runs_in_a_container_where_a_runtime_exists() {
     let mut cfg = config(t.path());
     cfg.containers = ContainerPolicy::Detect;
     let p = LocalProvider::new(cfg);
-    if p.container_engine().await.is_none() {
-        // Written to the terminal directly, past the test harness's capture,
-        // so a skipped check is visible in every run.
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED an_image_runs_in_a_container_where_a_runtime_exists: no podman or docker engine here"
-        );
-        return;
-    }
     let image =
         std::env::var("CANOPY_TEST_IMAGE").unwrap_or_else(|_| "docker.io/library/busybox:latest".into());
+    let usable = match p.container_engine().await {
+        None => Err("no podman or docker engine here".to_string()),
+        Some(engine) => container_runs(&engine.program, &image).await,
+    };
+    if let Err(why) = usable {
+        // Set where containers must run (CI): a skip would hide a broken runtime.
+        assert!(std::env::var_os("CANOPY_TEST_REQUIRE_CONTAINERS").is_none(), "{why}");
+        // Written to the terminal directly, past the test harness's capture,
+        // so a skipped check is visible in every run.
+        let _ =
+            writeln!(std::io::stderr(), "SKIPPED an_image_runs_in_a_container_where_a_runtime_exists: {why}");
+        return;
+    }
     let s = spec(json!({
         "runtime": { "image": image, "command": ["sh", "-c", "echo hi > /outputs/x.txt; echo $CANOPY_ATTEMPT"] },
         "outputs": [{ "name": "x", "path": "/outputs/x.txt", "required": true }],
@@ -750,6 +754,31 @@ async fn an_image_runs_in_a_container_where_a_runtime_exists() {
     assert_eq!(log(&p, &req.token, LogStream::Stdout).await, "w-1.1\n");
     let arts = p.outputs(&req.token, &s, &t.path().join("store")).await.unwrap().artifacts;
     assert_eq!(arts[0].sha256, sha(b"hi\n"));
+}
+
+/// Whether `program run --rm IMAGE true` works here (pulling the image if
+/// it must): an installed podman or docker may still be unable to run a
+/// container (no daemon, no user namespaces, no image and no network).
+/// The reason when it cannot.
+async fn container_runs(program: &Path, image: &str) -> Result<(), String> {
+    /// Room for a first pull of a small image.
+    const PROBE: Duration = Duration::from_secs(120);
+    let probe = tokio::process::Command::new(program)
+        .args(["run", "--rm", image, "true"])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let shown = format!("`{} run --rm {image} true`", program.display());
+    match tokio::time::timeout(PROBE, probe).await {
+        Err(_) => Err(format!("{shown} did not finish within {}s", PROBE.as_secs())),
+        Ok(Err(e)) => Err(format!("{shown} could not start: {e}")),
+        Ok(Ok(out)) if out.status.success() => Ok(()),
+        Ok(Ok(out)) => {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+            Err(format!("{shown} failed ({}): {}", out.status, last.trim()))
+        }
+    }
 }
 
 #[tokio::test]

@@ -7,8 +7,10 @@
 //! the host reads a workload's logs, records or artifacts. The workload's
 //! own file keeps the mode it gave it.
 
+mod reap_support;
 mod serve_support;
 
+use reap_support::Reaper;
 use serve_support::{Process, Serve};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -65,6 +67,7 @@ fn open_to_others(store: &Path) -> Vec<String> {
 #[test]
 fn nothing_canopy_makes_in_an_open_store_is_readable_by_other_users() {
     let tmp = tempfile::tempdir().unwrap();
+    let _reaper = Reaper::new(tmp.path());
     let parent = tmp.path().join("state");
     let store = parent.join("canopy");
     // A unit's state directory: 0755 under a 0755 parent.

@@ -10,6 +10,9 @@
 
 use canopy::engine::model::{AttemptRecord, WorkloadId, WorkloadRecord, WorkloadState};
 use canopy::failure::{FailureClass, ProviderEnd};
+mod reap_support;
+
+use reap_support::Reaper;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -144,6 +147,8 @@ impl Cli {
 }
 
 struct Setup {
+    /// Dropped first: fails the test if anything it started outlives it.
+    _reaper: Reaper,
     _tmp: tempfile::TempDir,
     store: PathBuf,
     scratch: PathBuf,
@@ -228,7 +233,7 @@ fn setup_with(b_borrowing: Option<u32>) -> Setup {
         .find(|p| p["provider"] == "local")
         .and_then(|p| p["nodes"][0]["cpu_free"].as_f64())
         .unwrap_or_else(|| panic!("the local pool's CPU cores: {fleet}"));
-    Setup { _tmp: tmp, store, scratch, cores }
+    Setup { _reaper: Reaper::new(tmp.path()), _tmp: tmp, store, scratch, cores }
 }
 
 /// Counts steps, five a second. On SIGTERM it saves the step it reached

@@ -3,8 +3,8 @@
 //! store's owner, or `--server` with an admin or operator token).
 
 use super::StoreArgs;
-use super::table::new_table;
-use super::workloads::{chrono_like, now, with_api};
+use super::table::{cut, new_table};
+use super::workloads::{local_time, now, with_api};
 use canopy::engine::model::AuditRecord;
 use canopy::server::api::{NewTokenRequest, NewTokenResponse};
 use canopy::server::auth::Role;
@@ -91,9 +91,9 @@ pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
             let mut t = new_table(&["NAME", "ROLE", "TENANT", "SCOPES", "CREATED", "BY", "STATE"]);
             for r in &rows {
                 let state = match (r.revoked_at, r.expires_at) {
-                    (Some(at), _) => format!("revoked {}", chrono_like(at)),
-                    (None, Some(e)) if e <= now => format!("expired {}", chrono_like(e)),
-                    (None, Some(e)) => format!("expires {}", chrono_like(e)),
+                    (Some(at), _) => format!("revoked {}", local_time(at)),
+                    (None, Some(e)) if e <= now => format!("expired {}", local_time(e)),
+                    (None, Some(e)) => format!("expires {}", local_time(e)),
                     (None, None) => "active".into(),
                 };
                 t.add_row(vec![
@@ -101,7 +101,7 @@ pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
                     r.role.clone(),
                     r.tenant.clone().unwrap_or_else(|| "-".into()),
                     r.scopes.join(", "),
-                    chrono_like(r.created_at),
+                    local_time(r.created_at),
                     r.created_by.clone(),
                     state,
                 ]);
@@ -150,17 +150,17 @@ pub fn audit(store: &StoreArgs, a: AuditArgs) -> Result<ExitCode> {
         outln!("{}", canopy::text::json_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = new_table(&["AT (UTC)", "WHO", "FROM", "ACTION", "TARGET", "OUTCOME", "REASON"]);
+    let mut t = new_table(&["AT", "WHO", "FROM", "ACTION", "TARGET", "OUTCOME", "REASON"]);
     for r in &rows {
         // Reasons and targets are other people's text: the table makes
         // each cell safe for a terminal.
         t.add_row(vec![
-            chrono_like(r.at),
+            local_time(r.at),
             r.principal.clone(),
             r.origin.clone(),
             r.action.clone(),
             r.target.clone().unwrap_or_default(),
-            sanitize(&r.outcome).chars().take(60).collect(),
+            cut(&sanitize(&r.outcome), 60),
             r.reason.clone().unwrap_or_default(),
         ]);
     }
@@ -292,7 +292,7 @@ pub fn tenants(store: &StoreArgs, args: TenantsArgs) -> Result<ExitCode> {
         errln!(
             "set by {}{}",
             sanitize(by),
-            v.set_at.map(|t| format!(" {}", chrono_like(t))).unwrap_or_default()
+            v.set_at.map(|t| format!(" {}", local_time(t))).unwrap_or_default()
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -284,9 +284,9 @@ pub fn run(
 /// for a terminal (the reason is someone's free text).
 fn describe(i: &NodeIntent) -> String {
     use canopy::text::sanitize;
-    let until = i.until.map(|u| format!(" until {}", super::workloads::chrono_like(u))).unwrap_or_default();
+    let until = i.until.map(|u| format!(" until {}", super::workloads::local_time(u))).unwrap_or_default();
     let why = i.reason.as_deref().map(|r| format!(": {}", sanitize(r))).unwrap_or_default();
-    format!("{} by {} at {}{until}{why}", i.state, sanitize(&i.by), super::workloads::chrono_like(i.at))
+    format!("{} by {} at {}{until}{why}", i.state, sanitize(&i.by), super::workloads::local_time(i.at))
 }
 
 #[cfg(test)]

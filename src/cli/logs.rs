@@ -35,8 +35,8 @@ pub struct LogsArgs {
 }
 
 /// One followed attempt: its streams and how far each has been printed.
-struct Follow {
-    attempt: AttemptId,
+pub(super) struct Follow {
+    pub(super) attempt: AttemptId,
     streams: Vec<Stream>,
     offsets: Vec<u64>,
     // One per stream: a chunk may end inside a character or a `\r\n`.
@@ -45,10 +45,22 @@ struct Follow {
 }
 
 impl Follow {
+    /// Follows `attempt`'s stdout and stderr from their start, made safe
+    /// for a terminal unless `raw`.
+    pub(super) fn both(attempt: AttemptId, raw: bool) -> Follow {
+        Follow {
+            attempt,
+            streams: vec![Stream::Stdout, Stream::Stderr],
+            offsets: vec![0; 2],
+            text: vec![LogText::default(), LogText::default()],
+            raw,
+        }
+    }
+
     /// Prints whatever the streams gained since the last call; whether
     /// they gained anything. An offset moves on only once its bytes are
     /// printed, so a call cut off half way is taken up where it stopped.
-    async fn print_new(&mut self, c: &Client) -> Result<bool, ClientError> {
+    pub(super) async fn print_new(&mut self, c: &Client) -> Result<bool, ClientError> {
         let mut grew = false;
         for (i, s) in self.streams.iter().enumerate() {
             loop {
@@ -74,7 +86,7 @@ impl Follow {
         Ok(v.attempts.iter().find(|x| x.id.n == self.attempt.n).is_some_and(|x| x.state.is_final()))
     }
 
-    fn finish(&mut self) {
+    pub(super) fn finish(&mut self) {
         for t in &mut self.text {
             super::out::stdout(&t.finish());
         }

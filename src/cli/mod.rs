@@ -6,7 +6,8 @@
 //! (`plan`), 4 no engine owns the store (or `--server` does not answer),
 //! 5 the workload failed (`submit --wait`), 6 it was cancelled, 7 the
 //! connection broke before the answer (the outcome is unknown; a submit
-//! prints the idempotency key to retry with), 141 the reader of the
+//! prints the idempotency key to retry with), 130 Ctrl-C stopped
+//! `submit --wait` (the workload keeps running), 141 the reader of the
 //! output went away ([`out`]). Everything printed goes
 //! through [`out`]: safe for a terminal, and quiet on a closed pipe.
 
@@ -14,15 +15,18 @@
 pub mod out;
 
 mod admin;
+mod completions;
 mod console;
 mod engine;
 mod fleet;
 mod import;
 mod logs;
 mod plan;
+mod profile;
 mod sim;
 mod table;
 mod validate;
+mod whoami;
 mod workloads;
 
 use canopy::engine::command::Command as JCommand;
@@ -41,6 +45,12 @@ pub const EXIT_CANCELLED: u8 = 6;
 /// The connection broke after the request went out: it may have been
 /// carried out. A submit says the idempotency key to send it again with.
 pub const EXIT_UNKNOWN: u8 = 7;
+/// Ctrl-C stopped the waiting (128 + SIGINT, as shells report it); what
+/// was waited for goes on.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// The help heading of the options every command takes.
+const GLOBAL: &str = "Global options";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -51,7 +61,7 @@ pub const EXIT_UNKNOWN: u8 = 7;
 pub struct Cli {
     /// On an error, print the full report (where it came from, and the
     /// backtrace when RUST_BACKTRACE is set), as for a bug report.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub debug: bool,
     #[command(flatten)]
     pub store: StoreArgs,
@@ -63,6 +73,7 @@ pub struct Cli {
 
 /// How the console (`canopy` with no subcommand) looks and what it may do.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Console options")]
 pub struct ConsoleArgs {
     /// Watch only: submit, retry, cancel, cordon and drain are refused.
     #[arg(long)]
@@ -85,20 +96,32 @@ pub struct ConsoleArgs {
 pub struct StoreArgs {
     /// Canopy's state directory (store, logs, artifacts). Defaults to
     /// $CANOPY_HOME, else $XDG_STATE_HOME/canopy, else ~/.local/state/canopy.
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     pub store: Option<PathBuf>,
     /// Configuration file (real engines: Slurm, Ray). Defaults to
     /// $CANOPY_CONFIG, else <store>/canopy.toml when present.
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", help_heading = GLOBAL)]
     pub config: Option<PathBuf>,
     /// A remote Canopy server (http://HOST:PORT or https://…) instead of
     /// the store's socket; with a token from $CANOPY_TOKEN.
-    #[arg(long, global = true, env = "CANOPY_SERVER", value_name = "URL")]
+    #[arg(long, global = true, env = "CANOPY_SERVER", value_name = "URL", help_heading = GLOBAL)]
     pub server: Option<String>,
     /// Bearer token for --server (prefer the environment variable: a
     /// command line is visible to other users).
-    #[arg(long, global = true, env = "CANOPY_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(
+        long,
+        global = true,
+        env = "CANOPY_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN",
+        help_heading = GLOBAL
+    )]
     pub token: Option<String>,
+    /// A context of the client profile ($XDG_CONFIG_HOME/canopy/config.toml):
+    /// its servers and where its token comes from. The profile's
+    /// current_context applies when neither this, --server nor --store is given.
+    #[arg(long, global = true, env = "CANOPY_CONTEXT", value_name = "NAME", help_heading = GLOBAL)]
+    pub context: Option<String>,
 }
 
 impl StoreArgs {
@@ -176,6 +199,15 @@ pub enum Command {
     },
     /// Print the JSON Schema of the workload spec, for editors.
     Schema,
+    /// Print a shell's completion script: `source <(canopy completions
+    /// bash)` in ~/.bashrc; for zsh, into a file on $fpath named _canopy.
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page canopy(1), or with --out DIR write one page
+    /// per command.
+    Man(completions::ManArgs),
+    /// Who the server takes you for: the principal (a token's name, or
+    /// local:USER on the store's socket), its role, tenant and scopes.
+    Whoami(whoami::WhoamiArgs),
     /// Convert a SkyPilot task YAML or a dstack task configuration into a
     /// Canopy spec; what has no counterpart is a warning at its line.
     Import(import::ImportArgs),
@@ -186,6 +218,12 @@ pub enum Command {
     #[command(alias = "engine")]
     Serve(engine::ServeArgs),
     /// Submit a workload spec to the engine that owns the store.
+    #[command(after_help = "Examples:
+  canopy submit train.toml                     prints the new workload's id (w-N)
+  canopy submit train.toml --wait              follows it; exit 0 succeeded, 5 failed, 6 cancelled
+  canopy submit train.toml --wait --logs       prints its output as it runs, then its exit code
+  canopy submit task.yaml --from skypilot      a SkyPilot task, converted as `canopy import` does
+  canopy submit train.toml --idempotency-key nightly-2026-12-06   safe to send again")]
     Submit {
         spec: PathBuf,
         /// SPEC is a SkyPilot task YAML or a dstack task configuration:
@@ -199,6 +237,10 @@ pub enum Command {
         /// failed, 6 if cancelled.
         #[arg(long)]
         wait: bool,
+        /// With --wait: print the workload's output (stdout and stderr)
+        /// as it comes, each attempt's in turn, then its exit code.
+        #[arg(long, requires = "wait")]
+        logs: bool,
         /// The tenant the work is for (admins; anyone else's is its own).
         #[arg(long)]
         tenant: Option<String>,
@@ -206,26 +248,21 @@ pub enum Command {
         json: bool,
     },
     /// List workloads, or show one with its attempts.
-    Status {
-        id: Option<WorkloadId>,
-        /// Only these states (repeatable): queued, running, failed…
-        #[arg(long = "state", value_parser = parse_state)]
-        states: Vec<WorkloadState>,
-        /// Only failures nobody has acknowledged or retried (what
-        /// triage shows), whatever their age.
-        #[arg(long)]
-        unresolved: bool,
-        #[arg(long, default_value_t = 50)]
-        limit: usize,
-        /// Only this tenant's workloads.
-        #[arg(long)]
-        tenant: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
+    #[command(after_help = "Examples:
+  canopy status                                the newest 50 workloads
+  canopy status w-12                           one workload with its attempts and why it waits
+  canopy status --state failed --state queued  only these states
+  canopy status --unresolved                   failures nobody has acknowledged or retried
+  canopy status --json | jq '.[].name'         for scripts")]
+    Status(workloads::StatusArgs),
     /// A workload's logs (the latest attempt unless --attempt). On a
     /// terminal, control characters show as `�` instead of acting; to a
     /// pipe or a file, the bytes are as the workload wrote them.
+    #[command(after_help = "Examples:
+  canopy logs w-12                             the latest attempt, stdout and stderr
+  canopy logs w-12 --follow                    until the attempt ends, across engine restarts
+  canopy logs w-12 --attempt 1 --stream stderr an earlier attempt's stderr
+  canopy logs w-12 > out.txt                   the bytes as written (escape sequences only with --raw on a terminal)")]
     Logs {
         id: WorkloadId,
         #[arg(long)]
@@ -361,7 +398,22 @@ pub enum Command {
     Sim(sim::SimArgs),
 }
 
-pub fn run(cli: Cli) -> Result<ExitCode> {
+pub fn run(mut cli: Cli) -> Result<ExitCode> {
+    let local_only = matches!(
+        cli.command,
+        Some(
+            Command::Serve(_)
+                | Command::Sim(_)
+                | Command::Validate { .. }
+                | Command::Schema
+                | Command::Import(_)
+                | Command::Completions(_)
+                | Command::Man(_)
+        )
+    );
+    if !local_only {
+        profile::apply(&mut cli.store)?;
+    }
     match cli.command {
         None => console::run(&cli.store, &cli.console),
         Some(Command::Fleet { fleet, nodes, wide, json }) => match fleet.fleet {
@@ -399,17 +451,18 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             },
         },
         Some(Command::Validate { specs, json }) => validate::run(&specs, json),
+        Some(Command::Completions(args)) => completions::completions(&args),
+        Some(Command::Man(args)) => completions::man(&args),
+        Some(Command::Whoami(args)) => whoami::run(&cli.store, &args),
         Some(Command::Serve(args)) => engine::run(&cli.store, args),
-        Some(Command::Submit { spec, from, idempotency_key, wait, tenant, json }) => workloads::submit(
+        Some(Command::Submit { spec, from, idempotency_key, wait, logs, tenant, json }) => workloads::submit(
             &cli.store,
             &spec,
             from.map(Into::into),
-            workloads::SubmitOptions { key: idempotency_key, wait, tenant, json },
+            workloads::SubmitOptions { key: idempotency_key, wait, logs, tenant, json },
         ),
         Some(Command::Import(args)) => import::run(&args),
-        Some(Command::Status { id, states, unresolved, limit, tenant, json }) => {
-            workloads::status(&cli.store, id, states, unresolved, limit, tenant, json)
-        }
+        Some(Command::Status(args)) => workloads::status(&cli.store, args),
         Some(Command::Logs { id, attempt, follow, stream, raw, reconnect_for }) => {
             logs::logs(&cli.store, logs::LogsArgs { id, attempt, follow, stream, raw, reconnect_for })
         }

@@ -5,12 +5,17 @@
 //! 4. A request whose answer was lost on the way is exit 7: a submit then
 //! prints the idempotency key that sends it again without a duplicate.
 
-use super::table::{new_table, usd};
-use super::{EXIT_CANCELLED, EXIT_ERROR, EXIT_NO_ENGINE, EXIT_UNKNOWN, EXIT_WORKLOAD_FAILED, StoreArgs};
+use super::table::{cut, new_table, usd};
+use super::{
+    EXIT_CANCELLED, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NO_ENGINE, EXIT_UNKNOWN, EXIT_WORKLOAD_FAILED,
+    StoreArgs,
+};
 use canopy::client::{Client, ClientError, new_key};
 use canopy::engine::command::{Command, CommandResult};
 use canopy::engine::handle::FleetStatus;
-use canopy::engine::model::{EventRecord, Millis, WorkloadId, WorkloadRecord, WorkloadState};
+use canopy::engine::model::{
+    AttemptId, AttemptRecord, EventRecord, Millis, WorkloadId, WorkloadRecord, WorkloadState,
+};
 use canopy::server::api::{ArtifactView, Page};
 use canopy::spec::load::{self, Format};
 use canopy::text::{json_pretty, sanitize};
@@ -118,6 +123,8 @@ fn run<T>(
 pub struct SubmitOptions {
     pub key: Option<String>,
     pub wait: bool,
+    /// With `wait`: print the workload's output as it comes.
+    pub logs: bool,
     pub tenant: Option<String>,
     pub json: bool,
 }
@@ -128,7 +135,12 @@ pub fn submit(
     from: Option<canopy::import::Source>,
     o: SubmitOptions,
 ) -> Result<ExitCode> {
-    let SubmitOptions { key, wait, tenant, json } = o;
+    let SubmitOptions { key, wait, logs, tenant, json } = o;
+    let wait = match (wait, logs) {
+        (false, _) => Wait::No,
+        (true, false) => Wait::State,
+        (true, true) => Wait::Logs,
+    };
     // A SkyPilot or dstack file is converted first (its warnings shown),
     // and the converted spec is what is checked and sent.
     if let Some(format) = from {
@@ -173,6 +185,16 @@ fn shell_word(s: &str) -> String {
     }
 }
 
+/// How `submit` follows what it sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    No,
+    /// To its end, saying each state.
+    State,
+    /// To its end, with each attempt's output as it comes and the exit code.
+    Logs,
+}
+
 /// Sends checked spec text; with `wait`, follows the workload to its end.
 /// `again` is what follows `canopy submit` to send the same spec again.
 fn send(
@@ -180,7 +202,7 @@ fn send(
     source: &str,
     is_json: bool,
     (key, tenant): (Option<String>, Option<&str>),
-    wait: bool,
+    wait: Wait,
     json: bool,
     again: &str,
 ) -> Result<ExitCode> {
@@ -208,21 +230,44 @@ fn send(
         Err(e) => return Ok(report(store, &e)),
     };
     let id = v.workload.id;
-    if json && !wait {
+    if json && wait == Wait::No {
         outln!("{}", serde_json::json!({ "id": id.to_string(), "existing": v.existing }));
     } else if v.existing {
         outln!("{id} (already submitted with this idempotency key)");
     } else {
         outln!("{id}");
     }
-    if !wait {
+    if wait == Wait::No {
         return Ok(ExitCode::SUCCESS);
     }
+    use std::io::IsTerminal;
+    let raw = canopy::text::logs_raw(false, std::io::stdout().is_terminal());
     let followed = with_api(store, async |c| {
         let mut last: Option<WorkloadState> = None;
+        // Ctrl-C stops the waiting, not the workload: say so, and how to
+        // look again. Listening from before the first state is printed.
+        let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+        let interrupted = async |s: &mut Option<tokio::signal::unix::Signal>| match s {
+            Some(s) => s.recv().await,
+            None => std::future::pending().await,
+        };
+        let mut output: Option<super::logs::Follow> = None;
         loop {
             let v = c.workload(id).await?;
             let w = v.workload;
+            if wait == Wait::Logs && w.attempts > 0 {
+                // A new attempt: the last one's rest, then this one's.
+                if output.as_ref().is_none_or(|f| f.attempt.n != w.attempts) {
+                    if let Some(mut f) = output.take() {
+                        f.print_new(&c).await?;
+                        f.finish();
+                    }
+                    output = Some(super::logs::Follow::both(AttemptId { workload: id, n: w.attempts }, raw));
+                }
+                if let Some(f) = output.as_mut() {
+                    f.print_new(&c).await?;
+                }
+            }
             if last != Some(w.state) {
                 errln!(
                     "{id}: {}{}",
@@ -232,13 +277,31 @@ fn send(
                 last = Some(w.state);
             }
             if w.state.is_final() {
-                return Ok(w);
+                if let Some(mut f) = output.take() {
+                    f.print_new(&c).await?;
+                    f.finish();
+                    let code = v.attempts.last().and_then(|a| a.exit_code);
+                    let code =
+                        code.map_or_else(|| "none (it did not exit by itself)".into(), |c| c.to_string());
+                    errln!("{id}: {} (attempt {}, exit code {code})", w.state, w.attempts);
+                }
+                return Ok(Some(w));
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                _ = interrupted(&mut interrupt) => return Ok(None),
+            }
         }
     })?;
     match followed {
-        Ok(w) => {
+        Ok(None) => {
+            errln!(
+                "detached from {id}: it keeps running. `canopy status {id}` shows it, `canopy logs {id} --follow` \
+                 follows its output, `canopy cancel {id}` stops it"
+            );
+            Ok(ExitCode::from(EXIT_INTERRUPTED))
+        }
+        Ok(Some(w)) => {
             if json {
                 outln!("{}", json_pretty(&w)?);
             }
@@ -254,6 +317,50 @@ fn send(
             Ok(code)
         }
     }
+}
+
+/// The workloads table; `wide` adds the tenant, priority, the latest
+/// attempt's pool and node and the submit time, and keeps reasons whole.
+fn list_table(
+    list: &[(WorkloadRecord, Option<AttemptRecord>)],
+    wide: bool,
+    now: Millis,
+) -> super::table::Table {
+    // With tenants (any listed workload has one), a TENANT column.
+    let tenants = wide || list.iter().any(|(w, _)| w.tenant.is_some());
+    let mut head = vec!["ID", "NAME", "STATE", "ATTEMPTS", "GPUS", "AGE", "COST", "REASON"];
+    if wide {
+        head.splice(5..5, ["PRIORITY", "POOL", "NODE", "SUBMITTED"]);
+    }
+    if tenants {
+        head.insert(2, "TENANT");
+    }
+    let mut t = new_table(&head);
+    for (w, last) in list {
+        let reason = w.reason.as_deref().unwrap_or_default();
+        let mut row = vec![
+            w.id.to_string(),
+            w.name.clone(),
+            w.state.to_string(),
+            w.attempts.to_string(),
+            w.spec.resources.gpus.to_string(),
+            age(w, now),
+            usd(w.cost_usd),
+            if wide { reason.to_string() } else { cut(reason, 60) },
+        ];
+        if wide {
+            let (pool, node) = match last {
+                Some(a) => (format!("{}/{}", a.provider, a.pool), a.nodes_label()),
+                None => ("-".into(), "-".into()),
+            };
+            row.splice(5..5, [w.priority.to_string(), pool, node, local_time(w.submitted_at)]);
+        }
+        if tenants {
+            row.insert(2, w.tenant.clone().unwrap_or_else(|| "-".into()));
+        }
+        t.add_row(row);
+    }
+    t
 }
 
 fn exit_for(state: WorkloadState) -> ExitCode {
@@ -274,15 +381,33 @@ fn age(w: &WorkloadRecord, now: Millis) -> String {
     }
 }
 
-pub fn status(
-    store: &StoreArgs,
-    id: Option<WorkloadId>,
-    states: Vec<WorkloadState>,
-    unresolved: bool,
-    limit: usize,
-    tenant: Option<String>,
-    json: bool,
-) -> Result<ExitCode> {
+/// `canopy status [ID]`: what to list, or which one to show.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    pub id: Option<WorkloadId>,
+    /// Only these states (repeatable): queued, running, failed…
+    #[arg(long = "state", value_parser = super::parse_state)]
+    pub states: Vec<WorkloadState>,
+    /// Only failures nobody has acknowledged or retried (what
+    /// triage shows), whatever their age.
+    #[arg(long)]
+    pub unresolved: bool,
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+    /// Only this tenant's workloads.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// More columns: tenant, priority, the latest attempt's pool and node,
+    /// when it was submitted (with the zone); reasons in full.
+    #[arg(long, short)]
+    pub wide: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn status(store: &StoreArgs, args: StatusArgs) -> Result<ExitCode> {
+    let StatusArgs { id, states, unresolved, limit, tenant, wide, json } = args;
     if let Some(id) = id {
         return run(
             store,
@@ -307,7 +432,7 @@ pub fn status(
                     f.unreachable.get(provider)?;
                     Some(match f.unreachable_since.get(provider) {
                         Some(t) => {
-                            format!("unknown (provider {provider} unreachable since {})", chrono_like(*t))
+                            format!("unknown (provider {provider} unreachable since {})", local_time(*t))
                         }
                         None => format!("unknown (provider {provider} unreachable)"),
                     })
@@ -352,7 +477,7 @@ pub fn status(
                 if let Some(x) = w.exclusions.as_ref().filter(|x| !x.is_empty() && !w.state.is_final()) {
                     let what: Vec<String> =
                         x.nodes.iter().chain(&x.pools).map(|n| sanitize(n).into_owned()).collect();
-                    let until = x.until.map(|u| format!(" until {}", chrono_like(u))).unwrap_or_default();
+                    let until = x.until.map(|u| format!(" until {}", local_time(u))).unwrap_or_default();
                     outln!(
                         "  excludes {}{until} (earlier failures; `canopy unexclude {} [NODE] --reason …` clears)",
                         what.join(", "),
@@ -371,7 +496,7 @@ pub fn status(
                         usd(a.price_per_hour),
                         usd(a.cost_usd),
                         a.class.map(|c| c.to_string()).unwrap_or_default(),
-                        a.evidence.clone().unwrap_or_default().chars().take(80).collect(),
+                        cut(a.evidence.as_deref().unwrap_or_default(), 80),
                     ]);
                 }
                 outln!("{t}");
@@ -381,7 +506,7 @@ pub fn status(
     }
     let state_q: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
     let fetched = with_api(store, async |c| {
-        let mut out: Vec<WorkloadRecord> = Vec::new();
+        let mut out: Vec<(WorkloadRecord, Option<AttemptRecord>)> = Vec::new();
         let mut cursor: Option<String> = None;
         let mut more = false;
         let mut total = 0;
@@ -401,7 +526,7 @@ pub fn status(
                 q.push_str(&format!("&cursor={c}"));
             }
             let page: Page = c.workloads(&q).await?;
-            out.extend(page.workloads.into_iter().map(|v| v.workload));
+            out.extend(page.workloads.into_iter().map(|v| (v.workload, v.attempts.into_iter().last())));
             more = page.next_cursor.is_some();
             total = page.total;
             match page.next_cursor {
@@ -416,37 +541,23 @@ pub fn status(
         Err(code) => return Ok(code),
     };
     if json {
-        outln!("{}", json_pretty(&list)?);
+        let records: Vec<&WorkloadRecord> = list.iter().map(|(w, _)| w).collect();
+        outln!("{}", json_pretty(&records)?);
         if more {
             errln!("(only the newest {limit} of {total}; use --limit to see more)");
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let now = now();
-    // With tenants (any listed workload has one), a TENANT column.
-    let tenants = list.iter().any(|w| w.tenant.is_some());
-    let mut head = vec!["ID", "NAME", "STATE", "ATTEMPTS", "GPUS", "AGE", "COST", "REASON"];
-    if tenants {
-        head.insert(2, "TENANT");
-    }
-    let mut t = new_table(&head);
-    for w in &list {
-        let mut row = vec![
-            w.id.to_string(),
-            w.name.clone(),
-            w.state.to_string(),
-            w.attempts.to_string(),
-            w.spec.resources.gpus.to_string(),
-            age(w, now),
-            usd(w.cost_usd),
-            w.reason.clone().unwrap_or_default().chars().take(60).collect(),
-        ];
-        if tenants {
-            row.insert(2, w.tenant.clone().unwrap_or_else(|| "-".into()));
+    if list.is_empty() {
+        let filtered = !states.is_empty() || unresolved || tenant.is_some();
+        if filtered {
+            outln!("no workloads match");
+        } else {
+            outln!("no workloads (`canopy submit SPEC` runs one)");
         }
-        t.add_row(row);
+        return Ok(ExitCode::SUCCESS);
     }
-    outln!("{t}");
+    outln!("{}", list_table(&list, wide, now()));
     if more {
         outln!("(the newest {limit} of {total} shown; --limit N shows more)");
     }
@@ -463,7 +574,7 @@ pub fn events(store: &StoreArgs, id: WorkloadId, json: bool) -> Result<ExitCode>
                 return Ok(ExitCode::SUCCESS);
             }
             for e in &events {
-                let t = chrono_like(e.at);
+                let t = local_time(e.at);
                 let a = e.attempt.map(|a| a.to_string()).unwrap_or_default();
                 outln!("{t}  {a:<8} {:<18} {}", e.kind.as_str(), sanitize(&e.message));
             }
@@ -472,22 +583,15 @@ pub fn events(store: &StoreArgs, id: WorkloadId, json: bool) -> Result<ExitCode>
     )
 }
 
-/// `2026-11-29 18:20:11` in UTC, without a date-time dependency.
-pub fn chrono_like(t: Millis) -> String {
-    let secs = t.0.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+/// `2026-11-29 19:20:11 CET`: the wall-clock time in the zone `TZ` names
+/// (the system's otherwise; UTC where it has none), with the zone, so a
+/// time read on one machine means the same on another.
+pub fn local_time(t: Millis) -> String {
+    match jiff::Timestamp::from_millisecond(t.0) {
+        Ok(ts) => ts.to_zoned(jiff::tz::TimeZone::system()).strftime("%Y-%m-%d %H:%M:%S %Z").to_string(),
+        // Outside jiff's range (years -9999..=9999): only a corrupt record.
+        Err(_) => format!("{} ms since the epoch", t.0),
+    }
 }
 
 pub fn artifacts(store: &StoreArgs, id: WorkloadId, json: bool) -> Result<ExitCode> {

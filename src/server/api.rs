@@ -77,6 +77,9 @@ pub struct WhoAmI {
     pub scopes: Vec<String>,
     pub origin: String,
     pub store_id: String,
+    /// The tenant it acts for; absent when no tenants are configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 async fn whoami(State(s): State<Served>, Extension(p): Extension<Principal>) -> Json<WhoAmI> {
@@ -86,6 +89,7 @@ async fn whoami(State(s): State<Served>, Extension(p): Extension<Principal>) -> 
         scopes: p.scopes.iter().map(ToString::to_string).collect(),
         origin: p.origin.clone(),
         store_id: s.store_id.clone(),
+        tenant: p.tenant.clone(),
     })
 }
 
