@@ -23,6 +23,7 @@ pub mod sse;
 pub mod target;
 pub mod tenants;
 pub mod tokens;
+pub mod usage;
 pub mod visible;
 
 use crate::engine::handle::EngineHandle;

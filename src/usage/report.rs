@@ -168,11 +168,28 @@ pub struct Report {
     pub owners: Vec<OwnerLine>,
 }
 
-/// The report of `rows` within `[since, until)`, grouped by `by`.
+/// The report of `rows` within `[since, until)`, grouped by `by`; the
+/// owners' lines are over the same rows (see [`owners`] to take them from
+/// more rows than the groups).
 pub fn report(rows: &[Row<'_>], ctx: &Context, by: By, since: Option<Millis>, until: Millis) -> Report {
     let lo = since.unwrap_or(Millis(i64::MIN));
     let mut groups: HashMap<&str, Figures> = HashMap::new();
     let mut total = Figures::default();
+    for r in rows {
+        let Some(f) = Figures::of(r, lo, until) else { continue };
+        groups.entry(by.key(r)).or_default().add(&f);
+        total.add(&f);
+    }
+    let mut groups: Vec<Line> = groups.iter().map(|(k, f)| Line::of(k, f)).collect();
+    groups.sort_by(|a, b| a.key.cmp(&b.key));
+    let owners = owners(rows, ctx, since, until);
+    Report { by, since, until, groups, total: Line::of("total", &total), owners }
+}
+
+/// Per owning tenant (by name), what its pools held for it and lent to
+/// others within `[since, until)`, and the reclaims begun there.
+pub fn owners(rows: &[Row<'_>], ctx: &Context, since: Option<Millis>, until: Millis) -> Vec<OwnerLine> {
+    let lo = since.unwrap_or(Millis(i64::MIN));
     #[derive(Default)]
     struct Owner {
         own: u64,
@@ -195,22 +212,17 @@ pub fn report(rows: &[Row<'_>], ctx: &Context, by: By, since: Option<Millis>, un
                 None => o.in_flight += 1,
             }
         }
+        let Some(owner) = r.owner else { continue };
         let Some(f) = Figures::of(r, lo, until) else { continue };
-        groups.entry(by.key(r)).or_default().add(&f);
-        total.add(&f);
-        if let Some(owner) = r.owner {
-            let o = owners.entry(owner).or_default();
-            if r.tenant == Some(owner) {
-                o.own += f.total_gpu_ms();
-            } else {
-                o.lent += f.total_gpu_ms();
-                o.earned += f.cost_micro_usd;
-            }
+        let o = owners.entry(owner).or_default();
+        if r.tenant == Some(owner) {
+            o.own += f.total_gpu_ms();
+        } else {
+            o.lent += f.total_gpu_ms();
+            o.earned += f.cost_micro_usd;
         }
     }
-    let mut groups: Vec<Line> = groups.iter().map(|(k, f)| Line::of(k, f)).collect();
-    groups.sort_by(|a, b| a.key.cmp(&b.key));
-    let owners = owners
+    owners
         .into_iter()
         .map(|(name, mut o)| {
             o.latencies.sort_unstable();
@@ -232,8 +244,7 @@ pub fn report(rows: &[Row<'_>], ctx: &Context, by: By, since: Option<Millis>, un
                 late_reclaims: promise_ms.map_or(0, |p| o.latencies.iter().filter(|l| **l > p).count() as u64),
             }
         })
-        .collect();
-    Report { by, since, until, groups, total: Line::of("total", &total), owners }
+        .collect()
 }
 
 /// Milliseconds as seconds with three decimals, exactly: `12.345`.
