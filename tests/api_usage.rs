@@ -88,6 +88,20 @@ async fn groups_sum_to_the_total_and_a_tenant_counts_only_its_own() {
     };
     assert_eq!(keys(&all), ["team-a", "team-b"]);
 
+    // The counters agree with the report once the work has ended.
+    let m = api.get(Who::Owner, "/metrics").await.expect(200).text;
+    for (g, tenant) in all["groups"].as_array().unwrap().iter().zip(["team-a", "team-b"]) {
+        for (kind, col) in [("useful", "useful_gpu_ms"), ("wasted_own", "wasted_own_gpu_ms"), ("idle", "idle_gpu_ms")] {
+            let ms = n(g, col);
+            let line = format!(
+                "canopy_usage_gpu_seconds_total{{tenant=\"{tenant}\",kind=\"{kind}\"}} {}.{:03}\n",
+                ms / 1000,
+                ms % 1000
+            );
+            assert!(m.contains(&line), "{line} in {m}");
+        }
+    }
+
     // A tenant's viewer: its own tenant's rows only, whatever the grouping.
     let a_view = api.tenant_token("a-view", "viewer", &[], "team-a").await;
     let b_view = api.tenant_token("b-view", "viewer", &[], "team-b").await;

@@ -259,7 +259,8 @@ impl Row<'_> {
 
 /// The ledger rows of `attempts` (sorted by workload, then attempt, as the
 /// journal returns them), counting live attempts up to `now`. Attempts of a
-/// workload not in `work` are left out.
+/// workload not in `work` are left out, and so are launches refused for
+/// capacity (no attempt spent, nothing held).
 pub fn rows<'a>(ctx: &'a Context, work: &'a [Work], attempts: &'a [AttemptRecord], now: Millis) -> Vec<Row<'a>> {
     let by_id: HashMap<WorkloadId, &Work> = work.iter().map(|w| (w.id, w)).collect();
     // Per attempt: when the newest checkpoint a later attempt of the same
@@ -275,6 +276,11 @@ pub fn rows<'a>(ctx: &'a Context, work: &'a [Work], attempts: &'a [AttemptRecord
     }
     let mut out = Vec::with_capacity(attempts.len());
     for a in attempts {
+        // A launch refused for capacity spent no attempt and held nothing;
+        // its row is reused by the next placement.
+        if a.rule.as_deref() == Some(crate::engine::REFUSED_RULE) {
+            continue;
+        }
         let Some(w) = by_id.get(&a.id.workload) else { continue };
         out.push(row(ctx, w, a, resumed.get(&a.id).copied(), now));
     }

@@ -11,6 +11,7 @@
 //! `GET /v1/usage`, `canopy usage` and the `canopy_usage_*` metrics all
 //! read through [`read`] and these two.
 
+pub mod counters;
 pub mod ledger;
 pub mod report;
 
