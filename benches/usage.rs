@@ -4,6 +4,9 @@
 //! live attempts), goal ≤ 1 s on the 2-core machine. Reading the journal
 //! is not counted: `benches/journal.rs` measures that.
 //!
+//! Also the `/metrics` counters' first scrape over a store of 20,000
+//! ended workloads (each later scrape reads only the events since).
+//!
 //! `cargo bench --bench usage -- --warm-up-time 1 --measurement-time 5`
 
 use canopy::engine::model::*;
@@ -119,5 +122,104 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// A file store of `n` ended workloads, each with one attempt and its
+/// events (placed, ended, succeeded).
+fn store(dir: &std::path::Path, n: u64) -> std::path::PathBuf {
+    let path = dir.join("usage.db");
+    let mut j = canopy::journal::Journal::open(&path).expect("open");
+    let spec: canopy::spec::Spec = serde_json::from_value(serde_json::json!({
+        "name": "train",
+        "runtime": { "command": ["python", "train.py"] },
+        "resources": { "gpus": 8, "cpu_cores": 64, "memory_gb": 512 },
+    }))
+    .expect("the bench spec is valid");
+    for chunk in (1..=n).collect::<Vec<_>>().chunks(1000) {
+        let mut records = Vec::new();
+        for &id in chunk {
+            let w = WorkloadId(id);
+            let a = AttemptId { workload: w, n: 1 };
+            records.push(Record::Workload(Box::new(WorkloadRecord {
+                id: w,
+                name: "train".into(),
+                spec: spec.clone(),
+                spec_hash: format!("{id:064x}"),
+                idempotency_key: None,
+                priority: 50,
+                state: WorkloadState::Succeeded,
+                submitted_at: Millis(T0),
+                updated_at: Millis(T0),
+                attempts: 1,
+                app_failures: 0,
+                not_before: None,
+                cost_usd: 1.0,
+                est_cost_usd: 1.0,
+                reason: None,
+                class: None,
+                submitted_by: Some(format!("user-{}", id % 50)),
+                acknowledged: None,
+                exclusions: None,
+                retried_as: None,
+                tenant: Some(format!("team-{}", id % 8)),
+            })));
+            records.push(Record::Attempt(Box::new(AttemptRecord {
+                id: a,
+                provider: "slurm-eu".into(),
+                pool: "slurm-eu/h100".into(),
+                node: format!("gpu-{}", id % 512),
+                region: "eu".into(),
+                state: AttemptState::Succeeded,
+                price_per_hour: 24.0,
+                est_cost_usd: 24.0,
+                gpus: 8,
+                gpu_memory_gb: 80.0,
+                score: 0.0,
+                score_breakdown: String::new(),
+                placed_at: Millis(T0),
+                started_at: Some(Millis(T0 + 60_000)),
+                ended_at: Some(Millis(T0 + 3_660_000)),
+                exit_code: Some(0),
+                class: None,
+                rule: None,
+                evidence: None,
+                cost_usd: 24.0,
+                provider_ref: None,
+                nonce: String::new(),
+                stop: None,
+                nodes: Vec::new(),
+                checkpoint: None,
+            })));
+            for kind in [EventKind::Placed, EventKind::Ended, EventKind::Succeeded] {
+                let attempt = (kind != EventKind::Succeeded).then_some(a);
+                records.push(Record::Event(EventRecord { at: Millis(T0), workload: w, attempt, kind, message: String::new() }));
+            }
+        }
+        j.append(&records).expect("append");
+    }
+    path
+}
+
+fn scrape(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let j = canopy::journal::Journal::open(&store(dir.path(), 20_000)).expect("open");
+    let mut g = c.benchmark_group("usage/metrics");
+    g.sample_size(10);
+    g.bench_function("first scrape, 20,000 ended workloads", |b| {
+        b.iter(|| {
+            let mut counters = canopy::usage::counters::Counters::default();
+            counters.catch_up(&j, None).expect("catch up");
+            black_box(counters.workloads)
+        })
+    });
+    let mut caught_up = canopy::usage::counters::Counters::default();
+    caught_up.catch_up(&j, None).expect("catch up");
+    g.bench_function("next scrape, nothing new", |b| {
+        b.iter(|| {
+            caught_up.catch_up(&j, None).expect("catch up");
+            black_box(caught_up.workloads)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, scrape);
 criterion_main!(benches);

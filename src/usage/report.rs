@@ -257,9 +257,9 @@ pub fn fmt_micro(micro: u64) -> String {
     format!("{}.{:06}", micro / 1_000_000, micro % 1_000_000)
 }
 
-/// GPU-ms as GPU-hours for people, one decimal.
+/// GPU-ms as GPU-hours for people, two decimals.
 pub fn hours(ms: u64) -> String {
-    format!("{:.1}", ms as f64 / 3_600_000.0)
+    format!("{:.2}", ms as f64 / 3_600_000.0)
 }
 
 /// The CSV columns of [`csv`], after `line` and the grouping's name.
