@@ -87,7 +87,8 @@ fn journal() -> (Context, Vec<Work>, Vec<AttemptRecord>) {
             checkpoint: None,
         };
         if n == 2 && i % 3 == 0 {
-            let saved = SavedCheckpoint { name: "step".into(), at: Millis(placed - 1_000_000), bytes: 1, attempt: 1 };
+            let saved =
+                SavedCheckpoint { name: "step".into(), at: Millis(placed - 1_000_000), bytes: 1, attempt: 1 };
             a.checkpoint = Some(CheckpointNote { resumed: Some(saved), saved: None });
         }
         if class == Some(FailureClass::Reclaimed) {
@@ -190,7 +191,13 @@ fn store(dir: &std::path::Path, n: u64) -> std::path::PathBuf {
             })));
             for kind in [EventKind::Placed, EventKind::Ended, EventKind::Succeeded] {
                 let attempt = (kind != EventKind::Succeeded).then_some(a);
-                records.push(Record::Event(EventRecord { at: Millis(T0), workload: w, attempt, kind, message: String::new() }));
+                records.push(Record::Event(EventRecord {
+                    at: Millis(T0),
+                    workload: w,
+                    attempt,
+                    kind,
+                    message: String::new(),
+                }));
             }
         }
         j.append(&records).expect("append");

@@ -55,10 +55,14 @@ async fn start() -> (Api, String, String) {
     let a_sub = api.tenant_token("a-sub", "submitter", &[], "team-a").await;
     let b_sub = api.tenant_token("b-sub", "submitter", &[], "team-b").await;
     let good = api.submit_new(Who::Token(&a_sub), &gpu_spec("good", "sleep 1; echo done")).await;
-    let bad = api.submit_new(Who::Token(&b_sub), &gpu_spec("bad", "sleep 1; echo 'ValueError' >&2; exit 3")).await;
+    let bad =
+        api.submit_new(Who::Token(&b_sub), &gpu_spec("bad", "sleep 1; echo 'ValueError' >&2; exit 3")).await;
     assert_eq!(api.wait_final(&good).await["workload"]["state"], "succeeded");
     let b = api.wait_final(&bad).await;
-    assert_eq!((b["workload"]["state"].as_str(), b["workload"]["class"].as_str()), (Some("failed"), Some("app")));
+    assert_eq!(
+        (b["workload"]["state"].as_str(), b["workload"]["class"].as_str()),
+        (Some("failed"), Some("app"))
+    );
     (api, good, bad)
 }
 
@@ -91,7 +95,9 @@ async fn groups_sum_to_the_total_and_a_tenant_counts_only_its_own() {
     // The counters agree with the report once the work has ended.
     let m = api.get(Who::Owner, "/metrics").await.expect(200).text;
     for (g, tenant) in all["groups"].as_array().unwrap().iter().zip(["team-a", "team-b"]) {
-        for (kind, col) in [("useful", "useful_gpu_ms"), ("wasted_own", "wasted_own_gpu_ms"), ("idle", "idle_gpu_ms")] {
+        for (kind, col) in
+            [("useful", "useful_gpu_ms"), ("wasted_own", "wasted_own_gpu_ms"), ("idle", "idle_gpu_ms")]
+        {
             let ms = n(g, col);
             let line = format!(
                 "canopy_usage_gpu_seconds_total{{tenant=\"{tenant}\",kind=\"{kind}\"}} {}.{:03}\n",

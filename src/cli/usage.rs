@@ -60,7 +60,16 @@ pub fn run(store: &StoreArgs, args: UsageArgs) -> Result<ExitCode> {
 fn print_table(r: &Report) {
     let by = r.by.as_str().to_uppercase();
     let mut t = new_table(&[
-        &by, "ATTEMPTS", "GPU-H", "USEFUL", "LOST:INFRA", "LOST:OWN", "DECISION", "IDLE", "LIVE", "COST",
+        &by,
+        "ATTEMPTS",
+        "GPU-H",
+        "USEFUL",
+        "LOST:INFRA",
+        "LOST:OWN",
+        "DECISION",
+        "IDLE",
+        "LIVE",
+        "COST",
     ]);
     for l in r.groups.iter().chain(std::iter::once(&r.total)) {
         t.add_row([
@@ -84,7 +93,15 @@ fn print_table(r: &Report) {
     }
     if !r.owners.is_empty() {
         let mut o = new_table(&[
-            "OWNER", "OWN GPU-H", "LENT GPU-H", "EARNED", "RECLAIMS", "WORST", "P99", "PROMISE", "LATE",
+            "OWNER",
+            "OWN GPU-H",
+            "LENT GPU-H",
+            "EARNED",
+            "RECLAIMS",
+            "WORST",
+            "P99",
+            "PROMISE",
+            "LATE",
         ]);
         let secs = |ms: Option<i64>| ms.map_or("-".to_string(), |m| format!("{:.0}s", m as f64 / 1000.0));
         for l in &r.owners {
@@ -108,7 +125,10 @@ fn print_table(r: &Report) {
         outln!("\n{o}");
     }
     let since = r.since.map_or("the beginning".to_string(), chrono_like);
-    errln!("from {since} to {} (not included); GPU-hours, cost at the prices at launch", chrono_like(r.until));
+    errln!(
+        "from {since} to {} (not included); GPU-hours, cost at the prices at launch",
+        chrono_like(r.until)
+    );
 }
 
 /// Millionths of a dollar as dollars and cents.

@@ -79,7 +79,9 @@ fn operation(method: &str, path: &str, need: Need, summary: &str) -> Value {
                 .collect::<Vec<_>>());
         }
         ("GET", "/v1/usage") => {
-            op["x-canopy-role"] = json!("viewer (with tenants: its tenant's workloads; operator also within scopes; admin all; an owner also its owner line)");
+            op["x-canopy-role"] = json!(
+                "viewer (with tenants: its tenant's workloads; operator also within scopes; admin all; an owner also its owner line)"
+            );
             op["parameters"] = json!([
                 { "name": "by", "in": "query", "required": false, "description": "Group by: tenant (default), owner, provider, pool, accelerator, user",
                     "schema": { "type": "string", "enum": ["tenant", "owner", "provider", "pool", "accelerator", "user"] } },

@@ -38,7 +38,9 @@ pub fn parse_time(field: &str, v: &str, now: Millis) -> Result<Millis, String> {
         return Ok(now.plus_secs(-d.as_secs_f64()));
     }
     let bad = || {
-        format!("{field} {v:?} is not a time; give RFC 3339 (2026-12-01T00:00:00Z), epoch ms, or a duration ago (30d)")
+        format!(
+            "{field} {v:?} is not a time; give RFC 3339 (2026-12-01T00:00:00Z), epoch ms, or a duration ago (30d)"
+        )
     };
     let t = humantime::parse_rfc3339_weak(v).map_err(|_| bad())?;
     let ms = t.duration_since(std::time::UNIX_EPOCH).map_err(|_| bad())?.as_millis();
@@ -83,7 +85,8 @@ pub async fn usage(
             let ctx = Context::new(&fleet, &tenancy, &src.attempts);
             let all = ledger::rows(&ctx, &src.work, &src.attempts, now);
             let seen = visible(&p, &tenancy, &src.attempts, &all);
-            let rows: Vec<_> = all.iter().filter(|r| seen.get(&r.attempt.workload) == Some(&true)).cloned().collect();
+            let rows: Vec<_> =
+                all.iter().filter(|r| seen.get(&r.attempt.workload) == Some(&true)).cloned().collect();
             let mut r = report::report(&rows, &ctx, by, since, until);
             r.owners = report::owners(&all, &ctx, since, until)
                 .into_iter()

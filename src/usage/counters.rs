@@ -39,7 +39,9 @@ impl Counters {
             let last = *last;
             let mut ended: Vec<WorkloadId> = events
                 .iter()
-                .filter(|(_, e)| matches!(e.kind, EventKind::Succeeded | EventKind::Failed | EventKind::Cancelled))
+                .filter(|(_, e)| {
+                    matches!(e.kind, EventKind::Succeeded | EventKind::Failed | EventKind::Cancelled)
+                })
                 .map(|(_, e)| e.workload)
                 .collect();
             ended.sort();

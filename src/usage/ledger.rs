@@ -261,7 +261,12 @@ impl Row<'_> {
 /// journal returns them), counting live attempts up to `now`. Attempts of a
 /// workload not in `work` are left out, and so are launches refused for
 /// capacity (no attempt spent, nothing held).
-pub fn rows<'a>(ctx: &'a Context, work: &'a [Work], attempts: &'a [AttemptRecord], now: Millis) -> Vec<Row<'a>> {
+pub fn rows<'a>(
+    ctx: &'a Context,
+    work: &'a [Work],
+    attempts: &'a [AttemptRecord],
+    now: Millis,
+) -> Vec<Row<'a>> {
     let by_id: HashMap<WorkloadId, &Work> = work.iter().map(|w| (w.id, w)).collect();
     // Per attempt: when the newest checkpoint a later attempt of the same
     // workload resumed from was written.
@@ -301,7 +306,11 @@ pub fn row<'a>(
     let end = a.ended_at.unwrap_or(now).max(a.placed_at);
     let ran = a.started_at.map(|s| s.max(a.placed_at).min(end));
     let refused = a.started_at.is_none() && a.class == Some(FailureClass::Capacity);
-    let idle = if refused { Span::new(a.placed_at, a.placed_at) } else { Span::new(a.placed_at, ran.unwrap_or(end)) };
+    let idle = if refused {
+        Span::new(a.placed_at, a.placed_at)
+    } else {
+        Span::new(a.placed_at, ran.unwrap_or(end))
+    };
     let (useful, rest, rest_kind, outcome) = match ran {
         None => (Span::default(), Span::default(), Kind::Useful, outcome(a)),
         Some(s) => {

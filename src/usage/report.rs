@@ -241,7 +241,8 @@ pub fn owners(rows: &[Row<'_>], ctx: &Context, since: Option<Millis>, until: Mil
                 promise_ms,
                 worst_reclaim_ms: o.latencies.last().copied(),
                 p99_reclaim_ms: p99,
-                late_reclaims: promise_ms.map_or(0, |p| o.latencies.iter().filter(|l| **l > p).count() as u64),
+                late_reclaims: promise_ms
+                    .map_or(0, |p| o.latencies.iter().filter(|l| **l > p).count() as u64),
             }
         })
         .collect()

@@ -147,7 +147,10 @@ fn gpu_time_per_column_matches_the_hand_computed_figures() {
     // reclaim, 20 s against a 600 s promise.
     let o = &r.owners[0];
     assert_eq!((o.owner.as_str(), o.lent_gpu_ms, o.own_gpu_ms), ("a", 4040 * S, 1000 * S));
-    assert_eq!((o.reclaims, o.worst_reclaim_ms, o.p99_reclaim_ms, o.late_reclaims), (1, Some(20_000), Some(20_000), 0));
+    assert_eq!(
+        (o.reclaims, o.worst_reclaim_ms, o.p99_reclaim_ms, o.late_reclaims),
+        (1, Some(20_000), Some(20_000), 0)
+    );
 }
 
 #[test]
@@ -192,7 +195,9 @@ fn a_window_clips_each_span() {
 fn every_failure_class_has_its_column() {
     use FailureClass as C;
     let expected = |c: C| match c {
-        C::Capacity | C::Provider | C::Node | C::Comm | C::Io | C::Preempted | C::Reclaimed => Kind::WastedInfra,
+        C::Capacity | C::Provider | C::Node | C::Comm | C::Io | C::Preempted | C::Reclaimed => {
+            Kind::WastedInfra
+        }
         C::GpuOom | C::CpuOom | C::Config | C::Timeout | C::App => Kind::WastedOwn,
         C::CostCap | C::Cancelled => Kind::Decision,
     };
