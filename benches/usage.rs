@@ -4,8 +4,10 @@
 //! live attempts), goal ≤ 1 s on the 2-core machine. Reading the journal
 //! is not counted: `benches/journal.rs` measures that.
 //!
-//! Also the `/metrics` counters' first scrape over a store of 20,000
-//! ended workloads (each later scrape reads only the events since).
+//! Also, over a store of 20,000 ended workloads: the `/metrics` counters'
+//! first scrape (each later scrape reads only the events since) and what
+//! `GET /v1/usage` does per request (read every workload and attempt,
+//! build the ledger, report).
 //!
 //! `cargo bench --bench usage -- --warm-up-time 1 --measurement-time 5`
 
@@ -215,6 +217,14 @@ fn scrape(c: &mut Criterion) {
             let mut counters = canopy::usage::counters::Counters::default();
             counters.catch_up(&j, None).expect("catch up");
             black_box(counters.workloads)
+        })
+    });
+    g.bench_function("GET /v1/usage's read, ledger and report, 20,000 workloads", |b| {
+        b.iter(|| {
+            let src = canopy::usage::read(&j, Vec::new(), None).expect("read");
+            let ctx = Context::default();
+            let rows = ledger::rows(&ctx, &src.work, &src.attempts, Millis(T0 + 7_200_000));
+            black_box(report::report(&rows, &ctx, By::Tenant, None, Millis(T0 + 7_200_000)).total.gpu_ms)
         })
     });
     let mut caught_up = canopy::usage::counters::Counters::default();

@@ -303,7 +303,15 @@ pub fn row<'a>(
 ) -> Row<'a> {
     let info = ctx.pool(&a.pool);
     let nodes = a.nodes.len().max(1) as u64;
-    let end = a.ended_at.unwrap_or(now).max(a.placed_at);
+    // A final attempt without an end (none is written so, but a row is
+    // data) ends where it was last known to be, never at `now`: the same
+    // journal always gives the same row.
+    let end = match a.ended_at {
+        Some(e) => e,
+        None if a.state.is_final() => a.started_at.unwrap_or(a.placed_at),
+        None => now,
+    }
+    .max(a.placed_at);
     let ran = a.started_at.map(|s| s.max(a.placed_at).min(end));
     let refused = a.started_at.is_none() && a.class == Some(FailureClass::Capacity);
     let idle = if refused {
