@@ -72,7 +72,7 @@ fn n(v: &Value, k: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn groups_sum_to_the_total_and_a_tenant_counts_only_its_own() {
-    let (mut api, _, _) = start().await;
+    let (mut api, good, bad) = start().await;
     let all = api.get(Who::Owner, "/v1/usage").await.expect(200).json();
     let total = all["total"].clone();
     assert_eq!(n(&total, "attempts"), 2, "{all}");
@@ -120,6 +120,25 @@ async fn groups_sum_to_the_total_and_a_tenant_counts_only_its_own() {
     assert_eq!(keys(&by_user.json()), ["b-sub"], "{}", by_user.text);
     assert!(!by_user.text.contains("a-sub") && !by_user.text.contains("team-a"), "{}", by_user.text);
     assert_eq!(by_user.json()["owners"], serde_json::json!([]), "b owns nothing");
+    // …and its rows are its own attempts.
+    let rows = api.get(Who::Token(&b_view), "/v1/usage?rows=true").await.expect(200).json();
+    let rows = rows["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0]["attempt"].as_str(), rows[0]["tenant"].as_str()),
+        (Some(&*format!("{bad}.1")), Some("team-b"))
+    );
+
+    // The cost is the journal's: the sum of every attempt's cost_usd
+    // (each row rounded once to a millionth of a dollar).
+    let mut journal_usd = 0.0;
+    for id in [&good, &bad] {
+        for a in api.workload(id).await["attempts"].as_array().unwrap() {
+            journal_usd += a["cost_usd"].as_f64().unwrap();
+        }
+    }
+    let ledger_usd = n(&total, "cost_micro_usd") as f64 / 1e6;
+    assert!((ledger_usd - journal_usd).abs() <= 2e-6, "{ledger_usd} vs the journal's {journal_usd}");
 
     // Mistakes are 400s that name the parameter.
     let r = api.get(Who::Owner, "/v1/usage?by=colour").await.expect(400);
@@ -148,8 +167,9 @@ async fn canopy_usage_csv_totals_equal_its_json_totals() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
-    let (json, csv, table) = tokio::task::spawn_blocking(move || {
-        (run(&["--by", "pool", "--json"]), run(&["--by", "pool", "--csv"]), run(&["--by", "pool"]))
+    let (json, csv, table, rows) = tokio::task::spawn_blocking(move || {
+        let json = run(&["--by", "pool", "--json"]);
+        (json, run(&["--by", "pool", "--csv"]), run(&["--by", "pool"]), run(&["--rows", "--csv"]))
     })
     .await
     .unwrap();
@@ -178,5 +198,10 @@ async fn canopy_usage_csv_totals_equal_its_json_totals() {
         assert_eq!(groups.iter().map(|g| exact(g[i], scale)).sum::<u64>(), exact(total[i], scale), "{csv}");
     }
     assert!(table.contains("TOTAL") && table.contains("USEFUL"), "{table}");
+    // The rows' CSV: one line per attempt, summing to the same total.
+    let rows: Vec<Vec<&str>> = rows.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len() as u64, n(t, "attempts"));
+    assert_eq!(rows.iter().map(|r| exact(r[14], 1000)).sum::<u64>(), n(t, "gpu_ms"));
+    assert_eq!(rows.iter().map(|r| exact(r[22], 1_000_000)).sum::<u64>(), n(t, "cost_micro_usd"));
     api.finish().await;
 }

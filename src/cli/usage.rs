@@ -30,6 +30,10 @@ pub struct UsageArgs {
     /// The report as CSV: GPU-seconds and dollars, exact to the last digit.
     #[arg(long)]
     pub csv: bool,
+    /// The ledger's rows instead of the groups: one per attempt with where
+    /// it ran, for whom, its outcome and its figures in the window.
+    #[arg(long)]
+    pub rows: bool,
 }
 
 fn parse_by(s: &str) -> Result<By, String> {
@@ -38,6 +42,9 @@ fn parse_by(s: &str) -> Result<By, String> {
 
 pub fn run(store: &StoreArgs, args: UsageArgs) -> Result<ExitCode> {
     let mut path = format!("/v1/usage?by={}", args.by.as_str());
+    if args.rows {
+        path.push_str("&rows=true");
+    }
     for (name, v) in [("since", &args.since), ("until", &args.until)] {
         if let Some(v) = v {
             path.push_str(&format!("&{name}={}", canopy::client::encode(v)));
@@ -49,8 +56,12 @@ pub fn run(store: &StoreArgs, args: UsageArgs) -> Result<ExitCode> {
     };
     if args.json {
         outln!("{}", canopy::text::json_pretty(&r)?);
+    } else if args.csv && args.rows {
+        out!("{}", report::rows_csv(&r.rows));
     } else if args.csv {
         out!("{}", report::csv(&r));
+    } else if args.rows {
+        print_rows(&r);
     } else {
         print_table(&r);
     }
@@ -129,6 +140,33 @@ fn print_table(r: &Report) {
         "from {since} to {} (not included); GPU-hours, cost at the prices at launch",
         chrono_like(r.until)
     );
+}
+
+fn print_rows(r: &Report) {
+    let mut t = new_table(&[
+        "ATTEMPT", "TENANT", "USER", "POOL", "NODES", "GPUS", "OUTCOME", "GPU-H", "USEFUL", "LOST", "IDLE",
+        "COST",
+    ]);
+    for row in &r.rows {
+        let l = &row.figures;
+        let lost = l.wasted_infra_gpu_ms + l.wasted_own_gpu_ms + l.decision_gpu_ms;
+        t.add_row([
+            row.attempt.clone(),
+            row.tenant.clone().unwrap_or_else(|| "-".into()),
+            row.user.clone().unwrap_or_else(|| "-".into()),
+            row.pool.clone(),
+            row.nodes.clone(),
+            row.gpus.to_string(),
+            row.outcome.clone(),
+            hours(l.gpu_ms),
+            hours(l.useful_gpu_ms),
+            hours(lost),
+            hours(l.idle_gpu_ms),
+            usd(l.cost_micro_usd),
+        ]);
+    }
+    outln!("{t}");
+    errln!("{} attempts; canopy usage without --rows for the totals", r.rows.len());
 }
 
 /// Millionths of a dollar as dollars and cents.

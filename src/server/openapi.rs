@@ -88,7 +88,9 @@ fn operation(method: &str, path: &str, need: Need, summary: &str) -> Value {
                 { "name": "since", "in": "query", "required": false, "description": "Window start: RFC 3339, epoch ms, or a duration ago (30d); the beginning by default",
                     "schema": { "type": "string" } },
                 { "name": "until", "in": "query", "required": false, "description": "Window end, not included: as since; now by default",
-                    "schema": { "type": "string" } }
+                    "schema": { "type": "string" } },
+                { "name": "rows", "in": "query", "required": false, "description": "true: add the ledger's rows, one per attempt with time in the window, with their figures",
+                    "schema": { "type": "boolean" } }
             ]);
             op["responses"]["200"] = json!({ "description": "The report: groups, total and owners. Figures are integers (GPU-milliseconds, CPU core-milliseconds, millionths of a dollar) so the groups sum to the total exactly; see docs/usage.md" });
         }

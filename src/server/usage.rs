@@ -26,6 +26,9 @@ pub struct UsageQuery {
     pub since: Option<String>,
     /// The window's end (not included); now by default.
     pub until: Option<String>,
+    /// Add the ledger's rows (one per attempt) with their figures.
+    #[serde(default)]
+    pub rows: bool,
 }
 
 /// A time parameter: RFC 3339, epoch milliseconds, or a duration before
@@ -78,6 +81,7 @@ pub async fn usage(
     if since.is_some_and(|t| t >= until) {
         return Err(ApiError::bad_request("since must be before until").field("since"));
     }
+    let want_rows = q.rows;
     let fleet = s.engine.status().borrow().as_ref().map(|st| st.fleet.clone()).unwrap_or_default();
     let report = s
         .read(move |j| {
@@ -88,6 +92,9 @@ pub async fn usage(
             let rows: Vec<_> =
                 all.iter().filter(|r| seen.get(&r.attempt.workload) == Some(&true)).cloned().collect();
             let mut r = report::report(&rows, &ctx, by, since, until);
+            if want_rows {
+                r.rows = report::row_lines(&rows, since, until);
+            }
             r.owners = report::owners(&all, &ctx, since, until)
                 .into_iter()
                 .filter(|o| sees_all(&p, &tenancy) || p.tenant.as_deref() == Some(o.owner.as_str()))

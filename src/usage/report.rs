@@ -154,7 +154,7 @@ pub struct OwnerLine {
 }
 
 /// A usage report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub by: By,
     /// The window `[since, until)`; no `since`: from the beginning.
@@ -166,6 +166,64 @@ pub struct Report {
     pub total: Line,
     /// Per owning tenant, by name.
     pub owners: Vec<OwnerLine>,
+    /// The ledger's rows with time in the window, when asked for
+    /// (`rows=true`, `canopy usage --rows`), by workload then attempt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rows: Vec<RowLine>,
+}
+
+/// One ledger row as reported: where and for whom the attempt ran, and
+/// its figures within the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RowLine {
+    /// `w-17.2`.
+    pub attempt: String,
+    pub tenant: Option<String>,
+    pub user: Option<String>,
+    pub owner: Option<String>,
+    pub provider: String,
+    pub pool: String,
+    /// Its node, or a gang's nodes in rank order: `n1,n2`.
+    pub nodes: String,
+    pub accelerator: Option<String>,
+    pub gpus: u64,
+    pub cpu_milli: u64,
+    /// Launch time.
+    pub start: Millis,
+    /// `None` while live.
+    pub end: Option<Millis>,
+    pub outcome: String,
+    pub price_per_hour: f64,
+    /// Its figures within the window (`key`: the attempt).
+    pub figures: Line,
+}
+
+/// The rows with time in `[since, until)`, in the ledger's order.
+pub fn row_lines(rows: &[Row<'_>], since: Option<Millis>, until: Millis) -> Vec<RowLine> {
+    let lo = since.unwrap_or(Millis(i64::MIN));
+    rows.iter()
+        .filter_map(|r| {
+            let f = Figures::of(r, lo, until)?;
+            let attempt = r.attempt.to_string();
+            Some(RowLine {
+                figures: Line::of(&attempt, &f),
+                attempt,
+                tenant: r.tenant.map(str::to_string),
+                user: r.user.map(str::to_string),
+                owner: r.owner.map(str::to_string),
+                provider: r.provider.to_string(),
+                pool: r.pool.to_string(),
+                nodes: if r.nodes.is_empty() { r.node.to_string() } else { r.nodes.join(",") },
+                accelerator: r.accelerator.map(str::to_string),
+                gpus: r.gpus,
+                cpu_milli: r.cpu_milli,
+                start: r.start,
+                end: r.end,
+                outcome: r.outcome.to_string(),
+                price_per_hour: r.price_per_hour,
+            })
+        })
+        .collect()
 }
 
 /// The report of `rows` within `[since, until)`, grouped by `by`; the
@@ -183,7 +241,7 @@ pub fn report(rows: &[Row<'_>], ctx: &Context, by: By, since: Option<Millis>, un
     let mut groups: Vec<Line> = groups.iter().map(|(k, f)| Line::of(k, f)).collect();
     groups.sort_by(|a, b| a.key.cmp(&b.key));
     let owners = owners(rows, ctx, since, until);
-    Report { by, since, until, groups, total: Line::of("total", &total), owners }
+    Report { by, since, until, groups, total: Line::of("total", &total), owners, rows: Vec::new() }
 }
 
 /// Per owning tenant (by name), what its pools held for it and lent to
@@ -303,6 +361,47 @@ pub fn csv(r: &Report) -> String {
         line("group", g);
     }
     line("total", &r.total);
+    out
+}
+
+/// The rows as CSV: one line per attempt with where it ran and its
+/// figures, in [`csv`]'s units (times in epoch ms; `end` empty while live).
+pub fn rows_csv(rows: &[RowLine]) -> String {
+    let mut out = format!(
+        "attempt,tenant,user,owner,provider,pool,nodes,accelerator,gpus,cpu_cores,start_ms,end_ms,outcome,price_per_hour,{}\n",
+        CSV_COLUMNS[1..].join(",")
+    );
+    let opt = |v: &Option<String>| csv_field(v.as_deref().unwrap_or("-"));
+    for r in rows {
+        let l = &r.figures;
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&r.attempt),
+            opt(&r.tenant),
+            opt(&r.user),
+            opt(&r.owner),
+            csv_field(&r.provider),
+            csv_field(&r.pool),
+            csv_field(&r.nodes),
+            opt(&r.accelerator),
+            r.gpus,
+            fmt_ms(r.cpu_milli),
+            r.start.0,
+            r.end.map_or(String::new(), |e| e.0.to_string()),
+            csv_field(&r.outcome),
+            r.price_per_hour,
+            fmt_ms(l.gpu_ms),
+            fmt_ms(l.useful_gpu_ms),
+            fmt_ms(l.wasted_infra_gpu_ms),
+            fmt_ms(l.wasted_own_gpu_ms),
+            fmt_ms(l.decision_gpu_ms),
+            fmt_ms(l.idle_gpu_ms),
+            fmt_ms(l.live_gpu_ms),
+            fmt_ms(l.cpu_core_ms),
+            fmt_micro(l.cost_micro_usd),
+        );
+    }
     out
 }
 
