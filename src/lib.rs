@@ -31,3 +31,4 @@ pub mod spec;
 pub mod tenant;
 pub mod text;
 pub mod units;
+pub mod usage;

@@ -25,6 +25,7 @@ mod plan;
 mod profile;
 mod sim;
 mod table;
+mod usage;
 mod validate;
 mod whoami;
 mod workloads;
@@ -376,6 +377,10 @@ pub enum Command {
     /// Tenants' quotas and usage per flavor; `apply FILE` replaces the
     /// tables (admins).
     Tenants(admin::TenantsArgs),
+    /// GPU time and cost by tenant, owner, provider, pool, accelerator or
+    /// user: useful, lost (infrastructure, the workload's own, decisions),
+    /// idle; and owners' lending and reclaims (docs/usage.md).
+    Usage(usage::UsageArgs),
     /// The audit trail: who changed what, from where, and the outcome.
     Audit(admin::AuditArgs),
     /// Show the fleet: providers, pools, capacity and prices.
@@ -492,6 +497,7 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
         }
         Some(Command::Token(t)) => admin::token(&cli.store, t),
         Some(Command::Tenants(t)) => admin::tenants(&cli.store, t),
+        Some(Command::Usage(u)) => usage::run(&cli.store, u),
         Some(Command::Audit(a)) => admin::audit(&cli.store, a),
         Some(Command::Sim(args)) => sim::run(args, &cli.console).map(|()| ExitCode::SUCCESS),
         Some(Command::Schema) => {

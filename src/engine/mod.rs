@@ -21,4 +21,6 @@ pub mod retry;
 mod rules;
 /// The rule of an attempt moved off a drained node (not a failure).
 pub use rules::EVICTED_RULE;
+/// The rule of a launch refused for capacity (no attempt spent).
+pub use rules::REFUSED_RULE;
 pub mod shell;

@@ -108,6 +108,12 @@ pub const ROUTES: &[Route] = &[
     r("DELETE", "/v1/tokens/{name}", Need::Admin, "Revoke a token"),
     r("GET", "/v1/tenants", Need::Read, "Every tenant's quotas and usage totals per flavor"),
     r("PUT", "/v1/tenants", Need::Admin, "Replace the tenant and flavor tables (JSON or TOML), audited"),
+    r(
+        "GET",
+        "/v1/usage",
+        Need::Read,
+        "GPU time and cost by tenant, owner, provider, pool, accelerator or user: useful, lost by class, idle",
+    ),
 ];
 
 /// The route `method matched` is, if it is one of ours. Commands share

@@ -137,6 +137,7 @@ pub async fn metrics(State(s): State<Served>) -> Response {
             let _ = writeln!(out, "canopy_tenant_reclaims_in_flight{{tenant=\"{}\"}} {n}", label(t));
         }
     }
+    usage(&s, &mut out).await;
     if let Some(m) = s.engine.metrics() {
         histogram(
             &mut out,
@@ -152,6 +153,60 @@ pub async fn metrics(State(s): State<Served>) -> Response {
         );
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], out).into_response()
+}
+
+/// Per tenant, the GPU time and cost of its ended workloads by ledger
+/// column (`crate::usage::counters`): counters, caught up from the events
+/// since the previous scrape.
+async fn usage(s: &Served, out: &mut String) {
+    use crate::usage::Kind;
+    let counters = s.usage.clone();
+    let default = s.tenancy().default_tenant.clone();
+    let read = s
+        .read(move |j| {
+            let mut c = counters.lock().unwrap_or_else(|e| e.into_inner());
+            c.catch_up(j, default.as_deref())?;
+            Ok(c.by_tenant.clone())
+        })
+        .await;
+    let by_tenant = match read {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(error = %e, "usage counters not updated");
+            return;
+        }
+    };
+    family(
+        out,
+        "canopy_usage_gpu_seconds_total",
+        "counter",
+        "GPU time held by a tenant's ended workloads, by ledger column (docs/usage.md).",
+    );
+    for (tenant, f) in &by_tenant {
+        for k in [Kind::Useful, Kind::WastedInfra, Kind::WastedOwn, Kind::Decision, Kind::Idle] {
+            let _ = writeln!(
+                out,
+                "canopy_usage_gpu_seconds_total{{tenant=\"{}\",kind=\"{}\"}} {}",
+                label(tenant),
+                k.as_str(),
+                crate::usage::report::fmt_ms(f.get(k))
+            );
+        }
+    }
+    family(
+        out,
+        "canopy_usage_cost_usd_total",
+        "counter",
+        "What a tenant's ended workloads cost at the prices in force at launch.",
+    );
+    for (tenant, f) in &by_tenant {
+        let _ = writeln!(
+            out,
+            "canopy_usage_cost_usd_total{{tenant=\"{}\"}} {}",
+            label(tenant),
+            crate::usage::report::fmt_micro(f.cost_micro_usd)
+        );
+    }
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {

@@ -23,6 +23,7 @@ pub mod sse;
 pub mod target;
 pub mod tenants;
 pub mod tokens;
+pub mod usage;
 pub mod visible;
 
 use crate::engine::handle::EngineHandle;
@@ -101,6 +102,8 @@ pub struct ServerState {
     /// in step with the engine's by `PUT /v1/tenants`.
     tenancy: std::sync::RwLock<Arc<crate::tenant::Tenancy>>,
     readers: Mutex<Vec<Journal>>,
+    /// The `canopy_usage_*` counters, brought up to date by each scrape.
+    pub usage: Arc<Mutex<crate::usage::counters::Counters>>,
 }
 
 pub type Served = Arc<ServerState>;
@@ -237,6 +240,7 @@ pub async fn serve(
         stopping: stop_rx.clone(),
         tenancy: std::sync::RwLock::new(Arc::new(tenancy)),
         readers: Mutex::new(vec![reader]),
+        usage: Arc::default(),
     });
     let nofile = conn::open_file_limit();
     let limits = conn::Limits::new(&options, nofile);

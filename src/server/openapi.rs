@@ -78,6 +78,22 @@ fn operation(method: &str, path: &str, need: Need, summary: &str) -> Value {
                 .map(|n| json!({ "name": n, "in": "query", "required": false, "schema": { "type": "string" } }))
                 .collect::<Vec<_>>());
         }
+        ("GET", "/v1/usage") => {
+            op["x-canopy-role"] = json!(
+                "viewer (with tenants: its tenant's workloads; operator also within scopes; admin all; an owner also its owner line)"
+            );
+            op["parameters"] = json!([
+                { "name": "by", "in": "query", "required": false, "description": "Group by: tenant (default), owner, provider, pool, accelerator, user",
+                    "schema": { "type": "string", "enum": ["tenant", "owner", "provider", "pool", "accelerator", "user"] } },
+                { "name": "since", "in": "query", "required": false, "description": "Window start: RFC 3339, epoch ms, or a duration ago (30d); the beginning by default",
+                    "schema": { "type": "string" } },
+                { "name": "until", "in": "query", "required": false, "description": "Window end, not included: as since; now by default",
+                    "schema": { "type": "string" } },
+                { "name": "rows", "in": "query", "required": false, "description": "true: add the ledger's rows, one per attempt with time in the window, with their figures",
+                    "schema": { "type": "boolean" } }
+            ]);
+            op["responses"]["200"] = json!({ "description": "The report: groups, total and owners. Figures are integers (GPU-milliseconds, CPU core-milliseconds, millionths of a dollar) so the groups sum to the total exactly; see docs/usage.md" });
+        }
         ("GET", "/v1/workloads/{id}/logs") => {
             let mut p = op["parameters"].as_array().cloned().unwrap_or_default();
             for n in ["stream", "attempt", "offset", "limit", "follow"] {

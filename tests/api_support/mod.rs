@@ -136,11 +136,17 @@ impl Api {
     /// [`start_with`](Self::start_with), with `config` added to the
     /// store's canopy.toml (tenants, say).
     pub async fn start_configured(server: ServerOptions, config: &str) -> Api {
+        Api::start_sim(server, config, SimConfig::no_faults()).await
+    }
+
+    /// [`start_configured`](Self::start_configured) over a simulated
+    /// market behaving as `sim` says (a faster `time_scale`, say).
+    pub async fn start_sim(server: ServerOptions, config: &str, sim: SimConfig) -> Api {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("home");
         let file = tmp.path().join("canopy.toml");
         std::fs::write(&file, format!("include_demo_fleet = true\n{config}")).unwrap();
-        let running = Api::run(&root, &file, server).await;
+        let running = Api::run(&root, &file, server, sim).await;
         let tcp = running.serving.tcp.expect("a TCP address");
         let socket = running.serving.socket.clone();
         assert_eq!(socket, root.join("canopy.sock"));
@@ -172,7 +178,7 @@ impl Api {
         running.stop(Duration::from_secs(10)).await.unwrap();
         let file = self._tmp.path().join("canopy.toml");
         std::fs::write(&file, format!("include_demo_fleet = true\n{config}")).unwrap();
-        let running = Api::run(&self.root, &file, ServerOptions::default()).await;
+        let running = Api::run(&self.root, &file, ServerOptions::default(), SimConfig::no_faults()).await;
         self.tcp = running.serving.tcp.expect("a TCP address");
         let socket = running.serving.socket.clone();
         self.sock = reqwest::Client::builder().unix_socket(socket).build().unwrap();
@@ -180,14 +186,14 @@ impl Api {
         self.wait_up().await;
     }
 
-    async fn run(root: &Path, config: &Path, mut server: ServerOptions) -> Running {
+    async fn run(root: &Path, config: &Path, mut server: ServerOptions, sim: SimConfig) -> Running {
         if server.listen.is_none() {
             server.listen = Some("127.0.0.1:0".parse().unwrap());
         }
         let mut opts = EngineOptions::embedded(Home::new(root)).unwrap();
         // The test binary is not `canopy`: the supervisor is the shim binary.
         opts.shim = ShimCommand { program: env!("CARGO_BIN_EXE_canopy-shim").into(), args: vec![] };
-        opts.sim = SimConfig::no_faults();
+        opts.sim = sim;
         opts.poll_every = Some(Duration::from_millis(100));
         // Its own configuration, so nothing in the environment changes the fleet.
         opts.config = Some(config.to_path_buf());

@@ -1,0 +1,419 @@
+//! Reports over the ledger, like Slurm's `sreport`: the rows within a
+//! window `[since, until)`, grouped by one dimension, with the total and,
+//! per owning tenant, what its pools lent to others and how its reclaims
+//! went. Every figure is an integer (GPU-milliseconds, millionths of a
+//! dollar), so the groups sum to the total exactly; [`fmt_ms`] and
+//! [`fmt_micro`] write them as decimals without rounding.
+
+use super::ledger::{Context, Figures, Kind, Row};
+use crate::engine::model::Millis;
+use crate::failure::FailureClass;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+
+/// What a report groups by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum By {
+    #[default]
+    Tenant,
+    /// The tenant owning the pool the work ran on.
+    Owner,
+    Provider,
+    /// `provider/pool`.
+    Pool,
+    /// The accelerator model of the pool.
+    Accelerator,
+    /// Who submitted the workload.
+    User,
+}
+
+impl By {
+    pub const ALL: [By; 6] = [By::Tenant, By::Owner, By::Provider, By::Pool, By::Accelerator, By::User];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            By::Tenant => "tenant",
+            By::Owner => "owner",
+            By::Provider => "provider",
+            By::Pool => "pool",
+            By::Accelerator => "accelerator",
+            By::User => "user",
+        }
+    }
+
+    /// The group a row falls in; `-` where it has none (no tenants, a pool
+    /// without an owner or an accelerator).
+    pub fn key<'a>(self, r: &Row<'a>) -> &'a str {
+        let k = match self {
+            By::Tenant => r.tenant,
+            By::Owner => r.owner,
+            By::Provider => Some(r.provider),
+            By::Pool => Some(r.pool),
+            By::Accelerator => r.accelerator,
+            By::User => r.user,
+        };
+        k.unwrap_or("-")
+    }
+}
+
+impl std::str::FromStr for By {
+    type Err = String;
+    fn from_str(s: &str) -> Result<By, String> {
+        By::ALL.into_iter().find(|b| b.as_str() == s).ok_or_else(|| {
+            format!("cannot group by {s:?}; one of tenant, owner, provider, pool, accelerator, user")
+        })
+    }
+}
+
+/// One group's figures (or the total's).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Line {
+    /// The group's value (`-` for none); `total` on the total.
+    pub key: String,
+    /// Attempts with time in the window.
+    pub attempts: u64,
+    /// GPU-milliseconds held in all: the sum of the six columns below.
+    pub gpu_ms: u64,
+    pub useful_gpu_ms: u64,
+    pub wasted_infra_gpu_ms: u64,
+    pub wasted_own_gpu_ms: u64,
+    pub decision_gpu_ms: u64,
+    pub idle_gpu_ms: u64,
+    pub live_gpu_ms: u64,
+    /// The three lost columns (infra, own, decision) by failure class;
+    /// classes with none are left out.
+    pub lost_by_class_gpu_ms: BTreeMap<String, u64>,
+    /// CPU core-milliseconds held.
+    pub cpu_core_ms: u64,
+    /// Cost at the prices in force at launch, in millionths of a dollar.
+    pub cost_micro_usd: u64,
+}
+
+impl Line {
+    fn of(key: &str, f: &Figures) -> Line {
+        let lost_by_class_gpu_ms = FailureClass::ALL
+            .iter()
+            .zip(f.by_class_ms)
+            .filter(|(_, ms)| *ms > 0)
+            .map(|(c, ms)| (c.as_str().to_string(), ms))
+            .collect();
+        Line {
+            key: key.to_string(),
+            attempts: f.attempts,
+            gpu_ms: f.total_gpu_ms(),
+            useful_gpu_ms: f.get(Kind::Useful),
+            wasted_infra_gpu_ms: f.get(Kind::WastedInfra),
+            wasted_own_gpu_ms: f.get(Kind::WastedOwn),
+            decision_gpu_ms: f.get(Kind::Decision),
+            idle_gpu_ms: f.get(Kind::Idle),
+            live_gpu_ms: f.get(Kind::Live),
+            lost_by_class_gpu_ms,
+            cpu_core_ms: f.cpu_core_ms,
+            cost_micro_usd: f.cost_micro_usd,
+        }
+    }
+
+    /// GPU-ms in column `k`.
+    pub fn get(&self, k: Kind) -> u64 {
+        match k {
+            Kind::Useful => self.useful_gpu_ms,
+            Kind::WastedInfra => self.wasted_infra_gpu_ms,
+            Kind::WastedOwn => self.wasted_own_gpu_ms,
+            Kind::Decision => self.decision_gpu_ms,
+            Kind::Idle => self.idle_gpu_ms,
+            Kind::Live => self.live_gpu_ms,
+        }
+    }
+}
+
+/// What an owning tenant's pools did for others in the window.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct OwnerLine {
+    pub owner: String,
+    /// GPU-ms its own work held on its pools.
+    pub own_gpu_ms: u64,
+    /// GPU-ms other tenants' work held on its pools.
+    pub lent_gpu_ms: u64,
+    /// What that borrowed work cost at the prices at launch (µ$).
+    pub earned_micro_usd: u64,
+    /// Borrowed attempts stopped to give its capacity back, begun in the
+    /// window.
+    pub reclaims: u64,
+    /// Of those, still stopping.
+    pub reclaims_in_flight: u64,
+    /// Its promise: borrowed work is gone within this (`max_reclaim_delay`).
+    pub promise_ms: Option<i64>,
+    /// From the reclaim's start to the attempt's end: the worst and the
+    /// 99th percentile (nearest rank) of the finished ones.
+    pub worst_reclaim_ms: Option<i64>,
+    pub p99_reclaim_ms: Option<i64>,
+    /// Finished reclaims that took longer than the promise.
+    pub late_reclaims: u64,
+}
+
+/// A usage report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub by: By,
+    /// The window `[since, until)`; no `since`: from the beginning.
+    pub since: Option<Millis>,
+    pub until: Millis,
+    /// One line per group, by key.
+    pub groups: Vec<Line>,
+    /// All groups together: each column equals the sum of the groups'.
+    pub total: Line,
+    /// Per owning tenant, by name.
+    pub owners: Vec<OwnerLine>,
+    /// The ledger's rows with time in the window, when asked for
+    /// (`rows=true`, `canopy usage --rows`), by workload then attempt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rows: Vec<RowLine>,
+}
+
+/// One ledger row as reported: where and for whom the attempt ran, and
+/// its figures within the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RowLine {
+    /// `w-17.2`.
+    pub attempt: String,
+    pub tenant: Option<String>,
+    pub user: Option<String>,
+    pub owner: Option<String>,
+    pub provider: String,
+    pub pool: String,
+    /// Its node, or a gang's nodes in rank order: `n1,n2`.
+    pub nodes: String,
+    pub accelerator: Option<String>,
+    pub gpus: u64,
+    pub cpu_milli: u64,
+    /// Launch time.
+    pub start: Millis,
+    /// `None` while live.
+    pub end: Option<Millis>,
+    pub outcome: String,
+    pub price_per_hour: f64,
+    /// Its figures within the window (`key`: the attempt).
+    pub figures: Line,
+}
+
+/// The rows with time in `[since, until)`, in the ledger's order.
+pub fn row_lines(rows: &[Row<'_>], since: Option<Millis>, until: Millis) -> Vec<RowLine> {
+    let lo = since.unwrap_or(Millis(i64::MIN));
+    rows.iter()
+        .filter_map(|r| {
+            let f = Figures::of(r, lo, until)?;
+            let attempt = r.attempt.to_string();
+            Some(RowLine {
+                figures: Line::of(&attempt, &f),
+                attempt,
+                tenant: r.tenant.map(str::to_string),
+                user: r.user.map(str::to_string),
+                owner: r.owner.map(str::to_string),
+                provider: r.provider.to_string(),
+                pool: r.pool.to_string(),
+                nodes: if r.nodes.is_empty() { r.node.to_string() } else { r.nodes.join(",") },
+                accelerator: r.accelerator.map(str::to_string),
+                gpus: r.gpus,
+                cpu_milli: r.cpu_milli,
+                start: r.start,
+                end: r.end,
+                outcome: r.outcome.to_string(),
+                price_per_hour: r.price_per_hour,
+            })
+        })
+        .collect()
+}
+
+/// The report of `rows` within `[since, until)`, grouped by `by`; the
+/// owners' lines are over the same rows (see [`owners`] to take them from
+/// more rows than the groups).
+pub fn report(rows: &[Row<'_>], ctx: &Context, by: By, since: Option<Millis>, until: Millis) -> Report {
+    let lo = since.unwrap_or(Millis(i64::MIN));
+    let mut groups: HashMap<&str, Figures> = HashMap::new();
+    let mut total = Figures::default();
+    for r in rows {
+        let Some(f) = Figures::of(r, lo, until) else { continue };
+        groups.entry(by.key(r)).or_default().add(&f);
+        total.add(&f);
+    }
+    let mut groups: Vec<Line> = groups.iter().map(|(k, f)| Line::of(k, f)).collect();
+    groups.sort_by(|a, b| a.key.cmp(&b.key));
+    let owners = owners(rows, ctx, since, until);
+    Report { by, since, until, groups, total: Line::of("total", &total), owners, rows: Vec::new() }
+}
+
+/// Per owning tenant (by name), what its pools held for it and lent to
+/// others within `[since, until)`, and the reclaims begun there.
+pub fn owners(rows: &[Row<'_>], ctx: &Context, since: Option<Millis>, until: Millis) -> Vec<OwnerLine> {
+    let lo = since.unwrap_or(Millis(i64::MIN));
+    #[derive(Default)]
+    struct Owner {
+        own: u64,
+        lent: u64,
+        earned: u64,
+        reclaims: u64,
+        in_flight: u64,
+        latencies: Vec<i64>,
+    }
+    let mut owners: BTreeMap<&str, Owner> = BTreeMap::new();
+    for r in rows {
+        if let Some(rc) = &r.reclaim
+            && rc.started >= lo
+            && rc.started < until
+        {
+            let o = owners.entry(rc.owner).or_default();
+            o.reclaims += 1;
+            match rc.latency_ms {
+                Some(l) => o.latencies.push(l),
+                None => o.in_flight += 1,
+            }
+        }
+        let Some(owner) = r.owner else { continue };
+        let Some(f) = Figures::of(r, lo, until) else { continue };
+        let o = owners.entry(owner).or_default();
+        if r.tenant == Some(owner) {
+            o.own += f.total_gpu_ms();
+        } else {
+            o.lent += f.total_gpu_ms();
+            o.earned += f.cost_micro_usd;
+        }
+    }
+    owners
+        .into_iter()
+        .map(|(name, mut o)| {
+            o.latencies.sort_unstable();
+            let promise_ms = ctx.promise_ms.get(name).copied();
+            let p99 = (!o.latencies.is_empty()).then(|| {
+                let rank = (o.latencies.len() * 99).div_ceil(100).max(1);
+                o.latencies[rank - 1]
+            });
+            OwnerLine {
+                owner: name.to_string(),
+                own_gpu_ms: o.own,
+                lent_gpu_ms: o.lent,
+                earned_micro_usd: o.earned,
+                reclaims: o.reclaims,
+                reclaims_in_flight: o.in_flight,
+                promise_ms,
+                worst_reclaim_ms: o.latencies.last().copied(),
+                p99_reclaim_ms: p99,
+                late_reclaims: promise_ms
+                    .map_or(0, |p| o.latencies.iter().filter(|l| **l > p).count() as u64),
+            }
+        })
+        .collect()
+}
+
+/// Milliseconds as seconds with three decimals, exactly: `12.345`.
+pub fn fmt_ms(ms: u64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+/// Millionths as units with six decimals, exactly: `1.234567`.
+pub fn fmt_micro(micro: u64) -> String {
+    format!("{}.{:06}", micro / 1_000_000, micro % 1_000_000)
+}
+
+/// GPU-ms as GPU-hours for people, two decimals.
+pub fn hours(ms: u64) -> String {
+    format!("{:.2}", ms as f64 / 3_600_000.0)
+}
+
+/// The CSV columns of [`csv`], after `line` and the grouping's name.
+pub const CSV_COLUMNS: [&str; 10] = [
+    "attempts",
+    "gpu_s",
+    "useful_gpu_s",
+    "wasted_infra_gpu_s",
+    "wasted_own_gpu_s",
+    "decision_gpu_s",
+    "idle_gpu_s",
+    "live_gpu_s",
+    "cpu_core_s",
+    "cost_usd",
+];
+
+/// The report as CSV: a header, a `group` line per group and a `total`
+/// line; GPU-seconds with three decimals and dollars with six, exactly
+/// the report's integers (sums reconcile to the last digit).
+pub fn csv(r: &Report) -> String {
+    let mut out = format!("line,{},{}\n", r.by.as_str(), CSV_COLUMNS.join(","));
+    let mut line = |kind: &str, l: &Line| {
+        let _ = writeln!(
+            out,
+            "{kind},{},{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&l.key),
+            l.attempts,
+            fmt_ms(l.gpu_ms),
+            fmt_ms(l.useful_gpu_ms),
+            fmt_ms(l.wasted_infra_gpu_ms),
+            fmt_ms(l.wasted_own_gpu_ms),
+            fmt_ms(l.decision_gpu_ms),
+            fmt_ms(l.idle_gpu_ms),
+            fmt_ms(l.live_gpu_ms),
+            fmt_ms(l.cpu_core_ms),
+            fmt_micro(l.cost_micro_usd),
+        );
+    };
+    for g in &r.groups {
+        line("group", g);
+    }
+    line("total", &r.total);
+    out
+}
+
+/// The rows as CSV: one line per attempt with where it ran and its
+/// figures, in [`csv`]'s units (times in epoch ms; `end` empty while live).
+pub fn rows_csv(rows: &[RowLine]) -> String {
+    let mut out = format!(
+        "attempt,tenant,user,owner,provider,pool,nodes,accelerator,gpus,cpu_cores,start_ms,end_ms,outcome,price_per_hour,{}\n",
+        CSV_COLUMNS[1..].join(",")
+    );
+    let opt = |v: &Option<String>| csv_field(v.as_deref().unwrap_or("-"));
+    for r in rows {
+        let l = &r.figures;
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&r.attempt),
+            opt(&r.tenant),
+            opt(&r.user),
+            opt(&r.owner),
+            csv_field(&r.provider),
+            csv_field(&r.pool),
+            csv_field(&r.nodes),
+            opt(&r.accelerator),
+            r.gpus,
+            fmt_ms(r.cpu_milli),
+            r.start.0,
+            r.end.map_or(String::new(), |e| e.0.to_string()),
+            csv_field(&r.outcome),
+            r.price_per_hour,
+            fmt_ms(l.gpu_ms),
+            fmt_ms(l.useful_gpu_ms),
+            fmt_ms(l.wasted_infra_gpu_ms),
+            fmt_ms(l.wasted_own_gpu_ms),
+            fmt_ms(l.decision_gpu_ms),
+            fmt_ms(l.idle_gpu_ms),
+            fmt_ms(l.live_gpu_ms),
+            fmt_ms(l.cpu_core_ms),
+            fmt_micro(l.cost_micro_usd),
+        );
+    }
+    out
+}
+
+/// A CSV field, quoted when it must be; a leading `=`, `+`, `-` or `@`
+/// (a spreadsheet formula) is quoted behind a `'`, except the lone `-`
+/// that stands for none.
+fn csv_field(s: &str) -> String {
+    let formula = s.len() > 1 && s.starts_with(['=', '+', '-', '@']);
+    if formula || s.contains([',', '"', '\n', '\r']) {
+        let body = if formula { format!("'{s}") } else { s.to_string() };
+        format!("\"{}\"", body.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
