@@ -6,7 +6,7 @@
 
 use super::StoreArgs;
 use super::table::new_table;
-use super::workloads::{chrono_like, with_api};
+use super::workloads::{local_time, with_api};
 use canopy::usage::report::{self, By, Report, hours};
 use color_eyre::eyre::Result;
 use std::process::ExitCode;
@@ -135,10 +135,10 @@ fn print_table(r: &Report) {
         }
         outln!("\n{o}");
     }
-    let since = r.since.map_or("the beginning".to_string(), chrono_like);
+    let since = r.since.map_or("the beginning".to_string(), local_time);
     errln!(
         "from {since} to {} (not included); GPU-hours, cost at the prices at launch",
-        chrono_like(r.until)
+        local_time(r.until)
     );
 }
 
