@@ -220,7 +220,7 @@ async fn fair_share_standings_are_shown_and_a_bad_half_life_is_refused() {
     let doc =
         format!("[fair_share]\nhalf_life = \"1h\"\n{}", TENANTS.replace("default_tenant = \"team-a\"\n", ""));
     let doc = format!("default_tenant = \"team-a\"\n{doc}");
-    let api = Api::start_configured(ServerOptions::default(), &doc).await;
+    let mut api = Api::start_configured(ServerOptions::default(), &doc).await;
     let mut standings = Value::Null;
     for _ in 0..100 {
         let v = api.get(Who::Owner, "/v1/tenants").await.expect(200).json();
@@ -237,6 +237,12 @@ async fn fair_share_standings_are_shown_and_a_bad_half_life_is_refused() {
     let m = api.get(Who::Owner, "/metrics").await.expect(200).text;
     assert!(m.contains("canopy_tenant_fair_share_position{tenant=\"team-b\"} 2"), "{m}");
     assert!(m.contains("canopy_tenant_fair_share_target{tenant=\"team-a\"} 0.5"), "{m}");
+
+    // A waiting workload says where its tenant stands.
+    let b_sub = api.tenant_token("b-sub", "submitter", &[], "team-b").await;
+    let waiting = api.submit_new(Who::Token(&b_sub), &queued_spec("b-waits")).await;
+    let q = api.workload(&waiting).await["queue_position"].clone();
+    assert_eq!(q["fair_share"], "team-b is at 0.00 of its fair share 0.50; next after team-a", "{q}");
 
     let bad = doc.replace("half_life = \"1h\"", "half_life = \"5s\"");
     let r = api.call(Who::Owner, "PUT", "/v1/tenants", Body::Toml(bad)).await.expect(422);

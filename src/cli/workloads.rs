@@ -463,6 +463,9 @@ pub fn status(store: &StoreArgs, args: StatusArgs) -> Result<ExitCode> {
                         q.of,
                         sanitize(&q.tenant)
                     );
+                    if let Some(f) = &q.fair_share {
+                        outln!("  fair share: {}", sanitize(f));
+                    }
                 }
                 if let Some(old) = w.retry_of() {
                     outln!("  retry of {old}");

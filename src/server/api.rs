@@ -117,6 +117,10 @@ pub struct QueuePosition {
     pub position: u64,
     /// The tenant's queued workloads in all.
     pub of: u64,
+    /// With `[fair_share]`: where the tenant stands among tenants ("team-b
+    /// is at 0.31 of its fair share 0.50; next after team-c").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_share: Option<String>,
 }
 
 fn view(mut w: WorkloadRecord, attempts: Vec<AttemptRecord>, existing: bool) -> WorkloadView {
@@ -174,7 +178,9 @@ async fn load_view(s: &ServerState, id: WorkloadId) -> ApiResult<WorkloadView> {
         .map_err(|e| ApiError::internal(e.to_string()))?;
     match found {
         Some((w, attempts, at)) => {
+            let standings = super::tenants::fair_standings(s, &s.tenancy());
             let queue_position = at.zip(w.tenant.clone()).map(|((ahead, of), tenant)| QueuePosition {
+                fair_share: crate::tenant::fair::standing_text(&standings, &tenant),
                 tenant,
                 position: ahead + 1,
                 of,

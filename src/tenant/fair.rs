@@ -200,6 +200,19 @@ impl FairBook {
     }
 }
 
+/// Where `tenant` stands, as a waiting workload's reason says it:
+/// "team-b is at 0.31 of its fair share 0.50; next after team-c" (or
+/// "served first"). `None` when `standings` do not list it.
+pub fn standing_text(standings: &[Standing], tenant: &str) -> Option<String> {
+    let i = standings.iter().position(|s| s.tenant == tenant)?;
+    let s = &standings[i];
+    let place = match i.checked_sub(1).and_then(|j| standings.get(j)) {
+        Some(ahead) => format!("next after {}", ahead.tenant),
+        None => "served first".to_string(),
+    };
+    Some(format!("{tenant} is at {:.2} of its fair share {:.2}; {place}", s.share, s.fair_share))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +290,22 @@ mod tests {
         let s = b.standings(&[("a", 2.0), ("b", 1.0)]);
         assert_eq!((s[0].tenant.as_str(), s[0].position), ("a", 1));
         assert!((s[0].share - 0.6).abs() < 1e-9 && (s[0].fair_share - 2.0 / 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_standing_reads_as_a_reason() {
+        let mut b = FairBook::default();
+        b.restore(Millis(0), [("a".to_string(), 100.0), ("c".to_string(), 300.0)]);
+        let s = b.standings(&[("a", 1.0), ("b", 1.0), ("c", 2.0)]);
+        assert_eq!(
+            standing_text(&s, "b").as_deref(),
+            Some("b is at 0.00 of its fair share 0.25; served first")
+        );
+        assert_eq!(
+            standing_text(&s, "a").as_deref(),
+            Some("a is at 0.25 of its fair share 0.25; next after b")
+        );
+        assert_eq!(standing_text(&s, "nobody"), None);
     }
 
     #[test]
