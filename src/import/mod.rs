@@ -19,7 +19,9 @@
 //! returned, so what `import` prints is a spec `validate` accepts. The only
 //! I/O is [`convert_file`] reading the one file.
 
+mod checkpoint;
 mod dstack;
+mod dstack_run;
 pub mod emit;
 mod gpu_names;
 mod skypilot;
