@@ -602,14 +602,8 @@ fn storage(
         cx.checkpoint(path, &format!("bucket `{bucket}`"), at.0, at.1);
         return None;
     }
-    if let Some(e) = mode {
-        cx.dropped(
-            e.key_pos,
-            &e.value.path,
-            "Canopy stages inputs its own way (a copy or a link, by provider)",
-        );
-    }
     let mut added = None;
+    let mut whole_dropped = false;
     match m.take("source") {
         Some(s) if s.kind() == Kind::List => {
             let items = cx.ok(s.list("")).unwrap_or_default();
@@ -629,12 +623,20 @@ fn storage(
         _ => {
             // The whole mount goes, its settings with it: one warning.
             m.take_all();
+            whole_dropped = true;
             cx.dropped(
                 at.0,
                 at.1,
                 "without a `source` it creates an empty bucket or volume; Canopy inputs read existing data",
             );
         }
+    }
+    if let Some(e) = mode.filter(|_| !whole_dropped) {
+        cx.dropped(
+            e.key_pos,
+            &e.value.path,
+            "Canopy stages inputs its own way (a copy or a link, by provider)",
+        );
     }
     cx.leftovers(
         m,
