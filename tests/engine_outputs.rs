@@ -4,7 +4,8 @@
 //! workload that wrote its output to the wrong place (the spec's absolute
 //! path itself, outside `$CANOPY_OUTPUT_DIR`) made its own mistake: class
 //! `app`, not retried on other nodes; a store that cannot be written is a
-//! storage failure (`io`) and is retried.
+//! storage failure (`io`) and is retried. The first case is also run
+//! with a real process on the local provider, whose supervisor collects.
 
 mod common;
 
@@ -128,4 +129,55 @@ fn a_store_that_cannot_be_written_stays_a_storage_failure_and_is_retried() {
     assert!(att.evidence.unwrap().contains("cannot create"));
     w.advance(3600.0);
     assert_eq!(w.launches(id), 2, "an infrastructure failure is retried");
+}
+
+/// The local provider runs a real process that writes the spec's absolute
+/// path itself; its supervisor's collection fails, and the core, handed
+/// that failure as the shell hands it, classes it as the workload's.
+#[tokio::test]
+async fn a_real_process_writing_its_output_outside_the_output_dir_on_the_local_provider_is_app() {
+    use canopy::providers::local::{ContainerPolicy, LocalConfig, LocalProvider, ShimCommand};
+    use canopy::providers::{LaunchRequest, Provider};
+    let tmp = tempfile::tempdir().unwrap();
+    let shim = ShimCommand { program: env!("CARGO_BIN_EXE_canopy-shim").into(), args: vec![] };
+    let mut cfg = LocalConfig::new(tmp.path().join("attempts"), shim);
+    cfg.containers = ContainerPolicy::Disabled;
+    let p = LocalProvider::new(cfg);
+    let target = tmp.path().join("results/model.bin");
+    let script = format!("mkdir -p {0:?} && echo weights > {1:?}", target.parent().unwrap(), target);
+    let mut spec = spec_with_output(&target);
+    spec.runtime.command = vec!["sh".into(), "-c".into(), script];
+    let attempt = AttemptId { workload: WorkloadId(1), n: 1 };
+    let req = LaunchRequest {
+        attempt,
+        token: attempt.token("t3st", ""),
+        spec: std::sync::Arc::new(spec.clone()),
+        pool: "host".into(),
+        node: "localhost".into(),
+        nodes: vec!["localhost".into()],
+        checkpoint_dir: None,
+        secrets: Vec::new(),
+        artifact_dir: tmp.path().join("artifacts"),
+    };
+    p.launch(&req).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let end = loop {
+        match p.status(&req.token).await.unwrap() {
+            AttemptStatus::Ended(end) => break end,
+            s => assert!(std::time::Instant::now() < deadline, "did not end: {s:?}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(end, ProviderEnd::Exited { code: 0 });
+    assert!(target.exists(), "the process wrote its output outside $CANOPY_OUTPUT_DIR");
+    let err = p.outputs(&req.token, &spec, &tmp.path().join("store")).await.unwrap_err();
+    let (class, rule, evidence) = canopy::engine::classify::collection_failure(&err.message);
+    assert_eq!((class, rule), (FailureClass::App, "outputs.not-written"), "{evidence}");
+    assert!(
+        evidence.contains(&format!(
+            "the workload wrote {0} itself; outputs must be under $CANOPY_OUTPUT_DIR: write $CANOPY_OUTPUT_DIR{0}",
+            target.display()
+        )),
+        "{evidence}"
+    );
 }
