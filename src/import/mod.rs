@@ -379,8 +379,9 @@ impl<'c> Cx<'c> {
         let file = self.ctx.file.rsplit('/').next().unwrap_or(&self.ctx.file);
         let mut lines = vec![
             format!(
-                "Converted from the {} task `{file}` by `canopy import {}`.",
+                "Converted from the {} {} `{file}` by `canopy import {}`.",
                 source.title(),
+                if self.spec.kind == crate::spec::WorkloadKind::Inference { "service" } else { "task" },
                 source.as_str()
             ),
             "Check it with `canopy validate` and `canopy plan`; docs/import.md lists the mapping."
