@@ -119,12 +119,12 @@ fn a_file_that_cannot_be_imported_exits_1_with_a_positioned_error() {
     assert!(err.contains("\n  help: write NAME:COUNT, like A100:8\n"), "{err}");
     assert!(err.contains("could not be imported as a SkyPilot task"), "{err}");
 
-    let service = tmp.path().join("service.dstack.yml");
-    std::fs::write(&service, "type: service\nport: 8000\ncommands: [python app.py]\n").unwrap();
-    let out = canopy(&store, &["import", "dstack", service.to_str().unwrap()]);
+    let dev = tmp.path().join("dev.dstack.yml");
+    std::fs::write(&dev, "type: dev-environment\nide: vscode\n").unwrap();
+    let out = canopy(&store, &["import", "dstack", dev.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains(":1:7: error: `type: service` is a dstack service"),
+        text(&out.stderr).contains(":1:7: error: `type: dev-environment` is a dstack dev environment"),
         "{}",
         text(&out.stderr)
     );

@@ -112,7 +112,8 @@ fn nodes_env_secrets_backends_regions_and_spot_map() {
         "{w}"
     );
     assert!(w.contains("`spot_policy: spot` becomes `constraints.interruptible = true`"), "{w}");
-    assert!(w.contains("`retry` has no Canopy counterpart"), "{w}");
+    assert!(w.contains("`retry.duration` has no Canopy counterpart"), "{w}");
+    assert_eq!(s.retry.app_errors, 0, "no `error` event: the workload's errors are not retried");
     // Multi-line plain commands fold into one line, as YAML says.
     assert!(s.runtime.command[2].contains("torchrun --nproc-per-node=$DSTACK_GPUS_PER_NODE --node-rank="));
 }
@@ -143,7 +144,7 @@ fn image_env_map_files_stop_duration_and_priority_map() {
         ]
     );
     let w = warnings(&i);
-    for field in ["ports", "volumes"] {
+    for field in ["ports", "volumes[0]"] {
         assert!(w.contains(&format!("`{field}` has no Canopy counterpart")), "{field}: {w}");
     }
 }
@@ -151,10 +152,16 @@ fn image_env_map_files_stop_duration_and_priority_map() {
 fn bad_cases() -> Vec<Bad> {
     vec![
         Bad {
-            yaml: "type: service\nport: 8000\ncommands: [python serve.py]\n",
+            yaml: "type: gateway\ndomain: example.com\n",
             at: (1, 7),
-            message: "`type: service` is a dstack service; `canopy import dstack` imports tasks (`type: task`) only",
+            message: "`type: gateway` is a dstack gateway; `canopy import dstack` imports tasks (`type: task`) and services (`type: service`) only",
             help: "import a task configuration",
+        },
+        Bad {
+            yaml: "type: task\ncommands: [x]\nretry:\n  on_events: [error, meltdown]\n",
+            at: (4, 22),
+            message: "`retry.on_events[1]` is `meltdown`, which is not a dstack retry event",
+            help: "no-capacity, interruption or error",
         },
         Bad {
             yaml: "type: dev-environment\nide: vscode\n",
@@ -275,4 +282,78 @@ fn malformed_files_and_other_types_get_an_error_at_file_line_col_with_what_to_do
 #[test]
 fn no_prefix_of_any_example_makes_the_importer_panic() {
     FIX.convert_every_prefix();
+}
+
+#[test]
+fn a_checkpoint_volume_becomes_the_checkpoint_dir_and_retry_on_error_app_errors() {
+    let i = FIX.convert("checkpoints-retry.dstack.yml");
+    let s = &i.spec;
+    let ck = s.checkpoint.as_ref().expect("[checkpoint]");
+    assert_eq!(ck.path, "/checkpoints");
+    assert_eq!((s.retry.app_errors, s.retry.max_attempts), (2, 3), "errors may use every attempt");
+    assert!(i.toml.contains("[checkpoint]\nkeep = \"latest\"\npath = \"/checkpoints\""), "{}", i.toml);
+    let w = warnings(&i);
+    assert!(
+        w.contains(
+            "dstack/checkpoints-retry.dstack.yml:18:5: warning: `volumes[0]` mounts volume `train-ckpts` at \
+             `/checkpoints`: it becomes `[checkpoint] path = \"/checkpoints\"`, but Canopy does not mount \
+             volume `train-ckpts`: it keeps the checkpoints in its own store, for this workload only"
+        ),
+        "{w}"
+    );
+    assert!(w.contains("with a `COMPLETE` file written last"), "{w}");
+    assert!(
+        w.contains(
+            "dstack/checkpoints-retry.dstack.yml:20:5: warning: `volumes[1]` has no Canopy counterpart: \
+             Canopy attaches no volumes"
+        ),
+        "a volume elsewhere is dropped: {w}"
+    );
+    assert!(
+        w.contains(
+            "dstack/checkpoints-retry.dstack.yml:22:3: warning: `retry` on `error` becomes \
+             `retry.app_errors = 2`: dstack retries errors until `duration` runs out, Canopy counts them"
+        ),
+        "{w}"
+    );
+    assert!(w.contains(":23:3: warning: `retry.duration` has no Canopy counterpart"), "{w}");
+}
+
+#[test]
+fn a_service_imports_as_inference_with_its_service_fields_named() {
+    let i = FIX.convert("vllm-service.dstack.yml");
+    let s = &i.spec;
+    assert_eq!(s.kind, canopy::spec::WorkloadKind::Inference);
+    assert!(i.toml.contains("kind = \"inference\""), "{}", i.toml);
+    assert_eq!(s.runtime.image.as_deref(), Some("vllm/vllm-openai:latest"));
+    assert_eq!(s.runtime.secrets, ["HF_TOKEN"]);
+    let w = warnings(&i);
+    assert!(
+        w.contains(
+            "dstack/vllm-service.dstack.yml:2:7: warning: `type: service` becomes a workload of `kind = \
+             \"inference\"`: Canopy runs its commands as one replica until they end"
+        ),
+        "{w}"
+    );
+    for (line, field) in [(11, "port"), (12, "model"), (13, "replicas"), (14, "scaling")] {
+        let at =
+            format!("dstack/vllm-service.dstack.yml:{line}:1: warning: `{field}` has no Canopy counterpart");
+        assert!(w.contains(&at), "{field}: {w}");
+    }
+}
+
+#[test]
+fn retry_true_retries_errors_and_false_or_no_interruption_says_what_canopy_does_anyway() {
+    let i = FIX.convert_str("type: task\ncommands: [x]\nretry: true\n").unwrap();
+    assert_eq!(i.spec.retry.app_errors, 2);
+    let i = FIX.convert_str("type: task\ncommands: [x]\nretry: false\n").unwrap();
+    assert_eq!(i.spec.retry.app_errors, 0);
+    assert!(warnings(&i).contains(":3:8: warning: `retry` has no Canopy counterpart: Canopy retries infrastructure failures elsewhere all the same"), "{}", warnings(&i));
+    let i = FIX.convert_str("type: task\ncommands: [x]\nretry:\n  on_events: [error]\n").unwrap();
+    assert_eq!(i.spec.retry.app_errors, 2);
+    assert!(
+        warnings(&i).contains(":4:14: warning: `retry.on_events` leaves out `interruption`"),
+        "{}",
+        warnings(&i)
+    );
 }

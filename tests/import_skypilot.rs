@@ -198,7 +198,8 @@ fn unknown_gpus_fractions_and_kubernetes_extras_are_kept_or_named() {
     assert_eq!(i.spec.constraints.providers[0].as_str(), "kubernetes");
     let w = warnings(&i);
     assert!(w.contains("asks for 0.5 of a GPU: Canopy gives whole GPUs, 1"), "{w}");
-    for field in ["resources.ports", "resources.autostop", "service", "config"] {
+    assert!(w.contains("`service` (a SkyServe service) becomes a workload of `kind = \"inference\"`"), "{w}");
+    for field in ["resources.ports", "resources.autostop", "config"] {
         assert!(w.contains(&format!("`{field}` has no Canopy counterpart")), "{field}: {w}");
     }
     assert!(w.contains("The Kubernetes context in `resources.infra` has no Canopy counterpart"), "{w}");
@@ -345,4 +346,54 @@ fn hostile_yaml_is_refused_without_a_panic() {
 #[test]
 fn no_prefix_of_any_example_makes_the_importer_panic() {
     FIX.convert_every_prefix();
+}
+
+#[test]
+fn a_bucket_mounted_at_a_checkpoint_path_becomes_the_checkpoint_dir() {
+    let i = FIX.convert("checkpoint-bucket.yaml");
+    let s = &i.spec;
+    assert_eq!(s.checkpoint.as_ref().expect("[checkpoint]").path, "/checkpoints");
+    let inputs: Vec<(&str, &str)> = s.inputs.iter().map(|x| (x.name.as_str(), x.source.as_str())).collect();
+    assert_eq!(inputs, [("data", "s3://my-datasets/alpaca")], "the checkpoint bucket is not an input");
+    assert_eq!((s.retry.app_errors, s.retry.max_attempts), (3, 4));
+    let w = warnings(&i);
+    assert!(
+        w.contains(
+            "skypilot/checkpoint-bucket.yaml:13:3: warning: `file_mounts./checkpoints` mounts bucket \
+             `llama-ft-checkpoints` at `/checkpoints`: it becomes `[checkpoint] path = \"/checkpoints\"`, but \
+             Canopy does not mount bucket `llama-ft-checkpoints`"
+        ),
+        "{w}"
+    );
+    assert!(w.contains("to resume from what bucket `llama-ft-checkpoints` already holds"), "{w}");
+    assert!(!w.contains("`file_mounts./checkpoints.mode`"), "one warning for the whole mount: {w}");
+
+    // COPY mode, or a mount elsewhere, stays what it was.
+    let i = FIX
+        .convert_str(
+            "file_mounts:\n  /checkpoints:\n    source: s3://ckpts\n    mode: COPY\n  /outputs:\n    name: out\n    \
+             mode: MOUNT\nrun: x\n",
+        )
+        .unwrap();
+    assert_eq!(i.spec.checkpoint, None);
+    assert_eq!(i.spec.inputs[0].source, "s3://ckpts");
+    let w = warnings(&i);
+    assert!(w.contains(":4:5: warning: `file_mounts./checkpoints.mode` has no Canopy counterpart"), "{w}");
+    assert!(w.contains(":5:3: warning: `file_mounts./outputs` has no Canopy counterpart"), "{w}");
+}
+
+#[test]
+fn a_skyserve_service_imports_as_inference() {
+    let i = FIX.convert("vllm-service.yaml");
+    assert_eq!(i.spec.kind, canopy::spec::WorkloadKind::Inference);
+    assert!(i.toml.contains("kind = \"inference\""), "{}", i.toml);
+    let w = warnings(&i);
+    assert!(
+        w.contains(
+            "skypilot/vllm-service.yaml:2:1: warning: `service` (a SkyServe service) becomes a workload of \
+             `kind = \"inference\"`: Canopy runs its task as one replica until it ends; the readiness probe, \
+             replicas, autoscaling, ports and load balancer have no Canopy counterpart (dropped)"
+        ),
+        "{w}"
+    );
 }

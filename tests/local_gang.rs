@@ -83,7 +83,7 @@ async fn every_rank_learns_its_rank_and_the_same_master() {
     let t = tempfile::tempdir().unwrap();
     let p = provider(t.path());
     let script = "echo \"rank=$NODE_RANK of $NNODES node=$CANOPY_NODE_NAME master=$MASTER_ADDR:$MASTER_PORT \
-                  sky=$SKYPILOT_NODE_RANK dstack=$DSTACK_NODE_RANK\"";
+                  sky=$SKYPILOT_NODE_RANK dstack=$DSTACK_NODE_RANK gpus=${DSTACK_GPUS_NUM-unset}\"";
     let req = request(t.path(), 1, spec(script, json!({})), &["h-1", "h-2"]);
     p.launch(&req).await.unwrap();
     assert_eq!(wait_end(&p, &req.token).await, ProviderEnd::Exited { code: 0 });
@@ -94,8 +94,8 @@ async fn every_rank_learns_its_rank_and_the_same_master() {
     assert_eq!(
         lines,
         [
-            format!("rank=0 of 2 node=h-1 master=127.0.0.1:{port} sky=0 dstack=0"),
-            format!("rank=1 of 2 node=h-2 master=127.0.0.1:{port} sky=1 dstack=1"),
+            format!("rank=0 of 2 node=h-1 master=127.0.0.1:{port} sky=0 dstack=0 gpus=0"),
+            format!("rank=1 of 2 node=h-2 master=127.0.0.1:{port} sky=1 dstack=1 gpus=0"),
         ],
         "{out}"
     );

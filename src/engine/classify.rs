@@ -310,6 +310,24 @@ fn excerpt(line: &str, at: usize) -> String {
     line.chars().skip(start).take(EVIDENCE_MAX_CHARS).collect::<String>().trim().to_string()
 }
 
+/// What a clean exit whose outputs could not be collected was: the
+/// workload's own mistake (`app`, rule `outputs.not-written`) when a
+/// required output was not written where the spec says (most often: the
+/// workload wrote the spec's absolute path itself, outside
+/// `$CANOPY_OUTPUT_DIR`), so that retrying it on other nodes cannot help;
+/// otherwise a storage failure (`io`, rule `outputs.collect-failed`): the
+/// outputs directory or the store could not be read or written. Returns
+/// the class, the rule and the evidence (the collection's message, which
+/// says where the output was expected and what to do).
+pub fn collection_failure(message: &str) -> (FailureClass, &'static str, String) {
+    use crate::providers::collect::NOT_WRITTEN;
+    if message.contains(NOT_WRITTEN) {
+        (FailureClass::App, "outputs.not-written", message.to_string())
+    } else {
+        (FailureClass::Io, "outputs.collect-failed", message.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,8 @@
 //! runs them: joined with ` && ` (a command ending in `&` wrapped in
 //! braces), run by `shell -c` where the shell is `shell`, else `/bin/bash`
 //! without an image and `/bin/sh` with one. Other run configuration types
-//! (services, dev environments, fleets, …) are refused by name.
+//! (dev environments, fleets, …) are refused by name; a service is
+//! imported as `kind = "inference"` (`dstack_run.rs`).
 
 use super::values::{self, Range, fmt_num};
 use super::yaml::{Got, Kind, Map, Node, Pos};
@@ -26,7 +27,6 @@ const DROPPED: &[(&str, &str)] = &[
     ("registry_auth", "registry credentials belong to the provider's container runtime, not the spec"),
     ("nvcc", "Canopy does not pick base images; name one with `image`"),
     ("single_branch", "Canopy clones no repositories"),
-    ("volumes", "Canopy attaches no volumes; give existing data as `files` (inputs)"),
     ("docker", "Canopy runs no Docker-in-Docker"),
     ("repos", "Canopy clones no repositories; clone it in the first command"),
     ("setup", "deprecated in dstack; put the commands in `commands`"),
@@ -34,7 +34,6 @@ const DROPPED: &[(&str, &str)] = &[
     ("availability_zones", "Canopy constrains providers and regions, not zones"),
     ("instance_types", "Canopy never names instance types; it places by the resources asked for"),
     ("reservation", "Canopy prefers reserved capacity with `preferences.reserved_first` in the spec"),
-    ("retry", "Canopy retries infrastructure failures elsewhere by itself (see [retry] in the spec)"),
     ("retry_policy", "Canopy retries infrastructure failures elsewhere by itself (see [retry] in the spec)"),
     ("creation_policy", "Canopy decides where to run; it keeps no instance pool"),
     ("idle_duration", "Canopy keeps no idle instances"),
@@ -51,9 +50,7 @@ const DROPPED: &[(&str, &str)] = &[
 ];
 
 pub(super) fn convert(root: &Map<'_>, cx: &mut Cx<'_>) {
-    if !task_type(root, cx) {
-        return;
-    }
+    let Some(run_type) = super::dstack_run::run_type(root, cx) else { return };
     let name = root.take("name").and_then(|n| {
         let pos = n.pos();
         cx.ok(n.string("give the run a short name")).map(|s| (s, pos, "name".to_string()))
@@ -139,36 +136,19 @@ pub(super) fn convert(root: &Map<'_>, cx: &mut Cx<'_>) {
     if let Some(n) = root.take("files") {
         files(&n, cx);
     }
+    if let Some(n) = root.take("volumes") {
+        super::dstack_run::volumes(&n, cx);
+    }
+    if let Some(n) = root.take("retry") {
+        super::dstack_run::retry(&n, cx);
+    }
     let shell = root.take("shell").and_then(|n| shell(&n, cx));
     commands(root, cx, shell, image.is_some());
-    cx.leftovers(root, Source::Dstack, DROPPED);
-}
-
-/// `type: task`, or an error naming what the file is instead.
-fn task_type(root: &Map<'_>, cx: &mut Cx<'_>) -> bool {
-    let Some(n) = root.take("type") else {
-        cx.error(root.node.problem(
-            "the configuration has no `type`",
-            "`canopy import dstack` reads tasks: add `type: task` if this is one",
-        ));
-        return false;
-    };
-    let Some(t) = cx.ok(n.string("write `type: task`")) else { return false };
-    let what = match t.as_str() {
-        "task" => return true,
-        "service" => "a dstack service",
-        "dev-environment" => "a dstack dev environment",
-        "fleet" => "a dstack fleet",
-        "volume" => "a dstack volume",
-        "gateway" => "a dstack gateway",
-        _ => "not a dstack run configuration type",
-    };
-    cx.error(n.problem(
-        format!("`type: {t}` is {what}; `canopy import dstack` imports tasks (`type: task`) only"),
-        "import a task configuration; a service's or dev environment's commands can be run as a task by \
-         copying them into one",
-    ));
-    false
+    let mut dropped = DROPPED.to_vec();
+    if run_type == super::dstack_run::RunType::Service {
+        dropped.extend_from_slice(super::dstack_run::SERVICE_DROPPED);
+    }
+    cx.leftovers(root, Source::Dstack, &dropped);
 }
 
 fn working_dir(n: &Node<'_>, cx: &mut Cx<'_>) {

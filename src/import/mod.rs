@@ -19,7 +19,9 @@
 //! returned, so what `import` prints is a spec `validate` accepts. The only
 //! I/O is [`convert_file`] reading the one file.
 
+mod checkpoint;
 mod dstack;
+mod dstack_run;
 pub mod emit;
 mod gpu_names;
 mod skypilot;
@@ -377,8 +379,9 @@ impl<'c> Cx<'c> {
         let file = self.ctx.file.rsplit('/').next().unwrap_or(&self.ctx.file);
         let mut lines = vec![
             format!(
-                "Converted from the {} task `{file}` by `canopy import {}`.",
+                "Converted from the {} {} `{file}` by `canopy import {}`.",
                 source.title(),
+                if self.spec.kind == crate::spec::WorkloadKind::Inference { "service" } else { "task" },
                 source.as_str()
             ),
             "Check it with `canopy validate` and `canopy plan`; docs/import.md lists the mapping."

@@ -20,10 +20,6 @@ const HELP_TASK: &str = "see SkyPilot's task YAML reference for the field's form
 /// Top-level fields without a counterpart, and why.
 const TOP_DROPPED: &[(&str, &str)] = &[
     ("event_callback", "Canopy reports progress through its events and API, not a callback script"),
-    (
-        "service",
-        "a SkyServe service (replicas, readiness probe) is not a batch workload; only its task is imported",
-    ),
     ("pool", "SkyPilot worker pools have none; Canopy places each workload itself"),
     ("config", "SkyPilot's per-task configuration (Docker, Kubernetes, cloud options) does not apply"),
     ("volumes", "Canopy creates no volumes; give existing data as a file mount (an input)"),
@@ -62,6 +58,9 @@ pub(super) fn convert(root: &Map<'_>, cx: &mut Cx<'_>) {
         cx.ok(n.string("give the task a short name")).map(|s| (s, pos, "name".to_string()))
     });
     cx.name(name);
+    if let Some(e) = root.take_entry("service") {
+        service(&e.value, e.key_pos, cx);
+    }
     if let Some(n) = root.take("num_nodes") {
         num_nodes(&n, cx);
     }
@@ -99,6 +98,22 @@ pub(super) fn convert(root: &Map<'_>, cx: &mut Cx<'_>) {
         }),
     }
     cx.leftovers(root, Source::Skypilot, TOP_DROPPED);
+}
+
+/// A SkyServe `service:` section: the task is a model server, imported
+/// as `kind = "inference"`; the service's own settings have no
+/// counterpart (one warning for the section).
+fn service(n: &Node<'_>, at: Pos, cx: &mut Cx<'_>) {
+    cx.spec.kind = crate::spec::WorkloadKind::Inference;
+    cx.from("kind", at);
+    cx.warn(
+        at,
+        &n.path,
+        "`service` (a SkyServe service) becomes a workload of `kind = \"inference\"`: Canopy runs its task \
+         as one replica until it ends; the readiness probe, replicas, autoscaling, ports and load balancer \
+         have no Canopy counterpart (dropped)"
+            .into(),
+    );
 }
 
 fn num_nodes(n: &Node<'_>, cx: &mut Cx<'_>) {
@@ -576,7 +591,19 @@ fn storage(
     at: (Pos, &str),
 ) -> Option<String> {
     let cwd = cx.ctx.cwd.clone();
+    let mode = m.take_entry("mode");
+    let mounted = mode.as_ref().and_then(|e| e.value.string("").ok()).is_some_and(|s| {
+        let s = s.to_ascii_uppercase();
+        s == "MOUNT" || s == "MOUNT_CACHED"
+    });
+    if mounted && let Some(path) = mount.as_deref().filter(|p| super::checkpoint::is_checkpoint_path(p)) {
+        let bucket = bucket_name(m);
+        m.take_all();
+        cx.checkpoint(path, &format!("bucket `{bucket}`"), at.0, at.1);
+        return None;
+    }
     let mut added = None;
+    let mut whole_dropped = false;
     match m.take("source") {
         Some(s) if s.kind() == Kind::List => {
             let items = cx.ok(s.list("")).unwrap_or_default();
@@ -596,12 +623,20 @@ fn storage(
         _ => {
             // The whole mount goes, its settings with it: one warning.
             m.take_all();
+            whole_dropped = true;
             cx.dropped(
                 at.0,
                 at.1,
                 "without a `source` it creates an empty bucket or volume; Canopy inputs read existing data",
             );
         }
+    }
+    if let Some(e) = mode.filter(|_| !whole_dropped) {
+        cx.dropped(
+            e.key_pos,
+            &e.value.path,
+            "Canopy stages inputs its own way (a copy or a link, by provider)",
+        );
     }
     cx.leftovers(
         m,
@@ -610,11 +645,23 @@ fn storage(
             ("name", "Canopy reads the source where it is and creates no bucket"),
             ("store", "Canopy reads the source where it is and creates no bucket"),
             ("persistent", "Canopy creates no bucket to keep or delete"),
-            ("mode", "Canopy stages inputs its own way (a copy or a link, by provider)"),
             ("mount_options", "Canopy stages inputs its own way"),
             ("type", "Canopy stages inputs its own way"),
             ("config", "Canopy creates no volumes"),
         ],
     );
     added
+}
+
+/// How a storage mapping names its bucket: `name`, else its (first)
+/// `source`, for messages (taking both).
+fn bucket_name(m: &Map<'_>) -> String {
+    let text = |n: Option<Node<'_>>| {
+        n.and_then(|n| match n.kind() {
+            Kind::List => n.list("").ok().and_then(|l| l.first().and_then(|i| i.string("").ok())),
+            _ => n.string("").ok(),
+        })
+    };
+    let (name, source) = (text(m.take("name")), text(m.take("source")));
+    name.or(source).unwrap_or_else(|| "(unnamed)".into())
 }

@@ -117,6 +117,39 @@ pub struct Wanted {
     pub required: bool,
 }
 
+/// What the message for a required output the workload did not write
+/// says, so the engine can tell the workload's mistake from a storage
+/// failure ([`crate::engine::classify::collection_failure`]).
+pub const NOT_WRITTEN: &str = ") was not written: ";
+/// Said when the output is at its spec path itself, outside the outputs
+/// directory, written since the attempt started.
+pub const WRITTEN_OUTSIDE: &str = "outputs must be under $CANOPY_OUTPUT_DIR";
+
+/// A required output missing under `root`: where it was expected, and,
+/// when the workload wrote its spec path itself (an absolute path outside
+/// `$CANOPY_OUTPUT_DIR`, on this machine since the outputs directory was
+/// made), that it did.
+fn not_written(root: &Path, w: &Wanted) -> String {
+    let expected = root.join(&w.rel);
+    let started = fs::metadata(root).and_then(|m| m.modified()).ok();
+    let outside = fs::symlink_metadata(&w.shown).and_then(|m| m.modified()).ok();
+    let wrote_outside = matches!((started, outside), (Some(s), Some(o)) if o >= s);
+    let what = if wrote_outside {
+        format!(
+            "the workload wrote {} itself; {WRITTEN_OUTSIDE}: write $CANOPY_OUTPUT_DIR{}",
+            w.shown, w.shown
+        )
+    } else {
+        format!("the workload must write it under $CANOPY_OUTPUT_DIR{}", w.shown)
+    };
+    format!(
+        "required output {:?} ({}{NOT_WRITTEN}expected at {}; {what}",
+        w.name,
+        w.shown,
+        expected.display()
+    )
+}
+
 /// The spec's outputs as [`Wanted`], with each spec path `P` under the
 /// outputs root at `P` (without its leading `/`).
 pub fn wanted(spec: &Spec) -> Result<Vec<Wanted>, String> {
@@ -186,16 +219,7 @@ pub fn collect_wanted(
             Err(Some(skip)) => Found::Skip(skip.clone()),
         };
         match (&f, w.required) {
-            (Found::Missing, true) => {
-                return Err(format!(
-                    "required output {:?} ({}) was not written: expected at {}; the workload must write it \
-                     under $CANOPY_OUTPUT_DIR{}",
-                    w.name,
-                    w.shown,
-                    root.join(&w.rel).display(),
-                    w.shown
-                ));
-            }
+            (Found::Missing, true) => return Err(not_written(root, w)),
             (Found::Skip(s), true) => return Err(s.required_error(w, None)),
             (Found::Missing, false) => tracing::debug!(output = %w.name, "optional output not written"),
             (Found::Skip(s), false) => out.skipped.push(s.record(w, None)),

@@ -73,6 +73,8 @@ pub fn launcher_env(r: &Rank<'_>) -> Vec<(String, String)> {
     env.push(("DSTACK_NODES_IPS".into(), ips));
     env.push(("DSTACK_NODES_NUM".into(), n.to_string()));
     env.push(("DSTACK_GPUS_PER_NODE".into(), gpus));
+    // dstack's total: every node of a gang has the same GPUs.
+    env.push(("DSTACK_GPUS_NUM".into(), (n as u64 * u64::from(r.gpus_per_node)).to_string()));
     env
 }
 
@@ -108,6 +110,8 @@ mod tests {
             assert_eq!(get(&env, "GPUS_PER_NODE"), "8");
             assert_eq!(get(&env, "SKYPILOT_NODE_IPS"), "10.0.0.1\n10.0.0.2");
             assert_eq!(get(&env, "CANOPY_NODE_NAME"), nodes[rank]);
+            assert_eq!(get(&env, "DSTACK_GPUS_NUM"), "16", "dstack's total over the gang");
+            assert_eq!(get(&env, "DSTACK_NODES_NUM"), "2");
         }
     }
 
@@ -119,6 +123,7 @@ mod tests {
         assert_eq!(get(&env, "SKYPILOT_NUM_NODES"), "1");
         assert_eq!(get(&env, "DSTACK_MASTER_NODE_IP"), "127.0.0.1");
         assert_eq!(get(&env, "GPUS_PER_NODE"), "2");
+        assert_eq!(get(&env, "DSTACK_GPUS_NUM"), "2");
     }
 
     #[test]

@@ -586,7 +586,7 @@ pub struct Output {
     /// Absolute path inside the workload's environment, without `..`.
     #[schemars(regex(pattern = ABSOLUTE_PATH_PATTERN))]
     pub path: String,
-    /// Fail the attempt (class `io`) when the output is missing.
+    /// Fail the attempt (class `app`: the workload did not write it under $CANOPY_OUTPUT_DIR) when the output is missing.
     #[serde(default)]
     pub required: bool,
 }

@@ -609,7 +609,8 @@ impl Core {
         let clean = end == ProviderEnd::Exited { code: 0 };
         let (class, rule, evidence) = match (&outputs, clean) {
             (OutputsResult::Failed { message }, true) => {
-                (Some(FailureClass::Io), "outputs.collect-failed".to_string(), message.clone())
+                let (class, rule, evidence) = crate::engine::classify::collection_failure(message);
+                (Some(class), rule.to_string(), evidence)
             }
             (_, true) => (None, "exit.clean".to_string(), "exit code 0".to_string()),
             (_, false) => {
