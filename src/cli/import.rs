@@ -1,5 +1,5 @@
 //! `canopy import skypilot|dstack FILE [-o OUT]`: the Canopy spec that
-//! means what a SkyPilot task YAML or a dstack task configuration means,
+//! means what a SkyPilot task YAML or a dstack task or service configuration means,
 //! printed (or written to OUT). Every field without a counterpart is a
 //! warning on stderr at its line; a file that cannot be converted is a
 //! positioned error and exit 1. `canopy submit --from` uses [`converted`].
@@ -14,7 +14,8 @@ use std::process::ExitCode;
 pub enum ImportFrom {
     /// A SkyPilot task YAML (`sky launch task.yaml`).
     Skypilot,
-    /// A dstack task configuration (`type: task`, `.dstack.yml`).
+    /// A dstack task or service configuration (`type: task` or `type:
+    /// service`, `.dstack.yml`).
     Dstack,
 }
 

@@ -209,8 +209,9 @@ pub enum Command {
     /// Who the server takes you for: the principal (a token's name, or
     /// local:USER on the store's socket), its role, tenant and scopes.
     Whoami(whoami::WhoamiArgs),
-    /// Convert a SkyPilot task YAML or a dstack task configuration into a
-    /// Canopy spec; what has no counterpart is a warning at its line.
+    /// Convert a SkyPilot task YAML or a dstack task or service
+    /// configuration into a Canopy spec (a service becomes kind
+    /// "inference"); what has no counterpart is a warning at its line.
     Import(import::ImportArgs),
     /// Run the engine as a service until Ctrl-C or SIGTERM: the HTTP API on
     /// <store>/canopy.sock (the store's owner, as admin) and, with
@@ -227,7 +228,7 @@ pub enum Command {
   canopy submit train.toml --idempotency-key nightly-2026-12-06   safe to send again")]
     Submit {
         spec: PathBuf,
-        /// SPEC is a SkyPilot task YAML or a dstack task configuration:
+        /// SPEC is a SkyPilot task YAML or a dstack task or service configuration:
         /// converted as `canopy import` does, then submitted.
         #[arg(long, value_enum, value_name = "FORMAT")]
         from: Option<import::ImportFrom>,
