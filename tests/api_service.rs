@@ -284,6 +284,7 @@ const MATRIX: &[(&str, &str, [May; 6])] = &[
     ("POST",   "/v1/tokens",                                       [U,     N,     N,        N,       N,        Y]),
     ("DELETE", "/v1/tokens/{name}",                                [U,     N,     N,        N,       N,        Y]),
     ("GET",    "/v1/tenants",                                      [U,     Y,     Y,        Y,       Y,        Y]),
+    ("GET",    "/v1/usage",                                        [U,     Y,     Y,        Y,       Y,        Y]),
     ("PUT",    "/v1/tenants",                                      [U,     N,     N,        N,       N,        Y]),
 ];
 
