@@ -136,10 +136,7 @@ fn print_table(r: &Report) {
         outln!("\n{o}");
     }
     let since = r.since.map_or("the beginning".to_string(), local_time);
-    errln!(
-        "from {since} to {} (not included); GPU-hours, cost at the prices at launch",
-        local_time(r.until)
-    );
+    errln!("from {since} to {} (not included); GPU-hours, cost at the prices at launch", local_time(r.until));
 }
 
 fn print_rows(r: &Report) {
