@@ -203,6 +203,10 @@ async fn head_metrics_answers_like_get_without_a_body() {
     assert!(head.text.is_empty(), "{}", head.text);
     let get = api.get(Who::Owner, "/metrics").await.expect(200);
     assert_eq!(head.headers["content-type"], get.headers["content-type"]);
+    // The length the body would have had (the scrape grows by the HEAD's
+    // own count in between, so not the GET's).
+    let length: usize = head.headers["content-length"].to_str().unwrap().parse().unwrap();
+    assert!(length > 1000 && length <= get.text.len(), "{length}");
     assert_eq!(api.call(Who::Nobody, "HEAD", "/metrics", Body::Empty).await.status, 401);
     let s = samples(&scrape(&api).await);
     let heads = sum(&s, "canopy_http_requests_total", &[("route", "/metrics"), ("method", "HEAD")]);
