@@ -8,6 +8,7 @@
 //! The duration runs until the response's head is ready: a stream (the
 //! event stream, a followed log) counts the time to its first byte.
 
+use super::prom::{self, family};
 use super::{Served, authz};
 use crate::engine::metrics::Histogram;
 use axum::extract::rejection::RawPathParamsRejection;
@@ -52,28 +53,15 @@ impl HttpMetrics {
     /// Appends both families.
     pub fn render(&self, out: &mut String) {
         let name = "canopy_http_requests_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} HTTP requests answered, by route template, method and status.\n# TYPE {name} counter"
-        );
+        family(out, name, "counter", "HTTP requests answered, by route template, method and status.");
         for ((route, method, status), n) in self.requests.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             let _ = writeln!(out, "{name}{{route=\"{route}\",method=\"{method}\",status=\"{status}\"}} {n}");
         }
         let name = "canopy_http_request_duration_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Time to answer an HTTP request (to the response head), by route template.\n# TYPE {name} histogram"
-        );
+        let help = "Time to answer an HTTP request (to the response head), by route template.";
+        family(out, name, "histogram", help);
         for (route, h) in self.durations.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            let (buckets, sum, count) = h.snapshot();
-            for (le, n) in buckets {
-                let le = if le.is_infinite() { "+Inf".to_string() } else { le.to_string() };
-                let _ = writeln!(out, "{name}_bucket{{route=\"{route}\",le=\"{le}\"}} {n}");
-            }
-            let _ = writeln!(
-                out,
-                "{name}_sum{{route=\"{route}\"}} {sum}\n{name}_count{{route=\"{route}\"}} {count}"
-            );
+            prom::histogram_series(out, name, &format!("route=\"{route}\""), h.snapshot());
         }
     }
 }

@@ -3,6 +3,7 @@
 //! secret or a workload's text.
 
 use super::Served;
+use super::prom::{self, family, label};
 use crate::engine::metrics::Histogram;
 use axum::extract::State;
 use axum::http::header;
@@ -244,31 +245,12 @@ async fn outcomes(s: &Served, out: &mut String) {
     }
     let name = "canopy_workload_completion_seconds";
     family(out, name, "histogram", "From submission to a workload's final state, by that state.");
-    for (state, (buckets, sum, count)) in super::outcomes::FINAL.iter().zip(completion) {
-        for (le, n) in buckets {
-            let le = if le.is_infinite() { "+Inf".to_string() } else { le.to_string() };
-            let _ = writeln!(out, "{name}_bucket{{state=\"{state}\",le=\"{le}\"}} {n}");
-        }
-        let _ =
-            writeln!(out, "{name}_sum{{state=\"{state}\"}} {sum}\n{name}_count{{state=\"{state}\"}} {count}");
+    for (state, snapshot) in super::outcomes::FINAL.iter().zip(completion) {
+        prom::histogram_series(out, name, &format!("state=\"{state}\""), snapshot);
     }
-}
-
-pub(super) fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
 fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
     family(out, name, "histogram", help);
-    let (buckets, sum, count) = h.snapshot();
-    for (le, n) in buckets {
-        let le = if le.is_infinite() { "+Inf".to_string() } else { le.to_string() };
-        let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {n}");
-    }
-    let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
-}
-
-/// A label value with `\`, `"` and newlines escaped, as the format wants.
-pub(super) fn label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    prom::histogram_series(out, name, "", h.snapshot());
 }

@@ -3,6 +3,7 @@
 //! Canopy), nodes by state, and each pool's health score. Label sets are
 //! the fleet's pools: as few as the configuration makes them.
 
+use super::prom::{family, label};
 use crate::engine::handle::FleetStatus;
 use crate::fleet::NodeState;
 use crate::health::Health;
@@ -18,11 +19,7 @@ pub fn render(out: &mut String, st: &FleetStatus) {
     let pools: Vec<(String, String, usize)> = (0..fleet.pools.len())
         .map(|i| {
             let p = &fleet.pools[i];
-            (
-                super::metrics::label(&fleet.providers[p.provider.0 as usize].name),
-                super::metrics::label(&p.name),
-                i,
-            )
+            (label(&fleet.providers[p.provider.0 as usize].name), label(&p.name), i)
         })
         .collect();
     type Gpus = (&'static str, &'static str, fn(&crate::fleet::Pool, &crate::fleet::Node) -> u64);
@@ -36,7 +33,7 @@ pub fn render(out: &mut String, st: &FleetStatus) {
         ("canopy_gpus_held", "GPUs of a pool that Canopy's workloads hold.", |_, n| u64::from(n.canopy_gpus)),
     ];
     for (name, help, value) in gpus {
-        super::metrics::family(out, name, "gauge", help);
+        family(out, name, "gauge", help);
         for (provider, pool, i) in &pools {
             let p = &fleet.pools[*i];
             let sum: u64 =
@@ -44,7 +41,7 @@ pub fn render(out: &mut String, st: &FleetStatus) {
             let _ = writeln!(out, "{name}{{provider=\"{provider}\",pool=\"{pool}\"}} {sum}");
         }
     }
-    super::metrics::family(
+    family(
         out,
         "canopy_nodes",
         "gauge",
@@ -70,7 +67,7 @@ pub fn render(out: &mut String, st: &FleetStatus) {
             );
         }
     }
-    super::metrics::family(
+    family(
         out,
         "canopy_pool_health_score",
         "gauge",

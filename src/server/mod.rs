@@ -22,6 +22,7 @@ pub mod metrics_fleet;
 pub mod openapi;
 pub mod outcomes;
 pub mod process_metrics;
+pub mod prom;
 pub mod refusals;
 pub mod sse;
 pub mod target;

@@ -5,6 +5,7 @@
 //! (`crate::usage::counters`): each scrape reads only the events since the
 //! previous one; the first reads the log from the start once.
 
+use super::prom::Snapshot;
 use crate::engine::metrics::Histogram;
 use crate::engine::model::{EventKind, WorkloadId};
 use crate::failure::FailureClass;
@@ -22,9 +23,6 @@ const BOUNDS: &[f64] = &[
 
 /// The final states a completion is labelled with.
 pub const FINAL: [&str; 3] = ["succeeded", "failed", "cancelled"];
-
-/// A histogram's cumulative buckets, sum and count.
-pub type Snapshot = (Vec<(f64, u64)>, f64, u64);
 
 /// Retries and completions counted so far.
 #[derive(Debug)]
