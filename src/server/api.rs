@@ -53,6 +53,8 @@ pub fn router(state: Served) -> Router {
         // Bodies are read by the handlers with the spec's own limit.
         .layer(axum::extract::DefaultBodyLimit::disable())
         .fallback(not_found)
+        // Outermost, around the fallback too: every request is counted.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), super::http_metrics::record))
         .with_state(state)
 }
 

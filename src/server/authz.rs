@@ -118,8 +118,11 @@ pub const ROUTES: &[Route] = &[
 
 /// The route `method matched` is, if it is one of ours. Commands share
 /// one router entry (`…/{op}`); each has its own line in the table, found
-/// by the command's name as the path parameter `op` decoded it.
+/// by the command's name as the path parameter `op` decoded it. `HEAD`
+/// is a `GET` without the body (axum's `get` answers both): it finds the
+/// `GET` route and needs what that needs.
 pub fn route(method: &Method, matched: &str, op: Option<&str>) -> Option<&'static Route> {
+    let method = if *method == Method::HEAD { &Method::GET } else { method };
     let path = match (matched.strip_suffix("/{op}"), op) {
         (Some(prefix), Some(op)) => format!("{prefix}/{op}"),
         (Some(_), None) => return None,

@@ -3,6 +3,7 @@
 //! secret or a workload's text.
 
 use super::Served;
+use super::prom::{self, family, label};
 use crate::engine::metrics::Histogram;
 use axum::extract::State;
 use axum::http::header;
@@ -10,8 +11,10 @@ use axum::response::{IntoResponse, Response};
 use std::fmt::Write;
 
 pub async fn metrics(State(s): State<Served>) -> Response {
-    let counts = s.read(|j| Ok((j.count_by_state()?, j.attempts_by_class()?))).await;
     let mut out = String::new();
+    family(&mut out, "canopy_build_info", "gauge", "Always 1; the labels say which Canopy this is.");
+    let _ = writeln!(out, "canopy_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+    let counts = s.read(|j| Ok((j.count_by_state()?, j.attempts_by_class()?))).await;
     let (states, classes) = counts.unwrap_or_default();
     family(&mut out, "canopy_workloads", "gauge", "Workloads by state.");
     for st in ["queued", "placing", "launching", "running", "succeeded", "failed", "cancelled"] {
@@ -44,6 +47,7 @@ pub async fn metrics(State(s): State<Served>) -> Response {
             let up = u8::from(!st.unreachable.contains_key(&p.name));
             let _ = writeln!(out, "canopy_provider_reachable{{provider=\"{}\"}} {up}", label(&p.name));
         }
+        super::metrics_fleet::render(&mut out, &st);
     }
     let tenancy = s.tenancy();
     if !tenancy.is_empty()
@@ -138,6 +142,7 @@ pub async fn metrics(State(s): State<Served>) -> Response {
         }
     }
     usage(&s, &mut out).await;
+    outcomes(&s, &mut out).await;
     if let Some(m) = s.engine.metrics() {
         histogram(
             &mut out,
@@ -152,6 +157,8 @@ pub async fn metrics(State(s): State<Served>) -> Response {
             &m.placement,
         );
     }
+    s.http.render(&mut out);
+    super::process_metrics::render(&mut out);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], out).into_response()
 }
 
@@ -209,21 +216,41 @@ async fn usage(s: &Served, out: &mut String) {
     }
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+/// Automatic retries by class and completion times, caught up from the
+/// events since the previous scrape ([`super::outcomes`]).
+async fn outcomes(s: &Served, out: &mut String) {
+    let outcomes = s.outcomes.clone();
+    let read = s
+        .read(move |j| {
+            let mut o = outcomes.lock().unwrap_or_else(|e| e.into_inner());
+            o.catch_up(j)?;
+            Ok((o.retries.clone(), o.completion()))
+        })
+        .await;
+    let (retries, completion) = match read {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "retry and completion counters not updated");
+            return;
+        }
+    };
+    family(
+        out,
+        "canopy_retries_total",
+        "counter",
+        "Automatic retries by the class of the failure that caused them.",
+    );
+    for (class, n) in &retries {
+        let _ = writeln!(out, "canopy_retries_total{{class=\"{class}\"}} {n}");
+    }
+    let name = "canopy_workload_completion_seconds";
+    family(out, name, "histogram", "From submission to a workload's final state, by that state.");
+    for (state, snapshot) in super::outcomes::FINAL.iter().zip(completion) {
+        prom::histogram_series(out, name, &format!("state=\"{state}\""), snapshot);
+    }
 }
 
 fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
     family(out, name, "histogram", help);
-    let (buckets, sum, count) = h.snapshot();
-    for (le, n) in buckets {
-        let le = if le.is_infinite() { "+Inf".to_string() } else { le.to_string() };
-        let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {n}");
-    }
-    let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
-}
-
-/// A label value with `\`, `"` and newlines escaped, as the format wants.
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    prom::histogram_series(out, name, "", h.snapshot());
 }

@@ -15,9 +15,14 @@ pub mod auth;
 pub mod authz;
 pub mod conn;
 pub mod error;
+pub mod http_metrics;
 pub mod listen;
 pub mod metrics;
+pub mod metrics_fleet;
 pub mod openapi;
+pub mod outcomes;
+pub mod process_metrics;
+pub mod prom;
 pub mod refusals;
 pub mod sse;
 pub mod target;
@@ -104,6 +109,11 @@ pub struct ServerState {
     readers: Mutex<Vec<Journal>>,
     /// The `canopy_usage_*` counters, brought up to date by each scrape.
     pub usage: Arc<Mutex<crate::usage::counters::Counters>>,
+    /// The `canopy_retries_total` and completion-time counters, brought
+    /// up to date by each scrape.
+    pub outcomes: Arc<Mutex<outcomes::Outcomes>>,
+    /// The `canopy_http_*` counters, written by a middleware on every route.
+    pub http: http_metrics::HttpMetrics,
 }
 
 pub type Served = Arc<ServerState>;
@@ -241,6 +251,8 @@ pub async fn serve(
         tenancy: std::sync::RwLock::new(Arc::new(tenancy)),
         readers: Mutex::new(vec![reader]),
         usage: Arc::default(),
+        outcomes: Arc::default(),
+        http: http_metrics::HttpMetrics::default(),
     });
     let nofile = conn::open_file_limit();
     let limits = conn::Limits::new(&options, nofile);
