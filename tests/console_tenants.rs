@@ -384,3 +384,28 @@ fn the_tenants_are_loaded_again_when_an_admin_changes_the_tables() {
     let fx = app.update(Msg::Tick(Millis(later + 2 * canopy::console::tenants::REFRESH)));
     assert!(fx.is_empty(), "{fx:?}");
 }
+
+/// With `[fair_share]`, the selected tenant's pane says where it stands in
+/// the serving order, as a waiting workload's reason does.
+#[test]
+fn the_selected_tenant_says_where_it_stands_in_the_fair_share_order() {
+    let s = shared();
+    let m = read_model(&s.world);
+    let mut view = answer(&m);
+    let standing = |tenant: &str, share: f64, fair: f64, position: usize| canopy::tenant::fair::Standing {
+        tenant: tenant.into(),
+        usage_gpu_hours: share * 10.0,
+        share,
+        fair_share: fair,
+        position,
+    };
+    view.fair_share = vec![standing("team-b", 0.2, 2.0 / 3.0, 1), standing("team-a", 0.8, 1.0 / 3.0, 2)];
+    let mut app = app_over(m, s.world.now, 100, 24);
+    key(&mut app, KeyCode::Char('8'));
+    app.update(Msg::Tenants(Box::new(Ok(view))));
+    let text = screen(&app, 100, 24);
+    assert!(
+        text.contains("fair share: team-a is at 0.80 of its fair share 0.33; next after team-b"),
+        "{text}"
+    );
+}

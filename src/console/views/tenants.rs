@@ -3,7 +3,8 @@
 //! nominal quota, what it uses, what of that it borrowed, what of its idle
 //! quota others use (lent), its waiting workloads and its reclaims in
 //! flight as an owner. The pane below says what binds the selected row:
-//! its use against its limits and why its oldest waiting workload waits.
+//! with fair share, where its tenant stands in the serving order; its use
+//! against its limits and why its oldest waiting workload waits.
 //! Without tenants, one line says how to configure them. Tenant, flavor
 //! and cohort names are an admin's choice: drawn sanitized.
 
@@ -166,6 +167,11 @@ fn selected(app: &App, r: &TenantRow, default_tenant: Option<&str>) -> Paragraph
         head.push(Span::styled("  (the default tenant)", t.dim));
     }
     let mut lines = vec![Line::from(head)];
+    // With fair share: where the tenant stands in the serving order.
+    let standings = app.tenants.view.as_ref().map_or(&[][..], |v| v.fair_share.as_slice());
+    if let Some(s) = crate::tenant::fair::standing_text(standings, &u.tenant) {
+        lines.push(Line::from(format!("fair share: {}", sanitize(&s))));
+    }
     lines.extend(binds(r, &app.model, default_tenant).into_iter().map(Line::from));
     Paragraph::new(lines).wrap(Wrap { trim: false }).block(block("selected".into(), t))
 }
