@@ -35,7 +35,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-const USAGE: &str = "usage: sim_fair [--trace FILE] [--fleet FLEET.toml] [--seeds 0-9|3|0,4,7] [--half-life 1d] \
+const USAGE: &str = "usage: sim_fair [--trace FILE] [--fleet FLEET.toml] [--seeds 0-9|3|0,4,7] [--half-life 1d] [--preempt-after 30m] \
                      [--arrivals-x N] [--tenants-from vc] [--threads N]";
 
 struct Args {
@@ -46,6 +46,9 @@ struct Args {
     arrivals_x: f64,
     from_vc: bool,
     threads: usize,
+    /// `--preempt-after D`: fair share also preempts borrowed work that
+    /// has run at least D.
+    preempt_after: Option<Duration>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -57,6 +60,7 @@ fn parse_args() -> Result<Args, String> {
         arrivals_x: 1.0,
         from_vc: false,
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        preempt_after: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -67,6 +71,11 @@ fn parse_args() -> Result<Args, String> {
             "--half-life" => {
                 let v = value()?;
                 a.half_life = humantime::parse_duration(&v).map_err(|e| format!("--half-life {v:?}: {e}"))?;
+            }
+            "--preempt-after" => {
+                let v = value()?;
+                a.preempt_after =
+                    Some(humantime::parse_duration(&v).map_err(|e| format!("--preempt-after {v:?}: {e}"))?);
             }
             "--arrivals-x" => {
                 let v = value()?;
@@ -158,7 +167,10 @@ fn run() -> Result<(), String> {
         sim::tenants::assign(&mut jobs, &t)?;
         Tenancy { fair_share: None, ..t }
     };
-    let fair = Tenancy { fair_share: Some(FairShare { half_life: a.half_life }), ..first_come.clone() };
+    let fair = Tenancy {
+        fair_share: Some(FairShare { half_life: a.half_life, preempt_after: a.preempt_after }),
+        ..first_come.clone()
+    };
     let faults = FaultModel::default();
     // Every (seed, fair?) run, on `threads` threads.
     let work: Vec<(u64, bool)> = a.seeds.iter().flat_map(|&s| [(s, true), (s, false)]).collect();

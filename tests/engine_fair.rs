@@ -17,7 +17,10 @@ use std::collections::{BTreeMap, HashMap};
 /// what the other leaves idle); `fair` adds `[fair_share]` with a one-hour
 /// half-life.
 fn tenancy(weights: (f64, f64), fair: bool) -> Tenancy {
-    let fair = if fair { "[fair_share]\nhalf_life = \"1h\"\n" } else { "" };
+    tenancy_with(weights, if fair { "[fair_share]\nhalf_life = \"1h\"\n" } else { "" })
+}
+
+fn tenancy_with(weights: (f64, f64), fair: &str) -> Tenancy {
     let text = format!(
         r#"{fair}
 [[flavor]]
@@ -202,4 +205,56 @@ fn without_fair_share_the_queue_is_first_come_within_priority_as_before() {
     assert_eq!(s.running.len(), 8);
     assert!(s.running.iter().all(|(a, _)| s.tenant_of[&a.workload] == "burst"));
     assert_eq!(s.w.core.work_counts().fair_refiled, 0, "nothing re-filed without fair share");
+}
+
+/// With `preempt_after`, a tenant below its fair share whose work fits
+/// nowhere takes capacity from borrowed work of a tenant above its share,
+/// but only work that has run at least that long, and only what its next
+/// workload needs: one victim for one GPU, one tenant a pass.
+#[test]
+fn preemption_for_fair_share_waits_for_the_minimum_runtime_and_takes_no_more_than_needed() {
+    let fair = "[fair_share]\nhalf_life = \"1h\"\npreempt_after = \"30m\"\n";
+    let mut s = Sim::new(tenancy_with((1.0, 1.0), fair));
+    // burst holds all 8 GPUs (4 of them borrowed) for 10 hours.
+    for _ in 0..8 {
+        s.submit("burst", 600);
+    }
+    for _ in 0..5 {
+        s.minute();
+    }
+    s.submit("steady", 120);
+    s.submit("steady", 120);
+    let mut stops: Vec<(i64, AttemptId)> = Vec::new();
+    let mut seen = 0;
+    for _ in 0..60 {
+        s.minute();
+        let new: Vec<AttemptId> =
+            s.w.actions
+                .iter()
+                .filter_map(|a| match a {
+                    canopy::engine::core::Action::Terminate { attempt, .. } => Some(*attempt),
+                    _ => None,
+                })
+                .skip(seen)
+                .collect();
+        seen += new.len();
+        let minute = (s.w.now - T0) / 60_000;
+        for a in new {
+            assert_eq!(s.tenant_of[&a.workload], "burst", "only the tenant above its share loses work");
+            stops.push((minute, a));
+            s.running.retain(|(x, _)| *x != a);
+            s.w.confirm_terminated(a, ProviderEnd::Signaled { signal: 15 });
+            s.start_launched();
+        }
+    }
+    let when: Vec<i64> = stops.iter().map(|(m, _)| *m).collect();
+    eprintln!("victims stopped at minutes {when:?}");
+    assert_eq!(stops.len(), 2, "one victim for each of steady's two one-GPU jobs: {when:?}");
+    assert!(when.iter().all(|m| *m >= 30), "no victim before it ran 30 minutes: {when:?}");
+    let steady_running = s.running.iter().filter(|(a, _)| s.tenant_of[&a.workload] == "steady").count();
+    assert_eq!(steady_running, 2, "steady runs both");
+    let stopped = s.w.attempt(stops[0].1);
+    assert_eq!(stopped.class, Some(canopy::failure::FailureClass::Reclaimed));
+    let said = format!("{:?}", stopped.stop);
+    assert!(said.contains("preempted for fair share") && said.contains("steady is at"), "{said}");
 }

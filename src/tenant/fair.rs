@@ -8,6 +8,11 @@
 //! half_life = "7d"    # usage this long ago counts half as much as usage now
 //! ```
 //!
+//! With `preempt_after = "30m"` as well, borrowed work of a tenant above
+//! its fair share that has run at least that long may be stopped (class
+//! `reclaimed`, told why) so that a tenant below its share, in the same
+//! cohort, gets capacity its order alone cannot free.
+//!
 //! Without `[fair_share]`, tenants' work is served first-come within
 //! priority, as before. With it, the tenant whose decayed usage per unit
 //! of weight is lowest is served first; priority orders work within one
@@ -33,12 +38,21 @@ pub struct FairShareDef {
     /// Usage this long ago counts half as much as usage now.
     #[schemars(with = "String")]
     pub half_life: HumanDuration,
+    /// Preempt borrowed work that has run at least this long to bring a
+    /// tenant below its fair share back towards it; absent: never.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub preempt_after: Option<HumanDuration>,
 }
 
 /// `[fair_share]`, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct FairShare {
     pub half_life: Duration,
+    /// Borrowed work that has run this long may be preempted for a tenant
+    /// below its fair share; `None`: never.
+    #[serde(default)]
+    pub preempt_after: Option<Duration>,
 }
 
 impl FairShareDef {
@@ -51,7 +65,7 @@ impl FairShareDef {
                 self.half_life.to_string()
             ));
         }
-        Ok(FairShare { half_life: h })
+        Ok(FairShare { half_life: h, preempt_after: self.preempt_after.map(|d| d.0) })
     }
 }
 
@@ -310,7 +324,7 @@ mod tests {
 
     #[test]
     fn a_half_life_under_a_minute_is_refused_with_what_to_write() {
-        let def = FairShareDef { half_life: HumanDuration(Duration::from_secs(5)) };
+        let def = FairShareDef { half_life: HumanDuration(Duration::from_secs(5)), preempt_after: None };
         let e = def.validate().unwrap_err();
         assert!(e.contains("[fair_share] half_life") && e.contains("at least \"1m\""), "{e}");
     }

@@ -54,6 +54,94 @@ impl Core {
         if self.fair.next_rank.is_none_or(|t| t <= now) {
             self.fair.next_rank = Some(Millis(now.0.saturating_add(RERANK_MS)));
             self.fair_rerank();
+            if let Some(after) = fs.preempt_after {
+                self.fair_preempt(after, now);
+            }
+        }
+    }
+
+    /// Preemption for fair share (`preempt_after`): the tenant furthest
+    /// below its share whose next workload fits nowhere takes capacity
+    /// from borrowed work of tenants of its cohort that used more for
+    /// their weight, that has run at least `after`, on a node where that
+    /// frees enough; the least costly victims, never more than needed
+    /// (`tenant::reclaim`), each told why. One tenant a pass, so a pass
+    /// disrupts at most what one workload needs.
+    fn fair_preempt(&mut self, after: std::time::Duration, now: Millis) {
+        let weights: Vec<(String, f64)> =
+            self.tenant_weights().into_iter().map(|(t, w)| (t.to_string(), w)).collect();
+        let per_weight = |core: &Core, t: &str| {
+            let w = weights.iter().find(|x| x.0 == t).map_or(1.0, |x| x.1);
+            core.fair.book.usage(t) / w.max(f64::MIN_POSITIVE)
+        };
+        let order: Vec<String> =
+            self.fair.book.order(&self.tenant_weights()).into_iter().map(str::to_string).collect();
+        let started_by = Millis(now.0.saturating_sub(after.as_millis() as i64));
+        for me in order {
+            // Its next waiting workload, in queue order.
+            let next = self
+                .entries
+                .iter()
+                .filter(|(id, e)| {
+                    self.queue.is_blocked(**id) && e.live.is_none() && self.tenant_of(e) == Some(me.as_str())
+                })
+                .map(|(id, e)| (std::cmp::Reverse(e.rec.priority), *id))
+                .min();
+            let Some((_, id)) = next else { continue };
+            if self.reclaim_in_flight(id) {
+                return;
+            }
+            let Some(e) = self.entries.get(&id) else { continue };
+            let mut req = self.placement_request(e);
+            if !self.gate_quota(e, &mut req).is_empty() {
+                // At its quota limit: nothing is owed to it.
+                continue;
+            }
+            let cohort = self.tenancy.tenant(&me).and_then(|t| t.cohort.clone());
+            let Some(cohort) = cohort else { continue };
+            let mine = per_weight(self, &me);
+            // The pools its quota leaves open to it.
+            let open: Vec<bool> = (0..self.fleet.pools.len())
+                .map(|i| {
+                    !req.quota_pools.iter().any(|l| l == self.pool_label(crate::fleet::PoolIdx(i as u32)))
+                })
+                .collect();
+            let Some(pools) = self.pools_fitting(&req, |p| open.get(p.0 as usize).copied().unwrap_or(false))
+            else {
+                continue;
+            };
+            let pick = |core: &Core, v: &super::Entry| {
+                let Some(them) = core.tenant_of(v) else { return false };
+                let same_cohort =
+                    core.tenancy.tenant(them).is_some_and(|t| t.cohort.as_ref() == Some(&cohort));
+                let pool = core.live_pool(v);
+                them != me
+                    && same_cohort
+                    && per_weight(core, them) > mine
+                    && pool.is_some_and(|p| core.borrows_in(them, p))
+            };
+            let Some(chosen) = self.choose_victims(&req, &pools, pick, started_by, now) else {
+                continue;
+            };
+            let standing =
+                crate::tenant::fair::standing_text(&self.fair_standings(), &me).unwrap_or_default();
+            let names: Vec<String> =
+                chosen.0.victims.iter().map(|v| WorkloadId(v.workload).to_string()).collect();
+            self.event(
+                now,
+                id,
+                None,
+                crate::engine::model::EventKind::Reclaim,
+                format!(
+                    "preempting {} for fair share ({standing}): borrowed work of tenants above theirs that ran at least {}",
+                    names.join(", "),
+                    crate::units::human_secs(after.as_secs_f64())
+                ),
+            );
+            let why = format!("preempted for fair share ({standing}) ");
+            self.stop_victims(id, &me, &chosen, std::time::Duration::MAX, &why, now);
+            self.reclaim_started(id, me);
+            return;
         }
     }
 

@@ -169,8 +169,33 @@ pub(super) fn quota_unchanged(book: &QuotaBook, tenancy: &Tenancy, req: &Require
 
 impl Core {
     /// The tenant a workload counts against: its own, else the default.
-    fn tenant_of<'a>(&'a self, e: &'a Entry) -> Option<&'a str> {
+    pub(super) fn tenant_of<'a>(&'a self, e: &'a Entry) -> Option<&'a str> {
         e.rec.tenant.as_deref().or(self.tenancy.default_tenant.as_deref())
+    }
+
+    /// Whether `id` is taking capacity back and its victims still stop.
+    pub(super) fn reclaim_in_flight(&self, id: WorkloadId) -> bool {
+        self.quota.reclaims.contains_key(&id) && self.reclaim_stopping(id)
+    }
+
+    /// `id` of tenant `who` is taking capacity back: until its launch is
+    /// accepted, `who`'s pools are its alone.
+    pub(super) fn reclaim_started(&mut self, id: WorkloadId, who: String) {
+        self.quota.reclaims.insert(id, who);
+    }
+
+    /// Whether `tenant` uses more than its nominal quota in the flavor of
+    /// pool `pool` (it borrows there from its cohort).
+    pub(super) fn borrows_in(&self, tenant: &str, pool: PoolIdx) -> bool {
+        let Some(Some(fi)) = self.quota.pool_flavor.get(pool.0 as usize) else { return false };
+        let Some(t) = self.tenancy.tenant(tenant) else { return false };
+        let limits = self.tenancy.limits(t, &self.tenancy.flavors[*fi].name);
+        !limits.within_nominal(&self.quota.used(tenant, *fi))
+    }
+
+    /// Pool `pool`'s `provider/pool` label.
+    pub(super) fn pool_label(&self, pool: PoolIdx) -> &str {
+        self.quota.pool_label.get(pool.0 as usize).map_or("", String::as_str)
     }
 
     /// The `provider/pool` labels of the pools a flavor counts.
@@ -327,7 +352,7 @@ impl Core {
     }
 
     /// Whether victims of the reclaim for `id` are still stopping.
-    fn reclaim_stopping(&self, id: WorkloadId) -> bool {
+    pub(super) fn reclaim_stopping(&self, id: WorkloadId) -> bool {
         self.entries.values().any(|e| {
             matches!(
                 e.live.as_ref().and_then(|l| l.terminating.as_ref()),
@@ -367,24 +392,66 @@ impl Core {
         if !within {
             return;
         }
-        // The owned pools that would fit the request if they were empty.
+        let Some(fitting) = self.pools_fitting(req, |p| owned.contains(&(p.0 as usize))) else { return };
+        let pick = |core: &Core, v: &Entry| core.tenant_of(v) != Some(owner.as_str());
+        let Some(chosen) = self.choose_victims(req, &fitting, pick, Millis(0), now) else {
+            return;
+        };
+        let (choice, per_node) = &chosen;
+        let names: Vec<String> = choice.victims.iter().map(|v| WorkloadId(v.workload).to_string()).collect();
+        self.event(
+            now,
+            id,
+            None,
+            crate::engine::model::EventKind::Reclaim,
+            format!(
+                "reclaiming {} of {owner}'s capacity from {} (borrowed); promised within {}",
+                tenant::Resource::Gpus.show(per_node.gpus * req.nodes.max(1) as u64),
+                names.join(", "),
+                crate::units::human_secs(promise.as_secs_f64())
+            ),
+        );
+        self.stop_victims(id, &owner, &chosen, promise, "", now);
+        self.quota.reclaims.insert(id, owner);
+    }
+
+    /// The pools `keep` admits that would fit `req` if they were empty,
+    /// less those the scheduler will not place on now (quarantined);
+    /// `None` when none would.
+    pub(super) fn pools_fitting(
+        &mut self,
+        req: &Requirements,
+        keep: impl Fn(PoolIdx) -> bool,
+    ) -> Option<Vec<PoolIdx>> {
         let mut plain = req.clone();
         plain.quota_pools.clear();
         plain.exclude_nodes.clear();
         let policy = Policy { top_k: self.fleet.pools.len().max(1), ..Policy::default() };
         let fitting: Vec<PoolIdx> = match place(&plain, self.ideal(), &policy) {
-            Decision::Placed(p) => p.candidates.iter().map(|c| c.pool_idx).collect(),
-            Decision::Unschedulable(_) => return,
+            Decision::Placed(p) => p.candidates.iter().map(|c| c.pool_idx).filter(|p| keep(*p)).collect(),
+            Decision::Unschedulable(_) => return None,
         };
-        // Not those the scheduler will not place on now: quarantined.
-        let owned_fitting: Vec<PoolIdx> =
-            fitting.into_iter().filter(|p| owned.contains(&(p.0 as usize))).collect();
-        let members: Vec<u32> =
-            owned_fitting.iter().flat_map(|p| self.fleet.pool(*p).nodes.clone()).collect();
+        (!fitting.is_empty()).then_some(fitting)
+    }
+
+    /// The least costly victims (`tenant::reclaim`) among the live work
+    /// `pick` admits that has run at least until `started_by`, on the
+    /// ready, unquarantined nodes of `pools`, that free room for `req`;
+    /// with the room per node. `None` when no choice frees enough.
+    pub(super) fn choose_victims(
+        &mut self,
+        req: &Requirements,
+        pools: &[PoolIdx],
+        pick: impl Fn(&Core, &Entry) -> bool,
+        started_by: Millis,
+        now: Millis,
+    ) -> Option<(tenant::Choice, Amount)> {
+        let members: Vec<u32> = pools.iter().flat_map(|p| self.fleet.pool(*p).nodes.clone()).collect();
         let (pools, quarantined): (Vec<PoolIdx>, Vec<u32>) = {
             let snap = self.snapshot(now);
-            let pools = owned_fitting
-                .into_iter()
+            let pools = pools
+                .iter()
+                .copied()
                 .filter(|p| {
                     !snap.pool_quarantined.contains(p.0 as usize)
                         && !snap.provider_quarantined.contains(p.0 as usize)
@@ -423,7 +490,12 @@ impl Core {
         let mut candidates = Vec::new();
         for (wid, v) in &self.entries {
             let Some(live) = v.live.as_ref() else { continue };
-            if live.terminating.is_some() || self.tenant_of(v) == Some(owner.as_str()) {
+            if live.terminating.is_some() || !pick(self, v) {
+                continue;
+            }
+            let att = &v.attempts[live.idx];
+            let Some(started) = att.started_at.or((started_by.0 == 0).then_some(now)) else { continue };
+            if started > started_by && started_by.0 != 0 {
                 continue;
             }
             let frees: Vec<(u32, Amount)> = live
@@ -435,9 +507,7 @@ impl Core {
             if frees.is_empty() {
                 continue;
             }
-            let att = &v.attempts[live.idx];
             let gpus = u64::from(live.alloc.gpus.max(1)) * live.nodes.len() as u64;
-            let started = att.started_at.unwrap_or(now);
             let saved =
                 att.checkpoint.as_ref().and_then(|c| c.saved.as_ref().or(c.resumed.as_ref())).map(|s| s.at);
             let since = saved.filter(|s| *s > started).unwrap_or(started);
@@ -459,33 +529,30 @@ impl Core {
                 .filter_map(|d| tenant::reclaim::choose(d, &candidates, per_node, count))
                 .min_by_key(|c| (c.cost(), c.nodes.first().copied()))
         };
-        let Some(choice) = choice else {
-            return;
-        };
-        if choice.victims.is_empty() {
-            return;
-        }
-        let names: Vec<String> = choice.victims.iter().map(|v| WorkloadId(v.workload).to_string()).collect();
-        self.event(
-            now,
-            id,
-            None,
-            crate::engine::model::EventKind::Reclaim,
-            format!(
-                "reclaiming {} of {owner}'s capacity from {} (borrowed); promised within {}",
-                tenant::Resource::Gpus.show(per_node.gpus * req.nodes.max(1) as u64),
-                names.join(", "),
-                crate::units::human_secs(promise.as_secs_f64())
-            ),
-        );
+        choice.filter(|c| !c.victims.is_empty()).map(|c| (c, per_node))
+    }
+
+    /// Stops each of `choice`'s victims for `id` of tenant `who`: SIGTERM,
+    /// SIGKILL after the victim's `stop_grace` or `grace_cap`, whichever
+    /// is less; class `reclaimed`, its event saying why it was chosen
+    /// (`why` first, when given).
+    pub(super) fn stop_victims(
+        &mut self,
+        id: WorkloadId,
+        who: &str,
+        (choice, per_node): &(tenant::Choice, Amount),
+        grace_cap: std::time::Duration,
+        why: &str,
+        now: Millis,
+    ) {
         for v in &choice.victims {
             let wid = WorkloadId(v.workload);
             let Some(ve) = self.entries.get(&wid) else { continue };
-            let grace = ve.spec.runtime.stop_grace().min(promise).as_secs();
+            let grace = ve.spec.runtime.stop_grace().min(grace_cap).as_secs();
             let node = self.fleet.nodes.get(v.node as usize).map_or("?", |n| n.name.as_str()).to_string();
-            let message = format!("for {id} of {owner} on {node}: {}", v.explain(&per_node));
+            let message = format!("{why}for {id} of {who} on {node}: {}", v.explain(per_node));
             let end = ProviderEnd::OwnerReclaim {
-                owner: owner.clone(),
+                owner: who.to_string(),
                 for_workload: id.0,
                 message,
                 grace_s: grace,
@@ -493,7 +560,6 @@ impl Core {
             };
             self.terminate_live(wid, end, now);
         }
-        self.quota.reclaims.insert(id, owner);
     }
 
     /// The reclaim for `id` is over (its launch was accepted, or it was
