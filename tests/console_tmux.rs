@@ -717,6 +717,10 @@ fn the_tenants_view_end_to_end() {
     let screen = s.wait_for("(the default tenant)");
     assert!(screen.contains("team-a") && screen.contains("team-b"), "{screen}");
 
+    // Past the view's first periodic refresh (5 s), whose request a tick
+    // once asked for and then dropped, leaving every later load waiting on
+    // it: the view froze.
+    std::thread::sleep(Duration::from_secs(6));
     // An admin adds a tenant: the view shows it without a key.
     tables("[[tenant]]\nname = \"team-c\"\n[tenant.quota.any]\ngpus = 2\n");
     s.wait_for("team-c");

@@ -297,8 +297,12 @@ async fn event_loop(
             },
             Some(m) = rx.recv() => Some(m),
             _ = tick.tick() => {
-                app.update(Msg::Tick(clock()));
-                replay.map(Replay::status).filter(|r| app.replay.as_ref() != Some(r)).map(Msg::Replay)
+                // What a tick asks for (a shown tenants view's refresh) is
+                // carried out like any message's effects below.
+                if let Some(r) = replay.map(Replay::status).filter(|r| app.replay.as_ref() != Some(r)) {
+                    app.update(Msg::Replay(r));
+                }
+                Some(Msg::Tick(clock()))
             }
             _ = sleep_until(redraw_at) => None,
         };

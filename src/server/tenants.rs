@@ -165,9 +165,14 @@ pub(super) fn fair_standings(s: &ServerState, tenancy: &Tenancy) -> Vec<crate::t
 }
 
 async fn view(s: &ServerState) -> ApiResult<TenantsView> {
-    let tenancy = s.tenancy();
-    let (tenants, reclaims) = now(s, &tenancy).await?;
+    // The tables and who set them, both from the journal: a client told of
+    // a change by the stream (its audit record) may ask before this
+    // server's copy in memory is replaced, and must not get the old tables
+    // under the new `set_at`.
     let row = s.read(|j| j.tenancy()).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    let stored = row.as_ref().and_then(|r| TenancyDoc::parse(&r.document, true).ok()).map(|(_, t)| t);
+    let tenancy = stored.map_or_else(|| s.tenancy(), std::sync::Arc::new);
+    let (tenants, reclaims) = now(s, &tenancy).await?;
     Ok(TenantsView {
         configured: !tenancy.is_empty(),
         default_tenant: tenancy.default_tenant.clone(),
