@@ -223,8 +223,8 @@ fn run() -> Result<(), String> {
         if a.from_vc { "one per virtual cluster" } else { "the fleet file's, round-robin by arrival" },
         humantime::format_duration(a.half_life)
     );
-    out.push_str("| seed | Jain, fair share (mean / lowest) | Jain, first-come | samples | completed GPU-h, fair / first-come | ratio | queue p99 grew most (tenant: fair / first-come) |\n");
-    out.push_str("|---:|---:|---:|---:|---:|---:|---|\n");
+    out.push_str("| seed | Jain, fair share (mean / lowest) | Jain, first-come | samples | completed GPU-h, fair / first-come | ratio | attempts stopped for others, fair / first-come | queue p99 grew most (tenant: fair / first-come) |\n");
+    out.push_str("|---:|---:|---:|---:|---:|---:|---:|---|\n");
     let (mut worst_growth, mut worst_ratio, mut jains) = (0.0f64, 1.0f64, Vec::new());
     let mut totals = (0.0, 0.0);
     for &seed in &a.seeds {
