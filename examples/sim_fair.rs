@@ -250,7 +250,7 @@ fn run() -> Result<(), String> {
         worst_growth = worst_growth.max(grew.0);
         let _ = writeln!(
             out,
-            "| {seed} | {:.3} / {:.3} | {:.3} / {:.3} | {} | {:.0} / {:.0} | {ratio:.4} | {} (×{:.2}) |",
+            "| {seed} | {:.3} / {:.3} | {:.3} / {:.3} | {} | {:.0} / {:.0} | {ratio:.4} | {} / {} | {} (×{:.2}) |",
             fj.jain_mean,
             fj.jain_min,
             cj.jain_mean,
@@ -258,6 +258,8 @@ fn run() -> Result<(), String> {
             fj.samples,
             f.useful_gpu_h,
             c.useful_gpu_h,
+            f.tenants.iter().map(|t| t.reclaimed_attempts).sum::<usize>(),
+            c.tenants.iter().map(|t| t.reclaimed_attempts).sum::<usize>(),
             grew.1,
             grew.0
         );
