@@ -240,7 +240,9 @@ fn setup_with(b_borrowing: Option<u32>) -> Setup {
 /// as a complete checkpoint (`step-N/` with `COMPLETE` last), notes the
 /// time in `$MARK` and exits; resumed from a checkpoint, it counts three
 /// steps more and finishes. `$SLOW` set: after saving, it keeps running
-/// (ignoring SIGTERM), noting each tenth of a second in `$MARK.alive`,
+/// (ignoring SIGTERM), noting each tenth of a second in `$MARK.alive`
+/// (written aside and renamed: a SIGKILL between the shell's truncate and
+/// `date`'s write once left it empty, and the test unreadable),
 /// until it is killed.
 const COUNTER: &str = r#"d="$CANOPY_CHECKPOINT_DIR"; s=0; goal=1000000000
 for c in "$d"/step-*/COMPLETE; do [ -e "$c" ] || continue; n=$(cat "$(dirname "$c")/state"); [ "$n" -gt "$s" ] && s=$n; done
@@ -249,7 +251,7 @@ echo "resumed at step $s"
 on_term() {
   mkdir -p "$d/step-$s"; echo "$s" > "$d/step-$s/state"; touch "$d/step-$s/COMPLETE"
   echo "saved step $s on SIGTERM"; echo "term $(date +%s.%N)" >> "$MARK"
-  if [ -n "$SLOW" ]; then trap '' TERM; while :; do date +%s.%N > "$MARK.alive"; sleep 0.1; done; fi
+  if [ -n "$SLOW" ]; then trap '' TERM; while :; do date +%s.%N > "$MARK.alive.new"; mv "$MARK.alive.new" "$MARK.alive"; sleep 0.1; done; fi
   exit 143
 }
 trap on_term TERM
