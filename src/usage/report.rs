@@ -341,27 +341,29 @@ pub const CSV_COLUMNS: [&str; 10] = [
 pub fn csv(r: &Report) -> String {
     let mut out = format!("line,{},{}\n", r.by.as_str(), CSV_COLUMNS.join(","));
     let mut line = |kind: &str, l: &Line| {
-        let _ = writeln!(
-            out,
-            "{kind},{},{},{},{},{},{},{},{},{},{},{}",
-            csv_field(&l.key),
-            l.attempts,
-            fmt_ms(l.gpu_ms),
-            fmt_ms(l.useful_gpu_ms),
-            fmt_ms(l.wasted_infra_gpu_ms),
-            fmt_ms(l.wasted_own_gpu_ms),
-            fmt_ms(l.decision_gpu_ms),
-            fmt_ms(l.idle_gpu_ms),
-            fmt_ms(l.live_gpu_ms),
-            fmt_ms(l.cpu_core_ms),
-            fmt_micro(l.cost_micro_usd),
-        );
+        let _ = writeln!(out, "{kind},{},{},{}", csv_field(&l.key), l.attempts, figures_csv(l),);
     };
     for g in &r.groups {
         line("group", g);
     }
     line("total", &r.total);
     out
+}
+
+/// A line's figures as CSV fields, in `CSV_COLUMNS[1..]`'s order.
+fn figures_csv(l: &Line) -> String {
+    [
+        fmt_ms(l.gpu_ms),
+        fmt_ms(l.useful_gpu_ms),
+        fmt_ms(l.wasted_infra_gpu_ms),
+        fmt_ms(l.wasted_own_gpu_ms),
+        fmt_ms(l.decision_gpu_ms),
+        fmt_ms(l.idle_gpu_ms),
+        fmt_ms(l.live_gpu_ms),
+        fmt_ms(l.cpu_core_ms),
+        fmt_micro(l.cost_micro_usd),
+    ]
+    .join(",")
 }
 
 /// The rows as CSV: one line per attempt with where it ran and its
@@ -376,7 +378,7 @@ pub fn rows_csv(rows: &[RowLine]) -> String {
         let l = &r.figures;
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&r.attempt),
             opt(&r.tenant),
             opt(&r.user),
@@ -391,15 +393,7 @@ pub fn rows_csv(rows: &[RowLine]) -> String {
             r.end.map_or(String::new(), |e| e.0.to_string()),
             csv_field(&r.outcome),
             r.price_per_hour,
-            fmt_ms(l.gpu_ms),
-            fmt_ms(l.useful_gpu_ms),
-            fmt_ms(l.wasted_infra_gpu_ms),
-            fmt_ms(l.wasted_own_gpu_ms),
-            fmt_ms(l.decision_gpu_ms),
-            fmt_ms(l.idle_gpu_ms),
-            fmt_ms(l.live_gpu_ms),
-            fmt_ms(l.cpu_core_ms),
-            fmt_micro(l.cost_micro_usd),
+            figures_csv(l),
         );
     }
     out
