@@ -166,7 +166,7 @@ async fn a_gangs_lost_node_is_the_one_charged() {
     let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
     let s = spec(json!({
         "name": "slurm-gang-node-lost",
-        "runtime": { "command": ["sh", "-c", "sleep 600"] },
+        "runtime": { "command": ["sh", "-c", "echo \"rank $NODE_RANK up\"; sleep 600"] },
         "resources": { "nodes": 2, "gpus": 2, "memory_gb": 0.1 },
         "constraints": { "providers": ["slurm"] },
     }));
@@ -175,6 +175,24 @@ async fn a_gangs_lost_node_is_the_one_charged() {
         a.first().is_some_and(|a| a.state == AttemptState::Running)
     })
     .await;
+    // Slurm's job is running before srun has launched its tasks: a node
+    // killed then fails the *launch*, which srun may report on the other
+    // node (CI saw "Task launch ... failed on node n2: Zero Bytes were
+    // transmitted" after n1 was killed). This test is about a node lost
+    // under a running gang, so both ranks are up first.
+    let prefix = format!("canopy-{}-w{}-a1-", r.store_id, id.0);
+    let deadline = Instant::now() + LONG;
+    loop {
+        let up = find_files(&e.jobs_dir, "stdout.log")
+            .into_iter()
+            .find(|(p, _)| p.to_string_lossy().contains(&prefix))
+            .is_some_and(|(_, s)| s.contains("rank 0 up") && s.contains("rank 1 up"));
+        if up {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the gang's two ranks never both started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let (rank0, rank1) = (a[0].nodes[0].clone(), a[0].nodes[1].clone());
     let dead = DeadSlurmd::kill(&rank1);
     let (_, a) = wait(t.path(), id, Duration::from_secs(180), "the first attempt to end", |_, a| {
