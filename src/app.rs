@@ -202,6 +202,10 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
         let uses = journal.gpu_use_since(since)?;
         core.restore_fair_share(&uses, now);
     }
+    // Ended attempts are kept for budgets whether or not any is set now:
+    // one set later counts what its period already spent.
+    let horizon = crate::engine::model::Millis(now.0 - crate::engine::core::HORIZON_MS);
+    core.restore_budgets(journal.closed_attempts_since(horizon)?, now);
     let mut cfg = ShellConfig::new(home.artifacts(), home.logs());
     if let Some(p) = opts.poll_every {
         cfg.poll_every = p;
@@ -498,6 +502,7 @@ fn tenancy_at_start(
         tenant: config.tenant.clone(),
         flavor: config.flavor.clone(),
         fair_share: config.fair_share.clone(),
+        budget: config.budget.clone(),
     };
     let stored = journal.tenancy()?;
     let doc = match at_start(&file, stored.as_ref().map(|r| (r.document.as_str(), r.seeded_from.as_str()))) {
@@ -516,7 +521,12 @@ fn tenancy_at_start(
                 origin: "configuration file".into(),
                 action: "tenants-set".into(),
                 target: None,
-                outcome: format!("ok: {} tenants, {} flavors", doc.tenant.len(), doc.flavor.len()),
+                outcome: format!(
+                    "ok: {} tenants, {} flavors, {} budgets",
+                    doc.tenant.len(),
+                    doc.flavor.len(),
+                    doc.budget.len()
+                ),
                 reason: None,
             };
             journal.set_tenancy(&row, &audit)?;

@@ -133,6 +133,9 @@ pub struct Config {
     /// `[fair_share]`: the half-life tenants' usage decays with.
     #[serde(default)]
     pub fair_share: Option<crate::tenant::fair::FairShareDef>,
+    /// `[[budget]]`: spend limits per period on tenants' and tokens' work.
+    #[serde(default)]
+    pub budget: Vec<crate::tenant::BudgetDef>,
 }
 
 /// `[local]`: how this machine is offered.
@@ -152,6 +155,7 @@ impl Config {
     pub fn tenancy(&self) -> Result<crate::tenant::Tenancy, String> {
         crate::tenant::Tenancy::from_defs(&self.tenant, &self.flavor, self.default_tenant.as_deref())
             .and_then(|t| t.with_fair_share(self.fair_share.as_ref()))
+            .and_then(|t| t.with_budgets(&self.budget))
             .map_err(|e| e.to_string())
     }
 }
@@ -170,6 +174,7 @@ impl Default for Config {
             tenant: Vec::new(),
             flavor: Vec::new(),
             fair_share: None,
+            budget: Vec::new(),
         }
     }
 }

@@ -207,6 +207,9 @@ pub enum ProviderEnd {
     BootFailed { message: String },
     /// Canopy stopped the attempt at the workload's cost cap.
     CostCapReached,
+    /// Canopy stopped the attempt because a hard budget on its tenant or
+    /// token is spent (`tenant/budget.rs`): class `cost-cap`.
+    BudgetSpent { budget: String, message: String },
     /// Canopy stopped the attempt at the workload's max runtime.
     MaxRuntimeReached,
     /// Canopy stopped the attempt to move it off a node an operator is

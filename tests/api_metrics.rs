@@ -226,11 +226,15 @@ async fn promtool_accepts_a_real_scrape() {
         return;
     };
     assert!(version.status.success());
-    let api = Api::start().await;
+    // With tenants and a budget, so their families are checked too.
+    let tenancy = "default_tenant = \"ops\"\n[[tenant]]\nname = \"ops\"\n\
+                   [[budget]]\ntenant = \"ops\"\nperiod = \"day\"\nusd = 100\ngpu_hours = 10\n";
+    let api = Api::start_configured(canopy::server::ServerOptions::default(), tenancy).await;
     let id = api.submit_new(Who::Owner, &local_spec("fine", "echo hi", None)).await;
     api.wait_final(&id).await;
     api.get(Who::Owner, "/no/such/path").await.expect(404);
     let text = scrape(&api).await;
+    assert!(text.contains("canopy_budget_spent_usd{budget=\"ops-day\""), "{text}");
     let checked = tokio::time::timeout(DEADLINE, async {
         use tokio::io::AsyncWriteExt;
         let mut child = tokio::process::Command::new("promtool")

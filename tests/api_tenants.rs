@@ -287,3 +287,75 @@ async fn fair_share_usage_survives_a_restart() {
     assert_eq!(order[0]["tenant"], "team-a", "team-a used less, so it is served first: {order}");
     api.finish().await;
 }
+
+/// A `[[budget]]` over HTTP: a workload that would pass it waits, its
+/// reason naming the budget and the numbers; `GET /v1/tenants` and
+/// `/metrics` show the budget's period; a bad budget is refused with
+/// where and what; and after a restart the budget still holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_holds_work_with_its_numbers_and_still_does_after_a_restart() {
+    let doc = format!(
+        "{TENANTS}\n[[budget]]\nname = \"b-gpu\"\ntenant = \"team-b\"\nperiod = \"month\"\n\
+         time_zone = \"Europe/Berlin\"\ngpu_hours = 5\n"
+    );
+    let mut api = Api::start_configured(ServerOptions::default(), &doc).await;
+    let b_sub = api.tenant_token("b-sub", "submitter", &[], "team-b").await;
+    // Ten hours on one GPU of the demo fleet: 10 GPU-hours of 5.
+    let spec = "name = \"long\"\nexpected_runtime = \"10h\"\n\n[runtime]\ncommand = [\"train\"]\n\n\
+                [resources]\ngpus = 1\n";
+    let id = api.submit_new(Who::Token(&b_sub), spec).await;
+    let held = |v: &Value| v["workload"]["reason"].as_str().unwrap_or_default().starts_with("held by budget");
+    let mut w = api.workload(&id).await;
+    for _ in 0..100 {
+        if held(&w) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        w = api.workload(&id).await;
+    }
+    let reason = w["workload"]["reason"].as_str().unwrap_or_default().to_string();
+    assert!(
+        reason.starts_with(
+            "held by budget b-gpu (tenant team-b, per month): estimated 10.00 GPU-h but 5.00 GPU-h is left"
+        ),
+        "{w}"
+    );
+    assert!(reason.contains("the period renews") && reason.ends_with("00:00 Europe/Berlin"), "{reason}");
+    assert_eq!(w["workload"]["state"], "queued");
+    // The engine publishes where budgets stand within a second.
+    let mut budgets = Value::Null;
+    for _ in 0..100 {
+        budgets = api.get(Who::Owner, "/v1/tenants").await.expect(200).json()["budgets"].clone();
+        if budgets[0]["holding"] == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(budgets[0]["name"], "b-gpu", "{budgets}");
+    assert_eq!(budgets[0]["holding"], 1, "{budgets}");
+    assert_eq!(budgets[0]["limit_gpu_ms"], 18_000_000, "{budgets}");
+    let m = api.get(Who::Owner, "/metrics").await.expect(200).text;
+    assert!(m.contains("canopy_budget_held_workloads{budget=\"b-gpu\",scope=\"tenant team-b\"} 1"), "{m}");
+    assert!(
+        m.contains("canopy_budget_limit_gpu_seconds{budget=\"b-gpu\",scope=\"tenant team-b\"} 18000"),
+        "{m}"
+    );
+
+    // A budget naming no tenant is refused, saying which and what to do.
+    let bad = doc.replace("tenant = \"team-b\"\nperiod", "tenant = \"team-x\"\nperiod");
+    let r = api.call(Who::Owner, "PUT", "/v1/tenants", Body::Toml(bad)).await.expect(422);
+    assert!(r.text.contains("tenant \\\"team-x\\\" is not a [[tenant]]"), "{}", r.text);
+
+    api.restart(&doc).await;
+    let mut budgets = Value::Null;
+    for _ in 0..100 {
+        budgets = api.get(Who::Owner, "/v1/tenants").await.expect(200).json()["budgets"].clone();
+        if budgets[0]["holding"] == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(budgets[0]["holding"], 1, "still held after a restart: {budgets}");
+    assert_eq!(api.workload(&id).await["workload"]["state"], "queued");
+    api.finish().await;
+}

@@ -131,6 +131,7 @@ fn answer(m: &Model) -> TenantsView {
         set_at: None,
         reclaims,
         fair_share: Vec::new(),
+        budgets: Vec::new(),
     }
 }
 
@@ -270,6 +271,7 @@ fn without_tenants_the_view_says_how_to_configure_them_in_one_line() {
         set_at: None,
         reclaims: BTreeMap::new(),
         fair_share: Vec::new(),
+        budgets: Vec::new(),
     };
     app.update(Msg::Tenants(Box::new(Ok(none))));
     insta::assert_snapshot!("tenants_none", screen(&app, 80, 24));
@@ -408,4 +410,35 @@ fn the_selected_tenant_says_where_it_stands_in_the_fair_share_order() {
         text.contains("fair share: team-a is at 0.80 of its fair share 0.33; next after team-b"),
         "{text}"
     );
+}
+
+/// The selected tenant's pane shows its budgets: spent of limit this
+/// period, in the numbers `canopy tenants` prints, and what each holds.
+#[test]
+fn the_selected_tenant_shows_its_budgets_spent_of_limit() {
+    use canopy::tenant::budget::{Period, Spend, Standing};
+    let s = shared();
+    let m = read_model(&s.world);
+    let mut view = answer(&m);
+    let budget = |name: &str, tenant: &str, spent: u64, holding: u64| Standing {
+        name: name.into(),
+        scope: format!("tenant {tenant}"),
+        period: Period::Month,
+        time_zone: "UTC".into(),
+        start: Millis(0),
+        end: Millis(1),
+        limit_micro_usd: Some(500_000_000),
+        limit_gpu_ms: None,
+        spent: Spend { micro_usd: spent, gpu_ms: 0 },
+        committed: Spend::default(),
+        holding,
+        hard: false,
+    };
+    view.budgets = vec![budget("a-month", "team-a", 450_000_000, 2), budget("b-month", "team-b", 1, 0)];
+    let mut app = app_over(m, s.world.now, 100, 24);
+    key(&mut app, KeyCode::Char('8'));
+    app.update(Msg::Tenants(Box::new(Ok(view))));
+    let text = screen(&app, 100, 24);
+    assert!(text.contains("budget a-month per month: $450.00 of $500.00 (90%); holds 2"), "{text}");
+    assert!(!text.contains("b-month"), "another tenant's budget: {text}");
 }

@@ -194,6 +194,37 @@ pub enum TenantsCommand {
     Apply { file: std::path::PathBuf },
 }
 
+/// The budgets' table: spent of limit this period, what running work is
+/// expected to spend still, when the period renews, and what each holds.
+fn print_budgets(budgets: &[canopy::tenant::budget::Standing]) {
+    use canopy::tenant::budget::{gpu_hours, usd};
+    if budgets.is_empty() {
+        return;
+    }
+    let mut t =
+        new_table(&["BUDGET", "FOR", "PERIOD", "SPENT", "RUNNING WORK EXPECTS", "RENEWS", "HOLDS", "HARD"]);
+    for b in budgets {
+        let mut expects = Vec::new();
+        if b.limit_micro_usd.is_some() {
+            expects.push(usd(b.committed.micro_usd));
+        }
+        if b.limit_gpu_ms.is_some() {
+            expects.push(gpu_hours(b.committed.gpu_ms));
+        }
+        t.add_row(vec![
+            sanitize(&b.name).into_owned(),
+            sanitize(&b.scope).into_owned(),
+            b.period.as_str().to_string(),
+            format!("{} ({:.0}%)", b.spent_text(), b.fraction() * 100.0),
+            expects.join(", "),
+            local_time(b.end),
+            b.holding.to_string(),
+            if b.hard { "yes" } else { "no" }.to_string(),
+        ]);
+    }
+    outln!("\n{t}");
+}
+
 /// GPUs and CPU cores as a cell: `8 GPUs, 64 cores`; `-` for nothing.
 fn amount_cell(gpus: Option<u64>, cpu_milli: Option<u64>) -> String {
     let mut parts = Vec::new();
@@ -231,6 +262,7 @@ pub fn tenants(store: &StoreArgs, args: TenantsArgs) -> Result<ExitCode> {
     }
     if !v.configured {
         outln!("no tenants are configured: everyone shares the fleet without quotas");
+        print_budgets(&v.budgets);
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = new_table(&[
@@ -288,6 +320,7 @@ pub fn tenants(store: &StoreArgs, args: TenantsArgs) -> Result<ExitCode> {
         }
         outln!("\n{f}");
     }
+    print_budgets(&v.budgets);
     if let Some(by) = &v.set_by {
         errln!(
             "set by {}{}",

@@ -167,6 +167,7 @@ impl Model {
             unknown_attempts: BTreeMap::new(),
             unreachable_since: BTreeMap::new(),
             fair_share: Vec::new(),
+            budgets: Vec::new(),
         }));
         m
     }

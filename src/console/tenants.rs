@@ -260,6 +260,7 @@ mod tests {
             set_at: None,
             reclaims: BTreeMap::new(),
             fair_share: Vec::new(),
+            budgets: Vec::new(),
         };
         assert_eq!(t.answered(Ok(v), Millis(2_000)).len(), 1, "the change asked for");
         assert!(t.answered(Err("gone".into()), Millis(2_100)).is_empty());

@@ -113,6 +113,9 @@ impl fmt::Display for ProviderEnd {
             ProviderEnd::Cancelled => f.write_str("cancelled"),
             ProviderEnd::BootFailed { message } => with(f, "boot failed", message),
             ProviderEnd::CostCapReached => f.write_str("cost cap reached"),
+            ProviderEnd::BudgetSpent { budget, message } => {
+                with(f, &format!("budget {budget} spent"), message)
+            }
             ProviderEnd::MaxRuntimeReached => f.write_str("max runtime reached"),
             ProviderEnd::Evicted { message, .. } => with(f, "evicted", message),
             ProviderEnd::Reclaimed { message, .. } => with(f, "preemption notice", message),

@@ -48,6 +48,10 @@ pub struct FleetStatus {
     /// first (empty without `[fair_share]`).
     #[serde(default)]
     pub fair_share: Vec<crate::tenant::fair::Standing>,
+    /// Where each budget stands in its current period (empty without
+    /// `[[budget]]`).
+    #[serde(default)]
+    pub budgets: Vec<crate::tenant::budget::Standing>,
 }
 
 impl FleetStatus {
@@ -65,6 +69,7 @@ impl FleetStatus {
             unknown_attempts: core.unknown_attempts().clone(),
             unreachable_since: BTreeMap::new(),
             fair_share: core.fair_standings(),
+            budgets: core.budget_standings(now),
         }
     }
 }

@@ -444,6 +444,9 @@ pub enum EventKind {
     /// An owner's work takes its capacity back from borrowed work: who is
     /// stopped, and why each was chosen.
     Reclaim,
+    /// A budget on the workload's tenant or token: it holds the workload,
+    /// passed 80 % or 100 % of its period's limit, or stops it (hard).
+    Budget,
 }
 
 impl EventKind {
@@ -471,6 +474,7 @@ impl EventKind {
             Self::Checkpoint => "checkpoint",
             Self::Refused => "refused",
             Self::Reclaim => "reclaim",
+            Self::Budget => "budget",
         }
     }
 }

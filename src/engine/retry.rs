@@ -173,7 +173,7 @@ fn charged(i: &RetryInput<'_>) -> RetryDecision {
         ),
         C::CostCap => RetryDecision::fin(
             "retry.cost-cap-final",
-            "spent max_cost_usd; no budget is left for another attempt".into(),
+            "spent max_cost_usd, or a hard budget (the evidence names it) is spent; no money is left for another attempt".into(),
         ),
         C::CpuOom => RetryDecision::fin(
             "retry.cpu-oom-final",

@@ -186,6 +186,7 @@ pub(crate) static RULES: &[Rule] = &[
     // ── Tier 1: Canopy-enforced ends ─────────────────────────────────────
     rule("canopy.cancelled", C::Cancelled, Matcher::Canopy(|e| matches!(e, ProviderEnd::Cancelled))),
     rule("canopy.cost-cap", C::CostCap, Matcher::Canopy(|e| matches!(e, ProviderEnd::CostCapReached))),
+    rule(BUDGET_RULE, C::CostCap, Matcher::Canopy(|e| matches!(e, ProviderEnd::BudgetSpent { .. }))),
     rule(EVICTED_RULE, C::Preempted, Matcher::Canopy(|e| matches!(e, ProviderEnd::Evicted { .. }))),
     rule(RECLAIMED_RULE, C::Reclaimed, Matcher::Canopy(|e| matches!(e, ProviderEnd::OwnerReclaim { .. }))),
     rule(
@@ -489,6 +490,11 @@ pub const EVICTED_RULE: &str = "canopy.evicted";
 /// capacity gets it back: like an eviction, the workload is placed again
 /// without spending an attempt and no health score changes.
 pub const RECLAIMED_RULE: &str = "canopy.reclaimed";
+
+/// The rule of an attempt Canopy stopped because a hard budget on its
+/// tenant or token is spent (class `cost-cap`, final); the evidence names
+/// the budget and its numbers.
+pub const BUDGET_RULE: &str = "canopy.budget";
 
 /// The rule on the row of a launch its provider refused for lack of
 /// capacity (`LaunchError::Capacity`, answered to the only launch call of

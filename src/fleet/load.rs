@@ -86,6 +86,8 @@ struct FileDoc {
     flavor: Vec<crate::tenant::FlavorDef>,
     #[serde(default)]
     fair_share: Option<crate::tenant::fair::FairShareDef>,
+    #[serde(default)]
+    budget: Vec<crate::tenant::BudgetDef>,
 }
 
 #[derive(Deserialize)]
@@ -222,6 +224,7 @@ pub fn parse_tenancy(text: &str, file: &str) -> Result<crate::tenant::Tenancy, F
         tenant: doc.tenant,
         flavor: doc.flavor,
         fair_share: doc.fair_share,
+        budget: doc.budget,
     };
     doc.tenancy().map_err(|source| FleetFileError::Tenancy { file: file.to_string(), source })
 }

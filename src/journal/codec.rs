@@ -126,13 +126,14 @@ mod tests {
             Checkpoint,
             Refused,
             Reclaim,
+            Budget,
         ];
         for k in &all {
             match k {
                 Submitted | Unschedulable | Placed | Launched | Adopted | Running | StatusUnreachable
                 | Ended | Retry | Failed | Succeeded | CancelRequested | Cancelled | TerminateRequested
                 | Lost | Reconciled | Outputs | Quarantined | Acknowledged | Checkpoint | Refused
-                | Reclaim => {}
+                | Reclaim | Budget => {}
             }
         }
         all

@@ -277,6 +277,31 @@ impl Journal {
         .map_err(failed(&self.store, "read GPU use for fair share"))
     }
 
+    /// Attempts that ended at or after `since`, with their workload's
+    /// tenant and submitter, oldest end first: what budgets rebuild the
+    /// spend of ended work from at start (`engine::core::budget`).
+    pub fn closed_attempts_since(
+        &self,
+        since: Millis,
+    ) -> Result<Vec<crate::engine::core::Closed>, JournalError> {
+        let cols: Vec<String> = ATTEMPT_COLUMNS.split(',').map(|c| format!("a.{}", c.trim())).collect();
+        let sql = format!(
+            "SELECT {}, w.tenant, w.submitted_by FROM attempts a JOIN workloads w ON w.id = a.workload \
+             WHERE a.ended_at IS NOT NULL AND a.ended_at >= ?1 ORDER BY a.ended_at, a.workload, a.n",
+            cols.join(", ")
+        );
+        query(&self.conn, &sql, [since.0], |r| {
+            // The two workload columns follow the attempt's.
+            let n = ATTEMPT_COLUMNS.split(',').count();
+            Ok(crate::engine::core::Closed {
+                attempt: attempt_row(r)?,
+                tenant: r.get(n)?,
+                user: r.get(n + 1)?,
+            })
+        })
+        .map_err(failed(&self.store, "read ended attempts for budgets"))
+    }
+
     /// The attempts of these workloads, by workload then attempt: one
     /// query when their ids are close (a page of neighbours), one per
     /// workload when they are scattered (unresolved failures across a long

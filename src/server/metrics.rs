@@ -50,6 +50,7 @@ pub async fn metrics(State(s): State<Served>) -> Response {
         super::metrics_fleet::render(&mut out, &st);
     }
     let tenancy = s.tenancy();
+    budgets(&mut out, &super::tenants::budget_standings(&s, &tenancy));
     if !tenancy.is_empty()
         && let Ok((rows, reclaims)) = super::tenants::now(&s, &tenancy).await
     {
@@ -213,6 +214,53 @@ async fn usage(s: &Served, out: &mut String) {
             label(tenant),
             crate::usage::report::fmt_micro(f.cost_micro_usd)
         );
+    }
+}
+
+/// Each budget's period: its limits, what was spent and what running work
+/// is expected to spend still, in dollars and GPU-seconds, and the work it
+/// holds.
+fn budgets(out: &mut String, standings: &[crate::tenant::budget::Standing]) {
+    if standings.is_empty() {
+        return;
+    }
+    use crate::tenant::budget::Standing;
+    type G = (&'static str, &'static str, fn(&Standing) -> Option<f64>);
+    let gauges: [G; 7] = [
+        ("canopy_budget_limit_usd", "A budget's limit per period, in dollars.", |b| {
+            b.limit_micro_usd.map(|m| m as f64 / 1e6)
+        }),
+        ("canopy_budget_spent_usd", "What a budget's work spent this period, in dollars.", |b| {
+            Some(b.spent.micro_usd as f64 / 1e6)
+        }),
+        (
+            "canopy_budget_committed_usd",
+            "What a budget's running work is expected to spend still, in dollars.",
+            |b| Some(b.committed.micro_usd as f64 / 1e6),
+        ),
+        ("canopy_budget_limit_gpu_seconds", "A budget's GPU time per period.", |b| {
+            b.limit_gpu_ms.map(|m| m as f64 / 1e3)
+        }),
+        ("canopy_budget_spent_gpu_seconds", "GPU time a budget's work held this period.", |b| {
+            Some(b.spent.gpu_ms as f64 / 1e3)
+        }),
+        ("canopy_budget_period_end_seconds", "When a budget's period renews (Unix time).", |b| {
+            Some(b.end.0 as f64 / 1e3)
+        }),
+        ("canopy_budget_held_workloads", "Workloads a budget holds.", |b| Some(b.holding as f64)),
+    ];
+    for (name, help, value) in gauges {
+        family(out, name, "gauge", help);
+        for b in standings {
+            if let Some(v) = value(b) {
+                let _ = writeln!(
+                    out,
+                    "{name}{{budget=\"{}\",scope=\"{}\"}} {v}",
+                    label(&b.name),
+                    label(&b.scope)
+                );
+            }
+        }
     }
 }
 

@@ -42,6 +42,10 @@ pub struct TenantsView {
     /// tenants are served. Empty without it.
     #[serde(default)]
     pub fair_share: Vec<crate::tenant::fair::Standing>,
+    /// Each `[[budget]]`'s current period: spent, expected by running
+    /// work, limits, and the work it holds. Empty without budgets.
+    #[serde(default)]
+    pub budgets: Vec<crate::tenant::budget::Standing>,
 }
 
 /// Every tenant's usage now, and owners' reclaims in flight.
@@ -155,6 +159,15 @@ pub fn reclaims(workloads: &[WorkloadRecord], attempts: &[AttemptRecord]) -> BTr
     out
 }
 
+/// Where each budget stands, as the engine last published it (empty
+/// without `[[budget]]`).
+pub(super) fn budget_standings(s: &ServerState, tenancy: &Tenancy) -> Vec<crate::tenant::budget::Standing> {
+    if tenancy.budgets.is_empty() {
+        return Vec::new();
+    }
+    s.engine.status().borrow().as_ref().map(|st| st.budgets.clone()).unwrap_or_default()
+}
+
 /// Where each tenant stands in the fair-share order, as the engine last
 /// published it (empty without `[fair_share]`).
 pub(super) fn fair_standings(s: &ServerState, tenancy: &Tenancy) -> Vec<crate::tenant::fair::Standing> {
@@ -181,6 +194,7 @@ async fn view(s: &ServerState) -> ApiResult<TenantsView> {
         set_at: row.map(|r| r.set_at),
         reclaims,
         fair_share: fair_standings(s, &tenancy),
+        budgets: budget_standings(s, &tenancy),
     })
 }
 
@@ -206,7 +220,12 @@ pub async fn put(
         .map_err(|e| ApiError::unprocessable(format!("the body is not UTF-8 (byte {})", e.valid_up_to())))?;
     let (doc, tenancy) = TenancyDoc::parse(text, json).map_err(|e| ApiError::unprocessable(e.0))?;
     let now = authz::now();
-    let outcome = format!("ok: {} tenants, {} flavors", doc.tenant.len(), doc.flavor.len());
+    let outcome = format!(
+        "ok: {} tenants, {} flavors, {} budgets",
+        doc.tenant.len(),
+        doc.flavor.len(),
+        doc.budget.len()
+    );
     let audit = auth::audit(&p, "tenants-set", None, outcome, now);
     let document = doc.to_json();
     let set_by = p.name.clone();

@@ -144,6 +144,9 @@ pub struct Tenancy {
     /// decayed usage per weight; `None`: first-come within priority.
     #[serde(default)]
     pub fair_share: Option<super::fair::FairShare>,
+    /// `[[budget]]`: spend limits per period on tenants' and tokens' work.
+    #[serde(default)]
+    pub budgets: Vec<super::budget::Budget>,
 }
 
 /// A tenancy that cannot be used; says where and what to do.
@@ -317,6 +320,7 @@ impl Tenancy {
             flavors: fl,
             default_tenant: default_tenant.map(str::to_string),
             fair_share: None,
+            budgets: Vec::new(),
         })
     }
 
@@ -330,6 +334,15 @@ impl Tenancy {
         Ok(self)
     }
 
+    /// The tenancy with `[[budget]]` as written (validated against its
+    /// tenants).
+    pub fn with_budgets(mut self, defs: &[super::budget::BudgetDef]) -> Result<Self, TenancyError> {
+        let names: Vec<&str> = self.tenants.iter().map(|t| t.name.as_str()).collect();
+        self.budgets = super::budget::validate(defs, &names)?;
+        Ok(self)
+    }
+
+    /// No tenants (budgets on tokens may still be set).
     pub fn is_empty(&self) -> bool {
         self.tenants.is_empty()
     }

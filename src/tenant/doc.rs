@@ -5,7 +5,8 @@
 use super::config::{FlavorDef, Tenancy, TenancyError, TenantDef};
 use serde::{Deserialize, Serialize};
 
-/// `default_tenant`, `[[tenant]]` and `[[flavor]]`, as written.
+/// `default_tenant`, `[[tenant]]`, `[[flavor]]`, `[fair_share]` and
+/// `[[budget]]`, as written.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TenancyDoc {
@@ -17,6 +18,8 @@ pub struct TenancyDoc {
     pub flavor: Vec<FlavorDef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_share: Option<super::fair::FairShareDef>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budget: Vec<super::budget::BudgetDef>,
 }
 
 /// Who a tenancy set from canopy.toml is audited as.
@@ -26,7 +29,8 @@ impl TenancyDoc {
     /// Validates the tables.
     pub fn tenancy(&self) -> Result<Tenancy, TenancyError> {
         Tenancy::from_defs(&self.tenant, &self.flavor, self.default_tenant.as_deref())?
-            .with_fair_share(self.fair_share.as_ref())
+            .with_fair_share(self.fair_share.as_ref())?
+            .with_budgets(&self.budget)
     }
 
     /// Parses a document sent as JSON (`json`) or TOML, and validates it.

@@ -3,6 +3,7 @@
 //!
 //! Pure model and arithmetic, no I/O and no clock:
 //!
+//! - [`budget`]: spend limits per period on a tenant's or a token's work.
 //! - [`config`]: the `[[tenant]]` and `[[flavor]]` tables of `canopy.toml`,
 //!   validated into a [`Tenancy`].
 //! - [`flavor`]: which pools a flavor selects (provider/pool globs,
@@ -21,6 +22,7 @@
 //! With no tenants configured nothing here is consulted and scheduling is
 //! exactly as without tenants.
 
+pub mod budget;
 pub mod config;
 pub mod doc;
 pub mod fair;
@@ -29,6 +31,7 @@ pub mod quota;
 pub mod reclaim;
 pub mod usage;
 
+pub use budget::{Budget, BudgetDef};
 pub use config::{FlavorDef, LimitDef, OwnerDef, QuotaDef, Tenancy, TenancyError, Tenant, TenantDef};
 pub use doc::TenancyDoc;
 pub use flavor::{Flavor, PoolFacts};

@@ -369,6 +369,22 @@ pub fn row<'a>(
     }
 }
 
+/// What one attempt spent within `[since, until)`, counted exactly as its
+/// ledger row counts it (cost over its running time, GPUs held from its
+/// launch to its end; a live one up to `now`): what budgets count
+/// (`tenant::budget`), so a budget and `canopy usage` always agree.
+pub fn spend(a: &AttemptRecord, since: Millis, until: Millis, now: Millis) -> crate::tenant::budget::Spend {
+    if a.rule.as_deref() == Some(crate::engine::REFUSED_RULE) {
+        return crate::tenant::budget::Spend::default();
+    }
+    let (ctx, w) = (Context::default(), Work { id: a.id.workload, tenant: None, user: None, cpu_milli: 0 });
+    let r = row(&ctx, &w, a, None, now);
+    Figures::of(&r, since, until).map_or_else(Default::default, |f| crate::tenant::budget::Spend {
+        micro_usd: f.cost_micro_usd,
+        gpu_ms: f.total_gpu_ms(),
+    })
+}
+
 /// How an attempt ended, in one word: its class, else its state.
 fn outcome(a: &AttemptRecord) -> &'static str {
     match a.class {

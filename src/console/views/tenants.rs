@@ -4,7 +4,8 @@
 //! quota others use (lent), its waiting workloads and its reclaims in
 //! flight as an owner. The pane below says what binds the selected row:
 //! with fair share, where its tenant stands in the serving order; its use
-//! against its limits and why its oldest waiting workload waits.
+//! against its limits and why its oldest waiting workload waits; its
+//! budgets, spent of limit this period.
 //! Without tenants, one line says how to configure them. Tenant, flavor
 //! and cohort names are an admin's choice: drawn sanitized.
 
@@ -171,6 +172,27 @@ fn selected(app: &App, r: &TenantRow, default_tenant: Option<&str>) -> Paragraph
     let standings = app.tenants.view.as_ref().map_or(&[][..], |v| v.fair_share.as_slice());
     if let Some(s) = crate::tenant::fair::standing_text(standings, &u.tenant) {
         lines.push(Line::from(format!("fair share: {}", sanitize(&s))));
+    }
+    // Its budgets: spent of limit this period, and what they hold.
+    let budgets = app.tenants.view.as_ref().map_or(&[][..], |v| v.budgets.as_slice());
+    for b in budgets.iter().filter(|b| b.scope == format!("tenant {}", u.tenant)) {
+        let holds = if b.holding > 0 { format!("; holds {}", b.holding) } else { String::new() };
+        let text = format!(
+            "budget {} per {}: {} ({:.0}%){holds}{}",
+            b.name,
+            b.period.as_str(),
+            b.spent_text(),
+            b.fraction() * 100.0,
+            if b.hard { ", hard" } else { "" }
+        );
+        let style = if b.fraction() >= 1.0 {
+            t.bad
+        } else if b.fraction() >= 0.8 {
+            t.warn
+        } else {
+            t.dim
+        };
+        lines.push(Line::from(Span::styled(sanitize(&text).into_owned(), style)));
     }
     lines.extend(binds(r, &app.model, default_tenant).into_iter().map(Line::from));
     Paragraph::new(lines).wrap(Wrap { trim: false }).block(block("selected".into(), t))

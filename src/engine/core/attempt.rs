@@ -77,6 +77,7 @@ impl Core {
             };
             match outcome {
                 Ok(p) => match placement.choose(p.candidates, id.0, next_attempt) {
+                    Some(c) if !self.budget_admits(id, &c, now) => {}
                     Some(c) if self.waits(id, &req, &c, now) => {}
                     Some(c) => self.start_attempt(id, c, now),
                     None => self.queue.push_blocked(queued_at, id),
@@ -646,6 +647,7 @@ impl Core {
             Some(c) => format!("{c} [{rule}]: {evidence}"),
         };
         self.event(now, a.workload, Some(a), EventKind::Ended, msg);
+        self.budget_closed(a.workload, idx, now);
         // A cancel or an eviction says nothing about the node.
         let judged = class != Some(FailureClass::Cancelled)
             && !matches!(end.inner(), ProviderEnd::Evicted { .. } | ProviderEnd::OwnerReclaim { .. });
@@ -819,6 +821,7 @@ impl Core {
         self.expire_beliefs(now);
         self.queue.release_backoff(now);
         self.end_waits(now);
+        self.budget_tick(now);
         for id in self.due(now) {
             self.on_deadline(id, now);
         }
@@ -989,6 +992,7 @@ fn describe_end(end: &ProviderEnd) -> String {
         ProviderEnd::Cancelled => "cancelled by an operator".into(),
         ProviderEnd::MaxRuntimeReached => "max_runtime reached".into(),
         ProviderEnd::CostCapReached => "max_cost_usd reached".into(),
+        ProviderEnd::BudgetSpent { budget, message } => format!("budget {budget} is spent: {message}"),
         ProviderEnd::LaunchTimeout => "the launch was never confirmed".into(),
         ProviderEnd::ApiError { message } => message.clone(),
         ProviderEnd::LaunchRejected { message, .. } => message.clone(),

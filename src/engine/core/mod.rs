@@ -17,6 +17,7 @@
 //!   the attempt closes.
 
 mod attempt;
+mod budget;
 mod counts;
 mod exclusion;
 mod fair;
@@ -43,6 +44,7 @@ use queue::Queue;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+pub use budget::{Closed, HORIZON_MS};
 pub use counts::WorkCounts;
 pub use policy::{Patience, PlacementPolicy};
 pub use restore::Restore;
@@ -494,6 +496,8 @@ pub struct Core {
     counts: WorkCounts,
     /// Tenants' decayed usage and serving order (`fair.rs`).
     fair: fair::FairState,
+    /// Budgets' spend per period and the work they hold (`budget.rs`).
+    budget_book: budget::BudgetBook,
 }
 
 impl Core {
@@ -536,6 +540,7 @@ impl Core {
             quota: tenancy::QuotaBook::default(),
             counts: WorkCounts::default(),
             fair: fair::FairState::default(),
+            budget_book: budget::BudgetBook::default(),
         }
     }
 
@@ -723,6 +728,9 @@ impl Core {
         if let Some(t) = self.beliefs.next_expiry() {
             consider(t);
         }
+        if let Some(t) = self.budget_next_wake() {
+            consider(t);
+        }
         next
     }
 
@@ -736,6 +744,7 @@ impl Core {
         self.tenancy = tenancy;
         self.rebuild_quota();
         self.fair_rerank();
+        self.budgets_reset(self.last_now);
         // What quotas allowed or refused may have changed for anyone.
         self.queue.unblock_all();
     }
@@ -1055,6 +1064,7 @@ impl Core {
             self.reply(request, Reply::Done { message: format!("{id}: terminating the running attempt") });
         } else {
             self.queue.remove(id);
+            self.budget_forget(id);
             self.finish_workload(
                 id,
                 WorkloadState::Cancelled,
