@@ -169,7 +169,7 @@ fn recompute_exclusions(e: &mut Entry, now: Millis, ttl_s: f64) {
     let mut latest: Option<Millis> = None;
     for a in &e.attempts {
         let Some(c) = a.class else { continue };
-        if super::attempt::evicted(a) {
+        if super::retrying::evicted(a) {
             continue;
         }
         let at = a.ended_at.unwrap_or(a.placed_at);
