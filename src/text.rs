@@ -150,6 +150,41 @@ pub fn json_pretty<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Resul
     Ok(String::from_utf8(out).unwrap_or_default())
 }
 
+/// [`json_pretty`] for the CLI's `--json`: every timestamp (an object's
+/// `at` or `…_at` key holding epoch milliseconds) gets an RFC 3339 twin
+/// beside it (`submitted_at_rfc3339`, in UTC), so a reader need not know
+/// the unit. The milliseconds stay as they are.
+pub fn json_with_times<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    let mut v = serde_json::to_value(value)?;
+    add_rfc3339(&mut v);
+    json_pretty(&v)
+}
+
+/// Epoch milliseconds from 1973 to 5138: what a timestamp field holds.
+const MS_RANGE: std::ops::RangeInclusive<i64> = 100_000_000_000..=99_999_999_999_999;
+
+fn add_rfc3339(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Array(items) => items.iter_mut().for_each(add_rfc3339),
+        serde_json::Value::Object(map) => {
+            let mut twins = Vec::new();
+            for (k, x) in map.iter_mut() {
+                add_rfc3339(x);
+                let stamp = k == "at" || k.ends_with("_at");
+                if let (true, Some(ms)) = (stamp, x.as_i64().filter(|ms| MS_RANGE.contains(ms)))
+                    && let Ok(t) = jiff::Timestamp::from_millisecond(ms)
+                {
+                    twins.push((format!("{k}_rfc3339"), serde_json::Value::String(t.to_string())));
+                }
+            }
+            for (k, t) in twins {
+                map.entry(k).or_insert(t);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// serde_json's pretty formatter, escaping hidden characters in strings.
 struct Escaping<'a>(serde_json::ser::PrettyFormatter<'a>);
 
@@ -222,6 +257,22 @@ pub fn age(now: crate::engine::model::Millis, then: crate::engine::model::Millis
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn json_timestamps_get_an_rfc3339_twin_and_other_numbers_do_not() {
+        let v = serde_json::json!({
+            "workload": { "submitted_at": 1_700_000_000_123_i64, "attempts": 3, "ended_at": null },
+            "events": [{ "at": 1_700_000_000_000_i64, "seq": 1_700_000_000_000_i64 }],
+            "ttl_at": 5,
+        });
+        let out: serde_json::Value = serde_json::from_str(&json_with_times(&v).unwrap()).unwrap();
+        assert_eq!(out["workload"]["submitted_at"], 1_700_000_000_123_i64, "the milliseconds stay");
+        assert_eq!(out["workload"]["submitted_at_rfc3339"], "2023-11-14T22:13:20.123Z");
+        assert_eq!(out["events"][0]["at_rfc3339"], "2023-11-14T22:13:20Z");
+        assert!(out["events"][0].get("seq_rfc3339").is_none(), "only timestamp keys");
+        assert!(out.get("ttl_at_rfc3339").is_none(), "not a plausible time");
+        assert!(out["workload"].get("ended_at_rfc3339").is_none(), "null stays null");
+    }
+
     use super::*;
 
     #[test]

@@ -182,6 +182,10 @@ fn status_shows_retried_as_on_the_original_and_retry_of_on_the_retry() {
     let new =
         v["workload"]["retried_as"].as_str().unwrap_or_else(|| panic!("no retried_as: {v}")).to_string();
     assert_ne!(new, id);
+    // Timestamps in --json come with an RFC 3339 twin beside the epoch ms.
+    let ms = v["workload"]["submitted_at"].as_i64().unwrap();
+    let twin = v["workload"]["submitted_at_rfc3339"].as_str().unwrap_or_else(|| panic!("no twin: {v}"));
+    assert_eq!(twin.parse::<jiff::Timestamp>().unwrap().as_millisecond(), ms, "{twin}");
     let text = ok(&canopy(&store, &["status", &id], &[]));
     assert!(text.contains(&format!("retried as {new}")), "{text}");
     let text = ok(&canopy(&store, &["status", &new], &[]));

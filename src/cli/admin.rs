@@ -59,7 +59,7 @@ pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
             };
             let req = NewTokenRequest { name, role, scopes, expires_at, tenant };
             match with_api(store, async |c| c.post::<_, NewTokenResponse>("/v1/tokens", &req).await)? {
-                Ok(t) if json => outln!("{}", canopy::text::json_pretty(&t)?),
+                Ok(t) if json => outln!("{}", canopy::text::json_with_times(&t)?),
                 Ok(t) => {
                     outln!("{}", t.token);
                     errln!(
@@ -84,7 +84,7 @@ pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
                 Err(code) => return Ok(code),
             };
             if json {
-                outln!("{}", canopy::text::json_pretty(&rows)?);
+                outln!("{}", canopy::text::json_with_times(&rows)?);
                 return Ok(ExitCode::SUCCESS);
             }
             let now = now();
@@ -147,7 +147,7 @@ pub fn audit(store: &StoreArgs, a: AuditArgs) -> Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     if a.json {
-        outln!("{}", canopy::text::json_pretty(&rows)?);
+        outln!("{}", canopy::text::json_with_times(&rows)?);
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = new_table(&["AT", "WHO", "FROM", "ACTION", "TARGET", "OUTCOME", "REASON"]);
@@ -257,7 +257,7 @@ pub fn tenants(store: &StoreArgs, args: TenantsArgs) -> Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     if args.json {
-        outln!("{}", canopy::text::json_pretty(&v.tenants)?);
+        outln!("{}", canopy::text::json_with_times(&v.tenants)?);
         return Ok(ExitCode::SUCCESS);
     }
     if !v.configured {

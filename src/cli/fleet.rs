@@ -164,7 +164,7 @@ pub fn run(
 ) -> Result<ExitCode> {
     let rows = rows(fleet, intents, health, with_nodes);
     if json {
-        outln!("{}", canopy::text::json_pretty(&rows)?);
+        outln!("{}", canopy::text::json_with_times(&rows)?);
         return Ok(ExitCode::SUCCESS);
     }
     let mut header = vec![

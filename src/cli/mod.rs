@@ -503,7 +503,7 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
         Some(Command::Sim(args)) => sim::run(args, &cli.console).map(|()| ExitCode::SUCCESS),
         Some(Command::Schema) => {
             let schema = canopy::spec::load::schema();
-            outln!("{}", canopy::text::json_pretty(&schema)?);
+            outln!("{}", canopy::text::json_with_times(&schema)?);
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -44,7 +44,7 @@ pub fn run(spec_path: &Path, fleet: &Fleet, health: &HealthView, json: bool) -> 
     let decision = place(&req, &snap, &policy);
     if json {
         let name = spec.name.as_str();
-        outln!("{}", canopy::text::json_pretty(&PlanReport { spec: name, decision: &decision })?);
+        outln!("{}", canopy::text::json_with_times(&PlanReport { spec: name, decision: &decision })?);
     } else {
         print_human(&spec.name, &decision, &snap, &req);
     }

@@ -55,7 +55,7 @@ pub fn run(store: &StoreArgs, args: UsageArgs) -> Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     if args.json {
-        outln!("{}", canopy::text::json_pretty(&r)?);
+        outln!("{}", canopy::text::json_with_times(&r)?);
     } else if args.csv && args.rows {
         out!("{}", report::rows_csv(&r.rows));
     } else if args.csv {

@@ -40,7 +40,7 @@ pub fn run(specs: &[PathBuf], json: bool) -> Result<ExitCode> {
         reports.push(Report { file, ok, diagnostics });
     }
     if json {
-        outln!("{}", canopy::text::json_pretty(&reports)?);
+        outln!("{}", canopy::text::json_with_times(&reports)?);
     }
     Ok(if reports.iter().all(|r| r.ok) { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_ERROR) })
 }

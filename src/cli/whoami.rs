@@ -21,7 +21,7 @@ pub fn run(store: &StoreArgs, args: &WhoamiArgs) -> Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     if args.json {
-        outln!("{}", canopy::text::json_pretty(&me)?);
+        outln!("{}", canopy::text::json_with_times(&me)?);
         return Ok(ExitCode::SUCCESS);
     }
     let scopes = if me.scopes.is_empty() { "all (no limit)".to_string() } else { me.scopes.join(", ") };

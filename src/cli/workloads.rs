@@ -18,7 +18,7 @@ use canopy::engine::model::{
 };
 use canopy::server::api::{ArtifactView, Page};
 use canopy::spec::load::{self, Format};
-use canopy::text::{json_pretty, sanitize};
+use canopy::text::{json_with_times as json_pretty, sanitize};
 use color_eyre::eyre::{Result, WrapErr};
 use std::path::Path;
 use std::process::ExitCode;
