@@ -28,6 +28,7 @@ pub mod schedule;
 pub mod server;
 pub mod sim;
 pub mod spec;
+pub mod systemd;
 pub mod tenant;
 pub mod text;
 pub mod units;

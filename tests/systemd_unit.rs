@@ -4,7 +4,8 @@
 //! and docs/api.md shows it verbatim. And the mechanism its
 //! `KillMode=process` relies on: a local workload's supervisor is in a
 //! session and process group of its own, so a stop signal to the engine's
-//! process group leaves the workload running.
+//! process group leaves the workload running. And `Type=notify`: the
+//! readiness message arrives once the API answers.
 
 mod reap_support;
 
@@ -146,5 +147,41 @@ fn a_stop_signal_to_the_engines_process_group_leaves_local_workloads_running() {
     // SAFETY: SIGTERM to the engine this test started.
     unsafe { libc::kill(engine.id() as i32, libc::SIGTERM) };
     engine.wait().unwrap();
+    drop(reaper);
+}
+
+/// `Type=notify`: started the way systemd starts it (a datagram socket in
+/// `$NOTIFY_SOCKET`), `canopy serve` says `READY=1` once its API answers,
+/// not before, and `STOPPING=1` when it is stopped.
+#[test]
+fn serve_tells_systemd_it_is_ready_once_its_api_answers_and_when_it_stops() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reaper = Reaper::new(tmp.path());
+    let store: PathBuf = tmp.path().join("store");
+    let path = tmp.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut engine = Command::new(BIN)
+        .arg("--store")
+        .arg(&store)
+        .args(["serve", "--no-faults"])
+        .env("NOTIFY_SOCKET", &path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let n = sock.recv(&mut buf).expect("a readiness message within a minute");
+    let ready = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(ready.starts_with("READY=1\nSTATUS=serving store "), "{ready}");
+    // Ready means answering: the very next request is served.
+    let out = Command::new(BIN).arg("--store").arg(&store).arg("status").output().unwrap();
+    assert!(out.status.success(), "not answering after READY=1: {}", String::from_utf8_lossy(&out.stderr));
+    // SAFETY: SIGTERM to the engine this test started.
+    unsafe { libc::kill(engine.id() as i32, libc::SIGTERM) };
+    let n = sock.recv(&mut buf).expect("a stopping message");
+    assert_eq!(String::from_utf8_lossy(&buf[..n]), "STOPPING=1");
+    assert!(engine.wait().unwrap().success());
     drop(reaper);
 }

@@ -130,11 +130,17 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
         for n in &running.notices {
             let _ = writeln!(std::io::stderr(), "canopy serve: warning: {}", canopy::text::sanitize(n));
         }
+        // Under a `Type=notify` unit: the API answers from here on.
+        let ready = format!("READY=1\nSTATUS=serving store {} on {}{tcp}", running.store_id, running.serving.socket.display());
+        if let Err(e) = canopy::systemd::notify(&ready) {
+            let _ = writeln!(std::io::stderr(), "canopy serve: warning: cannot tell systemd it is ready: {e}");
+        }
         let stopped = tokio::select! {
             _ = tokio::signal::ctrl_c() => None,
             _ = term.recv() => None,
             r = &mut running.task => Some(r),
         };
+        let _ = canopy::systemd::notify("STOPPING=1");
         let result = match stopped {
             Some(r) => {
                 running.serving.stop().await;
