@@ -42,6 +42,12 @@ impl std::str::FromStr for HumanDuration {
     }
 }
 
+/// A duration as [`HumanDuration`] parses it: for clap's `value_parser`
+/// and every other place a duration is read, so all accept the same.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    s.parse::<HumanDuration>().map(|d| d.0)
+}
+
 impl Serialize for HumanDuration {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.to_string())
@@ -53,6 +59,30 @@ impl<'de> Deserialize<'de> for HumanDuration {
         let s = String::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
     }
+}
+
+/// An instant as users write it, in milliseconds since the epoch: RFC 3339
+/// (`2026-12-01T08:00:00Z`, `…+01:00`), or a date and time without an
+/// offset (`2026-12-01 08:00:00`, `2026-12-01T08:00`) or a date alone,
+/// both taken as UTC. Durations are [`HumanDuration`]'s; instants and time
+/// zones are jiff's everywhere in Canopy.
+pub fn parse_timestamp_ms(s: &str) -> Option<i64> {
+    let t = s.trim();
+    if let Ok(ts) = t.parse::<jiff::Timestamp>() {
+        return Some(ts.as_millisecond());
+    }
+    let civil = t.parse::<jiff::civil::DateTime>().ok().or_else(|| {
+        t.parse::<jiff::civil::Date>().ok().map(|d| d.to_datetime(jiff::civil::Time::midnight()))
+    })?;
+    civil.to_zoned(jiff::tz::TimeZone::UTC).ok().map(|z| z.timestamp().as_millisecond())
+}
+
+/// Milliseconds since the epoch as `2026-12-01 08:00:00 UTC`.
+pub fn utc_seconds(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).map_or_else(
+        |_| format!("{ms} ms since the epoch"),
+        |t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
 }
 
 /// The unit spellings [`HumanDuration`]'s parser (humantime) accepts.
@@ -255,6 +285,27 @@ pub fn human_bytes(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn instants_parse_as_rfc3339_or_as_utc_without_an_offset() {
+        let at = 1_764_576_000_000; // 2025-12-01T08:00:00Z
+        for s in [
+            "2025-12-01T08:00:00Z",
+            "2025-12-01T09:00:00+01:00",
+            "2025-12-01 08:00:00",
+            "2025-12-01T08:00",
+            " 2025-12-01T08:00:00.000Z ",
+        ] {
+            assert_eq!(parse_timestamp_ms(s), Some(at), "{s}");
+        }
+        assert_eq!(parse_timestamp_ms("2025-12-01"), Some(at - 8 * 3_600_000));
+        for bad in ["yesterday", "2025-13-01", "", "30d"] {
+            assert_eq!(parse_timestamp_ms(bad), None, "{bad}");
+        }
+        assert_eq!(utc_seconds(at), "2025-12-01 08:00:00 UTC");
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("2 fortnights").unwrap_err().contains("write it like"));
+    }
+
     use super::*;
 
     #[test]

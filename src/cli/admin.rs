@@ -26,7 +26,7 @@ pub enum TokenCommand {
         #[arg(long = "scope", value_name = "SCOPE")]
         scopes: Vec<String>,
         /// Lifetime, e.g. 30d, 12h.
-        #[arg(long, value_parser = humantime::parse_duration)]
+        #[arg(long, value_parser = canopy::units::parse_duration)]
         expires: Option<std::time::Duration>,
         /// The tenant it belongs to (required for non-admin tokens when
         /// tenants are configured; `canopy tenants` lists them).
@@ -123,7 +123,7 @@ pub fn token(store: &StoreArgs, cmd: TokenCommand) -> Result<ExitCode> {
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
     /// Only what happened within this long (e.g. 1h, 7d).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = canopy::units::parse_duration)]
     since: Option<std::time::Duration>,
     /// Only this principal's requests.
     #[arg(long)]

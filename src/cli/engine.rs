@@ -68,7 +68,7 @@ pub struct ServeArgs {
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration such as 20s: {e}"))?;
+    let d = canopy::units::parse_duration(s)?;
     if d.is_zero() {
         return Err("a timeout must be longer than 0s".into());
     }

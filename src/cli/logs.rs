@@ -152,7 +152,7 @@ pub fn logs(store: &StoreArgs, a: LogsArgs) -> Result<ExitCode> {
                     let o = outage.get_or_insert_with(|| {
                         errln!(
                             "canopy logs: lost the server ({e}); reconnecting for up to {}",
-                            humantime::format_duration(a.reconnect_for)
+                            canopy::units::HumanDuration(a.reconnect_for)
                         );
                         Outage { since: Instant::now(), backoff: Backoff::default() }
                     });
@@ -161,7 +161,7 @@ pub fn logs(store: &StoreArgs, a: LogsArgs) -> Result<ExitCode> {
                             "canopy logs: gave up following {} after {} without an answer; the workload runs \
                              on, and once the engine is back `canopy logs {id} --follow` prints its log again",
                             f.attempt,
-                            humantime::format_duration(a.reconnect_for)
+                            canopy::units::HumanDuration(a.reconnect_for)
                         );
                         f.finish();
                         return Err(e);

@@ -282,7 +282,7 @@ pub enum Command {
         raw: bool,
         /// With --follow: how long to keep trying to reach a server that
         /// went away before giving up (exit 4).
-        #[arg(long, value_parser = humantime::parse_duration, default_value = logs::RECONNECT_FOR, value_name = "DURATION")]
+        #[arg(long, value_parser = canopy::units::parse_duration, default_value = logs::RECONNECT_FOR, value_name = "DURATION")]
         reconnect_for: std::time::Duration,
     },
     /// A workload's events: placements, ends with their class and evidence,

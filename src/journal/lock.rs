@@ -21,7 +21,7 @@ use std::ffi::OsString;
 use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Held by the engine that owns a store; dropping it gives the store up.
 #[derive(Debug)]
@@ -130,11 +130,8 @@ fn describe(contents: &str) -> String {
     };
     let pid = field("pid").unwrap_or("unknown");
     let since = field("since")
-        .and_then(|ms| ms.parse::<u64>().ok())
-        .map(|ms| {
-            let t = UNIX_EPOCH + Duration::from_millis(ms);
-            humantime::format_rfc3339_seconds(t).to_string().replace('T', " ").replace('Z', " UTC")
-        })
+        .and_then(|ms| ms.parse::<i64>().ok())
+        .map(crate::units::utc_seconds)
         .unwrap_or_else(|| "an unknown time".into());
     format!("pid {pid}, since {since}")
 }

@@ -369,7 +369,7 @@ impl Skip {
         Self {
             reason: format!(
                 "collection stopped at its deadline of {} before it was copied",
-                humantime::format_duration(limits.collect_timeout)
+                crate::units::HumanDuration(limits.collect_timeout)
             ),
             hint: DEADLINE_HINT,
             lost: true,

@@ -681,13 +681,9 @@ pub fn parse_until(v: &serde_json::Value, now: Millis) -> Result<Millis, String>
     };
     let at = match v {
         serde_json::Value::Number(n) => n.as_i64().map(Millis).ok_or_else(bad)?,
-        serde_json::Value::String(s) => match humantime::parse_duration(s) {
-            Ok(d) => now.plus_secs(d.as_secs_f64()),
-            Err(_) => {
-                let t = humantime::parse_rfc3339_weak(s).map_err(|_| bad())?;
-                let ms = t.duration_since(std::time::UNIX_EPOCH).map_err(|_| bad())?.as_millis();
-                Millis(i64::try_from(ms).map_err(|_| bad())?)
-            }
+        serde_json::Value::String(s) => match s.parse::<crate::units::HumanDuration>() {
+            Ok(d) => now.plus_secs(d.0.as_secs_f64()),
+            Err(_) => crate::units::parse_timestamp_ms(s).map(Millis).ok_or_else(bad)?,
         },
         _ => return Err(bad()),
     };

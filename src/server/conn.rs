@@ -509,7 +509,7 @@ impl hyper::body::Body for BodyStall {
 }
 
 fn stalled(what: &str, idle: Duration) -> io::Error {
-    io::Error::new(io::ErrorKind::TimedOut, format!("{what} for {}", humantime::format_duration(idle)))
+    io::Error::new(io::ErrorKind::TimedOut, format!("{what} for {}", crate::units::HumanDuration(idle)))
 }
 
 /// A connection's stream whose writes fail once they have been unable to

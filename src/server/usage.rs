@@ -37,17 +37,14 @@ pub fn parse_time(field: &str, v: &str, now: Millis) -> Result<Millis, String> {
     if let Ok(ms) = v.parse::<i64>() {
         return Ok(Millis(ms));
     }
-    if let Ok(d) = humantime::parse_duration(v) {
-        return Ok(now.plus_secs(-d.as_secs_f64()));
+    if let Ok(d) = v.parse::<crate::units::HumanDuration>() {
+        return Ok(now.plus_secs(-d.0.as_secs_f64()));
     }
-    let bad = || {
+    crate::units::parse_timestamp_ms(v).map(Millis).ok_or_else(|| {
         format!(
             "{field} {v:?} is not a time; give RFC 3339 (2026-12-01T00:00:00Z), epoch ms, or a duration ago (30d)"
         )
-    };
-    let t = humantime::parse_rfc3339_weak(v).map_err(|_| bad())?;
-    let ms = t.duration_since(std::time::UNIX_EPOCH).map_err(|_| bad())?.as_millis();
-    Ok(Millis(i64::try_from(ms).map_err(|_| bad())?))
+    })
 }
 
 pub async fn usage(
