@@ -52,7 +52,7 @@ fn parse_args() -> Result<Args, String> {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"));
         match flag.as_str() {
             "--trace" => a.trace = value()?,
-            "--seeds" => a.seeds = parse_seeds(&value()?)?,
+            "--seeds" => a.seeds = canopy::sim::seeds::parse_seeds(&value()?)?,
             "--fleet" => a.fleet = Some(value()?),
             "--faults" => a.faults = Some(value()?),
             "--optimize" => {
@@ -74,29 +74,6 @@ fn parse_args() -> Result<Args, String> {
         return Err(format!("--trace FILE is required\n{USAGE}"));
     }
     Ok(a)
-}
-
-/// `0-9`, `3`, `0,4,7` (or a mix: `0-2,7`).
-fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
-    let bad = || format!("--seeds {s:?}: expected e.g. 0-9, 3 or 0,4,7");
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u64, u64) =
-                    (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
-                if a > b || b - a >= 10_000 {
-                    return Err(bad());
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().map_err(|_| bad())?),
-        }
-    }
-    if out.is_empty() {
-        return Err(bad());
-    }
-    Ok(out)
 }
 
 fn main() {

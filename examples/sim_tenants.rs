@@ -59,16 +59,7 @@ fn parse_args() -> Result<Args, String> {
                     .filter(|x| x.is_finite() && *x > 0.0)
                     .ok_or_else(|| format!("--arrivals-x {v:?}: give a positive number"))?;
             }
-            "--seeds" => {
-                let v = value()?;
-                let num = |s: &str| {
-                    s.trim().parse::<u64>().map_err(|_| format!("--seeds {v:?}: {s:?} is not a seed"))
-                };
-                a.seeds = match v.split_once('-') {
-                    Some((lo, hi)) => (num(lo)?..=num(hi)?).collect(),
-                    None => v.split(',').map(num).collect::<Result<_, _>>()?,
-                };
-            }
+            "--seeds" => a.seeds = canopy::sim::seeds::parse_seeds(&value()?)?,
             _ => return Err(format!("unknown argument {flag:?}\n{USAGE}")),
         }
     }

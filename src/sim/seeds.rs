@@ -470,8 +470,41 @@ fn seeds_list(seeds: &[u64]) -> String {
     }
 }
 
+/// Seeds as the sim examples' `--seeds` takes them: `0-9`, `3`, `0,4,7`
+/// (or a mix: `0-2,7`).
+pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
+    let bad = || format!("--seeds {s:?}: expected e.g. 0-9, 3 or 0,4,7");
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u64, u64) =
+                    (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+                if a > b || b - a >= 10_000 {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    if out.is_empty() {
+        return Err(bad());
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn seeds_parse_as_ranges_lists_or_both() {
+        assert_eq!(parse_seeds("0-2,7").unwrap(), vec![0, 1, 2, 7]);
+        assert_eq!(parse_seeds("3").unwrap(), vec![3]);
+        for bad in ["", "x", "5-2", "0-99999"] {
+            assert!(parse_seeds(bad).unwrap_err().contains("expected e.g. 0-9"), "{bad}");
+        }
+    }
+
     use super::*;
 
     /// A policy's figures; only those the table reads matter.
