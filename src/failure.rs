@@ -10,7 +10,9 @@ use std::fmt;
 use std::str::FromStr;
 
 /// What a failed attempt was. Decides retry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum FailureClass {
     /// The provider had no capacity (or quota) for the request.
@@ -173,7 +175,7 @@ impl FromStr for FailureClass {
 }
 
 /// What the provider said about how the attempt ended.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum ProviderEnd {
     /// The process exited with this code. Codes 129..=192 are read as

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ErrorBody {
     /// Stable, machine-readable: `unauthorized`, `forbidden`, `not-found`…
     pub code: &'static str,
@@ -77,9 +77,15 @@ impl ApiError {
     }
 }
 
+/// The body of every error answer.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ErrorAnswer {
+    pub error: ErrorBody,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(serde_json::json!({ "error": self.body }))).into_response()
+        (self.status, Json(ErrorAnswer { error: self.body })).into_response()
     }
 }
 

@@ -9,18 +9,20 @@
 use super::Served;
 use super::auth::{Principal, Role};
 use super::authz;
+use super::error::Query;
 use super::error::{ApiError, ApiResult};
 use crate::engine::model::{AttemptRecord, Millis, WorkloadId};
 use crate::usage::{self, Context, Report, ledger, report};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::{Extension, Json};
 use serde::Deserialize;
 use std::collections::HashMap;
 
 /// `GET /v1/usage` parameters.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct UsageQuery {
     /// tenant (default), owner, provider, pool, accelerator or user.
+    #[schemars(with = "Option<crate::usage::report::By>")]
     pub by: Option<String>,
     /// The window's start: RFC 3339, epoch ms, or a duration ago (`30d`).
     pub since: Option<String>,
