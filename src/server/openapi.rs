@@ -548,12 +548,14 @@ mod tests {
     #[test]
     fn command_bodies_name_only_fields_the_handler_reads() {
         let mut g = generator(true);
-        let reason = resolve(&g, of::<super::super::views::Reason>(&mut g).to_value());
+        let reason = of::<super::super::views::Reason>(&mut g).to_value();
+        let reason = resolve(&g, reason);
         let known: Vec<&String> =
             reason["properties"].as_object().map(|p| p.keys().collect()).unwrap_or_default();
         assert!(!known.is_empty());
         for body in [of::<ReasonBody>, of::<UnexcludeBody>, of::<CordonBody>, of::<DrainBody>] {
-            let b = resolve(&g, body(&mut g).to_value());
+            let b = body(&mut g).to_value();
+            let b = resolve(&g, b);
             for field in b["properties"].as_object().into_iter().flat_map(|p| p.keys()) {
                 assert!(known.contains(&field), "{field} is documented but Reason does not read it");
             }
