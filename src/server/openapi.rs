@@ -462,7 +462,8 @@ fn extras(op: &mut Value, method: &str, path: &str) {
 fn merge(g: Generators, paths: &mut Map<String, Value>) -> Map<String, Value> {
     let Generators { mut out, mut input } = g;
     let mut schemas = input.take_definitions(true);
-    let written = out.take_definitions(true);
+    let mut written = out.take_definitions(true);
+    written.values_mut().for_each(null_means_unset);
     let renamed: BTreeMap<String, String> = written
         .iter()
         .filter(|(name, def)| schemas.get(*name).is_some_and(|d| d != *def))
@@ -478,8 +479,95 @@ fn merge(g: Generators, paths: &mut Map<String, Value>) -> Map<String, Value> {
             rename_refs(v, &renamed);
         }
     }
+    schemas.values_mut().for_each(present_means_not_null);
     schemas.sort_keys();
     schemas
+}
+
+/// An answer writes an unset optional field as `null` where the type
+/// says nothing of it (a spec's `gpu_memory_gb = { min = 24 }` is written
+/// `{"min": 24, "max": null}`): in what answers carry, each property that
+/// may be left out may also be `null`.
+fn null_means_unset(v: &mut Value) {
+    match v {
+        Value::Object(obj) => {
+            let required: Vec<Value> =
+                obj.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+            if let Some(Value::Object(props)) = obj.get_mut("properties") {
+                for (name, p) in props.iter_mut() {
+                    if !required.contains(&json!(name)) && !allows_null(p) {
+                        *p = json!({ "anyOf": [p.take(), { "type": "null" }] });
+                    }
+                }
+            }
+            obj.values_mut().for_each(null_means_unset);
+        }
+        Value::Array(items) => items.iter_mut().for_each(null_means_unset),
+        _ => {}
+    }
+}
+
+fn allows_null(p: &Value) -> bool {
+    let null = json!("null");
+    match p {
+        Value::Bool(b) => *b,
+        Value::Object(o) => {
+            o.is_empty()
+                || o.get("type")
+                    .is_some_and(|t| *t == null || t.as_array().is_some_and(|a| a.contains(&null)))
+                || o.get("anyOf").and_then(Value::as_array).is_some_and(|a| a.iter().any(allows_null))
+        }
+        _ => false,
+    }
+}
+
+/// The spec's cross-field rules (`if` a field is set `then` …) test that
+/// the field is there; an answer writes an unset field as `null` (and a
+/// JSON body may send one), which serde reads as unset. In each `if`,
+/// "there" becomes "there and not null", so the rules hold for both.
+fn present_means_not_null(v: &mut Value) {
+    match v {
+        Value::Object(obj) => {
+            if let Some(cond) = obj.get_mut("if") {
+                not_null_where_required(cond);
+            }
+            obj.values_mut().for_each(present_means_not_null);
+        }
+        Value::Array(items) => items.iter_mut().for_each(present_means_not_null),
+        _ => {}
+    }
+}
+
+fn not_null_where_required(v: &mut Value) {
+    match v {
+        Value::Object(obj) => {
+            let required: Vec<String> = match obj.get("required") {
+                Some(Value::Array(r)) => r.iter().filter_map(|n| n.as_str().map(str::to_string)).collect(),
+                _ => Vec::new(),
+            };
+            for (k, sub) in obj.iter_mut() {
+                if k != "properties" {
+                    not_null_where_required(sub);
+                }
+            }
+            if required.is_empty() {
+                return;
+            }
+            let props = obj.entry("properties").or_insert_with(|| json!({}));
+            let Some(props) = props.as_object_mut() else { return };
+            for name in required {
+                let not_null = json!({ "not": { "type": "null" } });
+                match props.get_mut(&name) {
+                    None => {
+                        props.insert(name, not_null);
+                    }
+                    Some(p) => *p = json!({ "allOf": [p.take(), not_null] }),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(not_null_where_required),
+        _ => {}
+    }
 }
 
 fn rename_refs(v: &mut Value, renamed: &BTreeMap<String, String>) {
