@@ -84,7 +84,17 @@ fn schemathesis_finds_no_server_error_schema_violation_or_undocumented_status() 
     let _reaper = Reaper::new(tmp.path());
     let (serve, url, token) = serve(tmp.path());
     let report = tmp.path().join("schemathesis");
+    // A followed log streams until its attempt ends (a simulated one runs
+    // for its expected runtime): the run reads logs without follow.
+    let config = tmp.path().join("schemathesis.toml");
+    std::fs::write(
+        &config,
+        "[[operations]]\ninclude-path = \"/v1/workloads/{id}/logs\"\nparameters = { \"query.follow\" = \"false\" }\n",
+    )
+    .unwrap();
     let out = Command::new("schemathesis")
+        .arg("--config-file")
+        .arg(&config)
         .arg("run")
         .arg(format!("{url}/v1/openapi.json"))
         .args(["--header", &format!("Authorization: Bearer {token}")])

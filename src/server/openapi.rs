@@ -296,10 +296,14 @@ fn path_parameters(path: &str) -> Vec<Value> {
         .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
         .map(|name| {
             let (schema, d) = match name {
-                "id" => {
-                    (json!({ "$ref": "#/components/schemas/WorkloadId" }), "The workload: `w-17` (or `17`)")
+                // Ids are SQLite integers: 63 bits, so at most 18 digits here.
+                "id" => (
+                    json!({ "type": "string", "pattern": "^(w-)?[0-9]{1,18}$" }),
+                    "The workload: `w-17` (or `17`)",
+                ),
+                "attempt" => {
+                    (json!({ "type": "integer", "minimum": 1, "maximum": u32::MAX }), "The attempt's number")
                 }
-                "attempt" => (json!({ "type": "integer", "minimum": 1 }), "The attempt's number"),
                 "name" if path.starts_with("/v1/nodes/") => (json!({ "type": "string" }), "The node's name"),
                 "name" if path.starts_with("/v1/tokens/") => {
                     (json!({ "type": "string" }), "The token's name")
