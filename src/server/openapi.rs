@@ -623,6 +623,11 @@ pub fn document() -> String {
     s
 }
 
+/// `GET /v1/openapi.json`.
+pub async fn serve() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], document()).into_response()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -653,9 +658,4 @@ mod tests {
             }
         }
     }
-}
-
-/// `GET /v1/openapi.json`.
-pub async fn serve() -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], document()).into_response()
 }
