@@ -242,6 +242,7 @@ fn query_parameters(g: &mut SchemaGenerator, query: SchemaFn) -> Vec<Value> {
         .map(|(name, s)| {
             let mut s = s.clone();
             not_null(&mut s);
+            integer_bounds(&mut s);
             let description = s.as_object_mut().and_then(|o| o.remove("description"));
             let mut p = json!({ "name": name, "in": "query", "required": required.contains(&json!(name)), "schema": s });
             if let Some(d) = description {
@@ -265,6 +266,27 @@ fn resolve(g: &SchemaGenerator, schema: Value) -> Value {
         Some(def) => def.clone(),
         None => schema,
     }
+}
+
+/// An integer parameter's range, from its Rust type's format: a query
+/// string with a larger number does not parse (400), so the document
+/// says where valid values end.
+fn integer_bounds(s: &mut Value) {
+    let Some(obj) = s.as_object_mut() else { return };
+    if obj.get("type") != Some(&json!("integer")) {
+        return;
+    }
+    let (min, max): (Value, Value) = match obj.get("format").and_then(Value::as_str) {
+        Some("uint8") => (0.into(), u8::MAX.into()),
+        Some("uint16") => (0.into(), u16::MAX.into()),
+        Some("uint32") => (0.into(), u32::MAX.into()),
+        Some("uint" | "uint64") => (0.into(), u64::MAX.into()),
+        Some("int32") => (i32::MIN.into(), i32::MAX.into()),
+        Some("int64") => (i64::MIN.into(), i64::MAX.into()),
+        _ => return,
+    };
+    obj.entry("minimum").or_insert(min);
+    obj.entry("maximum").or_insert(max);
 }
 
 /// Drops `null` from a schema's types: `[T, null]` → `T`, and
