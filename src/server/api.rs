@@ -219,8 +219,10 @@ pub fn parse_states(s: &str) -> Result<Vec<WorkloadState>, String> {
 async fn list(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
-    Query(q): Query<ListQuery>,
+    Query(mut q): Query<ListQuery>,
 ) -> ApiResult<Json<Page>> {
+    blank_is_absent([&mut q.state, &mut q.name, &mut q.label, &mut q.provider, &mut q.submitted_by]);
+    blank_is_absent([&mut q.tenant, &mut q.cursor]);
     let tenancy = s.tenancy();
     let mut tenants: Vec<crate::journal::TenantFilter> = authz::listing(&p, &tenancy).into_iter().collect();
     if let Some(t) = &q.tenant {
@@ -701,7 +703,7 @@ async fn audit(
 ) -> ApiResult<Json<Vec<crate::engine::model::AuditRecord>>> {
     let f = AuditFilter {
         since: q.since.map(Millis),
-        principal: q.principal,
+        principal: q.principal.filter(|s| !s.is_empty()),
         limit: Some(q.limit.unwrap_or(200).min(10_000)),
         action: q.action.filter(|s| !s.is_empty()),
         outcome: q.outcome.filter(|s| !s.is_empty()),

@@ -55,8 +55,9 @@ pub fn parse_time(field: &str, v: &str, now: Millis) -> Result<Millis, String> {
 pub async fn usage(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
-    Query(q): Query<UsageQuery>,
+    Query(mut q): Query<UsageQuery>,
 ) -> ApiResult<Json<Report>> {
+    super::views::blank_is_absent([&mut q.by, &mut q.since, &mut q.until]);
     let tenancy = s.tenancy();
     let now = authz::now();
     // Whose rows a principal counts must be known; the authorization

@@ -256,3 +256,13 @@ enum TimeOrMillis {
     Text(String),
     Number(i64),
 }
+
+/// A query parameter given empty (`?cursor=`, as forms send an unset
+/// field) is taken as not given.
+pub fn blank_is_absent<const N: usize>(fields: [&mut Option<String>; N]) {
+    for f in fields {
+        if f.as_deref().is_some_and(|v| v.trim().is_empty()) {
+            *f = None;
+        }
+    }
+}
