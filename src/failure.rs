@@ -10,7 +10,9 @@ use std::fmt;
 use std::str::FromStr;
 
 /// What a failed attempt was. Decides retry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum FailureClass {
     /// The provider had no capacity (or quota) for the request.
@@ -173,7 +175,7 @@ impl FromStr for FailureClass {
 }
 
 /// What the provider said about how the attempt ended.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum ProviderEnd {
     /// The process exited with this code. Codes 129..=192 are read as
@@ -248,7 +250,25 @@ pub enum ProviderEnd {
     /// One rank of a gang ended first and the gang was stopped: how that
     /// rank ended, and where. The class is that end's; health is charged
     /// to that node alone.
-    Rank { rank: u32, node: String, end: Box<ProviderEnd> },
+    Rank {
+        rank: u32,
+        node: String,
+        #[schemars(schema_with = "rank_end_schema")]
+        end: Box<ProviderEnd>,
+    },
+}
+
+/// The schema of a rank's own end: an end of the kinds above, described
+/// without referring back to [`ProviderEnd`] (client generators such as
+/// openapi-python-client drop a union that contains itself, and with it
+/// every answer holding an attempt).
+fn rank_end_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "required": ["kind"],
+        "properties": { "kind": { "type": "string" } },
+        "description": "How that rank ended: an end as `stop` has it (`exited`, `signaled`, `node-lost`, …)."
+    })
 }
 
 impl ProviderEnd {

@@ -26,3 +26,72 @@ fn docs_openapi_json_matches_the_code() {
     // The submit body's JSON form is the spec's own schema.
     assert!(doc["components"]["schemas"]["Spec"]["properties"]["runtime"].is_object());
 }
+
+mod api_support;
+use api_support::{Api, Body, Who};
+
+/// What a client that follows the document meets on the wire: an
+/// unsupported method on a known path is 405 with `Allow` and the JSON
+/// error, `HEAD` answers wherever `GET` does, and a query string that does
+/// not parse is a 400 naming the parameter, in the JSON error shape.
+#[tokio::test(flavor = "multi_thread")]
+async fn methods_head_and_query_errors_answer_as_documented() {
+    let mut api = Api::start().await;
+    let token = api.token("ops", "admin", &[], None).await;
+    let who = Who::Token(&token);
+    let id = api.submit_new(who, &api_support::queued_spec("waits")).await;
+
+    // 405: a known path, a method it does not take.
+    for (method, path, allow) in [
+        ("DELETE", "/v1/workloads".to_string(), "GET, HEAD, POST"),
+        ("PUT", format!("/v1/workloads/{id}"), "GET, HEAD"),
+        ("GET", format!("/v1/workloads/{id}/cancel"), "POST"),
+        ("POST", "/v1/fleet".to_string(), "GET, HEAD"),
+        ("PATCH", "/v1/tokens/ops".to_string(), "DELETE"),
+    ] {
+        let r = api.call(who, method, &path, Body::Empty).await;
+        assert_eq!(r.status, 405, "{method} {path}: {}", r.text);
+        assert_eq!(r.headers.get("allow").and_then(|v| v.to_str().ok()), Some(allow), "{method} {path}");
+        assert_eq!(r.json()["error"]["code"], "method-not-allowed", "{method} {path}: {}", r.text);
+    }
+    // Unknown paths and commands stay 404.
+    assert_eq!(api.call(who, "GET", "/v1/nope", Body::Empty).await.status, 404);
+    assert_eq!(api.call(who, "POST", &format!("/v1/workloads/{id}/explode"), Body::Empty).await.status, 404);
+
+    // HEAD wherever GET: the status and headers of a GET, no body.
+    for path in
+        ["/healthz", "/v1/openapi.json", "/v1/whoami", "/v1/workloads", &format!("/v1/workloads/{id}")]
+    {
+        let get = api.call(who, "GET", path, Body::Empty).await;
+        let head = api.call(who, "HEAD", path, Body::Empty).await;
+        assert_eq!(head.status, get.status, "HEAD {path}");
+        assert_eq!(head.status, 200, "HEAD {path}");
+        assert!(head.text.is_empty(), "HEAD {path} has a body");
+        assert_eq!(head.headers.get("content-type"), get.headers.get("content-type"), "HEAD {path}");
+    }
+
+    // A query string that does not parse: 400, JSON, naming the parameter.
+    for (path, field) in [
+        ("/v1/workloads?limit=abc", "limit"),
+        ("/v1/events?limit=-1", "limit"),
+        ("/v1/audit?since=yesterday", "since"),
+        ("/v1/workloads?unresolved=maybe", "unresolved"),
+        ("/v1/usage?rows=often", "rows"),
+    ] {
+        let r = api.call(who, "GET", path, Body::Empty).await;
+        assert_eq!(r.status, 400, "{path}: {}", r.text);
+        let e = r.json();
+        assert_eq!(e["error"]["code"], "bad-request", "{path}");
+        assert_eq!(e["error"]["field"], field, "{path}: {}", r.text);
+        assert!(e["error"]["message"].as_str().unwrap().contains(field), "{path}: {}", r.text);
+    }
+    // A parameter sent empty, as a form sends an unset field, is not given.
+    for path in [
+        "/v1/workloads?state=&name=&label=&provider=&submitted_by=&tenant=&cursor=",
+        "/v1/usage?by=&since=&until=",
+        "/v1/audit?principal=&action=",
+    ] {
+        let r = api.call(who, "GET", path, Body::Empty).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.text);
+    }
+}

@@ -11,7 +11,20 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Milliseconds since the Unix epoch. Time is always passed in, never read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 pub struct Millis(pub i64);
 
 impl Millis {
@@ -63,6 +76,19 @@ impl<'de> Deserialize<'de> for WorkloadId {
     }
 }
 
+impl schemars::JsonSchema for WorkloadId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "WorkloadId".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^w-[0-9]+$",
+            "description": "A workload's id: `w-17`.",
+        })
+    }
+}
+
 impl fmt::Display for WorkloadId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "w-{}", self.0)
@@ -84,7 +110,9 @@ impl std::str::FromStr for WorkloadId {
 }
 
 /// One try at running a workload, shown as `w-17.2`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct AttemptId {
     pub workload: WorkloadId,
     /// 1-based.
@@ -136,7 +164,7 @@ impl fmt::Display for AttemptId {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WorkloadState {
     /// Waiting: for capacity that fits (with an explanation), or for a
@@ -188,7 +216,7 @@ impl fmt::Display for WorkloadState {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AttemptState {
     /// Launch requested; no answer yet.
@@ -230,7 +258,7 @@ impl fmt::Display for AttemptState {
 }
 
 /// The durable row of a workload: its current state and totals.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkloadRecord {
     pub id: WorkloadId,
     pub name: String,
@@ -291,7 +319,7 @@ impl WorkloadRecord {
 }
 
 /// What a workload's earlier failures keep it away from.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Exclusions {
     /// Nodes it is not placed on again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -314,7 +342,7 @@ impl Exclusions {
 }
 
 /// Who acknowledged a failure, when and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Acknowledgement {
     /// The principal that acknowledged it.
     pub by: String,
@@ -323,7 +351,7 @@ pub struct Acknowledgement {
 }
 
 /// The durable row of one attempt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AttemptRecord {
     pub id: AttemptId,
     pub provider: String,
@@ -374,7 +402,7 @@ pub struct AttemptRecord {
 }
 
 /// An attempt's checkpoints: what it resumed from, what it left.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CheckpointNote {
     /// The complete checkpoint handed to it at launch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -386,7 +414,7 @@ pub struct CheckpointNote {
 
 /// One complete checkpoint: its directory's name, when it was marked
 /// complete, its size, and which attempt wrote it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SavedCheckpoint {
     pub name: String,
     pub at: Millis,
@@ -413,7 +441,7 @@ impl AttemptRecord {
 }
 
 /// What an event is about; events are append-only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum EventKind {
     Submitted,
@@ -479,7 +507,7 @@ impl EventKind {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EventRecord {
     pub at: Millis,
     pub workload: WorkloadId,
@@ -513,7 +541,7 @@ pub struct HealthObservation {
 /// One state-changing request, as the audit trail keeps it: who asked,
 /// from where, what, and what came of it. Written by the engine shell in
 /// the same transaction as the change it answers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditRecord {
     pub at: Millis,
     /// A token's name, or `local:USER` for the store's owner on the socket.

@@ -2,7 +2,7 @@
 //! journal's readers. Each handler parses, calls, and shapes the answer;
 //! who may call it was settled by `authz` before it runs.
 
-use super::auth::{Principal, Role};
+use super::auth::Principal;
 use super::authz;
 use super::error::{ApiError, ApiResult, Query};
 use super::target::Target;
@@ -21,16 +21,16 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Extension, Json, Router};
-use serde::{Deserialize, Serialize};
 
 pub use super::tokens::{NewTokenRequest, NewTokenResponse, TokenView};
+pub use super::views::*;
 
 /// The API's router, every route behind the authorization middleware.
 pub fn router(state: Served) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(super::metrics::metrics))
-        .route("/v1/openapi.json", get(openapi))
+        .route("/v1/openapi.json", get(super::openapi::serve))
         .route("/v1/whoami", get(whoami))
         .route("/v1/workloads", post(submit).get(list))
         .route("/v1/workloads/{id}", get(show))
@@ -64,25 +64,11 @@ async fn not_found() -> ApiError {
 
 async fn healthz(State(s): State<Served>) -> Response {
     let up = s.engine.status().borrow().is_some();
-    let body = serde_json::json!({ "status": if up { "ok" } else { "starting" }, "store_id": s.store_id });
+    let body = Health {
+        status: if up { HealthState::Ok } else { HealthState::Starting },
+        store_id: s.store_id.clone(),
+    };
     (if up { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, Json(body)).into_response()
-}
-
-async fn openapi() -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], super::openapi::document()).into_response()
-}
-
-/// The caller as the server sees it.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct WhoAmI {
-    pub principal: String,
-    pub role: Role,
-    pub scopes: Vec<String>,
-    pub origin: String,
-    pub store_id: String,
-    /// The tenant it acts for; absent when no tenants are configured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tenant: Option<String>,
 }
 
 async fn whoami(State(s): State<Served>, Extension(p): Extension<Principal>) -> Json<WhoAmI> {
@@ -94,35 +80,6 @@ async fn whoami(State(s): State<Served>, Extension(p): Extension<Principal>) -> 
         store_id: s.store_id.clone(),
         tenant: p.tenant.clone(),
     })
-}
-
-/// A workload with its attempts, as every workload endpoint returns it.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct WorkloadView {
-    pub workload: WorkloadRecord,
-    pub attempts: Vec<AttemptRecord>,
-    /// On a submit: true when the idempotency key matched an earlier one.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub existing: bool,
-    /// A queued workload of a tenant: where it stands in its tenant's
-    /// queue (on `GET /v1/workloads/{id}`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queue_position: Option<QueuePosition>,
-}
-
-/// Where a queued workload stands in its tenant's queue, in the order the
-/// scheduler takes work (priority, then age).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueuePosition {
-    pub tenant: String,
-    /// 1 for the next of the tenant's workloads to be placed.
-    pub position: u64,
-    /// The tenant's queued workloads in all.
-    pub of: u64,
-    /// With `[fair_share]`: where the tenant stands among tenants ("team-b
-    /// is at 0.31 of its fair share 0.50; next after team-c").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fair_share: Option<String>,
 }
 
 fn view(mut w: WorkloadRecord, attempts: Vec<AttemptRecord>, existing: bool) -> WorkloadView {
@@ -194,13 +151,6 @@ async fn load_view(s: &ServerState, id: WorkloadId) -> ApiResult<WorkloadView> {
     }
 }
 
-/// `POST /v1/workloads` parameters.
-#[derive(Debug, Default, Deserialize)]
-pub struct SubmitQuery {
-    /// The tenant the work is for (admins only; others' is their own).
-    pub tenant: Option<String>,
-}
-
 async fn submit(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
@@ -261,49 +211,6 @@ async fn submit(
     }
 }
 
-/// `GET /v1/workloads` filters.
-#[derive(Debug, Default, Deserialize)]
-pub struct ListQuery {
-    /// Comma-separated states.
-    pub state: Option<String>,
-    /// Names containing this.
-    pub name: Option<String>,
-    /// `key=value`.
-    pub label: Option<String>,
-    pub provider: Option<String>,
-    pub submitted_by: Option<String>,
-    /// Only this tenant's workloads.
-    pub tenant: Option<String>,
-    /// At most this many (default 100, at most 1000).
-    pub limit: Option<usize>,
-    /// `next_cursor` of the previous page.
-    pub cursor: Option<String>,
-    /// Only failures nobody has resolved (failed, not acknowledged, not
-    /// retried): what triage shows.
-    #[serde(default)]
-    pub unresolved: bool,
-}
-
-/// A page of workloads.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Page {
-    pub workloads: Vec<WorkloadView>,
-    /// Pass as `cursor` for the next page; absent on the last.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<String>,
-    /// How many workloads match the filters, on every page: the M of
-    /// "N of M".
-    #[serde(default)]
-    pub total: u64,
-    /// The page size applied: the `limit` asked for (100 by default),
-    /// brought within 1 to [`MAX_PAGE`].
-    #[serde(default)]
-    pub limit: usize,
-}
-
-/// The most workloads one page holds.
-pub const MAX_PAGE: usize = 1000;
-
 /// `queued,running` → the states.
 pub fn parse_states(s: &str) -> Result<Vec<WorkloadState>, String> {
     s.split(',').filter(|x| !x.is_empty()).map(str::parse).collect()
@@ -312,8 +219,10 @@ pub fn parse_states(s: &str) -> Result<Vec<WorkloadState>, String> {
 async fn list(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
-    Query(q): Query<ListQuery>,
+    Query(mut q): Query<ListQuery>,
 ) -> ApiResult<Json<Page>> {
+    blank_is_absent([&mut q.state, &mut q.name, &mut q.label, &mut q.provider, &mut q.submitted_by]);
+    blank_is_absent([&mut q.tenant, &mut q.cursor]);
     let tenancy = s.tenancy();
     let mut tenants: Vec<crate::journal::TenantFilter> = authz::listing(&p, &tenancy).into_iter().collect();
     if let Some(t) = &q.tenant {
@@ -398,21 +307,6 @@ async fn events(
     let id = t.workload()?;
     load_view(&s, id).await?;
     s.read(move |j| j.events(id)).await.map(Json).map_err(|e| ApiError::internal(e.to_string()))
-}
-
-/// `GET …/logs` parameters.
-#[derive(Debug, Default, Deserialize)]
-pub struct LogQuery {
-    /// `stdout` (default) or `stderr`.
-    pub stream: Option<String>,
-    /// The attempt's number; the latest by default.
-    pub attempt: Option<u32>,
-    /// Byte offset to start from.
-    pub offset: Option<u64>,
-    /// At most this many bytes (without follow; default 1 MiB).
-    pub limit: Option<usize>,
-    /// Keep the response open, sending what is new, until the attempt ends.
-    pub follow: Option<bool>,
 }
 
 /// The header carrying where the next read of a log should start.
@@ -510,19 +404,6 @@ where
     let (tx, mut rx) = tokio::sync::mpsc::channel(8);
     tokio::spawn(f(tx));
     Body::from_stream(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)))
-}
-
-/// One collected output of one attempt.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct ArtifactView {
-    pub attempt: u32,
-    pub name: String,
-    pub bytes: u64,
-    pub sha256: String,
-    /// Where it is kept in the server's artifact store.
-    pub path: std::path::PathBuf,
-    /// Where to download it (files only).
-    pub download: Option<String>,
 }
 
 async fn manifest(s: &ServerState, id: WorkloadId) -> ApiResult<Vec<(u32, crate::providers::Artifact)>> {
@@ -632,26 +513,6 @@ fn file_body(mut f: tokio::fs::File) -> Body {
     })
 }
 
-/// The body of a command on a workload or node: why, and until when.
-#[derive(Debug, Default, Deserialize, Serialize)]
-pub struct Reason {
-    pub reason: Option<String>,
-    /// When a cordon lapses: RFC 3339 (`2026-12-02T08:00:00Z`), a
-    /// duration from now (`2h`), or milliseconds since the epoch.
-    pub until: Option<serde_json::Value>,
-    /// A drain stops the node's running work and places it again.
-    #[serde(default)]
-    pub evict: bool,
-    /// An evicting drain's grace between SIGTERM and SIGKILL: a duration
-    /// (`30s`) or seconds.
-    #[serde(default)]
-    pub grace: Option<serde_json::Value>,
-    /// The node or pool (`provider/pool`) an unexclude clears; all of the
-    /// workload's exclusions without it.
-    #[serde(default)]
-    pub node: Option<String>,
-}
-
 /// An evicting drain's grace in whole seconds, from `30s`, `2m` or a number.
 fn grace_s(r: &Reason) -> ApiResult<Option<u64>> {
     let bad = |v: &serde_json::Value| {
@@ -711,12 +572,14 @@ async fn run_command(
     p: &Principal,
     cmd: Command,
     r: Reason,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<CommandAnswer>> {
     match s.engine.command_as(cmd, caller(p, r.reason)).await {
-        CommandResult::Ok { message } => Ok(Json(serde_json::json!({ "message": message }))),
-        CommandResult::Submitted { id, existing } => Ok(Json(
-            serde_json::json!({ "id": id.to_string(), "existing": existing, "message": format!("submitted {id}") }),
-        )),
+        CommandResult::Ok { message } => Ok(Json(CommandAnswer { message, id: None, existing: None })),
+        CommandResult::Submitted { id, existing } => Ok(Json(CommandAnswer {
+            message: format!("submitted {id}"),
+            id: Some(id),
+            existing: Some(existing),
+        })),
         CommandResult::Error { code, message } => Err(ApiError::refused(code, message)),
     }
 }
@@ -736,7 +599,7 @@ async fn command(
     Extension(target): Extension<Target>,
     Extension(route): Extension<&'static authz::Route>,
     req: Request,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<CommandAnswer>> {
     // The command is the route authorization matched, never the raw path.
     let op = route.path.rsplit('/').next().unwrap_or_default();
     let r = reason_body(body_bytes(req).await?).await?;
@@ -801,13 +664,6 @@ async fn fleet(State(s): State<Served>) -> ApiResult<Json<serde_json::Value>> {
     serde_json::to_value(&*status).map(Json).map_err(|e| ApiError::internal(e.to_string()))
 }
 
-/// `GET /v1/events` parameters.
-#[derive(Debug, Default, Deserialize)]
-pub struct EventsQuery {
-    /// At most this many (default 200, at most 10,000).
-    pub limit: Option<usize>,
-}
-
 async fn recent_events(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
@@ -836,24 +692,6 @@ async fn recent_events(
     ))
 }
 
-/// `GET /v1/audit` filters.
-#[derive(Debug, Default, Deserialize)]
-pub struct AuditQuery {
-    /// Milliseconds since the epoch.
-    pub since: Option<i64>,
-    pub principal: Option<String>,
-    pub limit: Option<usize>,
-    /// Actions starting with this (`cordon`), ignoring ASCII case.
-    pub action: Option<String>,
-    /// Outcomes starting with this (`denied`), ignoring ASCII case.
-    pub outcome: Option<String>,
-    /// Targets starting with this (`w-7`, a node's name), ignoring ASCII case.
-    pub target: Option<String>,
-    /// Milliseconds since the epoch: records at or before it, the cursor
-    /// of the next older page.
-    pub until: Option<i64>,
-}
-
 async fn audit(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
@@ -861,7 +699,7 @@ async fn audit(
 ) -> ApiResult<Json<Vec<crate::engine::model::AuditRecord>>> {
     let f = AuditFilter {
         since: q.since.map(Millis),
-        principal: q.principal,
+        principal: q.principal.filter(|s| !s.is_empty()),
         limit: Some(q.limit.unwrap_or(200).min(10_000)),
         action: q.action.filter(|s| !s.is_empty()),
         outcome: q.outcome.filter(|s| !s.is_empty()),

@@ -131,6 +131,23 @@ pub fn route(method: &Method, matched: &str, op: Option<&str>) -> Option<&'stati
     ROUTES.iter().find(|r| r.path == path && r.method == method.as_str())
 }
 
+/// The methods a matched path takes, for a 405's `Allow` header (`HEAD`
+/// with `GET`), in order; empty when the path is no route at all (an
+/// unknown command).
+pub fn allowed(matched: &str, op: Option<&str>) -> Vec<&'static str> {
+    let path = match (matched.strip_suffix("/{op}"), op) {
+        (Some(prefix), Some(op)) => format!("{prefix}/{op}"),
+        (Some(_), None) => return Vec::new(),
+        (None, _) => matched.to_string(),
+    };
+    let mut methods: Vec<&'static str> = ROUTES.iter().filter(|r| r.path == path).map(|r| r.method).collect();
+    if methods.contains(&"GET") {
+        methods.push("HEAD");
+    }
+    methods.sort_unstable();
+    methods
+}
+
 /// Facts about what a request acts on, looked up for the [`Target`] the
 /// handler will act on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -378,8 +395,22 @@ pub async fn middleware(
     };
     let op = params.iter().find(|(k, _)| k == "op").map(|(_, v)| v.as_str());
     let Some(route) = route(req.method(), matched.as_str(), op) else {
-        return ApiError::not_found(format!("no such endpoint: {} {}", req.method(), req.uri().path()))
-            .into_response();
+        let allow = allowed(matched.as_str(), op);
+        if allow.is_empty() {
+            return ApiError::not_found(format!("no such endpoint: {} {}", req.method(), req.uri().path()))
+                .into_response();
+        }
+        let allow = allow.join(", ");
+        let e = ApiError::method_not_allowed(format!(
+            "{} does not take {}; it takes {allow}",
+            req.uri().path(),
+            req.method()
+        ));
+        let mut resp = e.into_response();
+        if let Ok(v) = axum::http::HeaderValue::from_str(&allow) {
+            resp.headers_mut().insert(axum::http::header::ALLOW, v);
+        }
+        return resp;
     };
     if route.need == Need::Public {
         return next.run(req).await;

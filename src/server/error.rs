@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ErrorBody {
     /// Stable, machine-readable: `unauthorized`, `forbidden`, `not-found`…
     pub code: &'static str,
@@ -47,6 +47,9 @@ impl ApiError {
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not-found", message)
     }
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", message)
+    }
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, "conflict", message)
     }
@@ -77,9 +80,15 @@ impl ApiError {
     }
 }
 
+/// The body of every error answer.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ErrorAnswer {
+    pub error: ErrorBody,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(serde_json::json!({ "error": self.body }))).into_response()
+        (self.status, Json(ErrorAnswer { error: self.body })).into_response()
     }
 }
 

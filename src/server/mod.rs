@@ -29,6 +29,7 @@ pub mod target;
 pub mod tenants;
 pub mod tokens;
 pub mod usage;
+pub mod views;
 pub mod visible;
 
 use crate::engine::handle::EngineHandle;

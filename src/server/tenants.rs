@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The answer to `GET /v1/tenants` (and `PUT`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TenantsView {
     /// False when no tenants are configured (then `tenants` is empty).
     pub configured: bool,

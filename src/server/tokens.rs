@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 /// One API token as `GET /v1/tokens` lists it: who may call, never the
 /// secret nor its hash: the answer's own type, not the stored row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TokenView {
     /// The public part of the token, which finds its row.
     pub id: String,
@@ -58,7 +58,7 @@ pub(super) async fn tokens(State(s): State<Served>) -> Json<Vec<TokenView>> {
 }
 
 /// `POST /v1/tokens`.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct NewTokenRequest {
     pub name: String,
     pub role: Role,
@@ -73,7 +73,7 @@ pub struct NewTokenRequest {
 }
 
 /// The answer to `POST /v1/tokens`: the only time the secret is shown.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct NewTokenResponse {
     pub name: String,
     pub role: Role,
@@ -185,7 +185,7 @@ pub(super) async fn revoke_token(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
     Extension(t): Extension<Target>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<super::views::CommandAnswer>> {
     let name = t.token()?.to_string();
     let now = authz::now();
     let known = s.tokens.has_live(&name);
@@ -204,5 +204,9 @@ pub(super) async fn revoke_token(
     if !revoked {
         return Err(ApiError::not_found(format!("no live token named {name:?}")));
     }
-    Ok(Json(serde_json::json!({ "message": format!("token {name} revoked") })))
+    Ok(Json(super::views::CommandAnswer {
+        message: format!("token {name} revoked"),
+        id: None,
+        existing: None,
+    }))
 }

@@ -9,18 +9,20 @@
 use super::Served;
 use super::auth::{Principal, Role};
 use super::authz;
+use super::error::Query;
 use super::error::{ApiError, ApiResult};
 use crate::engine::model::{AttemptRecord, Millis, WorkloadId};
 use crate::usage::{self, Context, Report, ledger, report};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::{Extension, Json};
 use serde::Deserialize;
 use std::collections::HashMap;
 
 /// `GET /v1/usage` parameters.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct UsageQuery {
     /// tenant (default), owner, provider, pool, accelerator or user.
+    #[schemars(with = "Option<crate::usage::report::By>")]
     pub by: Option<String>,
     /// The window's start: RFC 3339, epoch ms, or a duration ago (`30d`).
     pub since: Option<String>,
@@ -50,8 +52,9 @@ pub fn parse_time(field: &str, v: &str, now: Millis) -> Result<Millis, String> {
 pub async fn usage(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
-    Query(q): Query<UsageQuery>,
+    Query(mut q): Query<UsageQuery>,
 ) -> ApiResult<Json<Report>> {
+    super::views::blank_is_absent([&mut q.by, &mut q.since, &mut q.until]);
     let tenancy = s.tenancy();
     let now = authz::now();
     // Whose rows a principal counts must be known; the authorization

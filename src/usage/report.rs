@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
 /// What a report groups by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum By {
     #[default]
@@ -68,7 +68,7 @@ impl std::str::FromStr for By {
 }
 
 /// One group's figures (or the total's).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Line {
     /// The group's value (`-` for none); `total` on the total.
     pub key: String,
@@ -129,7 +129,7 @@ impl Line {
 }
 
 /// What an owning tenant's pools did for others in the window.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OwnerLine {
     pub owner: String,
     /// GPU-ms its own work held on its pools.
@@ -154,7 +154,7 @@ pub struct OwnerLine {
 }
 
 /// A usage report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Report {
     pub by: By,
     /// The window `[since, until)`; no `since`: from the beginning.
@@ -174,7 +174,7 @@ pub struct Report {
 
 /// One ledger row as reported: where and for whom the attempt ran, and
 /// its figures within the window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RowLine {
     /// `w-17.2`.
     pub attempt: String,
