@@ -511,6 +511,7 @@ mod tests {
             makespan_h: 100.0,
             tenants: Vec::new(),
             fairness: None,
+            usage: None,
         }
     }
 

@@ -1,0 +1,110 @@
+//! The usage ledger of a simulated run: the same rows, columns and report
+//! (`crate::usage::ledger`, `crate::usage::report`) that `canopy usage`
+//! and `GET /v1/usage` build from a journal, built here from the records
+//! the engine core wrote during the run. So `canopy sim` and production
+//! account alike: a GPU-hour lands in the same column in both.
+//!
+//! Holds the newest record of each workload and attempt (what a journal
+//! would hold after the run); pure, no I/O.
+
+use crate::engine::model::{AttemptId, AttemptRecord, Millis, Record, WorkloadId};
+use crate::fleet::Fleet;
+use crate::tenant::Tenancy;
+use crate::usage::report::{self, By, Line, Report, hours};
+use crate::usage::{Context, Work, ledger};
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// The newest record of every workload and attempt of one run.
+#[derive(Debug, Default)]
+pub struct LedgerTally {
+    work: HashMap<WorkloadId, Work>,
+    attempts: HashMap<AttemptId, AttemptRecord>,
+    /// Stands for a workload without a tenant (the tenancy's default).
+    default_tenant: Option<String>,
+}
+
+impl LedgerTally {
+    pub fn new(tenancy: Option<&Tenancy>) -> LedgerTally {
+        LedgerTally {
+            default_tenant: tenancy.and_then(|t| t.default_tenant.clone()),
+            ..LedgerTally::default()
+        }
+    }
+
+    pub fn observe(&mut self, r: &Record) {
+        match r {
+            Record::Workload(w) => {
+                self.work.insert(w.id, Work::of(w, self.default_tenant.as_deref()));
+            }
+            Record::Attempt(a) => {
+                self.attempts.insert(a.id, (**a).clone());
+            }
+            Record::Event(_) | Record::Health(_) | Record::Audit(_) | Record::NodeIntent { .. } => {}
+        }
+    }
+
+    /// The usage report of the whole run up to `end`, grouped by `by`,
+    /// exactly as `GET /v1/usage` would build it from the run's journal
+    /// (an admin's view: every workload, every owner).
+    pub fn report(&self, fleet: &Fleet, tenancy: Option<&Tenancy>, by: By, end: Millis) -> Report {
+        let mut work: Vec<Work> = self.work.values().cloned().collect();
+        work.sort_by_key(|w| w.id);
+        let mut attempts: Vec<AttemptRecord> = self.attempts.values().cloned().collect();
+        attempts.sort_by_key(|a| (a.id.workload, a.id.n));
+        let none = Tenancy::default();
+        let ctx = Context::new(fleet, tenancy.unwrap_or(&none), &attempts);
+        let rows = ledger::rows(&ctx, &work, &attempts, end);
+        report::report(&rows, &ctx, by, None, end)
+    }
+}
+
+/// GPU-ms as GPU-hours, for sums.
+pub fn gpu_h(ms: u64) -> f64 {
+    ms as f64 / 3_600_000.0
+}
+
+/// The ledger's totals per policy, in `canopy usage`'s words and columns:
+/// GPU-hours held, useful, lost to the infrastructure, lost to the
+/// workload's own errors, stopped by decisions, idle (launch to running),
+/// live at the end, and cost.
+pub fn totals_table(rows: &[(&str, &Report)]) -> String {
+    let mut s = String::from(
+        "| policy | attempts | GPU-h | useful | lost: infra | lost: own | decision | idle | live | cost |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for (policy, r) in rows {
+        line(&mut s, policy, &r.total);
+    }
+    s
+}
+
+/// One line per group of `r` and its total, in [`totals_table`]'s columns.
+pub fn groups_table(r: &Report) -> String {
+    let mut s = format!(
+        "| {} | attempts | GPU-h | useful | lost: infra | lost: own | decision | idle | live | cost |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        r.by.as_str()
+    );
+    for g in &r.groups {
+        line(&mut s, &g.key, g);
+    }
+    line(&mut s, "total", &r.total);
+    s
+}
+
+fn line(s: &mut String, key: &str, l: &Line) {
+    let _ = writeln!(
+        s,
+        "| {key} | {} | {} | {} | {} | {} | {} | {} | {} | ${:.2} |",
+        l.attempts,
+        hours(l.gpu_ms),
+        hours(l.useful_gpu_ms),
+        hours(l.wasted_infra_gpu_ms),
+        hours(l.wasted_own_gpu_ms),
+        hours(l.decision_gpu_ms),
+        hours(l.idle_gpu_ms),
+        hours(l.live_gpu_ms),
+        l.cost_micro_usd as f64 / 1e6,
+    );
+}
