@@ -90,6 +90,8 @@ fn operation(method: &str, path: &str, need: Need, summary: &str) -> Value {
                 { "name": "until", "in": "query", "required": false, "description": "Window end, not included: as since; now by default",
                     "schema": { "type": "string" } },
                 { "name": "rows", "in": "query", "required": false, "description": "true: add the ledger's rows, one per attempt with time in the window, with their figures",
+                    "schema": { "type": "boolean" } },
+                { "name": "per_day", "in": "query", "required": false, "description": "true: add the same grouping per UTC day of the window (needs since; at most 400 days)",
                     "schema": { "type": "boolean" } }
             ]);
             op["responses"]["200"] = json!({ "description": "The report: groups, total and owners. Figures are integers (GPU-milliseconds, CPU core-milliseconds, millionths of a dollar) so the groups sum to the total exactly; see docs/usage.md" });
