@@ -48,6 +48,20 @@ impl LedgerTally {
     /// exactly as `GET /v1/usage` would build it from the run's journal
     /// (an admin's view: every workload, every owner).
     pub fn report(&self, fleet: &Fleet, tenancy: Option<&Tenancy>, by: By, end: Millis) -> Report {
+        self.window(fleet, tenancy, by, (None, end), end)
+    }
+
+    /// The report within `[since, until)` of a run that ended at `end`
+    /// (work still running then counts as live up to it), as
+    /// `GET /v1/usage?since=…&until=…` would build it.
+    pub fn window(
+        &self,
+        fleet: &Fleet,
+        tenancy: Option<&Tenancy>,
+        by: By,
+        (since, until): (Option<Millis>, Millis),
+        end: Millis,
+    ) -> Report {
         let mut work: Vec<Work> = self.work.values().cloned().collect();
         work.sort_by_key(|w| w.id);
         let mut attempts: Vec<AttemptRecord> = self.attempts.values().cloned().collect();
@@ -55,7 +69,17 @@ impl LedgerTally {
         let none = Tenancy::default();
         let ctx = Context::new(fleet, tenancy.unwrap_or(&none), &attempts);
         let rows = ledger::rows(&ctx, &work, &attempts, end);
-        report::report(&rows, &ctx, by, None, end)
+        report::report(&rows, &ctx, by, since, until)
+    }
+}
+
+/// The ledger as a run's sink: `canopy sim`'s examples collect a run's
+/// records with it to report any window and grouping.
+impl super::RecordSink for LedgerTally {
+    fn batch(&mut self, _: Millis, records: &[Record]) {
+        for r in records {
+            self.observe(r);
+        }
     }
 }
 
