@@ -22,6 +22,8 @@ pub struct LedgerTally {
     attempts: HashMap<AttemptId, AttemptRecord>,
     /// Stands for a workload without a tenant (the tenancy's default).
     default_tenant: Option<String>,
+    /// As a sink: the time of the last batch it saw.
+    pub last_at: Option<Millis>,
 }
 
 impl LedgerTally {
@@ -76,7 +78,8 @@ impl LedgerTally {
 /// The ledger as a run's sink: `canopy sim`'s examples collect a run's
 /// records with it to report any window and grouping.
 impl super::RecordSink for LedgerTally {
-    fn batch(&mut self, _: Millis, records: &[Record]) {
+    fn batch(&mut self, at: Millis, records: &[Record]) {
+        self.last_at = Some(at);
         for r in records {
             self.observe(r);
         }
