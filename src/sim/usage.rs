@@ -15,11 +15,15 @@ use crate::usage::{Context, Work, ledger};
 use std::collections::HashMap;
 use std::fmt::Write;
 
-/// The newest record of every workload and attempt of one run.
+/// The newest record of every workload and attempt of one run, in the
+/// order they first appeared (the report's figures do not depend on the
+/// rows' order, so the ledger reads them in place, without a copy).
 #[derive(Debug, Default)]
 pub struct LedgerTally {
-    work: HashMap<WorkloadId, Work>,
-    attempts: HashMap<AttemptId, AttemptRecord>,
+    work: Vec<Work>,
+    work_at: HashMap<WorkloadId, usize>,
+    attempts: Vec<AttemptRecord>,
+    attempt_at: HashMap<AttemptId, usize>,
     /// Stands for a workload without a tenant (the tenancy's default).
     default_tenant: Option<String>,
     /// As a sink: the time of the last batch it saw.
@@ -37,11 +41,23 @@ impl LedgerTally {
     pub fn observe(&mut self, r: &Record) {
         match r {
             Record::Workload(w) => {
-                self.work.insert(w.id, Work::of(w, self.default_tenant.as_deref()));
+                let row = Work::of(w, self.default_tenant.as_deref());
+                match self.work_at.get(&w.id) {
+                    Some(&i) => self.work[i] = row,
+                    None => {
+                        self.work_at.insert(w.id, self.work.len());
+                        self.work.push(row);
+                    }
+                }
             }
-            Record::Attempt(a) => {
-                self.attempts.insert(a.id, (**a).clone());
-            }
+            Record::Attempt(a) => match self.attempt_at.get(&a.id) {
+                // In place: its strings' buffers are reused.
+                Some(&i) => self.attempts[i].clone_from(a),
+                None => {
+                    self.attempt_at.insert(a.id, self.attempts.len());
+                    self.attempts.push((**a).clone());
+                }
+            },
             Record::Event(_) | Record::Health(_) | Record::Audit(_) | Record::NodeIntent { .. } => {}
         }
     }
@@ -64,13 +80,9 @@ impl LedgerTally {
         (since, until): (Option<Millis>, Millis),
         end: Millis,
     ) -> Report {
-        let mut work: Vec<Work> = self.work.values().cloned().collect();
-        work.sort_by_key(|w| w.id);
-        let mut attempts: Vec<AttemptRecord> = self.attempts.values().cloned().collect();
-        attempts.sort_by_key(|a| (a.id.workload, a.id.n));
         let none = Tenancy::default();
-        let ctx = Context::new(fleet, tenancy.unwrap_or(&none), &attempts);
-        let rows = ledger::rows(&ctx, &work, &attempts, end);
+        let ctx = Context::new(fleet, tenancy.unwrap_or(&none), &self.attempts);
+        let rows = ledger::rows(&ctx, &self.work, &self.attempts, end);
         report::report(&rows, &ctx, by, since, until)
     }
 }
