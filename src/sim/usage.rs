@@ -108,42 +108,54 @@ pub fn gpu_h(ms: u64) -> f64 {
 /// workload's own errors, stopped by decisions, idle (launch to running),
 /// live at the end, and cost.
 pub fn totals_table(rows: &[(&str, &Report)]) -> String {
-    let mut s = String::from(
-        "| policy | attempts | GPU-h | useful | lost: infra | lost: own | decision | idle | live | cost |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-    );
-    for (policy, r) in rows {
-        line(&mut s, policy, &r.total);
-    }
-    s
+    let lines: Vec<(&str, &Line)> = rows.iter().map(|(p, r)| (*p, &r.total)).collect();
+    lines_table("policy", &lines)
 }
 
 /// One line per group of `r` and its total, in [`totals_table`]'s columns.
 pub fn groups_table(r: &Report) -> String {
+    let mut lines: Vec<(&str, &Line)> = r.groups.iter().map(|g| (g.key.as_str(), g)).collect();
+    lines.push(("total", &r.total));
+    lines_table(r.by.as_str(), &lines)
+}
+
+/// Named lines in [`totals_table`]'s columns, `first` naming the first.
+pub fn lines_table(first: &str, lines: &[(&str, &Line)]) -> String {
     let mut s = format!(
-        "| {} | attempts | GPU-h | useful | lost: infra | lost: own | decision | idle | live | cost |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        r.by.as_str()
+        "| {first} | attempts | GPU-h | useful | lost: infra | lost: own | decision | idle | live | cost |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     );
-    for g in &r.groups {
-        line(&mut s, &g.key, g);
+    for (key, l) in lines {
+        let _ = writeln!(
+            s,
+            "| {key} | {} | {} | {} | {} | {} | {} | {} | {} | ${:.2} |",
+            l.attempts,
+            hours(l.gpu_ms),
+            hours(l.useful_gpu_ms),
+            hours(l.wasted_infra_gpu_ms),
+            hours(l.wasted_own_gpu_ms),
+            hours(l.decision_gpu_ms),
+            hours(l.idle_gpu_ms),
+            hours(l.live_gpu_ms),
+            l.cost_micro_usd as f64 / 1e6,
+        );
     }
-    line(&mut s, "total", &r.total);
     s
 }
 
-fn line(s: &mut String, key: &str, l: &Line) {
-    let _ = writeln!(
-        s,
-        "| {key} | {} | {} | {} | {} | {} | {} | {} | {} | ${:.2} |",
-        l.attempts,
-        hours(l.gpu_ms),
-        hours(l.useful_gpu_ms),
-        hours(l.wasted_infra_gpu_ms),
-        hours(l.wasted_own_gpu_ms),
-        hours(l.decision_gpu_ms),
-        hours(l.idle_gpu_ms),
-        hours(l.live_gpu_ms),
-        l.cost_micro_usd as f64 / 1e6,
-    );
+/// Adds `b`'s figures to `a`'s (summing runs: seeds, policies).
+pub fn add(a: &mut Line, b: &Line) {
+    a.attempts += b.attempts;
+    a.gpu_ms += b.gpu_ms;
+    a.useful_gpu_ms += b.useful_gpu_ms;
+    a.wasted_infra_gpu_ms += b.wasted_infra_gpu_ms;
+    a.wasted_own_gpu_ms += b.wasted_own_gpu_ms;
+    a.decision_gpu_ms += b.decision_gpu_ms;
+    a.idle_gpu_ms += b.idle_gpu_ms;
+    a.live_gpu_ms += b.live_gpu_ms;
+    for (c, ms) in &b.lost_by_class_gpu_ms {
+        *a.lost_by_class_gpu_ms.entry(c.clone()).or_default() += ms;
+    }
+    a.cpu_core_ms += b.cpu_core_ms;
+    a.cost_micro_usd += b.cost_micro_usd;
 }
