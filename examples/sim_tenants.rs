@@ -23,6 +23,7 @@
 use canopy::fleet::load;
 use canopy::sim::metrics::TenantReport;
 use canopy::sim::{self, FaultModel, Input, NoSink, PolicyReport};
+use canopy::usage::Line;
 use std::fmt::Write;
 
 const USAGE: &str = "usage: sim_tenants [--trace FILE] [--fleet FLEET.toml] [--seeds 0-9|3|0,4,7] [--policy canopy] [--arrivals-x N]";
@@ -235,6 +236,23 @@ fn run() -> Result<(), String> {
         total(true) / total(false).max(1e-9),
         worst_ratio,
         yes((worst_ratio - 1.0).abs() <= 0.03)
+    );
+    // The usage ledger of the runs with tenants, as `canopy usage` counts
+    // it (`canopy::sim::usage`: the server's ledger and report code).
+    let mut ledger: std::collections::BTreeMap<String, Line> = std::collections::BTreeMap::new();
+    let mut total = Line { key: "total".into(), ..Line::default() };
+    for r in all.iter().filter_map(|(w, _)| w.usage.as_ref()) {
+        for g in &r.groups {
+            sim::usage::add(ledger.entry(g.key.clone()).or_default(), g);
+        }
+        sim::usage::add(&mut total, &r.total);
+    }
+    let mut lines: Vec<(&str, &Line)> = ledger.iter().map(|(k, l)| (k.as_str(), l)).collect();
+    lines.push(("total", &total));
+    let _ = write!(
+        out,
+        "\nThe usage ledger with tenants, seeds summed (as `canopy usage` counts it: GPU-hours held from launch, cost at the price at launch):\n\n{}",
+        sim::usage::lines_table("tenant", &lines)
     );
     print!("{out}");
     Ok(())

@@ -140,6 +140,17 @@ async fn groups_sum_to_the_total_and_a_tenant_counts_only_its_own() {
     let ledger_usd = n(&total, "cost_micro_usd") as f64 / 1e6;
     assert!((ledger_usd - journal_usd).abs() <= 2e-6, "{ledger_usd} vs the journal's {journal_usd}");
 
+    // Per day (the console's chart): the days' groups and totals sum to
+    // the window's, column by column.
+    let d = api.get(Who::Owner, "/v1/usage?since=2d&per_day=true").await.expect(200).json();
+    let days = d["days"].as_array().unwrap();
+    assert!((2..=3).contains(&days.len()), "two days back and today: {d}");
+    for c in COLUMNS.iter().filter(|c| **c != "cost_micro_usd") {
+        assert_eq!(days.iter().map(|x| n(&x["total"], c)).sum::<u64>(), n(&d["total"], c), "{c}: {d}");
+    }
+    let r = api.get(Who::Owner, "/v1/usage?per_day=true").await.expect(400);
+    assert!(r.text.contains("give since"), "{}", r.text);
+
     // Mistakes are 400s that name the parameter.
     let r = api.get(Who::Owner, "/v1/usage?by=colour").await.expect(400);
     assert!(r.text.contains("one of tenant, owner"), "{}", r.text);

@@ -7,7 +7,7 @@
 use super::StoreArgs;
 use super::table::new_table;
 use super::workloads::{local_time, with_api};
-use canopy::usage::report::{self, By, Report, hours};
+use canopy::usage::report::{self, By, Report, hours, usd};
 use color_eyre::eyre::Result;
 use std::process::ExitCode;
 
@@ -70,37 +70,16 @@ pub fn run(store: &StoreArgs, args: UsageArgs) -> Result<ExitCode> {
 
 fn print_table(r: &Report) {
     let by = r.by.as_str().to_uppercase();
-    let mut t = new_table(&[
-        &by,
-        "ATTEMPTS",
-        "GPU-H",
-        "USEFUL",
-        "LOST:INFRA",
-        "LOST:OWN",
-        "DECISION",
-        "IDLE",
-        "LIVE",
-        "COST",
-    ]);
+    let mut head = vec![by.as_str()];
+    head.extend(report::TABLE_COLUMNS);
+    let mut t = new_table(&head);
     for l in r.groups.iter().chain(std::iter::once(&r.total)) {
-        t.add_row([
-            if std::ptr::eq(l, &r.total) { "TOTAL".to_string() } else { l.key.clone() },
-            l.attempts.to_string(),
-            hours(l.gpu_ms),
-            hours(l.useful_gpu_ms),
-            hours(l.wasted_infra_gpu_ms),
-            hours(l.wasted_own_gpu_ms),
-            hours(l.decision_gpu_ms),
-            hours(l.idle_gpu_ms),
-            hours(l.live_gpu_ms),
-            usd(l.cost_micro_usd),
-        ]);
+        let key = if std::ptr::eq(l, &r.total) { "TOTAL".to_string() } else { l.key.clone() };
+        t.add_row(std::iter::once(key).chain(report::table_cells(l)));
     }
     outln!("{t}");
     if !r.total.lost_by_class_gpu_ms.is_empty() {
-        let lost: Vec<String> =
-            r.total.lost_by_class_gpu_ms.iter().map(|(c, ms)| format!("{c} {}", hours(*ms))).collect();
-        outln!("\nlost GPU-hours by class: {}", lost.join(", "));
+        outln!("\nlost GPU-hours by class: {}", report::lost_by_class(&r.total));
     }
     if !r.owners.is_empty() {
         let mut o = new_table(&[
@@ -164,9 +143,4 @@ fn print_rows(r: &Report) {
     }
     outln!("{t}");
     errln!("{} attempts; canopy usage without --rows for the totals", r.rows.len());
-}
-
-/// Millionths of a dollar as dollars and cents.
-fn usd(micro: u64) -> String {
-    format!("${:.2}", micro as f64 / 1e6)
 }

@@ -26,6 +26,7 @@ pub use super::derive::{ClassGroup, Derived, NameWidths, NodeGroup};
 pub use super::detail::Detail;
 pub use super::msg::{COLUMNS, Column, Effect, Msg, View};
 pub use super::tenants::{Tenants, TenantsLoad};
+pub use super::usage::{UsageLoad, UsageView};
 
 mod command;
 mod editing;
@@ -144,6 +145,8 @@ pub struct App {
     pub audit: Audit,
     /// The tenants view's loads and rows.
     pub tenants: Tenants,
+    /// The usage view: its grouping, report and selected group.
+    pub usage: UsageView,
     /// `:logs` of a workload the console did not hold (and which
     /// attempt; `None`: its last): opened when it arrives.
     logs_wanted: Option<(WorkloadId, Option<u32>)>,
@@ -188,6 +191,7 @@ impl App {
             link_reloads: None,
             audit: Audit::default(),
             tenants: Tenants::default(),
+            usage: UsageView::default(),
             logs_wanted: None,
             dirty: true,
             quit: false,
@@ -412,6 +416,9 @@ impl App {
                 if v == View::Tenants {
                     return self.enter_tenants();
                 }
+                if v == View::Usage {
+                    return self.enter_usage();
+                }
             }
             Intent::Open => return self.open(),
             Intent::SortNext => {
@@ -453,7 +460,8 @@ impl App {
             | Intent::ExternalEditor
             | Intent::Undo
             | Intent::Redo
-            | Intent::NextProblem => {}
+            | Intent::NextProblem
+            | Intent::NextGrouping => {}
             Intent::Replay(ctl) => {
                 if self.replay.is_none() {
                     self.flash_error("not a replay: space, + and - pace `canopy sim --watch`".into());
@@ -485,6 +493,7 @@ impl App {
             View::Detail => &mut self.detail,
             View::Spec => &mut self.spec,
             View::Events => &mut self.events,
+            View::Usage => &mut self.usage,
             View::Logs => match &mut self.logs {
                 Some(l) => l,
                 None => return Outcome::Ignored,

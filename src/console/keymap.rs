@@ -71,6 +71,9 @@ pub enum Intent {
     Unquarantine,
     /// Nodes: drain and evict the work on it (placed again elsewhere).
     DrainEvict,
+    /// Usage: group by the next dimension (tenant, owner, provider, pool,
+    /// accelerator, user).
+    NextGrouping,
 }
 
 /// Where a binding applies.
@@ -88,6 +91,7 @@ pub enum Scope {
     Editor,
     Spec,
     Events,
+    Usage,
     /// Everywhere but the editor and help, in a replay (`canopy sim --watch`).
     Replay,
     /// The `?` help itself (only these keys work there).
@@ -108,6 +112,7 @@ impl Scope {
             Scope::Editor => matches!(view, Editor),
             Scope::Spec => matches!(view, Spec),
             Scope::Events => matches!(view, Events),
+            Scope::Usage => matches!(view, Usage),
         }
     }
     pub fn title(self) -> &'static str {
@@ -122,6 +127,7 @@ impl Scope {
             Scope::Editor => "editor",
             Scope::Spec => "spec",
             Scope::Events => "events",
+            Scope::Usage => "usage",
             Scope::Replay => "replay (canopy sim --watch)",
             Scope::Help => "this help",
         }
@@ -224,7 +230,7 @@ pub const BINDINGS: &[Binding] = &[
         keys: &[K::Esc],
         intent: I::Back,
         scope: S::Editor,
-        help: "leave the editor (text is kept); then 1-8 switch views",
+        help: "leave the editor (text is kept); then 1-9 switch views",
     },
     Binding { keys: &[K::Char('f')], intent: I::Follow, scope: S::Logs, help: "follow on/off" },
     Binding { keys: &[K::Char('w')], intent: I::Wrap, scope: S::Logs, help: "wrap on/off" },
@@ -390,6 +396,18 @@ pub const BINDINGS: &[Binding] = &[
         scope: S::Global,
         help: "tenants: quota, in use, borrowed, lent, waiting, reclaims",
     },
+    Binding {
+        keys: &[K::Char('9')],
+        intent: I::Go(View::Usage),
+        scope: S::Global,
+        help: "usage: GPU-hours per day and group, waste by whose fault",
+    },
+    Binding {
+        keys: &[K::Char('b')],
+        intent: I::NextGrouping,
+        scope: S::Usage,
+        help: "group by the next of tenant, owner, provider, pool, accelerator, user (canopy usage --by)",
+    },
     Binding { keys: &[K::Char('y')], intent: I::Copy, scope: S::Global, help: "copy id / line (OSC52)" },
     Binding {
         keys: &[K::Enter],
@@ -412,7 +430,7 @@ pub fn dispatch(view: View, key: &KeyEvent) -> Option<Intent> {
     // which is also how terminals send alt-digit: it switches too.
     if view == View::Editor
         && key.modifiers.contains(KeyModifiers::ALT)
-        && let KeyCode::Char(d @ '1'..='8') = key.code
+        && let KeyCode::Char(d @ '1'..='9') = key.code
     {
         return dispatch(View::Overview, &KeyEvent::new(KeyCode::Char(d), KeyModifiers::NONE));
     }
@@ -431,6 +449,7 @@ pub fn help_lines() -> Vec<(Scope, String, &'static str)> {
         S::Logs,
         S::Spec,
         S::Events,
+        S::Usage,
         S::Editor,
         S::Help,
     ];
@@ -451,9 +470,9 @@ pub const OTHER_KEYS: &[(&str, &str, &str)] = &[
     (
         "editor",
         "other keys",
-        "edit the text: digits, q, : and / type into it; esc leaves the editor, and then 1-8 switch views",
+        "edit the text: digits, q, : and / type into it; esc leaves the editor, and then 1-9 switch views",
     ),
-    ("editor", "alt-1…8", "leave the editor for that view, as esc then 1-8 does"),
+    ("editor", "alt-1…9", "leave the editor for that view, as esc then 1-9 does"),
     ("input line (: command, / filter or search)", "enter", "run the command, keep the filter, search"),
     ("input line (: command, / filter or search)", "esc", "close it (a filter is cleared)"),
     (
@@ -478,6 +497,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("editor", "the spec editor"),
     ("audit", "the audit trail: who changed what, from where, the outcome"),
     ("tenants", "tenants: quota, in use, borrowed, lent, waiting and reclaims per flavor"),
+    ("usage", "usage: GPU-hours per day and per tenant, owner, pool…, useful and wasted by whose fault"),
     ("new", "a new spec: :new for a blank one, :new TEMPLATE for an example"),
     ("open", "load a spec file into the editor: :open PATH"),
     ("save", "save the editor's spec: :save PATH"),
@@ -520,7 +540,7 @@ mod tests {
 
     #[test]
     fn digits_type_in_the_editor_and_switch_views_elsewhere() {
-        for d in '1'..='8' {
+        for d in '1'..='9' {
             assert_eq!(dispatch(View::Editor, &key(d)), None, "{d} types into the spec");
             assert!(matches!(dispatch(View::Overview, &key(d)), Some(Intent::Go(_))));
         }

@@ -14,7 +14,7 @@
 //!   [`backend`] writes colours at the depth `--color` chose.
 //! - [`replay`]: `canopy sim --watch`: paces a simulation into the same
 //!   read model, in virtual time.
-//! - [`audit`], [`tenants`]: what the audit and tenants views load from
+//! - [`audit`], [`tenants`], [`usage`]: what the audit, tenants and usage views load from
 //!   the engine, and when.
 //!
 //! The console never talks to providers or the database: the engine
@@ -42,6 +42,7 @@ pub mod run;
 pub mod spec_view;
 pub mod tenants;
 pub mod theme;
+pub mod usage;
 pub mod views;
 
 pub use app::{App, Config, Effect, Msg, View};

@@ -42,6 +42,9 @@ pub enum View {
     Events,
     /// Tenants' quotas and usage per flavor (`8`, `:tenants`).
     Tenants,
+    /// GPU time and cost per day and per group, and whose fault the waste
+    /// was (`9`, `:usage`).
+    Usage,
     Help,
 }
 
@@ -60,6 +63,7 @@ impl View {
             View::Spec => "spec",
             View::Events => "events",
             View::Tenants => "tenants",
+            View::Usage => "usage",
             View::Help => "help",
         }
     }
@@ -107,6 +111,9 @@ pub enum Msg {
     /// The tenants [`Effect::LoadTenants`] asked for (`GET /v1/tenants`),
     /// or why they did not come.
     Tenants(Box<Result<TenantsView, String>>),
+    /// The usage report [`Effect::LoadUsage`] asked for (`GET /v1/usage`),
+    /// or why it did not come.
+    Usage(Box<Result<crate::usage::Report, String>>),
 }
 
 /// What the run loop should do for the app.
@@ -137,6 +144,9 @@ pub enum Effect {
     /// Load the tenants with their quotas and usage ([`Msg::Tenants`]
     /// answers).
     LoadTenants,
+    /// Load the usage report at this API path (`/v1/usage?…`;
+    /// [`Msg::Usage`] answers).
+    LoadUsage(String),
     /// Pause, resume or re-pace the replay.
     Replay(ReplayCtl),
     /// Quit; an engine this console started stops with it.

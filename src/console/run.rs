@@ -11,8 +11,9 @@
 //! (those run as tasks that report back as [`Msg`]s). Everything the
 //! console reads comes through the [`EngineHandle`] (logs too), so it works
 //! the same on an engine in this process and on one it attached to; the
-//! tenants view alone reads the engine's API (`GET /v1/tenants`, over the
-//! store's socket or the server it attached to), whose tally it shows.
+//! tenants and usage views alone read the engine's API (`GET /v1/tenants`,
+//! `GET /v1/usage`, over the store's socket or the server it attached to),
+//! whose tallies they show.
 
 use super::app::{App, Effect, Msg};
 use super::backend::DepthBackend;
@@ -113,8 +114,8 @@ impl Signals {
 /// Runs the console until the operator quits or the terminal goes away,
 /// reading `engine` (in this process, or a remote one it attached to).
 /// `api` is the engine's API (its socket or server), which the tenants
-/// view reads (`GET /v1/tenants`): the tenants' usage is the server's
-/// tally. `scratch` holds the spec file `$EDITOR` edits.
+/// and usage views read (`GET /v1/tenants`, `GET /v1/usage`): the
+/// tenants' usage and the ledger are the server's. `scratch` holds the spec file `$EDITOR` edits.
 pub async fn run(
     app: &mut App,
     engine: EngineHandle,
@@ -297,7 +298,7 @@ async fn event_loop(
             },
             Some(m) = rx.recv() => Some(m),
             _ = tick.tick() => {
-                // What a tick asks for (a shown tenants view's refresh) is
+                // What a tick asks for (a shown tenants or usage view's refresh) is
                 // carried out like any message's effects below.
                 if let Some(r) = replay.map(Replay::status).filter(|r| app.replay.as_ref() != Some(r)) {
                     app.update(Msg::Replay(r));
@@ -446,6 +447,17 @@ fn perform(
             tokio::spawn(async move {
                 let got = api.get::<TenantsView>("/v1/tenants").await.map_err(|e| e.to_string());
                 let _ = tx2.send(Msg::Tenants(Box::new(got)));
+            });
+        }
+        Effect::LoadUsage(path) => {
+            let Some(api) = api.cloned() else {
+                let why = "this console reads no engine API, which the usage report comes from".to_string();
+                let _ = tx2.send(Msg::Usage(Box::new(Err(why))));
+                return;
+            };
+            tokio::spawn(async move {
+                let got = api.get::<crate::usage::Report>(&path).await.map_err(|e| e.to_string());
+                let _ = tx2.send(Msg::Usage(Box::new(got)));
             });
         }
         Effect::Copy(text) => copy_osc52(&text),

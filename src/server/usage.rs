@@ -31,6 +31,10 @@ pub struct UsageQuery {
     /// Add the ledger's rows (one per attempt) with their figures.
     #[serde(default)]
     pub rows: bool,
+    /// Add the same grouping per UTC day of the window (the console's
+    /// chart); at most [`report::MAX_DAYS`] days.
+    #[serde(default)]
+    pub per_day: bool,
 }
 
 /// A time parameter: RFC 3339, epoch milliseconds, or a duration before
@@ -82,6 +86,18 @@ pub async fn usage(
         return Err(ApiError::bad_request("since must be before until").field("since"));
     }
     let want_rows = q.rows;
+    let per_day = q.per_day;
+    if per_day {
+        let from = since.map_or(0, |s| s.0.div_euclid(report::DAY_MS));
+        let days = (until.0 - 1).div_euclid(report::DAY_MS) - from + 1;
+        if since.is_none() || days > report::MAX_DAYS {
+            return Err(ApiError::bad_request(format!(
+                "per_day needs a window of at most {} days; give since (e.g. since=14d)",
+                report::MAX_DAYS
+            ))
+            .field("since"));
+        }
+    }
     let fleet = s.engine.status().borrow().as_ref().map(|st| st.fleet.clone()).unwrap_or_default();
     let report = s
         .read(move |j| {
@@ -94,6 +110,9 @@ pub async fn usage(
             let mut r = report::report(&rows, &ctx, by, since, until);
             if want_rows {
                 r.rows = report::row_lines(&rows, since, until);
+            }
+            if per_day {
+                r.days = report::days(&rows, by, since, until);
             }
             r.owners = report::owners(&all, &ctx, since, until)
                 .into_iter()

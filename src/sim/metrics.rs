@@ -74,6 +74,11 @@ pub struct PolicyReport {
     /// ([`super::fairness`]); `None` without tenants.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fairness: Option<super::fairness::Fairness>,
+    /// The usage ledger of the run, by tenant, as `GET /v1/usage` would
+    /// report it from the run's journal ([`super::usage`]); `None` only
+    /// for reports not made by a run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::usage::Report>,
 }
 
 /// What sharing did to one tenant ([`super::tenants`]).
@@ -333,6 +338,7 @@ impl Tally {
             },
             tenants: Vec::new(),
             fairness: None,
+            usage: None,
         }
     }
 }

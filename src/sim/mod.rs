@@ -25,6 +25,7 @@ pub mod seeds;
 pub mod speed;
 pub mod tenants;
 pub mod trace;
+pub mod usage;
 pub mod world;
 
 pub use crate::engine::core::PlacementPolicy;

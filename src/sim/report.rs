@@ -95,6 +95,15 @@ impl SimReport {
                 let _ = write!(s, "\nGPU-hours wasted by failure class:\n\n{}", one.waste_table());
             }
         }
+        let ledgers: Vec<(&str, &crate::usage::Report)> =
+            self.policies.iter().filter_map(|p| Some((p.policy.as_str(), p.usage.as_ref()?))).collect();
+        if !ledgers.is_empty() {
+            let _ = write!(
+                s,
+                "\nThe usage ledger (as `canopy usage` counts it: GPU-hours held from launch, cost at the price at launch):\n\n{}",
+                super::usage::totals_table(&ledgers)
+            );
+        }
         s
     }
 }

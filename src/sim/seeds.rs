@@ -544,6 +544,7 @@ mod tests {
             makespan_h: 100.0,
             tenants: Vec::new(),
             fairness: None,
+            usage: None,
         }
     }
 

@@ -129,6 +129,8 @@ struct World<'a> {
     /// of a job with `[checkpoint]`, as the engine shell does.
     ckpt: Vec<Option<(String, i64)>>,
     tally: Tally,
+    /// The usage ledger's records ([`super::usage`]).
+    ledger: super::usage::LedgerTally,
     /// Per tenant ([`super::tenants`]).
     tenants: TenantTally,
     /// Tenants refused their nominal quota; `None` without a tenancy.
@@ -184,6 +186,7 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         done: vec![0.0; r.jobs.len()],
         ckpt: vec![None; r.jobs.len()],
         tally: Tally::for_fleet(r.fleet),
+        ledger: super::usage::LedgerTally::new(r.tenancy),
         tenants: TenantTally::new(r.tenancy),
         refusals: r.tenancy.filter(|t| !t.is_empty()).map(|t| Refusals::new(t, r.fleet)),
         fairness: r.tenancy.filter(|t| !t.is_empty()).map(|_| super::fairness::Sampler::default()),
@@ -239,6 +242,7 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
     let report = PolicyReport {
         tenants: w.tenants.report(end, &refused),
         fairness: w.fairness.take().map(super::fairness::Sampler::finish),
+        usage: Some(w.ledger.report(r.fleet, r.tenancy, crate::usage::By::Tenant, end)),
         ..w.tally.report(r.policy.name(), end)
     };
     (report, w.broken)
@@ -276,6 +280,7 @@ impl World<'_> {
             match a {
                 Action::Record(r) => {
                     self.tally.observe(&r);
+                    self.ledger.observe(&r);
                     self.tenants.observe(&r);
                     records.push(r);
                 }

@@ -54,7 +54,7 @@ pub struct BudgetDef {
 }
 
 /// How long a budget's period is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Period {
     Day,
@@ -105,7 +105,7 @@ pub struct Budget {
 }
 
 /// What was (or will be) spent: integers, as the ledger counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Spend {
     pub micro_usd: u64,
     pub gpu_ms: u64,
@@ -216,7 +216,7 @@ impl Budget {
 
 /// Where a budget stands now: what `canopy tenants`, `GET /v1/tenants`,
 /// the console and `/metrics` show.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Standing {
     pub name: String,
     /// `tenant NAME` or `token NAME`.

@@ -257,8 +257,9 @@ impl Row<'_> {
     }
 }
 
-/// The ledger rows of `attempts` (sorted by workload, then attempt, as the
-/// journal returns them), counting live attempts up to `now`. Attempts of a
+/// The ledger rows of `attempts`, in their order (the journal's: by
+/// workload, then attempt; the figures do not depend on it), counting live
+/// attempts up to `now`. Attempts of a
 /// workload not in `work` are left out, and so are launches refused for
 /// capacity (no attempt spent, nothing held).
 pub fn rows<'a>(

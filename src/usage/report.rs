@@ -170,6 +170,65 @@ pub struct Report {
     /// (`rows=true`, `canopy usage --rows`), by workload then attempt.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rows: Vec<RowLine>,
+    /// Per UTC day of the window, the same grouping's figures within
+    /// that day, when asked for (`per_day=true`): the console's chart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub days: Vec<Day>,
+}
+
+/// One UTC day's share of a report: its groups (only those with time
+/// that day) and its total, within `[start, start + 1 day)` clipped to
+/// the report's window. The days' GPU-ms sum to the report's exactly; a
+/// cost split at midnight is rounded on each side (within 1 µ$).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Day {
+    /// The day's midnight, UTC.
+    pub start: Millis,
+    pub groups: Vec<Line>,
+    pub total: Line,
+}
+
+/// A day, in ms.
+pub const DAY_MS: i64 = 86_400_000;
+
+/// At most this many days per report (`per_day=true` over a longer
+/// window is refused: give a `since`).
+pub const MAX_DAYS: i64 = 400;
+
+/// Per UTC day from the one holding the window's start (no `since`: the
+/// first row's launch) to the one holding `until`, the rows grouped by
+/// `by` within that day and the window. Days with nothing are kept (a
+/// chart shows the gap).
+pub fn days(rows: &[Row<'_>], by: By, since: Option<Millis>, until: Millis) -> Vec<Day> {
+    let Some(lo) = since.or_else(|| rows.iter().map(|r| r.start).min()) else { return Vec::new() };
+    if lo >= until {
+        return Vec::new();
+    }
+    let first = lo.0.div_euclid(DAY_MS);
+    let last = (until.0 - 1).div_euclid(DAY_MS);
+    let n = usize::try_from((last - first + 1).clamp(0, MAX_DAYS)).unwrap_or(0);
+    let mut per: Vec<(HashMap<&str, Figures>, Figures)> = vec![Default::default(); n];
+    for r in rows {
+        let end = r.idle.to.max(r.useful.to).max(r.rest.to);
+        let (a, b) = (r.start.max(lo), end.min(until));
+        let (from, to) = (a.0.div_euclid(DAY_MS) - first, b.0.max(a.0).div_euclid(DAY_MS) - first);
+        for d in from.max(0)..=to.min(n as i64 - 1) {
+            let day_lo = Millis((first + d) * DAY_MS).max(lo);
+            let day_hi = Millis((first + d + 1) * DAY_MS).min(until);
+            let Some(f) = Figures::of(r, day_lo, day_hi) else { continue };
+            let (groups, total) = &mut per[d as usize];
+            groups.entry(by.key(r)).or_default().add(&f);
+            total.add(&f);
+        }
+    }
+    per.into_iter()
+        .enumerate()
+        .map(|(d, (groups, total))| {
+            let mut groups: Vec<Line> = groups.iter().map(|(k, f)| Line::of(k, f)).collect();
+            groups.sort_by(|a, b| a.key.cmp(&b.key));
+            Day { start: Millis((first + d as i64) * DAY_MS), groups, total: Line::of("total", &total) }
+        })
+        .collect()
 }
 
 /// One ledger row as reported: where and for whom the attempt ran, and
@@ -241,7 +300,16 @@ pub fn report(rows: &[Row<'_>], ctx: &Context, by: By, since: Option<Millis>, un
     let mut groups: Vec<Line> = groups.iter().map(|(k, f)| Line::of(k, f)).collect();
     groups.sort_by(|a, b| a.key.cmp(&b.key));
     let owners = owners(rows, ctx, since, until);
-    Report { by, since, until, groups, total: Line::of("total", &total), owners, rows: Vec::new() }
+    Report {
+        by,
+        since,
+        until,
+        groups,
+        total: Line::of("total", &total),
+        owners,
+        rows: Vec::new(),
+        days: Vec::new(),
+    }
 }
 
 /// Per owning tenant (by name), what its pools held for it and lent to
@@ -319,6 +387,40 @@ pub fn fmt_micro(micro: u64) -> String {
 /// GPU-ms as GPU-hours for people, two decimals.
 pub fn hours(ms: u64) -> String {
     format!("{:.2}", ms as f64 / 3_600_000.0)
+}
+
+/// The report's table as `canopy usage` prints it and the console's
+/// usage view draws it: the grouping's name, then these columns.
+pub const TABLE_COLUMNS: [&str; 9] =
+    ["ATTEMPTS", "GPU-H", "USEFUL", "LOST:INFRA", "LOST:OWN", "DECISION", "IDLE", "LIVE", "COST"];
+
+/// A line's cells under [`TABLE_COLUMNS`]: GPU-hours with two decimals,
+/// dollars and cents.
+pub fn table_cells(l: &Line) -> [String; 9] {
+    [
+        l.attempts.to_string(),
+        hours(l.gpu_ms),
+        hours(l.useful_gpu_ms),
+        hours(l.wasted_infra_gpu_ms),
+        hours(l.wasted_own_gpu_ms),
+        hours(l.decision_gpu_ms),
+        hours(l.idle_gpu_ms),
+        hours(l.live_gpu_ms),
+        usd(l.cost_micro_usd),
+    ]
+}
+
+/// Millionths of a dollar as dollars and cents: `$12.34`.
+pub fn usd(micro: u64) -> String {
+    format!("${:.2}", micro as f64 / 1e6)
+}
+
+/// The lost GPU-hours by class, as `canopy usage` says them under its
+/// table: `node 1.50, app 0.25` (empty when nothing was lost).
+pub fn lost_by_class(l: &Line) -> String {
+    let lost: Vec<String> =
+        l.lost_by_class_gpu_ms.iter().map(|(c, ms)| format!("{c} {}", hours(*ms))).collect();
+    lost.join(", ")
 }
 
 /// The CSV columns of [`csv`], after `line` and the grouping's name.

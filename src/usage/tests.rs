@@ -280,3 +280,42 @@ fn the_ledger_read_back_from_a_journal_file_is_the_one_built_from_its_records() 
         ledger::rows(&ctx, &work, &attempts, now)
     );
 }
+
+#[test]
+fn per_day_figures_split_at_utc_midnight_and_sum_to_the_window() {
+    let (mut work, mut attempts) = journal();
+    // T0 is 08:00 UTC: midnight is 57 600 s later. w-8 runs 2 GPUs from
+    // 57 000 s to 58 200 s: 2×600 useful on each side of it.
+    work.push(work_of(8));
+    attempts.push(attempt(
+        8,
+        1,
+        "cloud/a10",
+        2,
+        3.6,
+        (57_000, Some(57_000), Some(58_200)),
+        AttemptState::Succeeded,
+        None,
+    ));
+    let ctx = ctx();
+    let rows = ledger::rows(&ctx, &work, &attempts, at(90_000));
+    let (since, until) = (Some(at(0)), at(90_000));
+    let r = report::report(&rows, &ctx, By::Tenant, since, until);
+    let days = report::days(&rows, By::Tenant, since, until);
+    assert_eq!(days.len(), 2);
+    assert_eq!(days[1].start.0 - days[0].start.0, report::DAY_MS);
+    assert_eq!(days[1].start, at(57_600), "midnight UTC");
+    let w8 = |d: &report::Day| d.groups.iter().find(|g| g.key == "c").map_or(0, |g| g.useful_gpu_ms);
+    assert_eq!((w8(&days[0]), w8(&days[1])), (1200 * S, 1200 * S));
+    for k in Kind::ALL {
+        assert_eq!(days.iter().map(|d| d.total.get(k)).sum::<u64>(), r.total.get(k), "{k:?}");
+    }
+    let cost: u64 = days.iter().map(|d| d.total.cost_micro_usd).sum();
+    assert!(cost.abs_diff(r.total.cost_micro_usd) <= 1, "{cost} vs {}", r.total.cost_micro_usd);
+    // $3.60/h × 600 s = $0.60 on each side.
+    assert_eq!(days[1].total.cost_micro_usd, 600_000);
+}
+
+fn work_of(id: u64) -> Work {
+    work(id, "c", "carol")
+}

@@ -129,6 +129,7 @@ impl App {
             "editor" => self.on_intent(Intent::Go(View::Editor)),
             "audit" => self.on_intent(Intent::Go(View::Audit)),
             "tenants" => self.on_intent(Intent::Go(View::Tenants)),
+            "usage" => self.on_intent(Intent::Go(View::Usage)),
             "quit" => self.on_intent(Intent::Quit),
             "faults" => self.on_intent(Intent::Faults),
             "new" => {

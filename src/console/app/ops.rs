@@ -1,6 +1,6 @@
 //! What the app opens and asks for on the operator's behalf: a workload's
 //! detail, logs (any attempt), spec and events; the audit trail's and
-//! the tenants' loads;
+//! the tenants' and the usage report's loads;
 //! and the operations on the selected workload or node, including the
 //! bulk acknowledgement over a filter. Every change goes through the
 //! action layer ([`action::request`]): read-only, confirmation and the
@@ -13,6 +13,7 @@ use crate::console::detail::Detail;
 use crate::console::logs::Logs;
 use crate::console::msg::{Effect, View};
 use crate::console::tenants::TenantsLoad;
+use crate::console::usage::UsageLoad;
 use crate::engine::model::WorkloadId;
 
 impl App {
@@ -37,6 +38,28 @@ impl App {
             return Vec::new();
         }
         self.tenants.enter(self.now)
+    }
+
+    /// Entering the usage view: the report now (a replay has none: `canopy
+    /// sim` prints the run's ledger itself).
+    pub(super) fn enter_usage(&mut self) -> Vec<Effect> {
+        if self.replay.is_some() {
+            self.usage.load =
+                UsageLoad::Failed("a replay has no usage report: canopy sim prints the run's ledger".into());
+            return Vec::new();
+        }
+        self.usage.enter(self.now)
+    }
+
+    /// A tick: a shown tenants or usage view keeps its numbers fresh (not
+    /// in a replay).
+    pub(super) fn shown_view_due(&mut self, now: crate::engine::model::Millis) -> Vec<Effect> {
+        match self.view {
+            _ if self.replay.is_some() => Vec::new(),
+            View::Tenants => self.tenants.due(now),
+            View::Usage => self.usage.due(now),
+            _ => Vec::new(),
+        }
     }
 
     /// Loads the tenants again (their tables changed, or the link came

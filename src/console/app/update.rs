@@ -28,15 +28,11 @@ impl App {
                 self.selected.insert(View::Tenants, self.sel(View::Tenants).min(last));
                 fx
             }
+            Msg::Usage(result) => self.usage.answered(*result, self.now),
             Msg::Records(r) => self.records(&r),
             Msg::Tick(now) => {
                 self.tick(now);
-                // A shown tenants view keeps its numbers fresh.
-                if self.view == View::Tenants && self.replay.is_none() {
-                    self.tenants.due(now)
-                } else {
-                    Vec::new()
-                }
+                self.shown_view_due(now)
             }
             other => {
                 self.take(other);
@@ -95,6 +91,7 @@ impl App {
             | Msg::Link(_)
             | Msg::Audit(_)
             | Msg::Tenants(_)
+            | Msg::Usage(_)
             | Msg::Records(_)
             | Msg::Tick(_) => {}
         }

@@ -14,6 +14,7 @@ mod overview;
 mod spec;
 mod tenants;
 mod triage;
+mod usage;
 mod workloads;
 
 use super::app::{App, InputKind, View, sim_time};
@@ -25,8 +26,9 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-/// The tabs; `8 tenants` only where tenants are configured.
-const TABS: [(View, &str); 8] = [
+/// The tabs; `8 tenants` only where tenants are configured, `9 usage`
+/// only while it is shown.
+const TABS: [(View, &str); 9] = [
     (View::Overview, "1 overview"),
     (View::Capacity, "2 capacity"),
     (View::Nodes, "3 nodes"),
@@ -35,6 +37,7 @@ const TABS: [(View, &str); 8] = [
     (View::Editor, "6 editor"),
     (View::Audit, "7 audit"),
     (View::Tenants, "8 tenants"),
+    (View::Usage, "9 usage"),
 ];
 
 /// Draws the whole console.
@@ -60,6 +63,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         View::Spec => spec::draw(f, app, body),
         View::Events => events::draw(f, app, body),
         View::Tenants => tenants::draw(f, app, body),
+        View::Usage => usage::draw(f, app, body),
         View::Help => help::draw(f, app, body),
     }
     footer(f, app, bottom);
@@ -111,7 +115,12 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
 fn tabs(app: &App, narrow: bool, t: &Theme) -> Vec<Span<'static>> {
     let mut spans = vec![Span::styled(if narrow { "canopy" } else { "canopy " }, t.header)];
     let tenants = app.tenants.configured() || app.view == View::Tenants;
-    for (v, label) in TABS.into_iter().filter(|(v, _)| *v != View::Tenants || tenants) {
+    let shown = |v: View| match v {
+        View::Tenants => tenants,
+        View::Usage => app.view == View::Usage,
+        _ => true,
+    };
+    for (v, label) in TABS.into_iter().filter(|(v, _)| shown(*v)) {
         let current = v == app.view
             || (v == View::Workloads
                 && matches!(app.view, View::Detail | View::Logs | View::Spec | View::Events));
@@ -230,6 +239,7 @@ fn hints(v: View, replay: bool) -> &'static str {
         View::Events => "j/k select  enter its workload  / filter (kind=retry w-17 text)  esc back",
         View::Audit => "enter open target  / filter (outcome=denied)  y copy  ? help  esc back",
         View::Tenants => "j/k select  enter its workloads  ? help  esc back",
+        View::Usage => "j/k select a group (its days, its waste)  b group by next  ? help  esc back",
         View::Help => "j/k pgup/pgdn scroll  g/G top/bottom  esc close",
         _ => "1-7 views  : command  / filter  ? help  q quit",
     }
