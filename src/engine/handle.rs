@@ -571,6 +571,13 @@ pub async fn read_log(path: &std::path::Path, offset: u64, max: usize) -> Result
         }
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
+    // Past the end there is nothing yet (the log may still grow): reading
+    // there is not tried, since an offset beyond what the file system can
+    // hold fails (EINVAL) instead of reading nothing.
+    let len = f.metadata().await.map_err(|e| format!("cannot read {}: {e}", path.display()))?.len();
+    if offset >= len {
+        return Ok(LogBytes { data: Vec::new(), next_offset: offset, times: Vec::new() });
+    }
     f.seek(std::io::SeekFrom::Start(offset)).await.map_err(|e| e.to_string())?;
     let mut data = Vec::new();
     (&mut f).take(max as u64).read_to_end(&mut data).await.map_err(|e| e.to_string())?;
