@@ -85,6 +85,19 @@ impl Session {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+    /// Escape, and waits until the console has redrawn for it. A key sent
+    /// right after could otherwise reach the console in the same read as
+    /// the escape byte, and a terminal reads ESC then `:` as Alt-`:` (CI
+    /// once typed ":events" into the editor that way).
+    fn escape(&self) {
+        let before = self.screen();
+        self.keys(&["Escape"]);
+        let start = Instant::now();
+        while self.screen() == before {
+            assert!(start.elapsed() < WAIT, "Escape changed nothing on the screen:\n{before}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
     /// Waits until `what` is off the screen.
     fn wait_gone(&self, what: &str) -> String {
         let start = Instant::now();
@@ -273,12 +286,12 @@ fn the_console_end_to_end() {
     s.wait_for("placement preview");
     s.keys(&["C-s"]);
     s.wait_for("submitted as w-1");
-    s.keys(&["Escape"]);
+    s.escape();
     s.keys(&["4"]);
     s.wait_for("succeeded");
     s.keys(&["l"]);
     s.wait_for("hello from canopy");
-    s.keys(&["Escape"]);
+    s.escape();
 
     // A failing workload shows in triage with its class.
     s.text(&format!(":open {}", fail.display()));
@@ -286,7 +299,7 @@ fn the_console_end_to_end() {
     s.wait_for("breaks");
     s.keys(&["C-s"]);
     s.wait_for("submitted as w-2");
-    s.keys(&["Escape"]);
+    s.escape();
     s.keys(&["5"]);
     s.wait_for("ValueError: bad config");
     assert!(s.screen().contains("app"));
@@ -541,7 +554,7 @@ fn the_3am_path_survives_a_restart() {
     assert!(triage.contains("fallen off the bus"), "{triage}");
     s.keys(&["l"]);
     s.wait_for("Xid (PCI:0000:3b:00): 79");
-    s.keys(&["Escape"]);
+    s.escape();
     s.wait_for("by node");
     s.keys(&["c"]);
     s.wait_for("— why?");
@@ -621,7 +634,7 @@ fn the_on_call_extras_end_to_end() {
     s.wait_for("breaks");
     s.keys(&["C-s"]);
     s.wait_for("submitted as w-1");
-    s.keys(&["Escape"]);
+    s.escape();
     s.keys(&["5"]);
     s.wait_for("ValueError: bad config");
 
@@ -638,7 +651,7 @@ fn the_on_call_extras_end_to_end() {
     s.keys(&["Enter"]);
     s.wait_for("logs w-1.1");
     s.wait_for("ValueError: bad config");
-    s.keys(&["Escape"]);
+    s.escape();
 
     // The retry's spec, a copy edited and submitted as a new workload.
     s.text(":describe w-2");
@@ -650,7 +663,7 @@ fn the_on_call_extras_end_to_end() {
     s.wait_for("editing a copy of w-2's spec");
     s.keys(&["C-s"]);
     s.wait_for("submitted as w-3");
-    s.keys(&["Escape"]);
+    s.escape();
 
     // The events view has the retry.
     s.text(":events");
