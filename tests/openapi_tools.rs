@@ -181,7 +181,10 @@ fn schemathesis_finds_no_server_error_schema_violation_or_undocumented_status() 
             "--checks",
             "not_a_server_error,status_code_conformance,response_schema_conformance,content_type_conformance,unsupported_method",
         ])
-        .args(["--phases", "examples,coverage,fuzzing"])
+        // Not the coverage phase: schemathesis 4.32.5 itself fails in it,
+        // now and then, with a KeyError in its coverage module (GET
+        // /v1/audit), which is its defect, not the API's.
+        .args(["--phases", "examples,fuzzing"])
         .args(["--max-examples", "8", "--max-time", "75", "--workers", "2", "--seed", "1"])
         // The event stream never ends by design; revoking a token would
         // revoke, sooner or later, the one the run uses (the revocation
