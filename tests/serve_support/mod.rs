@@ -134,6 +134,14 @@ impl Serve {
         child.wait_with_output().unwrap()
     }
 
+    /// `kill -9`: the server dies between any two instructions, as on a
+    /// crash or an OOM kill; reaped here.
+    pub fn kill9(mut self) {
+        let mut child = self.child.take().unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
     /// SIGTERM, and waits for the server to exit (SIGKILL past the
     /// deadline, which fails the test).
     pub fn stop(mut self) -> ExitStatus {
