@@ -185,3 +185,62 @@ fn serve_tells_systemd_it_is_ready_once_its_api_answers_and_when_it_stops() {
     assert!(engine.wait().unwrap().success());
     drop(reaper);
 }
+
+/// Where systemd is PID 1 (and the test runs as root): the shipped unit's
+/// settings as a transient unit (`systemd-run`), a local workload started
+/// under it, `systemctl restart`, and the workload is still running and
+/// re-adopted, not run again. Skipped, saying so, elsewhere (containers,
+/// CI runners without systemd).
+#[test]
+fn restarting_the_unit_leaves_a_local_workload_running() {
+    // SAFETY: getuid reads this process's user id.
+    let root = unsafe { libc::getuid() } == 0;
+    if !Path::new("/run/systemd/system").is_dir() || !root {
+        eprintln!(
+            "SKIPPED restarting_the_unit_leaves_a_local_workload_running: needs systemd as PID 1 and root"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let reaper = Reaper::new(tmp.path());
+    let store: PathBuf = tmp.path().join("store");
+    let unit = format!("canopy-test-{}", std::process::id());
+    let systemctl = |args: &[&str]| Command::new("systemctl").args(args).output().unwrap();
+    let started = Command::new("systemd-run")
+        .args(["--unit", &unit, "--property", "Type=notify", "--property", "NotifyAccess=main"])
+        .args(["--property", "KillMode=process", "--property", "Restart=on-failure"])
+        .arg(BIN)
+        .arg("--store")
+        .arg(&store)
+        .args(["serve", "--no-faults"])
+        .output()
+        .unwrap();
+    assert!(started.status.success(), "systemd-run: {}", String::from_utf8_lossy(&started.stderr));
+    let cli = |args: &[&str]| Command::new(BIN).arg("--store").arg(&store).args(args).output().unwrap();
+    let spec = tmp.path().join("sleeper.toml");
+    std::fs::write(
+        &spec,
+        "name = \"sleeper\"\n[runtime]\ncommand = [\"sleep\", \"300\"]\n[resources]\ncpu_cores = 0.1\nmemory_gb = 0.1\n\
+         [constraints]\nproviders = [\"local\"]\n",
+    )
+    .unwrap();
+    let out = cli(&["submit", spec.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    wait_for("the workload to run", || {
+        String::from_utf8_lossy(&cli(&["status", &id]).stdout).contains("running")
+    });
+    let sup = processes(&store, "__supervise")[0];
+    let restarted = systemctl(&["restart", &unit]);
+    assert!(restarted.status.success(), "systemctl restart: {}", String::from_utf8_lossy(&restarted.stderr));
+    assert!(alive(sup), "the workload's supervisor died with the unit's restart");
+    wait_for("the engine to answer again", || cli(&["status"]).status.success());
+    let status = String::from_utf8_lossy(&cli(&["status", &id, "--json"]).stdout).into_owned();
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap_or_default();
+    assert_eq!(v["workload"]["state"], "running", "{status}");
+    assert_eq!(v["attempts"].as_array().map(Vec::len), Some(1), "re-adopted, not run again: {status}");
+    assert!(cli(&["cancel", &id]).status.success());
+    wait_for("the supervisor to end", || !alive(sup));
+    systemctl(&["stop", &unit]);
+    drop(reaper);
+}
