@@ -85,6 +85,12 @@ pub async fn stop_orphaned(dir: &AttemptDir, p: &PidRecord) {
         && let Some(engine) = &l.container_engine
     {
         stop_container(engine, &l.token, Duration::ZERO).await;
+        // Its supervisor is not there to remove it (and its cgroup).
+        let (engine, token) = (engine.clone(), l.token.clone());
+        let _ = tokio::task::spawn_blocking(move || {
+            container::after_exit(&engine, &token, None, std::path::Path::new("/dev/null"))
+        })
+        .await;
     }
     let _ = procfs::signal_group(c.pid, libc::SIGKILL);
     let deadline = Instant::now() + Duration::from_secs(2);
