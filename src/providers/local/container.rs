@@ -15,6 +15,10 @@ pub struct ContainerEngine {
     pub kind: EngineKind,
     /// Absolute path of the client program.
     pub program: PathBuf,
+    /// The engine manages cgroups itself as directories (`cgroupfs`), so
+    /// it accepts Canopy's `--cgroup-parent /canopy/<token>`
+    /// ([`super::cgroup`]); under systemd it wants a slice instead.
+    pub cgroupfs: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +62,9 @@ pub struct RunPlan<'a> {
 /// within a few seconds (a docker client without a daemon is not enough).
 pub async fn detect() -> Option<ContainerEngine> {
     if let Some(program) = which("podman") {
-        return Some(ContainerEngine { kind: EngineKind::Podman, program });
+        let cgroupfs =
+            cgroup_manager(&program, "{{.Host.CgroupManager}}").await.as_deref() == Some("cgroupfs");
+        return Some(ContainerEngine { kind: EngineKind::Podman, program, cgroupfs });
     }
     let program = which("docker")?;
     let info = tokio::process::Command::new(&program)
@@ -69,11 +75,28 @@ pub async fn detect() -> Option<ContainerEngine> {
         .kill_on_drop(true)
         .status();
     match tokio::time::timeout(Duration::from_secs(5), info).await {
-        Ok(Ok(s)) if s.success() => Some(ContainerEngine { kind: EngineKind::Docker, program }),
+        Ok(Ok(s)) if s.success() => {
+            let cgroupfs = cgroup_manager(&program, "{{.CgroupDriver}}").await.as_deref() == Some("cgroupfs");
+            Some(ContainerEngine { kind: EngineKind::Docker, program, cgroupfs })
+        }
         _ => {
             tracing::debug!("docker client found but `docker info` failed: no usable docker engine");
             None
         }
+    }
+}
+
+/// The engine's cgroup manager (`cgroupfs`, `systemd`), from `info`.
+async fn cgroup_manager(program: &Path, format: &str) -> Option<String> {
+    let info = tokio::process::Command::new(program)
+        .args(["info", "--format", format])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(Duration::from_secs(10), info).await {
+        Ok(Ok(out)) if out.status.success() => Some(String::from_utf8_lossy(&out.stdout).trim().to_string()),
+        _ => None,
     }
 }
 
@@ -211,7 +234,8 @@ mod tests {
 
     #[test]
     fn run_argv_passes_env_by_name_and_mounts_outputs() {
-        let engine = ContainerEngine { kind: EngineKind::Docker, program: "/usr/bin/docker".into() };
+        let engine =
+            ContainerEngine { kind: EngineKind::Docker, program: "/usr/bin/docker".into(), cgroupfs: false };
         let cmd = vec!["python".to_string(), "train.py".into()];
         let plan = RunPlan {
             token: "canopy-s-w1-a1",
@@ -237,7 +261,8 @@ mod tests {
              -e HF_TOKEN -e CANOPY_ATTEMPT -v /r/t/outputs/outputs:/outputs -w /app \
              --memory 2000000000 --cpus 1.5 --gpus all ghcr.io/acme/train:1 python train.py"
         );
-        let podman = ContainerEngine { kind: EngineKind::Podman, program: "/usr/bin/podman".into() };
+        let podman =
+            ContainerEngine { kind: EngineKind::Podman, program: "/usr/bin/podman".into(), cgroupfs: true };
         // GPUs by their CDI name.
         assert!(run_argv(&podman, &plan).join(" ").contains("--device nvidia.com/gpu=all"));
         // In Canopy's own cgroup the limit is the cgroup's, not --memory.

@@ -254,8 +254,9 @@ impl Provider for LocalProvider {
             None => None,
         };
         // Canopy's own memory cgroup for a container, where it can make one
-        // (rootful, cgroupfs): the OOM kill is then known after the container.
-        let own_cgroup = engine.is_some() && {
+        // (rootful, an engine on cgroupfs): the OOM kill is then known after
+        // the container.
+        let own_cgroup = engine.is_some_and(|e| e.cgroupfs) && {
             match cgroup::prepare(&req.token, plan::memory_bytes(&req.spec)) {
                 Ok(()) => true,
                 Err(e) => {
