@@ -49,11 +49,16 @@ pub enum FailureClass {
     /// secret missing from the engine's environment). The spec's or the
     /// operator's to fix; never retried, whatever `retry.app_errors` says.
     Config,
+    /// The container image does not exist or may not be pulled (a missing
+    /// tag, a denied repository). The workload's to fix: final, never
+    /// retried elsewhere, never counted against the node. A registry that
+    /// cannot be reached is `io`.
+    Image,
 }
 
 impl FailureClass {
     /// Every class, in the order of the `as_str` list.
-    pub const ALL: [FailureClass; 14] = [
+    pub const ALL: [FailureClass; 15] = [
         FailureClass::Capacity,
         FailureClass::Provider,
         FailureClass::Node,
@@ -68,6 +73,7 @@ impl FailureClass {
         FailureClass::Cancelled,
         FailureClass::Config,
         FailureClass::Reclaimed,
+        FailureClass::Image,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -86,6 +92,7 @@ impl FailureClass {
             FailureClass::Cancelled => "cancelled",
             FailureClass::Config => "config",
             FailureClass::Reclaimed => "reclaimed",
+            FailureClass::Image => "image",
         }
     }
 
@@ -140,7 +147,7 @@ impl FailureClass {
     ///   (Philly's HDFS checkpoint errors, Acme's S3StorageError); charging
     ///   the node that hit an outage would spread it across every node. A
     ///   dying local disk (Llama 3: SSD 3 of 419) is rare.
-    /// - `gpu-oom`, `cpu-oom`, `timeout`, `app` are the workload's;
+    /// - `gpu-oom`, `cpu-oom`, `timeout`, `app`, `image` are the workload's;
     ///   `capacity`, `provider`, `preempted` are the provider's; `cost-cap`
     ///   and `cancelled` are decisions.
     pub fn counts_against_node(self) -> bool {

@@ -443,7 +443,17 @@ mod tests {
         assert_eq!((c.class, c.rule), (FailureClass::Node, "provider.boot-failed"));
         let msg = "ErrImagePull: manifest for ghcr.io/acme/train:v9 not found: manifest unknown";
         let c = run(ProviderEnd::BootFailed { message: msg.into() }, "");
-        assert_eq!((c.class, c.rule), (FailureClass::App, "provider.boot-image"));
+        assert_eq!((c.class, c.rule), (FailureClass::Image, "provider.boot-image"));
+        // podman's words for an image that is not there (pull=never, or
+        // no such tag), and for a registry it could not reach: `io`.
+        let msg = "Error: localhost/nope: image not known";
+        let c = run(ProviderEnd::BootFailed { message: msg.into() }, "");
+        assert_eq!((c.class, c.rule), (FailureClass::Image, "provider.boot-image"));
+        let msg = "Error: initializing source docker://registry.example/x:1: pinging container registry \
+                   registry.example: Get \"https://registry.example/v2/\": dial tcp: lookup registry.example: \
+                   no such host";
+        let c = run(ProviderEnd::BootFailed { message: msg.into() }, "");
+        assert_eq!((c.class, c.rule), (FailureClass::Io, "provider.registry-unreachable"));
     }
 
     #[test]

@@ -167,6 +167,12 @@ fn charged(i: &RetryInput<'_>) -> RetryDecision {
             "cannot run as configured, wherever it is placed; fix what the evidence names and resubmit"
                 .into(),
         ),
+        C::Image => RetryDecision::fin(
+            "retry.image-final",
+            "the container image does not exist or may not be pulled; fix runtime.image (or push the \
+             image, or grant access) and resubmit"
+                .into(),
+        ),
         C::Timeout => RetryDecision::fin(
             "retry.timeout-final",
             "ran past max_runtime; another attempt would hit it again (raise constraints.max_runtime)".into(),
@@ -460,6 +466,7 @@ mod tests {
             FailureClass::Cancelled,
             FailureClass::CpuOom,
             FailureClass::Config,
+            FailureClass::Image,
         ] {
             assert!(!decide(&input(c, &p)).retry, "{c}");
         }

@@ -198,7 +198,8 @@ pub(crate) static RULES: &[Rule] = &[
     // ── Tier 2: provider states ──────────────────────────────────────────
     rule("provider.preempted", C::Preempted, Matcher::Provider(|e| matches!(e, ProviderEnd::Preempted))),
     rule("provider.node-lost", C::Node, Matcher::Provider(|e| matches!(e, ProviderEnd::NodeLost { .. }))),
-    rule("provider.boot-image", C::App, Matcher::Provider(boot_image_missing)),
+    rule("provider.boot-image", C::Image, Matcher::Provider(boot_image_missing)),
+    rule("provider.registry-unreachable", C::Io, Matcher::Provider(registry_unreachable)),
     rule("provider.boot-failed", C::Node, Matcher::Provider(|e| matches!(e, ProviderEnd::BootFailed { .. }))),
     rule("provider.launch-capacity", C::Capacity, Matcher::Provider(no_capacity)),
     rule("provider.launch-invalid", C::Config, Matcher::Provider(invalid_request)),
@@ -521,7 +522,8 @@ fn no_capacity(end: &ProviderEnd) -> bool {
 }
 
 /// An image that does not exist or may not be pulled: the spec's mistake,
-/// not the machine's. Transient registry errors stay `node`.
+/// not the machine's (class `image`). A registry that cannot be reached
+/// is `io` ([`REGISTRY_UNREACHABLE`]); other boot failures stay `node`.
 static IMAGE_MISSING: LazyLock<Regex> = LazyLock::new(|| {
     any_of_ignore_case(&[
         r"manifest unknown",
@@ -531,8 +533,28 @@ static IMAGE_MISSING: LazyLock<Regex> = LazyLock::new(|| {
         r"InvalidImageName",
         r"invalid reference format",
         r"unauthorized: authentication required",
+        // podman: a local-only image that is not there, a missing tag.
+        r"image not known",
+        r"name unknown",
+        r"requested access to the resource is denied",
     ])
 });
+
+/// A registry that could not be reached while pulling: the network's or
+/// the registry's, not the image's.
+static REGISTRY_UNREACHABLE: LazyLock<Regex> = LazyLock::new(|| {
+    any_of_ignore_case(&[
+        r"pinging container registry",
+        r"dial tcp",
+        r"no such host",
+        r"i/o timeout",
+        r"TLS handshake timeout",
+    ])
+});
+
+fn registry_unreachable(end: &ProviderEnd) -> bool {
+    matches!(end, ProviderEnd::BootFailed { message } if REGISTRY_UNREACHABLE.is_match(message))
+}
 
 fn boot_image_missing(end: &ProviderEnd) -> bool {
     matches!(end, ProviderEnd::BootFailed { message } if IMAGE_MISSING.is_match(message))
@@ -758,7 +780,7 @@ mod tests {
                 lm.pattern.find("");
             }
         }
-        for r in [&CAPACITY_MESSAGE, &IMAGE_MISSING] {
+        for r in [&CAPACITY_MESSAGE, &IMAGE_MISSING, &REGISTRY_UNREACHABLE] {
             r.is_match("");
         }
         killed_line("x");

@@ -115,6 +115,19 @@ pub enum LaunchError {
     Invalid(String),
 }
 
+/// A provider that cannot run `runtime.image` refuses the launch, with
+/// `why`, rather than run the command bare outside the image. A refusal
+/// (class `provider`), so placement may try a provider that can.
+pub fn refuse_image(spec: &crate::spec::Spec, provider: &str, why: &str) -> Result<(), LaunchError> {
+    match &spec.runtime.image {
+        Some(image) => Err(LaunchError::Rejected(format!(
+            "{provider} does not run container images ({why}); the spec asks for {image:?}: run it on the \
+             local provider (podman), or remove runtime.image to run the command as a process"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// How [`LaunchError::Invalid`] reads in a [`ProviderEnd::LaunchRejected`]
 /// message; the classifier's `provider.launch-invalid` rule keys on it.
 pub const INVALID_REQUEST_PREFIX: &str = "invalid request: ";

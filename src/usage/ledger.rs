@@ -86,6 +86,7 @@ pub fn column(class: FailureClass, rule: Option<&str>) -> Kind {
         FailureClass::GpuOom
         | FailureClass::CpuOom
         | FailureClass::Config
+        | FailureClass::Image
         | FailureClass::Timeout
         | FailureClass::App => Kind::WastedOwn,
         FailureClass::CostCap | FailureClass::Cancelled => Kind::Decision,

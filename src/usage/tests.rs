@@ -198,7 +198,7 @@ fn every_failure_class_has_its_column() {
         C::Capacity | C::Provider | C::Node | C::Comm | C::Io | C::Preempted | C::Reclaimed => {
             Kind::WastedInfra
         }
-        C::GpuOom | C::CpuOom | C::Config | C::Timeout | C::App => Kind::WastedOwn,
+        C::GpuOom | C::CpuOom | C::Config | C::Image | C::Timeout | C::App => Kind::WastedOwn,
         C::CostCap | C::Cancelled => Kind::Decision,
     };
     for c in FailureClass::ALL {

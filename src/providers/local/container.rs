@@ -15,6 +15,10 @@ pub struct ContainerEngine {
     pub kind: EngineKind,
     /// Absolute path of the client program.
     pub program: PathBuf,
+    /// The engine manages cgroups itself as directories (`cgroupfs`), so
+    /// it accepts Canopy's `--cgroup-parent /canopy/<token>`
+    /// ([`super::cgroup`]); under systemd it wants a slice instead.
+    pub cgroupfs: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +45,15 @@ pub struct RunPlan<'a> {
     pub env_names: Vec<String>,
     pub mounts: Vec<Mount>,
     pub gpus: u32,
+    /// The spec's memory, in bytes: held by Canopy's own cgroup when
+    /// `cgroup_parent` is set ([`super::cgroup`]), else by `--memory`.
+    pub memory_bytes: u64,
+    /// The spec's CPU cores (`--cpus`).
+    pub cpus: f64,
+    /// Canopy's cgroup for this container, when it could make one.
+    pub cgroup_parent: Option<String>,
+    /// Only an image already on the host (`--pull=never`).
+    pub pull_never: bool,
     /// Empty: the image's own entrypoint and command.
     pub command: &'a [String],
 }
@@ -49,7 +62,9 @@ pub struct RunPlan<'a> {
 /// within a few seconds (a docker client without a daemon is not enough).
 pub async fn detect() -> Option<ContainerEngine> {
     if let Some(program) = which("podman") {
-        return Some(ContainerEngine { kind: EngineKind::Podman, program });
+        let cgroupfs =
+            cgroup_manager(&program, "{{.Host.CgroupManager}}").await.as_deref() == Some("cgroupfs");
+        return Some(ContainerEngine { kind: EngineKind::Podman, program, cgroupfs });
     }
     let program = which("docker")?;
     let info = tokio::process::Command::new(&program)
@@ -60,11 +75,28 @@ pub async fn detect() -> Option<ContainerEngine> {
         .kill_on_drop(true)
         .status();
     match tokio::time::timeout(Duration::from_secs(5), info).await {
-        Ok(Ok(s)) if s.success() => Some(ContainerEngine { kind: EngineKind::Docker, program }),
+        Ok(Ok(s)) if s.success() => {
+            let cgroupfs = cgroup_manager(&program, "{{.CgroupDriver}}").await.as_deref() == Some("cgroupfs");
+            Some(ContainerEngine { kind: EngineKind::Docker, program, cgroupfs })
+        }
         _ => {
             tracing::debug!("docker client found but `docker info` failed: no usable docker engine");
             None
         }
+    }
+}
+
+/// The engine's cgroup manager (`cgroupfs`, `systemd`), from `info`.
+async fn cgroup_manager(program: &Path, format: &str) -> Option<String> {
+    let info = tokio::process::Command::new(program)
+        .args(["info", "--format", format])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(Duration::from_secs(10), info).await {
+        Ok(Ok(out)) if out.status.success() => Some(String::from_utf8_lossy(&out.stdout).trim().to_string()),
+        _ => None,
     }
 }
 
@@ -77,12 +109,13 @@ pub fn which(name: &str) -> Option<PathBuf> {
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
 }
 
-/// `<engine> run --rm --name <token> …`: the argv the supervisor runs.
+/// `<engine> run --name <token> …`: the argv the supervisor runs. Not
+/// `--rm`: the supervisor reads the container's end (an OOM kill, a
+/// container that was never created) and then removes it ([`after_exit`]).
 pub fn run_argv(engine: &ContainerEngine, plan: &RunPlan<'_>) -> Vec<String> {
     let mut a: Vec<String> = vec![
         engine.program.to_string_lossy().into_owned(),
         "run".into(),
-        "--rm".into(),
         "--name".into(),
         plan.token.into(),
         "--label".into(),
@@ -101,6 +134,17 @@ pub fn run_argv(engine: &ContainerEngine, plan: &RunPlan<'_>) -> Vec<String> {
         a.push("-w".into());
         a.push(w.into());
     }
+    match &plan.cgroup_parent {
+        Some(parent) => a.extend(["--cgroup-parent".into(), parent.clone()]),
+        None if plan.memory_bytes > 0 => a.extend(["--memory".into(), plan.memory_bytes.to_string()]),
+        None => {}
+    }
+    if plan.pull_never {
+        a.push("--pull=never".into());
+    }
+    if plan.cpus > 0.0 {
+        a.extend(["--cpus".into(), plan.cpus.to_string()]);
+    }
     if plan.gpus > 0 {
         match engine.kind {
             EngineKind::Docker => a.extend(["--gpus".into(), "all".into()]),
@@ -110,6 +154,67 @@ pub fn run_argv(engine: &ContainerEngine, plan: &RunPlan<'_>) -> Vec<String> {
     a.push(plan.image.into());
     a.extend(plan.command.iter().cloned());
     a
+}
+
+/// How a container ended, beyond its exit status: read by the supervisor
+/// after the engine's client returned, before the container is removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerEnd {
+    /// Killed for memory: the engine says so, or it was SIGKILLed (137)
+    /// after hitting the limit of Canopy's cgroup.
+    pub oom_killed: bool,
+    /// The container was never created (the engine's own error, 125):
+    /// the engine's message, e.g. an image that does not exist.
+    pub boot_failed: Option<String>,
+}
+
+/// Reads the end of the container named `token` (the engine's record, and
+/// Canopy's cgroup), then removes the container and the cgroup. `code` is
+/// the engine client's exit status; `stderr` the attempt's stderr log,
+/// where the engine writes why it could not create the container.
+pub fn after_exit(program: &str, token: &str, code: Option<i32>, stderr: &Path) -> ContainerEnd {
+    let inspect = std::process::Command::new(program)
+        .args(["inspect", "--format", "{{.State.OOMKilled}}", token])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    let (exists, engine_oom) = match &inspect {
+        Ok(out) if out.status.success() => (true, String::from_utf8_lossy(&out.stdout).trim() == "true"),
+        _ => (false, false),
+    };
+    let limit_hit = super::cgroup::limit_hit(token).unwrap_or(false);
+    let oom_killed = engine_oom || (limit_hit && code == Some(128 + sigkill()));
+    let boot_failed = (!exists && code == Some(125)).then(|| {
+        engine_error(stderr).unwrap_or_else(|| {
+            format!("`{program} run` could not create the container (exit 125) and said nothing")
+        })
+    });
+    let _ = std::process::Command::new(program)
+        .args(["rm", "--force", token])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    super::cgroup::remove(token);
+    ContainerEnd { oom_killed, boot_failed }
+}
+
+fn sigkill() -> i32 {
+    libc::SIGKILL
+}
+
+/// The engine's last `Error:` line in the attempt's stderr (its tail).
+fn engine_error(stderr: &Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 16 * 1024;
+    let mut f = std::fs::File::open(stderr).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(TAIL))).ok()?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    let line = text.lines().rev().find(|l| l.trim_start().starts_with("Error"))?;
+    Some(line.trim().chars().take(1000).collect())
 }
 
 /// `<engine> stop --time <grace> <token>`: SIGTERM, then SIGKILL after grace.
@@ -129,7 +234,8 @@ mod tests {
 
     #[test]
     fn run_argv_passes_env_by_name_and_mounts_outputs() {
-        let engine = ContainerEngine { kind: EngineKind::Docker, program: "/usr/bin/docker".into() };
+        let engine =
+            ContainerEngine { kind: EngineKind::Docker, program: "/usr/bin/docker".into(), cgroupfs: false };
         let cmd = vec!["python".to_string(), "train.py".into()];
         let plan = RunPlan {
             token: "canopy-s-w1-a1",
@@ -142,17 +248,30 @@ mod tests {
                 read_only: false,
             }],
             gpus: 2,
+            memory_bytes: 2_000_000_000,
+            cpus: 1.5,
+            cgroup_parent: None,
+            pull_never: false,
             command: &cmd,
         };
         let argv = run_argv(&engine, &plan).join(" ");
         assert_eq!(
             argv,
-            "/usr/bin/docker run --rm --name canopy-s-w1-a1 --label canopy.token=canopy-s-w1-a1 \
-             -e HF_TOKEN -e CANOPY_ATTEMPT -v /r/t/outputs/outputs:/outputs -w /app --gpus all \
-             ghcr.io/acme/train:1 python train.py"
+            "/usr/bin/docker run --name canopy-s-w1-a1 --label canopy.token=canopy-s-w1-a1 \
+             -e HF_TOKEN -e CANOPY_ATTEMPT -v /r/t/outputs/outputs:/outputs -w /app \
+             --memory 2000000000 --cpus 1.5 --gpus all ghcr.io/acme/train:1 python train.py"
         );
-        let podman = ContainerEngine { kind: EngineKind::Podman, program: "/usr/bin/podman".into() };
+        let podman =
+            ContainerEngine { kind: EngineKind::Podman, program: "/usr/bin/podman".into(), cgroupfs: true };
+        // GPUs by their CDI name.
         assert!(run_argv(&podman, &plan).join(" ").contains("--device nvidia.com/gpu=all"));
+        // In Canopy's own cgroup the limit is the cgroup's, not --memory.
+        let own = RunPlan { cgroup_parent: Some("/canopy/canopy-s-w1-a1".into()), ..plan };
+        let argv = run_argv(&podman, &own).join(" ");
+        assert!(argv.contains("--cgroup-parent /canopy/canopy-s-w1-a1 --cpus 1.5"), "{argv}");
+        assert!(!argv.contains("--memory"), "{argv}");
+        let local = RunPlan { pull_never: true, ..own };
+        assert!(run_argv(&podman, &local).join(" ").contains("--pull=never"));
     }
 
     #[test]

@@ -178,12 +178,25 @@ pub struct ExitRecord {
     /// then the node's ([`ProviderEnd::NodeLost`]), whatever the exit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost: Option<String>,
+    /// A container killed for memory ([`super::container::after_exit`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub oom_killed: bool,
+    /// A container the engine never created, and the engine's message
+    /// (e.g. an image that does not exist).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_failed: Option<String>,
 }
 
 impl ExitRecord {
     pub fn to_end(&self) -> ProviderEnd {
         if let Some(message) = &self.lost {
             return ProviderEnd::NodeLost { message: message.clone() };
+        }
+        if let Some(message) = &self.boot_failed {
+            return ProviderEnd::BootFailed { message: message.clone() };
+        }
+        if self.oom_killed {
+            return ProviderEnd::OutOfMemory;
         }
         let end = match (self.code, self.signal) {
             (_, Some(signal)) => ProviderEnd::Signaled { signal },
@@ -348,8 +361,16 @@ mod tests {
 
     #[test]
     fn exit_records_map_to_provider_ends() {
-        let r =
-            |code, signal| ExitRecord { code, signal, ended_at_ms: 0, error: None, rank: None, lost: None };
+        let r = |code, signal| ExitRecord {
+            code,
+            signal,
+            ended_at_ms: 0,
+            error: None,
+            rank: None,
+            lost: None,
+            oom_killed: false,
+            boot_failed: None,
+        };
         assert_eq!(r(Some(0), None).to_end(), ProviderEnd::Exited { code: 0 });
         assert_eq!(r(None, Some(9)).to_end(), ProviderEnd::Signaled { signal: 9 });
         let lost = ExitRecord { lost: Some("lease expired: …".into()), ..r(None, Some(15)) };
@@ -382,7 +403,16 @@ mod tests {
     }
 
     fn r_exit() -> ExitRecord {
-        ExitRecord { code: Some(3), signal: None, ended_at_ms: 5, error: None, rank: None, lost: None }
+        ExitRecord {
+            code: Some(3),
+            signal: None,
+            ended_at_ms: 5,
+            error: None,
+            rank: None,
+            lost: None,
+            oom_killed: false,
+            boot_failed: None,
+        }
     }
 
     #[test]

@@ -30,6 +30,7 @@
 //! matched by pid and start time. Resource requests are not enforced: the
 //! workload may use the whole machine.
 
+pub mod cgroup;
 pub mod container;
 pub mod inventory;
 pub mod launch;
@@ -82,6 +83,10 @@ pub enum ContainerPolicy {
     /// Use podman, or docker when its engine answers (checked once).
     #[default]
     Detect,
+    /// Detect, and run only images already on this host (`--pull=never`):
+    /// for an air-gapped host, where a pull could only fail as `io`; an
+    /// image that is not there then fails at once as class `image`.
+    LocalImagesOnly,
     /// Never: image specs are rejected.
     Disabled,
 }
@@ -184,7 +189,7 @@ impl LocalProvider {
         self.engine
             .get_or_init(|| async {
                 match self.cfg.containers {
-                    ContainerPolicy::Detect => container::detect().await,
+                    ContainerPolicy::Detect | ContainerPolicy::LocalImagesOnly => container::detect().await,
                     ContainerPolicy::Disabled => None,
                 }
             })
@@ -248,8 +253,28 @@ impl Provider for LocalProvider {
             Some(_) => self.container_engine().await,
             None => None,
         };
-        let plan = plan::plan(&self.cfg, req, &dir, engine, |k| std::env::var(k).ok())
-            .map_err(LaunchError::Rejected)?;
+        // Canopy's own memory cgroup for a container, where it can make one
+        // (rootful, an engine on cgroupfs): the OOM kill is then known after
+        // the container.
+        let own_cgroup = engine.is_some_and(|e| e.cgroupfs) && {
+            match cgroup::prepare(&req.token, plan::memory_bytes(&req.spec)) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::debug!(
+                        "no canopy cgroup for {} ({e}); the engine's --memory applies",
+                        req.token
+                    );
+                    false
+                }
+            }
+        };
+        let plan =
+            plan::plan(&self.cfg, req, &dir, engine, own_cgroup, |k| std::env::var(k).ok()).map_err(|m| {
+                if own_cgroup {
+                    cgroup::remove(&req.token);
+                }
+                LaunchError::Rejected(m)
+            })?;
         launch::launch_planned(&self.cfg, &dir, &req.spec, plan, &req.secrets).await
     }
 

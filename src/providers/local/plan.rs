@@ -59,12 +59,18 @@ pub struct StagedInput {
     pub source: PathBuf,
 }
 
+/// The spec's memory in bytes (GB of 10^9 bytes, as the spec's other sizes).
+pub fn memory_bytes(spec: &crate::spec::Spec) -> u64 {
+    (spec.resources.memory_gb.max(0.0) * 1e9) as u64
+}
+
 /// Decides the launch or says why it cannot happen (a `Rejected` message).
 pub fn plan(
     cfg: &LocalConfig,
     req: &LaunchRequest,
     dir: &AttemptDir,
     engine: Option<&ContainerEngine>,
+    own_cgroup: bool,
     host_env: impl Fn(&str) -> Option<String>,
 ) -> Result<Plan, String> {
     if !valid_token(&req.token) {
@@ -204,6 +210,10 @@ pub fn plan(
                 env_names,
                 mounts,
                 gpus: req.spec.resources.gpus,
+                memory_bytes: memory_bytes(&req.spec),
+                cpus: req.spec.resources.cpu_cores,
+                cgroup_parent: own_cgroup.then(|| super::cgroup::parent(&req.token)),
+                pull_never: cfg.containers == super::ContainerPolicy::LocalImagesOnly,
                 command: &rt.command,
             };
             (container::run_argv(engine, &plan), dir.work())

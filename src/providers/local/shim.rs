@@ -225,6 +225,8 @@ fn supervise(
             error: Some(why.clone()),
             rank: None,
             lost: Some(why),
+            oom_killed: false,
+            boot_failed: None,
         };
         return write_json(&dir.exit(), &exit);
     }
@@ -248,6 +250,8 @@ fn supervise(
                 error: Some(msg),
                 rank: None,
                 lost: None,
+                oom_killed: false,
+                boot_failed: None,
             };
             return write_json(&dir.exit(), &exit);
         }
@@ -292,6 +296,8 @@ fn supervise(
                         error: Some(msg),
                         rank: Some((r as u32, node)),
                         lost: None,
+                        oom_killed: false,
+                        boot_failed: None,
                     };
                     return write_json(&dir.exit(), &exit);
                 }
@@ -306,8 +312,25 @@ fn supervise(
     // Waits out the lease's own stop of the group, if it made one.
     let lost = watch.and_then(LeaseWatch::finish);
     clean_up_group(pgid, log);
-    let exit =
-        ExitRecord { code: status.code(), signal: status.signal(), ended_at_ms, error: None, rank, lost };
+    // A container: how it ended beyond the client's status, then removed.
+    let container = launch
+        .as_ref()
+        .and_then(|l| l.container_engine.as_deref().map(|e| (e, l.token.as_str())))
+        .map(|(engine, token)| super::container::after_exit(engine, token, status.code(), &dir.stderr()))
+        .unwrap_or_default();
+    if container.oom_killed {
+        log.note("the container was killed for memory");
+    }
+    let exit = ExitRecord {
+        code: status.code(),
+        signal: status.signal(),
+        ended_at_ms,
+        error: None,
+        rank,
+        lost,
+        oom_killed: container.oom_killed,
+        boot_failed: container.boot_failed,
+    };
     log.note(&format!("workload ended: {status}"));
     if let Some(why) = &exit.lost {
         log.note(&format!("not collecting outputs: {why}"));

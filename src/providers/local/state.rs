@@ -85,6 +85,12 @@ pub async fn stop_orphaned(dir: &AttemptDir, p: &PidRecord) {
         && let Some(engine) = &l.container_engine
     {
         stop_container(engine, &l.token, Duration::ZERO).await;
+        // Its supervisor is not there to remove it (and its cgroup).
+        let (engine, token) = (engine.clone(), l.token.clone());
+        let _ = tokio::task::spawn_blocking(move || {
+            container::after_exit(&engine, &token, None, std::path::Path::new("/dev/null"))
+        })
+        .await;
     }
     let _ = procfs::signal_group(c.pid, libc::SIGKILL);
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -151,6 +157,9 @@ pub async fn observe_settled(dir: &AttemptDir, timeout: Duration) -> io::Result<
     }
 }
 
+/// How long a container's client gets to return after `<engine> stop`.
+const CLIENT_AFTER_STOP: Duration = Duration::from_secs(5);
+
 /// Stops the attempt: SIGTERM to the workload's process group, SIGKILL
 /// after `grace`, then waits for the end to be recorded (or, without a
 /// supervisor, for the group to be gone). Containers are stopped through
@@ -166,6 +175,11 @@ pub async fn terminate(dir: &AttemptDir, grace: Duration, launch_timeout: Durati
     let launch: Option<LaunchRecord> = read_json(&dir.launch()).map_err(|e| e.to_string())?;
     if let Some(engine) = launch.as_ref().and_then(|l| l.container_engine.as_ref().map(|e| (e, &l.token))) {
         stop_container(engine.0, engine.1, grace).await;
+        // The engine's client returns once the container has ended: the
+        // workload's own end is recorded, not a SIGTERM to the client.
+        if wait_stopped(dir, CLIENT_AFTER_STOP).await? {
+            return Ok(());
+        }
     }
     if let Some(c) = o.pids().filter(|p| workload_alive(p)).and_then(|p| p.child) {
         let _ = procfs::signal_group(c.pid, libc::SIGTERM);

@@ -565,6 +565,11 @@ impl Provider for RayProvider {
         if !valid_token(&req.token) {
             return Err(LaunchError::Invalid(format!("token {:?} cannot be a Ray submission_id", req.token)));
         }
+        crate::providers::refuse_image(
+            &req.spec,
+            &format!("Ray provider {}", self.cfg.name),
+            "runtime_env image_uri needs an image carrying the cluster's own Ray and Python",
+        )?;
         // Until Ray lists the job, a status poll racing this launch reads
         // pending (see `status`), not "gone".
         if let Ok(mut m) = self.pending_since.lock() {

@@ -543,6 +543,12 @@ impl Provider for SlurmProvider {
         if !valid_token(&req.token) {
             return Err(LaunchError::Invalid(format!("token {:?} cannot name a Slurm job", req.token)));
         }
+        crate::providers::refuse_image(
+            &req.spec,
+            &format!("Slurm provider {}", self.cfg.name),
+            "Slurm 22.05's --container needs an OCI bundle unpacked on shared storage and the cluster's \
+             oci.conf; image names came with scrun in 23.02",
+        )?;
         if let Ok(mut m) = self.launching.lock() {
             m.insert(req.token.clone(), std::time::Instant::now());
         }
