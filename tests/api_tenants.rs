@@ -359,3 +359,37 @@ async fn a_budget_holds_work_with_its_numbers_and_still_does_after_a_restart() {
     assert_eq!(api.workload(&id).await["workload"]["state"], "queued");
     api.finish().await;
 }
+
+/// A scoped operator's audit page (it sees its tenant's records and its
+/// scopes') is full even when the newest records are another tenant's: the server reads on past what the
+/// operator may not see (it used to filter one page and answer it short,
+/// empty here, which reads as "nothing more").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scoped_operators_audit_page_is_full_past_another_tenants_records() {
+    let mut api = start().await;
+    let a_sub = api.tenant_token("a-sub", "submitter", &[], "team-a").await;
+    let a_op = api.tenant_token("a-op", "operator", &["provider=local"], "team-a").await;
+    let b_sub = api.tenant_token("b-sub", "submitter", &[], "team-b").await;
+    let a_first = api.submit_new(Who::Token(&a_sub), &queued_spec("a-first")).await;
+    let mut b_work = Vec::new();
+    for i in 0..5 {
+        b_work.push(api.submit_new(Who::Token(&b_sub), &queued_spec(&format!("b-{i}"))).await);
+    }
+    let a_then = api.submit_new(Who::Token(&a_sub), &queued_spec("a-then")).await;
+    for i in 5..10 {
+        b_work.push(api.submit_new(Who::Token(&b_sub), &queued_spec(&format!("b-{i}"))).await);
+    }
+
+    let targets = |page: &serde_json::Value| -> Vec<String> {
+        page.as_array().unwrap().iter().map(|r| r["target"].as_str().unwrap_or("").to_string()).collect()
+    };
+    let page = api.get(Who::Token(&a_op), "/v1/audit?limit=1").await.expect(200).json();
+    assert_eq!(targets(&page), [a_then.clone()], "{page}");
+    // A longer page reaches past five more of B's; the trail then ends.
+    let page = api.get(Who::Token(&a_op), "/v1/audit?limit=3").await.expect(200).json();
+    assert_eq!(targets(&page), [a_then.clone(), a_first.clone()], "{page}");
+    // The admin's page is the newest, B's included.
+    let all = api.get(Who::Owner, "/v1/audit?limit=1").await.expect(200).json();
+    assert_eq!(all[0]["target"], b_work[9].as_str(), "{all}");
+    api.finish().await;
+}

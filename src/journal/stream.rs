@@ -67,14 +67,26 @@ impl Journal {
 
     /// The audit trail, newest first.
     pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, JournalError> {
+        Ok(self.audit_before(filter, None)?.into_iter().map(|(_, a)| a).collect())
+    }
+
+    /// The audit trail, newest first, from before the record numbered
+    /// `before` (all when `None`), each with its number: a reader that
+    /// keeps only some records (a tenant's share) continues from the last
+    /// number it was given until its page is full.
+    pub fn audit_before(
+        &self,
+        filter: &AuditFilter,
+        before: Option<i64>,
+    ) -> Result<Vec<(i64, AuditRecord)>, JournalError> {
         let err = failed(&self.store, "read the audit trail");
         let limit = filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
         // A prefix test without LIKE, whose `%` and `_` a value may hold.
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT at, principal, origin, action, target, outcome, reason FROM audit \
-                 WHERE at >= ?1 AND at <= ?4 AND (?2 IS NULL OR principal = ?2) \
+                "SELECT seq, at, principal, origin, action, target, outcome, reason FROM audit \
+                 WHERE at >= ?1 AND at <= ?4 AND seq < ?8 AND (?2 IS NULL OR principal = ?2) \
                  AND (?5 IS NULL OR lower(substr(action, 1, length(?5))) = lower(?5)) \
                  AND (?6 IS NULL OR lower(substr(outcome, 1, length(?6))) = lower(?6)) \
                  AND (?7 IS NULL OR lower(substr(coalesce(target, ''), 1, length(?7))) = lower(?7)) \
@@ -83,18 +95,28 @@ impl Journal {
             .map_err(&err)?;
         let since = filter.since.map_or(i64::MIN, |m| m.0);
         let until = filter.until.map_or(i64::MAX, |m| m.0);
-        let args =
-            params![since, filter.principal, limit, until, filter.action, filter.outcome, filter.target];
+        let before = before.unwrap_or(i64::MAX);
+        let args = params![
+            since,
+            filter.principal,
+            limit,
+            until,
+            filter.action,
+            filter.outcome,
+            filter.target,
+            before
+        ];
         stmt.query_map(args, |r| {
-            Ok(AuditRecord {
-                at: millis(r, 0)?,
-                principal: r.get(1)?,
-                origin: r.get(2)?,
-                action: r.get(3)?,
-                target: r.get(4)?,
-                outcome: r.get(5)?,
-                reason: r.get(6)?,
-            })
+            let record = AuditRecord {
+                at: millis(r, 1)?,
+                principal: r.get(2)?,
+                origin: r.get(3)?,
+                action: r.get(4)?,
+                target: r.get(5)?,
+                outcome: r.get(6)?,
+                reason: r.get(7)?,
+            };
+            Ok((r.get(0)?, record))
         })
         .and_then(|rows| rows.collect())
         .map_err(&err)
