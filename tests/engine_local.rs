@@ -6,148 +6,16 @@
 //!
 //! Every wait is a bounded poll for a condition; nothing is timed.
 
-use canopy::engine::model::{AttemptRecord, AttemptState, WorkloadId, WorkloadRecord, WorkloadState};
+use canopy::engine::model::{AttemptState, WorkloadId, WorkloadState};
 use sha2::{Digest, Sha256};
+mod local_support;
 mod reap_support;
 
+use local_support::{BIN, Cli, Engine, live_fleet, wait_for};
 use reap_support::Reaper;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_canopy");
-const DEADLINE: Duration = Duration::from_secs(60);
-
-/// A `canopy engine` child process over one store.
-struct Engine {
-    child: Option<Child>,
-    stderr: PathBuf,
-}
-
-impl Engine {
-    /// Starts the engine and waits until it owns the store and says so.
-    fn start(store: &Path, scratch: &Path, env: &[(&str, &str)]) -> Engine {
-        let n = std::fs::read_dir(scratch).map(|d| d.count()).unwrap_or(0);
-        let stderr = scratch.join(format!("engine-{n}.stderr"));
-        let stdout = scratch.join(format!("engine-{n}.stdout"));
-        let child = Command::new(BIN)
-            .arg("--store")
-            .arg(store)
-            .args(["engine", "--no-faults"])
-            .envs(env.iter().copied())
-            .env("CANOPY_LOG", "debug")
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&stdout).unwrap())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let mut e = Engine { child: Some(child), stderr };
-        let path = e.stderr.clone();
-        wait_for("the engine to start", || {
-            if let Some(status) = e.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!(
-                    "the engine exited ({status}): {}",
-                    std::fs::read_to_string(&path).unwrap_or_default()
-                );
-            }
-            std::fs::read_to_string(&path).unwrap_or_default().contains("canopy serve: store")
-        });
-        e
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.as_ref().unwrap().id() as i32
-    }
-
-    /// SIGTERM, and wait for it to exit.
-    fn stop(mut self) {
-        let mut child = self.child.take().unwrap();
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let status = child.wait().unwrap();
-        assert!(status.success(), "the engine exited with {status} after SIGTERM");
-    }
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Runs `canopy --store <store> <args>`; every output is kept so the
-/// secrets test can search it.
-struct Cli {
-    store: PathBuf,
-    outputs: std::cell::RefCell<Vec<u8>>,
-}
-
-impl Cli {
-    fn new(store: &Path) -> Cli {
-        Cli { store: store.to_path_buf(), outputs: Default::default() }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let out = Command::new(BIN).arg("--store").arg(&self.store).args(args).output().unwrap();
-        let mut all = self.outputs.borrow_mut();
-        all.extend_from_slice(&out.stdout);
-        all.extend_from_slice(&out.stderr);
-        out
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "canopy {args:?} failed ({}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn submit(&self, spec: &Path) -> WorkloadId {
-        let out = self.ok(&["submit", spec.to_str().unwrap(), "--json"]);
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        v["id"].as_str().unwrap().parse().unwrap()
-    }
-
-    fn status(&self, id: WorkloadId) -> (WorkloadRecord, Vec<AttemptRecord>) {
-        let out = self.ok(&["status", &id.to_string(), "--json"]);
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        (
-            serde_json::from_value(v["workload"].clone()).unwrap(),
-            serde_json::from_value(v["attempts"].clone()).unwrap(),
-        )
-    }
-
-    fn wait_state(&self, id: WorkloadId, ok: impl Fn(WorkloadState) -> bool) -> WorkloadRecord {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let (w, attempts) = self.status(id);
-            if ok(w.state) {
-                return w;
-            }
-            assert!(Instant::now() < deadline, "timed out waiting on {id}: {w:?} {attempts:?}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn wait_final(&self, id: WorkloadId) -> WorkloadRecord {
-        self.wait_state(id, |s| s.is_final())
-    }
-}
 
 /// Writes a spec pinned to the local provider that runs `script` with `sh -c`.
 fn spec(dir: &Path, name: &str, script: &str, extra: &str) -> PathBuf {
@@ -329,15 +197,6 @@ fn a_running_workload_survives_an_engine_restart_and_runs_once() {
     engine.stop();
 }
 
-/// The live fleet as `GET /v1/fleet` on the store's socket shows it.
-fn live_fleet(store: &Path) -> serde_json::Value {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
-        let c = canopy::client::Client::for_store(store).unwrap();
-        c.get::<serde_json::Value>("/v1/fleet").await.unwrap()
-    })
-}
-
 fn node_state(fleet: &serde_json::Value, name: &str) -> String {
     let node = fleet["fleet"]["nodes"].as_array().unwrap().iter().find(|n| n["name"] == name).unwrap();
     node["state"].as_str().unwrap().to_string()
@@ -398,19 +257,6 @@ fn a_retry_is_asked_once_and_links_both_ways() {
     assert!(cli.ok(&["events", &id.to_string()]).contains(&format!("retried as {retry}")));
     assert!(cli.ok(&["events", &retry.to_string()]).contains(&format!("retry of {id}")));
     engine.stop();
-}
-
-impl Engine {
-    /// SIGKILL: the engine dies with whatever it had in flight.
-    fn kill(mut self) {
-        let mut child = self.child.take().unwrap();
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
 }
 
 /// Whether the process `pid` still runs (a zombie does not).
@@ -559,22 +405,7 @@ fn a_lost_journal_is_not_started_over_silently_and_the_store_is_private() {
     );
 
     // Asked explicitly, it starts over; new ids start above the old ones.
-    let n = std::fs::read_dir(&s.scratch).unwrap().count();
-    let path = s.scratch.join(format!("engine-{n}.stderr"));
-    let child = Command::new(BIN)
-        .arg("--store")
-        .arg(&s.store)
-        .args(["serve", "--no-faults", "--new-journal"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&path).unwrap())
-        .spawn()
-        .unwrap();
-    // Stopped below; killed if the test fails first.
-    let engine = Engine { child: Some(child), stderr: path.clone() };
-    wait_for("the engine to start", || {
-        std::fs::read_to_string(&path).unwrap_or_default().contains("canopy serve: store")
-    });
+    let engine = Engine::start_with(&s.store, &s.scratch, &["serve", "--no-faults", "--new-journal"], &[]);
     let next = cli.submit(&spec(&s.specs, "two", "echo two", ""));
     assert!(next.0 > running.0, "{next} reuses the id of old work");
     // What still ran on this host was adopted and is followed to its end.

@@ -8,143 +8,15 @@
 //! Every wait is a bounded poll for a condition. The one time asserted is
 //! the owner's promise itself (`max_reclaim_delay`), with seconds of room.
 
-use canopy::engine::model::{AttemptRecord, WorkloadId, WorkloadRecord, WorkloadState};
+use canopy::engine::model::{WorkloadId, WorkloadState};
 use canopy::failure::{FailureClass, ProviderEnd};
+mod local_support;
 mod reap_support;
 
+use local_support::{Cli, Engine, live_fleet, wait_for};
 use reap_support::Reaper;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_canopy");
-const DEADLINE: Duration = Duration::from_secs(90);
-
-/// A `canopy engine` child process over one store.
-struct Engine {
-    child: Option<Child>,
-}
-
-impl Engine {
-    /// Starts the engine and waits until it owns the store and says so.
-    fn start(store: &Path, scratch: &Path) -> Engine {
-        let n = std::fs::read_dir(scratch).map(|d| d.count()).unwrap_or(0);
-        let stderr = scratch.join(format!("engine-{n}.stderr"));
-        let child = Command::new(BIN)
-            .arg("--store")
-            .arg(store)
-            .args(["engine", "--no-faults"])
-            .env("CANOPY_LOG", "debug")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let mut e = Engine { child: Some(child) };
-        wait_for("the engine to start", || {
-            if let Some(status) = e.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!(
-                    "the engine exited ({status}): {}",
-                    std::fs::read_to_string(&stderr).unwrap_or_default()
-                );
-            }
-            std::fs::read_to_string(&stderr).unwrap_or_default().contains("canopy serve: store")
-        });
-        e
-    }
-
-    /// SIGTERM, and wait for it to exit.
-    fn stop(mut self) {
-        let mut child = self.child.take().unwrap();
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let status = child.wait().unwrap();
-        assert!(status.success(), "the engine exited with {status} after SIGTERM");
-    }
-
-    /// SIGKILL: the engine dies with whatever it had in hand.
-    fn kill(mut self) {
-        let mut child = self.child.take().unwrap();
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// `canopy --store <store> <args>`, as the store's owner (an admin).
-struct Cli {
-    store: PathBuf,
-}
-
-impl Cli {
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(BIN).arg("--store").arg(&self.store).args(args).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "canopy {args:?} failed ({}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn submit(&self, spec: &Path, tenant: &str) -> WorkloadId {
-        let out = self.ok(&["submit", spec.to_str().unwrap(), "--tenant", tenant, "--json"]);
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        v["id"].as_str().unwrap().parse().unwrap()
-    }
-
-    fn status(&self, id: WorkloadId) -> (WorkloadRecord, Vec<AttemptRecord>) {
-        let out = self.ok(&["status", &id.to_string(), "--json"]);
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        (
-            serde_json::from_value(v["workload"].clone()).unwrap(),
-            serde_json::from_value(v["attempts"].clone()).unwrap(),
-        )
-    }
-
-    /// Polls `canopy status` until `ok` holds of the workload and its attempts.
-    fn wait(
-        &self,
-        id: WorkloadId,
-        what: &str,
-        ok: impl Fn(&WorkloadRecord, &[AttemptRecord]) -> bool,
-    ) -> (WorkloadRecord, Vec<AttemptRecord>) {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let (w, attempts) = self.status(id);
-            if ok(&w, &attempts) {
-                return (w, attempts);
-            }
-            assert!(Instant::now() < deadline, "timed out waiting for {what} of {id}: {w:?} {attempts:?}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn logs(&self, id: WorkloadId, attempt: u32) -> String {
-        self.ok(&["logs", &id.to_string(), "--attempt", &attempt.to_string()])
-    }
-}
+use std::path::PathBuf;
+use std::time::Duration;
 
 struct Setup {
     /// Dropped first: fails the test if anything it started outlives it.
@@ -158,7 +30,7 @@ struct Setup {
 
 impl Setup {
     fn cli(&self) -> Cli {
-        Cli { store: self.store.clone() }
+        Cli::new(&self.store)
     }
 
     /// Writes a spec pinned to the local provider that runs `script` with
@@ -224,7 +96,7 @@ fn setup_with(b_borrowing: Option<u32>) -> Setup {
     }
     let toml = format!("include_demo_fleet = false\ndefault_tenant = \"team-a\"\n\n{}", tables(b_borrowing));
     std::fs::write(store.join("canopy.toml"), toml).unwrap();
-    let cli = Cli { store: store.clone() };
+    let cli = Cli::new(&store);
     let fleet: serde_json::Value = serde_json::from_str(&cli.ok(&["fleet", "--nodes", "--json"])).unwrap();
     let cores = fleet
         .as_array()
@@ -267,15 +139,6 @@ fn last_step(logs: &str) -> u64 {
     logs.lines().filter_map(|l| l.strip_prefix("step ")?.parse().ok()).max().unwrap_or(0)
 }
 
-/// The live fleet as `GET /v1/fleet` on the store's socket shows it.
-fn live_fleet(store: &Path) -> serde_json::Value {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
-        let c = canopy::client::Client::for_store(store).unwrap();
-        c.get::<serde_json::Value>("/v1/fleet").await.unwrap()
-    })
-}
-
 fn events(cli: &Cli, id: WorkloadId) -> String {
     cli.ok(&["events", &id.to_string()])
 }
@@ -283,17 +146,17 @@ fn events(cli: &Cli, id: WorkloadId) -> String {
 #[test]
 fn an_owner_takes_its_pool_back_and_the_borrowed_work_resumes_from_its_checkpoint() {
     let s = setup();
-    let engine = Engine::start(&s.store, &s.scratch);
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
     let cli = s.cli();
     // team-b borrows the whole idle node (nominal 0: every core borrowed).
-    let borrower = cli.submit(
+    let borrower = cli.submit_with(
         &s.spec(
             "borrower",
             COUNTER,
             s.cores,
             "[checkpoint]\npath = \"/ckpt\"\n\n[retry]\nmax_attempts = 1\ninfra_retries = 1\n",
         ),
-        "team-b",
+        &["--tenant", "team-b"],
     );
     cli.wait(borrower, "it to run", |w, _| w.state == WorkloadState::Running);
     wait_for("the borrower to count", || last_step(&cli.logs(borrower, 1)) >= 3);
@@ -312,7 +175,7 @@ fn an_owner_takes_its_pool_back_and_the_borrowed_work_resumes_from_its_checkpoin
     );
 
     // team-a's work arrives: within its nominal quota, its node is full.
-    let owner = cli.submit(&s.spec("owner", OWNER, s.cores, ""), "team-a");
+    let owner = cli.submit_with(&s.spec("owner", OWNER, s.cores, ""), &["--tenant", "team-a"]);
     let (owner_rec, _) = cli.status(owner);
 
     // The borrower is told why, saves its step and is placed again.
@@ -396,24 +259,25 @@ fn an_owner_takes_its_pool_back_and_the_borrowed_work_resumes_from_its_checkpoin
 #[test]
 fn a_reclaim_cut_by_an_engine_restart_completes_once_within_the_promise() {
     let s = setup();
-    let engine = Engine::start(&s.store, &s.scratch);
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
     let cli = s.cli();
     let half = s.cores / 2.0;
     let ckpt = "[checkpoint]\npath = \"/ckpt\"\n\n[retry]\nmax_attempts = 1\ninfra_retries = 1\n";
     // Two borrowed workloads on half the node each; the one that started
     // first has more to lose, so the later one is the victim.
-    let keeper = cli.submit(&s.spec("keeper", COUNTER, half, ckpt), "team-b");
+    let keeper = cli.submit_with(&s.spec("keeper", COUNTER, half, ckpt), &["--tenant", "team-b"]);
     cli.wait(keeper, "it to run", |w, _| w.state == WorkloadState::Running);
     wait_for("the keeper to count", || last_step(&cli.logs(keeper, 1)) >= 15);
-    let victim = cli.submit(&s.spec("victim", &format!("SLOW=1\n{COUNTER}"), half, ckpt), "team-b");
+    let victim = cli
+        .submit_with(&s.spec("victim", &format!("SLOW=1\n{COUNTER}"), half, ckpt), &["--tenant", "team-b"]);
     cli.wait(victim, "it to run", |w, _| w.state == WorkloadState::Running);
     wait_for("the victim to count", || last_step(&cli.logs(victim, 1)) >= 3);
 
-    let owner = cli.submit(&s.spec("owner", OWNER, half, ""), "team-a");
+    let owner = cli.submit_with(&s.spec("owner", OWNER, half, ""), &["--tenant", "team-a"]);
     wait_for("the victim's SIGTERM", || s.mark("victim").contains("term "));
     engine.kill();
     std::thread::sleep(Duration::from_secs(4));
-    let engine = Engine::start(&s.store, &s.scratch);
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
 
     let (_, attempts) = cli.wait(victim, "the reclaim to end", |_, a| a[0].class.is_some());
     assert_eq!(attempts[0].rule.as_deref(), Some("canopy.reclaimed"), "{attempts:?}");
@@ -456,9 +320,9 @@ fn a_reclaim_cut_by_an_engine_restart_completes_once_within_the_promise() {
 #[test]
 fn a_tenant_at_its_limit_waits_until_an_admin_raises_it_and_the_change_survives_a_restart() {
     let s = setup_with(Some(0));
-    let engine = Engine::start(&s.store, &s.scratch);
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
     let cli = s.cli();
-    let id = cli.submit(&s.spec("owner", OWNER, s.cores / 2.0, ""), "team-b");
+    let id = cli.submit_with(&s.spec("owner", OWNER, s.cores / 2.0, ""), &["--tenant", "team-b"]);
     let (w, _) = cli.wait(id, "a reason", |w, _| w.reason.as_deref().is_some_and(|r| r.contains("team-b:")));
     let reason = w.reason.unwrap();
     assert!(
@@ -480,7 +344,7 @@ fn a_tenant_at_its_limit_waits_until_an_admin_raises_it_and_the_change_survives_
 
     // A restart keeps the admin's tables and the work running under them.
     engine.stop();
-    let engine = Engine::start(&s.store, &s.scratch);
+    let engine = Engine::start(&s.store, &s.scratch, &[]);
     let tenants = cli.ok(&["tenants"]);
     let b = tenants.lines().find(|l| l.starts_with("team-b")).unwrap_or_default();
     assert!(b.contains("any"), "team-b may borrow what the cohort lends, as applied: {tenants}");

@@ -113,11 +113,8 @@ pub fn live_usage(
     for a in attempts.iter().filter(|a| holding(a.state)) {
         let Some(w) = by_id.get(&a.id.workload) else { continue };
         let Some(t) = tenant_of(&w.tenant) else { continue };
-        let nodes = u64::from(w.spec.resources.nodes.max(1));
-        let amount = Amount::new(
-            u64::from(w.spec.resources.gpus) * nodes,
-            (w.spec.resources.cpu_cores * 1000.0).round() as u64 * nodes,
-        );
+        let r = &w.spec.resources;
+        let amount = Amount::taken(r.gpus, r.cpu_cores, u64::from(w.spec.nodes()));
         let pool = a.pool.split_once('/').map_or(a.pool.as_str(), |(_, p)| p).to_string();
         owned.push((t, a.provider.clone(), pool, amount));
     }

@@ -55,9 +55,7 @@ pub fn assign(jobs: &mut [Job], tenancy: &Tenancy) -> Result<(), String> {
 
 /// The amount a spec takes in all: its GPUs and CPU cores times its nodes.
 fn amount_of(spec: &Spec) -> Amount {
-    let r = &spec.resources;
-    let n = u64::from(spec.nodes().max(1));
-    Amount::new(u64::from(r.gpus) * n, (r.cpu_cores * 1000.0).round().max(0.0) as u64 * n)
+    Amount::taken(spec.resources.gpus, spec.resources.cpu_cores, u64::from(spec.nodes()))
 }
 
 /// The longest time each tenant was refused its nominal quota.

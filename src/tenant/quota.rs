@@ -34,6 +34,13 @@ impl Amount {
     pub fn new(gpus: u64, cpu_milli: u64) -> Self {
         Self { gpus, cpu_milli }
     }
+    /// What a request takes in all, the one rule for every tally: its
+    /// GPUs and CPU cores (in thousandths) per node, times its nodes (at
+    /// least one).
+    pub fn taken(gpus: u32, cpu_cores: f64, nodes: u64) -> Self {
+        let n = nodes.max(1);
+        Self::new(u64::from(gpus) * n, (cpu_cores * 1000.0).round().max(0.0) as u64 * n)
+    }
     pub fn is_zero(&self) -> bool {
         self.gpus == 0 && self.cpu_milli == 0
     }

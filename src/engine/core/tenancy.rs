@@ -95,8 +95,7 @@ impl QuotaBook {
 
 /// The amount a request takes in all: per node times nodes.
 fn amount_of(gpus: u32, cpu_cores: f64, nodes: usize) -> Amount {
-    let n = nodes.max(1) as u64;
-    Amount::new(u64::from(gpus) * n, (cpu_cores * 1000.0).round().max(0.0) as u64 * n)
+    Amount::taken(gpus, cpu_cores, nodes as u64)
 }
 
 /// The pools `tenant`'s quota rules out for a request of `want`, and the
