@@ -415,7 +415,7 @@ fn a_reload_takes_newer_rows_keeps_newer_ones_and_adds_no_event_twice() {
 
 #[test]
 fn the_audit_view_loads_once_and_lists_newest_first_without_duplicates() {
-    use canopy::console::app::{AUDIT_PAGE, AuditLoad};
+    use canopy::console::app::{AUDIT_PAGE, Load};
     use canopy::console::fixture::audit;
     use canopy::engine::handle::Link;
     let mut a = app(false);
@@ -430,7 +430,7 @@ fn the_audit_view_loads_once_and_lists_newest_first_without_duplicates() {
     assert_eq!(a.view, View::Audit);
     assert!(screen(&a).contains("loading"), "{}", screen(&a));
     a.update(Msg::Audit(Ok(trail.clone())));
-    assert_eq!(a.audit.load, AuditLoad::Loaded);
+    assert_eq!(a.audit.load, Load::Loaded);
     assert_eq!(a.model.audit.len(), trail.len(), "no record twice");
     let s = screen(&a);
     let row =

@@ -20,13 +20,14 @@ use crate::text::sanitize;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use std::collections::HashMap;
 
-pub use super::audit::{AUDIT_PAGE, Audit, AuditLoad};
+pub use super::audit::{AUDIT_PAGE, Audit};
 use super::derive::Choice;
 pub use super::derive::{ClassGroup, Derived, NameWidths, NodeGroup};
 pub use super::detail::Detail;
 pub use super::msg::{COLUMNS, Column, Effect, Msg, View};
-pub use super::tenants::{Tenants, TenantsLoad};
-pub use super::usage::{UsageLoad, UsageView};
+pub use super::poll::Load;
+pub use super::tenants::Tenants;
+pub use super::usage::UsageView;
 
 mod command;
 mod editing;

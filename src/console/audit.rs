@@ -11,28 +11,17 @@
 
 use super::model::Model;
 use super::msg::Effect;
+use super::poll::Load;
 use crate::engine::model::{AuditRecord, Millis};
 use crate::journal::AuditFilter;
 
 /// How many audit records one load asks for.
 pub const AUDIT_PAGE: usize = 500;
 
-/// Where the audit view's load from the engine stands.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum AuditLoad {
-    /// The view was never opened: only what arrived live is held.
-    #[default]
-    NotAsked,
-    Loading,
-    Loaded,
-    /// The engine would not give them (a viewer), or could not be reached.
-    Failed(String),
-}
-
 /// The audit view's loads.
 #[derive(Debug, Clone, Default)]
 pub struct Audit {
-    pub load: AuditLoad,
+    pub load: Load,
     /// What the load in flight asked for.
     in_flight: Option<AuditFilter>,
     /// The engine's part of the filter the held pages were asked with.
@@ -47,15 +36,15 @@ impl Audit {
     /// time (and again after a failed load).
     pub fn enter(&mut self, filter: &str) -> Vec<Effect> {
         match self.load {
-            AuditLoad::NotAsked | AuditLoad::Failed(_) => self.ask(server_part(filter)),
-            AuditLoad::Loading | AuditLoad::Loaded => Vec::new(),
+            Load::NotAsked | Load::Failed(_) => self.ask(server_part(filter)),
+            Load::Loading | Load::Loaded => Vec::new(),
         }
     }
 
     /// Loads the first page again (after a reconnection, or when the
     /// console fell behind), if the view loaded one.
     pub fn reload(&mut self, filter: &str) -> Vec<Effect> {
-        if self.load == AuditLoad::NotAsked {
+        if self.load == Load::NotAsked {
             return Vec::new();
         }
         // What was in flight may be lost with the connection.
@@ -68,7 +57,7 @@ impl Audit {
     /// again on the next visit, not on every key).
     pub fn filter_changed(&mut self, filter: &str) -> Vec<Effect> {
         let want = server_part(filter);
-        let loaded = matches!(self.load, AuditLoad::Loaded | AuditLoad::Loading);
+        let loaded = matches!(self.load, Load::Loaded | Load::Loading);
         if !loaded || self.asked.as_ref() == Some(&want) {
             return Vec::new();
         }
@@ -112,11 +101,11 @@ impl Audit {
                 // holding more than a page: no further page can pass it.
                 self.next_page = oldest.filter(|_| full && added > 0);
                 self.asked = asked.map(|f| AuditFilter { until: None, ..f });
-                self.load = AuditLoad::Loaded;
+                self.load = Load::Loaded;
             }
-            Err(e) => self.load = AuditLoad::Failed(e),
+            Err(e) => self.load = Load::Failed(e),
         }
-        if self.load == AuditLoad::Loaded { self.filter_changed(filter) } else { Vec::new() }
+        if self.load == Load::Loaded { self.filter_changed(filter) } else { Vec::new() }
     }
 
     fn ask(&mut self, f: AuditFilter) -> Vec<Effect> {
@@ -124,7 +113,7 @@ impl Audit {
             // Asked again when the answer comes (`answered`).
             return Vec::new();
         }
-        self.load = AuditLoad::Loading;
+        self.load = Load::Loading;
         self.in_flight = Some(f.clone());
         vec![Effect::LoadAudit(f)]
     }

@@ -37,6 +37,7 @@ pub mod keymap;
 pub mod logs;
 pub mod model;
 pub mod msg;
+pub mod poll;
 pub mod replay;
 pub mod run;
 pub mod spec_view;

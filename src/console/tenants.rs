@@ -11,6 +11,7 @@
 
 use super::model::Model;
 use super::msg::Effect;
+use super::poll::Poll;
 use crate::engine::model::{Millis, WorkloadState};
 use crate::server::tenants::TenantsView;
 use crate::tenant::usage::TenantUsage;
@@ -19,18 +20,6 @@ use crate::text::sanitize;
 
 /// How often the view asks again while it is shown.
 pub const REFRESH: i64 = 5_000;
-
-/// Where the tenants load stands.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum TenantsLoad {
-    #[default]
-    NotAsked,
-    Loading,
-    Loaded,
-    /// The engine would not give them, or could not be reached (a replay
-    /// has none to give).
-    Failed(String),
-}
 
 /// One row of the view: a tenant in a flavor, with what it lends and its
 /// owner's reclaims in flight.
@@ -59,15 +48,10 @@ impl TenantRow {
 /// The tenants view's loads and rows.
 #[derive(Debug, Clone, Default)]
 pub struct Tenants {
-    pub load: TenantsLoad,
+    pub poll: Poll,
     /// The last answer.
     pub view: Option<TenantsView>,
     pub rows: Vec<TenantRow>,
-    in_flight: bool,
-    /// Asked again when the answer in flight comes: the tables changed
-    /// after it was asked.
-    again: bool,
-    asked_at: Option<Millis>,
 }
 
 impl Tenants {
@@ -78,53 +62,33 @@ impl Tenants {
 
     /// Entering the view: the tenants now.
     pub fn enter(&mut self, now: Millis) -> Vec<Effect> {
-        self.ask(now)
+        effect(self.poll.ask(now))
     }
 
     /// While the view is shown: asks again every [`REFRESH`].
     pub fn due(&mut self, now: Millis) -> Vec<Effect> {
-        match self.asked_at {
-            Some(at) if now.0.saturating_sub(at.0) < REFRESH => Vec::new(),
-            _ => self.ask(now),
-        }
+        effect(self.poll.due(now, REFRESH))
     }
 
     /// The tables changed, or the link came back: asks again (after the
     /// load in flight, if one is).
     pub fn reload(&mut self, now: Millis) -> Vec<Effect> {
-        if self.in_flight {
-            self.again = true;
-            return Vec::new();
-        }
-        self.ask(now)
+        effect(self.poll.reload(now))
     }
 
     /// Takes the engine's answer; asks again if the tables changed
     /// meanwhile.
     pub fn answered(&mut self, got: Result<TenantsView, String>, now: Millis) -> Vec<Effect> {
-        self.in_flight = false;
-        match got {
-            Ok(v) => {
-                self.rows = rows(&v);
-                self.view = Some(v);
-                self.load = TenantsLoad::Loaded;
-            }
-            Err(e) => self.load = TenantsLoad::Failed(e),
-        }
-        if std::mem::take(&mut self.again) { self.ask(now) } else { Vec::new() }
+        let got = got.map(|v| {
+            self.rows = rows(&v);
+            self.view = Some(v);
+        });
+        effect(self.poll.answered(got, now))
     }
+}
 
-    fn ask(&mut self, now: Millis) -> Vec<Effect> {
-        self.asked_at = Some(now);
-        if self.in_flight {
-            return Vec::new();
-        }
-        self.in_flight = true;
-        if self.view.is_none() {
-            self.load = TenantsLoad::Loading;
-        }
-        vec![Effect::LoadTenants]
-    }
+fn effect(ask: bool) -> Vec<Effect> {
+    if ask { vec![Effect::LoadTenants] } else { Vec::new() }
 }
 
 /// The view's rows: each tenant in each flavor, with what it lent and its

@@ -10,6 +10,7 @@
 use super::component::{Component, Ctx, Outcome, step};
 use super::keymap::Intent;
 use super::msg::Effect;
+use super::poll::Poll;
 use crate::engine::model::Millis;
 use crate::usage::report::{By, DAY_MS, Line, Report};
 
@@ -19,31 +20,16 @@ pub const REFRESH: i64 = 30_000;
 /// The chart's days, today's included.
 pub const DAYS: i64 = 14;
 
-/// Where the usage load stands.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum UsageLoad {
-    #[default]
-    NotAsked,
-    Loading,
-    Loaded,
-    /// The engine would not give it, or could not be reached.
-    Failed(String),
-}
-
 /// The usage view's grouping, last report and selected group.
 #[derive(Debug, Clone, Default)]
 pub struct UsageView {
     /// The grouping asked for (the report shown may still be the
     /// previous one's until the answer comes: it carries its own).
     pub by: By,
-    pub load: UsageLoad,
+    pub poll: Poll,
     pub report: Option<Report>,
     /// The selected row: a group, or the total after the last group.
     pub sel: usize,
-    in_flight: bool,
-    /// Asked again when the answer in flight comes (the grouping changed).
-    again: bool,
-    asked_at: Option<Millis>,
 }
 
 impl UsageView {
@@ -56,43 +42,35 @@ impl UsageView {
 
     /// Entering the view: the report now.
     pub fn enter(&mut self, now: Millis) -> Vec<Effect> {
-        self.ask(now)
+        let ask = self.poll.ask(now);
+        self.effect(ask, now)
     }
 
     /// While the view is shown: asks again every [`REFRESH`].
     pub fn due(&mut self, now: Millis) -> Vec<Effect> {
-        match self.asked_at {
-            Some(at) if now.0.saturating_sub(at.0) < REFRESH => Vec::new(),
-            _ => self.ask(now),
-        }
+        let ask = self.poll.due(now, REFRESH);
+        self.effect(ask, now)
+    }
+
+    /// The grouping changed: asks again (after the load in flight).
+    pub fn reload(&mut self, now: Millis) -> Vec<Effect> {
+        let ask = self.poll.reload(now);
+        self.effect(ask, now)
     }
 
     /// Takes the engine's answer; asks again if the grouping changed
     /// meanwhile.
     pub fn answered(&mut self, got: Result<Report, String>, now: Millis) -> Vec<Effect> {
-        self.in_flight = false;
-        match got {
-            Ok(r) => {
-                self.sel = self.sel.min(r.groups.len());
-                self.report = Some(r);
-                self.load = UsageLoad::Loaded;
-            }
-            Err(e) => self.load = UsageLoad::Failed(e),
-        }
-        if std::mem::take(&mut self.again) { self.ask(now) } else { Vec::new() }
+        let got = got.map(|r| {
+            self.sel = self.sel.min(r.groups.len());
+            self.report = Some(r);
+        });
+        let ask = self.poll.answered(got, now);
+        self.effect(ask, now)
     }
 
-    fn ask(&mut self, now: Millis) -> Vec<Effect> {
-        self.asked_at = Some(now);
-        if self.in_flight {
-            self.again = true;
-            return Vec::new();
-        }
-        self.in_flight = true;
-        if self.report.is_none() {
-            self.load = UsageLoad::Loading;
-        }
-        vec![Effect::LoadUsage(self.path(now))]
+    fn effect(&self, ask: bool, now: Millis) -> Vec<Effect> {
+        if ask { vec![Effect::LoadUsage(self.path(now))] } else { Vec::new() }
     }
 
     /// The selected row's line and its name (`TOTAL` for the total).
@@ -128,7 +106,7 @@ impl Component for UsageView {
             let i = By::ALL.iter().position(|b| *b == self.by).unwrap_or(0);
             self.by = By::ALL[(i + 1) % By::ALL.len()];
             self.sel = 0;
-            let mut fx = self.ask(ctx.now);
+            let mut fx = self.reload(ctx.now);
             if ctx.replay {
                 fx.clear();
             }
@@ -162,6 +140,7 @@ pub fn split(l: &Line) -> [(&'static str, u64, &'static str); 6] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::console::poll::Load;
 
     #[test]
     fn asks_once_at_a_time_from_midnight_and_again_after_a_new_grouping() {
@@ -172,12 +151,12 @@ mod tests {
         assert!(matches!(&fx[..], [Effect::LoadUsage(p)] if *p == want), "{fx:?}");
         assert!(u.due(Millis(now.0 + 1_000)).is_empty(), "one in flight");
         u.by = By::Owner;
-        assert!(u.ask(Millis(now.0 + 2_000)).is_empty(), "asked again when it answers");
+        assert!(u.reload(Millis(now.0 + 2_000)).is_empty(), "asked again when it answers");
         let fx = u.answered(Err("gone".into()), Millis(now.0 + 3_000));
         assert!(matches!(&fx[..], [Effect::LoadUsage(p)] if p.contains("by=owner")), "{fx:?}");
-        assert_eq!(u.load, UsageLoad::Loading, "asked again by owner");
+        assert_eq!(u.poll.load, Load::Loading, "asked again by owner");
         assert!(u.answered(Err("gone".into()), Millis(now.0 + 3_500)).is_empty());
-        assert_eq!(u.load, UsageLoad::Failed("gone".into()));
+        assert_eq!(u.poll.load, Load::Failed("gone".into()));
         assert!(u.due(Millis(now.0 + 4_000)).is_empty(), "not yet due");
         assert_eq!(u.due(Millis(now.0 + 3_000 + REFRESH)).len(), 1);
     }

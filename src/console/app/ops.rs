@@ -8,12 +8,10 @@
 
 use super::App;
 use crate::console::action::{self, Op};
-use crate::console::audit::AuditLoad;
 use crate::console::detail::Detail;
 use crate::console::logs::Logs;
 use crate::console::msg::{Effect, View};
-use crate::console::tenants::TenantsLoad;
-use crate::console::usage::UsageLoad;
+use crate::console::poll::Load;
 use crate::engine::model::WorkloadId;
 
 impl App {
@@ -22,8 +20,7 @@ impl App {
     /// arrive live, and older ones page in. A replay has no audit trail.
     pub(super) fn enter_audit(&mut self) -> Vec<Effect> {
         if self.replay.is_some() {
-            self.audit.load =
-                AuditLoad::Failed("a replay has no audit trail: the simulator records none".into());
+            self.audit.load = Load::Failed("a replay has no audit trail: the simulator records none".into());
             return Vec::new();
         }
         let filter = self.filter(View::Audit).to_string();
@@ -33,8 +30,8 @@ impl App {
     /// Entering the tenants view: the tenants now (a replay has none).
     pub(super) fn enter_tenants(&mut self) -> Vec<Effect> {
         if self.replay.is_some() {
-            self.tenants.load =
-                TenantsLoad::Failed("a replay shows no tenants: the simulator reports them itself".into());
+            self.tenants.poll.load =
+                Load::Failed("a replay shows no tenants: the simulator reports them itself".into());
             return Vec::new();
         }
         self.tenants.enter(self.now)
@@ -44,8 +41,8 @@ impl App {
     /// sim` prints the run's ledger itself).
     pub(super) fn enter_usage(&mut self) -> Vec<Effect> {
         if self.replay.is_some() {
-            self.usage.load =
-                UsageLoad::Failed("a replay has no usage report: canopy sim prints the run's ledger".into());
+            self.usage.poll.load =
+                Load::Failed("a replay has no usage report: canopy sim prints the run's ledger".into());
             return Vec::new();
         }
         self.usage.enter(self.now)

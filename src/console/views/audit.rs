@@ -9,7 +9,7 @@
 //! left to page in (the end of the list loads them).
 
 use super::{block, marker, window};
-use crate::console::app::{App, AuditLoad, View};
+use crate::console::app::{App, Load, View};
 use crate::console::fit::{self, Col, width_upto};
 use crate::console::logs::clock;
 use crate::console::theme::Theme;
@@ -37,12 +37,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     }
     if app.audit.paging() {
         title.push_str(" loading older…");
-    } else if app.audit.load == AuditLoad::Loading {
+    } else if app.audit.load == Load::Loading {
         title.push_str(" loading…");
     } else if app.audit.next_page.is_some() {
         title.push_str(" (older: G)");
     }
-    if let AuditLoad::Failed(e) = &app.audit.load {
+    if let Load::Failed(e) = &app.audit.load {
         let mut lines =
             vec![Line::from(Span::styled(format!("✗ cannot load the audit trail: {}", sanitize(e)), t.bad))];
         if app.replay.is_none() {
@@ -55,7 +55,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     if rows.is_empty() {
         let why = match (flt, &app.audit.load) {
             (Some(_), _) => "no audit record matches the filter (esc clears it)",
-            (None, AuditLoad::Loading) => "loading the audit trail…",
+            (None, Load::Loading) => "loading the audit trail…",
             (None, _) => "no audit records yet: submit, cancel, retry, cordon, drain and tokens leave one",
         };
         let p = Paragraph::new(Line::from(Span::styled(why, t.dim)))

@@ -10,7 +10,7 @@
 //! and cohort names are an admin's choice: drawn sanitized.
 
 use super::{block, marker, window};
-use crate::console::app::{App, TenantsLoad, View};
+use crate::console::app::{App, Load, View};
 use crate::console::fit::{self, Col};
 use crate::console::logs::clock;
 use crate::console::tenants::{TenantRow, binds, num};
@@ -34,8 +34,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         f.render_widget(p, area);
     };
     let Some(v) = app.tenants.view.as_ref() else {
-        let line = match &app.tenants.load {
-            TenantsLoad::Failed(e) => {
+        let line = match &app.tenants.poll.load {
+            Load::Failed(e) => {
                 let again = if app.replay.is_none() { "; 8 (or :tenants) tries again" } else { "" };
                 Line::from(Span::styled(format!("✗ cannot load the tenants: {}{again}", sanitize(e)), t.bad))
             }
@@ -56,7 +56,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             title.push_str(&format!(" at {}", clock(at, app.config.utc_offset_s)));
         }
     }
-    if let TenantsLoad::Failed(e) = &app.tenants.load {
+    if let Load::Failed(e) = &app.tenants.poll.load {
         title.push_str(&format!(" · stale: {}", sanitize(e)));
     }
     if rows.is_empty() {

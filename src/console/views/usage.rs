@@ -9,7 +9,7 @@
 //! user's choice: drawn sanitized.
 
 use super::{block, marker, window};
-use crate::console::app::{App, UsageLoad};
+use crate::console::app::{App, Load};
 use crate::console::fit::{self, Col};
 use crate::console::usage::split;
 use crate::providers::sim::signature::iso_utc;
@@ -27,8 +27,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.config.theme;
     let u = &app.usage;
     let Some(r) = u.report.as_ref() else {
-        let line = match &u.load {
-            UsageLoad::Failed(e) => {
+        let line = match &u.poll.load {
+            Load::Failed(e) => {
                 let again = if app.replay.is_none() { "; 9 (or :usage) tries again" } else { "" };
                 Line::from(Span::styled(format!("✗ cannot load the usage: {}{again}", sanitize(e)), t.bad))
             }
@@ -58,7 +58,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     if u.by != r.by {
         title.push_str(&format!(" · loading by {}…", u.by.as_str()));
     }
-    if let UsageLoad::Failed(e) = &u.load {
+    if let Load::Failed(e) = &u.poll.load {
         title.push_str(&format!(" · stale: {}", sanitize(e)));
     }
     f.render_widget(table(app, r, table_area, title), table_area);
