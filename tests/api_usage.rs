@@ -9,6 +9,7 @@ use api_support::{Api, Who};
 use canopy::providers::sim::SimConfig;
 use canopy::server::ServerOptions;
 use serde_json::Value;
+use std::collections::BTreeSet;
 
 const TENANTS: &str = r#"
 default_tenant = "team-a"
@@ -150,6 +151,15 @@ async fn groups_sum_to_the_total_and_a_tenant_counts_only_its_own() {
     }
     let r = api.get(Who::Owner, "/v1/usage?per_day=true").await.expect(400);
     assert!(r.text.contains("give since"), "{}", r.text);
+    // A tenant's viewer's days are its own tenant's, as its window is.
+    let d = api.get(Who::Token(&b_view), "/v1/usage?since=2d&per_day=true&by=user").await.expect(200);
+    assert!(!d.text.contains("team-a") && !d.text.contains("a-sub"), "{}", d.text);
+    let days = d.json()["days"].as_array().unwrap().clone();
+    let keys_seen: BTreeSet<String> = days
+        .iter()
+        .flat_map(|x| x["groups"].as_array().unwrap().iter().map(|g| g["key"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(keys_seen, BTreeSet::from(["b-sub".to_string()]), "{}", d.text);
 
     // Mistakes are 400s that name the parameter.
     let r = api.get(Who::Owner, "/v1/usage?by=colour").await.expect(400);
