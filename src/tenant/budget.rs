@@ -159,18 +159,12 @@ impl Budget {
     /// The fraction of the budget spent (the larger of its two limits'),
     /// 0 when it has no limit.
     pub fn fraction(&self, s: Spend) -> f64 {
-        let f = |have: u64, limit: Option<u64>| match limit {
-            Some(0) => {
-                if have > 0 {
-                    f64::INFINITY
-                } else {
-                    1.0
-                }
-            }
-            Some(l) => have as f64 / l as f64,
-            None => 0.0,
-        };
-        f(s.micro_usd, self.micro_usd).max(f(s.gpu_ms, self.gpu_ms))
+        fraction(s, self.micro_usd, self.gpu_ms)
+    }
+
+    /// "$120.00 of $5,000.00" / "10.0 of 2000 GPU-h", both when both.
+    pub fn spent_text(&self, spent: Spend) -> String {
+        spent_text(spent, self.micro_usd, self.gpu_ms)
     }
 
     /// Whether `spent` has reached a limit.
@@ -242,22 +236,35 @@ pub struct Standing {
 impl Standing {
     /// The larger of its limits' spent fractions.
     pub fn fraction(&self) -> f64 {
-        let f =
-            |have: u64, l: Option<u64>| l.map_or(0.0, |l| if l == 0 { 1.0 } else { have as f64 / l as f64 });
-        f(self.spent.micro_usd, self.limit_micro_usd).max(f(self.spent.gpu_ms, self.limit_gpu_ms))
+        fraction(self.spent, self.limit_micro_usd, self.limit_gpu_ms)
     }
 
     /// "$120.00 of $5,000.00" / "10.0 of 2000 GPU-h", both when both.
     pub fn spent_text(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(l) = self.limit_micro_usd {
-            parts.push(format!("{} of {}", usd(self.spent.micro_usd), usd(l)));
-        }
-        if let Some(l) = self.limit_gpu_ms {
-            parts.push(format!("{} of {}", gpu_hours(self.spent.gpu_ms), gpu_hours(l)));
-        }
-        parts.join(", ")
+        spent_text(self.spent, self.limit_micro_usd, self.limit_gpu_ms)
     }
+}
+
+/// The larger of the limits' spent fractions, 0 without a limit; a zero
+/// limit counts as spent (1) from the start.
+fn fraction(s: Spend, micro_usd: Option<u64>, gpu_ms: Option<u64>) -> f64 {
+    let f = |have: u64, limit: Option<u64>| match limit {
+        Some(0) => 1.0,
+        Some(l) => have as f64 / l as f64,
+        None => 0.0,
+    };
+    f(s.micro_usd, micro_usd).max(f(s.gpu_ms, gpu_ms))
+}
+
+fn spent_text(spent: Spend, micro_usd: Option<u64>, gpu_ms: Option<u64>) -> String {
+    let mut parts = Vec::new();
+    if let Some(l) = micro_usd {
+        parts.push(format!("{} of {}", usd(spent.micro_usd), usd(l)));
+    }
+    if let Some(l) = gpu_ms {
+        parts.push(format!("{} of {}", gpu_hours(spent.gpu_ms), gpu_hours(l)));
+    }
+    parts.join(", ")
 }
 
 /// The `[start, end)` of the `period` containing `now`, in zone `tz`.

@@ -286,7 +286,8 @@ impl Core {
             self.budget_book.history.pop_front();
         }
         for bi in touched {
-            self.budget_alert(bi, Some(id), now);
+            let spent = self.budget_spent(bi, now);
+            self.budget_alert(bi, Some(id), spent, now);
             self.release_budget_holds(Some(bi));
         }
     }
@@ -299,12 +300,13 @@ impl Core {
         }
         self.roll_periods(now);
         for bi in 0..self.budgets().len() {
-            self.budget_alert(bi, None, now);
+            let spent = self.budget_spent(bi, now);
+            self.budget_alert(bi, None, spent, now);
             let b = &self.tenancy.budgets[bi];
-            if !b.hard || !b.spent_out(self.budget_spent(bi, now)) {
+            if !b.hard || !b.spent_out(spent) {
                 continue;
             }
-            let (name, text) = (b.name.clone(), self.budget_standing(bi, now).spent_text());
+            let (name, text) = (b.name.clone(), b.spent_text(spent));
             let stop: Vec<WorkloadId> = self
                 .counted_live(bi)
                 .filter(|e| e.live.as_ref().is_some_and(|l| l.terminating.is_none()))
@@ -317,12 +319,12 @@ impl Core {
         }
     }
 
-    /// Raises budget `bi`'s 80 % or 100 % event when its spend passed it
-    /// this period, on `on` (else on a workload it counts that is live).
-    fn budget_alert(&mut self, bi: usize, on: Option<WorkloadId>, now: Millis) {
+    /// Raises budget `bi`'s 80 % or 100 % event when its spend (`spent`
+    /// at `now`) passed it this period, on `on` (else on a workload it
+    /// counts that is live).
+    fn budget_alert(&mut self, bi: usize, on: Option<WorkloadId>, spent: Spend, now: Millis) {
         let st = self.budget_book.state[bi];
-        let standing = self.budget_standing(bi, now);
-        let lv = level(standing.fraction());
+        let lv = level(self.tenancy.budgets[bi].fraction(spent));
         if lv <= st.alerted {
             return;
         }
@@ -343,7 +345,7 @@ impl Core {
             b.name,
             b.scope,
             b.period.as_str(),
-            standing.spent_text()
+            b.spent_text(spent)
         );
         self.event(now, id, None, EventKind::Budget, msg);
     }
