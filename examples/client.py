@@ -8,9 +8,16 @@ the first file among them.
     canopy serve --listen 127.0.0.1:7878          # on the server
     canopy token create --name ci --role submitter # prints the token once
 
-    export CANOPY_URL=http://127.0.0.1:7878
+    export CANOPY_SERVER=http://127.0.0.1:7878     # what the CLI reads too
     export CANOPY_TOKEN=canopy_...
     python3 examples/client.py assets/specs/hello.toml --out ./downloads
+
+A webhook receiver checks each delivery's signature the same way this
+does (the secret is the one the server's admin shares; see the README's
+"Webhooks"):
+
+    export CANOPY_WEBHOOK_SECRET=...
+    python3 examples/client.py verify-webhook "$CANOPY_SIGNATURE_HEADER" body.json
 
 The submit carries an Idempotency-Key (a fresh one unless --key is
 given): if the answer is lost and the script is run again with the same
@@ -23,6 +30,7 @@ cancelled, 2 when the server refused a request or could not be reached.
 
 import argparse
 import hashlib
+import hmac
 import json
 import os
 import sys
@@ -33,6 +41,26 @@ import urllib.request
 import uuid
 
 FINAL = {"succeeded", "failed", "cancelled"}
+
+
+def verify_webhook(header, secret, body, now=None, tolerance=300):
+    """Whether a delivery's Canopy-Signature header (t=<unix s>,v1=<hex>)
+    signs body (bytes) under secret (bytes), made at most tolerance
+    seconds from now. HMAC-SHA256 over b"<t>." + body; several v1 values
+    (a secret being rotated) may be given; compared in constant time."""
+    t, sigs = None, []
+    for part in header.split(","):
+        k, _, v = part.strip().partition("=")
+        if k == "t":
+            t = v
+        elif k == "v1":
+            sigs.append(v)
+    if t is None or not t.lstrip("-").isdigit() or not sigs:
+        return False
+    if abs((time.time() if now is None else now) - int(t)) > tolerance:
+        return False
+    want = hmac.new(secret, t.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return any(hmac.compare_digest(want, s) for s in sigs)
 
 
 def record(view):
@@ -131,16 +159,40 @@ class Canopy:
         return path
 
 
+def verify_main(argv):
+    """verify-webhook HEADER BODY_FILE: exit 0 when the signature holds."""
+    p = argparse.ArgumentParser(prog="client.py verify-webhook", description="Check a webhook delivery's signature.")
+    p.add_argument("header", help="the Canopy-Signature header's value")
+    p.add_argument("body", help="the delivery's body, as received (a file)")
+    args = p.parse_args(argv)
+    secret = os.environ.get("CANOPY_WEBHOOK_SECRET")
+    if not secret:
+        print("error: set CANOPY_WEBHOOK_SECRET to the secret the server signs with", file=sys.stderr)
+        return 2
+    with open(args.body, "rb") as f:
+        body = f.read()
+    if verify_webhook(args.header, secret.encode(), body):
+        print("signature ok")
+        return 0
+    print("signature does not verify", file=sys.stderr)
+    return 1
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["verify-webhook"]:
+        return verify_main(argv[1:])
     p = argparse.ArgumentParser(description="Submit a Canopy workload and follow it to the end.")
     p.add_argument("spec", help="the workload spec (TOML); '-' reads standard input")
     p.add_argument("--key", help="the Idempotency-Key (default: a fresh one)")
     p.add_argument("--out", default=".", help="where to download the first file artifact (default: .)")
     args = p.parse_args(argv)
 
-    base = os.environ.get("CANOPY_URL")
+    # CANOPY_SERVER is what the canopy CLI reads; CANOPY_URL is this
+    # example's older name for it.
+    base = os.environ.get("CANOPY_SERVER") or os.environ.get("CANOPY_URL")
     if not base:
-        print("error: set CANOPY_URL (e.g. http://127.0.0.1:7878) and CANOPY_TOKEN", file=sys.stderr)
+        print("error: set CANOPY_SERVER (e.g. http://127.0.0.1:7878) and CANOPY_TOKEN", file=sys.stderr)
         return 2
     api = Canopy(base, os.environ.get("CANOPY_TOKEN"))
     spec = sys.stdin.read() if args.spec == "-" else open(args.spec, encoding="utf-8").read()
