@@ -13,7 +13,7 @@ use canopy::console::app::{App, Config, Effect, Msg, View};
 use canopy::console::fixture::{NOW, model};
 use canopy::console::model::Model;
 use canopy::console::views;
-use canopy::engine::core::{Event, Reply};
+use canopy::engine::core::Event;
 use canopy::engine::handle::FleetStatus;
 use canopy::engine::model::*;
 use canopy::failure::ProviderEnd;
@@ -55,20 +55,7 @@ fn tenancy() -> Tenancy {
 fn submit_for(w: &mut World, tenant: &str, gpus: u32) -> WorkloadId {
     let mut spec = job_spec(gpus, "");
     spec.runtime.stop_grace = Some(canopy::units::HumanDuration::from_secs(120));
-    let out = w.send(Event::Submit {
-        request: 7,
-        spec: Box::new(spec.clone()),
-        spec_hash: spec.content_hash(),
-        idempotency_key: None,
-        by: None,
-        tenant: Some(tenant.into()),
-    });
-    out.into_iter()
-        .find_map(|a| match a {
-            canopy::engine::core::Action::Reply { reply: Reply::Submitted { id, .. }, .. } => Some(id),
-            _ => None,
-        })
-        .expect("submitted")
+    w.submit_for(&spec, tenant, None)
 }
 
 fn start_running(w: &mut World, id: WorkloadId) -> AttemptId {

@@ -12,7 +12,7 @@ mod common;
 use canopy::console::app::{App, Config, Effect, Msg};
 use canopy::console::model::Model;
 use canopy::console::views;
-use canopy::engine::core::{Event, Reply};
+use canopy::engine::core::Event;
 use canopy::engine::handle::FleetStatus;
 use canopy::engine::model::*;
 use canopy::failure::ProviderEnd;
@@ -51,21 +51,7 @@ fn tenancy() -> Tenancy {
 }
 
 fn submit_for(w: &mut World, tenant: &str, gpus: u32, extra: &str) -> WorkloadId {
-    let spec = job_spec(gpus, extra);
-    let out = w.send(Event::Submit {
-        request: 7,
-        spec: Box::new(spec.clone()),
-        spec_hash: spec.content_hash(),
-        idempotency_key: None,
-        by: None,
-        tenant: Some(tenant.into()),
-    });
-    out.into_iter()
-        .find_map(|a| match a {
-            canopy::engine::core::Action::Reply { reply: Reply::Submitted { id, .. }, .. } => Some(id),
-            _ => None,
-        })
-        .expect("submitted")
+    w.submit_for(&job_spec(gpus, extra), tenant, None)
 }
 
 fn start_running(w: &mut World, id: WorkloadId) -> AttemptId {

@@ -8,7 +8,7 @@
 
 mod common;
 
-use canopy::engine::core::{Action, Closed, Event, Reply};
+use canopy::engine::core::{Closed, Event};
 use canopy::engine::model::*;
 use canopy::failure::{FailureClass, ProviderEnd};
 use canopy::tenant::{Tenancy, TenancyDoc};
@@ -31,21 +31,7 @@ fn world(budgets: &str) -> World {
 }
 
 fn submit(w: &mut World, tenant: &str, by: &str, extra: &str) -> WorkloadId {
-    let spec = job_spec(1, extra);
-    let out = w.send(Event::Submit {
-        request: 1,
-        spec: Box::new(spec.clone()),
-        spec_hash: spec.content_hash(),
-        idempotency_key: None,
-        by: Some(by.into()),
-        tenant: Some(tenant.into()),
-    });
-    out.into_iter()
-        .find_map(|a| match a {
-            Action::Reply { reply: Reply::Submitted { id, .. }, .. } => Some(id),
-            _ => None,
-        })
-        .expect("submitted")
+    w.submit_for(&job_spec(1, extra), tenant, Some(by))
 }
 
 fn budget_events(w: &World) -> Vec<String> {

@@ -42,26 +42,9 @@ fn world(b_borrowing: u32) -> World {
 }
 
 fn submit_for(w: &mut World, tenant: &str, gpus: u32) -> WorkloadId {
-    let spec = job_spec(gpus, "");
-    let spec = {
-        let mut s = spec;
-        s.runtime.stop_grace = Some(canopy::units::HumanDuration::from_secs(120));
-        s
-    };
-    let out = w.send(Event::Submit {
-        request: 7,
-        spec: Box::new(spec.clone()),
-        spec_hash: spec.content_hash(),
-        idempotency_key: None,
-        by: None,
-        tenant: Some(tenant.into()),
-    });
-    out.into_iter()
-        .find_map(|a| match a {
-            canopy::engine::core::Action::Reply { reply: Reply::Submitted { id, .. }, .. } => Some(id),
-            _ => None,
-        })
-        .expect("submitted")
+    let mut spec = job_spec(gpus, "");
+    spec.runtime.stop_grace = Some(canopy::units::HumanDuration::from_secs(120));
+    w.submit_for(&spec, tenant, None)
 }
 
 /// Starts `id`'s placed attempt running; its attempt and node.

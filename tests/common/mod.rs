@@ -134,6 +134,27 @@ impl World {
             .expect("a reply to the submit")
     }
 
+    /// Submits `spec` for `tenant`, by `by` (a token's name), as the API
+    /// hands it on; the new workload.
+    pub fn submit_for(&mut self, spec: &Spec, tenant: &str, by: Option<&str>) -> WorkloadId {
+        let e = Event::Submit {
+            request: 1,
+            spec: Box::new(spec.clone()),
+            spec_hash: spec.content_hash(),
+            idempotency_key: None,
+            by: by.map(Into::into),
+            tenant: Some(tenant.into()),
+        };
+        match self
+            .send(e)
+            .into_iter()
+            .find_map(|a| if let Action::Reply { reply, .. } = a { Some(reply) } else { None })
+        {
+            Some(Reply::Submitted { id, .. }) => id,
+            other => panic!("no submit reply: {other:?}"),
+        }
+    }
+
     /// Submits [`job_spec`]`(gpus, extra)`; the new workload.
     pub fn submit_job(&mut self, gpus: u32, extra: &str) -> WorkloadId {
         match self.submit_spec(&job_spec(gpus, extra), None) {
