@@ -48,6 +48,7 @@ pub(crate) fn class_checks(
     fail: &mut impl FnMut(Filter) -> ControlFlow<()>,
 ) -> ControlFlow<()> {
     check(has_all(caps, &req.capabilities), Filter::Capability, fail)?;
+    check(!req.image || crate::fleet::runs_images(caps), Filter::Image, fail)?;
     if req.wants_gpus() {
         check(shape.gpus_per_node >= req.gpus, Filter::GpuCount, fail)?;
         let acc = shape.accelerator.as_ref();

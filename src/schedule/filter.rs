@@ -24,6 +24,9 @@ pub enum Filter {
     Interruptible,
     /// The pool lacks a required capability tag.
     Capability,
+    /// The workload has `runtime.image` and the pool does not run
+    /// container images.
+    Image,
     /// A node has fewer GPUs than requested (multi-GPU work needs one node).
     GpuCount,
     Vendor,
@@ -79,12 +82,13 @@ pub enum Filter {
 
 impl Filter {
     /// Every filter, in evaluation order.
-    pub const ALL: [Filter; 36] = [
+    pub const ALL: [Filter; 37] = [
         Filter::Provider,
         Filter::Region,
         Filter::Compliance,
         Filter::Interruptible,
         Filter::Capability,
+        Filter::Image,
         Filter::GpuCount,
         Filter::Vendor,
         Filter::Family,
@@ -168,6 +172,7 @@ impl Filter {
             Filter::Compliance => format!("missing compliance [{}]", req.compliance.join(", ")),
             Filter::Interruptible => "interruptible (spot) not allowed".into(),
             Filter::Capability => format!("missing capability [{}]", req.capabilities.join(", ")),
+            Filter::Image => "does not run container images".into(),
             Filter::GpuCount => format!("fewer than {} GPU{} per node", req.gpus, plural(req.gpus as usize)),
             Filter::Vendor => match req.vendor {
                 Some(v) => format!("vendor not {v}"),
@@ -251,6 +256,7 @@ impl Filter {
             Filter::Compliance => "compliance",
             Filter::Interruptible => "interruptible",
             Filter::Capability => "capability",
+            Filter::Image => "image",
             Filter::GpuCount => "gpu-count",
             Filter::Vendor => "vendor",
             Filter::Family => "family",

@@ -142,6 +142,41 @@ pub async fn submit(r: &Running, spec: Spec) -> WorkloadId {
     }
 }
 
+/// Waits until the engine's fleet holds pools of `provider` (its first
+/// inventory is in), so that what is judged at submit sees them.
+pub async fn wait_for_pools(r: &Running, provider: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let has = r.handle.status().borrow().as_ref().is_some_and(|s| {
+            let f = &s.fleet;
+            f.providers.iter().any(|p| p.name == provider && !p.pools.is_empty())
+        });
+        if has {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no pools of {provider} in the engine's fleet");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Submits `spec` and expects it refused as unschedulable; the message.
+pub async fn refused_at_submit(r: &Running, spec: Spec) -> String {
+    match r.handle.command(Command::Submit { spec: Box::new(spec), idempotency_key: None }).await {
+        CommandResult::Error { code: canopy::engine::command::Refusal::Unschedulable, message } => message,
+        other => panic!("expected a refusal at submit, got {other:?}"),
+    }
+}
+
+/// A spec with `runtime.image`, allowed only on `provider`.
+pub fn image_spec(name: &str, provider: &str) -> Spec {
+    spec(serde_json::json!({
+        "name": name,
+        "runtime": { "image": "localhost/canopy-test:latest", "command": ["true"] },
+        "resources": { "cpu_cores": 0.1, "memory_gb": 0.1 },
+        "constraints": { "providers": [provider] },
+    }))
+}
+
 pub fn journal(root: &Path) -> Journal {
     Journal::open(&Home::new(root.join("home")).store()).unwrap()
 }

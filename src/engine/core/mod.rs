@@ -153,6 +153,12 @@ impl Entry {
 /// The purpose tag of the token-nonce stream.
 const NONCE_STREAM: &str = "token-nonce";
 
+/// What a refused image spec is told when no pool of the fleet runs
+/// container images (the scheduler's `image` filter).
+const NO_IMAGE_POOL: &str = "runtime.image needs a pool that runs container images: the local provider \
+     with a working podman or docker (scripts/containers/setup.sh sets one up), or a kubernetes or cloud \
+     provider; Slurm and Ray pools do not run images. Drop runtime.image to run the command as a plain process";
+
 /// 64 bits from the OS for the nonce stream; without OS randomness, the
 /// clock and pid still separate stores and restarts (never a constant).
 fn os_seed() -> u64 {
@@ -666,7 +672,10 @@ impl Core {
         let req = crate::schedule::Requirements::from_spec(spec);
         match crate::schedule::place(&req, ideal, &crate::schedule::Policy::default()) {
             crate::schedule::Decision::Placed(_) => None,
-            crate::schedule::Decision::Unschedulable(ex) => Some(ex.to_string()),
+            crate::schedule::Decision::Unschedulable(ex) => {
+                let images = ex.reasons.iter().any(|r| r.filter == crate::schedule::Filter::Image);
+                Some(if images { format!("{ex}\n{NO_IMAGE_POOL}") } else { ex.to_string() })
+            }
         }
     }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 pub const POOL: &str = "host";
 pub const REGION: &str = "local";
-pub const CONTAINER_TAG: &str = "container-runtime";
+pub use crate::fleet::CONTAINER_TAG;
 
 /// One GPU as `nvidia-smi` lists it.
 #[derive(Debug, Clone, PartialEq)]

@@ -675,7 +675,13 @@ impl Provider for SshProvider {
                 shape: pool_shape(&shapes),
                 price_per_hour: p.price_per_hour,
                 startup: Duration::from_secs(2),
-                capabilities: p.capabilities.clone(),
+                // SSH hosts run processes only: never offered for images.
+                capabilities: p
+                    .capabilities
+                    .iter()
+                    .filter(|c| *c != crate::fleet::CONTAINER_TAG)
+                    .cloned()
+                    .collect(),
                 compliance: Vec::new(),
                 reserved: true,
                 interruptible: !p.windows.is_always(),
