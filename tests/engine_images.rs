@@ -10,7 +10,10 @@ mod common;
 use canopy::engine::command::Refusal;
 use canopy::engine::core::Reply;
 use canopy::engine::model::*;
-use canopy::fleet::{CONTAINER_TAG, Fleet, FleetBuilder, Lifecycle, NodeDef, PoolDef, ProviderKind, Shape};
+use canopy::fleet::{
+    CONTAINER_MEMORY_UNENFORCED_TAG, CONTAINER_TAG, Fleet, FleetBuilder, Lifecycle, NodeDef, PoolDef,
+    ProviderKind, Shape,
+};
 use canopy::health::HealthView;
 use canopy::schedule::{Decision, Filter, Policy, Requirements, Snapshot, place};
 use common::{World, gpu_pool, toml_spec};
@@ -101,6 +104,31 @@ fn an_image_goes_to_the_pool_that_runs_images_and_the_others_are_ruled_out_by_na
     w.end(a1, canopy::failure::ProviderEnd::Exited { code: 0 }, &[]);
     w.advance(1.0);
     assert_eq!(w.launched(second), Some("l1"));
+}
+
+/// The only host that runs images has a rootless engine on cgroup v1,
+/// which cannot hold a container to its memory limit: the image is refused
+/// at submit with that reason and what to do, never run unlimited.
+#[test]
+fn an_image_is_refused_where_the_only_engine_cannot_enforce_its_memory_limit() {
+    let mut b = FleetBuilder::new();
+    b.provider("local", ProviderKind::Local, None).unwrap();
+    let mut host = cpu_pool("host", 4.0, 0.0);
+    host.capabilities = vec![CONTAINER_TAG.into(), CONTAINER_MEMORY_UNENFORCED_TAG.into()];
+    b.pool(host, vec![NodeDef::idle("l1")]).unwrap();
+    let mut w = World::new(b.build());
+    match w.submit_spec(&spec("etl", Some("localhost/etl:1")), None) {
+        Reply::Error { code: Refusal::Unschedulable, message } => {
+            assert!(message.contains("cannot hold a container to its memory limit"), "{message}");
+            assert!(message.contains("rootless on cgroup v1"), "{message}");
+            assert!(message.contains("run the engine as root"), "{message}");
+        }
+        other => panic!("an image was accepted where its memory limit cannot hold: {other:?}"),
+    }
+    assert_eq!(w.launch_log().count(), 0);
+    // Plain work runs there.
+    let plain = submit(&mut w, "plain", None);
+    assert_eq!(w.launched(plain), Some("l1"));
 }
 
 /// No pool of the fleet runs container images: the submit is refused at

@@ -26,6 +26,11 @@ pub mod throughput;
 /// never Slurm or Ray (they refuse image specs).
 pub const CONTAINER_TAG: &str = "container-runtime";
 
+/// The capability tag of a pool whose container engine cannot hold a
+/// container to a memory limit (rootless podman on cgroup v1): the
+/// scheduler's `image-memory` filter keeps memory-limited image work off it.
+pub const CONTAINER_MEMORY_UNENFORCED_TAG: &str = "container-memory-unenforced";
+
 /// What kind of system a provider is; decides which adapter drives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

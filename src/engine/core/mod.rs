@@ -153,12 +153,6 @@ impl Entry {
 /// The purpose tag of the token-nonce stream.
 const NONCE_STREAM: &str = "token-nonce";
 
-/// What a refused image spec is told when no pool of the fleet runs
-/// container images (the scheduler's `image` filter).
-const NO_IMAGE_POOL: &str = "runtime.image needs a pool that runs container images: the local provider \
-     with a working podman or docker (scripts/containers/setup.sh sets one up), or a kubernetes or cloud \
-     provider; Slurm and Ray pools do not run images. Drop runtime.image to run the command as a plain process";
-
 /// 64 bits from the OS for the nonce stream; without OS randomness, the
 /// clock and pid still separate stores and restarts (never a constant).
 fn os_seed() -> u64 {
@@ -658,25 +652,6 @@ impl Core {
     fn capacity_changed(&mut self) {
         self.unblock_all();
         self.forget_capacity_misses();
-    }
-
-    /// Why no pool of the fleet could ever run `spec` — judged against the
-    /// pools' shapes with every node ready and empty, ignoring node states,
-    /// cordons, quarantines and current use — or `None` when one could
-    /// (or the spec opts into waiting).
-    fn never_fits(&mut self, spec: &Spec) -> Option<String> {
-        if spec.constraints.wait_for_capacity || !self.config.refuse_never_fits {
-            return None;
-        }
-        let ideal = self.ideal();
-        let req = crate::schedule::Requirements::from_spec(spec);
-        match crate::schedule::place(&req, ideal, &crate::schedule::Policy::default()) {
-            crate::schedule::Decision::Placed(_) => None,
-            crate::schedule::Decision::Unschedulable(ex) => {
-                let images = ex.reasons.iter().any(|r| r.filter == crate::schedule::Filter::Image);
-                Some(if images { format!("{ex}\n{NO_IMAGE_POOL}") } else { ex.to_string() })
-            }
-        }
     }
 
     fn forget_capacity_misses(&mut self) {

@@ -279,7 +279,7 @@ impl Host {
 
     async fn probe(&self) -> Result<Probe, String> {
         let attempts = self.dir.join("attempts");
-        let inv = crate::providers::local::inventory::inventory(&attempts, false, 1).await?;
+        let inv = crate::providers::local::inventory::inventory(&attempts, Vec::new(), 1).await?;
         let shape =
             inv.pools.into_iter().next().map(|p| p.def.shape).ok_or("the host reported no capacity")?;
         Ok(Probe { arch: std::env::consts::ARCH.to_string(), shape, now_ms: layout::now_ms() })

@@ -78,6 +78,27 @@ fn an_image_needs_a_pool_that_runs_container_images() {
     assert!(e.to_string().contains("2 does not run container images"), "{e}");
 }
 
+/// A pool whose container engine cannot enforce memory limits (rootless
+/// on cgroup v1) is ruled out for image work with a memory limit, and says
+/// why; plain work still runs there.
+#[test]
+fn an_image_needs_an_engine_that_enforces_its_memory_limit() {
+    let mut b = FleetBuilder::new();
+    b.provider("local", ProviderKind::Local, None).unwrap();
+    let mut p = pool("host", "local", cpus(8.0, 32.0, 100.0), 0.0);
+    p.capabilities =
+        vec![crate::fleet::CONTAINER_TAG.into(), crate::fleet::CONTAINER_MEMORY_UNENFORCED_TAG.into()];
+    b.pool(p, vec![node("h")]).unwrap();
+    let fleet = b.build();
+    let image = Requirements { image: true, ..cpu_req() };
+    assert_eq!(verdict(&fleet, &image, "local/host"), Err(Filter::ImageMemory));
+    assert_eq!(
+        Filter::ImageMemory.reason(&image),
+        "cannot hold a container to its memory limit (rootless engine on cgroup v1)"
+    );
+    assert_eq!(verdict(&fleet, &cpu_req(), "local/host"), Ok("h".into()));
+}
+
 #[test]
 fn all_gpus_must_be_on_one_node() {
     let v = verdicts(&demo(), &HealthView::default(), &gpu_req(4));
