@@ -116,8 +116,8 @@ impl Core {
 /// What a refused image spec is told when no pool of the fleet runs
 /// container images (the scheduler's `image` filter).
 const NO_IMAGE_POOL: &str = "runtime.image needs a pool that runs container images: the local provider \
-     with a working podman or docker (scripts/containers/setup.sh sets one up), or a kubernetes or cloud \
-     provider; Slurm and Ray pools do not run images. Drop runtime.image to run the command as a plain process";
+     with a working podman or docker (scripts/containers/setup.sh sets one up), ssh hosts whose owners' \
+     podman answers, or a kubernetes or cloud provider; Slurm and Ray pools do not run images. Drop runtime.image to run the command as a plain process";
 
 /// What a refused image spec is told when the only pools that run images
 /// cannot hold a container to its memory limit.
