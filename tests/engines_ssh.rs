@@ -21,79 +21,6 @@ use std::time::Duration;
 
 const LONG: Duration = Duration::from_secs(120);
 
-fn node_of(h: &SshHost) -> String {
-    format!("owner-{}", h.name)
-}
-
-/// `[[ssh]]` with both hosts in pool `lab` (or as `pools` says), pinned
-/// host keys from `known_hosts`, and the debug `canopy` as the uploaded
-/// binary, or `$CANOPY_SSH_TEST_BINARY` (e.g. a static musl build, see
-/// docs/ssh.md).
-fn ssh_toml(h: &SshHosts, known_hosts: &Path, lease: &str, extra: &str) -> String {
-    let binary =
-        std::env::var("CANOPY_SSH_TEST_BINARY").unwrap_or_else(|_| env!("CARGO_BIN_EXE_canopy").to_string());
-    let mut s = format!(
-        "[engine]\nunreachable_after = \"3m\"\n[[ssh]]\nlease = {lease:?}\nknown_hosts = {:?}\nbinary = {binary:?}\n",
-        known_hosts.display().to_string(),
-    );
-    for host in [&h.a, &h.b] {
-        s.push_str(&format!(
-            "[[ssh.hosts]]\nname = {:?}\naddress = {:?}\nport = {}\nuser = {:?}\nkey = {:?}\npool = \"lab\"\nowner = \"owner {}\"\n",
-            node_of(host),
-            host.addr,
-            host.port,
-            host.user,
-            h.key.display().to_string(),
-            host.name
-        ));
-    }
-    s.push_str("[ssh.pools.lab]\nregion = \"owners\"\ncapabilities = [\"owners\"]\n");
-    s.push_str(extra);
-    s
-}
-
-fn ssh_spec(name: &str, script: &str, extra: serde_json::Value) -> canopy::spec::Spec {
-    let mut v = json!({
-        "name": name,
-        "runtime": { "command": ["sh", "-c", script], "stop_grace": "5s" },
-        "resources": { "gpus": 0, "cpu_cores": 0.1, "memory_gb": 0.1 },
-        "constraints": { "providers": ["ssh"], "capabilities": ["owners"] },
-    });
-    if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
-        for (k, x) in e {
-            if k == "runtime" {
-                for (rk, rx) in x.as_object().unwrap() {
-                    o["runtime"][rk] = rx.clone();
-                }
-            } else {
-                o.insert(k.clone(), x.clone());
-            }
-        }
-    }
-    spec(v)
-}
-
-/// Removes the store's directory (its lease, the empty attempts
-/// directory) from both hosts when the test ends, whatever happens.
-struct ForgetStore(Vec<PathBuf>);
-
-impl Drop for ForgetStore {
-    fn drop(&mut self) {
-        for d in &self.0 {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
-
-fn forget_store(h: &SshHosts, store: &str) -> ForgetStore {
-    ForgetStore([&h.a, &h.b].iter().map(|x| home_of(&x.user).join(".canopy-host").join(store)).collect())
-}
-
-/// The host user's home, as root sees it.
-fn home_of(user: &str) -> PathBuf {
-    PathBuf::from(sh(&format!("getent passwd {user} | cut -d: -f6")).trim())
-}
-
 /// Processes of `user` whose command line mentions `needle`.
 fn processes_of(user: &str, needle: &str) -> Vec<String> {
     let out = std::process::Command::new("ps").args(["-u", user, "-o", "pid=,args="]).output().unwrap();
@@ -106,10 +33,6 @@ fn attempts_on(user: &str, store: &str) -> Vec<String> {
     std::fs::read_dir(dir)
         .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default()
-}
-
-fn host_named<'a>(h: &'a SshHosts, node: &str) -> &'a SshHost {
-    if node == node_of(&h.a) { &h.a } else { &h.b }
 }
 
 /// Every process whose command line or environment holds `needle`, but
@@ -755,73 +678,4 @@ mkdir "$d/step-$runs"; head -c $n /dev/zero > "$d/step-$runs/w"; touch "$d/step-
     let store = t.path().join("home/checkpoints").join(id.to_string());
     assert!(!store.join("step-2").exists(), "a checkpoint over the cap reached the store");
     r.stop(Duration::from_secs(10)).await.unwrap();
-}
-
-/// `podman info` as the owner of `host` sees it: rootless, cgroup
-/// version, controllers (`true|v1|[]`), or `None` when it does not answer.
-fn owners_podman(h: &SshHosts, host: &SshHost) -> Option<String> {
-    let format = "'{{.Host.Security.Rootless}}|{{.Host.CgroupsVersion}}|{{.Host.CgroupControllers}}'";
-    let out = h.ssh(host, &h.known_hosts, &format!("podman info --format {format}"));
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-/// An owner's podman runs an image workload the way the local provider
-/// does (logs and an output back, the container removed after), where it
-/// can hold the container to its memory limit; where it cannot (rootless
-/// podman on cgroup v1, as on the CI host) the image is refused at submit
-/// with that reason, never run unlimited. Skips visibly where the owners
-/// have no podman, or their podman lacks the test image.
-#[tokio::test(flavor = "multi_thread")]
-async fn an_image_runs_in_the_owners_podman_or_is_refused_with_the_reason() {
-    let test = "an_image_runs_in_the_owners_podman_or_is_refused_with_the_reason";
-    let Some(h) = ssh_hosts(test) else { return };
-    let _l = h.lock(false);
-    let (Some(a), Some(b)) = (owners_podman(&h, &h.a), owners_podman(&h, &h.b)) else {
-        println!("SKIPPED: {test}: the owners' podman does not answer `podman info` on their hosts");
-        return;
-    };
-    let enforces = |info: &str| {
-        let f: Vec<&str> = info.split('|').collect();
-        f.first() != Some(&"true")
-            || (f.get(1) == Some(&"v2") && f.get(2).is_some_and(|c| c.contains("memory")))
-    };
-    let image = std::env::var("CANOPY_TEST_IMAGE").unwrap_or_else(|_| "localhost/canopy-test:latest".into());
-    let t = tempfile::tempdir().unwrap();
-    let r = start(t.path(), &ssh_toml(&h, &h.known_hosts, "20s", "")).await;
-    let _forget = forget_store(&h, &r.store_id);
-    wait_for_pools(&r, "ssh").await;
-    let s = ssh_spec(
-        "ssh-image",
-        "echo \"in-image user=$(id -u)\"; echo done > /outputs/result.txt",
-        json!({
-            "runtime": { "image": image },
-            "outputs": [{ "name": "result", "path": "/outputs/result.txt", "required": true }],
-        }),
-    );
-    if !(enforces(&a) && enforces(&b)) {
-        let m = refused_at_submit(&r, s).await;
-        assert!(m.contains("cannot hold a container to its memory limit"), "{m}");
-        assert!(m.contains("run the engine as root"), "{m}");
-        r.handle.shutdown();
-        return;
-    }
-    for host in [&h.a, &h.b] {
-        if !h.ssh(host, &h.known_hosts, &format!("podman image exists {image}")).status.success() {
-            println!("SKIPPED: {test}: {}'s podman has no {image} (load it as that user)", host.user);
-            r.handle.shutdown();
-            return;
-        }
-    }
-    let id = submit(&r, s).await;
-    let (w, a) = wait(t.path(), id, LONG, "the end", |w, _| w.state.is_final()).await;
-    assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
-    let logs = find_files(&t.path().join("home"), "stdout.log");
-    assert!(logs.iter().any(|(_, s)| s.contains("in-image")), "{logs:?}");
-    let art = find_files(&t.path().join("home"), "result");
-    assert_eq!(art.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>(), ["done\n"], "{art:?}");
-    // The container is gone from the owner's podman.
-    let host = host_named(&h, &a[0].node);
-    let left = h.ssh(host, &h.known_hosts, "podman ps -a --filter label=canopy.token --format '{{.Names}}'");
-    assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "", "containers left on {}", host.user);
-    r.handle.shutdown();
 }
