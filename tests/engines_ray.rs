@@ -596,3 +596,22 @@ async fn a_two_node_gang_runs_through_the_engine_on_ray() {
     assert_eq!(seen[0].2, seen[1].2, "one rendezvous for both: {seen:?}");
     r.handle.shutdown();
 }
+
+/// Ray runs no container images here (`runtime_env.image_uri` needs an
+/// image carrying the cluster's own Ray and Python): an image spec only
+/// Ray could take is refused at submit with the reason and what to do.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_spec_for_ray_is_refused_at_submit_with_the_reason() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("an_image_spec_for_ray_is_refused_at_submit_with_the_reason", "ray").await else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &ray_toml(&e, "")).await;
+    let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
+    wait_for_pools(&r, "ray").await;
+    let m = refused_at_submit(&r, image_spec("ray-image", "ray")).await;
+    assert!(m.contains("does not run container images"), "{m}");
+    assert!(m.contains("runtime.image needs a pool that runs container images"), "{m}");
+    r.handle.shutdown();
+}

@@ -761,3 +761,25 @@ async fn a_two_node_gang_runs_through_the_engine_on_slurm() {
     assert_eq!(pairs, [("n1".to_string(), rank_of("n1")), ("n2".to_string(), rank_of("n2"))], "{text}");
     r.handle.shutdown();
 }
+
+/// Slurm 22.05 runs no container images here (its `--container` wants an
+/// OCI bundle and the cluster's `oci.conf`): an image spec only Slurm
+/// could take is refused at submit with the reason and what to do, and
+/// nothing reaches the cluster.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_spec_for_slurm_is_refused_at_submit_with_the_reason() {
+    let _g = SERIAL.lock().await;
+    let Some(e) = engines("an_image_spec_for_slurm_is_refused_at_submit_with_the_reason", "slurm").await
+    else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let r = start(t.path(), &slurm_toml(&e, "")).await;
+    let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
+    wait_for_pools(&r, "slurm").await;
+    let m = refused_at_submit(&r, image_spec("slurm-image", "slurm")).await;
+    assert!(m.contains("does not run container images"), "{m}");
+    assert!(m.contains("runtime.image needs a pool that runs container images"), "{m}");
+    assert!(adapter(&e).list_owned(&r.store_id).await.unwrap().is_empty(), "a job reached Slurm");
+    r.handle.shutdown();
+}

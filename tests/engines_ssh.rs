@@ -21,79 +21,6 @@ use std::time::Duration;
 
 const LONG: Duration = Duration::from_secs(120);
 
-fn node_of(h: &SshHost) -> String {
-    format!("owner-{}", h.name)
-}
-
-/// `[[ssh]]` with both hosts in pool `lab` (or as `pools` says), pinned
-/// host keys from `known_hosts`, and the debug `canopy` as the uploaded
-/// binary, or `$CANOPY_SSH_TEST_BINARY` (e.g. a static musl build, see
-/// docs/ssh.md).
-fn ssh_toml(h: &SshHosts, known_hosts: &Path, lease: &str, extra: &str) -> String {
-    let binary =
-        std::env::var("CANOPY_SSH_TEST_BINARY").unwrap_or_else(|_| env!("CARGO_BIN_EXE_canopy").to_string());
-    let mut s = format!(
-        "[engine]\nunreachable_after = \"3m\"\n[[ssh]]\nlease = {lease:?}\nknown_hosts = {:?}\nbinary = {binary:?}\n",
-        known_hosts.display().to_string(),
-    );
-    for host in [&h.a, &h.b] {
-        s.push_str(&format!(
-            "[[ssh.hosts]]\nname = {:?}\naddress = {:?}\nport = {}\nuser = {:?}\nkey = {:?}\npool = \"lab\"\nowner = \"owner {}\"\n",
-            node_of(host),
-            host.addr,
-            host.port,
-            host.user,
-            h.key.display().to_string(),
-            host.name
-        ));
-    }
-    s.push_str("[ssh.pools.lab]\nregion = \"owners\"\ncapabilities = [\"owners\"]\n");
-    s.push_str(extra);
-    s
-}
-
-fn ssh_spec(name: &str, script: &str, extra: serde_json::Value) -> canopy::spec::Spec {
-    let mut v = json!({
-        "name": name,
-        "runtime": { "command": ["sh", "-c", script], "stop_grace": "5s" },
-        "resources": { "gpus": 0, "cpu_cores": 0.1, "memory_gb": 0.1 },
-        "constraints": { "providers": ["ssh"], "capabilities": ["owners"] },
-    });
-    if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
-        for (k, x) in e {
-            if k == "runtime" {
-                for (rk, rx) in x.as_object().unwrap() {
-                    o["runtime"][rk] = rx.clone();
-                }
-            } else {
-                o.insert(k.clone(), x.clone());
-            }
-        }
-    }
-    spec(v)
-}
-
-/// Removes the store's directory (its lease, the empty attempts
-/// directory) from both hosts when the test ends, whatever happens.
-struct ForgetStore(Vec<PathBuf>);
-
-impl Drop for ForgetStore {
-    fn drop(&mut self) {
-        for d in &self.0 {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
-
-fn forget_store(h: &SshHosts, store: &str) -> ForgetStore {
-    ForgetStore([&h.a, &h.b].iter().map(|x| home_of(&x.user).join(".canopy-host").join(store)).collect())
-}
-
-/// The host user's home, as root sees it.
-fn home_of(user: &str) -> PathBuf {
-    PathBuf::from(sh(&format!("getent passwd {user} | cut -d: -f6")).trim())
-}
-
 /// Processes of `user` whose command line mentions `needle`.
 fn processes_of(user: &str, needle: &str) -> Vec<String> {
     let out = std::process::Command::new("ps").args(["-u", user, "-o", "pid=,args="]).output().unwrap();
@@ -106,10 +33,6 @@ fn attempts_on(user: &str, store: &str) -> Vec<String> {
     std::fs::read_dir(dir)
         .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default()
-}
-
-fn host_named<'a>(h: &'a SshHosts, node: &str) -> &'a SshHost {
-    if node == node_of(&h.a) { &h.a } else { &h.b }
 }
 
 /// Every process whose command line or environment holds `needle`, but

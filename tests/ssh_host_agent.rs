@@ -273,3 +273,74 @@ fn run_to_success(
     assert!(ok, "{stdout}");
     stdout
 }
+
+/// The host agent runs a workload with `runtime.image` in the owner's
+/// container engine (here: the user running the test) the way the local
+/// provider does: the probe says the host runs images, the container's
+/// log and output come back, and nothing is left in the engine after.
+/// Skips visibly where `podman run --rm IMAGE true` does not work here.
+#[test]
+fn an_image_runs_in_the_owners_podman_through_the_agent() {
+    let test = "an_image_runs_in_the_owners_podman_through_the_agent";
+    let image = std::env::var("CANOPY_TEST_IMAGE").unwrap_or_else(|_| "localhost/canopy-test:latest".into());
+    let runs = Command::new("podman").args(["run", "--rm", "--pull=never", &image, "true"]).output();
+    if !runs.as_ref().is_ok_and(|o| o.status.success()) {
+        let require = std::env::var("CANOPY_ENGINES").is_ok_and(|v| v == "require")
+            || std::env::var_os("CANOPY_TEST_REQUIRE_CONTAINERS").is_some();
+        assert!(!require, "{test}: containers are required here but podman cannot run {image}: {runs:?}");
+        eprintln!("SKIPPED {test}: podman cannot run {image} here (scripts/containers/setup.sh sets it up)");
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let probe = call(home.path(), &Request::Probe).unwrap();
+    let tags: Vec<&str> = probe["containers"].as_array().unwrap().iter().filter_map(|t| t.as_str()).collect();
+    assert!(tags.contains(&canopy::fleet::CONTAINER_TAG), "{probe}");
+    let attempt = AttemptId { workload: WorkloadId(3), n: 1 };
+    let token = attempt.token(STORE, "");
+    let spec: canopy::spec::Spec = serde_json::from_value(json!({
+        "name": "agent-image",
+        "runtime": {
+            "image": image,
+            "command": ["sh", "-c", "echo in-image; echo done > /outputs/result.txt"],
+        },
+        "resources": { "cpu_cores": 0.5, "memory_gb": 0.2 },
+        "outputs": [{ "name": "result", "path": "/outputs/result.txt", "required": true }],
+    }))
+    .unwrap();
+    let launch = Launch {
+        attempt,
+        token: token.clone(),
+        spec: spec.clone(),
+        pool: "lab".into(),
+        node: "here".into(),
+        nodes: vec!["here".into()],
+        gpus: None,
+        lease_ms: 60_000,
+        checkpoint: false,
+        secrets: BTreeMap::new(),
+    };
+    let started = call(home.path(), &Request::Launch(Box::new(launch))).unwrap();
+    assert_eq!(started["outcome"], "started", "{started}");
+    let end = wait_ended(home.path(), &token);
+    assert!(end.to_string().contains("\"code\":0"), "{end}");
+    let logs = Request::Logs {
+        token: token.clone(),
+        stream: canopy::providers::ssh::protocol::WireStream::Stdout,
+        offset: 0,
+        max: 1 << 16,
+    };
+    let stdout = String::from_utf8_lossy(&call_raw(home.path(), &logs).1).into_owned();
+    assert!(stdout.contains("in-image"), "{stdout}");
+    let staged = call(home.path(), &Request::Outputs { token: token.clone(), spec: Box::new(spec) }).unwrap();
+    assert_eq!(
+        (staged["artifacts"][0]["name"].as_str(), staged["artifacts"][0]["bytes"].as_u64()),
+        (Some("result"), Some(5)),
+        "{staged}"
+    );
+    let left = Command::new("podman")
+        .args(["ps", "-a", "-q", "--filter", &format!("label=canopy.token={token}")])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "", "the container was left behind");
+    call(home.path(), &Request::Cleanup { token }).unwrap();
+}

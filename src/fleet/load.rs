@@ -10,6 +10,8 @@
 //! name = "onprem-eu"
 //! kind = "slurm"
 //! lend_limit_gpus = 48
+//! # images = false          # runs `runtime.image` workloads; by kind when unset:
+//! #                          # kubernetes, cloud and sim yes, the rest no
 //!
 //! [[providers.pools]]
 //! name = "h100-nvl"
@@ -97,6 +99,10 @@ struct FileProvider {
     kind: ProviderKind,
     #[serde(default)]
     lifecycle: Option<Lifecycle>,
+    /// Whether its pools run container images; by kind when unset
+    /// ([`ProviderKind::runs_images_by_default`]).
+    #[serde(default)]
+    images: Option<bool>,
     #[serde(default)]
     lend_limit_gpus: Option<u32>,
     #[serde(default)]
@@ -250,7 +256,13 @@ fn build(doc: FileDoc) -> Result<Fleet, FleetError> {
     for p in doc.providers {
         b.provider(p.name.clone(), p.kind, p.lend_limit_gpus)?;
         let provider_lifecycle = p.lifecycle.unwrap_or_else(|| default_lifecycle(p.kind));
-        for pool in p.pools {
+        let images = p.images.unwrap_or_else(|| p.kind.runs_images_by_default());
+        for mut pool in p.pools {
+            // The provider's word on images is the pool's tag, either way.
+            pool.capabilities.retain(|c| c != super::CONTAINER_TAG);
+            if images {
+                pool.capabilities.push(super::CONTAINER_TAG.into());
+            }
             let label = format!("{}/{}", p.name, pool.name);
             let accelerator = match pool.accelerator {
                 Some(a) => {

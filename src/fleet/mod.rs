@@ -18,6 +18,19 @@ pub mod load;
 pub mod synth;
 pub mod throughput;
 
+/// The capability tag of a pool that runs workloads with `runtime.image`
+/// in containers. The scheduler's `image` filter reads it
+/// ([`Pool::runs_images`]); each provider states it for its own pools:
+/// the local provider and SSH hosts where a container engine works, fleet
+/// files by provider kind ([`ProviderKind::runs_images_by_default`]),
+/// never Slurm or Ray (they refuse image specs).
+pub const CONTAINER_TAG: &str = "container-runtime";
+
+/// The capability tag of a pool whose container engine cannot hold a
+/// container to a memory limit (rootless podman on cgroup v1): the
+/// scheduler's `image-memory` filter keeps memory-limited image work off it.
+pub const CONTAINER_MEMORY_UNENFORCED_TAG: &str = "container-memory-unenforced";
+
 /// What kind of system a provider is; decides which adapter drives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -43,6 +56,27 @@ impl std::fmt::Display for ProviderKind {
             ProviderKind::Cloud => "cloud",
         };
         f.write_str(s)
+    }
+}
+
+/// Whether capability tags (sorted) say the pool runs container images.
+pub fn runs_images(capabilities: &[String]) -> bool {
+    capabilities.iter().any(|c| c == CONTAINER_TAG)
+}
+
+impl ProviderKind {
+    /// Whether pools of this kind described in a fleet file run container
+    /// images unless the file says (`images = true|false` on the
+    /// provider). Kubernetes runs pods, which are containers; cloud VMs and
+    /// GPU marketplaces are provisioned with a container engine (as
+    /// SkyPilot and dstack do), and the simulated provider models image
+    /// pulls. Slurm and Ray do not: Canopy's adapters refuse image specs
+    /// there (Slurm 22.05's `--container` wants an OCI bundle and the
+    /// cluster's `oci.conf`; Ray's `image_uri` needs the cluster's Ray
+    /// inside the image). Local and SSH capacity probes for an engine, so
+    /// a file has to say so for them.
+    pub fn runs_images_by_default(self) -> bool {
+        matches!(self, ProviderKind::Kubernetes | ProviderKind::Cloud | ProviderKind::Sim)
     }
 }
 
@@ -202,6 +236,12 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// Whether the pool runs workloads with `runtime.image`: it carries
+    /// [`CONTAINER_TAG`].
+    pub fn runs_images(&self) -> bool {
+        runs_images(&self.capabilities)
+    }
+
     /// GPU memory per GPU, 0 for CPU-only pools.
     pub fn gpu_memory_gb(&self) -> f64 {
         self.shape.accelerator.as_ref().map_or(0.0, |a| a.memory_gb)

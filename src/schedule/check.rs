@@ -40,6 +40,11 @@ pub(crate) fn has_all(have: &[String], want: &[String]) -> bool {
     want.iter().all(|w| have.binary_search(w).is_ok())
 }
 
+/// True when `tag` is in `have` (sorted).
+fn has_tag(have: &[String], tag: &str) -> bool {
+    have.binary_search_by(|h| h.as_str().cmp(tag)).is_ok()
+}
+
 /// The class-level filters, in order, for a shape and its capability tags.
 pub(crate) fn class_checks(
     req: &Requirements,
@@ -48,6 +53,12 @@ pub(crate) fn class_checks(
     fail: &mut impl FnMut(Filter) -> ControlFlow<()>,
 ) -> ControlFlow<()> {
     check(has_all(caps, &req.capabilities), Filter::Capability, fail)?;
+    check(!req.image || crate::fleet::runs_images(caps), Filter::Image, fail)?;
+    check(
+        !req.image || req.memory_gb <= 0.0 || !has_tag(caps, crate::fleet::CONTAINER_MEMORY_UNENFORCED_TAG),
+        Filter::ImageMemory,
+        fail,
+    )?;
     if req.wants_gpus() {
         check(shape.gpus_per_node >= req.gpus, Filter::GpuCount, fail)?;
         let acc = shape.accelerator.as_ref();

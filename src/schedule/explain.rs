@@ -341,6 +341,8 @@ fn needs(req: &Requirements, snap: &Snapshot, p: PoolIdx, failed: &[Filter]) -> 
             (Filter::Capability, _) => {
                 format!("it carried capability [{}]", missing(&pool.capabilities, &req.capabilities))
             }
+            (Filter::Image, _) => "it ran container images, or runtime.image were dropped".into(),
+            (Filter::ImageMemory, _) => "its container engine could enforce memory limits".into(),
             (Filter::GpuCount, _) if s.gpus_per_node == 0 => no_gpu(),
             (Filter::GpuCount, _) => format!("gpus were ≤ {}", s.gpus_per_node),
             (Filter::Vendor | Filter::Family | Filter::ComputeCapability | Filter::GpuMemory, None) => {

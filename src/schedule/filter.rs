@@ -24,6 +24,12 @@ pub enum Filter {
     Interruptible,
     /// The pool lacks a required capability tag.
     Capability,
+    /// The workload has `runtime.image` and the pool does not run
+    /// container images.
+    Image,
+    /// The workload has `runtime.image` and a memory limit, and the pool's
+    /// container engine cannot enforce one (rootless on cgroup v1).
+    ImageMemory,
     /// A node has fewer GPUs than requested (multi-GPU work needs one node).
     GpuCount,
     Vendor,
@@ -79,12 +85,14 @@ pub enum Filter {
 
 impl Filter {
     /// Every filter, in evaluation order.
-    pub const ALL: [Filter; 36] = [
+    pub const ALL: [Filter; 38] = [
         Filter::Provider,
         Filter::Region,
         Filter::Compliance,
         Filter::Interruptible,
         Filter::Capability,
+        Filter::Image,
+        Filter::ImageMemory,
         Filter::GpuCount,
         Filter::Vendor,
         Filter::Family,
@@ -168,6 +176,10 @@ impl Filter {
             Filter::Compliance => format!("missing compliance [{}]", req.compliance.join(", ")),
             Filter::Interruptible => "interruptible (spot) not allowed".into(),
             Filter::Capability => format!("missing capability [{}]", req.capabilities.join(", ")),
+            Filter::Image => "does not run container images".into(),
+            Filter::ImageMemory => {
+                "cannot hold a container to its memory limit (rootless engine on cgroup v1)".into()
+            }
             Filter::GpuCount => format!("fewer than {} GPU{} per node", req.gpus, plural(req.gpus as usize)),
             Filter::Vendor => match req.vendor {
                 Some(v) => format!("vendor not {v}"),
@@ -251,6 +263,8 @@ impl Filter {
             Filter::Compliance => "compliance",
             Filter::Interruptible => "interruptible",
             Filter::Capability => "capability",
+            Filter::Image => "image",
+            Filter::ImageMemory => "image-memory",
             Filter::GpuCount => "gpu-count",
             Filter::Vendor => "vendor",
             Filter::Family => "family",

@@ -58,6 +58,9 @@ pub struct Requirements {
     pub compliance: Vec<String>,
     /// Capability tags the pool must all carry.
     pub capabilities: Vec<String>,
+    /// The workload runs in a container image (`runtime.image`): only
+    /// pools that run images fit ([`crate::fleet::Pool::runs_images`]).
+    pub image: bool,
     /// May run on interruptible (spot) capacity.
     pub interruptible: bool,
     pub max_hourly_usd: Option<f64>,
@@ -130,6 +133,7 @@ impl Requirements {
             regions: c.regions.clone(),
             compliance: sorted(&c.compliance),
             capabilities: sorted(&c.capabilities),
+            image: spec.runtime.image.is_some(),
             interruptible: c.interruptible,
             max_hourly_usd: c.max_hourly_usd,
             max_cost_usd: c.max_cost_usd,

@@ -142,6 +142,41 @@ pub async fn submit(r: &Running, spec: Spec) -> WorkloadId {
     }
 }
 
+/// Waits until the engine's fleet holds pools of `provider` (its first
+/// inventory is in), so that what is judged at submit sees them.
+pub async fn wait_for_pools(r: &Running, provider: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let has = r.handle.status().borrow().as_ref().is_some_and(|s| {
+            let f = &s.fleet;
+            f.providers.iter().any(|p| p.name == provider && !p.pools.is_empty())
+        });
+        if has {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no pools of {provider} in the engine's fleet");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Submits `spec` and expects it refused as unschedulable; the message.
+pub async fn refused_at_submit(r: &Running, spec: Spec) -> String {
+    match r.handle.command(Command::Submit { spec: Box::new(spec), idempotency_key: None }).await {
+        CommandResult::Error { code: canopy::engine::command::Refusal::Unschedulable, message } => message,
+        other => panic!("expected a refusal at submit, got {other:?}"),
+    }
+}
+
+/// A spec with `runtime.image`, allowed only on `provider`.
+pub fn image_spec(name: &str, provider: &str) -> Spec {
+    spec(serde_json::json!({
+        "name": name,
+        "runtime": { "image": "localhost/canopy-test:latest", "command": ["true"] },
+        "resources": { "cpu_cores": 0.1, "memory_gb": 0.1 },
+        "constraints": { "providers": [provider] },
+    }))
+}
+
 pub fn journal(root: &Path) -> Journal {
     Journal::open(&Home::new(root.join("home")).store()).unwrap()
 }
@@ -445,4 +480,84 @@ pub fn ssh_hosts(test: &str) -> Option<SshHosts> {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {why}");
     None
+}
+
+// ── ssh hosts as the engines_ssh tests configure them ──────────────────
+
+/// The node name Canopy gives an owner's host.
+pub fn node_of(h: &SshHost) -> String {
+    format!("owner-{}", h.name)
+}
+
+/// `[[ssh]]` with both hosts in pool `lab` (or as `pools` says), pinned
+/// host keys from `known_hosts`, and the debug `canopy` as the uploaded
+/// binary, or `$CANOPY_SSH_TEST_BINARY` (e.g. a static musl build, see
+/// docs/ssh.md).
+pub fn ssh_toml(h: &SshHosts, known_hosts: &Path, lease: &str, extra: &str) -> String {
+    let binary =
+        std::env::var("CANOPY_SSH_TEST_BINARY").unwrap_or_else(|_| env!("CARGO_BIN_EXE_canopy").to_string());
+    let mut s = format!(
+        "[engine]\nunreachable_after = \"3m\"\n[[ssh]]\nlease = {lease:?}\nknown_hosts = {:?}\nbinary = {binary:?}\n",
+        known_hosts.display().to_string(),
+    );
+    for host in [&h.a, &h.b] {
+        s.push_str(&format!(
+            "[[ssh.hosts]]\nname = {:?}\naddress = {:?}\nport = {}\nuser = {:?}\nkey = {:?}\npool = \"lab\"\nowner = \"owner {}\"\n",
+            node_of(host),
+            host.addr,
+            host.port,
+            host.user,
+            h.key.display().to_string(),
+            host.name
+        ));
+    }
+    s.push_str("[ssh.pools.lab]\nregion = \"owners\"\ncapabilities = [\"owners\"]\n");
+    s.push_str(extra);
+    s
+}
+
+pub fn ssh_spec(name: &str, script: &str, extra: serde_json::Value) -> canopy::spec::Spec {
+    let mut v = serde_json::json!({
+        "name": name,
+        "runtime": { "command": ["sh", "-c", script], "stop_grace": "5s" },
+        "resources": { "gpus": 0, "cpu_cores": 0.1, "memory_gb": 0.1 },
+        "constraints": { "providers": ["ssh"], "capabilities": ["owners"] },
+    });
+    if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+        for (k, x) in e {
+            if k == "runtime" {
+                for (rk, rx) in x.as_object().unwrap() {
+                    o["runtime"][rk] = rx.clone();
+                }
+            } else {
+                o.insert(k.clone(), x.clone());
+            }
+        }
+    }
+    spec(v)
+}
+
+/// Removes the store's directory (its lease, the empty attempts
+/// directory) from both hosts when the test ends, whatever happens.
+pub struct ForgetStore(Vec<PathBuf>);
+
+impl Drop for ForgetStore {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+pub fn forget_store(h: &SshHosts, store: &str) -> ForgetStore {
+    ForgetStore([&h.a, &h.b].iter().map(|x| home_of(&x.user).join(".canopy-host").join(store)).collect())
+}
+
+/// The host user's home, as root sees it.
+pub fn home_of(user: &str) -> PathBuf {
+    PathBuf::from(sh(&format!("getent passwd {user} | cut -d: -f6")).trim())
+}
+
+pub fn host_named<'a>(h: &'a SshHosts, node: &str) -> &'a SshHost {
+    if node == node_of(&h.a) { &h.a } else { &h.b }
 }

@@ -654,22 +654,6 @@ impl Core {
         self.forget_capacity_misses();
     }
 
-    /// Why no pool of the fleet could ever run `spec` — judged against the
-    /// pools' shapes with every node ready and empty, ignoring node states,
-    /// cordons, quarantines and current use — or `None` when one could
-    /// (or the spec opts into waiting).
-    fn never_fits(&mut self, spec: &Spec) -> Option<String> {
-        if spec.constraints.wait_for_capacity || !self.config.refuse_never_fits {
-            return None;
-        }
-        let ideal = self.ideal();
-        let req = crate::schedule::Requirements::from_spec(spec);
-        match crate::schedule::place(&req, ideal, &crate::schedule::Policy::default()) {
-            crate::schedule::Decision::Placed(_) => None,
-            crate::schedule::Decision::Unschedulable(ex) => Some(ex.to_string()),
-        }
-    }
-
     fn forget_capacity_misses(&mut self) {
         for id in std::mem::take(&mut self.with_misses) {
             if let Some(e) = self.entries.get_mut(&id)

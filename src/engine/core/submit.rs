@@ -92,4 +92,50 @@ impl Core {
         }
         self.reply(request, Reply::Submitted { id, existing: false });
     }
+
+    /// Why no pool of the fleet could ever run `spec` — judged against the
+    /// pools' shapes with every node ready and empty, ignoring node states,
+    /// cordons, quarantines and current use — or `None` when one could
+    /// (or the spec opts into waiting).
+    fn never_fits(&mut self, spec: &Spec) -> Option<String> {
+        if spec.constraints.wait_for_capacity || !self.config.refuse_never_fits {
+            return None;
+        }
+        let ideal = self.ideal();
+        let req = crate::schedule::Requirements::from_spec(spec);
+        match crate::schedule::place(&req, ideal, &crate::schedule::Policy::default()) {
+            crate::schedule::Decision::Placed(_) => None,
+            crate::schedule::Decision::Unschedulable(ex) => {
+                let hint = image_hint(&ex);
+                Some(format!("{ex}{hint}"))
+            }
+        }
+    }
+}
+
+/// What a refused image spec is told when no pool of the fleet runs
+/// container images (the scheduler's `image` filter).
+const NO_IMAGE_POOL: &str = "runtime.image needs a pool that runs container images: the local provider \
+     with a working podman or docker (scripts/containers/setup.sh sets one up), ssh hosts whose owners' \
+     podman answers, or a kubernetes or cloud provider; Slurm and Ray pools do not run images. Drop runtime.image to run the command as a plain process";
+
+/// What a refused image spec is told when the only pools that run images
+/// cannot hold a container to its memory limit.
+const NO_IMAGE_MEMORY: &str = "the container engine that would run this image is rootless on cgroup v1, \
+     where it cannot hold a container to resources.memory_gb: run the engine as root, or move the host to \
+     cgroup v2 with the memory controller delegated to the engine's user (docs/containers.md)";
+
+/// What to do, for a spec no pool could run because none runs its image
+/// (or none holds it to its memory limit): one line per such reason the
+/// explanation gives, each after a newline; empty when it gives none.
+pub(super) fn image_hint(ex: &crate::schedule::Explanation) -> String {
+    use crate::schedule::Filter;
+    let mut hint = String::new();
+    for (f, words) in [(Filter::ImageMemory, NO_IMAGE_MEMORY), (Filter::Image, NO_IMAGE_POOL)] {
+        if ex.reasons.iter().any(|r| r.filter == f) {
+            hint.push('\n');
+            hint.push_str(words);
+        }
+    }
+    hint
 }

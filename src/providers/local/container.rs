@@ -19,6 +19,77 @@ pub struct ContainerEngine {
     /// it accepts Canopy's `--cgroup-parent /canopy/<token>`
     /// ([`super::cgroup`]); under systemd it wants a slice instead.
     pub cgroupfs: bool,
+    /// The engine can hold a container to a memory limit
+    /// ([`EngineInfo::enforces_memory_limits`]).
+    pub memory_limits: bool,
+}
+
+impl ContainerEngine {
+    /// What the engine offers workloads with `runtime.image`, as the local
+    /// pool's capability tags: [`crate::fleet::CONTAINER_TAG`], and
+    /// [`crate::fleet::CONTAINER_MEMORY_UNENFORCED_TAG`] where it cannot
+    /// enforce a memory limit (placement then rules the pool out for image
+    /// work: every spec has a memory limit).
+    pub fn tags(&self) -> Vec<String> {
+        let mut tags = vec![crate::fleet::CONTAINER_TAG.to_string()];
+        if !self.memory_limits {
+            tags.push(crate::fleet::CONTAINER_MEMORY_UNENFORCED_TAG.into());
+        }
+        tags
+    }
+}
+
+/// What `<engine> info` says that decides how Canopy may use the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EngineInfo {
+    /// The cgroup manager is `cgroupfs` (not systemd).
+    pub cgroupfs: bool,
+    /// The engine runs as a non-root user (rootless podman or docker).
+    pub rootless: bool,
+    /// The host runs the cgroup v2 unified hierarchy.
+    pub cgroup_v2: bool,
+    /// The memory controller is available to the engine's containers.
+    pub memory_controller: bool,
+}
+
+/// `podman info --format` for [`EngineInfo::parse`].
+const PODMAN_INFO: &str = "{{.Host.CgroupManager}}|{{.Host.Security.Rootless}}|{{.Host.CgroupsVersion}}|{{.Host.CgroupControllers}}";
+/// `docker info --format` for [`EngineInfo::parse`] (docker does not list
+/// controllers; a rootless docker on cgroup v2 is taken to have memory).
+const DOCKER_INFO: &str = "{{.CgroupDriver}}|{{.SecurityOptions}}|{{.CgroupVersion}}|memory";
+
+impl EngineInfo {
+    /// From the output of `info --format` with [`PODMAN_INFO`] or
+    /// [`DOCKER_INFO`]: `cgroupfs|false|v1|[cpuset cpu memory …]` (podman),
+    /// `cgroupfs|[name=seccomp,profile=builtin name=rootless]|2|memory`
+    /// (docker).
+    pub fn parse(kind: EngineKind, out: &str) -> Self {
+        let mut f = out.trim().split('|');
+        let (manager, security, version, controllers) =
+            (f.next().unwrap_or(""), f.next().unwrap_or(""), f.next().unwrap_or(""), f.next().unwrap_or(""));
+        let rootless = match kind {
+            EngineKind::Podman => security.trim() == "true",
+            EngineKind::Docker => security.contains("name=rootless"),
+        };
+        Self {
+            cgroupfs: manager.trim() == "cgroupfs",
+            rootless,
+            cgroup_v2: matches!(version.trim(), "v2" | "2"),
+            memory_controller: controllers
+                .split(|c: char| c == '[' || c == ']' || c == ',' || c.is_whitespace())
+                .any(|c| c == "memory"),
+        }
+    }
+
+    /// Whether the engine can hold a container to a memory limit. A rootful
+    /// engine can. A rootless one only on the cgroup v2 unified hierarchy
+    /// with the memory controller delegated to its user: on cgroup v1 a
+    /// non-root user cannot create or limit memory cgroups at all, and
+    /// podman runs the container without the limit (it warns and carries
+    /// on), so a spec's `memory_gb` would not be honoured.
+    pub fn enforces_memory_limits(&self) -> bool {
+        !self.rootless || (self.cgroup_v2 && self.memory_controller)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,9 +133,7 @@ pub struct RunPlan<'a> {
 /// within a few seconds (a docker client without a daemon is not enough).
 pub async fn detect() -> Option<ContainerEngine> {
     if let Some(program) = which("podman") {
-        let cgroupfs =
-            cgroup_manager(&program, "{{.Host.CgroupManager}}").await.as_deref() == Some("cgroupfs");
-        return Some(ContainerEngine { kind: EngineKind::Podman, program, cgroupfs });
+        return Some(with_info(EngineKind::Podman, program, PODMAN_INFO).await);
     }
     let program = which("docker")?;
     let info = tokio::process::Command::new(&program)
@@ -75,10 +144,7 @@ pub async fn detect() -> Option<ContainerEngine> {
         .kill_on_drop(true)
         .status();
     match tokio::time::timeout(Duration::from_secs(5), info).await {
-        Ok(Ok(s)) if s.success() => {
-            let cgroupfs = cgroup_manager(&program, "{{.CgroupDriver}}").await.as_deref() == Some("cgroupfs");
-            Some(ContainerEngine { kind: EngineKind::Docker, program, cgroupfs })
-        }
+        Ok(Ok(s)) if s.success() => Some(with_info(EngineKind::Docker, program, DOCKER_INFO).await),
         _ => {
             tracing::debug!("docker client found but `docker info` failed: no usable docker engine");
             None
@@ -86,8 +152,25 @@ pub async fn detect() -> Option<ContainerEngine> {
     }
 }
 
-/// The engine's cgroup manager (`cgroupfs`, `systemd`), from `info`.
-async fn cgroup_manager(program: &Path, format: &str) -> Option<String> {
+/// The engine with what its `info` says. An engine whose `info` does not
+/// answer is taken as rootful, on systemd: no `--cgroup-parent`, limits by
+/// `--memory`.
+async fn with_info(kind: EngineKind, program: PathBuf, format: &str) -> ContainerEngine {
+    let info = info(&program, format).await.map(|out| EngineInfo::parse(kind, &out)).unwrap_or_default();
+    let memory_limits = info.enforces_memory_limits();
+    if !memory_limits {
+        tracing::warn!(
+            engine = %program.display(),
+            "the container engine is rootless on cgroup v1 (or without the memory controller delegated): \
+             it cannot hold a container to a memory limit, so image workloads are not placed here \
+             (run the engine as root, or use cgroup v2 with the memory controller delegated)"
+        );
+    }
+    ContainerEngine { kind, program, cgroupfs: info.cgroupfs, memory_limits }
+}
+
+/// The output of `<engine> info --format <format>`, when it answers.
+async fn info(program: &Path, format: &str) -> Option<String> {
     let info = tokio::process::Command::new(program)
         .args(["info", "--format", format])
         .stdin(std::process::Stdio::null())
@@ -234,8 +317,12 @@ mod tests {
 
     #[test]
     fn run_argv_passes_env_by_name_and_mounts_outputs() {
-        let engine =
-            ContainerEngine { kind: EngineKind::Docker, program: "/usr/bin/docker".into(), cgroupfs: false };
+        let engine = ContainerEngine {
+            kind: EngineKind::Docker,
+            program: "/usr/bin/docker".into(),
+            cgroupfs: false,
+            memory_limits: true,
+        };
         let cmd = vec!["python".to_string(), "train.py".into()];
         let plan = RunPlan {
             token: "canopy-s-w1-a1",
@@ -261,8 +348,12 @@ mod tests {
              -e HF_TOKEN -e CANOPY_ATTEMPT -v /r/t/outputs/outputs:/outputs -w /app \
              --memory 2000000000 --cpus 1.5 --gpus all ghcr.io/acme/train:1 python train.py"
         );
-        let podman =
-            ContainerEngine { kind: EngineKind::Podman, program: "/usr/bin/podman".into(), cgroupfs: true };
+        let podman = ContainerEngine {
+            kind: EngineKind::Podman,
+            program: "/usr/bin/podman".into(),
+            cgroupfs: true,
+            memory_limits: true,
+        };
         // GPUs by their CDI name.
         assert!(run_argv(&podman, &plan).join(" ").contains("--device nvidia.com/gpu=all"));
         // In Canopy's own cgroup the limit is the cgroup's, not --memory.
@@ -272,6 +363,46 @@ mod tests {
         assert!(!argv.contains("--memory"), "{argv}");
         let local = RunPlan { pull_never: true, ..own };
         assert!(run_argv(&podman, &local).join(" ").contains("--pull=never"));
+    }
+
+    /// Rootless on cgroup v1 cannot hold a container to a memory limit,
+    /// and the local pool then says so in its tags; rootful engines, and
+    /// rootless ones on cgroup v2 with memory delegated, can.
+    #[test]
+    fn a_rootless_engine_on_cgroup_v1_cannot_enforce_memory_limits() {
+        let podman = |out: &str| EngineInfo::parse(EngineKind::Podman, out);
+        let rootful_v1 = podman("cgroupfs|false|v1|[cpuset cpu cpuacct blkio memory devices freezer pids]\n");
+        assert_eq!(
+            rootful_v1,
+            EngineInfo { cgroupfs: true, rootless: false, cgroup_v2: false, memory_controller: true }
+        );
+        assert!(rootful_v1.enforces_memory_limits());
+        let rootless_v1 = podman("cgroupfs|true|v1|[]");
+        assert!(rootless_v1.rootless && !rootless_v1.enforces_memory_limits());
+        assert!(podman("systemd|true|v2|[cpu memory pids]").enforces_memory_limits());
+        // v2 without the memory controller delegated to the user.
+        assert!(!podman("systemd|true|v2|[cpu pids]").enforces_memory_limits());
+        let docker = |out: &str| EngineInfo::parse(EngineKind::Docker, out);
+        let rootless = docker("cgroupfs|[name=seccomp,profile=builtin name=rootless]|1|memory");
+        assert!(rootless.rootless && !rootless.enforces_memory_limits());
+        assert!(
+            docker("systemd|[name=seccomp,profile=builtin name=rootless]|2|memory").enforces_memory_limits()
+        );
+        assert!(docker("systemd|[name=seccomp,profile=builtin]|1|memory").enforces_memory_limits());
+        // An engine whose info does not answer: as before, rootful.
+        assert!(EngineInfo::default().enforces_memory_limits());
+
+        let engine = |memory_limits| ContainerEngine {
+            kind: EngineKind::Podman,
+            program: "/usr/bin/podman".into(),
+            cgroupfs: true,
+            memory_limits,
+        };
+        assert_eq!(engine(true).tags(), [crate::fleet::CONTAINER_TAG]);
+        assert_eq!(
+            engine(false).tags(),
+            [crate::fleet::CONTAINER_TAG, crate::fleet::CONTAINER_MEMORY_UNENFORCED_TAG]
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 pub const POOL: &str = "host";
 pub const REGION: &str = "local";
-pub const CONTAINER_TAG: &str = "container-runtime";
+pub use crate::fleet::CONTAINER_TAG;
 
 /// One GPU as `nvidia-smi` lists it.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,7 +33,9 @@ pub struct GpuInfo {
 /// machine into that many equal nodes, `<host>-1` … `<host>-N`, behind one
 /// loopback "switch", so multi-node (gang) work can run and be tested on
 /// one machine, as CI runs two slurmd on one host.
-pub async fn inventory(root: &Path, has_container_engine: bool, nodes: u32) -> Result<Inventory, String> {
+/// `containers` are the pool's container tags
+/// ([`super::container::ContainerEngine::tags`]; empty without an engine).
+pub async fn inventory(root: &Path, containers: Vec<String>, nodes: u32) -> Result<Inventory, String> {
     let meminfo =
         std::fs::read_to_string("/proc/meminfo").map_err(|e| format!("cannot read /proc/meminfo: {e}"))?;
     let memory_gb = parse_meminfo_total_gib(&meminfo).ok_or("/proc/meminfo has no MemTotal line")?;
@@ -44,7 +46,7 @@ pub async fn inventory(root: &Path, has_container_engine: bool, nodes: u32) -> R
         as f64
         / GIB;
     let gpus = query_gpus().await;
-    let def = pool_def(cpus as f64, round1(memory_gb), round1(disk_gb), &gpus, has_container_engine);
+    let def = pool_def(cpus as f64, round1(memory_gb), round1(disk_gb), &gpus, containers);
     let (def, nodes) = split(def, &hostname(), nodes);
     Ok(Inventory { pools: vec![InventoryPool { def, nodes }] })
 }
@@ -84,7 +86,13 @@ fn round1(v: f64) -> f64 {
     (v * 10.0).round() / 10.0
 }
 
-pub fn pool_def(cpus: f64, memory_gb: f64, disk_gb: f64, gpus: &[GpuInfo], containers: bool) -> PoolDef {
+pub fn pool_def(
+    cpus: f64,
+    memory_gb: f64,
+    disk_gb: f64,
+    gpus: &[GpuInfo],
+    containers: Vec<String>,
+) -> PoolDef {
     let accelerator = gpus.iter().find_map(|g| accelerator_of(g).map(|a| (g.name.clone(), a)));
     let (accelerator, count) = match accelerator {
         Some((name, a)) => {
@@ -112,7 +120,7 @@ pub fn pool_def(cpus: f64, memory_gb: f64, disk_gb: f64, gpus: &[GpuInfo], conta
         },
         price_per_hour: 0.0,
         startup: Duration::from_secs(1),
-        capabilities: if containers { vec![CONTAINER_TAG.into()] } else { Vec::new() },
+        capabilities: containers,
         compliance: Vec::new(),
         reserved: true,
         interruptible: false,
@@ -266,7 +274,7 @@ mod tests {
                 compute_cap: Some(ComputeCapability::new(9, 0))
             }
         );
-        let def = pool_def(32.0, 251.5, 900.0, &gpus, true);
+        let def = pool_def(32.0, 251.5, 900.0, &gpus, vec![CONTAINER_TAG.into()]);
         let a = def.shape.accelerator.unwrap();
         assert_eq!(
             (a.family, a.vendor, a.memory_gb, a.model.as_str()),
@@ -284,7 +292,7 @@ mod tests {
     fn old_drivers_without_compute_cap_fall_back_to_the_table() {
         let gpus = parse_nvidia_smi("Tesla T4, 15360 MiB\nbroken line\n");
         assert_eq!(gpus.len(), 1);
-        let a = pool_def(8.0, 30.0, 100.0, &gpus, false).shape.accelerator.unwrap();
+        let a = pool_def(8.0, 30.0, 100.0, &gpus, Vec::new()).shape.accelerator.unwrap();
         assert_eq!(
             (a.family, a.compute_capability, a.memory_gb),
             (Family::Turing, ComputeCapability::new(7, 5), 16.0)
@@ -293,7 +301,7 @@ mod tests {
 
     #[test]
     fn cpu_only_hosts_have_no_accelerator_or_tag() {
-        let def = pool_def(2.0, 7.6, 40.0, &[], false);
+        let def = pool_def(2.0, 7.6, 40.0, &[], Vec::new());
         assert!(def.shape.accelerator.is_none());
         assert_eq!(def.shape.gpus_per_node, 0);
         assert!(def.capabilities.is_empty());

@@ -226,7 +226,7 @@ impl Provider for LocalProvider {
     }
 
     async fn inventory(&self) -> Result<Inventory, ProviderError> {
-        let containers = self.container_engine().await.is_some();
+        let containers = self.container_engine().await.map(ContainerEngine::tags).unwrap_or_default();
         let mut inv = inventory::inventory(&self.cfg.root, containers, self.cfg.nodes)
             .await
             .map_err(|m| self.err(m))?;

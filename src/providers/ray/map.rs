@@ -168,7 +168,8 @@ pub fn pools(nodes: &[NodeInfo], s: &PoolSettings) -> Vec<InventoryPool> {
             if acc.is_some() {
                 capabilities.push(format!("{ACCEL_TAG}{kind}"));
             }
-            capabilities.extend(s.capabilities.iter().cloned());
+            // Ray runs no container images here, whatever the configuration says.
+            capabilities.extend(s.capabilities.iter().filter(|c| *c != crate::fleet::CONTAINER_TAG).cloned());
             let name = if acc.is_some() { kind.to_ascii_lowercase() } else { "cpu".to_string() };
             let fabric = s.topology.fabric_of(&name);
             let def = PoolDef {

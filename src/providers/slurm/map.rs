@@ -479,7 +479,8 @@ pub fn pools(nodes: &[NodeView], s: &PoolSettings) -> Vec<InventoryPool> {
         if let Some(k) = kind.as_deref().filter(|_| gpus > 0) {
             capabilities.push(format!("{GRES_TAG}{k}"));
         }
-        capabilities.extend(o.capabilities.iter().cloned());
+        // Slurm runs no container images here, whatever the configuration says.
+        capabilities.extend(o.capabilities.iter().filter(|c| *c != crate::fleet::CONTAINER_TAG).cloned());
         let name = o.pool.clone().unwrap_or(default_name);
         let fabric = s.topology.fabric_of(&name);
         let def = PoolDef {

@@ -31,6 +31,7 @@
 //! values leave it only inside a launch request's stdin.
 
 pub mod checkpoints;
+mod container;
 pub mod protocol;
 pub mod remote;
 pub mod transport;
@@ -665,17 +666,26 @@ impl Provider for SshProvider {
         let mut pools = Vec::new();
         for (name, p) in &i.cfg.pools {
             let hosts: Vec<&Arc<HostState>> = i.hosts.iter().filter(|h| &h.cfg.pool == name).collect();
-            let shapes: Vec<Shape> = hosts
+            let probes: Vec<Probe> = hosts.iter().filter_map(|h| h.probe.lock().unwrap().clone()).collect();
+            let shapes: Vec<Shape> = probes.iter().map(|p| p.shape.clone()).collect();
+            // The configured tags, less any container tag: whether the
+            // pool runs images is its hosts' probes' word alone.
+            let mut capabilities: Vec<String> = p
+                .capabilities
                 .iter()
-                .filter_map(|h| h.probe.lock().unwrap().as_ref().map(|p| p.shape.clone()))
+                .filter(|c| {
+                    *c != crate::fleet::CONTAINER_TAG && *c != crate::fleet::CONTAINER_MEMORY_UNENFORCED_TAG
+                })
+                .cloned()
                 .collect();
+            capabilities.extend(container::pool_tags(&probes));
             let def = PoolDef {
                 name: name.clone(),
                 region: p.region.clone(),
                 shape: pool_shape(&shapes),
                 price_per_hour: p.price_per_hour,
                 startup: Duration::from_secs(2),
-                capabilities: p.capabilities.clone(),
+                capabilities,
                 compliance: Vec::new(),
                 reserved: true,
                 interruptible: !p.windows.is_always(),
@@ -704,17 +714,15 @@ impl Provider for SshProvider {
                     .into(),
             ));
         }
-        if req.spec.runtime.image.is_some() {
-            return Err(LaunchError::Rejected(
-                "ssh hosts run workloads as processes of the owner's user; containers are not offered there \
-                 (remove runtime.image)"
-                    .into(),
-            ));
-        }
         let Some(n) = i.hosts.iter().position(|h| h.name() == req.node) else {
             return Err(LaunchError::Rejected(format!("no ssh host named {:?} in {}", req.node, i.cfg.name)));
         };
         let h = &i.hosts[n];
+        if let Some(image) = &req.spec.runtime.image
+            && let Some(why) = container::refuse_image(h.name(), image, h.probe.lock().unwrap().as_ref())
+        {
+            return Err(LaunchError::Rejected(why));
+        }
         let grace = req.spec.runtime.stop_grace.map_or(i.cfg.grace, |g| g.0);
         if i.window_closing(h, grace + WINDOW_MARGIN) {
             return Err(LaunchError::Capacity(format!(
@@ -1087,7 +1095,8 @@ mod tests {
         });
         let mut shape = pool_shape(&[]);
         shape.gpus_per_node = gpus;
-        *p.inner.hosts[0].probe.lock().unwrap() = Some(Probe { arch: "x86_64".into(), shape, now_ms: 0 });
+        *p.inner.hosts[0].probe.lock().unwrap() =
+            Some(Probe { arch: "x86_64".into(), shape, now_ms: 0, containers: Vec::new() });
         p
     }
 

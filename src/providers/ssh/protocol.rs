@@ -169,6 +169,11 @@ pub struct Probe {
     pub shape: Shape,
     /// The host's clock, milliseconds since the epoch.
     pub now_ms: i64,
+    /// What the owner's container engine offers, as pool tags
+    /// ([`crate::providers::local::container::ContainerEngine::tags`]):
+    /// empty when none answers `info` (or from an older host binary).
+    #[serde(default)]
+    pub containers: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -20,8 +20,10 @@
 //! Secret values arrive in the request on stdin and go on the
 //! supervisor's stdin, as the local launcher hands them, and from there
 //! into the workload's environment only; they are never written to a file
-//! or an argument list. Containers are not offered on owners'
-//! hosts (running one needs the owner's container engine, often root's).
+//! or an argument list. A workload with `runtime.image` runs in the
+//! owner's own container engine (podman, or docker), detected with
+//! `<engine> info` at each probe and launch, exactly as the local
+//! provider runs one (see `super::container`).
 //!
 //! This module must not touch anything outside the store's directory nor
 //! signal processes the local provider would not.
@@ -29,6 +31,7 @@
 use super::checkpoints;
 use super::protocol::{self, Listed, Probe, Reply, Request, Status};
 use crate::providers::collect;
+use crate::providers::local::container::ContainerEngine;
 use crate::providers::local::layout::{self, AttemptDir, valid_token};
 use crate::providers::local::state::{self, Observed};
 use crate::providers::local::{ContainerPolicy, LocalConfig, LocalProvider, ShimCommand};
@@ -121,7 +124,8 @@ impl Host {
             args: vec!["__supervise".into()],
         });
         let mut cfg = LocalConfig::new(dir.join("attempts"), shim);
-        cfg.containers = ContainerPolicy::Disabled;
+        // The owner's own podman (or docker), when it answers `info`.
+        cfg.containers = ContainerPolicy::Detect;
         cfg.lease = Some(dir.join("lease"));
         Self { provider: LocalProvider::new(cfg), dir, store }
     }
@@ -279,10 +283,12 @@ impl Host {
 
     async fn probe(&self) -> Result<Probe, String> {
         let attempts = self.dir.join("attempts");
-        let inv = crate::providers::local::inventory::inventory(&attempts, false, 1).await?;
+        let containers =
+            self.provider.container_engine().await.map(ContainerEngine::tags).unwrap_or_default();
+        let inv = crate::providers::local::inventory::inventory(&attempts, containers.clone(), 1).await?;
         let shape =
             inv.pools.into_iter().next().map(|p| p.def.shape).ok_or("the host reported no capacity")?;
-        Ok(Probe { arch: std::env::consts::ARCH.to_string(), shape, now_ms: layout::now_ms() })
+        Ok(Probe { arch: std::env::consts::ARCH.to_string(), shape, now_ms: layout::now_ms(), containers })
     }
 
     async fn launch(&self, l: protocol::Launch) -> Result<protocol::LaunchOutcome, String> {

@@ -50,6 +50,55 @@ fn capability_tags_are_required() {
     assert_eq!(v["cloud-a/us-east-l4"], Err(Filter::Capability));
 }
 
+/// A workload with `runtime.image` fits only pools that run container
+/// images; the others are ruled out by the `image` filter, in its words.
+#[test]
+fn an_image_needs_a_pool_that_runs_container_images() {
+    let mut b = FleetBuilder::new();
+    b.provider("k8s", ProviderKind::Kubernetes, None).unwrap();
+    let mut p = pool("cpu", "eu-west", cpus(64.0, 256.0, 1000.0), 3.0);
+    p.capabilities = vec![crate::fleet::CONTAINER_TAG.into()];
+    b.pool(p, vec![node("k1")]).unwrap();
+    b.provider("slurm-a", ProviderKind::Slurm, None).unwrap();
+    b.pool(pool("cpu", "eu-west", cpus(64.0, 256.0, 1000.0), 1.0), vec![node("s1"), node("s2")]).unwrap();
+    let fleet = b.build();
+    let image = Requirements { image: true, ..cpu_req() };
+    let v = verdicts(&fleet, &HealthView::default(), &image);
+    assert_eq!(v["k8s/cpu"], Ok("k1".into()));
+    assert_eq!(v["slurm-a/cpu"], Err(Filter::Image));
+    assert_eq!(Filter::Image.reason(&image), "does not run container images");
+    // Without an image the cheaper Slurm pool is fine.
+    assert_eq!(verdict(&fleet, &cpu_req(), "slurm-a/cpu"), Ok("s1".into()));
+    // No pool that runs images: every node counted under the filter.
+    let mut b = FleetBuilder::new();
+    b.provider("slurm-a", ProviderKind::Slurm, None).unwrap();
+    b.pool(pool("cpu", "eu-west", cpus(64.0, 256.0, 1000.0), 1.0), vec![node("s1"), node("s2")]).unwrap();
+    let e = unschedulable(&b.build(), &HealthView::default(), &image);
+    assert_eq!((e.reasons.len(), e.reasons[0].filter, e.reasons[0].nodes), (1, Filter::Image, 2));
+    assert!(e.to_string().contains("2 does not run container images"), "{e}");
+}
+
+/// A pool whose container engine cannot enforce memory limits (rootless
+/// on cgroup v1) is ruled out for image work with a memory limit, and says
+/// why; plain work still runs there.
+#[test]
+fn an_image_needs_an_engine_that_enforces_its_memory_limit() {
+    let mut b = FleetBuilder::new();
+    b.provider("local", ProviderKind::Local, None).unwrap();
+    let mut p = pool("host", "local", cpus(8.0, 32.0, 100.0), 0.0);
+    p.capabilities =
+        vec![crate::fleet::CONTAINER_TAG.into(), crate::fleet::CONTAINER_MEMORY_UNENFORCED_TAG.into()];
+    b.pool(p, vec![node("h")]).unwrap();
+    let fleet = b.build();
+    let image = Requirements { image: true, ..cpu_req() };
+    assert_eq!(verdict(&fleet, &image, "local/host"), Err(Filter::ImageMemory));
+    assert_eq!(
+        Filter::ImageMemory.reason(&image),
+        "cannot hold a container to its memory limit (rootless engine on cgroup v1)"
+    );
+    assert_eq!(verdict(&fleet, &cpu_req(), "local/host"), Ok("h".into()));
+}
+
 #[test]
 fn all_gpus_must_be_on_one_node() {
     let v = verdicts(&demo(), &HealthView::default(), &gpu_req(4));
