@@ -80,8 +80,16 @@ async fn an_admins_node_down_moves_the_work_without_charging_the_node() {
     let _cleanup = Cleanup { store_id: r.store_id.clone(), engines: e.clone() };
     let marker = e.jobs_dir.join(format!("finished-{}", std::process::id()));
     let _ = std::fs::remove_file(&marker);
+    // The work finishes only once the test opens the gate, after the node
+    // went down and the first attempt ended: a fixed sleep let a loaded
+    // machine see the first attempt run past its end before the node went
+    // down (its line was written, then it was stopped and moved).
+    let gate = e.jobs_dir.join(format!("gate-{}", std::process::id()));
+    let _ = std::fs::remove_file(&gate);
     let script = format!(
-        "sleep 6; echo \"$SLURMD_NODENAME\" >> {m}; echo ok > \"$CANOPY_OUTPUT_DIR/result.txt\"",
+        "while [ ! -e {g} ]; do sleep 0.2; done; echo \"$SLURMD_NODENAME\" >> {m}; \
+         echo ok > \"$CANOPY_OUTPUT_DIR/result.txt\"",
+        g = gate.display(),
         m = marker.display()
     );
     let id = submit(&r, gpu_spec("slurm-node-down", &script)).await;
@@ -92,8 +100,11 @@ async fn an_admins_node_down_moves_the_work_without_charging_the_node() {
     let node = a[0].node.clone();
     let _resume = Resume(node.clone());
     sh(&format!("scontrol update nodename={node} state=down reason=canopy-test"));
+    wait(t.path(), id, LONG, "the first attempt to end", |_, a| a[0].class.is_some()).await;
+    std::fs::write(&gate, b"").unwrap();
     let (w, a) =
         wait(t.path(), id, LONG, "success after the node went down", |w, _| w.state.is_final()).await;
+    let _ = std::fs::remove_file(&gate);
     assert_eq!(w.state, WorkloadState::Succeeded, "{a:#?}");
     assert_eq!(a.len(), 2, "one move: {a:#?}");
     assert_eq!(a[0].class, Some(FailureClass::Preempted), "moved, not failed: {a:#?}");
