@@ -3,11 +3,11 @@
 //! tenant below its demand-aware fair share gets room for its next
 //! waiting workload, taken from the tenants furthest above theirs.
 //!
-//! Each cohort's GPUs (on ready nodes of pools a flavor counts, less what
-//! other cohorts' tenants hold) are shared by weighted max-min
-//! ([`crate::tenant::fair::water_fill`]) over each member's demand: the
-//! GPUs it holds plus what its waiting work asks (work the fleet could
-//! hold). A tenant holding less than that entitlement is owed; one holding
+//! The GPUs a cohort's tenants hold (on pools a flavor counts; free GPUs
+//! are not at stake, work that fits nowhere cannot use them) are shared
+//! by weighted max-min ([`crate::tenant::fair::water_fill`]) over each
+//! member's demand: the GPUs it holds plus what its waiting work asks
+//! (work the fleet could hold), as `sim::fairness` measures it. A tenant holding less than that entitlement is owed; one holding
 //! more can give. Then, furthest below first:
 //!
 //! - the owed tenant's next waiting workload (queue order) that fits
@@ -61,7 +61,7 @@ impl Core {
     /// Each configured tenant's held GPUs and demand-aware entitlement.
     fn fair_gaps(&self, now: Millis) -> Vec<Gap> {
         let held: HashMap<String, f64> = self.gpus_held().into_iter().collect();
-        let capacity = self.counted_gpus();
+        let fleet_gpus = self.fleet.total_gpus() as f64;
         let widest = self.fleet.pools.iter().map(|p| p.shape.gpus_per_node).max().unwrap_or(0);
         let mut asks: HashMap<&str, f64> = HashMap::new();
         for e in self.entries.values() {
@@ -74,7 +74,7 @@ impl Core {
             let Some(t) = self.tenant_of(e) else { continue };
             let r = &e.spec.resources;
             let ask = f64::from(r.gpus) * f64::from(r.nodes.max(1));
-            if r.gpus <= widest && ask <= capacity {
+            if r.gpus <= widest && ask <= fleet_gpus {
                 *asks.entry(t).or_default() += ask;
             }
         }
@@ -97,7 +97,7 @@ impl Core {
         for cohort in cohorts.iter().flatten() {
             let members: Vec<usize> =
                 (0..tenants.len()).filter(|&i| tenants[i].cohort.as_ref() == Some(cohort)).collect();
-            let others: f64 = (0..tenants.len()).filter(|i| !members.contains(i)).map(|i| out[i].held).sum();
+            let capacity: f64 = members.iter().map(|&i| out[i].held).sum();
             let demand: Vec<(f64, f64)> = members
                 .iter()
                 .map(|&i| {
@@ -107,7 +107,7 @@ impl Core {
                     )
                 })
                 .collect();
-            for (k, e) in water_fill((capacity - others).max(0.0), &demand).into_iter().enumerate() {
+            for (k, e) in water_fill(capacity, &demand).into_iter().enumerate() {
                 out[members[k]].entitled = e;
             }
         }

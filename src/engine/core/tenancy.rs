@@ -204,20 +204,6 @@ impl Core {
         self.quota.pool_label.iter().zip(flavored).filter(|(_, f)| *f).map(|(l, _)| l.as_str()).collect()
     }
 
-    /// GPUs on the ready nodes of pools a flavor counts: what tenants
-    /// share.
-    pub(super) fn counted_gpus(&self) -> f64 {
-        self.fleet
-            .nodes
-            .iter()
-            .filter(|n| {
-                n.state == NodeState::Ready
-                    && matches!(self.quota.pool_flavor.get(n.pool.0 as usize), Some(Some(_)))
-            })
-            .map(|n| f64::from(self.fleet.pool(n.pool).shape.gpus_per_node))
-            .sum()
-    }
-
     /// GPUs each configured tenant's live attempts hold, on pools a flavor
     /// counts.
     pub(super) fn gpus_held(&self) -> Vec<(String, f64)> {
