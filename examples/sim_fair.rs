@@ -290,7 +290,7 @@ fn run() -> Result<(), String> {
         a.seeds.first().copied().unwrap_or(0),
         a.seeds.last().copied().unwrap_or(0)
     );
-    out.push_str("| tenant | jobs | share ÷ fair, fair share | share ÷ fair, first-come | held ÷ entitled, fair share | held ÷ entitled, first-come | backlogged samples, fair share (capped) | queue p99, fair / first-come |\n");
+    out.push_str("| tenant | jobs | share ÷ fair, fair share | share ÷ fair, first-come | held ÷ entitled, fair share | held ÷ entitled, first-come | backlogged samples, fair share (capped; holding no GPU) | queue p99, fair / first-come |\n");
     out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for t in &fair.tenants {
         let mean_of =
@@ -316,6 +316,7 @@ fn run() -> Result<(), String> {
                     .sum()
             };
         let (backlogged, capped) = (count(|x| &x.backlogged), count(|x| &x.capped));
+        let none = count(|x| &x.held_none);
         let p99 = |f: bool| {
             a.seeds
                 .iter()
@@ -331,7 +332,7 @@ fn run() -> Result<(), String> {
             .map_or(0, |x| x.workloads);
         let _ = writeln!(
             out,
-            "| {} | {n} | {} | {} | {} | {} | {backlogged} ({capped}) | {} / {} |",
+            "| {} | {n} | {} | {} | {} | {} | {backlogged} ({capped}; {none}) | {} / {} |",
             t.name,
             ratio(true),
             ratio(false),
@@ -361,6 +362,15 @@ fn run() -> Result<(), String> {
         demand_jains.iter().map(|d| d.0).fold(1.0, f64::min),
         dmean(1),
         demand_jains.iter().map(|d| d.1).fold(1.0, f64::min),
+    );
+    let none: [usize; 2] = [true, false]
+        .map(|f| a.seeds.iter().filter_map(|&s| Some(get(s, f)?.fairness.as_ref()?.samples_held_none)).sum());
+    let all: [usize; 2] = [true, false]
+        .map(|f| a.seeds.iter().filter_map(|&s| Some(get(s, f)?.fairness.as_ref()?.samples)).sum());
+    let _ = writeln!(
+        out,
+        "- samples in which a backlogged tenant held no GPU at all: fair share {} of {}, first-come {} of {}",
+        none[0], all[0], none[1], all[1]
     );
     let sm = |x: (f64, usize)| if x.1 == 0 { "—".to_string() } else { format!("{:.3}", x.0 / x.1 as f64) };
     let _ = writeln!(

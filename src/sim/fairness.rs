@@ -58,6 +58,12 @@ pub struct Fairness {
     /// share (it could not use its fair share: water-filling capped it).
     #[serde(default)]
     pub capped: BTreeMap<String, usize>,
+    /// Per tenant: samples in which it was backlogged and held no GPUs.
+    #[serde(default)]
+    pub held_none: BTreeMap<String, usize>,
+    /// Samples in which some backlogged tenant held no GPUs.
+    #[serde(default)]
+    pub samples_held_none: usize,
     /// Samples in which some backlogged tenant was capped, and the mean of
     /// the first index over them (1 without such samples).
     #[serde(default)]
@@ -80,6 +86,8 @@ pub struct Sampler {
     demand: Vec<(f64, bool)>,
     entitled: BTreeMap<String, (f64, usize)>,
     capped: BTreeMap<String, usize>,
+    held_none: BTreeMap<String, usize>,
+    samples_held_none: usize,
 }
 
 /// Jain's index of `x`: (Σx)² / (n·Σx²); 1 for an empty or all-zero `x`.
@@ -165,11 +173,17 @@ impl Sampler {
             let e = self.entitled.entry(t.to_string()).or_default();
             e.0 += r * k as f64;
             e.1 += k;
+            if held_of(t) <= 0.0 {
+                *self.held_none.entry(t.to_string()).or_default() += k;
+            }
             // Capped: its demand is below its plain weighted share.
             if wd[i].1 < total * wd[i].0 / weights - 1e-9 {
                 any_capped = true;
                 *self.capped.entry(t.to_string()).or_default() += k;
             }
+        }
+        if backlogged.iter().any(|t| held_of(t) <= 0.0) {
+            self.samples_held_none += k;
         }
         self.demand.extend(std::iter::repeat_n((jain(&y), any_capped), k));
     }
@@ -201,6 +215,8 @@ impl Sampler {
                 .collect(),
             backlogged: self.ratios.iter().map(|(t, (_, c))| (t.clone(), *c)).collect(),
             capped: self.capped.clone(),
+            held_none: self.held_none.clone(),
+            samples_held_none: self.samples_held_none,
             samples_capped: self.demand.iter().filter(|d| d.1).count(),
             jain_mean_capped: split(true),
             jain_mean_uncapped: split(false),
