@@ -375,6 +375,15 @@ mod tests {
     }
 
     #[test]
+    fn gap_preemption_without_a_minimum_runtime_is_refused_with_what_to_write() {
+        let def = FairShareDef { half_life: HumanDuration(H), preempt_after: None, preempt_gaps: true };
+        let e = def.validate().unwrap_err();
+        assert!(e.contains("preempt_gaps = true needs preempt_after"), "{e}");
+        let ok = FairShareDef { preempt_after: Some(HumanDuration(H)), ..def }.validate().unwrap();
+        assert!(ok.preempt_gaps && ok.preempt_after == Some(H));
+    }
+
+    #[test]
     fn a_half_life_under_a_minute_is_refused_with_what_to_write() {
         let def = FairShareDef {
             half_life: HumanDuration(Duration::from_secs(5)),
