@@ -293,9 +293,17 @@ fn small_arrives_late(fair: &str) -> (Vec<(i64, AttemptId)>, Sim) {
     for _ in 0..3 {
         s.submit("small", 120);
     }
+    let stops = stops_until(&mut s, 100);
+    (stops, s)
+}
+
+/// Runs `s` to minute `until`, confirming every stop at once; the stops
+/// (minute, attempt).
+fn stops_until(s: &mut Sim, until: i64) -> Vec<(i64, AttemptId)> {
     let mut stops: Vec<(i64, AttemptId)> = Vec::new();
-    let mut seen = 0;
-    while (s.w.now - T0) / 60_000 < 100 {
+    let mut seen =
+        s.w.actions.iter().filter(|a| matches!(a, canopy::engine::core::Action::Terminate { .. })).count();
+    while (s.w.now - T0) / 60_000 < until {
         s.minute();
         let new: Vec<AttemptId> =
             s.w.actions
@@ -315,7 +323,7 @@ fn small_arrives_late(fair: &str) -> (Vec<(i64, AttemptId)>, Sim) {
             s.start_launched();
         }
     }
-    (stops, s)
+    stops
 }
 
 /// With `preempt_gaps`, a pass takes room from the tenant furthest above
@@ -346,4 +354,31 @@ fn gap_preemption_takes_from_the_tenant_furthest_above_its_share_and_no_more_tha
         ),
         "{said}"
     );
+}
+
+/// With `preempt_gaps`, one pass serves every tenant below its share, not
+/// one tenant a pass: `big` holds all 8 GPUs, `mid` and `small` each wait
+/// for one; at minute 30 (when big's work has run 30 minutes) both get
+/// room in the same pass, from big.
+#[test]
+fn gap_preemption_serves_every_tenant_below_its_share_in_one_pass() {
+    let fair = "[fair_share]\nhalf_life = \"1h\"\npreempt_after = \"30m\"\npreempt_gaps = true\n";
+    let mut s = Sim::new(three_tenants(fair));
+    for _ in 0..8 {
+        s.submit("big", 600);
+    }
+    s.submit("big", 600);
+    while (s.w.now - T0) / 60_000 < 20 {
+        s.minute();
+    }
+    s.submit("mid", 120);
+    s.submit("small", 120);
+    let stops = stops_until(&mut s, 60);
+    let who: Vec<(i64, &str)> = stops.iter().map(|(m, a)| (*m, s.tenant_of[&a.workload])).collect();
+    eprintln!("victims (minute, tenant): {who:?}");
+    assert_eq!(who, vec![(30, "big"), (30, "big")], "both in the pass at minute 30, both of big");
+    for t in ["mid", "small"] {
+        let n = s.running.iter().filter(|(a, _)| s.tenant_of[&a.workload] == t).count();
+        assert_eq!(n, 1, "{t} runs its job");
+    }
 }
