@@ -35,7 +35,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-const USAGE: &str = "usage: sim_fair [--trace FILE] [--fleet FLEET.toml] [--seeds 0-9|3|0,4,7] [--half-life 1d] [--preempt-after 30m] \
+const USAGE: &str = "usage: sim_fair [--trace FILE] [--fleet FLEET.toml] [--seeds 0-9|3|0,4,7] [--half-life 1d] [--preempt-after 30m] [--preempt-gaps] \
                      [--arrivals-x N] [--tenants-from vc] [--threads N]";
 
 struct Args {
@@ -49,6 +49,9 @@ struct Args {
     /// `--preempt-after D`: fair share also preempts borrowed work that
     /// has run at least D.
     preempt_after: Option<Duration>,
+    /// `--preempt-gaps`: with `--preempt-after`, close every tenant's gap
+    /// to its demand-aware fair share in one pass.
+    preempt_gaps: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -61,6 +64,7 @@ fn parse_args() -> Result<Args, String> {
         from_vc: false,
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         preempt_after: None,
+        preempt_gaps: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -77,6 +81,7 @@ fn parse_args() -> Result<Args, String> {
                 a.preempt_after =
                     Some(humantime::parse_duration(&v).map_err(|e| format!("--preempt-after {v:?}: {e}"))?);
             }
+            "--preempt-gaps" => a.preempt_gaps = true,
             "--arrivals-x" => {
                 let v = value()?;
                 a.arrivals_x = v
@@ -96,6 +101,9 @@ fn parse_args() -> Result<Args, String> {
             "--seeds" => a.seeds = canopy::sim::seeds::parse_seeds(&value()?)?,
             _ => return Err(format!("unknown argument {flag:?}\n{USAGE}")),
         }
+    }
+    if a.preempt_gaps && a.preempt_after.is_none() {
+        return Err(format!("--preempt-gaps needs --preempt-after\n{USAGE}"));
     }
     Ok(a)
 }
@@ -159,7 +167,11 @@ fn run() -> Result<(), String> {
         Tenancy { fair_share: None, ..t }
     };
     let fair = Tenancy {
-        fair_share: Some(FairShare { half_life: a.half_life, preempt_after: a.preempt_after }),
+        fair_share: Some(FairShare {
+            half_life: a.half_life,
+            preempt_after: a.preempt_after,
+            preempt_gaps: a.preempt_gaps,
+        }),
         ..first_come.clone()
     };
     let faults = FaultModel::default();
@@ -214,9 +226,13 @@ fn run() -> Result<(), String> {
         if a.from_vc { "one per virtual cluster" } else { "the fleet file's, round-robin by arrival" },
         humantime::format_duration(a.half_life)
     );
-    out.push_str("| seed | Jain, fair share (mean / lowest) | Jain, first-come | samples | completed GPU-h, fair / first-come | ratio | attempts stopped for others, fair / first-come | queue p99 grew most (tenant: fair / first-come) |\n");
-    out.push_str("|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    out.push_str("| seed | Jain, fair share (mean / lowest) | Jain, first-come | demand-aware Jain, fair share (mean / lowest) | demand-aware, first-come | samples (a tenant capped) | completed GPU-h, fair / first-come | ratio | attempts stopped for others, fair / first-come | queue p99 grew most (tenant: fair / first-come) |\n");
+    out.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     let (mut worst_growth, mut worst_ratio, mut jains) = (0.0f64, 1.0f64, Vec::new());
+    let mut demand_jains: Vec<(f64, f64)> = Vec::new();
+    // The first index over samples where some tenant was capped, and where
+    // none was: (sum of means × samples, samples), fair share then first-come.
+    let mut split = [[(0.0f64, 0usize); 2]; 2];
     let mut totals = (0.0, 0.0);
     for &seed in &a.seeds {
         let (Some(f), Some(c)) = (get(seed, true), get(seed, false)) else { continue };
@@ -239,14 +255,27 @@ fn run() -> Result<(), String> {
             }
         }
         worst_growth = worst_growth.max(grew.0);
+        demand_jains.push((fj.demand_jain_mean, cj.demand_jain_mean));
+        for (i, x) in [&fj, &cj].into_iter().enumerate() {
+            let capped = x.samples_capped;
+            split[i][0].0 += x.jain_mean_capped * capped as f64;
+            split[i][0].1 += capped;
+            split[i][1].0 += x.jain_mean_uncapped * (x.samples - capped) as f64;
+            split[i][1].1 += x.samples - capped;
+        }
         let _ = writeln!(
             out,
-            "| {seed} | {:.3} / {:.3} | {:.3} / {:.3} | {} | {:.0} / {:.0} | {ratio:.4} | {} / {} | {} (×{:.2}) |",
+            "| {seed} | {:.3} / {:.3} | {:.3} / {:.3} | {:.3} / {:.3} | {:.3} / {:.3} | {} ({}) | {:.0} / {:.0} | {ratio:.4} | {} / {} | {} (×{:.2}) |",
             fj.jain_mean,
             fj.jain_min,
             cj.jain_mean,
             cj.jain_min,
+            fj.demand_jain_mean,
+            fj.demand_jain_min,
+            cj.demand_jain_mean,
+            cj.demand_jain_min,
             fj.samples,
+            fj.samples_capped,
             f.useful_gpu_h,
             c.useful_gpu_h,
             f.tenants.iter().map(|t| t.reclaimed_attempts).sum::<usize>(),
@@ -261,21 +290,33 @@ fn run() -> Result<(), String> {
         a.seeds.first().copied().unwrap_or(0),
         a.seeds.last().copied().unwrap_or(0)
     );
-    out.push_str("| tenant | jobs | share ÷ fair, fair share | share ÷ fair, first-come | queue p99, fair / first-come |\n");
-    out.push_str("|---|---:|---:|---:|---:|\n");
+    out.push_str("| tenant | jobs | share ÷ fair, fair share | share ÷ fair, first-come | held ÷ entitled, fair share | held ÷ entitled, first-come | backlogged samples, fair share (capped; holding no GPU) | queue p99, fair / first-come |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for t in &fair.tenants {
-        let ratio = |f: bool| {
-            let v: Vec<f64> = a
-                .seeds
-                .iter()
-                .filter_map(|&s| get(s, f)?.fairness.as_ref()?.share_over_fair.get(&t.name).copied())
-                .collect();
-            if v.is_empty() {
-                "—".to_string()
-            } else {
-                format!("{:.2}", v.iter().sum::<f64>() / v.len() as f64)
-            }
-        };
+        let mean_of =
+            |f: bool, which: fn(&sim::fairness::Fairness) -> &std::collections::BTreeMap<String, f64>| {
+                let v: Vec<f64> = a
+                    .seeds
+                    .iter()
+                    .filter_map(|&s| which(get(s, f)?.fairness.as_ref()?).get(&t.name).copied())
+                    .collect();
+                if v.is_empty() {
+                    "—".to_string()
+                } else {
+                    format!("{:.2}", v.iter().sum::<f64>() / v.len() as f64)
+                }
+            };
+        let ratio = |f: bool| mean_of(f, |x| &x.share_over_fair);
+        let entitled = |f: bool| mean_of(f, |x| &x.held_over_entitled);
+        let count =
+            |which: fn(&sim::fairness::Fairness) -> &std::collections::BTreeMap<String, usize>| -> usize {
+                a.seeds
+                    .iter()
+                    .filter_map(|&s| which(get(s, true)?.fairness.as_ref()?).get(&t.name).copied())
+                    .sum()
+            };
+        let (backlogged, capped) = (count(|x| &x.backlogged), count(|x| &x.capped));
+        let none = count(|x| &x.held_none);
         let p99 = |f: bool| {
             a.seeds
                 .iter()
@@ -291,10 +332,12 @@ fn run() -> Result<(), String> {
             .map_or(0, |x| x.workloads);
         let _ = writeln!(
             out,
-            "| {} | {n} | {} | {} | {} / {} |",
+            "| {} | {n} | {} | {} | {} | {} | {backlogged} ({capped}; {none}) | {} / {} |",
             t.name,
             ratio(true),
             ratio(false),
+            entitled(true),
+            entitled(false),
             hours(p99(true)),
             hours(p99(false))
         );
@@ -307,6 +350,40 @@ fn run() -> Result<(), String> {
         "- Jain's index with fair share: mean of seeds {mean_jain:.3}, lowest seed {:.3} (≥ 0.9): {}",
         jains.iter().copied().fold(1.0, f64::min),
         yes(jains.iter().all(|j| *j >= 0.9))
+    );
+    let dmean = |i: usize| {
+        demand_jains.iter().map(|d| if i == 0 { d.0 } else { d.1 }).sum::<f64>()
+            / demand_jains.len().max(1) as f64
+    };
+    let _ = writeln!(
+        out,
+        "- demand-aware Jain's index (weighted max-min entitlement), for comparison: fair share mean of seeds {:.3}, lowest seed {:.3}; first-come {:.3}, lowest seed {:.3}",
+        dmean(0),
+        demand_jains.iter().map(|d| d.0).fold(1.0, f64::min),
+        dmean(1),
+        demand_jains.iter().map(|d| d.1).fold(1.0, f64::min),
+    );
+    let none: [usize; 2] = [true, false]
+        .map(|f| a.seeds.iter().filter_map(|&s| Some(get(s, f)?.fairness.as_ref()?.samples_held_none)).sum());
+    let all: [usize; 2] = [true, false]
+        .map(|f| a.seeds.iter().filter_map(|&s| Some(get(s, f)?.fairness.as_ref()?.samples)).sum());
+    let _ = writeln!(
+        out,
+        "- samples in which a backlogged tenant held no GPU at all: fair share {} of {}, first-come {} of {}",
+        none[0], all[0], none[1], all[1]
+    );
+    let sm = |x: (f64, usize)| if x.1 == 0 { "—".to_string() } else { format!("{:.3}", x.0 / x.1 as f64) };
+    let _ = writeln!(
+        out,
+        "- the first index over samples where some backlogged tenant could not use its weighted share (demand below it): fair share {} over {} samples, first-come {} over {}; where none was capped: fair share {} over {}, first-come {} over {}",
+        sm(split[0][0]),
+        split[0][0].1,
+        sm(split[1][0]),
+        split[1][0].1,
+        sm(split[0][1]),
+        split[0][1].1,
+        sm(split[1][1]),
+        split[1][1].1,
     );
     let _ = writeln!(
         out,

@@ -258,3 +258,127 @@ fn preemption_for_fair_share_waits_for_the_minimum_runtime_and_takes_no_more_tha
     let said = format!("{:?}", stopped.stop);
     assert!(said.contains("preempted for fair share") && said.contains("steady is at"), "{said}");
 }
+
+/// Three tenants of weight 1 in one cohort of 8 GPUs: `big` (nominal 2),
+/// `mid` (2) and `small` (4).
+fn three_tenants(fair: &str) -> Tenancy {
+    let mut text = format!("{fair}\n[[flavor]]\nname = \"lab\"\n");
+    for (name, gpus) in [("big", 2), ("mid", 2), ("small", 4)] {
+        text.push_str(&format!(
+            "[[tenant]]\nname = \"{name}\"\ncohort = \"c\"\n[tenant.quota.lab]\ngpus = {gpus}\n"
+        ));
+    }
+    TenancyDoc::parse(&text, false).expect("a valid tenancy").1
+}
+
+/// `big` holds 5 GPUs from minute 0 and `mid` 3 from minute 2, both with
+/// more waiting; `small`'s three one-GPU jobs arrive at minute 20. Each
+/// one's fair share of the 8 GPUs is 8/3 (all ask more). Runs to minute
+/// 100; returns the stops (minute, attempt) and the sim.
+fn small_arrives_late(fair: &str) -> (Vec<(i64, AttemptId)>, Sim) {
+    let mut s = Sim::new(three_tenants(fair));
+    for _ in 0..5 {
+        s.submit("big", 600);
+    }
+    s.minute();
+    s.minute();
+    for _ in 0..3 {
+        s.submit("mid", 600);
+    }
+    s.submit("big", 600);
+    s.submit("mid", 600);
+    while (s.w.now - T0) / 60_000 < 20 {
+        s.minute();
+    }
+    for _ in 0..3 {
+        s.submit("small", 120);
+    }
+    let stops = stops_until(&mut s, 100);
+    (stops, s)
+}
+
+/// Runs `s` to minute `until`, confirming every stop at once; the stops
+/// (minute, attempt).
+fn stops_until(s: &mut Sim, until: i64) -> Vec<(i64, AttemptId)> {
+    let mut stops: Vec<(i64, AttemptId)> = Vec::new();
+    let mut seen =
+        s.w.actions.iter().filter(|a| matches!(a, canopy::engine::core::Action::Terminate { .. })).count();
+    while (s.w.now - T0) / 60_000 < until {
+        s.minute();
+        let new: Vec<AttemptId> =
+            s.w.actions
+                .iter()
+                .filter_map(|a| match a {
+                    canopy::engine::core::Action::Terminate { attempt, .. } => Some(*attempt),
+                    _ => None,
+                })
+                .skip(seen)
+                .collect();
+        seen += new.len();
+        let minute = (s.w.now - T0) / 60_000;
+        for a in new {
+            stops.push((minute, a));
+            s.running.retain(|(x, _)| *x != a);
+            s.w.confirm_terminated(a, ProviderEnd::Signaled { signal: 15 });
+            s.start_launched();
+        }
+    }
+    stops
+}
+
+/// With `preempt_gaps`, a pass takes room from the tenant furthest above
+/// its demand-aware share (`big`, 5 of 8/3), never from one that would
+/// fall below its share (`mid`, 3 of 8/3, though its work lost less and
+/// is borrowed too), never before the minimum runtime, and never more
+/// than brings `small` to its share: two of its three jobs.
+#[test]
+fn gap_preemption_takes_from_the_tenant_furthest_above_its_share_and_no_more_than_its_gap() {
+    let fair = "[fair_share]\nhalf_life = \"1h\"\npreempt_after = \"30m\"\npreempt_gaps = true\n";
+    let (stops, s) = small_arrives_late(fair);
+    let who: Vec<(i64, &str)> = stops.iter().map(|(m, a)| (*m, s.tenant_of[&a.workload])).collect();
+    eprintln!("victims (minute, tenant): {who:?}");
+    assert!(stops.iter().all(|(m, _)| *m >= 30), "no victim before it ran 30 minutes: {who:?}");
+    assert!(
+        who.iter().all(|(_, t)| *t == "big"),
+        "only the tenant furthest above its share loses work: {who:?}"
+    );
+    assert_eq!(stops.len(), 2, "two jobs bring small to 2 of its 8/3; a third would take it above: {who:?}");
+    let small_running = s.running.iter().filter(|(a, _)| s.tenant_of[&a.workload] == "small").count();
+    assert_eq!(small_running, 2, "small runs two");
+    let stopped = s.w.attempt(stops[0].1);
+    assert_eq!(stopped.class, Some(canopy::failure::FailureClass::Reclaimed));
+    let said = format!("{:?}", stopped.stop);
+    assert!(
+        said.contains(
+            "preempted for fair share (small holds 0 GPUs of its fair share 2.7; big holds 5 of its 2.7)"
+        ),
+        "{said}"
+    );
+}
+
+/// With `preempt_gaps`, one pass serves every tenant below its share, not
+/// one tenant a pass: `big` holds all 8 GPUs, `mid` and `small` each wait
+/// for one; at minute 30 (when big's work has run 30 minutes) both get
+/// room in the same pass, from big.
+#[test]
+fn gap_preemption_serves_every_tenant_below_its_share_in_one_pass() {
+    let fair = "[fair_share]\nhalf_life = \"1h\"\npreempt_after = \"30m\"\npreempt_gaps = true\n";
+    let mut s = Sim::new(three_tenants(fair));
+    for _ in 0..8 {
+        s.submit("big", 600);
+    }
+    s.submit("big", 600);
+    while (s.w.now - T0) / 60_000 < 20 {
+        s.minute();
+    }
+    s.submit("mid", 120);
+    s.submit("small", 120);
+    let stops = stops_until(&mut s, 60);
+    let who: Vec<(i64, &str)> = stops.iter().map(|(m, a)| (*m, s.tenant_of[&a.workload])).collect();
+    eprintln!("victims (minute, tenant): {who:?}");
+    assert_eq!(who, vec![(30, "big"), (30, "big")], "both in the pass at minute 30, both of big");
+    for t in ["mid", "small"] {
+        let n = s.running.iter().filter(|(a, _)| s.tenant_of[&a.workload] == t).count();
+        assert_eq!(n, 1, "{t} runs its job");
+    }
+}

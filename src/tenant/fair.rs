@@ -43,6 +43,15 @@ pub struct FairShareDef {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub preempt_after: Option<HumanDuration>,
+    /// With `preempt_after`: each pass, every tenant below its
+    /// demand-aware fair share (weighted max-min of the cohort's GPUs
+    /// over what each holds and waits for) gets room for its next waiting
+    /// workload, from the tenants furthest above theirs, never taking a
+    /// tenant below its share nor raising one above it (but for its first
+    /// workload). Off: one workload of the tenant with the least decayed
+    /// usage a pass.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preempt_gaps: bool,
 }
 
 /// `[fair_share]`, validated.
@@ -53,6 +62,10 @@ pub struct FairShare {
     /// below its fair share; `None`: never.
     #[serde(default)]
     pub preempt_after: Option<Duration>,
+    /// With `preempt_after`: close every tenant's gap to its demand-aware
+    /// fair share in one pass (see [`FairShareDef::preempt_gaps`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preempt_gaps: bool,
 }
 
 impl FairShareDef {
@@ -65,7 +78,15 @@ impl FairShareDef {
                 self.half_life.to_string()
             ));
         }
-        Ok(FairShare { half_life: h, preempt_after: self.preempt_after.map(|d| d.0) })
+        if self.preempt_gaps && self.preempt_after.is_none() {
+            return Err("[fair_share] preempt_gaps = true needs preempt_after (e.g. \"30m\"), the least a victim has run"
+                .to_string());
+        }
+        Ok(FairShare {
+            half_life: h,
+            preempt_after: self.preempt_after.map(|d| d.0),
+            preempt_gaps: self.preempt_gaps,
+        })
     }
 }
 
@@ -214,6 +235,37 @@ impl FairBook {
     }
 }
 
+/// Weighted max-min fair shares (water-filling) of `capacity` among
+/// tenants given as (weight, demand): a tenant whose demand is at most
+/// its weighted share of what is left gets its demand; what is left is
+/// shared again by weight among the others, until nobody's demand is
+/// below its share; they get their weighted share. A tenant of weight 0
+/// gets nothing. The entitlements sum to min(capacity, Σ demand).
+pub fn water_fill(capacity: f64, tenants: &[(f64, f64)]) -> Vec<f64> {
+    let mut out = vec![0.0; tenants.len()];
+    let mut open: Vec<usize> = (0..tenants.len()).filter(|&i| tenants[i].0 > 0.0).collect();
+    let mut left = capacity.max(0.0);
+    while !open.is_empty() {
+        let weights: f64 = open.iter().map(|&i| tenants[i].0).sum();
+        let per_weight = left / weights;
+        let (sated, hungry): (Vec<usize>, Vec<usize>) =
+            open.iter().partition(|&&i| tenants[i].1.max(0.0) <= tenants[i].0 * per_weight);
+        if sated.is_empty() {
+            for &i in &hungry {
+                out[i] = tenants[i].0 * per_weight;
+            }
+            break;
+        }
+        for &i in &sated {
+            out[i] = tenants[i].1.max(0.0);
+            left -= out[i];
+        }
+        left = left.max(0.0);
+        open = hungry;
+    }
+    out
+}
+
 /// Where `tenant` stands, as a waiting workload's reason says it:
 /// "team-b is at 0.31 of its fair share 0.50; next after team-c" (or
 /// "served first"). `None` when `standings` do not list it.
@@ -323,8 +375,21 @@ mod tests {
     }
 
     #[test]
+    fn gap_preemption_without_a_minimum_runtime_is_refused_with_what_to_write() {
+        let def = FairShareDef { half_life: HumanDuration(H), preempt_after: None, preempt_gaps: true };
+        let e = def.validate().unwrap_err();
+        assert!(e.contains("preempt_gaps = true needs preempt_after"), "{e}");
+        let ok = FairShareDef { preempt_after: Some(HumanDuration(H)), ..def }.validate().unwrap();
+        assert!(ok.preempt_gaps && ok.preempt_after == Some(H));
+    }
+
+    #[test]
     fn a_half_life_under_a_minute_is_refused_with_what_to_write() {
-        let def = FairShareDef { half_life: HumanDuration(Duration::from_secs(5)), preempt_after: None };
+        let def = FairShareDef {
+            half_life: HumanDuration(Duration::from_secs(5)),
+            preempt_after: None,
+            preempt_gaps: false,
+        };
         let e = def.validate().unwrap_err();
         assert!(e.contains("[fair_share] half_life") && e.contains("at least \"1m\""), "{e}");
     }

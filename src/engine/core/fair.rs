@@ -54,8 +54,10 @@ impl Core {
         if self.fair.next_rank.is_none_or(|t| t <= now) {
             self.fair.next_rank = Some(Millis(now.0.saturating_add(RERANK_MS)));
             self.fair_rerank();
-            if let Some(after) = fs.preempt_after {
-                self.fair_preempt(after, now);
+            match fs.preempt_after {
+                Some(after) if fs.preempt_gaps => self.fair_preempt_gaps(after, now),
+                Some(after) => self.fair_preempt(after, now),
+                None => {}
             }
         }
     }

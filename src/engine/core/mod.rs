@@ -22,6 +22,7 @@ mod counts;
 mod deadline;
 mod exclusion;
 mod fair;
+mod fair_gap;
 mod hold;
 mod inventory;
 mod live_set;

@@ -143,12 +143,18 @@ pub(super) fn quota_pools(
     }
     for owner in book.reclaims.values() {
         if tenant != Some(owner.as_str()) {
+            let mut owns = false;
             for (i, o) in book.pool_owner.iter().enumerate() {
                 if o.as_deref() == Some(owner.as_str()) {
                     pools.push(book.pool_label[i].clone());
+                    owns = true;
                 }
             }
-            why.push(format!("{owner} is taking its own capacity back"));
+            // A tenant preempting for fair share owns no pools: it rules
+            // nothing out, and saying so would read as a quota refusal.
+            if owns {
+                why.push(format!("{owner} is taking its own capacity back"));
+            }
         }
     }
     pools.sort();
