@@ -78,6 +78,25 @@ pub struct Candidate {
     pub gang: Vec<GangNode>,
 }
 
+/// What a pool would charge a request on its best usable node: the
+/// candidate [`super::place`] would make there, reduced to its price
+/// ([`super::pool_prices`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PoolPrice {
+    pub pool_idx: PoolIdx,
+    /// As [`Candidate::hourly_usd`].
+    pub hourly_usd: f64,
+    /// As [`Candidate::relative_speed`].
+    pub relative_speed: f64,
+}
+
+impl PoolPrice {
+    /// As [`Candidate::priced_hourly`].
+    pub fn priced_hourly(&self) -> f64 {
+        self.hourly_usd / self.relative_speed
+    }
+}
+
 /// One node of a gang's placement.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GangNode {

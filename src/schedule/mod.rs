@@ -72,12 +72,14 @@ mod single;
 mod snapshot;
 mod unfit;
 
-pub use decision::{Candidate, Considered, CostRange, Decision, GangNode, GpuNode, Placement, RuledOut};
+pub use decision::{
+    Candidate, Considered, CostRange, Decision, GangNode, GpuNode, Placement, PoolPrice, RuledOut,
+};
 pub use domain::spans_pools;
 pub use explain::{Explanation, GangShortfall, NearMiss, ReasonCount};
 pub use filter::Filter;
 pub use hold::{GangHold, gang_hold};
-pub use place::place;
+pub use place::{place, pool_prices};
 pub use policy::{Policy, Weights};
 pub use requirements::{InputSite, Requirements};
 pub use score::{Exhaustion, Factor, FactorScore, Risk};

@@ -22,7 +22,7 @@
 use super::bitset::PoolSet;
 use super::categorical::categorical;
 use super::check::{Limits, class_shares, free_shortfall};
-use super::decision::{Candidate, Considered, CostRange, Decision, GpuNode, Placement, RuledOut};
+use super::decision::{Candidate, Considered, CostRange, Decision, GpuNode, Placement, PoolPrice, RuledOut};
 use super::explain::explain;
 use super::filter::Filter;
 use super::policy::Policy;
@@ -56,6 +56,27 @@ pub(crate) fn place_single(req: &Requirements, snap: &Snapshot, policy: &Policy)
     };
     let candidates = top.iter().map(|f| candidate(&ctx, &scorer, f)).collect();
     Decision::Placed(Placement { candidates, considered })
+}
+
+/// Every pool that could host `req` on one node, with the price
+/// [`place_single`] would give its candidate there under `policy` with
+/// `top_k` unbounded: the same filters and the same numbers, without
+/// scoring, building candidates or explaining a refusal. In pool order.
+pub(crate) fn pool_prices_single(req: &Requirements, snap: &Snapshot, policy: &Policy) -> Vec<PoolPrice> {
+    let mut ruled_out = Vec::new();
+    let remaining = categorical(req, snap, &mut ruled_out);
+    let mut ctx = PoolContext::new(req, snap);
+    let scorer = Scorer::new(req, snap, policy);
+    let (feasible, _, _) = feasible_pools(&mut ctx, &scorer, &remaining, &mut ruled_out);
+    let mut out = Vec::new();
+    feasible.for_each(|p| {
+        out.push(PoolPrice {
+            pool_idx: PoolIdx(p as u32),
+            hourly_usd: ctx.hourly(p),
+            relative_speed: snap.rows.get(p).map_or(1.0, |row| scorer.speed(row)),
+        });
+    });
+    out
 }
 
 /// What judging one pool needs, computed once per decision.

@@ -10,11 +10,10 @@
 
 use super::Core;
 use crate::engine::model::{EventKind, Millis, WorkloadId, WorkloadState};
-use crate::fleet::{Fleet, Free, Node, NodeState, PoolIdx};
+use crate::fleet::{Fleet, Free, Node, NodeState};
 use crate::health::HealthView;
-use crate::schedule::{Candidate, Decision, Policy, Requirements, Snapshot, Weights, place};
+use crate::schedule::{Candidate, Policy, PoolPrice, Requirements, Snapshot, Weights, pool_prices};
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 
 impl Core {
     /// Whether workload `id` should wait rather than take `c` now. When it
@@ -48,12 +47,13 @@ impl Core {
         self.counts.patience_scans += 1;
         let prices = self.pool_prices(req, per_work);
         let later = self.cheapest_due(&prices, req, now_price * p.max_price_share, checkpoints, now, left);
-        if !p.wait(runtime_s, now.secs_since(since), now_price, later.as_ref().map(Candidate::priced_hourly))
+        if !p.wait(runtime_s, now.secs_since(since), now_price, later.as_ref().map(PoolPrice::priced_hourly))
         {
             return false;
         }
         let Some(later) = later else { return false };
-        let (now_text, later_text) = (price_text(c), price_text(&later));
+        let (now_text, later_text) =
+            (price_text(c.hourly_usd, c.relative_speed), price_text(later.hourly_usd, later.relative_speed));
         let until = since.plus_secs(window);
         if let Some(e) = self.entries.get_mut(&id) {
             e.waiting_since = Some(since);
@@ -107,14 +107,14 @@ impl Core {
     /// then, until one has room.
     fn cheapest_due(
         &mut self,
-        prices: &[Candidate],
+        prices: &[PoolPrice],
         req: &Requirements,
         max_price: f64,
         checkpoints: bool,
         now: Millis,
         within_s: f64,
-    ) -> Option<Candidate> {
-        let mut pools: Vec<&Candidate> = prices
+    ) -> Option<PoolPrice> {
+        let mut pools: Vec<&PoolPrice> = prices
             .iter()
             .filter(|c| {
                 c.priced_hourly() <= max_price && (checkpoints || !self.fleet.pool(c.pool_idx).interruptible)
@@ -158,18 +158,19 @@ impl Core {
                     }
                 }
                 if fitting >= need {
-                    return Some(c.clone());
+                    return Some(*c);
                 }
             }
         }
         None
     }
 
-    /// One candidate per pool that could ever host `req` (every node ready
-    /// and empty), with its price there. A gang is placed on the whole
-    /// ideal fleet (it needs several nodes of a pool, perhaps on one
-    /// switch); other work on one node per pool.
-    fn pool_prices(&mut self, req: &Requirements, per_work: bool) -> Vec<Candidate> {
+    /// Every pool that could ever host `req` (every node ready and
+    /// empty), with its price there ([`crate::schedule::pool_prices`]). A
+    /// gang is placed on the whole ideal fleet (it needs several nodes of
+    /// a pool, perhaps on one switch); other work is priced on one node
+    /// per pool.
+    fn pool_prices(&mut self, req: &Requirements, per_work: bool) -> Vec<PoolPrice> {
         let policy = Policy {
             weights: Weights {
                 cost: 1.0,
@@ -187,27 +188,11 @@ impl Core {
         };
         // Excluded nodes are checked on the nodes due to free; the one node
         // a pool is represented by must not rule out its pool.
-        let plain;
-        let (req, ideal) = if req.nodes > 1 {
-            (req, self.ideal())
-        } else {
-            plain = Requirements { exclude_nodes: Vec::new(), ..req.clone() };
-            (&plain, self.ideal_per_pool())
-        };
-        let Decision::Placed(p) = place(req, ideal, &policy) else { return Vec::new() };
-        let mut pools: HashMap<PoolIdx, Candidate> = HashMap::new();
-        for c in p.candidates {
-            match pools.entry(c.pool_idx) {
-                Entry::Occupied(mut o) if c.priced_hourly() < o.get().priced_hourly() => {
-                    o.insert(c);
-                }
-                Entry::Occupied(_) => {}
-                Entry::Vacant(v) => {
-                    v.insert(c);
-                }
-            }
+        if req.nodes > 1 {
+            return pool_prices(req, self.ideal(), &policy);
         }
-        pools.into_values().collect()
+        let plain = Requirements { exclude_nodes: Vec::new(), ..req.clone() };
+        pool_prices(&plain, self.ideal_per_pool(), &policy)
     }
 
     /// The fleet as if every node were ready and empty: what could ever
@@ -261,15 +246,15 @@ fn ideal_fleet(fleet: &Fleet, per_pool: usize) -> Fleet {
 }
 
 /// "$16.00/h", or per unit of work "$16.00/h (×4.5 a V100: $3.56 per V100-hour)".
-fn price_text(c: &Candidate) -> String {
-    if c.relative_speed == 1.0 {
-        format!("${:.2}/h", c.hourly_usd)
+fn price_text(hourly_usd: f64, relative_speed: f64) -> String {
+    if relative_speed == 1.0 {
+        format!("${hourly_usd:.2}/h")
     } else {
         format!(
             "${:.2}/h (×{} a V100: ${:.2} per V100-hour)",
-            c.hourly_usd,
-            c.relative_speed,
-            c.priced_hourly()
+            hourly_usd,
+            relative_speed,
+            hourly_usd / relative_speed
         )
     }
 }

@@ -5,6 +5,7 @@ mod factors;
 mod filters;
 mod gang;
 mod nodes;
+mod prices;
 
 use super::*;
 use crate::accel::{ComputeCapability, Family, Interconnect, Vendor};
