@@ -127,22 +127,7 @@ impl Core {
             };
             let standing =
                 crate::tenant::fair::standing_text(&self.fair_standings(), &me).unwrap_or_default();
-            let names: Vec<String> =
-                chosen.0.victims.iter().map(|v| WorkloadId(v.workload).to_string()).collect();
-            self.event(
-                now,
-                id,
-                None,
-                crate::engine::model::EventKind::Reclaim,
-                format!(
-                    "preempting {} for fair share ({standing}): borrowed work of tenants above theirs that ran at least {}",
-                    names.join(", "),
-                    crate::units::human_secs(after.as_secs_f64())
-                ),
-            );
-            let why = format!("preempted for fair share ({standing}) ");
-            self.stop_victims(id, &me, &chosen, std::time::Duration::MAX, &why, now);
-            self.reclaim_started(id, me);
+            self.preempt_for_fair_share(id, me, &chosen, &standing, "tenants above theirs", after, now);
             return;
         }
     }
@@ -222,5 +207,41 @@ impl Core {
             return Vec::new();
         }
         self.fair.book.standings(&self.tenant_weights())
+    }
+}
+
+impl Core {
+    /// Stops `chosen` so that `tenant`'s workload `id` gets room: an event
+    /// on `id` naming the victims, each victim's stop saying where both
+    /// tenants stand (`standing`) and whose borrowed work was taken
+    /// (`from`), and the preemption remembered in flight like an owner's
+    /// reclaim.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn preempt_for_fair_share(
+        &mut self,
+        id: WorkloadId,
+        tenant: String,
+        chosen: &(crate::tenant::Choice, crate::tenant::Amount),
+        standing: &str,
+        from: &str,
+        after: std::time::Duration,
+        now: Millis,
+    ) {
+        let names: Vec<String> =
+            chosen.0.victims.iter().map(|v| WorkloadId(v.workload).to_string()).collect();
+        self.event(
+            now,
+            id,
+            None,
+            crate::engine::model::EventKind::Reclaim,
+            format!(
+                "preempting {} for fair share ({standing}): borrowed work of {from} that ran at least {}",
+                names.join(", "),
+                crate::units::human_secs(after.as_secs_f64())
+            ),
+        );
+        let why = format!("preempted for fair share ({standing}) ");
+        self.stop_victims(id, &tenant, chosen, std::time::Duration::MAX, &why, now);
+        self.reclaim_started(id, tenant);
     }
 }

@@ -204,22 +204,15 @@ impl Core {
                 gpus(furthest.held),
                 gpus(furthest.entitled)
             );
-            let names: Vec<String> =
-                chosen.0.victims.iter().map(|v| WorkloadId(v.workload).to_string()).collect();
-            self.event(
-                now,
+            self.preempt_for_fair_share(
                 id,
-                None,
-                crate::engine::model::EventKind::Reclaim,
-                format!(
-                    "preempting {} for fair share ({standing}): borrowed work of tenants furthest above theirs that ran at least {}",
-                    names.join(", "),
-                    crate::units::human_secs(after.as_secs_f64())
-                ),
+                name,
+                &chosen,
+                &standing,
+                "tenants furthest above theirs",
+                after,
+                now,
             );
-            let why = format!("preempted for fair share ({standing}) ");
-            self.stop_victims(id, &name, &chosen, Duration::MAX, &why, now);
-            self.reclaim_started(id, name);
             // The pass goes on from where this leaves every tenant.
             gaps[me].held += ask;
             for (t, l) in lost {
