@@ -14,6 +14,8 @@
 
 use super::Core;
 use crate::engine::model::{Millis, WorkloadId};
+use crate::fleet::PoolIdx;
+use crate::schedule::Requirements;
 use crate::spec::validate::MAX_PRIORITY;
 use crate::tenant::fair::{FairBook, Standing};
 use std::collections::HashMap;
@@ -80,38 +82,15 @@ impl Core {
             self.fair.book.order(&self.tenant_weights()).into_iter().map(str::to_string).collect();
         let started_by = Millis(now.0.saturating_sub(after.as_millis() as i64));
         for me in order {
-            // Its next waiting workload, in queue order.
-            let next = self
-                .entries
-                .iter()
-                .filter(|(id, e)| {
-                    self.queue.is_blocked(**id) && e.live.is_none() && self.tenant_of(e) == Some(me.as_str())
-                })
-                .map(|(id, e)| (std::cmp::Reverse(e.rec.priority), *id))
-                .min();
-            let Some((_, id)) = next else { continue };
+            let Some(id) = self.next_waiting_of(&me) else { continue };
             if self.reclaim_in_flight(id) {
                 return;
             }
-            let Some(e) = self.entries.get(&id) else { continue };
-            let mut req = self.placement_request(e);
-            if !self.gate_quota(e, &mut req).is_empty() {
-                // At its quota limit: nothing is owed to it.
-                continue;
-            }
+            let Some(req) = self.owed_request(id) else { continue };
             let cohort = self.tenancy.tenant(&me).and_then(|t| t.cohort.clone());
             let Some(cohort) = cohort else { continue };
             let mine = per_weight(self, &me);
-            // The pools its quota leaves open to it.
-            let open: Vec<bool> = (0..self.fleet.pools.len())
-                .map(|i| {
-                    !req.quota_pools.iter().any(|l| l == self.pool_label(crate::fleet::PoolIdx(i as u32)))
-                })
-                .collect();
-            let Some(pools) = self.pools_fitting(&req, |p| open.get(p.0 as usize).copied().unwrap_or(false))
-            else {
-                continue;
-            };
+            let Some(pools) = self.open_pools_fitting(&req) else { continue };
             let pick = |core: &Core, v: &super::Entry| {
                 let Some(them) = core.tenant_of(v) else { return false };
                 let same_cohort =
@@ -211,6 +190,37 @@ impl Core {
 }
 
 impl Core {
+    /// Tenant `tenant`'s next waiting workload (queue order: priority,
+    /// then id) that nothing placed.
+    pub(super) fn next_waiting_of(&self, tenant: &str) -> Option<WorkloadId> {
+        self.entries
+            .iter()
+            .filter(|(id, e)| {
+                self.queue.is_blocked(**id) && e.live.is_none() && self.tenant_of(e) == Some(tenant)
+            })
+            .map(|(id, e)| (std::cmp::Reverse(e.rec.priority), *id))
+            .min()
+            .map(|(_, id)| id)
+    }
+
+    /// Workload `id`'s request, when preemption for fair share may make
+    /// room for it: `None` when its tenant is at its quota limit (nothing
+    /// is owed to it).
+    pub(super) fn owed_request(&self, id: WorkloadId) -> Option<Requirements> {
+        let e = self.entries.get(&id)?;
+        let mut req = self.placement_request(e);
+        self.gate_quota(e, &mut req).is_empty().then_some(req)
+    }
+
+    /// The pools that could host `req` once emptied, among those its
+    /// quota leaves open; `None` when none could.
+    pub(super) fn open_pools_fitting(&mut self, req: &Requirements) -> Option<Vec<PoolIdx>> {
+        let open: Vec<bool> = (0..self.fleet.pools.len())
+            .map(|i| !req.quota_pools.iter().any(|l| l == self.pool_label(PoolIdx(i as u32))))
+            .collect();
+        self.pools_fitting(req, |p| open.get(p.0 as usize).copied().unwrap_or(false))
+    }
+
     /// Stops `chosen` so that `tenant`'s workload `id` gets room: an event
     /// on `id` naming the victims, each victim's stop saying where both
     /// tenants stand (`standing`) and whose borrowed work was taken

@@ -125,42 +125,18 @@ impl Core {
         owed.sort_by(|&a, &b| gaps[a].ratio().total_cmp(&gaps[b].ratio()).then(a.cmp(&b)));
         for me in owed {
             let name = gaps[me].name.clone();
-            // Its next waiting workload, in queue order.
-            let next = self
-                .entries
-                .iter()
-                .filter(|(id, e)| {
-                    self.queue.is_blocked(**id)
-                        && e.live.is_none()
-                        && self.tenant_of(e) == Some(name.as_str())
-                })
-                .map(|(id, e)| (std::cmp::Reverse(e.rec.priority), *id))
-                .min();
-            let Some((_, id)) = next else { continue };
+            let Some(id) = self.next_waiting_of(&name) else { continue };
             if self.reclaim_in_flight(id) {
                 continue;
             }
-            let Some(e) = self.entries.get(&id) else { continue };
-            let mut req = self.placement_request(e);
-            if !self.gate_quota(e, &mut req).is_empty() {
-                // At its quota limit: nothing is owed to it.
-                continue;
-            }
+            let Some(req) = self.owed_request(id) else { continue };
             let ask = f64::from(req.gpus) * f64::from(req.nodes.max(1));
             let g = &gaps[me];
             if g.held > 0.0 && g.held + ask > g.entitled + 1e-9 {
                 // Placing it would take the tenant above its share.
                 continue;
             }
-            let open: Vec<bool> = (0..self.fleet.pools.len())
-                .map(|i| {
-                    !req.quota_pools.iter().any(|l| l == self.pool_label(crate::fleet::PoolIdx(i as u32)))
-                })
-                .collect();
-            let Some(pools) = self.pools_fitting(&req, |p| open.get(p.0 as usize).copied().unwrap_or(false))
-            else {
-                continue;
-            };
+            let Some(pools) = self.open_pools_fitting(&req) else { continue };
             // Tenants of its cohort above their share, furthest first.
             let mut above: Vec<usize> = (0..gaps.len())
                 .filter(|&i| i != me && gaps[i].cohort == gaps[me].cohort && gaps[i].held > gaps[i].entitled)
