@@ -71,6 +71,23 @@ fn call(home: &Path, req: &Request) -> Result<Value, String> {
     }
 }
 
+/// A launch on this host's one node ("here" in pool "lab") with a lease
+/// of a minute and no secrets.
+fn here(attempt: AttemptId, token: String, spec: canopy::spec::Spec, checkpoint: bool) -> Launch {
+    Launch {
+        attempt,
+        token,
+        spec,
+        pool: "lab".into(),
+        node: "here".into(),
+        nodes: vec!["here".into()],
+        gpus: None,
+        lease_ms: 60_000,
+        checkpoint,
+        secrets: BTreeMap::new(),
+    }
+}
+
 #[test]
 fn staged_outputs_are_answered_again_after_a_lost_reply() {
     let home = tempfile::tempdir().unwrap();
@@ -82,18 +99,7 @@ fn staged_outputs_are_answered_again_after_a_lost_reply() {
         "outputs": [{ "name": "result", "path": "/result.txt", "required": true }],
     }))
     .unwrap();
-    let launch = Launch {
-        attempt,
-        token: token.clone(),
-        spec: spec.clone(),
-        pool: "lab".into(),
-        node: "here".into(),
-        nodes: vec!["here".into()],
-        gpus: None,
-        lease_ms: 60_000,
-        checkpoint: false,
-        secrets: BTreeMap::new(),
-    };
+    let launch = here(attempt, token.clone(), spec.clone(), false);
     call(home.path(), &Request::Launch(Box::new(launch))).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -247,18 +253,7 @@ fn run_to_success(
     spec: canopy::spec::Spec,
     checkpoint: bool,
 ) -> String {
-    let launch = Launch {
-        attempt,
-        token: token.to_string(),
-        spec,
-        pool: "lab".into(),
-        node: "here".into(),
-        nodes: vec!["here".into()],
-        gpus: None,
-        lease_ms: 60_000,
-        checkpoint,
-        secrets: BTreeMap::new(),
-    };
+    let launch = here(attempt, token.to_string(), spec, checkpoint);
     call(home, &Request::Launch(Box::new(launch))).unwrap();
     let end = wait_ended(home, token);
     assert!(end.to_string().contains("\"code\":0"), "{end}");
@@ -307,18 +302,7 @@ fn an_image_runs_in_the_owners_podman_through_the_agent() {
         "outputs": [{ "name": "result", "path": "/outputs/result.txt", "required": true }],
     }))
     .unwrap();
-    let launch = Launch {
-        attempt,
-        token: token.clone(),
-        spec: spec.clone(),
-        pool: "lab".into(),
-        node: "here".into(),
-        nodes: vec!["here".into()],
-        gpus: None,
-        lease_ms: 60_000,
-        checkpoint: false,
-        secrets: BTreeMap::new(),
-    };
+    let launch = here(attempt, token.clone(), spec.clone(), false);
     let started = call(home.path(), &Request::Launch(Box::new(launch))).unwrap();
     assert_eq!(started["outcome"], "started", "{started}");
     let end = wait_ended(home.path(), &token);
