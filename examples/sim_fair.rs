@@ -82,14 +82,7 @@ fn parse_args() -> Result<Args, String> {
                     Some(humantime::parse_duration(&v).map_err(|e| format!("--preempt-after {v:?}: {e}"))?);
             }
             "--preempt-gaps" => a.preempt_gaps = true,
-            "--arrivals-x" => {
-                let v = value()?;
-                a.arrivals_x = v
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|x| x.is_finite() && *x > 0.0)
-                    .ok_or_else(|| format!("--arrivals-x {v:?}: give a positive number"))?;
-            }
+            "--arrivals-x" => a.arrivals_x = canopy::sim::seeds::parse_positive("--arrivals-x", &value()?)?,
             "--tenants-from" => match value()?.as_str() {
                 "vc" => a.from_vc = true,
                 v => return Err(format!("--tenants-from {v:?}: only \"vc\" is known\n{USAGE}")),

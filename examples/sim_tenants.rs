@@ -52,14 +52,7 @@ fn parse_args() -> Result<Args, String> {
             "--trace" => a.trace = value()?,
             "--fleet" => a.fleet = value()?,
             "--policy" => a.policy = value()?,
-            "--arrivals-x" => {
-                let v = value()?;
-                a.arrivals_x = v
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|x| x.is_finite() && *x > 0.0)
-                    .ok_or_else(|| format!("--arrivals-x {v:?}: give a positive number"))?;
-            }
+            "--arrivals-x" => a.arrivals_x = canopy::sim::seeds::parse_positive("--arrivals-x", &value()?)?,
             "--seeds" => a.seeds = canopy::sim::seeds::parse_seeds(&value()?)?,
             _ => return Err(format!("unknown argument {flag:?}\n{USAGE}")),
         }

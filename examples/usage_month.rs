@@ -42,12 +42,7 @@ fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"));
-        let positive = |flag: &str, v: String| {
-            v.parse::<f64>()
-                .ok()
-                .filter(|x| x.is_finite() && *x > 0.0)
-                .ok_or_else(|| format!("{flag} {v:?}: give a positive number"))
-        };
+        let positive = |flag: &str, v: String| canopy::sim::seeds::parse_positive(flag, &v);
         match flag.as_str() {
             "--trace" => a.trace = value()?,
             "--fleet" => a.fleet = value()?,

@@ -494,6 +494,15 @@ pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
     Ok(out)
 }
 
+/// A positive, finite number given to the sim examples' `flag`
+/// (`--arrivals-x 6`, `--days 30`).
+pub fn parse_positive(flag: &str, v: &str) -> Result<f64, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .ok_or_else(|| format!("{flag} {v:?}: give a positive number"))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
