@@ -224,28 +224,9 @@ fn preemption_for_fair_share_waits_for_the_minimum_runtime_and_takes_no_more_tha
     }
     s.submit("steady", 120);
     s.submit("steady", 120);
-    let mut stops: Vec<(i64, AttemptId)> = Vec::new();
-    let mut seen = 0;
-    for _ in 0..60 {
-        s.minute();
-        let new: Vec<AttemptId> =
-            s.w.actions
-                .iter()
-                .filter_map(|a| match a {
-                    canopy::engine::core::Action::Terminate { attempt, .. } => Some(*attempt),
-                    _ => None,
-                })
-                .skip(seen)
-                .collect();
-        seen += new.len();
-        let minute = (s.w.now - T0) / 60_000;
-        for a in new {
-            assert_eq!(s.tenant_of[&a.workload], "burst", "only the tenant above its share loses work");
-            stops.push((minute, a));
-            s.running.retain(|(x, _)| *x != a);
-            s.w.confirm_terminated(a, ProviderEnd::Signaled { signal: 15 });
-            s.start_launched();
-        }
+    let stops = stops_until(&mut s, 65);
+    for (_, a) in &stops {
+        assert_eq!(s.tenant_of[&a.workload], "burst", "only the tenant above its share loses work");
     }
     let when: Vec<i64> = stops.iter().map(|(m, _)| *m).collect();
     eprintln!("victims stopped at minutes {when:?}");
