@@ -20,7 +20,7 @@ pub mod throughput;
 
 /// The capability tag of a pool that runs workloads with `runtime.image`
 /// in containers. The scheduler's `image` filter reads it
-/// ([`Pool::runs_images`]); each provider states it for its own pools:
+/// (`schedule::check`); each provider states it for its own pools:
 /// the local provider and SSH hosts where a container engine works, fleet
 /// files by provider kind ([`ProviderKind::runs_images_by_default`]),
 /// never Slurm or Ray (they refuse image specs).
@@ -57,11 +57,6 @@ impl std::fmt::Display for ProviderKind {
         };
         f.write_str(s)
     }
-}
-
-/// Whether capability tags (sorted) say the pool runs container images.
-pub fn runs_images(capabilities: &[String]) -> bool {
-    capabilities.iter().any(|c| c == CONTAINER_TAG)
 }
 
 impl ProviderKind {
@@ -236,12 +231,6 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Whether the pool runs workloads with `runtime.image`: it carries
-    /// [`CONTAINER_TAG`].
-    pub fn runs_images(&self) -> bool {
-        runs_images(&self.capabilities)
-    }
-
     /// GPU memory per GPU, 0 for CPU-only pools.
     pub fn gpu_memory_gb(&self) -> f64 {
         self.shape.accelerator.as_ref().map_or(0.0, |a| a.memory_gb)

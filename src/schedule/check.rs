@@ -53,7 +53,7 @@ pub(crate) fn class_checks(
     fail: &mut impl FnMut(Filter) -> ControlFlow<()>,
 ) -> ControlFlow<()> {
     check(has_all(caps, &req.capabilities), Filter::Capability, fail)?;
-    check(!req.image || crate::fleet::runs_images(caps), Filter::Image, fail)?;
+    check(!req.image || has_tag(caps, crate::fleet::CONTAINER_TAG), Filter::Image, fail)?;
     check(
         !req.image || req.memory_gb <= 0.0 || !has_tag(caps, crate::fleet::CONTAINER_MEMORY_UNENFORCED_TAG),
         Filter::ImageMemory,

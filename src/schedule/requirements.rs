@@ -59,7 +59,7 @@ pub struct Requirements {
     /// Capability tags the pool must all carry.
     pub capabilities: Vec<String>,
     /// The workload runs in a container image (`runtime.image`): only
-    /// pools that run images fit ([`crate::fleet::Pool::runs_images`]).
+    /// pools that run images fit (tag [`crate::fleet::CONTAINER_TAG`]).
     pub image: bool,
     /// May run on interruptible (spot) capacity.
     pub interruptible: bool,
