@@ -37,6 +37,10 @@ const VALIDATE_ONLY: &[(&str, &str)] = &[
     ),
     ("stop-grace-too-long.toml", "a duration's value (at most 1h), not its spelling"),
     ("duplicate-input-name.toml", "uniqueness by one key of each item: uniqueItems compares whole items"),
+    (
+        "webhook-with-password.toml",
+        "a URL's user information: the pattern checks the scheme, not the URL's parts",
+    ),
     ("inline-token.toml", "credential detection is a heuristic over token shapes and variable names"),
     (
         "nvlink-on-amd-families.toml",

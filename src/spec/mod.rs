@@ -74,6 +74,57 @@ pub struct Spec {
     /// newest complete one instead of starting over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<Checkpoint>,
+    /// Whom to call back when the workload changes state: a webhook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<Notify>,
+}
+
+/// `[notify]`: a webhook called when the workload changes state, with a
+/// signed JSON body (README, "Webhooks").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Notify {
+    /// The receiver: an `https://` URL (plain `http://` only where the
+    /// server's admin allows it), without credentials.
+    #[schemars(length(max = crate::notify::target::MAX_URL), regex(pattern = r"^[hH][tT][tT][pP][sS]?://"))]
+    pub webhook: String,
+    /// Which changes call it; the default is the ends: `succeeded`,
+    /// `failed`, `cancelled`.
+    #[serde(default = "NotifyOn::ends")]
+    #[schemars(length(min = 1))]
+    pub events: Vec<NotifyOn>,
+}
+
+/// A change a webhook may be called for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NotifyOn {
+    /// An attempt started running.
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+    /// An attempt ended and another will follow.
+    Retrying,
+}
+
+impl NotifyOn {
+    pub const ALL: [NotifyOn; 5] =
+        [NotifyOn::Running, NotifyOn::Succeeded, NotifyOn::Failed, NotifyOn::Cancelled, NotifyOn::Retrying];
+
+    pub fn ends() -> Vec<NotifyOn> {
+        vec![NotifyOn::Succeeded, NotifyOn::Failed, NotifyOn::Cancelled]
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotifyOn::Running => "running",
+            NotifyOn::Succeeded => "succeeded",
+            NotifyOn::Failed => "failed",
+            NotifyOn::Cancelled => "cancelled",
+            NotifyOn::Retrying => "retrying",
+        }
+    }
 }
 
 impl Spec {
@@ -94,6 +145,7 @@ impl Spec {
             inputs: Vec::new(),
             outputs: Vec::new(),
             checkpoint: None,
+            notify: None,
         }
     }
 

@@ -86,7 +86,38 @@ pub fn check(spec: &Spec) -> Vec<Finding> {
     preferences(spec, &mut f);
     retry(spec, &mut f);
     data::check(spec, &mut f);
+    notify(spec, &mut f);
     f.0
+}
+
+/// `[notify]`: the URL as a URL (the server checks it again against its
+/// admin's policy and the addresses its host resolves to).
+fn notify(spec: &Spec, f: &mut Findings) {
+    use crate::notify::target::{Policy, TargetError, check_url};
+    let Some(n) = &spec.notify else { return };
+    // What the spec alone decides: the loosest policy the admin may set.
+    let loosest = Policy {
+        allow_http: true,
+        allow: ["0.0.0.0/0", "::/0"].iter().filter_map(|c| c.parse().ok()).collect(),
+    };
+    match check_url(&n.webhook, &loosest) {
+        Ok(_) => {}
+        Err(e @ (TargetError::Scheme { .. } | TargetError::NotUrl(_))) => f.error(
+            "notify.webhook",
+            e.to_string(),
+            "write the receiver's URL, like \"https://hooks.example.com/canopy\"",
+        ),
+        Err(e) => {
+            f.error("notify.webhook", e.to_string(), "name the receiver by an https URL the server may call")
+        }
+    }
+    if n.events.is_empty() {
+        f.error(
+            "notify.events",
+            "`notify.events` is empty: the webhook would never be called",
+            "name one or more of running, succeeded, failed, cancelled, retrying, or leave it out for the ends",
+        );
+    }
 }
 
 /// Whether `name` is a usable name: letters, digits, `-`, `_`, `.`.
