@@ -587,3 +587,52 @@ fn the_tenancy_in_force_token_tenants_and_tenant_listings_are_kept() {
     assert_eq!(ids(&j.workloads(&of("team-a", Some("team-a"))).unwrap()), vec![3, 1]);
     assert_eq!(j.count_workloads(&of("team-a", None)).unwrap(), 1);
 }
+
+/// A webhook delivery is written with the change it tells of and read
+/// back pending by a fresh reader (as after a `kill -9`); after its try it
+/// is no longer pending, keeps its id and body, and the next id is above
+/// every id used.
+#[test]
+fn a_webhook_delivery_is_pending_until_its_try_is_written_and_survives_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("canopy.db");
+    let mut j = Journal::open(&path).unwrap();
+    assert_eq!(j.last_delivery_id().unwrap(), 0);
+    let d = DeliveryRecord {
+        id: 1,
+        workload: WorkloadId(3),
+        event: "succeeded".into(),
+        url: "https://hooks.example.com/canopy".into(),
+        body: r#"{"workload":"w-3","event":"succeeded"}"#.into(),
+        created_at: Millis(5_000),
+        state: DeliveryState::Pending,
+        tries: 0,
+        next_at: Some(Millis(5_000)),
+        last: None,
+    };
+    j.append(&[w(workload(3, WorkloadState::Succeeded)), Record::Delivery(Box::new(d.clone()))]).unwrap();
+    drop(j);
+
+    let mut j = Journal::open(&path).unwrap();
+    assert_eq!(j.pending_deliveries().unwrap(), vec![d.clone()]);
+    let tried = DeliveryRecord {
+        state: DeliveryState::Delivered,
+        tries: 1,
+        next_at: None,
+        last: Some("200".into()),
+        // What a try writes again must not change what was signed.
+        body: "ignored".into(),
+        ..d.clone()
+    };
+    j.append(&[Record::Delivery(Box::new(tried))]).unwrap();
+    assert!(j.pending_deliveries().unwrap().is_empty());
+    let all = j.deliveries(WorkloadId(3)).unwrap();
+    assert_eq!(all.len(), 1);
+    assert_eq!(
+        (all[0].state, all[0].tries, all[0].last.as_deref()),
+        (DeliveryState::Delivered, 1, Some("200"))
+    );
+    assert_eq!(all[0].body, d.body, "the body is the one first written");
+    assert_eq!(j.last_delivery_id().unwrap(), 1);
+    assert!(j.deliveries(WorkloadId(4)).unwrap().is_empty());
+}

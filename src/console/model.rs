@@ -364,7 +364,7 @@ impl Model {
                 }
                 Record::Event(e) => self.push_event(e.clone()),
                 // The fleet status carries node intents.
-                Record::NodeIntent { .. } => {}
+                Record::NodeIntent { .. } | Record::Delivery(_) => {}
                 Record::Audit(a) => {
                     touched.audit = true;
                     self.audit.push_back((**a).clone());

@@ -574,6 +574,60 @@ pub struct NodeIntent {
     pub until: Option<Millis>,
 }
 
+/// Where a webhook delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeliveryState {
+    /// Not delivered yet: due at `next_at`.
+    Pending,
+    /// The receiver answered 2xx.
+    Delivered,
+    /// The retry period passed without a 2xx.
+    GivenUp,
+}
+
+impl DeliveryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::GivenUp => "given-up",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => DeliveryState::Pending,
+            "delivered" => DeliveryState::Delivered,
+            "given-up" => DeliveryState::GivenUp,
+            _ => return None,
+        })
+    }
+}
+
+/// One webhook delivery: written in the same commit as the change that
+/// causes it (so a crash never loses one), then again after each try. Its
+/// id is the `Canopy-Delivery` header, the same on every try.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryRecord {
+    pub id: u64,
+    pub workload: WorkloadId,
+    /// What happened: `running`, `succeeded`, `failed`, `cancelled`,
+    /// `retrying`.
+    pub event: String,
+    pub url: String,
+    /// The JSON body, exactly as signed and sent on every try.
+    pub body: String,
+    pub created_at: Millis,
+    pub state: DeliveryState,
+    /// Tries made so far.
+    pub tries: u32,
+    /// When the next try is due (pending only).
+    pub next_at: Option<Millis>,
+    /// The last try's outcome: `200`, `503`, `connect timed out`, ...
+    pub last: Option<String>,
+}
+
 /// Everything the core asks the journal to make durable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Record {
@@ -587,6 +641,8 @@ pub enum Record {
         node: String,
         intent: Option<Box<NodeIntent>>,
     },
+    /// A webhook delivery, new or after a try.
+    Delivery(Box<DeliveryRecord>),
 }
 
 /// One journal commit: its records and the sequence number the journal

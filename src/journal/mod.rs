@@ -24,6 +24,7 @@
 //! [`Record`]: crate::engine::model::Record
 
 mod codec;
+mod deliveries;
 mod lock;
 mod read;
 mod schema;

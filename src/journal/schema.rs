@@ -206,6 +206,24 @@ const MIGRATIONS: &[&str] = &[
         set_at INTEGER NOT NULL
     );
     ",
+    // 12: webhook deliveries, the outbox: each written in the commit of
+    // the change it tells of, then after each try.
+    "
+    CREATE TABLE deliveries (
+        id         INTEGER PRIMARY KEY,
+        workload   INTEGER NOT NULL,
+        event      TEXT    NOT NULL,
+        url        TEXT    NOT NULL,
+        body       TEXT    NOT NULL,
+        created_at INTEGER NOT NULL,
+        state      TEXT    NOT NULL,   -- pending, delivered, given-up
+        tries      INTEGER NOT NULL,
+        next_at    INTEGER,
+        last       TEXT
+    );
+    CREATE INDEX deliveries_pending ON deliveries (state, id);
+    CREATE INDEX deliveries_by_workload ON deliveries (workload, id);
+    ",
 ];
 
 /// Per-connection settings.

@@ -155,6 +155,29 @@ pub(super) fn write_batch(
                 })
                 .map_err(&err)?;
             }
+            Record::Delivery(d) => {
+                tx.prepare_cached(
+                    "INSERT INTO deliveries (id, workload, event, url, body, created_at, state, tries, next_at, last) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+                     ON CONFLICT (id) DO UPDATE SET state = excluded.state, tries = excluded.tries, \
+                     next_at = excluded.next_at, last = excluded.last",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        i64::try_from(d.id).unwrap_or(i64::MAX),
+                        i64::try_from(d.workload.0).unwrap_or(i64::MAX),
+                        d.event,
+                        d.url,
+                        d.body,
+                        d.created_at.0,
+                        d.state.as_str(),
+                        d.tries,
+                        d.next_at.map(|t| t.0),
+                        d.last
+                    ])
+                })
+                .map_err(&err)?;
+            }
             Record::Audit(a) => {
                 tx.prepare_cached(INSERT_AUDIT)
                     .and_then(|mut s| {
@@ -195,6 +218,7 @@ fn record_time(r: &Record) -> i64 {
         Record::Health(h) => h.at.0,
         Record::Audit(a) => a.at.0,
         Record::NodeIntent { intent, .. } => intent.as_ref().map_or(0, |i| i.at.0),
+        Record::Delivery(d) => d.created_at.0,
     }
 }
 

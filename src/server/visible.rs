@@ -108,6 +108,7 @@ impl Seen {
                 Record::Workload(w) => self.sees_workload(st, p, w.id, tenancy).await,
                 Record::Attempt(a) => self.sees_workload(st, p, a.id.workload, tenancy).await,
                 Record::Event(e) => self.sees_workload(st, p, e.workload, tenancy).await,
+                Record::Delivery(d) => self.sees_workload(st, p, d.workload, tenancy).await,
                 Record::Health(_) | Record::NodeIntent { .. } => true,
             };
             if keep {

@@ -263,7 +263,11 @@ impl Tally {
                     s.own_failures += 1;
                 }
             }
-            Record::Event(_) | Record::Health(_) | Record::Audit(_) | Record::NodeIntent { .. } => {}
+            Record::Event(_)
+            | Record::Health(_)
+            | Record::Audit(_)
+            | Record::NodeIntent { .. }
+            | Record::Delivery(_) => {}
         }
     }
 

@@ -58,7 +58,11 @@ impl LedgerTally {
                     self.attempts.push((**a).clone());
                 }
             },
-            Record::Event(_) | Record::Health(_) | Record::Audit(_) | Record::NodeIntent { .. } => {}
+            Record::Event(_)
+            | Record::Health(_)
+            | Record::Audit(_)
+            | Record::NodeIntent { .. }
+            | Record::Delivery(_) => {}
         }
     }
 
