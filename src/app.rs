@@ -172,6 +172,9 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     let store_id = journal.store_id().to_string();
     let mut core_config = opts.core.clone();
     config.engine.apply(&mut core_config);
+    let webhooks = config.webhooks.resolve(|k| std::env::var(k).ok()).map_err(AppError::Setup)?;
+    let (rules, sender) = webhooks.map_or((None, None), |(r, s)| (Some(r), Some(s)));
+    core_config.webhooks = rules;
     let mut core = Core::new(store_id.clone(), fleet.clone(), core_config);
     let tenancy = tenancy_at_start(&mut journal, &config, now)?;
     core.handle(crate::engine::core::Event::SetTenancy { tenancy: Box::new(tenancy) }, now);
@@ -206,7 +209,10 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     // one set later counts what its period already spent.
     let horizon = crate::engine::model::Millis(now.0 - crate::engine::core::HORIZON_MS);
     core.restore_budgets(journal.closed_attempts_since(horizon)?, now);
+    // Deliveries not yet delivered go on after a restart, in order.
+    core.restore_deliveries(journal.pending_deliveries()?, journal.last_delivery_id()?);
     let mut cfg = ShellConfig::new(home.artifacts(), home.logs());
+    cfg.webhooks = sender;
     if let Some(p) = opts.poll_every {
         cfg.poll_every = p;
     }

@@ -75,6 +75,16 @@
 //! windows = ["mon-fri 20:00-08:00", "sat-sun"]
 //! timezone = "Europe/Berlin"
 //!
+//! [webhooks]                        # calling applications back (README, "Webhooks")
+//! secret_env = "CANOPY_WEBHOOK_SECRET"  # the signing secret is read from this variable
+//! allow_http = false                # plain http:// receivers
+//! allow = ["10.1.2.3/32"]           # networks the default refuses (loopback, link-local)
+//! max_in_flight = 8                 # deliveries in flight at once
+//! retry_for = "1d"                  # a failing delivery is tried this long
+//! [[webhooks.subscription]]         # every workload's ends go here too
+//! url = "https://hooks.example.com/canopy"
+//! events = ["failed"]
+//!
 //! [[flavor]]                        # quotas count in flavors (crate::tenant::config)
 //! name = "gpu"
 //! cpu_only = false                  # pools with accelerators
@@ -97,7 +107,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 mod ssh;
+mod webhooks;
 pub use ssh::*;
+pub use webhooks::{SECRET_ENV as WEBHOOK_SECRET_ENV, SubscriptionEntry, WebhooksEntry};
 
 /// The name of the configuration file in Canopy's home.
 pub const FILE_NAME: &str = "canopy.toml";
@@ -139,6 +151,10 @@ pub struct Config {
     /// `[[budget]]`: spend limits per period on tenants' and tokens' work.
     #[serde(default)]
     pub budget: Vec<crate::tenant::BudgetDef>,
+    /// `[webhooks]`: signing, target policy, retries, server-wide
+    /// subscriptions.
+    #[serde(default)]
+    pub webhooks: WebhooksEntry,
 }
 
 /// `[local]`: how this machine is offered.
@@ -178,6 +194,7 @@ impl Default for Config {
             flavor: Vec::new(),
             fair_share: None,
             budget: Vec::new(),
+            webhooks: WebhooksEntry::default(),
         }
     }
 }
@@ -562,6 +579,7 @@ pub fn parse(text: &str) -> Result<Config, String> {
     for r in &cfg.ray {
         r.topology.check("ray").map_err(|m| format!("[[ray]] {}: {m}", r.name))?;
     }
+    cfg.webhooks.check()?;
     let mut core = crate::engine::core::CoreConfig::default();
     cfg.engine.apply(&mut core);
     let unreachable_after = std::time::Duration::from_secs_f64(core.unreachable_after_s);

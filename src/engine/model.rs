@@ -475,6 +475,9 @@ pub enum EventKind {
     /// A budget on the workload's tenant or token: it holds the workload,
     /// passed 80 % or 100 % of its period's limit, or stops it (hard).
     Budget,
+    /// A webhook delivery was tried: delivered, to be tried again, or
+    /// given up.
+    Webhook,
 }
 
 impl EventKind {
@@ -503,6 +506,7 @@ impl EventKind {
             Self::Refused => "refused",
             Self::Reclaim => "reclaim",
             Self::Budget => "budget",
+            Self::Webhook => "webhook",
         }
     }
 }

@@ -127,13 +127,14 @@ mod tests {
             Refused,
             Reclaim,
             Budget,
+            Webhook,
         ];
         for k in &all {
             match k {
                 Submitted | Unschedulable | Placed | Launched | Adopted | Running | StatusUnreachable
                 | Ended | Retry | Failed | Succeeded | CancelRequested | Cancelled | TerminateRequested
                 | Lost | Reconciled | Outputs | Quarantined | Acknowledged | Checkpoint | Refused
-                | Reclaim | Budget => {}
+                | Reclaim | Budget | Webhook => {}
             }
         }
         all

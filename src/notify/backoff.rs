@@ -15,11 +15,19 @@ pub const CAP: i64 = 3_600_000;
 pub const PERIOD: i64 = 24 * 3_600_000;
 
 /// When to try delivery `id` again after its `failed`-th failed try (1 for
-/// the first) at `now`; `None` when the retry period since `first` (its
-/// first try) is over: the delivery is given up.
-pub fn next_try(id: u64, failed: u32, first: Millis, now: Millis, period: i64) -> Option<Millis> {
+/// the first) at `now`, the first delay being `first_delay` ms; `None`
+/// when the retry period since `first` (its first try) is over: the
+/// delivery is given up.
+pub fn next_try(
+    id: u64,
+    failed: u32,
+    first: Millis,
+    now: Millis,
+    first_delay: i64,
+    period: i64,
+) -> Option<Millis> {
     let exp = failed.saturating_sub(1).min(20);
-    let base = (FIRST << exp).min(CAP);
+    let base = first_delay.max(1).saturating_mul(1 << exp).min(CAP.max(first_delay));
     // ±20 %, from a hash of the delivery and the try (splitmix64).
     let mut z = id ^ (u64::from(failed) << 48) ^ 0x9e37_79b9_7f4a_7c15;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -41,7 +49,7 @@ mod tests {
         let mut now = first;
         let mut delays = Vec::new();
         let mut n = 1;
-        while let Some(at) = next_try(7, n, first, now, PERIOD) {
+        while let Some(at) = next_try(7, n, first, now, FIRST, PERIOD) {
             delays.push(at.0 - now.0);
             now = at;
             n += 1;
@@ -55,9 +63,12 @@ mod tests {
         // About 9 tries up to the cap, then hourly for the rest of the day.
         assert!((25..=40).contains(&delays.len()), "{} tries", delays.len());
         // The same delivery decides the same; another is spread otherwise.
-        assert_eq!(next_try(7, 3, first, Millis(5), PERIOD), next_try(7, 3, first, Millis(5), PERIOD));
+        assert_eq!(
+            next_try(7, 3, first, Millis(5), FIRST, PERIOD),
+            next_try(7, 3, first, Millis(5), FIRST, PERIOD)
+        );
         let spread: std::collections::BTreeSet<_> =
-            (0..50).map(|id| next_try(id, 3, first, first, PERIOD)).collect();
+            (0..50).map(|id| next_try(id, 3, first, first, FIRST, PERIOD)).collect();
         assert!(spread.len() > 30, "jitter spreads deliveries: {}", spread.len());
     }
 }

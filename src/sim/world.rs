@@ -295,6 +295,8 @@ impl World<'_> {
                     }
                     self.after(TERMINATE_S, Ev::Terminated(attempt));
                 }
+                // The simulator sets no webhooks: nothing is delivered.
+                Action::Deliver(_) => {}
                 Action::Collect { attempt, end, outputs, .. } => {
                     self.after(API_LATENCY_S, Ev::Collected(attempt, end, outputs));
                 }

@@ -387,6 +387,7 @@ impl Core {
                     self.save_attempt(a.workload, idx);
                     self.save_workload(a.workload, now);
                     self.event(now, a.workload, Some(a), EventKind::Running, msg);
+                    self.notify(a.workload, crate::spec::NotifyOn::Running, now);
                 }
             }
             AttemptStatus::Ended(end) => self.request_collect(a, end),

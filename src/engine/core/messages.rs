@@ -43,6 +43,8 @@ pub struct CoreConfig {
     /// How long work may wait for cheaper capacity, under a patient
     /// placement policy.
     pub patience: Patience,
+    /// Webhooks: off (`None`) unless the server has a signing secret.
+    pub webhooks: Option<crate::notify::Rules>,
 }
 
 impl Default for CoreConfig {
@@ -60,6 +62,7 @@ impl Default for CoreConfig {
             health: HealthConfig::default(),
             placement: PlacementPolicy::default(),
             patience: Patience::default(),
+            webhooks: None,
         }
     }
 }
@@ -166,6 +169,11 @@ pub enum Event {
         provider: String,
         pools: Vec<(crate::fleet::PoolDef, Vec<crate::fleet::NodeDef>)>,
     },
+    /// A webhook delivery's try ended.
+    Delivered {
+        id: u64,
+        outcome: super::DeliveryOutcome,
+    },
     /// Time passed; deadlines and backoffs are checked.
     Tick,
 }
@@ -214,6 +222,9 @@ pub enum Action {
         request: u64,
         reply: Reply,
     },
+    /// Try a webhook delivery (its record is already durable), then send
+    /// `Delivered`.
+    Deliver(Box<DeliveryRecord>),
 }
 
 #[derive(Debug, Clone, PartialEq)]

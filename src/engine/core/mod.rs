@@ -28,6 +28,7 @@ mod inventory;
 mod live_set;
 mod messages;
 mod operator;
+mod outbox;
 mod patience;
 mod policy;
 mod queue;
@@ -55,6 +56,7 @@ use std::sync::Arc;
 pub use budget::{Closed, HORIZON_MS};
 pub use counts::WorkCounts;
 pub use messages::{Action, CoreConfig, Event, NodeNote, OutputsResult, Reply};
+pub use outbox::DeliveryOutcome;
 pub use policy::{Patience, PlacementPolicy};
 pub use restore::Restore;
 
@@ -273,6 +275,8 @@ pub struct Core {
     fair: fair::FairState,
     /// Budgets' spend per period and the work they hold (`budget.rs`).
     budget_book: budget::BudgetBook,
+    /// Webhook deliveries not yet delivered or given up (`outbox.rs`).
+    outbox: outbox::Outbox,
 }
 
 impl Core {
@@ -316,6 +320,7 @@ impl Core {
             counts: WorkCounts::default(),
             fair: fair::FairState::default(),
             budget_book: budget::BudgetBook::default(),
+            outbox: outbox::Outbox::default(),
         }
     }
 
@@ -471,11 +476,13 @@ impl Core {
             }
             Event::Owned { provider, tokens } => self.on_owned(&provider, &tokens, now),
             Event::Inventory { provider, pools } => self.on_inventory(&provider, pools, now),
+            Event::Delivered { id, outcome } => self.on_delivered(id, outcome, now),
             Event::Tick => self.on_tick(now),
         }
         self.schedule_pass(now);
         self.forget_emptied_groups();
         self.update_deadlines();
+        self.dispatch_deliveries(now);
         std::mem::take(&mut self.out)
     }
 
@@ -504,6 +511,11 @@ impl Core {
             consider(t);
         }
         if let Some(t) = self.budget_next_wake() {
+            consider(t);
+        }
+        if let Some(t) =
+            self.config.webhooks.as_ref().and_then(|r| self.outbox.next_due(r.max_in_flight.max(1)))
+        {
             consider(t);
         }
         next
@@ -611,13 +623,14 @@ impl Core {
         e.rec.class = class;
         e.rec.reason = Some(reason.clone());
         e.rec.not_before = None;
-        let kind = match state {
-            WorkloadState::Succeeded => EventKind::Succeeded,
-            WorkloadState::Cancelled => EventKind::Cancelled,
-            _ => EventKind::Failed,
+        let (kind, on) = match state {
+            WorkloadState::Succeeded => (EventKind::Succeeded, crate::spec::NotifyOn::Succeeded),
+            WorkloadState::Cancelled => (EventKind::Cancelled, crate::spec::NotifyOn::Cancelled),
+            _ => (EventKind::Failed, crate::spec::NotifyOn::Failed),
         };
         self.save_workload(id, now);
         self.event(now, id, None, kind, reason);
+        self.notify(id, on, now);
         self.live_ids.remove(id);
         self.release_hold(id);
         if let Some(e) = self.entries.remove(&id)

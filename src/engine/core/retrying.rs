@@ -88,6 +88,7 @@ impl Core {
             self.queue.push_ready(priority, a.workload);
         }
         self.save_workload(a.workload, now);
+        self.notify(a.workload, crate::spec::NotifyOn::Retrying, now);
     }
 }
 

@@ -35,6 +35,12 @@ impl Core {
                 return self.reply(request, reply);
             }
         }
+        if let Some(why) = self.notify_refusal(&spec) {
+            return self.reply(
+                request,
+                Reply::Error { code: Refusal::Invalid, message: format!("notify.webhook: {why}") },
+            );
+        }
         if let Some(why) = self.never_fits(&spec) {
             return self.reply(
                 request,

@@ -6,6 +6,20 @@
 use super::*;
 
 impl Shell {
+    /// One try of a webhook delivery, reported back as `Delivered`.
+    pub(super) fn spawn_deliver(&mut self, d: crate::engine::model::DeliveryRecord) {
+        let tx = self.tx.clone();
+        let now_s = self.clock.now().0.div_euclid(1000);
+        let sender = self.config.webhooks.clone();
+        tokio::spawn(async move {
+            let outcome = match sender {
+                Some(s) => s.send(&d, now_s).await,
+                None => crate::engine::core::DeliveryOutcome::Refused("this server sends no webhooks".into()),
+            };
+            Self::send(&tx, Event::Delivered { id: d.id, outcome });
+        });
+    }
+
     pub(super) fn provider(&self, name: &str) -> Option<Arc<dyn Provider>> {
         self.providers.get(name).cloned()
     }

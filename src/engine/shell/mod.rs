@@ -64,6 +64,9 @@ pub struct ShellConfig {
     pub call_timeout: Duration,
     /// Lines of log tail handed to the classifier.
     pub tail_lines: usize,
+    /// How webhook deliveries are signed and sent; `None`: webhooks are
+    /// off (and the core refuses specs that ask for them).
+    pub webhooks: Option<crate::notify::send::Sender>,
 }
 
 impl ShellConfig {
@@ -80,6 +83,7 @@ impl ShellConfig {
             inventory_every: Duration::from_secs(30),
             call_timeout: Duration::from_secs(60),
             tail_lines: 200,
+            webhooks: None,
         }
     }
 }
@@ -519,6 +523,7 @@ impl Shell {
                 Action::Collect { attempt, provider, token, end, outputs } => {
                     self.spawn_collect(attempt, provider, token, end, outputs)
                 }
+                Action::Deliver(d) => self.spawn_deliver(*d),
             }
         }
         Ok(())
