@@ -120,7 +120,7 @@ fn idle_clients_beyond_the_file_limit_leave_the_socket_and_token_holders_answere
     let serve = Serve::start(
         &store,
         &["--listen", "127.0.0.1:0", "--header-read-timeout", "8s", "--idle-timeout", "2s"],
-        Process { nofile: Some(NOFILE) },
+        Process { nofile: Some(NOFILE), ..Process::default() },
     );
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", serve.pid())).unwrap();
     let open_files = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();

@@ -31,6 +31,8 @@ pub struct Serve {
 pub struct Process {
     /// RLIMIT_NOFILE (soft and hard) for the server.
     pub nofile: Option<u64>,
+    /// More environment variables for the server.
+    pub env: &'static [(&'static str, &'static str)],
 }
 
 /// A `Command` for the binary over `store`, with umask 022 (so anything
@@ -64,7 +66,8 @@ impl Serve {
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap());
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .envs(process.env.iter().copied());
         if let Some(n) = process.nofile {
             // SAFETY: as in `command`: setrlimit(2) is async-signal-safe.
             unsafe {
