@@ -83,6 +83,17 @@ fn events(serve: &Serve, id: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// One sample of the server's `/metrics`, read over its socket.
+fn metric(serve: &Serve, series: &str) -> f64 {
+    let mut c = std::os::unix::net::UnixStream::connect(serve.store.join("canopy.sock")).unwrap();
+    c.set_read_timeout(Some(DEADLINE)).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nhost: canopy\r\nconnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    c.read_to_string(&mut text).unwrap();
+    let line = text.lines().find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '));
+    line.unwrap_or_else(|| panic!("no {series} in:\n{text}")).rsplit_once(' ').unwrap().1.parse().unwrap()
+}
+
 const ENV: &[(&str, &str)] = &[("CANOPY_WEBHOOK_SECRET", SECRET)];
 
 #[test]
@@ -191,6 +202,9 @@ fn every_change_arrives_signed_and_in_order_across_a_receiver_outage_and_a_kill_
     }
     let ev = events(&serve, &ids[1]);
     assert!(ev.contains("(succeeded) to http://127.0.0.1") && ev.contains("delivered (HTTP 200)"), "{ev}");
+    // What an operator's dashboard reads.
+    wait_for("nothing pending", || metric(&serve, "canopy_webhook_deliveries_pending") == 0.0);
+    assert!(metric(&serve, "canopy_webhook_tries_total{outcome=\"delivered\"}") >= 4.0);
     serve.stop();
 }
 
@@ -246,5 +260,8 @@ fn a_receiver_that_never_answers_holds_open_at_most_max_in_flight_and_stops_noth
     assert!(ev.contains("no answer within 1 s"), "{ev}");
     let (_, most, _) = *open.lock().unwrap();
     assert_eq!(most, 1, "at most max_in_flight connections at once");
+    assert!(metric(&serve, "canopy_webhook_deliveries_pending") >= 1.0);
+    assert!(metric(&serve, "canopy_webhook_deliveries_in_flight") <= 1.0);
+    assert!(metric(&serve, "canopy_webhook_tries_total{outcome=\"failed\"}") >= 1.0);
     serve.stop();
 }

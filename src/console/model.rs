@@ -168,6 +168,8 @@ impl Model {
             unreachable_since: BTreeMap::new(),
             fair_share: Vec::new(),
             budgets: Vec::new(),
+            deliveries_pending: 0,
+            deliveries_in_flight: 0,
         }));
         m
     }

@@ -52,6 +52,12 @@ pub struct FleetStatus {
     /// `[[budget]]`).
     #[serde(default)]
     pub budgets: Vec<crate::tenant::budget::Standing>,
+    /// Webhook deliveries not yet delivered or given up, and how many of
+    /// them are being tried now.
+    #[serde(default)]
+    pub deliveries_pending: usize,
+    #[serde(default)]
+    pub deliveries_in_flight: usize,
 }
 
 impl FleetStatus {
@@ -70,6 +76,8 @@ impl FleetStatus {
             unreachable_since: BTreeMap::new(),
             fair_share: core.fair_standings(),
             budgets: core.budget_standings(now),
+            deliveries_pending: core.deliveries().0,
+            deliveries_in_flight: core.deliveries().1,
         }
     }
 }

@@ -51,6 +51,33 @@ pub struct EngineMetrics {
     pub journal_write: Histogram,
     /// From submission to the first placement.
     pub placement: Histogram,
+    /// Webhook tries by how they ended: delivered, failed (to be tried
+    /// again), given up.
+    pub webhook_tries: [AtomicU64; 3],
+}
+
+/// The outcomes [`EngineMetrics::webhook_tries`] counts, in its order.
+pub const WEBHOOK_OUTCOMES: [&str; 3] = ["delivered", "failed", "given-up"];
+
+impl EngineMetrics {
+    /// Counts a delivery's record after a try (new deliveries, with no
+    /// try yet, count nothing).
+    pub fn webhook_try(&self, d: &crate::engine::model::DeliveryRecord) {
+        use crate::engine::model::DeliveryState;
+        if d.tries == 0 {
+            return;
+        }
+        let i = match d.state {
+            DeliveryState::Delivered => 0,
+            DeliveryState::Pending => 1,
+            DeliveryState::GivenUp => 2,
+        };
+        self.webhook_tries[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn webhook_tries(&self) -> [u64; 3] {
+        [0, 1, 2].map(|i| self.webhook_tries[i].load(Ordering::Relaxed))
+    }
 }
 
 const WRITE_BOUNDS: &[f64] = &[0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
@@ -58,6 +85,10 @@ const PLACE_BOUNDS: &[f64] = &[0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0, 600
 
 impl Default for EngineMetrics {
     fn default() -> Self {
-        EngineMetrics { journal_write: Histogram::new(WRITE_BOUNDS), placement: Histogram::new(PLACE_BOUNDS) }
+        EngineMetrics {
+            journal_write: Histogram::new(WRITE_BOUNDS),
+            placement: Histogram::new(PLACE_BOUNDS),
+            webhook_tries: Default::default(),
+        }
     }
 }

@@ -48,6 +48,20 @@ pub async fn metrics(State(s): State<Served>) -> Response {
             let _ = writeln!(out, "canopy_provider_reachable{{provider=\"{}\"}} {up}", label(&p.name));
         }
         super::metrics_fleet::render(&mut out, &st);
+        family(
+            &mut out,
+            "canopy_webhook_deliveries_pending",
+            "gauge",
+            "Webhook deliveries not yet delivered or given up.",
+        );
+        let _ = writeln!(out, "canopy_webhook_deliveries_pending {}", st.deliveries_pending);
+        family(
+            &mut out,
+            "canopy_webhook_deliveries_in_flight",
+            "gauge",
+            "Webhook deliveries being tried now.",
+        );
+        let _ = writeln!(out, "canopy_webhook_deliveries_in_flight {}", st.deliveries_in_flight);
     }
     let tenancy = s.tenancy();
     budgets(&mut out, &super::tenants::budget_standings(&s, &tenancy));
@@ -157,6 +171,15 @@ pub async fn metrics(State(s): State<Served>) -> Response {
             "From submission to first placement.",
             &m.placement,
         );
+        family(
+            &mut out,
+            "canopy_webhook_tries_total",
+            "counter",
+            "Webhook delivery tries by outcome (failed: to be tried again).",
+        );
+        for (outcome, n) in crate::engine::metrics::WEBHOOK_OUTCOMES.iter().zip(m.webhook_tries()) {
+            let _ = writeln!(out, "canopy_webhook_tries_total{{outcome=\"{outcome}\"}} {n}");
+        }
     }
     s.http.render(&mut out);
     super::process_metrics::render(&mut out);

@@ -489,6 +489,9 @@ impl Shell {
                 .await?;
             self.metrics.journal_write.observe(started.elapsed());
             for r in &records {
+                if let Record::Delivery(d) = r {
+                    self.metrics.webhook_try(d);
+                }
                 if let Record::Attempt(a) = r
                     && a.id.n == 1
                     && a.state == super::model::AttemptState::Placing
