@@ -22,6 +22,7 @@ pub mod health;
 pub mod home;
 pub mod import;
 pub mod journal;
+pub mod mcp;
 pub mod notify;
 pub mod private;
 pub mod providers;

@@ -65,6 +65,15 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = ServerOptions::DEFAULT_MAX_UNAUTHENTICATED,
           value_parser = parse_count)]
     pub max_unauthenticated: usize,
+    /// A browser origin (`https://host:port`) allowed to call the MCP
+    /// endpoint /mcp; any other Origin is refused. Repeatable.
+    #[arg(long, value_name = "ORIGIN")]
+    pub mcp_allow_origin: Vec<String>,
+    /// An MCP `submit` whose plan estimates more than this many US dollars
+    /// takes a confirmation (a second call); 0 asks for every submit.
+    #[arg(long, value_name = "USD", default_value_t = canopy::mcp::McpOptions::DEFAULT_CONFIRM_ABOVE_USD,
+          value_parser = super::mcp::parse_usd)]
+    pub mcp_confirm_above_usd: f64,
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {
@@ -107,6 +116,10 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
             idle_timeout: args.idle_timeout.unwrap_or(ServerOptions::DEFAULT_IDLE_TIMEOUT),
             max_connections: args.max_connections,
             max_unauthenticated: args.max_unauthenticated,
+            mcp: canopy::mcp::McpOptions {
+                confirm_above_usd: Some(args.mcp_confirm_above_usd),
+                allowed_origins: args.mcp_allow_origin,
+            },
         };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut running = app::start(opts).await?;

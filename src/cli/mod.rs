@@ -21,6 +21,7 @@ mod engine;
 mod fleet;
 mod import;
 mod logs;
+mod mcp;
 mod plan;
 mod profile;
 mod sim;
@@ -209,6 +210,10 @@ pub enum Command {
     /// Who the server takes you for: the principal (a token's name, or
     /// local:USER on the store's socket), its role, tenant and scopes.
     Whoami(whoami::WhoamiArgs),
+    /// Serve the Model Context Protocol on stdin/stdout, for an agent host
+    /// (Claude Desktop, an IDE) to start: its tools (plan, submit, status,
+    /// logs, cancel, …) act as your token on the server, with its role.
+    Mcp(mcp::McpArgs),
     /// Convert a SkyPilot task YAML or a dstack task or service
     /// configuration into a Canopy spec (a service becomes kind
     /// "inference"); what has no counterpart is a warning at its line.
@@ -460,6 +465,7 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
         Some(Command::Completions(args)) => completions::completions(&args),
         Some(Command::Man(args)) => completions::man(&args),
         Some(Command::Whoami(args)) => whoami::run(&cli.store, &args),
+        Some(Command::Mcp(args)) => mcp::run(&cli.store, args),
         Some(Command::Serve(args)) => engine::run(&cli.store, args),
         Some(Command::Submit { spec, from, idempotency_key, wait, logs, tenant, json }) => workloads::submit(
             &cli.store,

@@ -342,6 +342,37 @@ impl Client {
         Ok(LogBytes { next_offset: next.unwrap_or(offset + data.len() as u64), data, times })
     }
 
+    /// A request as it is, for a thin client of the API (`canopy mcp`):
+    /// the answer's status, headers and body whatever the status, the body
+    /// cut at `max` bytes. Only a request that got no answer is an error.
+    pub async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&'static str, String)],
+        body: Vec<u8>,
+        max: usize,
+    ) -> Result<(u16, reqwest::header::HeaderMap, Vec<u8>), ClientError> {
+        let mut r = self.request(false, method, path);
+        for (k, v) in headers {
+            r = r.header(*k, v);
+        }
+        if !body.is_empty() {
+            r = r.body(body);
+        }
+        let mut resp = r.send().await.map_err(|e| self.send_failed(&e))?;
+        let (status, headers) = (resp.status().as_u16(), resp.headers().clone());
+        let mut out = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.read_failed(&e))? {
+            let room = max.saturating_sub(out.len());
+            out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if out.len() >= max {
+                break;
+            }
+        }
+        Ok((status, headers, out))
+    }
+
     /// A streaming GET (logs with follow, the event stream).
     pub async fn open_stream(
         &self,

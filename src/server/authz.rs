@@ -170,7 +170,7 @@ pub enum Facts {
 }
 
 /// The least role `need` asks for.
-fn least_role(need: Need) -> Option<Role> {
+pub fn least_role(need: Need) -> Option<Role> {
     match need {
         Need::Public => None,
         Need::Read | Need::ReadWorkload => Some(Role::Viewer),
@@ -416,45 +416,9 @@ pub async fn middleware(
         return next.run(req).await;
     }
     let now = now();
-    let principal = match &peer {
-        Peer::Socket { uid } => {
-            let mut p = owner(*uid);
-            p.tenant = state.tenancy().default_tenant.clone();
-            p
-        }
-        Peer::Tcp { addr, .. } => {
-            let bearer = req
-                .headers()
-                .get(axum::http::header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-                .map(str::trim);
-            let verified = match bearer {
-                None => Err(super::auth::TokenError::Missing),
-                Some(b) => state.tokens.verify(b, &addr.to_string(), now),
-            };
-            match verified {
-                Ok(p) => {
-                    let token_tenant = p.tenant.clone();
-                    match p.with_tenant(token_tenant.as_deref(), &state.tenancy()) {
-                        Ok(p) => p,
-                        Err(why) => {
-                            tracing::warn!(%addr, path = matched.as_str(), error = %why, "refused a token without a tenant");
-                            // Audited like every refused token: one record a
-                            // minute per token, with a count of the repeats.
-                            let e = super::auth::TokenError::NoTenant { message: why.clone() };
-                            state.refusals.refused(&state, bearer, *addr, route, &e, now).await;
-                            return ApiError::forbidden(why).into_response();
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(%addr, path = matched.as_str(), error = %e, "refused a request without a valid token");
-                    state.refusals.refused(&state, bearer, *addr, route, &e, now).await;
-                    return ApiError::unauthorized(e.to_string()).into_response();
-                }
-            }
-        }
+    let principal = match principal(&state, &peer, req.headers(), route, matched.as_str(), now).await {
+        Ok(p) => p,
+        Err(refused) => return refused,
     };
     let action = format!("{} {}", route.method, route.path);
     let denied = |why: String, target: Option<String>| {
@@ -497,6 +461,64 @@ pub async fn middleware(
     req.extensions_mut().insert(target);
     req.extensions_mut().insert(route);
     next.run(req).await
+}
+
+/// The route `/mcp` is, for the audit trail of the tokens it refuses: not
+/// in [`ROUTES`] (the MCP endpoint is no part of the OpenAPI document; its
+/// tools call the routes there, each authorized as itself).
+pub static MCP: Route = r("POST", "/mcp", Need::Read, "Model Context Protocol (Streamable HTTP)");
+
+/// Who is calling: the store's owner on the socket; over TCP, the bearer
+/// token's principal with its tenant settled. A missing, unknown, expired
+/// or revoked token (or one whose tenant is gone) is refused with the
+/// answer to send, and counted for the audit trail ([`super::refusals`]).
+pub async fn principal(
+    state: &Served,
+    peer: &Peer,
+    headers: &axum::http::HeaderMap,
+    route: &'static Route,
+    path: &str,
+    now: Millis,
+) -> Result<Principal, Response> {
+    Ok(match peer {
+        Peer::Socket { uid } => {
+            let mut p = owner(*uid);
+            p.tenant = state.tenancy().default_tenant.clone();
+            p
+        }
+        Peer::Tcp { addr, .. } => {
+            let bearer = headers
+                .get(axum::http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+                .map(str::trim);
+            let verified = match bearer {
+                None => Err(super::auth::TokenError::Missing),
+                Some(b) => state.tokens.verify(b, &addr.to_string(), now),
+            };
+            match verified {
+                Ok(p) => {
+                    let token_tenant = p.tenant.clone();
+                    match p.with_tenant(token_tenant.as_deref(), &state.tenancy()) {
+                        Ok(p) => p,
+                        Err(why) => {
+                            tracing::warn!(%addr, path, error = %why, "refused a token without a tenant");
+                            // Audited like every refused token: one record a
+                            // minute per token, with a count of the repeats.
+                            let e = super::auth::TokenError::NoTenant { message: why.clone() };
+                            state.refusals.refused(state, bearer, *addr, route, &e, now).await;
+                            return Err(ApiError::forbidden(why).into_response());
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(%addr, path, error = %e, "refused a request without a valid token");
+                    state.refusals.refused(state, bearer, *addr, route, &e, now).await;
+                    return Err(ApiError::unauthorized(e.to_string()).into_response());
+                }
+            }
+        }
+    })
 }
 
 /// Looks up what a decision about `need` on `target` depends on. A target

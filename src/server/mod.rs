@@ -69,6 +69,9 @@ pub struct ServerOptions {
     /// TCP connections that have not yet sent a request with a valid token;
     /// a new one beyond it takes the place of the oldest idle one.
     pub max_unauthenticated: usize,
+    /// The MCP server at `/mcp`: its confirmation threshold and the
+    /// browser origins it admits.
+    pub mcp: crate::mcp::McpOptions,
 }
 
 impl ServerOptions {
@@ -89,6 +92,10 @@ impl Default for ServerOptions {
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
             max_unauthenticated: Self::DEFAULT_MAX_UNAUTHENTICATED,
+            mcp: crate::mcp::McpOptions {
+                confirm_above_usd: Some(crate::mcp::McpOptions::DEFAULT_CONFIRM_ABOVE_USD),
+                allowed_origins: Vec::new(),
+            },
         }
     }
 }
@@ -267,7 +274,10 @@ pub async fn serve(
             "TCP connection caps lowered to leave file descriptors for the store and its socket"
         );
     }
-    let shared = conn::Shared::new(state.clone(), api::router(state.clone()), limits);
+    // The API, and the MCP server at /mcp whose tools call it in process.
+    let api = api::router(state.clone());
+    let router = api.clone().merge(crate::mcp::http::router(state.clone(), api));
+    let shared = conn::Shared::new(state.clone(), router, limits);
     let socket = listen::socket_path(home.root());
     let uds = listen::bind_socket(&socket)
         .map_err(|source| ServeError::Bind { what: socket.display().to_string(), source })?;

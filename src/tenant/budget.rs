@@ -176,36 +176,68 @@ impl Budget {
     /// running work is expected to spend still (`committed`) leaves too
     /// little: the budget and its numbers. `None`: it fits.
     pub fn refuses(&self, spent: Spend, committed: Spend, estimate: Spend) -> Option<String> {
-        let check = |limit: Option<u64>, have: u64, more: u64, est: u64, fmt: fn(u64) -> String| {
-            let limit = limit?;
-            let left = limit.saturating_sub(have).saturating_sub(more);
-            // Nothing left, or the estimate would not fit what is.
-            (left == 0 || est > left).then(|| {
-                let committed = if more > 0 {
-                    format!(", {} expected by running work", fmt(more))
-                } else {
-                    String::new()
-                };
-                format!(
-                    "estimated {} but {} is left ({} spent{committed} of {})",
-                    fmt(est),
-                    fmt(left),
-                    fmt(have),
-                    fmt(limit)
-                )
-            })
-        };
-        let why: Vec<String> = [
-            check(self.micro_usd, spent.micro_usd, committed.micro_usd, estimate.micro_usd, usd),
-            check(self.gpu_ms, spent.gpu_ms, committed.gpu_ms, estimate.gpu_ms, gpu_hours),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        (!why.is_empty()).then(|| {
-            format!("budget {} ({}, per {}): {}", self.name, self.scope, self.period.as_str(), why.join("; "))
-        })
+        let limits = Limits { micro_usd: self.micro_usd, gpu_ms: self.gpu_ms };
+        refusal(&self.name, &self.scope.to_string(), self.period, limits, spent, committed, estimate)
     }
+}
+
+/// A budget's limits per period (`None`: not limited in that unit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub micro_usd: Option<u64>,
+    pub gpu_ms: Option<u64>,
+}
+
+/// What an attempt is estimated to spend at `hourly` (the whole attempt's
+/// price) on `nodes` nodes of `gpus` each over `runtime` (the spec's
+/// expected runtime, else its maximum); nothing without one. Admission
+/// and `canopy mcp`'s submit check estimate alike.
+pub fn estimate(runtime: Option<std::time::Duration>, hourly: f64, nodes: usize, gpus: u32) -> Spend {
+    let Some(r) = runtime else { return Spend::default() };
+    let ms = r.as_millis() as f64;
+    Spend {
+        micro_usd: (hourly.max(0.0) * ms / 3.6).round() as u64,
+        gpu_ms: (f64::from(gpus) * nodes as f64 * ms).round() as u64,
+    }
+}
+
+/// Why work estimated to take `estimate` may not start under budget
+/// `name` (`scope`, per `period`): what `spent` plus what running work is
+/// expected to spend still (`committed`) leaves is too little. The budget
+/// and its numbers; `None`: it fits.
+fn refusal(
+    name: &str,
+    scope: &str,
+    period: Period,
+    limits: Limits,
+    spent: Spend,
+    committed: Spend,
+    estimate: Spend,
+) -> Option<String> {
+    let check = |limit: Option<u64>, have: u64, more: u64, est: u64, fmt: fn(u64) -> String| {
+        let limit = limit?;
+        let left = limit.saturating_sub(have).saturating_sub(more);
+        // Nothing left, or the estimate would not fit what is.
+        (left == 0 || est > left).then(|| {
+            let committed =
+                if more > 0 { format!(", {} expected by running work", fmt(more)) } else { String::new() };
+            format!(
+                "estimated {} but {} is left ({} spent{committed} of {})",
+                fmt(est),
+                fmt(left),
+                fmt(have),
+                fmt(limit)
+            )
+        })
+    };
+    let why: Vec<String> = [
+        check(limits.micro_usd, spent.micro_usd, committed.micro_usd, estimate.micro_usd, usd),
+        check(limits.gpu_ms, spent.gpu_ms, committed.gpu_ms, estimate.gpu_ms, gpu_hours),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!why.is_empty()).then(|| format!("budget {name} ({scope}, per {}): {}", period.as_str(), why.join("; ")))
 }
 
 /// Where a budget stands now: what `canopy tenants`, `GET /v1/tenants`,
@@ -237,6 +269,12 @@ impl Standing {
     /// The larger of its limits' spent fractions.
     pub fn fraction(&self) -> f64 {
         fraction(self.spent, self.limit_micro_usd, self.limit_gpu_ms)
+    }
+
+    /// As [`Budget::refuses`], from where the budget stands.
+    pub fn refuses(&self, estimate: Spend) -> Option<String> {
+        let limits = Limits { micro_usd: self.limit_micro_usd, gpu_ms: self.limit_gpu_ms };
+        refusal(&self.name, &self.scope, self.period, limits, self.spent, self.committed, estimate)
     }
 
     /// "$120.00 of $5,000.00" / "10.0 of 2000 GPU-h", both when both.

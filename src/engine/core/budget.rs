@@ -421,10 +421,5 @@ impl Core {
 /// expected runtime, else its maximum; nothing when it gives neither.
 fn estimate(e: &Entry, hourly: f64, nodes: usize, gpus: u32) -> Spend {
     let runtime = e.spec.expected_runtime.map(|d| d.0).or(e.spec.constraints.max_runtime.map(|d| d.0));
-    let Some(r) = runtime else { return Spend::default() };
-    let ms = r.as_millis() as f64;
-    Spend {
-        micro_usd: (hourly.max(0.0) * ms / 3.6).round() as u64,
-        gpu_ms: (f64::from(gpus) * nodes as f64 * ms).round() as u64,
-    }
+    crate::tenant::budget::estimate(runtime, hourly, nodes, gpus)
 }
