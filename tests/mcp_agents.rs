@@ -62,6 +62,11 @@ async fn agent(mode: &str) {
         "gpu.toml",
         "name = \"big\"\nexpected_runtime = \"10h\"\n\n[runtime]\ncommand = [\"train\"]\n\n[resources]\ngpus = 1\n",
     );
+    // A hundred hours on one GPU: well above the $25 that takes a confirmation.
+    let spec_big = write(
+        "big.toml",
+        "name = \"big-job\"\nexpected_runtime = \"100h\"\n\n[runtime]\ncommand = [\"train\"]\n\n[resources]\ngpus = 1\n",
+    );
     let server = format!("http://{}", api.tcp);
     let url = format!("{server}/mcp");
     let script_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/agent.py");
@@ -81,6 +86,7 @@ async fn agent(mode: &str) {
             .env("SPEC_OK", &spec_ok)
             .env("SPEC_QUEUED", &spec_queued)
             .env("SPEC_GPU", &spec_gpu)
+            .env("SPEC_BIG", &spec_big)
             .output(),
     )
     .await

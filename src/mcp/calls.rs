@@ -217,7 +217,7 @@ async fn explain(ctx: &Ctx<'_>, a: IdInput) -> Outcome {
             })
         })
         .collect();
-    let placing = ["submitted", "unschedulable", "placed", "refused", "budget", "reclaim", "retry", "quota"];
+    let placing = ["submitted", "unschedulable", "placed", "refused", "budget", "reclaim", "retry"];
     let decisions: Vec<Value> = events
         .as_array()
         .into_iter()

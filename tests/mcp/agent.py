@@ -44,7 +44,7 @@ def connect(mode, token):
         return Client(streamable_http_client(env("CANOPY_MCP_URL"), http_client=http))
     params = StdioServerParameters(
         command=env("CANOPY_BIN"),
-        args=["mcp", "--confirm-above-usd", "1000"],
+        args=["mcp"],
         env={"CANOPY_SERVER": env("CANOPY_SERVER"), "CANOPY_TOKEN": token, "CANOPY_LOG": "warn"},
     )
     return Client(params)
@@ -141,6 +141,22 @@ async def submitter(mode, out):
         out["confirm_of_a"] = None  # used up
         second = await ok(c, "cancel", {"id": b})
         out["confirm_of_b"] = second["confirm"]
+
+        # A submit estimated above the confirmation threshold ($25 by
+        # default) takes two calls too; the id is bound to the spec and key.
+        big = open(env("SPEC_BIG")).read()
+        key = f"mcp-{mode}-big"
+        first = await ok(c, "submit", {"spec": big, "idempotency_key": key})
+        assert first["confirmation_required"] is True, first
+        assert "above this server's confirmation threshold of $25.00" in first["would"], first
+        assert first["plan"]["fits"] is True, first
+        other = await refused(c, "submit", {"spec": big, "idempotency_key": key + "-2", "confirm": first["confirm"]})
+        assert "was issued for submit on spec" in other, other
+        listed = await ok(c, "list", {"name": "big-job"})
+        assert listed["total"] == 0, listed
+        placed = await ok(c, "submit", {"spec": big, "idempotency_key": key, "confirm": first["confirm"]})
+        assert placed["workload"]["workload"]["name"] == "big-job", placed
+        out["big"] = placed["workload"]["workload"]["id"]
 
 
 async def other_submitter(mode, out):
