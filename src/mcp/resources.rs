@@ -84,8 +84,10 @@ pub async fn read(up: &Upstream, uri: &str) -> Result<ReadResourceResult, ErrorD
             found["download"].as_str().unwrap_or("GET /v1/workloads/ID/artifacts/ATTEMPT/NAME")
         )));
     }
-    let a =
-        up.send(Call::get(format!("/v1/workloads/{id}/artifacts/{attempt}/{name}"))).await.map_err(&bad)?;
+    // Encoded again from the decoded name: whatever the URI held, the
+    // path names this one file.
+    let path = format!("/v1/workloads/{id}/artifacts/{attempt}/{}", crate::client::encode(&decoded));
+    let a = up.send(Call::get(path)).await.map_err(&bad)?;
     if !a.ok() {
         return Err(ErrorData::resource_not_found(a.message(), None));
     }
