@@ -180,7 +180,7 @@ async fn list(ctx: &Ctx<'_>, q: ListQuery) -> Outcome {
     add("submitted_by", &q.submitted_by);
     add("tenant", &q.tenant);
     add("cursor", &q.cursor);
-    add("limit", &Some(q.limit.unwrap_or(20).to_string()));
+    add("limit", &q.limit.map(|n| n.to_string()));
     if q.unresolved {
         parts.push("unresolved=true".into());
     }
