@@ -1,5 +1,13 @@
 //! The accelerator vocabulary shared by specs and fleets: vendors, families
-//! (GPU architectures), compute capability and GPU interconnects.
+//! (GPU and NPU architectures or product lines), compute capability and the
+//! links between the accelerators of one node.
+//!
+//! Beside NVIDIA, AMD and Intel, the vendors of the accelerators a Chinese
+//! operator's fleet holds: Huawei (Ascend NPUs), Cambricon (MLUs), Hygon
+//! (DCUs), Kunlunxin (XPUs), Moore Threads, MetaX, Iluvatar CoreX and
+//! Enflame. How each is found on a machine and handed to a workload lives
+//! in [`devices`]; which of them count as domestic hardware is
+//! [`Vendor::is_domestic_cn`].
 //!
 //! A spec names *families* and *capabilities*, never SKUs; a pool names its
 //! concrete model too, for display. Families map to a bit so the scheduler
@@ -9,25 +17,92 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
+pub mod devices;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Vendor {
     Nvidia,
     Amd,
     Intel,
+    /// Huawei Ascend NPUs.
+    Huawei,
+    /// Cambricon MLUs.
+    Cambricon,
+    /// Hygon DCUs (ROCm-derived, HIP).
+    Hygon,
+    /// Kunlunxin (Baidu) XPUs.
+    Kunlunxin,
+    /// Moore Threads MTT GPUs (MUSA).
+    MooreThreads,
+    /// MetaX GPUs (MACA).
+    Metax,
+    /// Iluvatar CoreX GPUs.
+    Iluvatar,
+    /// Enflame GCUs.
+    Enflame,
 }
 
-impl fmt::Display for Vendor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Vendor {
+    pub const ALL: [Vendor; 11] = [
+        Vendor::Nvidia,
+        Vendor::Amd,
+        Vendor::Intel,
+        Vendor::Huawei,
+        Vendor::Cambricon,
+        Vendor::Hygon,
+        Vendor::Kunlunxin,
+        Vendor::MooreThreads,
+        Vendor::Metax,
+        Vendor::Iluvatar,
+        Vendor::Enflame,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
             Vendor::Nvidia => "nvidia",
             Vendor::Amd => "amd",
             Vendor::Intel => "intel",
-        })
+            Vendor::Huawei => "huawei",
+            Vendor::Cambricon => "cambricon",
+            Vendor::Hygon => "hygon",
+            Vendor::Kunlunxin => "kunlunxin",
+            Vendor::MooreThreads => "moore-threads",
+            Vendor::Metax => "metax",
+            Vendor::Iluvatar => "iluvatar",
+            Vendor::Enflame => "enflame",
+        }
+    }
+
+    /// Whether the vendor designs its accelerators in mainland China: what
+    /// a "domestic hardware" requirement there accepts. A fleet file may
+    /// tag a pool [`DOMESTIC_HARDWARE`] only when its accelerator's vendor
+    /// is one of these (the fleet loader checks it).
+    pub fn is_domestic_cn(self) -> bool {
+        !matches!(self, Vendor::Nvidia | Vendor::Amd | Vendor::Intel)
     }
 }
 
-/// A GPU architecture family. Each belongs to exactly one vendor.
+/// The compliance tag of capacity built on domestic (mainland Chinese)
+/// accelerators only. A spec that requires it (`constraints.compliance =
+/// ["domestic-hardware"]`) runs only on pools that carry it.
+pub const DOMESTIC_HARDWARE: &str = "domestic-hardware";
+
+/// The compliance tag of capacity whose software stack (driver, runtime,
+/// collective library, OS) the operator certified for the work, as
+/// government and state-owned customers require. Canopy does not check a
+/// stack itself: the fleet file says which pools carry it.
+pub const CERTIFIED_STACK: &str = "certified-stack";
+
+impl fmt::Display for Vendor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An accelerator family: a GPU architecture, or for vendors that do not
+/// publish architecture names, a product generation. Each belongs to
+/// exactly one vendor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
@@ -43,10 +118,43 @@ pub enum Family {
     Rdna3,
     Gaudi2,
     Gaudi3,
+    /// Huawei Ascend 910B (Atlas 800T A2, Atlas 900 A2).
+    Ascend910b,
+    /// Huawei Ascend 910C (Atlas 900 A3 SuperPoD).
+    Ascend910c,
+    /// Cambricon MLU370 (X4, X8).
+    Mlu370,
+    /// Cambricon MLU590.
+    Mlu590,
+    /// Hygon DCU Z100 (Z100, Z100L).
+    #[serde(rename = "dcu-z100")]
+    DcuZ100,
+    /// Hygon DCU K100 (K100, K100-AI).
+    #[serde(rename = "dcu-k100")]
+    DcuK100,
+    /// Kunlunxin second generation (R200, R300).
+    Kunlun2,
+    /// Kunlunxin third generation (P800).
+    Kunlun3,
+    /// Moore Threads MTT S-series data-centre GPUs (S3000, S4000).
+    #[serde(rename = "mtt-s")]
+    MttS,
+    /// MetaX Xiyun C-series (C500).
+    Xiyun,
+    /// Iluvatar CoreX Tiangai (BI-V100, BI-V150).
+    Tiangai,
+    /// Iluvatar CoreX Zhikai (MR-V50, MR-V100).
+    Zhikai,
+    /// Enflame CloudBlazer training cards (T10, T20, T21).
+    #[serde(rename = "enflame-t")]
+    EnflameT,
+    /// Enflame CloudBlazer inference cards (S60).
+    #[serde(rename = "enflame-s")]
+    EnflameS,
 }
 
 impl Family {
-    pub const ALL: [Family; 12] = [
+    pub const ALL: [Family; 26] = [
         Family::Pascal,
         Family::Volta,
         Family::Turing,
@@ -59,9 +167,23 @@ impl Family {
         Family::Rdna3,
         Family::Gaudi2,
         Family::Gaudi3,
+        Family::Ascend910b,
+        Family::Ascend910c,
+        Family::Mlu370,
+        Family::Mlu590,
+        Family::DcuZ100,
+        Family::DcuK100,
+        Family::Kunlun2,
+        Family::Kunlun3,
+        Family::MttS,
+        Family::Xiyun,
+        Family::Tiangai,
+        Family::Zhikai,
+        Family::EnflameT,
+        Family::EnflameS,
     ];
 
-    pub fn vendor(self) -> Vendor {
+    pub const fn vendor(self) -> Vendor {
         match self {
             Family::Pascal
             | Family::Volta
@@ -72,6 +194,14 @@ impl Family {
             | Family::Blackwell => Vendor::Nvidia,
             Family::Cdna2 | Family::Cdna3 | Family::Rdna3 => Vendor::Amd,
             Family::Gaudi2 | Family::Gaudi3 => Vendor::Intel,
+            Family::Ascend910b | Family::Ascend910c => Vendor::Huawei,
+            Family::Mlu370 | Family::Mlu590 => Vendor::Cambricon,
+            Family::DcuZ100 | Family::DcuK100 => Vendor::Hygon,
+            Family::Kunlun2 | Family::Kunlun3 => Vendor::Kunlunxin,
+            Family::MttS => Vendor::MooreThreads,
+            Family::Xiyun => Vendor::Metax,
+            Family::Tiangai | Family::Zhikai => Vendor::Iluvatar,
+            Family::EnflameT | Family::EnflameS => Vendor::Enflame,
         }
     }
 
@@ -94,6 +224,20 @@ impl Family {
             Family::Rdna3 => "rdna3",
             Family::Gaudi2 => "gaudi2",
             Family::Gaudi3 => "gaudi3",
+            Family::Ascend910b => "ascend910b",
+            Family::Ascend910c => "ascend910c",
+            Family::Mlu370 => "mlu370",
+            Family::Mlu590 => "mlu590",
+            Family::DcuZ100 => "dcu-z100",
+            Family::DcuK100 => "dcu-k100",
+            Family::Kunlun2 => "kunlun2",
+            Family::Kunlun3 => "kunlun3",
+            Family::MttS => "mtt-s",
+            Family::Xiyun => "xiyun",
+            Family::Tiangai => "tiangai",
+            Family::Zhikai => "zhikai",
+            Family::EnflameT => "enflame-t",
+            Family::EnflameS => "enflame-s",
         }
     }
 }
@@ -173,6 +317,11 @@ pub enum Interconnect {
     Nvlink,
     /// AMD Infinity Fabric (xGMI).
     Xgmi,
+    /// Huawei Cache Coherence System, between the Ascend NPUs of a node.
+    Hccs,
+    /// Cambricon MLU-Link, between the MLUs of a node.
+    #[serde(rename = "mlu-link")]
+    MluLink,
 }
 
 impl fmt::Display for Interconnect {
@@ -181,6 +330,8 @@ impl fmt::Display for Interconnect {
             Interconnect::Pcie => "pcie",
             Interconnect::Nvlink => "nvlink",
             Interconnect::Xgmi => "xgmi",
+            Interconnect::Hccs => "hccs",
+            Interconnect::MluLink => "mlu-link",
         })
     }
 }
@@ -270,6 +421,21 @@ mod tests {
         assert!(Fabric::Roce.serves(Fabric::Ethernet));
         assert!(!Fabric::Roce.serves(Fabric::Infiniband));
         assert!(!Fabric::Ethernet.serves(Fabric::Roce));
+    }
+
+    #[test]
+    fn names_round_trip_through_serde_and_display() {
+        for v in Vendor::ALL {
+            let json = serde_json::to_string(&v).unwrap();
+            assert_eq!(json, format!("\"{v}\""));
+        }
+        for f in Family::ALL {
+            let json = serde_json::to_string(&f).unwrap();
+            assert_eq!(json, format!("\"{f}\""));
+            assert_eq!(serde_json::from_str::<Family>(&json).unwrap(), f);
+        }
+        assert_eq!(serde_json::to_string(&Interconnect::MluLink).unwrap(), "\"mlu-link\"");
+        assert!(Vendor::Huawei.is_domestic_cn() && !Vendor::Nvidia.is_domestic_cn());
     }
 
     #[test]

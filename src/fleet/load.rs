@@ -115,7 +115,11 @@ struct FileAccelerator {
     vendor: Option<Vendor>,
     model: String,
     family: Family,
-    compute_capability: ComputeCapability,
+    /// CUDA compute capability: required for NVIDIA, optional elsewhere
+    /// (AMD's gfx version reads the same way; other vendors have none,
+    /// and their pools then serve no `min_compute_capability`).
+    #[serde(default)]
+    compute_capability: Option<ComputeCapability>,
     memory_gb: f64,
     /// Training throughput of one GPU relative to a V100.
     #[serde(default)]
@@ -285,11 +289,37 @@ fn build(doc: FileDoc) -> Result<Fleet, FleetError> {
                             format!("accelerator family {} is made by {family_vendor}, not {v}", a.family),
                         ));
                     }
+                    if pool.compliance.iter().any(|c| c == crate::accel::DOMESTIC_HARDWARE)
+                        && !family_vendor.is_domestic_cn()
+                    {
+                        return Err(FleetError::BadPool(
+                            label,
+                            format!(
+                                "compliance tag `{}` is for domestic accelerators, but {} is {family_vendor}'s; \
+                                 remove the tag, or give the pool a domestic accelerator",
+                                crate::accel::DOMESTIC_HARDWARE,
+                                a.model
+                            ),
+                        ));
+                    }
+                    let compute_capability = match a.compute_capability {
+                        Some(cc) => cc,
+                        None if family_vendor == Vendor::Nvidia => {
+                            return Err(FleetError::BadPool(
+                                label,
+                                format!(
+                                    "NVIDIA accelerator {} needs its compute_capability, like \"9.0\"",
+                                    a.model
+                                ),
+                            ));
+                        }
+                        None => ComputeCapability::new(0, 0),
+                    };
                     Some(super::Accelerator {
                         vendor: family_vendor,
                         model: a.model,
                         family: a.family,
-                        compute_capability: a.compute_capability,
+                        compute_capability,
                         memory_gb: a.memory_gb,
                         throughput: a.throughput,
                     })
@@ -431,6 +461,30 @@ nodes = 1
 "#;
         let msg = parse(text, "f.toml").unwrap_err().to_string();
         assert!(msg.contains("a/p") && msg.contains("hopper is made by nvidia"), "{msg}");
+    }
+
+    #[test]
+    fn domestic_tag_needs_a_domestic_accelerator() {
+        let pool = |acc: &str| {
+            format!(
+                "[[providers]]\nname = \"a\"\nkind = \"cloud\"\n[[providers.pools]]\nname = \"p\"\nregion = \"r\"\n\
+                 accelerator = {acc}\ngpus_per_node = 8\ncpu_cores = 8\nmemory_gb = 64\nprice_per_hour = 1.0\n\
+                 compliance = [\"domestic-hardware\"]\nnodes = 1\n"
+            )
+        };
+        let foreign = pool(
+            r#"{ vendor = "nvidia", model = "H20", family = "hopper", compute_capability = "9.0", memory_gb = 96 }"#,
+        );
+        let msg = parse(&foreign, "f.toml").unwrap_err().to_string();
+        assert!(msg.contains("a/p") && msg.contains("H20 is nvidia's"), "{msg}");
+        let ascend =
+            pool(r#"{ vendor = "huawei", model = "Ascend910B", family = "ascend910b", memory_gb = 64 }"#);
+        let f = parse(&ascend, "f.toml").expect("a domestic pool parses without compute_capability");
+        assert_eq!(f.pools[0].shape.accelerator.as_ref().unwrap().vendor, Vendor::Huawei);
+        let no_cc = pool(r#"{ model = "H100", family = "hopper", memory_gb = 80 }"#)
+            .replace("compliance = [\"domestic-hardware\"]\n", "");
+        let msg = parse(&no_cc, "f.toml").unwrap_err().to_string();
+        assert!(msg.contains("needs its compute_capability"), "{msg}");
     }
 
     #[test]

@@ -89,11 +89,7 @@ const fn gpu(
 ) -> Gpu {
     let (short, model) = names;
     let (family, cc, memory_gb) = chip;
-    let vendor = match family {
-        Family::Cdna2 | Family::Cdna3 | Family::Rdna3 => Vendor::Amd,
-        Family::Gaudi2 | Family::Gaudi3 => Vendor::Intel,
-        _ => Vendor::Nvidia,
-    };
+    let vendor = family.vendor();
     Gpu {
         short,
         model,

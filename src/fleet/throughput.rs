@@ -34,6 +34,16 @@
 //! | B200 | 10 | MLPerf Training v4.1/v5.0 per-GPU results: ≈ 2.2× H100 |
 //! | Gaudi3 | 4.0 | Intel Gaudi 3 whitepaper (training throughput vs H100: 0.9–1.0×) |
 //! | Gaudi2 | 2.2 | MLPerf Training v3.0 (Intel Habana Gaudi2): ≈ A100 |
+//! | MLU370-X8 | 1.2 | Cambricon's launch figures (March 2022): one MLU370-X8 on a par with a 350 W RTX GPU (RTX 3090) on YOLOv3, Transformer, BERT and ResNet101 training; vendor-measured |
+//! | Ascend 910B | 2.0 | Huawei positions the 910B against the A100/A800, and iFlytek reported A100-level training after joint tuning (summarised at cnblogs.com/fengjian2016/p/18767859); no independent benchmark, so priced a little under A100 |
+//!
+//! Accelerators with no public training figure found — Ascend 910C,
+//! Cambricon MLU590, Hygon DCU Z100/K100, Kunlunxin R300/P800,
+//! Moore Threads MTT S4000, MetaX C500, Iluvatar BI-V150/MR-V100, Enflame
+//! T20/S60 — are not in the table: they are priced as a V100 (1), the
+//! table's floor for data-centre training cards, so the scheduler prefers
+//! capacity whose speed is known until a fleet file gives a measured
+//! `throughput` for them.
 //!
 //! Models are matched by the first entry their name contains, case
 //! ignored, longest names first (`A100-SXM4-80GB` is an A100, `L40S` is
@@ -65,6 +75,8 @@ const TABLE: &[(&str, f64)] = &[
     ("K80", 0.2),
     ("GAUDI3", 4.0),
     ("GAUDI2", 2.2),
+    ("910B", 2.0),
+    ("MLU370", 1.2),
 ];
 
 /// Training throughput of `model` relative to a V100, if the table knows it.
@@ -99,5 +111,8 @@ mod tests {
         assert_eq!(relative("GB200"), Some(10.0));
         assert_eq!(relative("gaudi3"), Some(4.0));
         assert_eq!(relative("TPU-v5e"), None);
+        assert_eq!(relative("Ascend910B3"), Some(2.0));
+        assert_eq!(relative("MLU370-X8"), Some(1.2));
+        assert_eq!(relative("MLU590"), None, "no public training figure: priced as a V100");
     }
 }

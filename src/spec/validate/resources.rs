@@ -222,6 +222,8 @@ pub(crate) fn link_vendor(link: Interconnect) -> Option<Vendor> {
     match link {
         Interconnect::Nvlink => Some(Vendor::Nvidia),
         Interconnect::Xgmi => Some(Vendor::Amd),
+        Interconnect::Hccs => Some(Vendor::Huawei),
+        Interconnect::MluLink => Some(Vendor::Cambricon),
         Interconnect::Pcie => None,
     }
 }
