@@ -31,6 +31,10 @@ struct Case {
     /// Why this case is here, for the reader.
     #[allow(dead_code)]
     why: Option<String>,
+    /// Where the log's lines were published, for cases quoted from a
+    /// public thread.
+    #[allow(dead_code)]
+    source: Option<String>,
 }
 
 impl Case {

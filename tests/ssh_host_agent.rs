@@ -82,10 +82,43 @@ fn here(attempt: AttemptId, token: String, spec: canopy::spec::Spec, checkpoint:
         node: "here".into(),
         nodes: vec!["here".into()],
         gpus: None,
+        vendor: None,
+        family: None,
         lease_ms: 60_000,
         checkpoint,
         secrets: BTreeMap::new(),
     }
+}
+
+#[test]
+fn a_launch_sets_the_host_vendors_visible_devices_variable_and_clears_the_others() {
+    use canopy::accel::{Family, Vendor};
+    use canopy::providers::ssh::remote::visible_devices;
+    let spec: canopy::spec::Spec =
+        serde_json::from_value(json!({ "name": "npu", "runtime": { "command": ["true"] } })).unwrap();
+    let attempt = AttemptId { workload: WorkloadId(1), n: 1 };
+    let mut l = here(attempt, "t".into(), spec, false);
+    let set = |l: &Launch| -> Vec<(String, String)> {
+        visible_devices(l).into_iter().filter_map(|(k, v)| v.map(|v| (k.to_string(), v))).collect()
+    };
+    l.gpus = Some(vec![2, 3]);
+    l.vendor = Some(Vendor::Huawei);
+    l.family = Some(Family::Ascend910b);
+    assert_eq!(set(&l), [("ASCEND_RT_VISIBLE_DEVICES".to_string(), "2,3".to_string())]);
+    assert!(visible_devices(&l).iter().any(|(k, v)| *k == "CUDA_VISIBLE_DEVICES" && v.is_none()));
+    l.vendor = Some(Vendor::Kunlunxin);
+    l.family = None;
+    assert_eq!(set(&l), [("XPU_VISIBLE_DEVICES".to_string(), "2,3".to_string())]);
+    l.vendor = Some(Vendor::Cambricon);
+    assert_eq!(set(&l), [("MLU_VISIBLE_DEVICES".to_string(), "2,3".to_string())]);
+    l.vendor = None;
+    assert_eq!(
+        set(&l),
+        [("CUDA_VISIBLE_DEVICES".to_string(), "2,3".to_string())],
+        "an older controller: NVIDIA"
+    );
+    l.gpus = None;
+    assert!(set(&l).is_empty(), "a host without accelerators clears them all");
 }
 
 #[test]

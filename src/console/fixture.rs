@@ -33,13 +33,21 @@ pub fn model(fleet: Fleet, n: usize) -> Model {
     let classes = [FailureClass::GpuOom, FailureClass::Node, FailureClass::App];
     let mut workloads = Vec::with_capacity(n);
     let mut attempts = Vec::with_capacity(n);
-    let nodes = fleet.nodes.len().max(1);
+    // Nodes of pools for domestic-hardware work are left out: the
+    // fixture's workloads never ask for it, and its history stays the
+    // same when such capacity joins a fleet.
+    let hosts: Vec<&crate::fleet::Node> = fleet
+        .nodes
+        .iter()
+        .filter(|n| !fleet.pool(n.pool).compliance.iter().any(|c| c == crate::accel::DOMESTIC_HARDWARE))
+        .collect();
+    let nodes = hosts.len().max(1);
     for i in 0..n {
         let id = WorkloadId(i as u64 + 1);
         let state = states[i % states.len()];
         let failed = state == WorkloadState::Failed || (state == WorkloadState::Running && i % 3 == 0);
         let class = failed.then(|| classes[i % classes.len()]);
-        let node = &fleet.nodes[(i * 7) % nodes];
+        let Some(node) = hosts.get((i * 7) % nodes) else { break };
         let pool = fleet.pool_label(node.pool);
         let tries = if failed { 2 } else { 1 };
         let mut name = format!("job-{}", i % 97);

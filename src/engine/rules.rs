@@ -14,6 +14,7 @@
 //! `(?i)`.
 
 use super::classify::{FailureClass, ProviderEnd};
+use super::rules_accel as accel;
 use regex::Regex;
 use std::sync::LazyLock;
 
@@ -151,7 +152,7 @@ pub(crate) fn default_rule() -> &'static Rule {
 }
 
 /// Compiles one of this file's regex literals.
-fn re(pattern: &str) -> Regex {
+pub(super) fn re(pattern: &str) -> Regex {
     // Invariant: every pattern is a literal in this file, and the test
     // `every_pattern_compiles` forces each LazyLock, so this cannot fail at
     // run time without failing the tests first.
@@ -225,6 +226,11 @@ pub(crate) static RULES: &[Rule] = &[
         log(Hardware, Pattern::Any(&["fallen off the bus", "GPU is lost"])),
     ),
     rule("log.ecc-uncorrectable", C::Node, log(Hardware, Pattern::Regex(&ECC))),
+    // Other vendors' accelerators: Ascend, Kunlunxin ([`super::rules_accel`]).
+    rule("log.accel-device-lost", C::Node, log(Hardware, Pattern::Regex(&accel::DEVICE_LOST))),
+    rule("log.accel-oom", C::GpuOom, log(Cause, Pattern::Any(accel::DEVICE_OOM))),
+    rule("log.accel-collective-timeout", C::Comm, log(Symptom, Pattern::Any(accel::COLLECTIVE_TIMEOUT))),
+    rule("log.accel-collective-error", C::Comm, log(Symptom, Pattern::Any(accel::COLLECTIVE_ERROR))),
     // GPU memory (Philly: GPU out of memory 1.2% of trials).
     rule(
         "log.hip-oom",

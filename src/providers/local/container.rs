@@ -116,6 +116,10 @@ pub struct RunPlan<'a> {
     pub env_names: Vec<String>,
     pub mounts: Vec<Mount>,
     pub gpus: u32,
+    /// Whose accelerators the container gets, and which of them by index
+    /// ([`crate::accel::devices::DeviceKind::container_args`]).
+    pub accel: &'static crate::accel::devices::DeviceKind,
+    pub device_ids: Vec<u32>,
     /// The spec's memory, in bytes: held by Canopy's own cgroup when
     /// `cgroup_parent` is set ([`super::cgroup`]), else by `--memory`.
     pub memory_bytes: u64,
@@ -229,10 +233,7 @@ pub fn run_argv(engine: &ContainerEngine, plan: &RunPlan<'_>) -> Vec<String> {
         a.extend(["--cpus".into(), plan.cpus.to_string()]);
     }
     if plan.gpus > 0 {
-        match engine.kind {
-            EngineKind::Docker => a.extend(["--gpus".into(), "all".into()]),
-            EngineKind::Podman => a.extend(["--device".into(), "nvidia.com/gpu=all".into()]),
-        }
+        a.extend(plan.accel.container_args(&plan.device_ids, engine.kind == EngineKind::Docker));
     }
     a.push(plan.image.into());
     a.extend(plan.command.iter().cloned());
@@ -335,6 +336,8 @@ mod tests {
                 read_only: false,
             }],
             gpus: 2,
+            accel: crate::accel::devices::of(crate::accel::Vendor::Nvidia, None),
+            device_ids: vec![0, 1],
             memory_bytes: 2_000_000_000,
             cpus: 1.5,
             cgroup_parent: None,
@@ -363,6 +366,21 @@ mod tests {
         assert!(!argv.contains("--memory"), "{argv}");
         let local = RunPlan { pull_never: true, ..own };
         assert!(run_argv(&podman, &local).join(" ").contains("--pull=never"));
+        // Other vendors' devices by their device nodes, the attempt's only.
+        let ascend = RunPlan {
+            accel: crate::accel::devices::of(crate::accel::Vendor::Huawei, None),
+            device_ids: vec![4, 5],
+            ..local
+        };
+        let argv = run_argv(&podman, &ascend).join(" ");
+        assert!(
+            argv.contains(
+                "--device /dev/davinci4 --device /dev/davinci5 --device /dev/davinci_manager \
+                 --device /dev/devmm_svm --device /dev/hisi_hdc ghcr.io"
+            ),
+            "{argv}"
+        );
+        assert!(!argv.contains("nvidia"), "{argv}");
     }
 
     /// Rootless on cgroup v1 cannot hold a container to a memory limit,

@@ -1,13 +1,15 @@
 //! What this machine offers, as one pool `local/host` with one node named
 //! after the host: CPUs, RAM (`/proc/meminfo`), free disk where attempts
-//! live (statvfs), NVIDIA GPUs (`nvidia-smi`) and whether a container
-//! engine is usable.
+//! live (statvfs), NVIDIA GPUs (`nvidia-smi`) or, without them, another
+//! vendor's accelerators ([`super::discover`]: Ascend NPUs, Kunlunxin
+//! XPUs), and whether a container engine is usable.
 //!
 //! This module owns the parsing of those sources and the table that maps
 //! GPU product names to families. It reports the whole machine and leaves
 //! `used_by_others` at zero: it does not guess what other programs use,
 //! and the disk figure is what is free now. It never starts workloads.
-//! AMD and Intel accelerators are not detected yet.
+//! AMD, Intel and the other vendors' accelerators are not detected yet
+//! (see `docs/accelerators.md`).
 
 use super::procfs;
 use crate::accel::{ComputeCapability, Family, Interconnect, Vendor};
@@ -46,7 +48,13 @@ pub async fn inventory(root: &Path, containers: Vec<String>, nodes: u32) -> Resu
         as f64
         / GIB;
     let gpus = query_gpus().await;
-    let def = pool_def(cpus as f64, round1(memory_gb), round1(disk_gb), &gpus, containers);
+    let mut def = pool_def(cpus as f64, round1(memory_gb), round1(disk_gb), &gpus, containers);
+    if def.shape.accelerator.is_none()
+        && let Some((accelerator, count)) = super::discover::discover().await
+    {
+        def.shape.accelerator = Some(accelerator);
+        def.shape.gpus_per_node = count;
+    }
     let (def, nodes) = split(def, &hostname(), nodes);
     Ok(Inventory { pools: vec![InventoryPool { def, nodes }] })
 }

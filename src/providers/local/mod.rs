@@ -32,6 +32,7 @@
 
 pub mod cgroup;
 pub mod container;
+pub mod discover;
 pub mod inventory;
 pub mod launch;
 pub mod layout;
@@ -137,8 +138,9 @@ impl LocalConfig {
 }
 
 /// The launcher's variables a workload sees by default: enough to find
-/// programs, a home, a locale, GPUs the operator allowed, and a container
-/// engine.
+/// programs, a home, a locale, the accelerators the operator allowed (each
+/// vendor's visible-devices variable, [`crate::accel::devices`]), and a
+/// container engine.
 pub const DEFAULT_INHERIT_ENV: &[&str] = &[
     "PATH",
     "HOME",
@@ -151,6 +153,15 @@ pub const DEFAULT_INHERIT_ENV: &[&str] = &[
     "TZ",
     "TMPDIR",
     "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "HABANA_VISIBLE_MODULES",
+    "ONEAPI_DEVICE_SELECTOR",
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "MLU_VISIBLE_DEVICES",
+    "XPU_VISIBLE_DEVICES",
+    "MUSA_VISIBLE_DEVICES",
+    "TOPS_VISIBLE_DEVICES",
     "XDG_RUNTIME_DIR",
     "DOCKER_HOST",
     "DOCKER_CONTEXT",
@@ -407,6 +418,13 @@ mod tests {
     use super::*;
     use crate::engine::classify::classify;
     use crate::failure::FailureClass;
+
+    #[test]
+    fn workloads_inherit_every_vendors_visible_devices_variable() {
+        for name in crate::accel::devices::visible_envs() {
+            assert!(DEFAULT_INHERIT_ENV.contains(&name), "{name} is not passed on to workloads");
+        }
+    }
 
     #[tokio::test]
     async fn an_interrupted_launch_is_a_launch_failure_not_a_lost_node() {

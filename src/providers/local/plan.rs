@@ -203,6 +203,7 @@ pub fn plan(
             env_names.extend(rt.secrets.iter().cloned());
             env_names.sort();
             env_names.dedup();
+            let (accel, device_ids) = container_devices(req, &host_env);
             let plan = RunPlan {
                 token: &req.token,
                 image,
@@ -210,6 +211,8 @@ pub fn plan(
                 env_names,
                 mounts,
                 gpus: req.spec.resources.gpus,
+                accel,
+                device_ids,
                 memory_bytes: memory_bytes(&req.spec),
                 cpus: req.spec.resources.cpu_cores,
                 cgroup_parent: own_cgroup.then(|| super::cgroup::parent(&req.token)),
@@ -229,6 +232,29 @@ pub fn plan(
     env.extend(rt.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(canopy);
     Ok(Plan { argv, env, cwd, dirs, inputs, record, lease: cfg.lease.clone() })
+}
+
+/// Whose devices a container gets and which: the spec's vendor if it names
+/// one, else the vendor whose visible-devices variable the launcher has
+/// (the SSH host agent sets its vendor's to the attempt's devices), else
+/// NVIDIA; the indices from that variable, else the first `gpus`.
+fn container_devices(
+    req: &LaunchRequest,
+    host_env: &impl Fn(&str) -> Option<String>,
+) -> (&'static crate::accel::devices::DeviceKind, Vec<u32>) {
+    use crate::accel::devices::{self, KINDS};
+    let acc = req.spec.resources.accelerator.as_ref();
+    let kind = match acc.and_then(|a| a.vendor) {
+        Some(v) => devices::of(v, acc.and_then(|a| a.family.first().copied())),
+        None => KINDS.iter().find(|k| host_env(k.visible_env).is_some()).unwrap_or(&KINDS[0]),
+    };
+    let ids = host_env(kind.visible_env)
+        .map(|v| {
+            v.trim_start_matches(kind.value_prefix).split(',').filter_map(|i| i.trim().parse().ok()).collect()
+        })
+        .filter(|ids: &Vec<u32>| !ids.is_empty())
+        .unwrap_or_else(|| (0..req.spec.resources.gpus).collect());
+    (kind, ids)
 }
 
 /// Every secret the spec names must have a value in the request; values

@@ -579,6 +579,7 @@ impl Provider for SshProvider {
             )));
         }
         let gpus = i.pick_gpus(h, &req.token, req.spec.resources.gpus)?;
+        let accelerator = h.probe.lock().unwrap().as_ref().and_then(|p| p.shape.accelerator.clone());
         if let Err(e) = i.hand_checkpoint(n, req).await {
             i.forget(n, &req.token);
             return Err(e);
@@ -591,6 +592,8 @@ impl Provider for SshProvider {
             node: req.node.clone(),
             nodes: req.nodes.clone(),
             gpus: gpus.clone(),
+            vendor: accelerator.as_ref().map(|a| a.vendor),
+            family: accelerator.map(|a| a.family),
             lease_ms: i.cfg.lease.as_millis() as u64,
             checkpoint: req.checkpoint_dir.is_some(),
             secrets: req.secrets.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect(),

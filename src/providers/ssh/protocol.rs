@@ -113,9 +113,16 @@ pub struct Launch {
     pub pool: String,
     pub node: String,
     pub nodes: Vec<String>,
-    /// The GPU indices this attempt gets (`CUDA_VISIBLE_DEVICES`); `None`
-    /// on a host without GPUs.
+    /// The accelerator indices this attempt gets, set in the vendor's
+    /// visible-devices variable (`CUDA_VISIBLE_DEVICES`,
+    /// `ASCEND_RT_VISIBLE_DEVICES`, …); `None` on a host without them.
     pub gpus: Option<Vec<u32>>,
+    /// Whose accelerators the host has (its probe's): picks the variable.
+    /// Absent from older controllers: NVIDIA.
+    #[serde(default)]
+    pub vendor: Option<crate::accel::Vendor>,
+    #[serde(default)]
+    pub family: Option<crate::accel::Family>,
     /// The lease to set before the supervisor starts.
     pub lease_ms: u64,
     /// The spec declares `[checkpoint]`: the attempt gets a checkpoint

@@ -85,19 +85,16 @@ pub fn host_main(args: &[String]) -> i32 {
     };
     drop(text);
     if let Request::Launch(l) = &req {
-        // The workload's GPUs: the local plan passes CUDA_VISIBLE_DEVICES
-        // on from the launcher's environment. Set while this process has
-        // one thread, before the runtime starts.
-        match &l.gpus {
-            // SAFETY: single-threaded here; nothing reads the environment concurrently.
-            Some(ids) => unsafe {
-                std::env::set_var(
-                    "CUDA_VISIBLE_DEVICES",
-                    ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
-                )
-            },
-            // SAFETY: as above.
-            None => unsafe { std::env::remove_var("CUDA_VISIBLE_DEVICES") },
+        // The workload's devices: the local plan passes the vendor's
+        // visible-devices variable on from the launcher's environment.
+        // Set while this process has one thread, before the runtime starts.
+        for (name, value) in visible_devices(l) {
+            match value {
+                // SAFETY: single-threaded here; nothing reads the environment concurrently.
+                Some(v) => unsafe { std::env::set_var(name, v) },
+                // SAFETY: as above.
+                None => unsafe { std::env::remove_var(name) },
+            }
         }
     }
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -109,6 +106,19 @@ pub fn host_main(args: &[String]) -> i32 {
     };
     let host = Host::new(store_dir(&home, &store), store);
     rt.block_on(host.serve(req, &mut stdin))
+}
+
+/// The visible-devices variables a launch sets (`Some`) or clears
+/// (`None`): the host vendor's to the attempt's indices, every other
+/// vendor's cleared, so the workload sees only what it was given.
+pub fn visible_devices(l: &protocol::Launch) -> Vec<(&'static str, Option<String>)> {
+    use crate::accel::devices;
+    let kind = devices::of(l.vendor.unwrap_or(crate::accel::Vendor::Nvidia), l.family);
+    let set = l.gpus.as_ref().map(|ids| kind.visible(ids));
+    devices::visible_envs()
+        .into_iter()
+        .map(|name| (name, set.as_ref().filter(|(n, _)| n == name).map(|(_, v)| v.clone())))
+        .collect()
 }
 
 struct Host {

@@ -1,0 +1,54 @@
+//! Log signatures of the accelerators beyond NVIDIA's and AMD's (see
+//! `docs/accelerators.md`): their device out-of-memory messages, their
+//! collective libraries' timeouts and errors, and their hardware faults.
+//! The rules that use them sit in [`super::rules::RULES`]; each needle
+//! below names where it was seen, and the failure corpus
+//! (`tests/corpus/failures/index.toml`) has a case per library citing it.
+//!
+//! Hygon DCUs run HIP and RCCL, so the HIP and NCCL-family rules already
+//! cover them. No public log of a Cambricon (CNCL, torch_mlu), Moore
+//! Threads (MCCL), MetaX, Iluvatar or Enflame failure was found for this
+//! table; their messages are not matched yet.
+
+use super::rules::re;
+use regex::Regex;
+use std::sync::LazyLock;
+
+/// The device is gone: the Ascend runtime lost its heartbeat, or the
+/// driver no longer finds it (vllm-project/vllm-ascend issue 8186:
+/// `Device[1] lost heartbeat.`, `Device_Absent/Abnormal(EL0001): Device
+/// not found or invalid.`).
+pub(crate) static DEVICE_LOST: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\bDevice\[\d+\] lost heartbeat|Device_Absent/Abnormal\(EL0001\)"));
+
+/// Device memory exhausted.
+pub(crate) const DEVICE_OOM: &[&str] = &[
+    // torch_npu (Ascend): `RuntimeError: NPU out of memory. Tried to
+    // allocate 5.03 GiB (NPU 3; 60.96 GiB total capacity; …)`
+    // (xingchensong/TouchNet issue 100; vllm-project/vllm-ascend issue 19).
+    "NPU out of memory. Tried to allocate",
+    // PaddlePaddle on Kunlunxin: `OSError: (External) XPU API return wrong
+    // value[-705], no enough memory` (PaddlePaddle/Paddle issue 56395) and
+    // the allocator's `Out of memory error on XPU` (Paddle PR 27974).
+    "XPU API return wrong value[-705]",
+    "Out of memory error on XPU",
+];
+
+/// A collective library gave up waiting for a peer.
+pub(crate) const COLLECTIVE_TIMEOUT: &[&str] = &[
+    // HCCL (Ascend): `EI0006: … Getting socket times out. Reason: Remote
+    // Rank did not send the data in time.` (hiyouga/LlamaFactory issue
+    // 5071; vllm-project/vllm-ascend issue 486).
+    "Getting socket times out",
+];
+
+/// A collective library call failed.
+pub(crate) const COLLECTIVE_ERROR: &[&str] = &[
+    // HCCL through torch_npu: `RuntimeError: InnerRunOpApi:… OPS function
+    // error: HcclAllreduce, error code is 6` (vllm-project/vllm-ascend
+    // issue 486).
+    "OPS function error: Hccl",
+    // BKCL (Kunlunxin): its own error lines are tagged `[ERR][BKCL]`
+    // (PaddlePaddle/Paddle issue 75925).
+    "[ERR][BKCL]",
+];

@@ -1,0 +1,376 @@
+//! Accelerators other than NVIDIA's, found through their vendors' tools:
+//! `npu-smi info` (Huawei Ascend) and `xpu_smi` (Kunlunxin). The parsers
+//! read the tables these tools print, as published samples show them
+//! (`tests/fixtures/accel/`); the table of tools per vendor is
+//! [`crate::accel::devices`]. Tools whose output Canopy has no sample of
+//! are not run.
+//!
+//! Parsing is pure and total: unexpected output is a [`ParseError`] that
+//! names the tool and the line, never a panic. Running the tools is
+//! [`discover`]'s, which logs a failure and offers no accelerator.
+
+use crate::accel::{ComputeCapability, Family, Vendor};
+use crate::fleet::Accelerator;
+use std::time::Duration;
+
+/// One device as its tool lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Device {
+    /// The index a visible-devices variable names it by.
+    pub index: u32,
+    /// The product name as printed: `910B4-1`, `Ascend910`, `K200`.
+    pub name: String,
+    /// Its memory (HBM where the tool reports it), MiB.
+    pub memory_mib: f64,
+    pub family: Option<Family>,
+}
+
+/// A tool printed something the parser does not understand.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "cannot read `{tool}` output at line {line}: {what}; run `{tool}` on the host to see it, \
+     and report the output if the devices are there"
+)]
+pub struct ParseError {
+    pub tool: &'static str,
+    /// 1-based; 0 for the output as a whole.
+    pub line: usize,
+    pub what: String,
+}
+
+/// The `used / total` pairs of a table cell, in order.
+fn usage_pairs(cell: &str) -> Vec<(f64, f64)> {
+    let t: Vec<&str> = cell.split_whitespace().collect();
+    let mut out = Vec::new();
+    for (i, tok) in t.iter().enumerate() {
+        let pair = if *tok == "/" {
+            match (i.checked_sub(1).and_then(|p| t.get(p)), t.get(i + 1)) {
+                (Some(a), Some(b)) => Some((*a, *b)),
+                _ => None,
+            }
+        } else {
+            tok.split_once('/').filter(|(a, b)| !a.is_empty() && !b.is_empty())
+        };
+        if let Some((a, b)) = pair
+            && let (Ok(a), Ok(b)) = (a.parse::<f64>(), b.parse::<f64>())
+        {
+            out.push((a, b));
+        }
+    }
+    out
+}
+
+/// The cells of a `| a | b | c |` table line, trimmed.
+fn cells(line: &str) -> Option<Vec<&str>> {
+    let inner = line.trim().strip_prefix('|')?.strip_suffix('|')?;
+    Some(inner.split('|').map(str::trim).collect())
+}
+
+/// Parses `npu-smi info`: each NPU is a row `<npu> <name> | <health> |
+/// …` followed by one row per chip `<chip> [<device>] | <bus-id> |
+/// <aicore> <used> / <total> [<hbm used> / <hbm total>]`. Each chip is
+/// one device; its memory is the HBM total where the table has that
+/// column. The process table that follows is not read.
+pub fn parse_npu_smi(text: &str) -> Result<Vec<Device>, ParseError> {
+    const TOOL: &str = "npu-smi";
+    let err = |line, what: String| ParseError { tool: TOOL, line, what };
+    let mut hbm: Option<bool> = None;
+    let mut npu_row: Option<(u32, String)> = None;
+    let mut devices: Vec<Device> = Vec::new();
+    let mut npus: Vec<u32> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        if line.contains("Process id") || line.contains("Process name") {
+            break;
+        }
+        let Some(c) = cells(line) else { continue };
+        if c.len() != 3 {
+            continue; // the version banner, or a separator
+        }
+        if c[0].starts_with("NPU") && c[1].starts_with("Health") {
+            continue;
+        }
+        if c[0].starts_with("Chip") && c[1].starts_with("Bus-Id") {
+            hbm = Some(c[2].contains("HBM-Usage"));
+            continue;
+        }
+        let Some(hbm) = hbm else {
+            return Err(err(n, format!("a table row before the `Chip | Bus-Id` header: {:?}", line.trim())));
+        };
+        let numbers: Vec<&str> = c[0].split_whitespace().collect();
+        let first = numbers.first().and_then(|s| s.parse::<u32>().ok());
+        if npu_row.is_none() {
+            // Rows alternate: an NPU row `<npu> <name> | <health> | …`,
+            // then its chip row.
+            let npu = first.ok_or_else(|| err(n, format!("expected `<NPU id> <name>`, found {:?}", c[0])))?;
+            let name = numbers[1..].join(" ");
+            if name.is_empty() {
+                return Err(err(n, format!("NPU {npu} has no name in {:?}", c[0])));
+            }
+            npu_row = Some((npu, name));
+            continue;
+        }
+        let Some((npu, name)) = npu_row.take() else {
+            return Err(err(n, format!("a chip row without its NPU row: {:?}", line.trim())));
+        };
+        if first.is_none() {
+            return Err(err(n, format!("expected `<chip id>` first, found {:?}", c[0])));
+        }
+        let pairs = usage_pairs(&c[2]);
+        let total = if hbm { pairs.get(1) } else { pairs.first() }.map(|p| p.1).ok_or_else(|| {
+            let want =
+                if hbm { "a Memory-Usage and an HBM-Usage `used / total`" } else { "a `used / total`" };
+            err(n, format!("expected {want} in {:?}", c[2]))
+        })?;
+        npus.push(npu);
+        devices.push(Device { index: devices.len() as u32, name, memory_mib: total, family: None });
+    }
+    if hbm.is_none() {
+        return Err(err(0, "no device table (no `Chip | Bus-Id` header line)".into()));
+    }
+    if let Some((npu, _)) = npu_row {
+        return Err(err(0, format!("NPU {npu} has no chip row")));
+    }
+    // A node whose NPUs carry two chips each is an A3 node (the table may
+    // end mid-NPU when cut, so one NPU with two chips decides).
+    let multi_chip = npus.iter().any(|n| npus.iter().filter(|&x| x == n).count() >= 2);
+    for d in &mut devices {
+        d.family = ascend_family(&d.name, multi_chip);
+    }
+    Ok(devices)
+}
+
+/// The Ascend family of a chip `npu-smi` names `name`, on a node whose
+/// NPUs carry several chips (`multi_chip`) or one. A3 nodes (Ascend 910C)
+/// print the bare `Ascend910` with two chips per NPU; A2 nodes print the
+/// 910B variant (`910B3`, `910B4-1`).
+fn ascend_family(name: &str, multi_chip: bool) -> Option<Family> {
+    let up = name.to_ascii_uppercase();
+    if up.contains("910B") {
+        Some(Family::Ascend910b)
+    } else if up.contains("910C") || up == "ASCEND910" && multi_chip {
+        Some(Family::Ascend910c)
+    } else {
+        None
+    }
+}
+
+/// Parses `xpu_smi`'s DEVICES table: a header row naming the columns
+/// (`Model`, `INODE`, `Memory`, …) and one row per device, its memory as
+/// `<used> / <total> MB` and its node as `/dev/xpu<N>`.
+pub fn parse_xpu_smi(text: &str) -> Result<Vec<Device>, ParseError> {
+    const TOOL: &str = "xpu_smi";
+    let err = |line, what: String| ParseError { tool: TOOL, line, what };
+    let mut header: Option<(usize, usize, Option<usize>, usize)> = None; // (cells, model, inode, memory)
+    let mut devices = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        let Some(c) = cells(line) else { continue };
+        let Some((width, model, inode, memory)) = header else {
+            let col = |name: &str| c.iter().position(|x| *x == name);
+            if let (Some(model), Some(memory)) = (col("Model"), col("Memory")) {
+                header = Some((c.len(), model, col("INODE"), memory));
+            }
+            continue;
+        };
+        if c.len() != width {
+            return Err(err(n, format!("a device row of {} columns under a header of {width}", c.len())));
+        }
+        let total = usage_pairs(c[memory])
+            .first()
+            .map(|p| p.1)
+            .ok_or_else(|| err(n, format!("expected memory as `used / total MB`, found {:?}", c[memory])))?;
+        let index = match inode.map(|k| c[k]) {
+            Some(node) => node
+                .strip_prefix("/dev/xpu")
+                .and_then(|k| k.parse().ok())
+                .ok_or_else(|| err(n, format!("expected a device node `/dev/xpu<N>`, found {node:?}")))?,
+            None => devices.len() as u32,
+        };
+        let name = c[model].to_string();
+        if name.is_empty() {
+            return Err(err(n, "a device row without a model".into()));
+        }
+        let family = kunlun_family(&name);
+        devices.push(Device { index, name, memory_mib: total, family });
+    }
+    if header.is_none() {
+        return Err(err(0, "no DEVICES table (no header row naming `Model` and `Memory`)".into()));
+    }
+    Ok(devices)
+}
+
+/// Kunlunxin generations: R200/R300 are the second, P800 the third; the
+/// first (K100/K200) has no family here.
+fn kunlun_family(model: &str) -> Option<Family> {
+    let up = model.to_ascii_uppercase();
+    if up.starts_with('P') && up.contains("800") {
+        Some(Family::Kunlun3)
+    } else if up.starts_with("R2") || up.starts_with("R3") {
+        Some(Family::Kunlun2)
+    } else {
+        None
+    }
+}
+
+/// The pool's accelerator and its count from one vendor's devices: the
+/// first device with a known family, and every device of its name.
+pub fn accelerator(vendor: Vendor, devices: &[Device]) -> Option<(Accelerator, u32)> {
+    let Some(first) = devices.iter().find(|d| d.family.is_some()) else {
+        if let Some(d) = devices.first() {
+            tracing::warn!(device = %d.name, %vendor, "accelerator of no known family; not offered by the local pool");
+        }
+        return None;
+    };
+    let count = devices.iter().filter(|d| d.name == first.name).count() as u32;
+    if count as usize != devices.len() {
+        tracing::warn!(%vendor, "accelerators of different models on this host; the pool offers only the {count} {}", first.name);
+    }
+    let model = match vendor {
+        Vendor::Huawei if !first.name.starts_with("Ascend") => format!("Ascend{}", first.name),
+        _ => first.name.clone(),
+    };
+    let family = first.family?;
+    Some((
+        Accelerator {
+            vendor,
+            model,
+            family,
+            compute_capability: ComputeCapability::new(0, 0),
+            memory_gb: super::inventory::marketed_gb(first.memory_mib),
+            throughput: None,
+        },
+        count,
+    ))
+}
+
+/// The tools run, in order: a host's first vendor with devices wins.
+const TOOLS: &[(&str, &[&str], Vendor, fn(&str) -> Result<Vec<Device>, ParseError>)] = &[
+    ("npu-smi", &["info"], Vendor::Huawei, parse_npu_smi),
+    ("xpu_smi", &[], Vendor::Kunlunxin, parse_xpu_smi),
+];
+
+/// Runs each vendor tool present on this host and returns the first
+/// accelerator found. A tool that fails or prints what the parser cannot
+/// read is logged and skipped.
+pub async fn discover() -> Option<(Accelerator, u32)> {
+    for (tool, args, vendor, parse) in TOOLS {
+        if super::container::which(tool).is_none() {
+            continue;
+        }
+        let run = tokio::process::Command::new(tool)
+            .args(*args)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let text = match tokio::time::timeout(Duration::from_secs(10), run).await {
+            Ok(Ok(out)) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+            other => {
+                tracing::warn!(
+                    tool,
+                    "{tool} is installed but did not answer: {other:?}; no {vendor} accelerators offered"
+                );
+                continue;
+            }
+        };
+        match parse(&text) {
+            Ok(devices) => {
+                if let Some(found) = accelerator(*vendor, &devices) {
+                    return Some(found);
+                }
+            }
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn fixture(name: &str) -> String {
+        let path = format!("{}/tests/fixtures/accel/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn npu_smi_on_an_a2_node_lists_its_910b_chips_with_their_hbm() {
+        let d = parse_npu_smi(&fixture("npu-smi-910b4.txt")).unwrap();
+        assert_eq!(d.len(), 2);
+        assert_eq!(
+            d[1],
+            Device {
+                index: 1,
+                name: "910B4-1".into(),
+                memory_mib: 65536.0,
+                family: Some(Family::Ascend910b)
+            }
+        );
+        let (a, n) = accelerator(Vendor::Huawei, &d).unwrap();
+        assert_eq!(
+            (a.model.as_str(), a.family, a.memory_gb, n),
+            ("Ascend910B4-1", Family::Ascend910b, 64.0, 2)
+        );
+        assert_eq!(crate::fleet::throughput::relative(&a.model), Some(2.0));
+    }
+
+    #[test]
+    fn npu_smi_on_an_a3_node_counts_chips_and_reads_910c() {
+        let d = parse_npu_smi(&fixture("npu-smi-a3.txt")).unwrap();
+        assert_eq!(d.len(), 3, "{d:?}");
+        assert!(d.iter().all(|x| x.family == Some(Family::Ascend910c) && x.memory_mib == 65536.0), "{d:?}");
+        assert_eq!(d.iter().map(|x| x.index).collect::<Vec<_>>(), [0, 1, 2]);
+    }
+
+    #[test]
+    fn npu_smi_without_hbm_reads_memory_usage_and_an_unknown_chip_is_not_offered() {
+        let d = parse_npu_smi(&fixture("npu-smi-atlas200i-a2.txt")).unwrap();
+        assert_eq!(d, [Device { index: 0, name: "xxx".into(), memory_mib: 10810.0, family: None }]);
+        assert_eq!(accelerator(Vendor::Huawei, &d), None);
+    }
+
+    #[test]
+    fn xpu_smi_lists_the_devices_table() {
+        let d = parse_xpu_smi(&fixture("xpu_smi-k200.txt")).unwrap();
+        assert_eq!(d, [Device { index: 0, name: "K200".into(), memory_mib: 8064.0, family: None }]);
+        assert_eq!(kunlun_family("P800"), Some(Family::Kunlun3));
+        assert_eq!(kunlun_family("R300"), Some(Family::Kunlun2));
+    }
+
+    #[test]
+    fn garbled_output_is_an_error_naming_the_tool_and_line() {
+        let e = parse_npu_smi("command not found\n").unwrap_err();
+        assert_eq!((e.tool, e.line), ("npu-smi", 0));
+        assert!(e.to_string().contains("no device table"), "{e}");
+        let cut = fixture("npu-smi-910b4.txt").lines().take(7).collect::<Vec<_>>().join("\n");
+        let e = parse_npu_smi(&cut).unwrap_err();
+        assert!(e.to_string().contains("NPU 0 has no chip row"), "{e}");
+        let bad = fixture("npu-smi-910b4.txt").replace("3197 / 65536", "3197 of 65536");
+        let e = parse_npu_smi(&bad).unwrap_err();
+        assert_eq!(e.line, 8, "{e}");
+        let e = parse_xpu_smi(&fixture("xpu_smi-k200.txt").replace("/dev/xpu0 ", "/dev/gpu0 ")).unwrap_err();
+        assert!(e.to_string().contains("/dev/gpu0") && e.line == 5, "{e}");
+        assert!(parse_xpu_smi("").is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn parsers_never_panic_on_garbage(s in "\\PC*") {
+            let _ = parse_npu_smi(&s);
+            let _ = parse_xpu_smi(&s);
+        }
+
+        #[test]
+        fn parsers_never_panic_on_mangled_samples(cut in 0usize..2000, junk in "[|/ 0-9a-zA-Z\n-]{0,40}") {
+            for name in ["npu-smi-910b4.txt", "npu-smi-a3.txt", "xpu_smi-k200.txt"] {
+                let text = fixture(name);
+                let at = text.char_indices().map(|(i, _)| i).nth(cut % text.chars().count()).unwrap_or(0);
+                let mangled = format!("{}{junk}{}", &text[..at], &text[at..]);
+                let _ = parse_npu_smi(&mangled);
+                let _ = parse_xpu_smi(&mangled);
+            }
+        }
+    }
+}
