@@ -116,7 +116,7 @@ pub fn parse_npu_smi(text: &str) -> Result<Vec<Device>, ParseError> {
         if first.is_none() {
             return Err(err(n, format!("expected `<chip id>` first, found {:?}", c[0])));
         }
-        let pairs = usage_pairs(&c[2]);
+        let pairs = usage_pairs(c[2]);
         let total = if hbm { pairs.get(1) } else { pairs.first() }.map(|p| p.1).ok_or_else(|| {
             let want =
                 if hbm { "a Memory-Usage and an HBM-Usage `used / total`" } else { "a `used / total`" };
@@ -244,8 +244,11 @@ pub fn accelerator(vendor: Vendor, devices: &[Device]) -> Option<(Accelerator, u
     ))
 }
 
+/// A tool's output parser.
+type Parser = fn(&str) -> Result<Vec<Device>, ParseError>;
+
 /// The tools run, in order: a host's first vendor with devices wins.
-const TOOLS: &[(&str, &[&str], Vendor, fn(&str) -> Result<Vec<Device>, ParseError>)] = &[
+const TOOLS: &[(&str, &[&str], Vendor, Parser)] = &[
     ("npu-smi", &["info"], Vendor::Huawei, parse_npu_smi),
     ("xpu_smi", &[], Vendor::Kunlunxin, parse_xpu_smi),
 ];
