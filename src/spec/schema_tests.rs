@@ -244,6 +244,10 @@ fn optional_fields_are_plain_and_defaults_hold_no_null() {
     assert_eq!(s["$defs"]["Runtime"]["properties"]["image"]["type"], "string");
     // A documented enum is an `enum`, its words explained in the description.
     let link = &s["$defs"]["Interconnect"];
-    assert_eq!(link["enum"], serde_json::json!(["pcie", "nvlink", "xgmi"]));
+    assert_eq!(link["enum"], serde_json::json!(["pcie", "nvlink", "xgmi", "hccs", "mlu-link"]));
     assert!(link["description"].as_str().unwrap().contains("`xgmi`: AMD Infinity Fabric"), "{link}");
+    assert!(
+        link["description"].as_str().unwrap().contains("`hccs`: Huawei Cache Coherence System"),
+        "{link}"
+    );
 }

@@ -49,7 +49,7 @@ fn accepted(o: LaunchOutcome) -> String {
 #[test]
 fn inventory_names_the_demo_fleets_nodes_and_leaves_canopys_share_out() {
     let m = market(SimConfig::no_faults());
-    assert_eq!(m.provider_names(), ["onprem-fra", "ray-iad", "cloud-a", "k8s-b", "market"]);
+    assert_eq!(m.provider_names(), ["onprem-fra", "ray-iad", "cloud-a", "k8s-b", "market", "dc-bj"]);
     let fleet = crate::fleet::load::demo().expect("demo");
     for provider in m.provider_names() {
         for pool in m.inventory(&provider, T0) {
