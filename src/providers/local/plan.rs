@@ -378,6 +378,44 @@ mod tests {
         assert!(e.contains("(s3)") && e.contains("only file://"), "{e}");
     }
 
+    fn request(resources: serde_json::Value) -> LaunchRequest {
+        use crate::engine::model::{AttemptId, WorkloadId};
+        let spec: crate::spec::Spec = serde_json::from_value(serde_json::json!({
+            "name": "npu", "runtime": { "command": ["true"], "image": "img" }, "resources": resources,
+        }))
+        .unwrap();
+        LaunchRequest {
+            attempt: AttemptId { workload: WorkloadId(1), n: 1 },
+            token: "t".into(),
+            spec: std::sync::Arc::new(spec),
+            pool: "host".into(),
+            node: "here".into(),
+            secrets: Vec::new(),
+            artifact_dir: "/tmp/a".into(),
+            nodes: vec!["here".into()],
+            checkpoint_dir: None,
+        }
+    }
+
+    #[test]
+    fn a_container_gets_the_vendor_and_devices_its_launcher_was_given() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        // The SSH host agent set the Ascend variable: those NPUs.
+        let req = request(serde_json::json!({ "gpus": 2 }));
+        let (kind, ids) = container_devices(&req, &env(&[("ASCEND_RT_VISIBLE_DEVICES", "4,5")]));
+        assert_eq!((kind.name, ids), ("huawei-ascend", vec![4, 5]));
+        // Nothing set: NVIDIA, the first `gpus`.
+        let (kind, ids) = container_devices(&req, &env(&[]));
+        assert_eq!((kind.name, ids), ("nvidia", vec![0, 1]));
+        // The spec's vendor wins over a variable the operator left set.
+        let req = request(serde_json::json!({ "gpus": 1, "accelerator": { "vendor": "cambricon" } }));
+        let (kind, ids) =
+            container_devices(&req, &env(&[("CUDA_VISIBLE_DEVICES", "0"), ("MLU_VISIBLE_DEVICES", "3")]));
+        assert_eq!((kind.name, ids), ("cambricon", vec![3]));
+    }
+
     #[test]
     fn input_variables_are_upper_snake() {
         assert_eq!(input_var("train-data.v2"), "CANOPY_INPUT_TRAIN_DATA_V2");
