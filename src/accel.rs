@@ -81,6 +81,17 @@ impl Vendor {
     pub fn is_domestic_cn(self) -> bool {
         !matches!(self, Vendor::Nvidia | Vendor::Amd | Vendor::Intel)
     }
+
+    /// Whether its accelerators take only work that asks for them by
+    /// vendor, family or model. Each of these needs its own build of the
+    /// frameworks (torch_npu, torch_mlu, torch_musa, …): a spec that names
+    /// no accelerator was written for CUDA or ROCm, and sent there it would
+    /// fail at its first kernel. So they are opt-in: a spec that names
+    /// nothing never lands on them, one that names their vendor, family or
+    /// model, or requires [`DOMESTIC_HARDWARE`], may.
+    pub fn opt_in(self) -> bool {
+        self.is_domestic_cn()
+    }
 }
 
 /// The compliance tag of capacity built on domestic (mainland Chinese)

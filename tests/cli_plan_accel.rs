@@ -63,3 +63,16 @@ fn a_domestic_only_request_no_domestic_pool_serves_is_refused_with_the_reason() 
     assert!(out.contains("missing compliance [domestic-hardware]"), "the other pools lack the tag: {out}");
     assert!(out.contains("7 accelerator model is not H100"), "the 7 domestic nodes have no H100: {out}");
 }
+
+/// Work that names no accelerator was written for CUDA (or ROCm): it is
+/// never sent to an Ascend or MLU pool, however cheap or free they are;
+/// the plan says why they were ruled out.
+#[test]
+fn work_that_names_no_accelerator_never_lands_on_an_opt_in_vendor() {
+    let (code, out) = plan(&spec("{}", 8, "[]"));
+    assert_eq!(code, Some(0), "{out}");
+    for pool in ["dc-bj/ascend910b", "dc-bj/mlu370"] {
+        let line = format!("{pool}: its vendor's accelerators take only work that names them");
+        assert!(out.contains(&line), "{pool} is ruled out, saying why: {out}");
+    }
+}

@@ -62,8 +62,19 @@ pub(crate) fn class_checks(
     if req.wants_gpus() {
         check(shape.gpus_per_node >= req.gpus, Filter::GpuCount, fail)?;
         let acc = shape.accelerator.as_ref();
-        check(req.vendor.is_none_or(|v| acc.is_some_and(|a| a.vendor == v)), Filter::Vendor, fail)?;
         let mask = family_mask(&req.families);
+        let vendor_ok = match req.vendor {
+            Some(v) => acc.is_some_and(|a| a.vendor == v),
+            // Opt-in vendors take work that names their family or model,
+            // or asks for domestic hardware only.
+            None => acc.is_none_or(|a| {
+                !a.vendor.opt_in()
+                    || mask != 0
+                    || req.model.is_some()
+                    || has_tag(&req.compliance, crate::accel::DOMESTIC_HARDWARE)
+            }),
+        };
+        check(vendor_ok, Filter::Vendor, fail)?;
         check(mask == 0 || acc.is_some_and(|a| a.family.bit() & mask != 0), Filter::Family, fail)?;
         check(
             req.model.as_deref().is_none_or(|m| acc.is_some_and(|a| model_matches(&a.model, m))),

@@ -183,7 +183,9 @@ impl Filter {
             Filter::GpuCount => format!("fewer than {} GPU{} per node", req.gpus, plural(req.gpus as usize)),
             Filter::Vendor => match req.vendor {
                 Some(v) => format!("vendor not {v}"),
-                None => "wrong vendor".into(),
+                None => {
+                    "its vendor's accelerators take only work that names them (resources.accelerator)".into()
+                }
             },
             Filter::Family => format!("family not in [{}]", join(&req.families)),
             Filter::Model => match &req.model {
