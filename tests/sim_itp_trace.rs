@@ -42,7 +42,7 @@ fn a_prefix_prints_the_comparison_table() {
     let md = sim(&["--limit", "300", "--policy", "canopy,cheapest-first"]);
     assert!(md.starts_with("300 jobs from "), "{md}");
     assert!(
-        md.contains("elasticflow_itp_cluster08.csv on the demo fleet (70 nodes, 248 GPUs), seed 0"),
+        md.contains("elasticflow_itp_cluster08.csv on the demo fleet (77 nodes, 304 GPUs), seed 0"),
         "{md}"
     );
     assert!(md.contains("\n| canopy | ") && md.contains("\n| cheapest-first | "), "{md}");

@@ -43,7 +43,7 @@ fn a_prefix_prints_the_comparison_table() {
     let md = sim(&["--limit", "400", "--policy", "canopy,cheapest-first"]);
     assert!(md.starts_with("400 jobs from "), "{md}");
     assert!(
-        md.contains("pollux_philly_2017-11-06_14d.csv on the demo fleet (70 nodes, 248 GPUs), seed 0"),
+        md.contains("pollux_philly_2017-11-06_14d.csv on the demo fleet (77 nodes, 304 GPUs), seed 0"),
         "{md}"
     );
     assert!(md.contains("\n| canopy | ") && md.contains("\n| cheapest-first | "), "{md}");
