@@ -9,7 +9,10 @@
 //!   revoked or expiring;
 //! - requests refused for their token are in the audit trail, once per
 //!   token (or client address) a minute, with the repeats counted, and
-//!   never with the secret.
+//!   never with the secret;
+//! - a request refused before its body is read says its connection
+//!   closes, so a client's next request never meets a connection closed
+//!   under it.
 
 mod api_support;
 
@@ -266,4 +269,57 @@ async fn refused_tokens_are_audited_once_a_minute_with_the_repeats_counted() {
     let anonymous: Vec<_> =
         counted.iter().filter(|a| a.principal == "unauthenticated").map(|a| a.outcome.as_str()).collect();
     assert!(anonymous.iter().any(|o| o.starts_with("denied ×79 within a minute")), "{anonymous:#?}");
+}
+
+/// One raw HTTP/1.1 request on a new connection; the answer as the server
+/// sent it (lower case), read until it closes or `DEADLINE` passes.
+async fn raw(api: &Api, head: &str, body: &str) -> (String, bool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut c = tokio::net::TcpStream::connect(api.tcp).await.unwrap();
+    let req = format!("{head}host: canopy\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+    c.write_all(req.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(3), c.read_to_end(&mut got)).await.is_ok();
+    (String::from_utf8_lossy(&got).to_ascii_lowercase(), closed)
+}
+
+/// Refused before the handler read the body (a bad token, a foreign
+/// Origin at `/mcp`, a role that may not), the server cannot reuse the
+/// connection and closes it after answering: the answer says
+/// `connection: close`, so a client that keeps connections alive opens a
+/// new one for its next request (the Python MCP SDK met "server
+/// disconnected without sending a response" before). A refused request
+/// without a body keeps its connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_refused_before_its_body_is_read_says_its_connection_closes() {
+    let mut api = Api::start().await;
+    let viewer = api.token("looker", "viewer", &[], None).await;
+    let spec = json!({ "spec": local_spec("x", "true", None) }).to_string();
+    let mcp = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+    let json = "content-type: application/json\r\naccept: application/json, text/event-stream\r\n";
+    let cases = [
+        (
+            format!("POST /v1/workloads HTTP/1.1\r\nauthorization: Bearer canopy_no_such\r\n{json}"),
+            spec.as_str(),
+            "401",
+        ),
+        (
+            format!("POST /v1/workloads HTTP/1.1\r\nauthorization: Bearer {viewer}\r\n{json}"),
+            spec.as_str(),
+            "403",
+        ),
+        (format!("POST /mcp HTTP/1.1\r\norigin: https://evil.example\r\n{json}"), mcp, "403"),
+        (format!("POST /mcp HTTP/1.1\r\n{json}"), mcp, "401"),
+    ];
+    for (head, body, status) in &cases {
+        let (text, closed) = raw(&api, head, body).await;
+        assert!(text.starts_with(&format!("http/1.1 {status}")), "{head}: {text}");
+        assert!(text.contains("\r\nconnection: close\r\n"), "{head}: {text}");
+        assert!(closed, "{head}: the server closed the connection after answering");
+    }
+    let (text, closed) =
+        raw(&api, "GET /v1/workloads HTTP/1.1\r\nauthorization: Bearer canopy_no_such\r\n", "").await;
+    assert!(text.starts_with("http/1.1 401") && !text.contains("connection: close"), "{text}");
+    assert!(!closed, "a refusal without a body keeps the connection alive");
+    api.finish().await;
 }

@@ -60,18 +60,20 @@ async fn guard(
         let o = origin.to_str().unwrap_or("(not text)");
         if !origin_allowed(o, &state.options.mcp.allowed_origins) {
             tracing::warn!(origin = %crate::text::sanitize(o), "refused an MCP request from a foreign Origin");
-            return ApiError::forbidden(format!(
-                "requests from Origin {:?} may not call {PATH}; a server admits a browser origin with \
-                 `canopy serve --mcp-allow-origin ORIGIN`",
-                crate::text::sanitize(o)
-            ))
-            .into_response();
+            return crate::server::error::closing(
+                ApiError::forbidden(format!(
+                    "requests from Origin {:?} may not call {PATH}; a server admits a browser origin with \
+                     `canopy serve --mcp-allow-origin ORIGIN`",
+                    crate::text::sanitize(o)
+                ))
+                .into_response(),
+            );
         }
     }
     let now = authz::now();
     let principal = match authz::principal(&state, &peer, req.headers(), &authz::MCP, PATH, now).await {
         Ok(p) => p,
-        Err(refused) => return refused,
+        Err(refused) => return crate::server::error::closing(refused),
     };
     req.extensions_mut().insert(principal);
     next.run(req).await

@@ -382,23 +382,45 @@ pub fn owner(uid: u32) -> Principal {
 /// both as extensions (`Extension<Principal>`, `Extension<Target>`) and
 /// acts on exactly that target.
 pub async fn middleware(
+    state: State<Arc<ServerState>>,
+    peer: ConnectInfo<Peer>,
+    matched: MatchedPath,
+    params: Result<RawPathParams, RawPathParamsRejection>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let body = super::error::has_body(req.headers());
+    match decide_request(state, peer, matched, params, req).await {
+        Ok(req) => next.run(req).await,
+        // Refused before the handler read the body: the connection closes.
+        Err(refused) if body => super::error::closing(refused),
+        Err(refused) => refused,
+    }
+}
+
+/// The middleware's decision: the request with what the handler needs,
+/// or the refusal to answer with (before anything reads its body).
+async fn decide_request(
     State(state): State<Arc<ServerState>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     matched: MatchedPath,
     params: Result<RawPathParams, RawPathParamsRejection>,
     mut req: Request,
-    next: Next,
-) -> Response {
+) -> Result<Request, Response> {
     let params: Vec<(String, String)> = match &params {
         Ok(p) => p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        Err(e) => return ApiError::bad_request(format!("the path cannot be read: {e}")).into_response(),
+        Err(e) => return Err(ApiError::bad_request(format!("the path cannot be read: {e}")).into_response()),
     };
     let op = params.iter().find(|(k, _)| k == "op").map(|(_, v)| v.as_str());
     let Some(route) = route(req.method(), matched.as_str(), op) else {
         let allow = allowed(matched.as_str(), op);
         if allow.is_empty() {
-            return ApiError::not_found(format!("no such endpoint: {} {}", req.method(), req.uri().path()))
-                .into_response();
+            return Err(ApiError::not_found(format!(
+                "no such endpoint: {} {}",
+                req.method(),
+                req.uri().path()
+            ))
+            .into_response());
         }
         let allow = allow.join(", ");
         let e = ApiError::method_not_allowed(format!(
@@ -410,15 +432,15 @@ pub async fn middleware(
         if let Ok(v) = axum::http::HeaderValue::from_str(&allow) {
             resp.headers_mut().insert(axum::http::header::ALLOW, v);
         }
-        return resp;
+        return Err(resp);
     };
     if route.need == Need::Public {
-        return next.run(req).await;
+        return Ok(req);
     }
     let now = now();
     let principal = match principal(&state, &peer, req.headers(), route, matched.as_str(), now).await {
         Ok(p) => p,
-        Err(refused) => return refused,
+        Err(refused) => return Err(refused),
     };
     let action = format!("{} {}", route.method, route.path);
     let denied = |why: String, target: Option<String>| {
@@ -435,7 +457,7 @@ pub async fn middleware(
     if let Err(why) = role_allows(&principal, route.need) {
         let target = Some(req.uri().path().to_string());
         denied(why.clone(), target).await;
-        return ApiError::forbidden(why).into_response();
+        return Err(ApiError::forbidden(why).into_response());
     }
     let target = match super::target::decode(route, params.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
         Ok(t) => t,
@@ -443,24 +465,24 @@ pub async fn middleware(
             // Whatever the path names, it is nothing this handler could act
             // on: refused before any decision, and audited as refused.
             denied(e.body.message.clone(), Some(req.uri().path().to_string())).await;
-            return e.into_response();
+            return Err(e.into_response());
         }
     };
     let facts = match facts(&state, route.need, &target).await {
         Ok(f) => f,
         Err(e) => {
             denied(e.body.message.clone(), target.audited()).await;
-            return e.into_response();
+            return Err(e.into_response());
         }
     };
     if let Err(why) = decide(&principal, route.need, &facts) {
         denied(why.message().to_string(), target.audited()).await;
-        return why.into_error().into_response();
+        return Err(why.into_error().into_response());
     }
     req.extensions_mut().insert(principal);
     req.extensions_mut().insert(target);
     req.extensions_mut().insert(route);
-    next.run(req).await
+    Ok(req)
 }
 
 /// The route `/mcp` is, for the audit trail of the tokens it refuses: not

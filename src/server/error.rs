@@ -123,3 +123,21 @@ where
         })
     }
 }
+
+/// Whether a request carries a body (a length above zero, or chunks).
+pub fn has_body(headers: &axum::http::HeaderMap) -> bool {
+    use axum::http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+    headers.contains_key(TRANSFER_ENCODING)
+        || headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() != "0")
+}
+
+/// A refusal answered before the request's body was read: the connection
+/// cannot carry another request (the unread body is still on it, and the
+/// server closes it after answering), so the answer says so. Without the
+/// header a client that keeps connections alive sends its next request on
+/// this one and finds it closed under it ("server disconnected without
+/// sending a response").
+pub fn closing(mut r: Response) -> Response {
+    r.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    r
+}
