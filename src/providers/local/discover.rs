@@ -1,5 +1,6 @@
 //! Accelerators other than NVIDIA's, found through their vendors' tools:
-//! `npu-smi info` (Huawei Ascend) and `xpu_smi` (Kunlunxin). The parsers
+//! `npu-smi info` (Huawei Ascend), `xpu_smi` (Kunlunxin) and `rocm-smi
+//! --json` (AMD). The parsers
 //! read the tables these tools print, as published samples show them
 //! (`tests/fixtures/accel/`); the table of tools per vendor is
 //! [`crate::accel::devices`]. Tools whose output Canopy has no sample of
@@ -213,6 +214,82 @@ fn kunlun_family(model: &str) -> Option<Family> {
     }
 }
 
+/// Parses `rocm-smi --showproductname --showmeminfo vram --json`: an
+/// object keyed `card<N>`, each with `Card Series` (the product name),
+/// `VRAM Total Memory (B)` and, on ROCm 6, `GFX Version` (`gfx942`). Keys
+/// the parser does not use (`--showuse`'s, firmware) are ignored. Text
+/// rocm-smi prints before the object (a warning) is skipped.
+pub fn parse_rocm_smi(text: &str) -> Result<Vec<Device>, ParseError> {
+    const TOOL: &str = "rocm-smi";
+    let err = |line, what: String| ParseError { tool: TOOL, line, what };
+    let Some(start) = text.lines().position(|l| l.trim_start().starts_with('{')) else {
+        return Err(err(0, "no JSON object (was `--json` given?)".into()));
+    };
+    let body: String = text.lines().skip(start).collect::<Vec<_>>().join("\n");
+    let value: serde_json::Value =
+        serde_json::from_str(&body).map_err(|e| err(start + e.line(), format!("not JSON: {e}")))?;
+    let cards = value.as_object().ok_or_else(|| err(start + 1, "expected an object keyed by card".into()))?;
+    // The 1-based line of `"<field>"` in card `key`'s object (of the
+    // card's key itself without a field), for errors about it.
+    let line_of = |key: &str, field: Option<&str>| {
+        let card = format!("\"{key}\"");
+        let Some(at) = text.lines().position(|l| l.contains(&card)) else { return 0 };
+        let Some(field) = field else { return at + 1 };
+        let quoted = format!("\"{field}\"");
+        text.lines().skip(at).position(|l| l.contains(&quoted)).map_or(at + 1, |i| at + i + 1)
+    };
+    let mut devices = Vec::new();
+    for (key, card) in cards {
+        let Some(index) = key.strip_prefix("card").and_then(|n| n.parse::<u32>().ok()) else {
+            continue; // "system" and other non-device sections
+        };
+        let field = |name: &str| card.get(name).and_then(serde_json::Value::as_str);
+        let name = field("Card Series")
+            .filter(|s| !s.trim().is_empty())
+            .ok_or_else(|| {
+                err(line_of(key, None), format!("{key} has no `Card Series` (run with --showproductname)"))
+            })?
+            .trim()
+            .to_string();
+        let bytes = field("VRAM Total Memory (B)").ok_or_else(|| {
+            err(
+                line_of(key, None),
+                format!("{key} has no `VRAM Total Memory (B)` (run with --showmeminfo vram)"),
+            )
+        })?;
+        let bytes: f64 = bytes.trim().parse().map_err(|_| {
+            err(
+                line_of(key, Some("VRAM Total Memory (B)")),
+                format!("{key}: VRAM total {bytes:?} is not a number of bytes"),
+            )
+        })?;
+        let family = amd_family(field("GFX Version"), &name);
+        devices.push(Device { index, name, memory_mib: bytes / (1024.0 * 1024.0), family });
+    }
+    devices.sort_by_key(|d| d.index);
+    Ok(devices)
+}
+
+/// The AMD family of a card: from its gfx target where rocm-smi prints it
+/// (gfx90a is CDNA 2, gfx94x CDNA 3, gfx11xx RDNA 3), else from the
+/// Instinct name.
+fn amd_family(gfx: Option<&str>, name: &str) -> Option<Family> {
+    match gfx.map(|g| g.trim().to_ascii_lowercase()) {
+        Some(g) if g == "gfx90a" => return Some(Family::Cdna2),
+        Some(g) if g.starts_with("gfx94") => return Some(Family::Cdna3),
+        Some(g) if g.starts_with("gfx11") => return Some(Family::Rdna3),
+        _ => {}
+    }
+    let up = name.to_ascii_uppercase();
+    if up.contains("MI300") || up.contains("MI325") {
+        Some(Family::Cdna3)
+    } else if up.contains("MI250") || up.contains("MI210") {
+        Some(Family::Cdna2)
+    } else {
+        None
+    }
+}
+
 /// The pool's accelerator and its count from one vendor's devices: the
 /// first device with a known family, and every device of its name.
 pub fn accelerator(vendor: Vendor, devices: &[Device]) -> Option<(Accelerator, u32)> {
@@ -251,6 +328,7 @@ type Parser = fn(&str) -> Result<Vec<Device>, ParseError>;
 const TOOLS: &[(&str, &[&str], Vendor, Parser)] = &[
     ("npu-smi", &["info"], Vendor::Huawei, parse_npu_smi),
     ("xpu_smi", &[], Vendor::Kunlunxin, parse_xpu_smi),
+    ("rocm-smi", &["--showproductname", "--showmeminfo", "vram", "--json"], Vendor::Amd, parse_rocm_smi),
 ];
 
 /// Runs each vendor tool present on this host and returns the first
@@ -343,6 +421,42 @@ mod tests {
     }
 
     #[test]
+    fn rocm_smi_json_lists_cards_with_their_vram_and_gfx_family() {
+        let d = parse_rocm_smi(&fixture("rocm-smi-rx7900xt.json")).unwrap();
+        assert_eq!(
+            d,
+            [Device {
+                index: 0,
+                name: "Radeon RX 7900 XT".into(),
+                memory_mib: 21458059264.0 / 1048576.0,
+                family: Some(Family::Rdna3)
+            }]
+        );
+        let (a, n) = accelerator(Vendor::Amd, &d).unwrap();
+        assert_eq!(
+            (a.model.as_str(), a.family, a.memory_gb, n),
+            ("Radeon RX 7900 XT", Family::Rdna3, 20.0, 1)
+        );
+        assert_eq!(amd_family(Some("gfx942"), "AMD Instinct MI300X"), Some(Family::Cdna3));
+        assert_eq!(amd_family(None, "AMD Instinct MI250X/MI250"), Some(Family::Cdna2));
+    }
+
+    #[test]
+    fn garbled_rocm_smi_output_names_the_tool_and_line() {
+        let e = parse_rocm_smi("WARNING: No JSON data to report\n").unwrap_err();
+        assert_eq!((e.tool, e.line), ("rocm-smi", 0));
+        let sample = fixture("rocm-smi-rx7900xt.json");
+        let e = parse_rocm_smi(&sample.replace("\"21458059264\"", "\"20 GiB\"")).unwrap_err();
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.to_string().contains("20 GiB"), "{e}");
+        let e = parse_rocm_smi(&sample.replace("\"Card Series\"", "\"Series\"")).unwrap_err();
+        assert!(e.to_string().contains("--showproductname") && e.line == 2, "{e}");
+        let cut = sample.lines().take(5).collect::<Vec<_>>().join("\n");
+        let e = parse_rocm_smi(&cut).unwrap_err();
+        assert!(e.to_string().contains("not JSON") && e.line >= 5, "{e}");
+    }
+
+    #[test]
     fn garbled_output_is_an_error_naming_the_tool_and_line() {
         let e = parse_npu_smi("command not found\n").unwrap_err();
         assert_eq!((e.tool, e.line), ("npu-smi", 0));
@@ -363,16 +477,18 @@ mod tests {
         fn parsers_never_panic_on_garbage(s in "\\PC*") {
             let _ = parse_npu_smi(&s);
             let _ = parse_xpu_smi(&s);
+            let _ = parse_rocm_smi(&s);
         }
 
         #[test]
         fn parsers_never_panic_on_mangled_samples(cut in 0usize..2000, junk in "[|/ 0-9a-zA-Z\n-]{0,40}") {
-            for name in ["npu-smi-910b4.txt", "npu-smi-a3.txt", "xpu_smi-k200.txt"] {
+            for name in ["npu-smi-910b4.txt", "npu-smi-a3.txt", "xpu_smi-k200.txt", "rocm-smi-rx7900xt.json"] {
                 let text = fixture(name);
                 let at = text.char_indices().map(|(i, _)| i).nth(cut % text.chars().count()).unwrap_or(0);
                 let mangled = format!("{}{junk}{}", &text[..at], &text[at..]);
                 let _ = parse_npu_smi(&mangled);
                 let _ = parse_xpu_smi(&mangled);
+                let _ = parse_rocm_smi(&mangled);
             }
         }
     }
