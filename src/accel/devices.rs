@@ -103,7 +103,7 @@ pub const KINDS: &[DeviceKind] = &[
     kind(
         "hygon",
         Vendor::Hygon,
-        &["hy-smi"],
+        &["hy-smi", "rocm-smi"],
         "HIP_VISIBLE_DEVICES",
         Nodes { each: None, shared: &["/dev/kfd", "/dev/dri"] },
         "RCCL",

@@ -1,6 +1,6 @@
 //! Accelerators other than NVIDIA's, found through their vendors' tools:
 //! `npu-smi info` (Huawei Ascend), `xpu_smi` (Kunlunxin) and `rocm-smi
-//! --json` (AMD). The parsers
+//! --json` (AMD, and Hygon through the rocm-smi of its DTK). The parsers
 //! read the tables these tools print, as published samples show them
 //! (`tests/fixtures/accel/`); the table of tools per vendor is
 //! [`crate::accel::devices`]. Tools whose output Canopy has no sample of
@@ -215,11 +215,13 @@ fn kunlun_family(model: &str) -> Option<Family> {
 }
 
 /// Parses `rocm-smi --showproductname --showmeminfo vram --json`: an
-/// object keyed `card<N>`, each with `Card Series` (the product name),
-/// `VRAM Total Memory (B)` and, on ROCm 6, `GFX Version` (`gfx942`). Keys
-/// the parser does not use (`--showuse`'s, firmware) are ignored. Text
-/// rocm-smi prints before the object (a warning) is skipped.
-pub fn parse_rocm_smi(text: &str) -> Result<Vec<Device>, ParseError> {
+/// object keyed `card<N>`, each with `Card Series` (the product name), its
+/// VRAM and, on ROCm 6, `GFX Version` (`gfx942`). AMD's rocm-smi prints
+/// `VRAM Total Memory (B)`; the rocm-smi of Hygon's DTK prints `vram Total
+/// Memory (MiB)` and `Card Vendor` "Chengdu Haiguang …", which makes the
+/// card a Hygon DCU. Keys the parser does not use are ignored; text before
+/// the object (a warning) is skipped.
+pub fn parse_rocm_smi_cards(text: &str) -> Result<Vec<(Vendor, Device)>, ParseError> {
     const TOOL: &str = "rocm-smi";
     let err = |line, what: String| ParseError { tool: TOOL, line, what };
     let Some(start) = text.lines().position(|l| l.trim_start().starts_with('{')) else {
@@ -251,23 +253,56 @@ pub fn parse_rocm_smi(text: &str) -> Result<Vec<Device>, ParseError> {
             })?
             .trim()
             .to_string();
-        let bytes = field("VRAM Total Memory (B)").ok_or_else(|| {
+        let (vram_key, per_mib) = if field("VRAM Total Memory (B)").is_some() {
+            ("VRAM Total Memory (B)", 1024.0 * 1024.0)
+        } else {
+            ("vram Total Memory (MiB)", 1.0)
+        };
+        let raw = field(vram_key).ok_or_else(|| {
             err(
                 line_of(key, None),
                 format!("{key} has no `VRAM Total Memory (B)` (run with --showmeminfo vram)"),
             )
         })?;
-        let bytes: f64 = bytes.trim().parse().map_err(|_| {
-            err(
-                line_of(key, Some("VRAM Total Memory (B)")),
-                format!("{key}: VRAM total {bytes:?} is not a number of bytes"),
-            )
+        let amount: f64 = raw.trim().parse().map_err(|_| {
+            err(line_of(key, Some(vram_key)), format!("{key}: `{vram_key}` {raw:?} is not a number"))
         })?;
-        let family = amd_family(field("GFX Version"), &name);
-        devices.push(Device { index, name, memory_mib: bytes / (1024.0 * 1024.0), family });
+        let hygon = field("Card Vendor").is_some_and(|v| v.contains("Haiguang") || v.contains("Hygon"));
+        let (vendor, family) = if hygon {
+            (Vendor::Hygon, hygon_family(&name))
+        } else {
+            (Vendor::Amd, amd_family(field("GFX Version"), &name))
+        };
+        devices.push((vendor, Device { index, name, memory_mib: amount / per_mib, family }));
     }
-    devices.sort_by_key(|d| d.index);
+    devices.sort_by_key(|(_, d)| d.index);
     Ok(devices)
+}
+
+/// `rocm-smi`'s AMD cards.
+pub fn parse_rocm_smi(text: &str) -> Result<Vec<Device>, ParseError> {
+    rocm_smi_of(text, Vendor::Amd)
+}
+
+/// `rocm-smi`'s Hygon DCUs (the rocm-smi of Hygon's DTK).
+pub fn parse_rocm_smi_hygon(text: &str) -> Result<Vec<Device>, ParseError> {
+    rocm_smi_of(text, Vendor::Hygon)
+}
+
+fn rocm_smi_of(text: &str, vendor: Vendor) -> Result<Vec<Device>, ParseError> {
+    Ok(parse_rocm_smi_cards(text)?.into_iter().filter(|(v, _)| *v == vendor).map(|(_, d)| d).collect())
+}
+
+/// The Hygon family of a DCU rocm-smi names `name` (`Z100L`, `K100_AI`).
+fn hygon_family(name: &str) -> Option<Family> {
+    let up = name.to_ascii_uppercase();
+    if up.contains("K100") {
+        Some(Family::DcuK100)
+    } else if up.contains("Z100") {
+        Some(Family::DcuZ100)
+    } else {
+        None
+    }
 }
 
 /// The AMD family of a card: from its gfx target where rocm-smi prints it
@@ -328,32 +363,54 @@ type Parser = fn(&str) -> Result<Vec<Device>, ParseError>;
 const TOOLS: &[(&str, &[&str], Vendor, Parser)] = &[
     ("npu-smi", &["info"], Vendor::Huawei, parse_npu_smi),
     ("xpu_smi", &[], Vendor::Kunlunxin, parse_xpu_smi),
-    ("rocm-smi", &["--showproductname", "--showmeminfo", "vram", "--json"], Vendor::Amd, parse_rocm_smi),
+    ("rocm-smi", ROCM_SMI_ARGS, Vendor::Amd, parse_rocm_smi),
+    ("rocm-smi", ROCM_SMI_ARGS, Vendor::Hygon, parse_rocm_smi_hygon),
 ];
+
+/// AMD's rocm-smi and the one in Hygon's DTK answer the same query; it
+/// runs once per host (see [`discover`]).
+const ROCM_SMI_ARGS: &[&str] = &["--showproductname", "--showmeminfo", "vram", "--json"];
+
+/// Runs `tool args`; its output, or None (logged) when it fails or hangs.
+async fn run_tool(tool: &str, args: &[&str], vendor: Vendor) -> Option<String> {
+    let run = tokio::process::Command::new(tool)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(Duration::from_secs(10), run).await {
+        Ok(Ok(out)) if out.status.success() => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
+        other => {
+            tracing::warn!(
+                tool,
+                "{tool} is installed but did not answer: {other:?}; no {vendor} accelerators offered"
+            );
+            None
+        }
+    }
+}
 
 /// Runs each vendor tool present on this host and returns the first
 /// accelerator found. A tool that fails or prints what the parser cannot
 /// read is logged and skipped.
 pub async fn discover() -> Option<(Accelerator, u32)> {
+    // Each tool invocation's output (None: it did not answer), so that two
+    // vendors read from one tool (rocm-smi) run it once.
+    let mut ran: Vec<(&str, &[&str], Option<String>)> = Vec::new();
     for (tool, args, vendor, parse) in TOOLS {
         if super::container::which(tool).is_none() {
             continue;
         }
-        let run = tokio::process::Command::new(tool)
-            .args(*args)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output();
-        let text = match tokio::time::timeout(Duration::from_secs(10), run).await {
-            Ok(Ok(out)) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
-            other => {
-                tracing::warn!(
-                    tool,
-                    "{tool} is installed but did not answer: {other:?}; no {vendor} accelerators offered"
-                );
-                continue;
+        let earlier = ran.iter().find(|(t, a, _)| t == tool && a == args).map(|(_, _, out)| out.clone());
+        let out = match earlier {
+            Some(out) => out,
+            None => {
+                let out = run_tool(tool, args, *vendor).await;
+                ran.push((tool, args, out.clone()));
+                out
             }
         };
+        let Some(text) = out else { continue };
         match parse(&text) {
             Ok(devices) => {
                 if let Some(found) = accelerator(*vendor, &devices) {
@@ -442,6 +499,28 @@ mod tests {
     }
 
     #[test]
+    fn rocm_smi_of_hygon_dtk_lists_dcus_as_hygon_not_amd() {
+        let text = fixture("rocm-smi-hygon-k100-ai.json");
+        let d = parse_rocm_smi_hygon(&text).unwrap();
+        assert_eq!(
+            d,
+            [Device { index: 0, name: "K100_AI".into(), memory_mib: 65520.0, family: Some(Family::DcuK100) }]
+        );
+        assert_eq!(parse_rocm_smi(&text).unwrap(), [], "a Hygon DCU is not an AMD GPU");
+        let (a, n) = accelerator(Vendor::Hygon, &d).unwrap();
+        assert_eq!(
+            (a.vendor, a.model.as_str(), a.family, a.memory_gb, n),
+            (Vendor::Hygon, "K100_AI", Family::DcuK100, 64.0, 1)
+        );
+        // The DTK 24.04.3 sample masks its model ("DCU xxxx"): read, not offered.
+        let d = parse_rocm_smi_hygon(&fixture("rocm-smi-hygon-dtk24.04.3.json")).unwrap();
+        assert_eq!(d, [Device { index: 0, name: "DCU xxxx".into(), memory_mib: 65520.0, family: None }]);
+        assert_eq!(accelerator(Vendor::Hygon, &d), None);
+        assert_eq!(hygon_family("Z100L"), Some(Family::DcuZ100));
+        assert_eq!(parse_rocm_smi_hygon(&fixture("rocm-smi-rx7900xt.json")).unwrap(), []);
+    }
+
+    #[test]
     fn garbled_rocm_smi_output_names_the_tool_and_line() {
         let e = parse_rocm_smi("WARNING: No JSON data to report\n").unwrap_err();
         assert_eq!((e.tool, e.line), ("rocm-smi", 0));
@@ -477,18 +556,18 @@ mod tests {
         fn parsers_never_panic_on_garbage(s in "\\PC*") {
             let _ = parse_npu_smi(&s);
             let _ = parse_xpu_smi(&s);
-            let _ = parse_rocm_smi(&s);
+            let _ = parse_rocm_smi_cards(&s);
         }
 
         #[test]
         fn parsers_never_panic_on_mangled_samples(cut in 0usize..2000, junk in "[|/ 0-9a-zA-Z\n-]{0,40}") {
-            for name in ["npu-smi-910b4.txt", "npu-smi-a3.txt", "xpu_smi-k200.txt", "rocm-smi-rx7900xt.json"] {
+            for name in ["npu-smi-910b4.txt", "npu-smi-a3.txt", "xpu_smi-k200.txt", "rocm-smi-rx7900xt.json", "rocm-smi-hygon-k100-ai.json"] {
                 let text = fixture(name);
                 let at = text.char_indices().map(|(i, _)| i).nth(cut % text.chars().count()).unwrap_or(0);
                 let mangled = format!("{}{junk}{}", &text[..at], &text[at..]);
                 let _ = parse_npu_smi(&mangled);
                 let _ = parse_xpu_smi(&mangled);
-                let _ = parse_rocm_smi(&mangled);
+                let _ = parse_rocm_smi_cards(&mangled);
             }
         }
     }
