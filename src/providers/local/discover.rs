@@ -1,6 +1,7 @@
 //! Accelerators other than NVIDIA's, found through their vendors' tools:
 //! `npu-smi info` (Huawei Ascend), `xpu_smi` (Kunlunxin) and `rocm-smi
-//! --json` (AMD, and Hygon through the rocm-smi of its DTK). The parsers
+//! --json` (AMD, and Hygon through the rocm-smi of its DTK) and `ixsmi`'s
+//! CSV (Iluvatar CoreX). The parsers
 //! read the tables these tools print, as published samples show them
 //! (`tests/fixtures/accel/`); the table of tools per vendor is
 //! [`crate::accel::devices`]. Tools whose output Canopy has no sample of
@@ -325,6 +326,51 @@ fn amd_family(gfx: Option<&str>, name: &str) -> Option<Family> {
     }
 }
 
+/// Parses `ixsmi --format=csv,noheader --query-gpu=index,name,memory.total,…`
+/// (Iluvatar CoreX's nvidia-smi-like tool): one line per GPU, `<index>,
+/// <name>, <total> MiB, …`; columns after the third are not read.
+pub fn parse_ixsmi(text: &str) -> Result<Vec<Device>, ParseError> {
+    const TOOL: &str = "ixsmi";
+    let err = |line, what: String| ParseError { tool: TOOL, line, what };
+    let mut devices = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        let [index, name, memory, ..] = f[..] else {
+            return Err(err(
+                n,
+                format!("expected `<index>, <name>, <memory.total> MiB, …`, found {:?}", line.trim()),
+            ));
+        };
+        let index = index
+            .parse::<u32>()
+            .map_err(|_| err(n, format!("expected a GPU index first, found {index:?}")))?;
+        if name.is_empty() {
+            return Err(err(n, format!("GPU {index} has no name")));
+        }
+        let memory_mib = memory
+            .strip_suffix("MiB")
+            .and_then(|m| m.trim().parse::<f64>().ok())
+            .ok_or_else(|| err(n, format!("expected memory as `<N> MiB`, found {memory:?}")))?;
+        let up = name.to_ascii_uppercase();
+        let family = if up.contains("MR-V") {
+            Some(Family::Zhikai)
+        } else if up.contains("BI-V") {
+            Some(Family::Tiangai)
+        } else {
+            None
+        };
+        devices.push(Device { index, name: name.to_string(), memory_mib, family });
+    }
+    if devices.is_empty() {
+        return Err(err(0, "no GPU lines".into()));
+    }
+    Ok(devices)
+}
+
 /// The pool's accelerator and its count from one vendor's devices: the
 /// first device with a known family, and every device of its name.
 pub fn accelerator(vendor: Vendor, devices: &[Device]) -> Option<(Accelerator, u32)> {
@@ -365,6 +411,15 @@ const TOOLS: &[(&str, &[&str], Vendor, Parser)] = &[
     ("xpu_smi", &[], Vendor::Kunlunxin, parse_xpu_smi),
     ("rocm-smi", ROCM_SMI_ARGS, Vendor::Amd, parse_rocm_smi),
     ("rocm-smi", ROCM_SMI_ARGS, Vendor::Hygon, parse_rocm_smi_hygon),
+    (
+        "ixsmi",
+        &[
+            "--format=csv,noheader",
+            "--query-gpu=index,name,memory.total,memory.used,utilization.gpu,temperature.gpu",
+        ],
+        Vendor::Iluvatar,
+        parse_ixsmi,
+    ),
 ];
 
 /// AMD's rocm-smi and the one in Hygon's DTK answer the same query; it
@@ -521,6 +576,38 @@ mod tests {
     }
 
     #[test]
+    fn ixsmi_csv_lists_iluvatar_gpus_and_the_pool_offers_the_first_known_model() {
+        let d = parse_ixsmi(&fixture("ixsmi-mr-v50-v100.csv")).unwrap();
+        assert_eq!(
+            d,
+            [
+                Device {
+                    index: 0,
+                    name: "Iluvatar MR-V50".into(),
+                    memory_mib: 16384.0,
+                    family: Some(Family::Zhikai)
+                },
+                Device {
+                    index: 1,
+                    name: "Iluvatar MR-V100".into(),
+                    memory_mib: 32768.0,
+                    family: Some(Family::Zhikai)
+                },
+            ]
+        );
+        let (a, n) = accelerator(Vendor::Iluvatar, &d).unwrap();
+        assert_eq!(
+            (a.model.as_str(), a.family, a.memory_gb, n),
+            ("Iluvatar MR-V50", Family::Zhikai, 16.0, 1)
+        );
+        let e = parse_ixsmi(&fixture("ixsmi-mr-v50-v100.csv").replace("32768 MiB", "32 GB")).unwrap_err();
+        assert_eq!((e.tool, e.line), ("ixsmi", 2), "{e}");
+        assert!(e.to_string().contains("32 GB"), "{e}");
+        assert_eq!(parse_ixsmi("").unwrap_err().line, 0);
+        assert_eq!(parse_ixsmi("ixsmi: command failed\n").unwrap_err().line, 1);
+    }
+
+    #[test]
     fn garbled_rocm_smi_output_names_the_tool_and_line() {
         let e = parse_rocm_smi("WARNING: No JSON data to report\n").unwrap_err();
         assert_eq!((e.tool, e.line), ("rocm-smi", 0));
@@ -557,17 +644,19 @@ mod tests {
             let _ = parse_npu_smi(&s);
             let _ = parse_xpu_smi(&s);
             let _ = parse_rocm_smi_cards(&s);
+            let _ = parse_ixsmi(&s);
         }
 
         #[test]
         fn parsers_never_panic_on_mangled_samples(cut in 0usize..2000, junk in "[|/ 0-9a-zA-Z\n-]{0,40}") {
-            for name in ["npu-smi-910b4.txt", "npu-smi-a3.txt", "xpu_smi-k200.txt", "rocm-smi-rx7900xt.json", "rocm-smi-hygon-k100-ai.json"] {
+            for name in ["npu-smi-910b4.txt", "npu-smi-a3.txt", "xpu_smi-k200.txt", "rocm-smi-rx7900xt.json", "rocm-smi-hygon-k100-ai.json", "ixsmi-mr-v50-v100.csv"] {
                 let text = fixture(name);
                 let at = text.char_indices().map(|(i, _)| i).nth(cut % text.chars().count()).unwrap_or(0);
                 let mangled = format!("{}{junk}{}", &text[..at], &text[at..]);
                 let _ = parse_npu_smi(&mangled);
                 let _ = parse_xpu_smi(&mangled);
                 let _ = parse_rocm_smi_cards(&mangled);
+                let _ = parse_ixsmi(&mangled);
             }
         }
     }
