@@ -1,7 +1,7 @@
 //! Accelerators other than NVIDIA's, found through their vendors' tools:
 //! `npu-smi info` (Huawei Ascend), `xpu_smi` (Kunlunxin) and `rocm-smi
-//! --json` (AMD, and Hygon through the rocm-smi of its DTK) and `ixsmi`'s
-//! CSV (Iluvatar CoreX). The parsers
+//! --json` (AMD, and Hygon through the rocm-smi of its DTK), `ixsmi`'s CSV
+//! (Iluvatar CoreX) and `mthreads-gmi` (Moore Threads). The parsers
 //! read the tables these tools print, as published samples show them
 //! (`tests/fixtures/accel/`); the table of tools per vendor is
 //! [`crate::accel::devices`]. Tools whose output Canopy has no sample of
@@ -371,6 +371,61 @@ pub fn parse_ixsmi(text: &str) -> Result<Vec<Device>, ParseError> {
     Ok(devices)
 }
 
+/// Parses `mthreads-gmi`'s summary table (Moore Threads): after the
+/// header row `ID   Name | PCIe | %GPU  Mem`, each GPU is a row `<id>
+/// <name> | <bus id> | <util>  <used>MiB(<total>MiB)` followed by
+/// indented continuation rows, which are not read.
+pub fn parse_mthreads_gmi(text: &str) -> Result<Vec<Device>, ParseError> {
+    const TOOL: &str = "mthreads-gmi";
+    let err = |line, what: String| ParseError { tool: TOOL, line, what };
+    let mut header = false;
+    let mut devices = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        if !header {
+            header = line.starts_with("ID") && line.contains("Name") && line.contains("Mem");
+            continue;
+        }
+        // Continuation rows are indented; separators start with `+`.
+        if line.is_empty() || line.starts_with(char::is_whitespace) || line.starts_with(['+', '-']) {
+            continue;
+        }
+        let cols: Vec<&str> = line.split('|').collect();
+        let (Some(first), Some(last)) = (cols.first(), cols.last()) else { continue };
+        let mut words = first.split_whitespace();
+        let index = words
+            .next()
+            .and_then(|w| w.parse::<u32>().ok())
+            .ok_or_else(|| err(n, format!("expected `<ID> <name> | …`, found {:?}", line.trim_end())))?;
+        let name = words.collect::<Vec<_>>().join(" ");
+        if name.is_empty() || cols.len() < 3 {
+            return Err(err(
+                n,
+                format!("GPU {index}: expected `<ID> <name> | <PCIe> | <Mem>`, found {:?}", line.trim_end()),
+            ));
+        }
+        let total = last
+            .split_once('(')
+            .and_then(|(_, t)| t.trim_end().strip_suffix("MiB)"))
+            .and_then(|t| t.trim().parse::<f64>().ok())
+            .ok_or_else(|| {
+                err(
+                    n,
+                    format!(
+                        "GPU {index}: expected memory as `<used>MiB(<total>MiB)`, found {:?}",
+                        last.trim()
+                    ),
+                )
+            })?;
+        let family = name.to_ascii_uppercase().starts_with("MTT S").then_some(Family::MttS);
+        devices.push(Device { index, name, memory_mib: total, family });
+    }
+    if !header {
+        return Err(err(0, "no GPU table (no `ID   Name | PCIe | … Mem` header row)".into()));
+    }
+    Ok(devices)
+}
+
 /// The pool's accelerator and its count from one vendor's devices: the
 /// first device with a known family, and every device of its name.
 pub fn accelerator(vendor: Vendor, devices: &[Device]) -> Option<(Accelerator, u32)> {
@@ -420,6 +475,7 @@ const TOOLS: &[(&str, &[&str], Vendor, Parser)] = &[
         Vendor::Iluvatar,
         parse_ixsmi,
     ),
+    ("mthreads-gmi", &[], Vendor::MooreThreads, parse_mthreads_gmi),
 ];
 
 /// AMD's rocm-smi and the one in Hygon's DTK answer the same query; it
@@ -608,6 +664,23 @@ mod tests {
     }
 
     #[test]
+    fn mthreads_gmi_table_lists_moore_threads_gpus_with_their_memory() {
+        let text = fixture("mthreads-gmi-s5000.txt");
+        let d = parse_mthreads_gmi(&text).unwrap();
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert_eq!(
+            d[1],
+            Device { index: 1, name: "MTT S5000".into(), memory_mib: 81920.0, family: Some(Family::MttS) }
+        );
+        let (a, n) = accelerator(Vendor::MooreThreads, &d).unwrap();
+        assert_eq!((a.model.as_str(), a.family, a.memory_gb, n), ("MTT S5000", Family::MttS, 80.0, 2));
+        let e = parse_mthreads_gmi(&text.replace("64889MiB(81920MiB)", "64889MiB")).unwrap_err();
+        assert_eq!((e.tool, e.line), ("mthreads-gmi", 13), "{e}");
+        let e = parse_mthreads_gmi("mthreads-gmi: driver not loaded\n").unwrap_err();
+        assert_eq!(e.line, 0, "{e}");
+    }
+
+    #[test]
     fn garbled_rocm_smi_output_names_the_tool_and_line() {
         let e = parse_rocm_smi("WARNING: No JSON data to report\n").unwrap_err();
         assert_eq!((e.tool, e.line), ("rocm-smi", 0));
@@ -645,11 +718,12 @@ mod tests {
             let _ = parse_xpu_smi(&s);
             let _ = parse_rocm_smi_cards(&s);
             let _ = parse_ixsmi(&s);
+            let _ = parse_mthreads_gmi(&s);
         }
 
         #[test]
         fn parsers_never_panic_on_mangled_samples(cut in 0usize..2000, junk in "[|/ 0-9a-zA-Z\n-]{0,40}") {
-            for name in ["npu-smi-910b4.txt", "npu-smi-a3.txt", "xpu_smi-k200.txt", "rocm-smi-rx7900xt.json", "rocm-smi-hygon-k100-ai.json", "ixsmi-mr-v50-v100.csv"] {
+            for name in ["npu-smi-910b4.txt", "npu-smi-a3.txt", "xpu_smi-k200.txt", "rocm-smi-rx7900xt.json", "rocm-smi-hygon-k100-ai.json", "ixsmi-mr-v50-v100.csv", "mthreads-gmi-s5000.txt"] {
                 let text = fixture(name);
                 let at = text.char_indices().map(|(i, _)| i).nth(cut % text.chars().count()).unwrap_or(0);
                 let mangled = format!("{}{junk}{}", &text[..at], &text[at..]);
@@ -657,6 +731,7 @@ mod tests {
                 let _ = parse_xpu_smi(&mangled);
                 let _ = parse_rocm_smi_cards(&mangled);
                 let _ = parse_ixsmi(&mangled);
+                let _ = parse_mthreads_gmi(&mangled);
             }
         }
     }
