@@ -1,9 +1,10 @@
 //! Accelerators other than NVIDIA's, found through their vendors' tools:
-//! `npu-smi info` (Huawei Ascend), `xpu_smi` (Kunlunxin) and `rocm-smi
-//! --json` (AMD, and Hygon through the rocm-smi of its DTK), `ixsmi`'s CSV
-//! (Iluvatar CoreX) and `mthreads-gmi` (Moore Threads). The parsers
-//! read the tables these tools print, as published samples show them
-//! (`tests/fixtures/accel/`); the table of tools per vendor is
+//! `npu-smi info` (Huawei Ascend) and `xpu_smi` (Kunlunxin), parsed here,
+//! and `rocm-smi --json` (AMD, and Hygon through the rocm-smi of its DTK),
+//! `ixsmi`'s CSV (Iluvatar CoreX), `mthreads-gmi` (Moore Threads) and
+//! `mx-smi` (MetaX), parsed in [`super::smi_gpus`]. The parsers read what
+//! these tools print as published samples show it (`tests/fixtures/accel/`,
+//! whose tests are all here); the table of tools per vendor is
 //! [`crate::accel::devices`]. Tools whose output Canopy has no sample of
 //! are not run.
 //!
@@ -11,62 +12,14 @@
 //! names the tool and the line, never a panic. Running the tools is
 //! [`discover`]'s, which logs a failure and offers no accelerator.
 
+pub use super::smi::{Device, ParseError};
+use super::smi::{cells, usage_pairs};
+pub use super::smi_gpus::{
+    parse_ixsmi, parse_mthreads_gmi, parse_mx_smi, parse_rocm_smi, parse_rocm_smi_hygon,
+};
 use crate::accel::{ComputeCapability, Family, Vendor};
 use crate::fleet::Accelerator;
 use std::time::Duration;
-
-/// One device as its tool lists it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Device {
-    /// The index a visible-devices variable names it by.
-    pub index: u32,
-    /// The product name as printed: `910B4-1`, `Ascend910`, `K200`.
-    pub name: String,
-    /// Its memory (HBM where the tool reports it), MiB.
-    pub memory_mib: f64,
-    pub family: Option<Family>,
-}
-
-/// A tool printed something the parser does not understand.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "cannot read `{tool}` output at line {line}: {what}; run `{tool}` on the host to see it, \
-     and report the output if the devices are there"
-)]
-pub struct ParseError {
-    pub tool: &'static str,
-    /// 1-based; 0 for the output as a whole.
-    pub line: usize,
-    pub what: String,
-}
-
-/// The `used / total` pairs of a table cell, in order.
-fn usage_pairs(cell: &str) -> Vec<(f64, f64)> {
-    let t: Vec<&str> = cell.split_whitespace().collect();
-    let mut out = Vec::new();
-    for (i, tok) in t.iter().enumerate() {
-        let pair = if *tok == "/" {
-            match (i.checked_sub(1).and_then(|p| t.get(p)), t.get(i + 1)) {
-                (Some(a), Some(b)) => Some((*a, *b)),
-                _ => None,
-            }
-        } else {
-            tok.split_once('/').filter(|(a, b)| !a.is_empty() && !b.is_empty())
-        };
-        if let Some((a, b)) = pair
-            && let (Ok(a), Ok(b)) = (a.parse::<f64>(), b.parse::<f64>())
-        {
-            out.push((a, b));
-        }
-    }
-    out
-}
-
-/// The cells of a `| a | b | c |` table line, trimmed.
-fn cells(line: &str) -> Option<Vec<&str>> {
-    let inner = line.trim().strip_prefix('|')?.strip_suffix('|')?;
-    Some(inner.split('|').map(str::trim).collect())
-}
 
 /// Parses `npu-smi info`: each NPU is a row `<npu> <name> | <health> |
 /// …` followed by one row per chip `<chip> [<device>] | <bus-id> |
@@ -215,217 +168,6 @@ fn kunlun_family(model: &str) -> Option<Family> {
     }
 }
 
-/// Parses `rocm-smi --showproductname --showmeminfo vram --json`: an
-/// object keyed `card<N>`, each with `Card Series` (the product name), its
-/// VRAM and, on ROCm 6, `GFX Version` (`gfx942`). AMD's rocm-smi prints
-/// `VRAM Total Memory (B)`; the rocm-smi of Hygon's DTK prints `vram Total
-/// Memory (MiB)` and `Card Vendor` "Chengdu Haiguang …", which makes the
-/// card a Hygon DCU. Keys the parser does not use are ignored; text before
-/// the object (a warning) is skipped.
-pub fn parse_rocm_smi_cards(text: &str) -> Result<Vec<(Vendor, Device)>, ParseError> {
-    const TOOL: &str = "rocm-smi";
-    let err = |line, what: String| ParseError { tool: TOOL, line, what };
-    let Some(start) = text.lines().position(|l| l.trim_start().starts_with('{')) else {
-        return Err(err(0, "no JSON object (was `--json` given?)".into()));
-    };
-    let body: String = text.lines().skip(start).collect::<Vec<_>>().join("\n");
-    let value: serde_json::Value =
-        serde_json::from_str(&body).map_err(|e| err(start + e.line(), format!("not JSON: {e}")))?;
-    let cards = value.as_object().ok_or_else(|| err(start + 1, "expected an object keyed by card".into()))?;
-    // The 1-based line of `"<field>"` in card `key`'s object (of the
-    // card's key itself without a field), for errors about it.
-    let line_of = |key: &str, field: Option<&str>| {
-        let card = format!("\"{key}\"");
-        let Some(at) = text.lines().position(|l| l.contains(&card)) else { return 0 };
-        let Some(field) = field else { return at + 1 };
-        let quoted = format!("\"{field}\"");
-        text.lines().skip(at).position(|l| l.contains(&quoted)).map_or(at + 1, |i| at + i + 1)
-    };
-    let mut devices = Vec::new();
-    for (key, card) in cards {
-        let Some(index) = key.strip_prefix("card").and_then(|n| n.parse::<u32>().ok()) else {
-            continue; // "system" and other non-device sections
-        };
-        let field = |name: &str| card.get(name).and_then(serde_json::Value::as_str);
-        let name = field("Card Series")
-            .filter(|s| !s.trim().is_empty())
-            .ok_or_else(|| {
-                err(line_of(key, None), format!("{key} has no `Card Series` (run with --showproductname)"))
-            })?
-            .trim()
-            .to_string();
-        let (vram_key, per_mib) = if field("VRAM Total Memory (B)").is_some() {
-            ("VRAM Total Memory (B)", 1024.0 * 1024.0)
-        } else {
-            ("vram Total Memory (MiB)", 1.0)
-        };
-        let raw = field(vram_key).ok_or_else(|| {
-            err(
-                line_of(key, None),
-                format!("{key} has no `VRAM Total Memory (B)` (run with --showmeminfo vram)"),
-            )
-        })?;
-        let amount: f64 = raw.trim().parse().map_err(|_| {
-            err(line_of(key, Some(vram_key)), format!("{key}: `{vram_key}` {raw:?} is not a number"))
-        })?;
-        let hygon = field("Card Vendor").is_some_and(|v| v.contains("Haiguang") || v.contains("Hygon"));
-        let (vendor, family) = if hygon {
-            (Vendor::Hygon, hygon_family(&name))
-        } else {
-            (Vendor::Amd, amd_family(field("GFX Version"), &name))
-        };
-        devices.push((vendor, Device { index, name, memory_mib: amount / per_mib, family }));
-    }
-    devices.sort_by_key(|(_, d)| d.index);
-    Ok(devices)
-}
-
-/// `rocm-smi`'s AMD cards.
-pub fn parse_rocm_smi(text: &str) -> Result<Vec<Device>, ParseError> {
-    rocm_smi_of(text, Vendor::Amd)
-}
-
-/// `rocm-smi`'s Hygon DCUs (the rocm-smi of Hygon's DTK).
-pub fn parse_rocm_smi_hygon(text: &str) -> Result<Vec<Device>, ParseError> {
-    rocm_smi_of(text, Vendor::Hygon)
-}
-
-fn rocm_smi_of(text: &str, vendor: Vendor) -> Result<Vec<Device>, ParseError> {
-    Ok(parse_rocm_smi_cards(text)?.into_iter().filter(|(v, _)| *v == vendor).map(|(_, d)| d).collect())
-}
-
-/// The Hygon family of a DCU rocm-smi names `name` (`Z100L`, `K100_AI`).
-fn hygon_family(name: &str) -> Option<Family> {
-    let up = name.to_ascii_uppercase();
-    if up.contains("K100") {
-        Some(Family::DcuK100)
-    } else if up.contains("Z100") {
-        Some(Family::DcuZ100)
-    } else {
-        None
-    }
-}
-
-/// The AMD family of a card: from its gfx target where rocm-smi prints it
-/// (gfx90a is CDNA 2, gfx94x CDNA 3, gfx11xx RDNA 3), else from the
-/// Instinct name.
-fn amd_family(gfx: Option<&str>, name: &str) -> Option<Family> {
-    match gfx.map(|g| g.trim().to_ascii_lowercase()) {
-        Some(g) if g == "gfx90a" => return Some(Family::Cdna2),
-        Some(g) if g.starts_with("gfx94") => return Some(Family::Cdna3),
-        Some(g) if g.starts_with("gfx11") => return Some(Family::Rdna3),
-        _ => {}
-    }
-    let up = name.to_ascii_uppercase();
-    if up.contains("MI300") || up.contains("MI325") {
-        Some(Family::Cdna3)
-    } else if up.contains("MI250") || up.contains("MI210") {
-        Some(Family::Cdna2)
-    } else {
-        None
-    }
-}
-
-/// Parses `ixsmi --format=csv,noheader --query-gpu=index,name,memory.total,…`
-/// (Iluvatar CoreX's nvidia-smi-like tool): one line per GPU, `<index>,
-/// <name>, <total> MiB, …`; columns after the third are not read.
-pub fn parse_ixsmi(text: &str) -> Result<Vec<Device>, ParseError> {
-    const TOOL: &str = "ixsmi";
-    let err = |line, what: String| ParseError { tool: TOOL, line, what };
-    let mut devices = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let f: Vec<&str> = line.split(',').map(str::trim).collect();
-        let [index, name, memory, ..] = f[..] else {
-            return Err(err(
-                n,
-                format!("expected `<index>, <name>, <memory.total> MiB, …`, found {:?}", line.trim()),
-            ));
-        };
-        let index = index
-            .parse::<u32>()
-            .map_err(|_| err(n, format!("expected a GPU index first, found {index:?}")))?;
-        if name.is_empty() {
-            return Err(err(n, format!("GPU {index} has no name")));
-        }
-        let memory_mib = memory
-            .strip_suffix("MiB")
-            .and_then(|m| m.trim().parse::<f64>().ok())
-            .ok_or_else(|| err(n, format!("expected memory as `<N> MiB`, found {memory:?}")))?;
-        let up = name.to_ascii_uppercase();
-        let family = if up.contains("MR-V") {
-            Some(Family::Zhikai)
-        } else if up.contains("BI-V") {
-            Some(Family::Tiangai)
-        } else {
-            None
-        };
-        devices.push(Device { index, name: name.to_string(), memory_mib, family });
-    }
-    if devices.is_empty() {
-        return Err(err(0, "no GPU lines".into()));
-    }
-    Ok(devices)
-}
-
-/// Parses `mthreads-gmi`'s summary table (Moore Threads): after the
-/// header row `ID   Name | PCIe | %GPU  Mem`, each GPU is a row `<id>
-/// <name> | <bus id> | <util>  <used>MiB(<total>MiB)` followed by
-/// indented continuation rows, which are not read.
-pub fn parse_mthreads_gmi(text: &str) -> Result<Vec<Device>, ParseError> {
-    const TOOL: &str = "mthreads-gmi";
-    let err = |line, what: String| ParseError { tool: TOOL, line, what };
-    let mut header = false;
-    let mut devices = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        if !header {
-            header = line.starts_with("ID") && line.contains("Name") && line.contains("Mem");
-            continue;
-        }
-        // Continuation rows are indented; separators start with `+`.
-        if line.is_empty() || line.starts_with(char::is_whitespace) || line.starts_with(['+', '-']) {
-            continue;
-        }
-        let cols: Vec<&str> = line.split('|').collect();
-        let (Some(first), Some(last)) = (cols.first(), cols.last()) else { continue };
-        let mut words = first.split_whitespace();
-        let index = words
-            .next()
-            .and_then(|w| w.parse::<u32>().ok())
-            .ok_or_else(|| err(n, format!("expected `<ID> <name> | …`, found {:?}", line.trim_end())))?;
-        let name = words.collect::<Vec<_>>().join(" ");
-        if name.is_empty() || cols.len() < 3 {
-            return Err(err(
-                n,
-                format!("GPU {index}: expected `<ID> <name> | <PCIe> | <Mem>`, found {:?}", line.trim_end()),
-            ));
-        }
-        let total = last
-            .split_once('(')
-            .and_then(|(_, t)| t.trim_end().strip_suffix("MiB)"))
-            .and_then(|t| t.trim().parse::<f64>().ok())
-            .ok_or_else(|| {
-                err(
-                    n,
-                    format!(
-                        "GPU {index}: expected memory as `<used>MiB(<total>MiB)`, found {:?}",
-                        last.trim()
-                    ),
-                )
-            })?;
-        let family = name.to_ascii_uppercase().starts_with("MTT S").then_some(Family::MttS);
-        devices.push(Device { index, name, memory_mib: total, family });
-    }
-    if !header {
-        return Err(err(0, "no GPU table (no `ID   Name | PCIe | … Mem` header row)".into()));
-    }
-    Ok(devices)
-}
-
 /// The pool's accelerator and its count from one vendor's devices: the
 /// first device with a known family, and every device of its name.
 pub fn accelerator(vendor: Vendor, devices: &[Device]) -> Option<(Accelerator, u32)> {
@@ -476,6 +218,7 @@ const TOOLS: &[(&str, &[&str], Vendor, Parser)] = &[
         parse_ixsmi,
     ),
     ("mthreads-gmi", &[], Vendor::MooreThreads, parse_mthreads_gmi),
+    ("mx-smi", &[], Vendor::Metax, parse_mx_smi),
 ];
 
 /// AMD's rocm-smi and the one in Hygon's DTK answer the same query; it
@@ -536,6 +279,7 @@ pub async fn discover() -> Option<(Accelerator, u32)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::smi_gpus::{amd_family, hygon_family, parse_rocm_smi_cards};
     use super::*;
     use proptest::prelude::*;
 
@@ -681,6 +425,37 @@ mod tests {
     }
 
     #[test]
+    fn mx_smi_table_lists_metax_gpus_with_their_memory() {
+        let text = fixture("mx-smi-c500.txt");
+        let d = parse_mx_smi(&text).unwrap();
+        assert_eq!(
+            d,
+            [
+                Device {
+                    index: 0,
+                    name: "MetaX C500".into(),
+                    memory_mib: 65536.0,
+                    family: Some(Family::Xiyun)
+                },
+                Device {
+                    index: 1,
+                    name: "MetaX C500".into(),
+                    memory_mib: 65536.0,
+                    family: Some(Family::Xiyun)
+                },
+            ]
+        );
+        let (a, n) = accelerator(Vendor::Metax, &d).unwrap();
+        assert_eq!((a.model.as_str(), a.family, a.memory_gb, n), ("MetaX C500", Family::Xiyun, 64.0, 2));
+        let cut = text.lines().take(17).collect::<Vec<_>>().join("\n");
+        let e = parse_mx_smi(&cut).unwrap_err();
+        assert_eq!((e.tool, e.line), ("mx-smi", 17), "{e}");
+        let e = parse_mx_smi(&text.replacen("826/65536 MiB", "826 MiB      ", 1)).unwrap_err();
+        assert_eq!(e.line, 15, "{e}");
+        assert_eq!(parse_mx_smi("mx-smi: no device\n").unwrap_err().line, 0);
+    }
+
+    #[test]
     fn garbled_rocm_smi_output_names_the_tool_and_line() {
         let e = parse_rocm_smi("WARNING: No JSON data to report\n").unwrap_err();
         assert_eq!((e.tool, e.line), ("rocm-smi", 0));
@@ -719,11 +494,12 @@ mod tests {
             let _ = parse_rocm_smi_cards(&s);
             let _ = parse_ixsmi(&s);
             let _ = parse_mthreads_gmi(&s);
+            let _ = parse_mx_smi(&s);
         }
 
         #[test]
         fn parsers_never_panic_on_mangled_samples(cut in 0usize..2000, junk in "[|/ 0-9a-zA-Z\n-]{0,40}") {
-            for name in ["npu-smi-910b4.txt", "npu-smi-a3.txt", "xpu_smi-k200.txt", "rocm-smi-rx7900xt.json", "rocm-smi-hygon-k100-ai.json", "ixsmi-mr-v50-v100.csv", "mthreads-gmi-s5000.txt"] {
+            for name in ["npu-smi-910b4.txt", "npu-smi-a3.txt", "xpu_smi-k200.txt", "rocm-smi-rx7900xt.json", "rocm-smi-hygon-k100-ai.json", "ixsmi-mr-v50-v100.csv", "mthreads-gmi-s5000.txt", "mx-smi-c500.txt"] {
                 let text = fixture(name);
                 let at = text.char_indices().map(|(i, _)| i).nth(cut % text.chars().count()).unwrap_or(0);
                 let mangled = format!("{}{junk}{}", &text[..at], &text[at..]);
@@ -732,6 +508,7 @@ mod tests {
                 let _ = parse_rocm_smi_cards(&mangled);
                 let _ = parse_ixsmi(&mangled);
                 let _ = parse_mthreads_gmi(&mangled);
+                let _ = parse_mx_smi(&mangled);
             }
         }
     }

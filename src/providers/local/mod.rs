@@ -41,6 +41,8 @@ pub mod outputs;
 pub mod plan;
 pub mod procfs;
 pub mod shim;
+pub mod smi;
+pub mod smi_gpus;
 pub mod state;
 
 pub use shim::supervise_main;
