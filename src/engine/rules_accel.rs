@@ -6,8 +6,12 @@
 //! (`tests/corpus/failures/index.toml`) has a case per library citing it.
 //!
 //! Hygon DCUs run HIP and RCCL, so the HIP and NCCL-family rules already
-//! cover them. No public log of a Cambricon (CNCL, torch_mlu), Moore
-//! Threads (MCCL), MetaX, Iluvatar or Enflame failure was found for this
+//! cover them. Moore Threads' torch_musa reports a kernel fault in CUDA's
+//! words (`MUSA error: an illegal memory access was encountered`,
+//! MooreThreads/torch_musa issue 105), which the CUDA rule reads; no
+//! public text log of its MCCL or out-of-memory messages was found (the
+//! threads show screenshots). No public log of a Cambricon (CNCL,
+//! torch_mlu), MetaX, Iluvatar or Enflame failure was found for this
 //! table; their messages are not matched yet.
 
 use super::rules::re;
