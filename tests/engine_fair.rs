@@ -72,7 +72,7 @@ impl Sim {
         }
     }
 
-    fn submit(&mut self, tenant: &'static str, minutes: i64) {
+    fn submit(&mut self, tenant: &'static str, minutes: i64) -> WorkloadId {
         let spec = job_spec(1, "");
         let out = self.w.send(Event::Submit {
             request: 1,
@@ -92,6 +92,7 @@ impl Sim {
         self.runs_for.insert(id, minutes);
         self.tenant_of.insert(id, tenant);
         self.start_launched();
+        id
     }
 
     /// Every new launch is accepted and runs.
@@ -362,4 +363,140 @@ fn gap_preemption_serves_every_tenant_below_its_share_in_one_pass() {
         let n = s.running.iter().filter(|(a, _)| s.tenant_of[&a.workload] == t).count();
         assert_eq!(n, 1, "{t} runs its job");
     }
+}
+
+/// The Terminate actions sent so far.
+fn terminates(s: &Sim) -> Vec<AttemptId> {
+    s.w.actions
+        .iter()
+        .filter_map(|a| match a {
+            canopy::engine::core::Action::Terminate { attempt, .. } => Some(*attempt),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Three tenants in 8 GPUs (`three_tenants`): big holds them all, mid
+/// has used some (a 15-minute job at minute 0), small none. At minute 20
+/// mid's one-GPU job X waits; at minute 30 (big's work has run 30
+/// minutes) a fair-share preemption stops one of big's for X. Returns
+/// the sim, X and the victim, its stop not yet confirmed.
+fn preempted_for_mid(fair: &str) -> (Sim, WorkloadId, AttemptId) {
+    let mut s = Sim::new(three_tenants(fair));
+    for _ in 0..7 {
+        s.submit("big", 600);
+    }
+    s.submit("mid", 15);
+    s.minute();
+    // Takes mid's GPU when its job ends, and one more waits.
+    s.submit("big", 600);
+    s.submit("big", 600);
+    while (s.w.now - T0) / 60_000 < 20 {
+        s.minute();
+    }
+    let x = s.submit("mid", 120);
+    let before = terminates(&s).len();
+    while terminates(&s).len() == before {
+        assert!((s.w.now - T0) / 60_000 < 40, "no preemption for mid's job by minute 40");
+        s.minute();
+    }
+    let stops = terminates(&s);
+    assert_eq!(stops.len(), before + 1, "one victim for one GPU");
+    let victim = stops[before];
+    assert_eq!(s.tenant_of[&victim.workload], "big");
+    s.running.retain(|(a, _)| *a != victim);
+    (s, x, victim)
+}
+
+/// The victim's stop is confirmed; new launches start.
+fn confirm(s: &mut Sim, victim: AttemptId) {
+    s.w.confirm_terminated(victim, ProviderEnd::Signaled { signal: 15 });
+    s.start_launched();
+}
+
+fn runs(s: &Sim, id: WorkloadId) -> bool {
+    s.running.iter().any(|(a, _)| a.workload == id)
+}
+
+const ONE_A_PASS: &str = "[fair_share]\nhalf_life = \"1h\"\npreempt_after = \"30m\"\n";
+const GAPS: &str = "[fair_share]\nhalf_life = \"1h\"\npreempt_after = \"30m\"\npreempt_gaps = true\n";
+
+/// The room a fair-share preemption frees goes to the workload it was
+/// freed for (X, of mid), on the victim's node, not to work of a tenant
+/// the serving order puts first (small, which has used nothing) that
+/// arrived while the victim was stopping. Both preemption passes.
+#[test]
+fn room_freed_by_a_fair_share_preemption_goes_to_the_workload_it_was_freed_for() {
+    for (mode, fair) in [("one workload a pass", ONE_A_PASS), ("gap pass", GAPS)] {
+        let (mut s, x, victim) = preempted_for_mid(fair);
+        let victim_node =
+            s.w.launch_log()
+                .find(|(a, _)| *a == victim)
+                .map(|(_, n)| n.to_string())
+                .expect("victim's launch");
+        let c = s.submit("small", 120);
+        assert!(!runs(&s, c), "{mode}: no room yet for small's job");
+        confirm(&mut s, victim);
+        assert!(runs(&s, x), "{mode}: X runs in the room freed for it");
+        assert_eq!(s.w.launched(x), Some(victim_node.as_str()), "{mode}: on the victim's node");
+        assert!(!runs(&s, c), "{mode}: small's job, first in the serving order, did not take X's room");
+        let kept = s.w.events(x, EventKind::Unschedulable);
+        assert!(
+            kept.iter().any(|e| e.starts_with(&format!("keeping {victim_node} for this workload"))),
+            "{kept:?}"
+        );
+    }
+}
+
+/// X cancelled while its victim stops: the room ends with it, and the
+/// freed GPU goes by the serving order (small's job).
+#[test]
+fn the_room_ends_when_its_workload_is_cancelled() {
+    let (mut s, x, victim) = preempted_for_mid(ONE_A_PASS);
+    let c = s.submit("small", 120);
+    s.w.send(Event::Cancel { request: 99, id: x });
+    confirm(&mut s, victim);
+    assert!(runs(&s, c), "the room of a cancelled workload is open to others");
+}
+
+/// A victim that takes longer to stop than its grace (30 s) and the
+/// margin (60 s) no longer keeps its node from others: at minute 32 the
+/// room is over, X is told, and small's job arriving then takes the GPU
+/// when the stop is finally confirmed.
+#[test]
+fn the_room_ends_after_its_bound() {
+    let (mut s, x, victim) = preempted_for_mid(ONE_A_PASS);
+    s.minute();
+    s.minute();
+    let said = s.w.events(x, EventKind::Unschedulable);
+    assert!(said.iter().any(|e| e.contains("open to others again")), "{said:?}");
+    let c = s.submit("small", 120);
+    confirm(&mut s, victim);
+    assert!(runs(&s, c), "after the bound the freed GPU goes by the serving order");
+    assert!(!runs(&s, x));
+}
+
+/// Placed, X's room is over: nothing else is kept out of the victim's
+/// node. Another of big's jobs there ends (before the room's bound,
+/// minute 31.5): small's job, arriving now, takes its GPU.
+#[test]
+fn the_room_ends_when_its_workload_is_placed() {
+    let (mut s, x, victim) = preempted_for_mid(ONE_A_PASS);
+    let node = s.w.launch_log().find(|(a, _)| *a == victim).map(|(_, n)| n.to_string()).expect("launched");
+    confirm(&mut s, victim);
+    assert!(runs(&s, x));
+    let c = s.submit("small", 120);
+    assert!(!runs(&s, c));
+    let launched_on = |s: &Sim, a: AttemptId| s.w.launch_log().any(|(b, n)| b == a && n == node);
+    let other = s
+        .running
+        .iter()
+        .map(|(a, _)| *a)
+        .find(|a| a.workload != x && launched_on(&s, *a))
+        .expect("another job on the victim's node");
+    s.running.retain(|(a, _)| *a != other);
+    s.w.end(other, ProviderEnd::Exited { code: 0 }, &[]);
+    s.start_launched();
+    assert!(runs(&s, c), "nothing is kept for a workload once placed");
+    assert_eq!(s.w.launched(c), Some(node.as_str()));
 }

@@ -41,10 +41,20 @@ impl Core {
             let mut req = self.placement_request(e);
             let quota_why = self.gate_quota(e, &mut req);
             self.apply_hold(id, e.rec.priority, &mut req, now);
+            self.apply_rooms(id, &mut req);
             let policy = placement.scheduler_policy(e.spec.preferences.optimize);
             let (priority, queued_at) = (e.rec.priority, self.queue_priority(id));
             let next_attempt = e.rec.attempts + 1;
             self.snapshot(now);
+            // Room kept for this workload after a fair-share preemption is
+            // where it goes when it fits there (`room.rs`).
+            if let Some(c) = self.place_in_room(id, &req, &policy) {
+                self.counts.decisions += 1;
+                if self.budget_admits(id, &c, now) {
+                    self.start_attempt(id, c, now);
+                }
+                continue;
+            }
             let Some(snap) = self.snapshot.as_ref() else { continue };
             // Nothing fitted this request before, and nothing it depends on
             // changed since: the answer is the one remembered (exactly).
@@ -121,6 +131,7 @@ impl Core {
     fn start_attempt(&mut self, id: WorkloadId, c: Candidate, now: Millis) {
         self.touched.push(id);
         self.release_hold(id);
+        self.release_room(id);
         let nodes = c.node_indices();
         let node_names = c.node_names();
         let gpu_memory_gb = self.fleet.pool(c.pool_idx).gpu_memory_gb();

@@ -30,6 +30,9 @@ pub(super) struct FairState {
     bands: HashMap<String, u32>,
     /// When the order may be recomputed next.
     next_rank: Option<Millis>,
+    /// Room kept after a fair-share preemption, by the workload it was
+    /// freed for (`room.rs`).
+    pub(super) rooms: std::collections::BTreeMap<WorkloadId, super::room::Room>,
 }
 
 impl Core {
@@ -51,6 +54,7 @@ impl Core {
     /// Brings tenants' usage up to `now`, and the serving order when due.
     pub(super) fn fair_accrue(&mut self, now: Millis) {
         let Some(fs) = self.tenancy.fair_share else { return };
+        self.expire_rooms(now);
         let holding = self.gpus_held();
         self.fair.book.accrue(now, fs.half_life, holding.iter().map(|(t, g)| (t.as_str(), *g)));
         if self.fair.next_rank.is_none_or(|t| t <= now) {
@@ -253,5 +257,17 @@ impl Core {
         let why = format!("preempted for fair share ({standing}) ");
         self.stop_victims(id, &tenant, chosen, std::time::Duration::MAX, &why, now);
         self.reclaim_started(id, tenant);
+        // The freed room is kept for `id` until it is placed, or for the
+        // victims' longest stop grace and a margin (`room.rs`).
+        let grace = chosen
+            .0
+            .victims
+            .iter()
+            .filter_map(|v| self.entries.get(&WorkloadId(v.workload)))
+            .map(|e| e.spec.runtime.stop_grace().as_millis() as i64)
+            .max()
+            .unwrap_or(0);
+        let until = Millis(now.0.saturating_add(grace).saturating_add(super::room::ROOM_MARGIN_MS));
+        self.keep_room(id, &chosen.0.nodes, until, now);
     }
 }

@@ -119,7 +119,7 @@ impl Core {
     /// one kept off its nodes may fit now, and a group of blocked work stays
     /// about one request (groups are answers about a request, and the hold
     /// is part of the request).
-    fn ask_again(&mut self) {
+    pub(super) fn ask_again(&mut self) {
         self.queue.ungroup_all();
         self.unblock_all();
     }

@@ -36,6 +36,7 @@ mod reconcile;
 mod refused;
 mod restore;
 mod retrying;
+mod room;
 mod self_check;
 mod submit;
 mod tenancy;
@@ -510,7 +511,7 @@ impl Core {
         if let Some(t) = self.beliefs.next_expiry() {
             consider(t);
         }
-        if let Some(t) = self.budget_next_wake() {
+        if let Some(t) = self.budget_next_wake().into_iter().chain(self.rooms_next_end()).min() {
             consider(t);
         }
         if let Some(t) =
@@ -633,6 +634,7 @@ impl Core {
         self.notify(id, on, now);
         self.live_ids.remove(id);
         self.release_hold(id);
+        self.release_room(id);
         if let Some(e) = self.entries.remove(&id)
             && let Some(k) = e.rec.idempotency_key
         {

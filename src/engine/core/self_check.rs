@@ -72,6 +72,8 @@ impl Core {
                     if let Some(h) = &self.hold {
                         r.exclude_nodes.retain(|n| !h.names.contains(n));
                     }
+                    // So may rooms kept after a fair-share preemption.
+                    r.exclude_nodes.retain(|n| !self.fair.rooms.values().any(|k| k.names.contains(n)));
                     r
                 };
                 let mine = strip(&self.placement_request(e));
