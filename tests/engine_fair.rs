@@ -500,3 +500,17 @@ fn the_room_ends_when_its_workload_is_placed() {
     assert!(runs(&s, c), "nothing is kept for a workload once placed");
     assert_eq!(s.w.launched(c), Some(node.as_str()));
 }
+
+/// `[fair_share]` removed while a room is kept: the room still ends at
+/// its bound, and the core does not ask to be woken in the past.
+#[test]
+fn a_room_ends_at_its_bound_after_fair_share_is_turned_off() {
+    let (mut s, x, _victim) = preempted_for_mid(ONE_A_PASS);
+    s.w.send(Event::SetTenancy { tenancy: Box::new(three_tenants("")) });
+    s.minute();
+    s.minute();
+    let said = s.w.events(x, EventKind::Unschedulable);
+    assert!(said.iter().any(|e| e.contains("open to others again")), "{said:?}");
+    let wake = s.w.core.next_wake();
+    assert!(wake.is_none_or(|t| t.0 > s.w.now), "a wake in the past: {wake:?} at {}", s.w.now);
+}

@@ -53,8 +53,10 @@ impl Core {
 
     /// Brings tenants' usage up to `now`, and the serving order when due.
     pub(super) fn fair_accrue(&mut self, now: Millis) {
-        let Some(fs) = self.tenancy.fair_share else { return };
+        // Before anything else: a room outlives a `[fair_share]` removed
+        // meanwhile, and its end is a wake (`next_wake`).
         self.expire_rooms(now);
+        let Some(fs) = self.tenancy.fair_share else { return };
         let holding = self.gpus_held();
         self.fair.book.accrue(now, fs.half_life, holding.iter().map(|(t, g)| (t.as_str(), *g)));
         if self.fair.next_rank.is_none_or(|t| t <= now) {
