@@ -110,8 +110,8 @@ impl Core {
                 id,
                 None,
                 EventKind::Unschedulable,
-                "the room kept for this workload is open to others again: its victims' stops took longer \
-                 than their grace"
+                "the room kept for this workload is open to others again: it was not placed within its \
+                 victims' stop grace and a minute"
                     .into(),
             );
             self.release_room(id);
