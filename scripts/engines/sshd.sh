@@ -108,6 +108,9 @@ start_host() { # a|b
 
 stop_host() { # a|b
   local h=$1 pid t0; t0=$(ms)
+  # Rootless podman leaves a pause process (catatonit -P) per user that ran
+  # a container: the owner's images test starts one; reap it with the host.
+  pkill -TERM -u "$(user "$h")" -x catatonit 2>/dev/null || true
   pid=$(listener "$h") || { rm -f "$(pidfile "$h")"; return 0; }
   kill -TERM "$pid"
   for _ in $(seq 1 100); do alive "$pid" || break; sleep 0.05; done
