@@ -162,10 +162,14 @@ pub enum Family {
     /// Enflame CloudBlazer inference cards (S60).
     #[serde(rename = "enflame-s")]
     EnflameS,
+    /// Intel Data Center GPU Max (Ponte Vecchio): the Xe-HPC architecture.
+    /// Last, so that the families before it keep their bits.
+    #[serde(rename = "xe-hpc")]
+    XeHpc,
 }
 
 impl Family {
-    pub const ALL: [Family; 26] = [
+    pub const ALL: [Family; 27] = [
         Family::Pascal,
         Family::Volta,
         Family::Turing,
@@ -192,6 +196,7 @@ impl Family {
         Family::Zhikai,
         Family::EnflameT,
         Family::EnflameS,
+        Family::XeHpc,
     ];
 
     pub const fn vendor(self) -> Vendor {
@@ -204,7 +209,7 @@ impl Family {
             | Family::Hopper
             | Family::Blackwell => Vendor::Nvidia,
             Family::Cdna2 | Family::Cdna3 | Family::Rdna3 => Vendor::Amd,
-            Family::Gaudi2 | Family::Gaudi3 => Vendor::Intel,
+            Family::Gaudi2 | Family::Gaudi3 | Family::XeHpc => Vendor::Intel,
             Family::Ascend910b | Family::Ascend910c => Vendor::Huawei,
             Family::Mlu370 | Family::Mlu590 => Vendor::Cambricon,
             Family::DcuZ100 | Family::DcuK100 => Vendor::Hygon,
@@ -235,6 +240,7 @@ impl Family {
             Family::Rdna3 => "rdna3",
             Family::Gaudi2 => "gaudi2",
             Family::Gaudi3 => "gaudi3",
+            Family::XeHpc => "xe-hpc",
             Family::Ascend910b => "ascend910b",
             Family::Ascend910c => "ascend910c",
             Family::Mlu370 => "mlu370",

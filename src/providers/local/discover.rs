@@ -1,12 +1,14 @@
 //! Accelerators other than NVIDIA's, found through their vendors' tools:
-//! `npu-smi info` (Huawei Ascend) and `xpu_smi` (Kunlunxin), parsed here,
-//! and `rocm-smi --json` (AMD, and Hygon through the rocm-smi of its DTK),
+//! `npu-smi info` (Huawei Ascend) and `xpu_smi` (Kunlunxin), parsed here;
+//! `rocm-smi --json` (AMD, and Hygon through the rocm-smi of its DTK),
 //! `ixsmi`'s CSV (Iluvatar CoreX), `mthreads-gmi` (Moore Threads) and
-//! `mx-smi` (MetaX), parsed in [`super::smi_gpus`]. The parsers read what
-//! these tools print as published samples show it (`tests/fixtures/accel/`,
-//! whose tests are all here); the table of tools per vendor is
-//! [`crate::accel::devices`]. Tools whose output Canopy has no sample of
-//! are not run.
+//! `mx-smi` (MetaX), parsed in [`super::smi_gpus`]; `amd-smi static
+//! --json` (AMD), `hl-smi` (Intel Gaudi), `xpu-smi discovery -j` (Intel
+//! data-centre GPUs), `cnmon` (Cambricon) and `efsmi` (Enflame), parsed in
+//! [`super::smi_vendors`]. The parsers read what these tools print as
+//! published samples show it (`tests/fixtures/accel/`); the table of tools
+//! per vendor is [`crate::accel::devices`]. Tools whose output Canopy has
+//! no sample of (`hy-smi`) are not run.
 //!
 //! Parsing is pure and total: unexpected output is a [`ParseError`] that
 //! names the tool and the line, never a panic. Running the tools is
@@ -17,6 +19,8 @@ use super::smi::{cells, usage_pairs};
 pub use super::smi_gpus::{
     parse_ixsmi, parse_mthreads_gmi, parse_mx_smi, parse_rocm_smi, parse_rocm_smi_hygon,
 };
+use super::smi_vendors::HL_SMI_FIELDS;
+pub use super::smi_vendors::{parse_amd_smi, parse_cnmon, parse_efsmi, parse_hl_smi};
 use crate::accel::{ComputeCapability, Family, Vendor};
 use crate::fleet::Accelerator;
 use std::time::Duration;
@@ -181,11 +185,17 @@ pub fn accelerator(vendor: Vendor, devices: &[Device]) -> Option<(Accelerator, u
     if count as usize != devices.len() {
         tracing::warn!(%vendor, "accelerators of different models on this host; the pool offers only the {count} {}", first.name);
     }
+    let family = first.family?;
     let model = match vendor {
         Vendor::Huawei if !first.name.starts_with("Ascend") => format!("Ascend{}", first.name),
+        // hl-smi names the board (`HL-325L`); the fleet's vocabulary and
+        // the throughput table name the generation (`Gaudi3`).
+        Vendor::Intel if matches!(family, Family::Gaudi2 | Family::Gaudi3) => {
+            let generation = if family == Family::Gaudi2 { "Gaudi2" } else { "Gaudi3" };
+            format!("{generation} {}", first.name)
+        }
         _ => first.name.clone(),
     };
-    let family = first.family?;
     Some((
         Accelerator {
             vendor,
@@ -205,7 +215,9 @@ type Parser = fn(&str) -> Result<Vec<Device>, ParseError>;
 /// The tools run, in order: a host's first vendor with devices wins.
 const TOOLS: &[(&str, &[&str], Vendor, Parser)] = &[
     ("npu-smi", &["info"], Vendor::Huawei, parse_npu_smi),
+    ("cnmon", &[], Vendor::Cambricon, parse_cnmon),
     ("xpu_smi", &[], Vendor::Kunlunxin, parse_xpu_smi),
+    ("amd-smi", &["static", "--json"], Vendor::Amd, parse_amd_smi),
     ("rocm-smi", ROCM_SMI_ARGS, Vendor::Amd, parse_rocm_smi),
     ("rocm-smi", ROCM_SMI_ARGS, Vendor::Hygon, parse_rocm_smi_hygon),
     (
@@ -219,6 +231,8 @@ const TOOLS: &[(&str, &[&str], Vendor, Parser)] = &[
     ),
     ("mthreads-gmi", &[], Vendor::MooreThreads, parse_mthreads_gmi),
     ("mx-smi", &[], Vendor::Metax, parse_mx_smi),
+    ("efsmi", &[], Vendor::Enflame, parse_efsmi),
+    ("hl-smi", &["-Q", HL_SMI_FIELDS, "--format", "csv,noheader"], Vendor::Intel, parse_hl_smi),
 ];
 
 /// AMD's rocm-smi and the one in Hygon's DTK answer the same query; it
@@ -274,7 +288,33 @@ pub async fn discover() -> Option<(Accelerator, u32)> {
             Err(e) => tracing::warn!("{e}"),
         }
     }
+    if super::container::which("xpu-smi").is_some() {
+        match intel_gpus().await {
+            Ok(devices) => return accelerator(Vendor::Intel, &devices),
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
     None
+}
+
+/// Intel's data-centre GPUs: `xpu-smi discovery -j` lists them, and
+/// `xpu-smi discovery -d <id> -j` of the first of each model says its
+/// memory. A tool that does not answer is an empty list (logged).
+async fn intel_gpus() -> Result<Vec<Device>, ParseError> {
+    use super::smi_vendors::{parse_xpu_smi_device, parse_xpu_smi_list, xpu_smi_detail_ids, xpu_smi_devices};
+    let Some(text) = run_tool("xpu-smi", &["discovery", "-j"], Vendor::Intel).await else {
+        return Ok(Vec::new());
+    };
+    let list = parse_xpu_smi_list(&text)?;
+    let mut details = Vec::new();
+    for id in xpu_smi_detail_ids(&list) {
+        let id = id.to_string();
+        let Some(text) = run_tool("xpu-smi", &["discovery", "-d", &id, "-j"], Vendor::Intel).await else {
+            return Ok(Vec::new());
+        };
+        details.push(parse_xpu_smi_device(&text)?);
+    }
+    xpu_smi_devices(&list, &details)
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ pub mod procfs;
 pub mod shim;
 pub mod smi;
 pub mod smi_gpus;
+pub mod smi_vendors;
 pub mod state;
 
 pub use shim::supervise_main;
