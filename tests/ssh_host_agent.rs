@@ -111,6 +111,27 @@ fn a_launch_sets_the_host_vendors_visible_devices_variable_and_clears_the_others
     assert_eq!(set(&l), [("XPU_VISIBLE_DEVICES".to_string(), "2,3".to_string())]);
     l.vendor = Some(Vendor::Cambricon);
     assert_eq!(set(&l), [("MLU_VISIBLE_DEVICES".to_string(), "2,3".to_string())]);
+    // Every vendor's variable, as docs/accelerators.md gives it.
+    let every = [
+        (Vendor::Nvidia, None, "CUDA_VISIBLE_DEVICES", "2,3"),
+        (Vendor::Amd, Some(Family::Cdna2), "ROCR_VISIBLE_DEVICES", "2,3"),
+        (Vendor::Intel, Some(Family::Gaudi3), "HABANA_VISIBLE_MODULES", "2,3"),
+        (Vendor::Intel, Some(Family::XeHpc), "ONEAPI_DEVICE_SELECTOR", "level_zero:2,3"),
+        (Vendor::Hygon, Some(Family::DcuK100), "HIP_VISIBLE_DEVICES", "2,3"),
+        (Vendor::MooreThreads, Some(Family::MttS), "MUSA_VISIBLE_DEVICES", "2,3"),
+        (Vendor::Metax, Some(Family::Xiyun), "CUDA_VISIBLE_DEVICES", "2,3"),
+        (Vendor::Iluvatar, Some(Family::Zhikai), "CUDA_VISIBLE_DEVICES", "2,3"),
+        (Vendor::Enflame, Some(Family::EnflameS), "TOPS_VISIBLE_DEVICES", "2,3"),
+    ];
+    for (vendor, family, var, value) in every {
+        l.vendor = Some(vendor);
+        l.family = family;
+        assert_eq!(set(&l), [(var.to_string(), value.to_string())], "{vendor} {family:?}");
+        let cleared = visible_devices(&l).iter().filter(|(_, v)| v.is_none()).count();
+        // Ten variables in all (MetaX and Iluvatar share NVIDIA's): the nine others cleared.
+        assert_eq!(cleared, 9, "{vendor}: every other vendor's variable is cleared");
+    }
+    l.family = None;
     l.vendor = None;
     assert_eq!(
         set(&l),

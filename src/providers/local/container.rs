@@ -383,6 +383,64 @@ mod tests {
         assert!(!argv.contains("nvidia"), "{argv}");
     }
 
+    /// Each vendor's container gets its own devices: the attempt's device
+    /// nodes where the vendor has one per device, its shared nodes, CDI or
+    /// its container runtime. The expected arguments are written out here
+    /// from `docs/accelerators.md`, not derived from the table under test.
+    #[test]
+    fn every_vendors_container_gets_its_devices() {
+        use crate::accel::{Family, Vendor};
+        let podman = ContainerEngine {
+            kind: EngineKind::Podman,
+            program: "/usr/bin/podman".into(),
+            cgroupfs: true,
+            memory_limits: true,
+        };
+        let cmd = vec!["true".to_string()];
+        let cases: [(Vendor, Option<Family>, &str); 12] = [
+            (Vendor::Nvidia, None, "--device nvidia.com/gpu=all"),
+            (Vendor::Amd, None, "--device /dev/kfd --device /dev/dri"),
+            (Vendor::Intel, Some(Family::Gaudi3), "--runtime habana -e HABANA_VISIBLE_DEVICES=all"),
+            (Vendor::Intel, Some(Family::XeHpc), "--device /dev/dri"),
+            (
+                Vendor::Huawei,
+                None,
+                "--device /dev/davinci4 --device /dev/davinci5 --device /dev/davinci_manager \
+                 --device /dev/devmm_svm --device /dev/hisi_hdc",
+            ),
+            (
+                Vendor::Cambricon,
+                None,
+                "--device /dev/cambricon_dev4 --device /dev/cambricon_dev5 --device /dev/cambricon_ctl",
+            ),
+            (Vendor::Hygon, None, "--device /dev/kfd --device /dev/dri"),
+            (Vendor::Kunlunxin, None, "--device /dev/xpu4 --device /dev/xpu5"),
+            (Vendor::MooreThreads, None, "--device /dev/dri"),
+            (Vendor::Metax, None, "--device /dev/dri"),
+            (Vendor::Iluvatar, None, "--device /dev/iluvatar4 --device /dev/iluvatar5"),
+            (Vendor::Enflame, None, "--device /dev/gcu4 --device /dev/gcu5"),
+        ];
+        for (vendor, family, devices) in cases {
+            let plan = RunPlan {
+                token: "canopy-s-w1-a1",
+                image: "img:1",
+                workdir: None,
+                env_names: vec![],
+                mounts: vec![],
+                gpus: 2,
+                accel: crate::accel::devices::of(vendor, family),
+                device_ids: vec![4, 5],
+                memory_bytes: 1_000_000_000,
+                cpus: 1.0,
+                cgroup_parent: None,
+                pull_never: false,
+                command: &cmd,
+            };
+            let argv = run_argv(&podman, &plan).join(" ");
+            assert!(argv.contains(&format!("--cpus 1 {devices} img:1")), "{vendor} {family:?}: {argv}");
+        }
+    }
+
     /// Rootless on cgroup v1 cannot hold a container to a memory limit,
     /// and the local pool then says so in its tags; rootful engines, and
     /// rootless ones on cgroup v2 with memory delegated, can.
