@@ -11,8 +11,10 @@
 //! MooreThreads/torch_musa issue 105), which the CUDA rule reads; no
 //! public text log of its MCCL or out-of-memory messages was found (the
 //! threads show screenshots). No public log of a Cambricon (CNCL,
-//! torch_mlu), MetaX, Iluvatar or Enflame failure was found for this
-//! table; their messages are not matched yet.
+//! torch_mlu), MetaX (MCCL), Iluvatar (IXCCL) or Enflame (ECCL) failure
+//! was found — only the format strings in their sources — so their
+//! messages are not matched yet; `docs/accelerators.md` ("Failures") says
+//! what was searched.
 
 use super::rules::re;
 use regex::Regex;
