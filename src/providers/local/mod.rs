@@ -174,6 +174,10 @@ pub const DEFAULT_INHERIT_ENV: &[&str] = &[
 pub struct LocalProvider {
     cfg: LocalConfig,
     engine: tokio::sync::OnceCell<Option<ContainerEngine>>,
+    /// The accelerator the last inventory found on this host (its vendor
+    /// and family): whose devices a container gets when the spec names no
+    /// vendor (see [`plan::container_devices`]).
+    found: std::sync::Mutex<Option<(crate::accel::Vendor, crate::accel::Family)>>,
 }
 
 impl LocalProvider {
@@ -186,7 +190,7 @@ impl LocalProvider {
         if let Some(abs) = cfg.lease.as_deref().and_then(|l| std::path::absolute(l).ok()) {
             cfg.lease = Some(abs);
         }
-        Self { cfg, engine: tokio::sync::OnceCell::new() }
+        Self { cfg, engine: tokio::sync::OnceCell::new(), found: std::sync::Mutex::new(None) }
     }
 
     pub fn config(&self) -> &LocalConfig {
@@ -249,6 +253,10 @@ impl Provider for LocalProvider {
                 n.switch = Some(inventory::LOOPBACK_SWITCH.into());
             }
         }
+        let found =
+            inv.pools.first().and_then(|p| p.def.shape.accelerator.as_ref()).map(|a| (a.vendor, a.family));
+        // A poisoned lock only means a panic elsewhere; the value is a copy.
+        *self.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = found;
         Ok(inv)
     }
 
@@ -282,8 +290,9 @@ impl Provider for LocalProvider {
                 }
             }
         };
-        let plan =
-            plan::plan(&self.cfg, req, &dir, engine, own_cgroup, |k| std::env::var(k).ok()).map_err(|m| {
+        let found = *self.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let plan = plan::plan(&self.cfg, req, &dir, engine, own_cgroup, found, |k| std::env::var(k).ok())
+            .map_err(|m| {
                 if own_cgroup {
                     cgroup::remove(&req.token);
                 }

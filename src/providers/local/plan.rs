@@ -29,6 +29,7 @@
 use super::LocalConfig;
 use super::container::{self, ContainerEngine, Mount, RunPlan};
 use super::layout::{AttemptDir, GangRecord, LaunchRecord, now_ms, relative_output, valid_token};
+use crate::accel::{Family, Vendor};
 use crate::providers::LaunchRequest;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -71,6 +72,7 @@ pub fn plan(
     dir: &AttemptDir,
     engine: Option<&ContainerEngine>,
     own_cgroup: bool,
+    found: Option<(Vendor, Family)>,
     host_env: impl Fn(&str) -> Option<String>,
 ) -> Result<Plan, String> {
     if !valid_token(&req.token) {
@@ -203,7 +205,7 @@ pub fn plan(
             env_names.extend(rt.secrets.iter().cloned());
             env_names.sort();
             env_names.dedup();
-            let (accel, device_ids) = container_devices(req, &host_env);
+            let (accel, device_ids) = container_devices(req, found, &host_env);
             let plan = RunPlan {
                 token: &req.token,
                 image,
@@ -235,18 +237,23 @@ pub fn plan(
 }
 
 /// Whose devices a container gets and which: the spec's vendor if it names
-/// one, else the vendor whose visible-devices variable the launcher has
-/// (the SSH host agent sets its vendor's to the attempt's devices), else
-/// NVIDIA; the indices from that variable, else the first `gpus`.
-fn container_devices(
+/// one, else the vendor the host's inventory `found`, else the vendor
+/// whose visible-devices variable the launcher has (the SSH host agent
+/// sets its vendor's to the attempt's devices), else NVIDIA; the indices
+/// from that vendor's variable, else the first `gpus`. The inventory's
+/// vendor comes before the variables because MetaX and Iluvatar share
+/// NVIDIA's `CUDA_VISIBLE_DEVICES`.
+pub(super) fn container_devices(
     req: &LaunchRequest,
+    found: Option<(Vendor, Family)>,
     host_env: &impl Fn(&str) -> Option<String>,
 ) -> (&'static crate::accel::devices::DeviceKind, Vec<u32>) {
     use crate::accel::devices::{self, KINDS};
     let acc = req.spec.resources.accelerator.as_ref();
-    let kind = match acc.and_then(|a| a.vendor) {
-        Some(v) => devices::of(v, acc.and_then(|a| a.family.first().copied())),
-        None => KINDS.iter().find(|k| host_env(k.visible_env).is_some()).unwrap_or(&KINDS[0]),
+    let kind = match (acc.and_then(|a| a.vendor), found) {
+        (Some(v), _) => devices::of(v, acc.and_then(|a| a.family.first().copied())),
+        (None, Some((v, family))) => devices::of(v, Some(family)),
+        (None, None) => KINDS.iter().find(|k| host_env(k.visible_env).is_some()).unwrap_or(&KINDS[0]),
     };
     let ids = host_env(kind.visible_env)
         .map(|v| {
@@ -404,16 +411,31 @@ mod tests {
         };
         // The SSH host agent set the Ascend variable: those NPUs.
         let req = request(serde_json::json!({ "gpus": 2 }));
-        let (kind, ids) = container_devices(&req, &env(&[("ASCEND_RT_VISIBLE_DEVICES", "4,5")]));
+        let (kind, ids) = container_devices(&req, None, &env(&[("ASCEND_RT_VISIBLE_DEVICES", "4,5")]));
         assert_eq!((kind.name, ids), ("huawei-ascend", vec![4, 5]));
         // Nothing set: NVIDIA, the first `gpus`.
-        let (kind, ids) = container_devices(&req, &env(&[]));
+        let (kind, ids) = container_devices(&req, None, &env(&[]));
         assert_eq!((kind.name, ids), ("nvidia", vec![0, 1]));
         // The spec's vendor wins over a variable the operator left set.
         let req = request(serde_json::json!({ "gpus": 1, "accelerator": { "vendor": "cambricon" } }));
-        let (kind, ids) =
-            container_devices(&req, &env(&[("CUDA_VISIBLE_DEVICES", "0"), ("MLU_VISIBLE_DEVICES", "3")]));
+        let (kind, ids) = container_devices(
+            &req,
+            None,
+            &env(&[("CUDA_VISIBLE_DEVICES", "0"), ("MLU_VISIBLE_DEVICES", "3")]),
+        );
         assert_eq!((kind.name, ids), ("cambricon", vec![3]));
+        // A MetaX host shares NVIDIA's variable: the vendor its inventory
+        // found decides, with the devices that variable names.
+        let req = request(serde_json::json!({ "gpus": 2 }));
+        let metax = Some((Vendor::Metax, Family::Xiyun));
+        let (kind, ids) = container_devices(&req, metax, &env(&[("CUDA_VISIBLE_DEVICES", "2,3")]));
+        assert_eq!((kind.name, ids), ("metax", vec![2, 3]));
+        let iluvatar = Some((Vendor::Iluvatar, Family::Zhikai));
+        let (kind, ids) = container_devices(&req, iluvatar, &env(&[]));
+        assert_eq!((kind.name, ids), ("iluvatar", vec![0, 1]));
+        // The spec's vendor still wins over what the host has.
+        let req = request(serde_json::json!({ "gpus": 1, "accelerator": { "vendor": "cambricon" } }));
+        assert_eq!(container_devices(&req, metax, &env(&[])).0.name, "cambricon");
     }
 
     #[test]
