@@ -382,3 +382,94 @@ fn an_image_runs_in_the_owners_podman_through_the_agent() {
     assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "", "the container was left behind");
     call(home.path(), &Request::Cleanup { token }).unwrap();
 }
+
+/// The host's probe finds each vendor's accelerators through that vendor's
+/// tool: here the tools are scripts that print the published samples
+/// (`tests/fixtures/accel/`), alone on the agent's PATH, so nothing else
+/// on this machine answers for them.
+#[test]
+fn a_probe_finds_each_vendors_accelerators_through_its_tool() {
+    use std::os::unix::fs::PermissionsExt;
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/accel");
+    let fx = |name: &str| fixtures.join(name).display().to_string();
+    // (tool, its script's body, vendor, model, family, GB, count)
+    let cases = [
+        (
+            "cnmon",
+            format!("/bin/cat {}", fx("cnmon-mlu370-x8.txt")),
+            "cambricon",
+            "MLU370-X8",
+            "mlu370",
+            24.0,
+            2,
+        ),
+        (
+            "efsmi",
+            format!("/bin/cat {}", fx("efsmi-s60.txt")),
+            "enflame",
+            "Enflame S60",
+            "enflame-s",
+            48.0,
+            2,
+        ),
+        (
+            "hl-smi",
+            format!("/bin/cat {}", fx("hl-smi-hl325l.csv")),
+            "intel",
+            "Gaudi3 HL-325L",
+            "gaudi3",
+            128.0,
+            2,
+        ),
+        (
+            "amd-smi",
+            format!("/bin/cat {}", fx("amd-smi-static-mi210.json")),
+            "amd",
+            "AMD Instinct MI210",
+            "cdna2",
+            64.0,
+            1,
+        ),
+        (
+            "xpu-smi",
+            format!(
+                "case \"$*\" in\n  'discovery -j') /bin/cat {} ;;\n  'discovery -d 0 -j') /bin/cat {} ;;\n  *) exit 2 ;;\nesac",
+                fx("xpu-smi-discovery-max1100.json"),
+                fx("xpu-smi-discovery-d0-max1100.json")
+            ),
+            "intel",
+            "Intel(R) Data Center GPU Max 1100",
+            "xe-hpc",
+            48.0,
+            2,
+        ),
+    ];
+    for (tool, body, vendor, model, family, gb, count) in cases {
+        let home = tempfile::tempdir().unwrap();
+        let bin = home.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let script = bin.join(tool);
+        std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_canopy"))
+            .args(["__host", "--store", STORE])
+            .env("HOME", home.path())
+            .env("PATH", &bin)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&serde_json::to_vec(&Request::Probe).unwrap()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let probe = reply(&out.stdout).unwrap_or_else(|e| panic!("{tool}: {e}"));
+        let shape = &probe["shape"];
+        let a = &shape["accelerator"];
+        assert_eq!(
+            (a["vendor"].as_str(), a["model"].as_str(), a["family"].as_str(), a["memory_gb"].as_f64()),
+            (Some(vendor), Some(model), Some(family), Some(gb)),
+            "{tool}: {shape}"
+        );
+        assert_eq!(shape["gpus_per_node"], count, "{tool}: {shape}");
+    }
+}
