@@ -11,10 +11,14 @@
 //! MooreThreads/torch_musa issue 105), which the CUDA rule reads; no
 //! public text log of its MCCL or out-of-memory messages was found (the
 //! threads show screenshots). No public log of a Cambricon (CNCL,
-//! torch_mlu), MetaX (MCCL), Iluvatar (IXCCL) or Enflame (ECCL) failure
-//! was found — only the format strings in their sources — so their
-//! messages are not matched yet; `docs/accelerators.md` ("Failures") says
-//! what was searched.
+//! torch_mlu), MetaX or Moore Threads (MCCL) or Enflame (ECCL) failure was
+//! found either, but their PyTorch bindings raise collective errors with
+//! the fixed prefix PyTorch's own `NCCL error in: FILE:LINE, REASON` has,
+//! from macros in their public sources (cited at each needle); those
+//! prefixes are matched, and their corpus cases say they were constructed
+//! from the format string. Iluvatar's IXCCL: neither a log nor a binding's
+//! source was found. `docs/accelerators.md` ("Failures") says what was
+//! searched.
 
 use super::rules::re;
 use regex::Regex;
@@ -38,6 +42,10 @@ pub(crate) const DEVICE_OOM: &[&str] = &[
     // the allocator's `Out of memory error on XPU` (Paddle PR 27974).
     "XPU API return wrong value[-705]",
     "Out of memory error on XPU",
+    // torch_mlu (Cambricon): its caching allocator raises `MLU out of
+    // memory. Tried to allocate …` (Cambricon/torch_mlu, the MLU caching
+    // allocator's OutOfMemoryError; the format string, no log found).
+    "MLU out of memory. Tried to allocate",
 ];
 
 /// A collective library gave up waiting for a peer.
@@ -57,4 +65,17 @@ pub(crate) const COLLECTIVE_ERROR: &[&str] = &[
     // BKCL (Kunlunxin): its own error lines are tagged `[ERR][BKCL]`
     // (PaddlePaddle/Paddle issue 75925).
     "[ERR][BKCL]",
+    // The prefix of the collective-error macros that port PyTorch's
+    // `C10D_NCCL_CHECK` (`"X error in: " + __FILE__ + ":" + __LINE__ + ", "
+    // + the library's error string`), raised as a RuntimeError:
+    // CNCL — Cambricon/torch_mlu,
+    // torch_mlu/csrc/framework/distributed/cncl_utils.h (C10D_CNCL_CHECK);
+    "CNCL error in: ",
+    // MCCL — MooreThreads/torch_musa, torch_musa/csrc/distributed/MCCLUtils.h
+    // (C10D_MCCL_CHECK); MetaX's MCCL binding raises the same words;
+    "MCCL error in: ",
+    // ECCL — Enflame, through DeepLink-org/deeplink.framework's
+    // torch_dipu ECCL vendor layer (ECCL_THROW) and PaddlePaddle's
+    // ProcessGroupECCL.
+    "ECCL error in: ",
 ];
