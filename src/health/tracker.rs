@@ -147,6 +147,9 @@ impl HealthTracker {
         if obs.ran_s > 0.0 {
             pool.exposure_h += obs.ran_s / 3600.0;
             pool.preemptions += u32::from(obs.class == Some(FailureClass::Preempted));
+            // And the node's, so that its own faults per running hour can
+            // be learned ([`super::Health::failures`]).
+            self.nodes.entry(obs.node.clone()).or_default().exposure_h += obs.ran_s / 3600.0;
         }
         if let Some(ok) = pool_ev {
             update(pool, ok, alpha, obs.class);
