@@ -10,9 +10,7 @@
 //! [`Scorer::bound`] gives an upper bound of a pool's score from pool-level
 //! data alone, so `place` can skip pools that cannot make its top k.
 
-use super::snapshot::{
-    CACHED_PRIOR, CACHED_STARTUP_REFERENCE_S, PoolRow, Snapshot, node_excess_hazard, startup_score, unit,
-};
+use super::snapshot::{CACHED_PRIOR, CACHED_STARTUP_REFERENCE_S, PoolRow, Snapshot, startup_score, unit};
 use super::{Policy, Requirements};
 use crate::units::allowed;
 use serde::Serialize;
@@ -308,7 +306,6 @@ impl<'a> Scorer<'a> {
         let health = row.health * node_info.health.score;
 
         let success = f.survival
-            * self.node_survival(row, node_info)
             * if self.cached_success {
                 node_info.success
             } else {
@@ -322,24 +319,6 @@ impl<'a> Scorer<'a> {
         let fit = self.fit(row, free_gpus);
         let (startup, locality, preference) = self.pool_level(row);
         [unit(health), unit(success), startup, locality, fit, preference]
-    }
-
-    /// The chance an attempt here is not cut short by what the node's own
-    /// record adds to the faults every node has
-    /// ([`super::snapshot::node_excess_hazard`]), over the hours the
-    /// attempt puts at risk (as [`Scorer::risk`]: the run where it runs, or
-    /// one checkpoint interval of it). 1 without an expected runtime, and on
-    /// a node whose record is no worse than a fresh one's. The success
-    /// factor weighs it beside the pool's survival, so a pool whose free
-    /// node is a lemon is not ranked as if it were sound.
-    #[inline]
-    fn node_survival(&self, row: &PoolRow, node: &super::snapshot::NodeInfo) -> f64 {
-        let excess = node_excess_hazard(&node.health);
-        if excess <= 0.0 {
-            return 1.0;
-        }
-        let run_h = self.run_h.map(|r| r / self.speed(row));
-        exposure_h(run_h, self.checkpoint_h).map_or(1.0, |h| (-(excess * h).min(30.0)).exp())
     }
 
     /// The fit factor's raw value on a node of pool `row` with `free_gpus`
