@@ -24,7 +24,7 @@ pub struct Health {
     pub quarantined: bool,
     /// Back from quarantine and trusted only with probation work.
     pub probation: bool,
-    /// Hours attempts have run here (pools only).
+    /// Hours attempts have run here, whatever ended them (pools and nodes).
     pub exposure_h: f64,
     /// Running attempts the provider reclaimed here (pools only).
     pub preemptions: u32,
@@ -57,6 +57,15 @@ impl Health {
     pub fn quarantined(mut self) -> Self {
         self.quarantined = true;
         self
+    }
+
+    /// Attempts that ended in a failure counted against this (for a node:
+    /// its own hardware, [`crate::failure::FailureClass::counts_against_node`]).
+    pub fn failures(&self) -> u32 {
+        let failed = f64::from(self.samples) * (1.0 - self.success_rate);
+        // success_rate is successes / samples: this is a whole number up
+        // to rounding.
+        failed.round().clamp(0.0, f64::from(self.samples)) as u32
     }
 
     /// Success rate shrunk toward `prior` when there are few samples

@@ -147,6 +147,9 @@ impl HealthTracker {
         if obs.ran_s > 0.0 {
             pool.exposure_h += obs.ran_s / 3600.0;
             pool.preemptions += u32::from(obs.class == Some(FailureClass::Preempted));
+            // And the node's, so that its own faults per running hour can
+            // be learned ([`super::Health::failures`]).
+            self.nodes.entry(obs.node.clone()).or_default().exposure_h += obs.ran_s / 3600.0;
         }
         if let Some(ok) = pool_ev {
             update(pool, ok, alpha, obs.class);
@@ -319,7 +322,7 @@ mod tests {
     }
 
     #[test]
-    fn pools_learn_running_hours_and_preemptions_from_every_outcome() {
+    fn pools_and_nodes_learn_running_hours_and_pools_preemptions_from_every_outcome() {
         let mut t = HealthTracker::default();
         let ran = |class, hours: f64| HealthObservation { ran_s: hours * 3600.0, ..obs(0, "n1", class) };
         t.observe(&ran(None, 10.0));
@@ -331,6 +334,10 @@ mod tests {
         let p = t.view(Millis(1)).pool("p/pool");
         assert!((p.exposure_h - 16.0).abs() < 1e-9, "{p:?}");
         assert_eq!(p.preemptions, 1, "only the reclaim counts; hardware faults are node health");
+        // The node learns the same running hours, for its own fault rate.
+        let n = t.view(Millis(1)).node("n1");
+        assert!((n.exposure_h - 16.0).abs() < 1e-9, "{n:?}");
+        assert_eq!(n.failures(), 1, "the hardware fault is the node's; the preemption is not");
     }
 
     #[test]

@@ -100,3 +100,63 @@ fn picks_skip_nodes_with_nothing_free_but_stay_exact() {
     let v = verdicts(&f, &HealthView::default(), &Requirements { providers: globs(&["p"]), ..big });
     assert_eq!(v["p/x"], Err(Filter::FreeCpu));
 }
+
+/// A node that failed twice in its first seven running hours (a lemon)
+/// stays behind a sound node whose one fault came after four hundred
+/// clean hours, although the lemon's moving-average score has recovered
+/// over its last few short runs and is now the higher: the order follows
+/// each node's faults per running hour, not its latest outcomes.
+#[test]
+fn a_node_that_fails_often_for_its_hours_is_used_last() {
+    use crate::engine::model::{HealthObservation, Millis};
+    use crate::failure::FailureClass;
+    use crate::health::HealthTracker;
+
+    let mut b = FleetBuilder::new();
+    b.provider("p", ProviderKind::Local, None).unwrap();
+    let shape = gpus(l40s(), 4, Interconnect::Pcie, 32.0, 128.0, 500.0);
+    b.pool(pool("gpu", "r", shape, 2.0), vec![node("lemon"), node("sound")]).unwrap();
+    let fleet = b.build();
+
+    let mut t = HealthTracker::default();
+    let mut at = 0;
+    let mut run = |t: &mut HealthTracker, node: &str, hours: f64, class: Option<FailureClass>| {
+        at += (hours * 3_600_000.0) as i64;
+        t.observe(&HealthObservation {
+            at: Millis(at),
+            provider: "p".into(),
+            pool: "p/gpu".into(),
+            node: node.into(),
+            class,
+            ran_s: hours * 3600.0,
+            lift: false,
+        });
+    };
+    for _ in 0..50 {
+        run(&mut t, "sound", 8.0, None);
+    }
+    run(&mut t, "sound", 1.0, Some(FailureClass::Node));
+    run(&mut t, "sound", 1.0, None);
+    for (hours, class) in
+        [(2.0, None), (1.0, Some(FailureClass::Node)), (1.0, None), (1.0, Some(FailureClass::Node))]
+    {
+        run(&mut t, "lemon", hours, class);
+    }
+    for _ in 0..4 {
+        run(&mut t, "lemon", 0.5, None);
+    }
+    let view = t.view(Millis(at));
+    let (lemon, sound) = (view.node("lemon"), view.node("sound"));
+    assert!(lemon.score > sound.score, "the lemon's recent runs went well: {lemon:?} vs {sound:?}");
+    assert!(!lemon.quarantined && !sound.quarantined);
+
+    let v = verdicts(&fleet, &view, &gpu_req(1));
+    assert_eq!(v["p/gpu"], Ok("sound".into()));
+    let p = placed(&fleet, &view, &gpu_req(1), &Policy::default());
+    assert_eq!(p.candidates[0].node, "sound");
+
+    // When the sound node is taken, the lemon is still used: it is ranked
+    // last, not excluded.
+    let req = Requirements { exclude_nodes: vec!["sound".into()], ..gpu_req(1) };
+    assert_eq!(verdicts(&fleet, &view, &req)["p/gpu"], Ok("lemon".into()));
+}
