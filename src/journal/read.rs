@@ -88,7 +88,7 @@ impl TenantFilter {
 const WORKLOAD_COLUMNS: &str = "id, name, state, priority, submitted_at, updated_at, attempts, app_failures, \
      not_before, cost_usd, est_cost_usd, reason, class, idempotency_key, spec_hash, spec, submitted_by, \
      acknowledged, exclusions, \
-     (SELECT r.id FROM workloads r WHERE r.idempotency_key = 'canopy.retry-of:w-' || workloads.id), tenant";
+     (SELECT r.id FROM workloads r WHERE r.idempotency_key = 'canopy.retry-of:w-' || workloads.id) AS retried_as, tenant";
 
 const ATTEMPT_COLUMNS: &str = "workload, n, provider, pool, node, region, state, price_per_hour, est_cost_usd, \
      gpus, gpu_memory_gb, score, score_breakdown, placed_at, started_at, ended_at, exit_code, class, rule, \
