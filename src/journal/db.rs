@@ -48,6 +48,9 @@ pub enum DbError {
     Sqlite(#[from] rusqlite::Error),
     #[error("{}", pg_message(.0))]
     Postgres(#[from] postgres::Error),
+    /// The PostgreSQL connection is being closed.
+    #[error("the connection to PostgreSQL is closed")]
+    Closed,
     /// A PostgreSQL column of a type the journal never creates.
     #[error("column {column} has the type {ty}, which the journal does not use")]
     Type { column: usize, ty: String },
@@ -84,13 +87,47 @@ impl std::fmt::Debug for Db {
 
 /// A PostgreSQL client and its prepared statements, by their SQLite text.
 pub(super) struct Pg {
-    pub(super) client: postgres::Client,
+    /// `None` only while being dropped.
+    client: Option<postgres::Client>,
     cache: HashMap<String, postgres::Statement>,
 }
 
 impl Pg {
     pub(super) fn new(client: postgres::Client) -> Pg {
-        Pg { client, cache: HashMap::new() }
+        Pg { client: Some(client), cache: HashMap::new() }
+    }
+
+    fn parts(
+        &mut self,
+    ) -> Result<(&mut postgres::Client, &mut HashMap<String, postgres::Statement>), DbError> {
+        match self.client.as_mut() {
+            Some(c) => Ok((c, &mut self.cache)),
+            None => Err(DbError::Closed),
+        }
+    }
+}
+
+impl Drop for Pg {
+    /// Closing the connection blocks on the client's runtime too.
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            off_runtime(|| drop(client));
+        }
+    }
+}
+
+/// Runs `f`, which blocks on the PostgreSQL client's own runtime, where
+/// that is allowed: a caller on a worker of a multi-threaded tokio runtime
+/// (which should not happen: the journal is for blocking threads) gives
+/// its worker up for the call instead of panicking; elsewhere (a blocking
+/// thread, no runtime) `f` just runs. A current-thread runtime cannot
+/// host the client at all.
+pub(super) fn off_runtime<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
 
@@ -378,27 +415,29 @@ impl Exec for Db {
     ) -> Result<Vec<T>, DbError> {
         match self {
             Db::Sqlite(c) => sqlite_query(c, sql, params, f),
-            Db::Postgres(pg) => {
+            Db::Postgres(pg) => off_runtime(|| {
                 let pg = &mut *pg.borrow_mut();
-                pg_query(&mut pg.client, &mut pg.cache, sql, params, f)
-            }
+                let (client, cache) = pg.parts()?;
+                pg_query(client, cache, sql, params, f)
+            }),
         }
     }
 
     fn execute(&self, sql: &str, params: &[&dyn ToSql]) -> Result<u64, DbError> {
         match self {
             Db::Sqlite(c) => sqlite_execute(c, sql, params),
-            Db::Postgres(pg) => {
+            Db::Postgres(pg) => off_runtime(|| {
                 let pg = &mut *pg.borrow_mut();
-                pg_execute(&mut pg.client, &mut pg.cache, sql, params)
-            }
+                let (client, cache) = pg.parts()?;
+                pg_execute(client, cache, sql, params)
+            }),
         }
     }
 
     fn batch(&self, sql: &str) -> Result<(), DbError> {
         match self {
             Db::Sqlite(c) => Ok(c.execute_batch(sql)?),
-            Db::Postgres(pg) => Ok(pg.borrow_mut().client.batch_execute(sql)?),
+            Db::Postgres(pg) => off_runtime(|| Ok(pg.borrow_mut().parts()?.0.batch_execute(sql)?)),
         }
     }
 }
@@ -465,16 +504,16 @@ impl Db {
                 }
                 Ok(out)
             }
-            Db::Postgres(pg) => {
-                let pg = pg.get_mut();
-                let tx = pg.client.transaction().map_err(DbError::from)?;
-                let tx = Tx::Postgres(RefCell::new(PgTx { tx, cache: &mut pg.cache }));
+            Db::Postgres(pg) => off_runtime(|| {
+                let (client, cache) = pg.get_mut().parts()?;
+                let tx = client.transaction().map_err(DbError::from)?;
+                let tx = Tx::Postgres(RefCell::new(PgTx { tx, cache }));
                 let out = f(&tx)?;
                 if let Tx::Postgres(t) = tx {
                     t.into_inner().tx.commit().map_err(DbError::from)?;
                 }
                 Ok(out)
-            }
+            }),
         }
     }
 
@@ -489,22 +528,22 @@ impl Db {
                 // A read transaction: dropping it ends it (nothing to keep).
                 f(&tx)
             }
-            Db::Postgres(pg) => {
+            Db::Postgres(pg) => off_runtime(|| {
                 let pg = &mut *pg.borrow_mut();
-                let tx = pg
-                    .client
+                let (client, cache) = pg.parts()?;
+                let tx = client
                     .build_transaction()
                     .isolation_level(postgres::IsolationLevel::RepeatableRead)
                     .read_only(true)
                     .start()
                     .map_err(DbError::from)?;
-                let tx = Tx::Postgres(RefCell::new(PgTx { tx, cache: &mut pg.cache }));
+                let tx = Tx::Postgres(RefCell::new(PgTx { tx, cache }));
                 let out = f(&tx)?;
                 if let Tx::Postgres(t) = tx {
                     t.into_inner().tx.commit().map_err(DbError::from)?;
                 }
                 Ok(out)
-            }
+            }),
         }
     }
 }

@@ -39,6 +39,7 @@
 mod codec;
 mod db;
 mod deliveries;
+mod lease;
 mod lock;
 mod read;
 mod schema;
@@ -48,6 +49,7 @@ mod tokens;
 mod write;
 
 pub use db::DbError;
+pub use lease::{LEASE_TERM, Lease};
 pub use lock::{OwnerLock, acquire_owner, is_owned, lock_path};
 pub use read::{HealthWindow, Recovered, TenantFilter, WorkloadFilter};
 pub use schema::SCHEMA_VERSION;
@@ -132,8 +134,7 @@ impl Journal {
             config.application_name("canopy");
         }
         config.connect_timeout(BUSY_TIMEOUT);
-        let client = config
-            .connect(postgres::NoTls)
+        let client = db::off_runtime(|| config.connect(postgres::NoTls))
             .map_err(|source| JournalError::open(&store, DbError::Postgres(source)))?;
         let mut conn = Db::Postgres(Box::new(std::cell::RefCell::new(db::Pg::new(client))));
         let store_id = schema::migrate(&mut conn, &store, new_id)?;
@@ -171,6 +172,76 @@ impl Journal {
     pub fn store(&self) -> &str {
         &self.store
     }
+}
+
+/// Where a journal lives: a SQLite file (the embedded default) or a
+/// PostgreSQL database (`[journal] url` in canopy.toml).
+#[derive(Clone, PartialEq, Eq)]
+pub enum Location {
+    File(PathBuf),
+    /// `password`: the value of the variable `[journal] password_env`
+    /// names; never shown (`Debug` hides it).
+    Postgres {
+        url: String,
+        password: Option<String>,
+    },
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::File(p) => f.debug_tuple("File").field(p).finish(),
+            Location::Postgres { url, password } => f
+                .debug_struct("Postgres")
+                .field("url", &shown_url(url))
+                .field("password", &password.as_ref().map(|_| "<hidden>"))
+                .finish(),
+        }
+    }
+}
+
+impl Location {
+    /// Opens (and migrates) the journal here.
+    pub fn open(&self) -> Result<Journal, JournalError> {
+        self.open_with_id(None)
+    }
+
+    /// [`open`](Self::open); a store created now takes `new_id`.
+    pub fn open_with_id(&self, new_id: Option<&str>) -> Result<Journal, JournalError> {
+        match self {
+            Location::File(path) => Journal::open_with_id(path, new_id),
+            Location::Postgres { url, password } => {
+                Journal::open_postgres_with_id(url, password.as_deref(), new_id)
+            }
+        }
+    }
+
+    /// The journal as shown to people: its path, or its URL without a
+    /// password.
+    pub fn shown(&self) -> String {
+        match self {
+            Location::File(p) => p.display().to_string(),
+            Location::Postgres { url, .. } => shown_url(url),
+        }
+    }
+
+    /// Takes ownership for this engine: the lock file next to a SQLite
+    /// store, the lease row of a PostgreSQL one.
+    pub fn acquire_owner(&self, now: crate::engine::model::Millis) -> Result<Ownership, JournalError> {
+        match self {
+            Location::File(path) => acquire_owner(path, now).map(Ownership::File),
+            Location::Postgres { .. } => {
+                lease::acquire(&self.shown(), || self.open(), LEASE_TERM).map(Ownership::Lease)
+            }
+        }
+    }
+}
+
+/// An engine's hold on its journal; dropping it gives the journal up.
+#[derive(Debug)]
+pub enum Ownership {
+    File(OwnerLock),
+    Lease(Lease),
 }
 
 /// What went wrong with a store, and what to do about it.
@@ -229,6 +300,10 @@ pub enum JournalError {
         "the store {store} is owned by another engine ({owner}); stop it or use --store to pick another store"
     )]
     Owned { store: PathBuf, owner: String },
+    #[error(
+        "the journal {store} is owned by another engine ({owner}, its lease runs until {until}); stop it, or wait for its lease to run out if it died"
+    )]
+    Leased { store: String, owner: String, until: String },
     #[error("cannot lock {path}: {source}; check the permissions of the store's directory")]
     Lock {
         path: PathBuf,
@@ -266,6 +341,7 @@ fn hint(e: &DbError) -> &'static str {
     match e {
         DbError::Sqlite(e) => sqlite_hint(e),
         DbError::Postgres(e) => postgres_hint(e),
+        DbError::Closed => "the journal was being closed; this is a bug in Canopy, please report it",
         DbError::Type { .. } => {
             "the store holds data this Canopy cannot read: it may be damaged or written by an incompatible version"
         }
