@@ -9,6 +9,7 @@ use journal_support::Store;
 mod journal_support;
 
 on_both_stores!(
+    a_sqlite_store_is_copied_whole,
     every_record_kind_round_trips,
     the_last_write_of_a_workload_or_attempt_wins,
     events_come_back_in_append_order_and_can_be_tailed,
@@ -634,4 +635,51 @@ fn a_webhook_delivery_is_pending_until_its_try_is_written_and_survives_a_reopen(
     assert_eq!(all[0].body, d.body, "the body is the one first written");
     assert_eq!(j.last_delivery_id().unwrap(), 1);
     assert!(j.deliveries(WorkloadId(4)).unwrap().is_empty());
+}
+
+/// `canopy migrate`'s copy: a SQLite store with every kind of row (taken
+/// from the tests above) copied into an empty store reads back the same,
+/// keeps its id, and numbers new commits after the copied ones. A second
+/// copy into the now-full store is refused.
+fn a_sqlite_store_is_copied_whole(s: &mut Store) {
+    let mut src = Store::sqlite();
+    the_tenancy_in_force_token_tenants_and_tenant_listings_are_kept(&mut src);
+    a_webhook_delivery_is_pending_until_its_try_is_written_and_survives_a_reopen(&mut src);
+    an_operators_node_intent_is_kept_until_lifted(&mut src);
+    let mut from = src.open();
+    from.append(&[
+        event(1, None, EventKind::Submitted, "submitted"),
+        Record::Health(health(20, "node-9", Some(FailureClass::Node))),
+    ])
+    .unwrap();
+
+    let mut to = s.open();
+    let counts = from.copy_into(&mut to).unwrap();
+    assert_eq!(counts.len(), canopy::journal::TABLES.len());
+    assert!(counts.iter().any(|(t, n)| *t == "tokens" && *n == 1), "{counts:?}");
+    let to = s.open();
+    let all = WorkloadFilter::default();
+    assert_eq!(to.store_id(), from.store_id());
+    assert_eq!(to.workloads(&all).unwrap(), from.workloads(&all).unwrap());
+    let ids: Vec<WorkloadId> = from.workloads(&all).unwrap().iter().map(|w| w.id).collect();
+    assert_eq!(to.attempts_of(&ids).unwrap(), from.attempts_of(&ids).unwrap());
+    assert_eq!(to.events_since(0, 1000).unwrap(), from.events_since(0, 1000).unwrap());
+    assert_eq!(to.batches_since(0, 1000).unwrap(), from.batches_since(0, 1000).unwrap());
+    assert_eq!(to.audit(&Default::default()).unwrap(), from.audit(&Default::default()).unwrap());
+    assert_eq!(to.tokens().unwrap(), from.tokens().unwrap());
+    assert_eq!(to.tenancy().unwrap(), from.tenancy().unwrap());
+    assert_eq!(to.deliveries(WorkloadId(3)).unwrap(), from.deliveries(WorkloadId(3)).unwrap());
+    let window = HealthWindow { since: Millis(0), limit: 100 };
+    assert_eq!(to.load_live(window).unwrap(), from.load_live(window).unwrap());
+    assert_eq!(to.last_event_seq().unwrap(), from.last_event_seq().unwrap());
+
+    // New commits follow the copied ones.
+    let (_, last) = from.batch_range().unwrap();
+    let mut to = s.open();
+    let next = to.append(&[event(1, None, EventKind::Running, "running")]).unwrap();
+    assert!(next > last, "batch {next} after {last}");
+    assert!(to.last_event_seq().unwrap() > from.last_event_seq().unwrap());
+
+    let err = from.copy_into(&mut to).unwrap_err();
+    assert!(matches!(err, JournalError::NotEmpty { .. }), "{err}");
 }

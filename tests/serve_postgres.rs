@@ -136,3 +136,73 @@ fn a_server_on_postgres_commits_there_and_owns_the_journal_alone() {
     assert!(!b.join("canopy.db").exists());
     terminate(&mut second);
 }
+
+/// `canopy migrate --to URL`: a store whose journal is a SQLite file,
+/// copied into PostgreSQL; then a server with `[journal] url` (on another
+/// home) shows the workload the SQLite one ran. The file stays as it was.
+#[test]
+fn canopy_migrate_moves_a_sqlite_store_into_postgres() {
+    let Some(s) = Store::postgres("serve_migrate") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("old");
+    let (mut sqlite, stderr) = serve_sqlite(&old);
+    started(&mut sqlite, &stderr);
+    let spec = dir.path().join("hello.toml");
+    std::fs::write(
+        &spec,
+        "name = \"hello\"\n\n[runtime]\ncommand = [\"true\"]\n\n[resources]\ncpu_cores = 0.1\nmemory_gb = 0.1\n\n\
+         [constraints]\nproviders = [\"local\"]\n",
+    )
+    .unwrap();
+    let out = canopy(&old, &["submit", spec.to_str().unwrap(), "--json"]);
+    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
+    wait_for("the workload to succeed", || state(&old, &id) == "succeeded");
+
+    // Refused while the engine owns the file.
+    let busy = migrate(&old, &s);
+    assert!(!busy.status.success());
+    assert!(String::from_utf8_lossy(&busy.stderr).contains("stop `canopy serve`"));
+    terminate(&mut sqlite);
+
+    let done = migrate(&old, &s);
+    let said = String::from_utf8_lossy(&done.stdout).into_owned();
+    assert!(done.status.success(), "{said}{}", String::from_utf8_lossy(&done.stderr));
+    assert!(said.contains("workloads") && said.contains("counted again"), "{said}");
+    assert!(!said.contains(&password(&s)), "{said}");
+
+    let new = home(dir.path(), "new", &s);
+    let (mut pg, stderr) = serve(&new, &s);
+    started(&mut pg, &stderr);
+    assert_eq!(state(&new, &id), "succeeded");
+    terminate(&mut pg);
+    // Into a database that already holds a journal: refused.
+    let again = migrate(&old, &s);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds"), "{again:?}");
+}
+
+fn serve_sqlite(root: &Path) -> (Child, PathBuf) {
+    std::fs::create_dir_all(root).unwrap();
+    let stderr = root.join("serve.stderr");
+    let child = Command::new(BIN)
+        .arg("--store")
+        .arg(root)
+        .args(["serve", "--no-faults"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    (child, stderr)
+}
+
+fn migrate(root: &Path, s: &Store) -> Output {
+    Command::new(BIN)
+        .arg("--store")
+        .arg(root)
+        .args(["migrate", "--to", &s.url(), "--password-env", PW_ENV])
+        .env(PW_ENV, password(s))
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}

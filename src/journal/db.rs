@@ -160,6 +160,11 @@ impl Row {
         })
     }
 
+    /// Every column's value, in order.
+    pub(super) fn values(&self) -> &[Value] {
+        &self.values
+    }
+
     pub(super) fn get_ref(&self, i: usize) -> rusqlite::Result<ValueRef<'_>> {
         self.values.get(i).map(ValueRef::from).ok_or(rusqlite::Error::InvalidColumnIndex(i))
     }

@@ -37,6 +37,7 @@
 //! [`Record`]: crate::engine::model::Record
 
 mod codec;
+mod copy;
 mod db;
 mod deliveries;
 mod lease;
@@ -48,6 +49,7 @@ mod tenancy;
 mod tokens;
 mod write;
 
+pub use copy::TABLES;
 pub use db::DbError;
 pub use lease::{LEASE_TERM, Lease};
 pub use lock::{OwnerLock, acquire_owner, is_owned, lock_path};
@@ -300,6 +302,10 @@ pub enum JournalError {
         "the store {store} is owned by another engine ({owner}); stop it or use --store to pick another store"
     )]
     Owned { store: PathBuf, owner: String },
+    #[error(
+        "the journal {store} already holds workloads or commits; copy a store only into an empty database (or a new schema)"
+    )]
+    NotEmpty { store: String },
     #[error(
         "the journal {store} is owned by another engine ({owner}, its lease runs until {until}); stop it, or wait for its lease to run out if it died"
     )]
