@@ -74,17 +74,14 @@ fn holder() -> String {
     format!("{host} pid {}", std::process::id())
 }
 
-/// Takes the lease on the journal `open` connects to, or says who holds
-/// it. `open` is called twice: one connection takes the lease, the other
-/// stays with the renewing thread.
-pub(super) fn acquire(
-    store: &str,
-    mut open: impl FnMut() -> Result<super::Journal, JournalError>,
-    term: Duration,
-) -> Result<Lease, JournalError> {
+/// Takes the lease on the journal at `at`, or says who holds it. One
+/// connection takes the lease, another stays with the renewing thread
+/// (which connects again when it loses it, as when the server restarts).
+pub(super) fn acquire(at: &super::Location, term: Duration) -> Result<Lease, JournalError> {
+    let store = &at.shown();
     let holder = holder();
     let term_ms = i64::try_from(term.as_millis()).unwrap_or(i64::MAX);
-    let mut j = open()?;
+    let mut j = at.open()?;
     let taken = j
         .conn
         .write(|tx| -> Result<Result<i64, (String, i64)>, DbError> {
@@ -119,13 +116,11 @@ pub(super) fn acquire(
             });
         }
     };
-    drop(j);
-    let renewing = open()?;
     let (stop, stopped) = mpsc::channel::<()>();
-    let (h, s) = (holder.clone(), store.to_string());
+    let (h, at) = (holder.clone(), at.clone());
     let renewer = std::thread::Builder::new()
         .name("canopy-lease".into())
-        .spawn(move || renew(renewing, &s, &h, epoch, term, stopped))
+        .spawn(move || renew(j, &at, &h, epoch, term, stopped))
         .map_err(|e| JournalError::Invalid {
             what: "the lease's renewing thread".into(),
             detail: e.to_string(),
@@ -136,7 +131,15 @@ pub(super) fn acquire(
 
 /// Renews every third of the term until told to stop, then gives the
 /// lease up.
-fn renew(j: super::Journal, store: &str, holder: &str, epoch: i64, term: Duration, stop: mpsc::Receiver<()>) {
+fn renew(
+    mut j: super::Journal,
+    at: &super::Location,
+    holder: &str,
+    epoch: i64,
+    term: Duration,
+    stop: mpsc::Receiver<()>,
+) {
+    let store = &at.shown();
     let term_ms = i64::try_from(term.as_millis()).unwrap_or(i64::MAX);
     // Until stopped (or the lease dropped): then it is given up below.
     while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(term / 3) {
@@ -153,7 +156,11 @@ fn renew(j: super::Journal, store: &str, holder: &str, epoch: i64, term: Duratio
                 return;
             }
             Err(e) => {
-                tracing::warn!(store, epoch, error = %e, "could not renew the journal's lease; retrying")
+                tracing::warn!(store, epoch, error = %e, "could not renew the journal's lease; connecting again");
+                match at.open() {
+                    Ok(fresh) => j = fresh,
+                    Err(e) => tracing::warn!(store, epoch, error = %e, "cannot reach the journal; retrying"),
+                }
             }
         }
     }

@@ -232,9 +232,7 @@ impl Location {
     pub fn acquire_owner(&self, now: crate::engine::model::Millis) -> Result<Ownership, JournalError> {
         match self {
             Location::File(path) => acquire_owner(path, now).map(Ownership::File),
-            Location::Postgres { .. } => {
-                lease::acquire(&self.shown(), || self.open(), LEASE_TERM).map(Ownership::Lease)
-            }
+            Location::Postgres { .. } => lease::acquire(self, LEASE_TERM).map(Ownership::Lease),
         }
     }
 }
