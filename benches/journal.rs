@@ -5,6 +5,11 @@
 //! - recovery: `load_live` of a store holding 100,000 workloads (half final,
 //!   half live, each with an attempt and two events) in ≤ 1 s.
 //!
+//! - append on PostgreSQL (`journal/append_postgres`, run when
+//!   `CANOPY_TEST_POSTGRES` and `CANOPY_TEST_POSTGRES_PASSWORD` are set, as
+//!   `scripts/engines/postgres.sh env` prints them): the same batches in a
+//!   schema of their own, dropped afterwards; ≥ 0.5× SQLite's records/s.
+//!
 //! `cargo bench --bench journal -- --warm-up-time 1 --measurement-time 3`
 
 use canopy::engine::model::*;
@@ -138,6 +143,39 @@ fn append(c: &mut Criterion) {
     group.finish();
 }
 
+/// The same appends on PostgreSQL, when one is configured.
+fn append_postgres(c: &mut Criterion) {
+    let Ok(url) = std::env::var("CANOPY_TEST_POSTGRES") else {
+        eprintln!("skipped: journal/append_postgres: CANOPY_TEST_POSTGRES is not set");
+        return;
+    };
+    let password = std::env::var("CANOPY_TEST_POSTGRES_PASSWORD").unwrap_or_default();
+    let schema = format!("bench_{}", std::process::id());
+    let mut config: postgres::Config = url.parse().expect("CANOPY_TEST_POSTGRES is a postgres:// URL");
+    config.password(&password);
+    let mut admin = config.connect(postgres::NoTls).expect("PostgreSQL at CANOPY_TEST_POSTGRES");
+    admin.batch_execute(&format!("CREATE SCHEMA {schema}")).expect("create the bench schema");
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let url = format!("{url}{sep}options=-csearch_path%3D{schema}");
+    let spec = spec("sft-llama-8b");
+    let mut group = c.benchmark_group("journal/append_postgres");
+    let mut journal = Journal::open_postgres(&url, Some(&password)).expect("open");
+    for size in [1usize, 100, 1_000] {
+        let mut next = 0;
+        group.throughput(Throughput::Elements(size as u64));
+        group.bench_function(BenchmarkId::new("batch", size), |b| {
+            b.iter_batched(
+                || batch(&mut next, size, &spec),
+                |records| journal.append(&records).expect("append"),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    group.finish();
+    drop(journal);
+    admin.batch_execute(&format!("DROP SCHEMA {schema} CASCADE")).expect("drop the bench schema");
+}
+
 fn recover(c: &mut Criterion) {
     const WORKLOADS: u64 = 100_000;
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -190,5 +228,5 @@ fn recover(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, append, recover);
+criterion_group!(benches, append, append_postgres, recover);
 criterion_main!(benches);

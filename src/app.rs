@@ -85,6 +85,9 @@ pub struct Running {
     /// The fleet it started with.
     pub fleet: Fleet,
     pub store_id: String,
+    /// The journal as shown: its file, or its PostgreSQL URL without a
+    /// password.
+    pub journal: String,
     /// The API on the store's socket (and TCP when asked).
     pub serving: Serving,
     /// What an operator must hear about the store on start (also logged).
@@ -108,29 +111,53 @@ impl Running {
 /// Starts the engine. Fails with a clear message when another engine owns
 /// the store.
 pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
-    let home = &opts.home;
     let mut notices = Vec::new();
-    if let Some(w) = home
+    if let Some(w) = opts
+        .home
         .prepare()
-        .map_err(|e| AppError::Setup(format!("cannot create {}: {e}", home.root().display())))?
+        .map_err(|e| AppError::Setup(format!("cannot create {}: {e}", opts.home.root().display())))?
     {
         notices.push(w);
     }
+    let config = match crate::config::locate(opts.config.as_deref(), opts.home.root()) {
+        Some(path) => crate::config::load(&path)?,
+        None => crate::config::Config::default(),
+    };
+    // `[journal] url`: the journal on PostgreSQL; the home keeps the rest.
+    let home = &match config.journal.url {
+        Some(_) => opts
+            .home
+            .clone()
+            .with_journal(config.journal.location(&opts.home.store(), |k| std::env::var(k).ok())),
+        None => opts.home.clone(),
+    };
+    let location = home.journal();
+    let on_postgres = matches!(location, crate::journal::Location::Postgres { .. });
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let now = clock.now();
-    let lock = acquire_owner(&home.store(), now)?;
-    let mut keep_id = None;
-    if home.journal_is_new() {
-        if opts.new_journal {
-            // Old attempts keep their store id, so they are recognised as
-            // this store's (and listed as unknown), never as a stranger's.
-            keep_id = home.store_id_on_disk();
-        } else {
-            refuse_over_leftovers(home)?;
+    let (lock, mut journal, keep_id) = if on_postgres {
+        // The client blocks on a runtime of its own: off the async loop.
+        // A new database starts a new journal; the SQLite file's checks for
+        // leftovers of a lost journal do not apply to it.
+        let lock = off_loop(|| location.acquire_owner(now))?;
+        let journal = off_loop(|| location.open())?;
+        (lock, journal, None)
+    } else {
+        let lock = crate::journal::Ownership::File(acquire_owner(&home.store(), now)?);
+        let mut keep_id = None;
+        if home.journal_is_new() {
+            if opts.new_journal {
+                // Old attempts keep their store id, so they are recognised as
+                // this store's (and listed as unknown), never as a stranger's.
+                keep_id = home.store_id_on_disk();
+            } else {
+                refuse_over_leftovers(home)?;
+            }
         }
-    }
-    let mut journal = Journal::open_with_id(&home.store(), keep_id.as_deref())?;
-    home.secure_journal();
+        let journal = Journal::open_with_id(&home.store(), keep_id.as_deref())?;
+        home.secure_journal();
+        (lock, journal, keep_id)
+    };
     if keep_id.is_some() {
         let adopted = adopt_local_attempts(home, &mut journal, now)?;
         if !adopted.is_empty() {
@@ -143,10 +170,6 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
         }
     }
 
-    let config = match crate::config::locate(opts.config.as_deref(), home.root()) {
-        Some(path) => crate::config::load(&path)?,
-        None => crate::config::Config::default(),
-    };
     let mut local_cfg = LocalConfig::new(home.attempts(), opts.shim.clone());
     local_cfg.outputs = config.outputs.limits();
     local_cfg.nodes = config.local.nodes.unwrap_or(1).clamp(1, 64);
@@ -176,41 +199,44 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     let (rules, sender) = webhooks.map_or((None, None), |(r, s)| (Some(r), Some(s)));
     core_config.webhooks = rules;
     let mut core = Core::new(store_id.clone(), fleet.clone(), core_config);
-    let tenancy = tenancy_at_start(&mut journal, &config, now)?;
-    core.handle(crate::engine::core::Event::SetTenancy { tenancy: Box::new(tenancy) }, now);
-    let since = crate::engine::model::Millis(now.0 - 7 * 24 * 3600 * 1000);
-    let rec = journal.load_live(HealthWindow { since, limit: 100_000 })?;
-    let max_id = rec.max_workload_id.map_or(0, |w| w.0);
     let id_floor = home.max_workload_on_disk();
-    if id_floor > max_id {
-        notices.push(format!(
-            "the journal knows workloads up to w-{max_id}, but this store has logs or artifacts up to \
-             w-{id_floor}: the journal was restored from an older copy or lost its last commits. Their \
-             history is gone from the journal; new workloads start at w-{}, so none shares their logs",
-            id_floor + 1
-        ));
-    }
-    let restored = core.restore(
-        Restore {
-            workloads: rec.workloads,
-            attempts: rec.attempts,
-            health: rec.health,
-            max_id,
-            id_floor,
-            intents: rec.intents,
-        },
-        now,
-    );
-    if let Some(since) = core.fair_share_horizon(now) {
-        let uses = journal.gpu_use_since(since)?;
-        core.restore_fair_share(&uses, now);
-    }
-    // Ended attempts are kept for budgets whether or not any is set now:
-    // one set later counts what its period already spent.
-    let horizon = crate::engine::model::Millis(now.0 - crate::engine::core::HORIZON_MS);
-    core.restore_budgets(journal.closed_attempts_since(horizon)?, now);
-    // Deliveries not yet delivered go on after a restart, in order.
-    core.restore_deliveries(journal.pending_deliveries()?, journal.last_delivery_id()?);
+    let restored = off_loop(|| -> Result<_, AppError> {
+        let tenancy = tenancy_at_start(&mut journal, &config, now)?;
+        core.handle(crate::engine::core::Event::SetTenancy { tenancy: Box::new(tenancy) }, now);
+        let since = crate::engine::model::Millis(now.0 - 7 * 24 * 3600 * 1000);
+        let rec = journal.load_live(HealthWindow { since, limit: 100_000 })?;
+        let max_id = rec.max_workload_id.map_or(0, |w| w.0);
+        if id_floor > max_id {
+            notices.push(format!(
+                "the journal knows workloads up to w-{max_id}, but this store has logs or artifacts up to \
+                 w-{id_floor}: the journal was restored from an older copy or lost its last commits. Their \
+                 history is gone from the journal; new workloads start at w-{}, so none shares their logs",
+                id_floor + 1
+            ));
+        }
+        let restored = core.restore(
+            Restore {
+                workloads: rec.workloads,
+                attempts: rec.attempts,
+                health: rec.health,
+                max_id,
+                id_floor,
+                intents: rec.intents,
+            },
+            now,
+        );
+        if let Some(since) = core.fair_share_horizon(now) {
+            let uses = journal.gpu_use_since(since)?;
+            core.restore_fair_share(&uses, now);
+        }
+        // Ended attempts are kept for budgets whether or not any is set now:
+        // one set later counts what its period already spent.
+        let horizon = crate::engine::model::Millis(now.0 - crate::engine::core::HORIZON_MS);
+        core.restore_budgets(journal.closed_attempts_since(horizon)?, now);
+        // Deliveries not yet delivered go on after a restart, in order.
+        core.restore_deliveries(journal.pending_deliveries()?, journal.last_delivery_id()?);
+        Ok(restored)
+    })?;
     let mut cfg = ShellConfig::new(home.artifacts(), home.logs());
     cfg.webhooks = sender;
     if let Some(p) = opts.poll_every {
@@ -230,7 +256,7 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     for n in &notices {
         tracing::warn!("{n}");
     }
-    Ok(Running { handle, task, fleet, store_id, serving, notices })
+    Ok(Running { handle, task, fleet, store_id, journal: location.shown(), serving, notices })
 }
 
 /// A new journal over a lost one takes back what the local provider still
@@ -375,6 +401,17 @@ fn refuse_over_leftovers(home: &Home) -> Result<(), AppError> {
         home.root().display(),
         found.join(" and ")
     )))
+}
+
+/// Runs `f`, which may call the PostgreSQL client (it blocks on a runtime
+/// of its own), outside the async loop's context: in place on a
+/// multi-threaded runtime (the engine's, `canopy serve`'s), directly
+/// elsewhere (SQLite only: a current-thread runtime cannot host the
+/// PostgreSQL client, and its first call says so).
+fn off_loop<T>(f: impl FnOnce() -> T) -> T {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi { tokio::task::block_in_place(f) } else { f() }
 }
 
 /// The fleet an engine starts with: this host, the real engines

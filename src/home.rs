@@ -10,11 +10,14 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Home {
     root: PathBuf,
+    /// Where the journal is when not the SQLite file ([`Home::store`]):
+    /// `[journal] url` in canopy.toml.
+    journal: Option<crate::journal::Location>,
 }
 
 impl Home {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self { root: root.into(), journal: None }
     }
 
     /// The default location, from the environment.
@@ -24,7 +27,7 @@ impl Home {
             .or_else(|| var("XDG_STATE_HOME").map(|p| p.join("canopy")))
             .or_else(|| var("HOME").map(|p| p.join(".local/state/canopy")))
             .unwrap_or_else(|| PathBuf::from(".canopy"));
-        Self { root }
+        Self { root, journal: None }
     }
 
     pub fn root(&self) -> &Path {
@@ -33,6 +36,18 @@ impl Home {
     /// The journal (SQLite).
     pub fn store(&self) -> PathBuf {
         self.root.join("canopy.db")
+    }
+
+    /// This home with its journal at `at` (PostgreSQL, from `[journal]`).
+    pub fn with_journal(mut self, at: crate::journal::Location) -> Self {
+        self.journal = Some(at);
+        self
+    }
+
+    /// Where the journal is: the SQLite file [`Home::store`] unless
+    /// [`Home::with_journal`] said otherwise.
+    pub fn journal(&self) -> crate::journal::Location {
+        self.journal.clone().unwrap_or_else(|| crate::journal::Location::File(self.store()))
     }
     /// The local provider's attempt directories.
     pub fn attempts(&self) -> PathBuf {

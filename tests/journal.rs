@@ -4,6 +4,31 @@ use canopy::engine::model::*;
 use canopy::failure::FailureClass;
 use canopy::journal::{HealthWindow, Journal, JournalError, SCHEMA_VERSION, WorkloadFilter};
 use canopy::spec::Spec;
+use journal_support::Store;
+
+mod journal_support;
+
+on_both_stores!(
+    a_sqlite_store_is_copied_whole,
+    every_record_kind_round_trips,
+    the_last_write_of_a_workload_or_attempt_wins,
+    events_come_back_in_append_order_and_can_be_tailed,
+    load_live_brings_back_exactly_the_unfinished_work,
+    an_idempotency_key_finds_the_earlier_submission,
+    a_batch_that_fails_halfway_leaves_nothing_behind,
+    an_event_naming_another_workloads_attempt_is_refused,
+    workloads_can_be_listed_by_state_name_and_time,
+    every_commit_is_a_numbered_batch_a_reader_can_resume_from,
+    audit_records_and_who_submitted_are_kept,
+    the_audit_trail_is_filtered_by_action_outcome_target_and_paged_until,
+    a_new_store_is_created_migrated_and_reopened,
+    a_store_from_a_newer_canopy_is_refused_clearly,
+    stores_that_are_not_canopy_stores_are_refused_untouched,
+    an_operators_node_intent_is_kept_until_lifted,
+    unresolved_failures_are_found_whatever_their_age,
+    the_tenancy_in_force_token_tenants_and_tenant_listings_are_kept,
+    a_webhook_delivery_is_pending_until_its_try_is_written_and_survives_a_reopen,
+);
 
 fn spec(name: &str) -> Spec {
     serde_json::from_value(serde_json::json!({
@@ -106,9 +131,8 @@ fn ids(ws: &[WorkloadRecord]) -> Vec<u64> {
     ws.iter().map(|w| w.id.0).collect()
 }
 
-#[test]
-fn every_record_kind_round_trips() {
-    let mut j = Journal::open_in_memory().unwrap();
+fn every_record_kind_round_trips(s: &mut Store) {
+    let mut j = s.open();
     let mut full = workload(7, WorkloadState::Failed);
     full.idempotency_key = Some("nightly-2026-11-29".into());
     full.attempts = 2;
@@ -164,9 +188,8 @@ fn every_record_kind_round_trips() {
     assert_eq!(j.health_observations(Millis(0)).unwrap(), observations.to_vec());
 }
 
-#[test]
-fn the_last_write_of_a_workload_or_attempt_wins() {
-    let mut j = Journal::open_in_memory().unwrap();
+fn the_last_write_of_a_workload_or_attempt_wins(s: &mut Store) {
+    let mut j = s.open();
     j.append(&[w(workload(1, WorkloadState::Queued)), a(attempt(1, 1, AttemptState::Placing))]).unwrap();
     let mut running = workload(1, WorkloadState::Running);
     running.attempts = 1;
@@ -183,9 +206,8 @@ fn the_last_write_of_a_workload_or_attempt_wins() {
     assert_eq!(j.attempts(WorkloadId(1)).unwrap(), vec![started]);
 }
 
-#[test]
-fn events_come_back_in_append_order_and_can_be_tailed() {
-    let mut j = Journal::open_in_memory().unwrap();
+fn events_come_back_in_append_order_and_can_be_tailed(s: &mut Store) {
+    let mut j = s.open();
     assert_eq!(j.last_event_seq().unwrap(), 0);
     j.append(&[w(workload(1, WorkloadState::Queued)), w(workload(2, WorkloadState::Queued))]).unwrap();
     // Same timestamp throughout: order must come from the append, not `at`.
@@ -222,9 +244,8 @@ fn events_come_back_in_append_order_and_can_be_tailed() {
     assert_eq!(new[0].1.message, "done");
 }
 
-#[test]
-fn load_live_brings_back_exactly_the_unfinished_work() {
-    let mut j = Journal::open_in_memory().unwrap();
+fn load_live_brings_back_exactly_the_unfinished_work(s: &mut Store) {
+    let mut j = s.open();
     let states = [
         (1, WorkloadState::Succeeded),
         (2, WorkloadState::Queued),
@@ -258,15 +279,13 @@ fn load_live_brings_back_exactly_the_unfinished_work() {
     let nodes: Vec<&str> = got.health.iter().map(|h| h.node.as_str()).collect();
     assert_eq!(nodes, ["node-6", "node-7", "node-8", "node-9"]);
 
-    let empty =
-        Journal::open_in_memory().unwrap().load_live(HealthWindow { since: Millis(0), limit: 10 }).unwrap();
+    let empty = s.another().open().load_live(HealthWindow { since: Millis(0), limit: 10 }).unwrap();
     assert_eq!(empty.max_workload_id, None);
     assert!(empty.workloads.is_empty() && empty.attempts.is_empty() && empty.health.is_empty());
 }
 
-#[test]
-fn an_idempotency_key_finds_the_earlier_submission() {
-    let mut j = Journal::open_in_memory().unwrap();
+fn an_idempotency_key_finds_the_earlier_submission(s: &mut Store) {
+    let mut j = s.open();
     let mut first = workload(1, WorkloadState::Running);
     first.idempotency_key = Some("nightly-eval".into());
     j.append(&[w(first.clone()), w(workload(2, WorkloadState::Queued))]).unwrap();
@@ -274,9 +293,8 @@ fn an_idempotency_key_finds_the_earlier_submission() {
     assert_eq!(j.workload_by_key("other").unwrap(), None);
 }
 
-#[test]
-fn a_batch_that_fails_halfway_leaves_nothing_behind() {
-    let mut j = Journal::open_in_memory().unwrap();
+fn a_batch_that_fails_halfway_leaves_nothing_behind(s: &mut Store) {
+    let mut j = s.open();
     let mut first = workload(1, WorkloadState::Queued);
     first.idempotency_key = Some("k".into());
     j.append(&[w(first)]).unwrap();
@@ -299,9 +317,8 @@ fn a_batch_that_fails_halfway_leaves_nothing_behind() {
     j.append(&[w(workload(2, WorkloadState::Queued))]).unwrap();
 }
 
-#[test]
-fn an_event_naming_another_workloads_attempt_is_refused() {
-    let mut j = Journal::open_in_memory().unwrap();
+fn an_event_naming_another_workloads_attempt_is_refused(s: &mut Store) {
+    let mut j = s.open();
     let bad = Record::Event(EventRecord {
         at: Millis(1),
         workload: WorkloadId(1),
@@ -314,9 +331,8 @@ fn an_event_naming_another_workloads_attempt_is_refused() {
     assert!(err.to_string().contains("w-2.1"), "{err}");
 }
 
-#[test]
-fn workloads_can_be_listed_by_state_name_and_time() {
-    let mut j = Journal::open_in_memory().unwrap();
+fn workloads_can_be_listed_by_state_name_and_time(s: &mut Store) {
+    let mut j = s.open();
     let mut records = Vec::new();
     for id in 1..=6 {
         let state = if id % 2 == 0 { WorkloadState::Running } else { WorkloadState::Succeeded };
@@ -341,11 +357,8 @@ fn workloads_can_be_listed_by_state_name_and_time() {
     assert_eq!(ids(&j.workloads(&both).unwrap()), [2]);
 }
 
-#[test]
-fn every_commit_is_a_numbered_batch_a_reader_can_resume_from() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("canopy.db");
-    let mut j = Journal::open(&path).unwrap();
+fn every_commit_is_a_numbered_batch_a_reader_can_resume_from(s: &mut Store) {
+    let mut j = s.open();
     assert_eq!(j.append(&[]).unwrap(), 0, "an empty batch writes nothing");
     let s1 = j.append(&[w(workload(1, WorkloadState::Queued))]).unwrap();
     let s2 =
@@ -353,17 +366,16 @@ fn every_commit_is_a_numbered_batch_a_reader_can_resume_from() {
     let s3 = j.append(&[w(workload(2, WorkloadState::Failed))]).unwrap();
     assert!(s1 < s2 && s2 < s3, "sequence numbers only grow: {s1} {s2} {s3}");
     // A second connection (another process) reads them back in order.
-    let reader = Journal::open(&path).unwrap();
+    let reader = s.open();
     let after_first = reader.batches_since(s1, 100).unwrap();
     assert_eq!(after_first.iter().map(|b| b.seq).collect::<Vec<_>>(), [s2, s3]);
     assert_eq!(after_first[0].records.len(), 2, "a batch keeps every record of its commit");
     assert_eq!(reader.batch_range().unwrap(), (s1, s3));
 }
 
-#[test]
-fn audit_records_and_who_submitted_are_kept() {
+fn audit_records_and_who_submitted_are_kept(s: &mut Store) {
     use canopy::engine::model::AuditRecord;
-    let mut j = Journal::open_in_memory().unwrap();
+    let mut j = s.open();
     let mut rec = workload(1, WorkloadState::Queued);
     rec.submitted_by = Some("ci-bot".into());
     let audit = AuditRecord {
@@ -381,8 +393,7 @@ fn audit_records_and_who_submitted_are_kept() {
     assert_eq!(trail, [audit]);
 }
 
-#[test]
-fn the_audit_trail_is_filtered_by_action_outcome_target_and_paged_until() {
+fn the_audit_trail_is_filtered_by_action_outcome_target_and_paged_until(s: &mut Store) {
     use canopy::engine::model::AuditRecord;
     use canopy::journal::AuditFilter;
     let rec = |at: i64, action: &str, target: &str, outcome: &str| AuditRecord {
@@ -400,7 +411,7 @@ fn the_audit_trail_is_filtered_by_action_outcome_target_and_paged_until() {
         rec(3, "cancel", "w_1", "denied: not yours"),
         rec(4, "cordon", "fra-02", "ok"),
     ];
-    j_append_audit(&records, |j| {
+    j_append_audit(s, &records, |j| {
         let got = |f: AuditFilter| j.audit(&f).unwrap().iter().map(|a| a.at.0).collect::<Vec<_>>();
         assert_eq!(got(AuditFilter { action: Some("CORD".into()), ..Default::default() }), [4, 1]);
         assert_eq!(got(AuditFilter { outcome: Some("denied".into()), ..Default::default() }), [3]);
@@ -413,75 +424,70 @@ fn the_audit_trail_is_filtered_by_action_outcome_target_and_paged_until() {
     });
 }
 
-fn j_append_audit(records: &[canopy::engine::model::AuditRecord], check: impl FnOnce(&Journal)) {
-    let mut j = Journal::open_in_memory().unwrap();
+fn j_append_audit(s: &Store, records: &[canopy::engine::model::AuditRecord], check: impl FnOnce(&Journal)) {
+    let mut j = s.open();
     let rs: Vec<Record> = records.iter().map(|a| Record::Audit(Box::new(a.clone()))).collect();
     j.append(&rs).unwrap();
     check(&j);
 }
 
-#[test]
-fn a_new_store_is_created_migrated_and_reopened() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state/nested/canopy.db");
+fn a_new_store_is_created_migrated_and_reopened(s: &mut Store) {
     let id = {
-        let mut j = Journal::open(&path).unwrap();
+        let mut j = s.open();
         assert_eq!(j.store_id().len(), 6);
         assert!(j.store_id().chars().all(|c| c.is_ascii_hexdigit()));
         j.append(&[w(workload(1, WorkloadState::Running))]).unwrap();
         j.store_id().to_string()
     };
-    let j = Journal::open(&path).unwrap();
+    let j = s.open();
     assert_eq!(j.store_id(), id);
     assert_eq!(ids(&j.workloads(&WorkloadFilter::default()).unwrap()), [1]);
+    let version = s.raw_i64("SELECT CAST(value AS BIGINT) FROM meta WHERE key = 'schema_version'");
+    assert_eq!(version, SCHEMA_VERSION);
+    // Two stores get different ids.
+    assert_ne!(s.another().open().store_id(), id);
+}
 
+/// SQLite's own: the file's directories are made, and it is in WAL mode.
+#[test]
+fn a_new_sqlite_store_makes_its_directories_and_uses_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state/nested/canopy.db");
+    drop(Journal::open(&path).unwrap());
     let raw = rusqlite::Connection::open(&path).unwrap();
     let mode: String = raw.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
     assert_eq!(mode, "wal");
-    let version: i64 =
-        raw.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, SCHEMA_VERSION);
-    // Two stores get different ids.
-    assert_ne!(Journal::open(&dir.path().join("other.db")).unwrap().store_id(), id);
 }
 
-#[test]
-fn a_store_from_a_newer_canopy_is_refused_clearly() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("canopy.db");
-    drop(Journal::open(&path).unwrap());
-    let raw = rusqlite::Connection::open(&path).unwrap();
-    raw.execute("UPDATE meta SET value = ?1 WHERE key = 'schema_version'", [SCHEMA_VERSION + 1]).unwrap();
-
-    let err = Journal::open(&path).unwrap_err();
+fn a_store_from_a_newer_canopy_is_refused_clearly(s: &mut Store) {
+    drop(s.open());
+    s.raw(&format!("UPDATE meta SET value = {} WHERE key = 'schema_version'", SCHEMA_VERSION + 1));
+    let err = s.try_open().unwrap_err();
     assert!(matches!(err, JournalError::NewerSchema { .. }), "{err}");
     let msg = err.to_string();
     assert!(msg.contains("newer Canopy") && msg.contains("upgrade Canopy"), "{msg}");
-    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    let shown = if s.is_postgres() { canopy::journal::shown_url(&s.url()) } else { s.url() };
+    assert!(msg.contains(&shown), "{msg}");
+}
+
+fn stores_that_are_not_canopy_stores_are_refused_untouched(s: &mut Store) {
+    s.raw("CREATE TABLE users (name TEXT)");
+    let err = s.try_open().unwrap_err();
+    assert!(matches!(err, JournalError::NotAStore { .. }), "{err}");
+    assert_eq!(s.tables(), 1);
 }
 
 #[test]
-fn files_that_are_not_canopy_stores_are_refused_untouched() {
+fn a_file_that_is_not_a_database_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let foreign = dir.path().join("app.db");
-    rusqlite::Connection::open(&foreign).unwrap().execute_batch("CREATE TABLE users (name TEXT)").unwrap();
-    let err = Journal::open(&foreign).unwrap_err();
-    assert!(matches!(err, JournalError::NotAStore { .. }), "{err}");
-    let raw = rusqlite::Connection::open(&foreign).unwrap();
-    let tables: i64 =
-        raw.query_row("SELECT count(*) FROM sqlite_schema WHERE type = 'table'", [], |r| r.get(0)).unwrap();
-    assert_eq!(tables, 1);
-
     let text = dir.path().join("notes.txt");
     std::fs::write(&text, "x".repeat(4096)).unwrap();
     let err = Journal::open(&text).unwrap_err();
     assert!(err.to_string().contains("not a Canopy store"), "{err}");
 }
 
-#[test]
-fn an_operators_node_intent_is_kept_until_lifted() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut j = Journal::open(&dir.path().join("canopy.db")).unwrap();
+fn an_operators_node_intent_is_kept_until_lifted(s: &mut Store) {
+    let mut j = s.open();
     let intent = NodeIntent {
         node: "gpu-7".into(),
         state: canopy::fleet::NodeState::Cordoned,
@@ -499,10 +505,8 @@ fn an_operators_node_intent_is_kept_until_lifted() {
 
 /// The console loads every failure nobody resolved, however old: one
 /// 2,100 workloads back is found; acknowledged and retried ones are not.
-#[test]
-fn unresolved_failures_are_found_whatever_their_age() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut j = Journal::open(&dir.path().join("canopy.db")).unwrap();
+fn unresolved_failures_are_found_whatever_their_age(s: &mut Store) {
+    let mut j = s.open();
     let w = |r: WorkloadRecord| Record::Workload(Box::new(r));
     let mut records = vec![w(workload(1, WorkloadState::Failed))];
     let mut acked = workload(2, WorkloadState::Failed);
@@ -529,10 +533,9 @@ fn unresolved_failures_are_found_whatever_their_age() {
     assert_eq!(j.count_workloads(&failed).unwrap(), 3, "a count ignores the limit");
 }
 
-#[test]
-fn the_tenancy_in_force_token_tenants_and_tenant_listings_are_kept() {
+fn the_tenancy_in_force_token_tenants_and_tenant_listings_are_kept(s: &mut Store) {
     use canopy::journal::{TenancyRow, TenantFilter, TokenRow};
-    let mut j = Journal::open_in_memory().unwrap();
+    let mut j = s.open();
     assert_eq!(j.tenancy().unwrap(), None);
     let audit = |by: &str| AuditRecord {
         at: Millis(5),
@@ -592,11 +595,8 @@ fn the_tenancy_in_force_token_tenants_and_tenant_listings_are_kept() {
 /// back pending by a fresh reader (as after a `kill -9`); after its try it
 /// is no longer pending, keeps its id and body, and the next id is above
 /// every id used.
-#[test]
-fn a_webhook_delivery_is_pending_until_its_try_is_written_and_survives_a_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("canopy.db");
-    let mut j = Journal::open(&path).unwrap();
+fn a_webhook_delivery_is_pending_until_its_try_is_written_and_survives_a_reopen(s: &mut Store) {
+    let mut j = s.open();
     assert_eq!(j.last_delivery_id().unwrap(), 0);
     let d = DeliveryRecord {
         id: 1,
@@ -613,7 +613,7 @@ fn a_webhook_delivery_is_pending_until_its_try_is_written_and_survives_a_reopen(
     j.append(&[w(workload(3, WorkloadState::Succeeded)), Record::Delivery(Box::new(d.clone()))]).unwrap();
     drop(j);
 
-    let mut j = Journal::open(&path).unwrap();
+    let mut j = s.open();
     assert_eq!(j.pending_deliveries().unwrap(), vec![d.clone()]);
     let tried = DeliveryRecord {
         state: DeliveryState::Delivered,
@@ -635,4 +635,51 @@ fn a_webhook_delivery_is_pending_until_its_try_is_written_and_survives_a_reopen(
     assert_eq!(all[0].body, d.body, "the body is the one first written");
     assert_eq!(j.last_delivery_id().unwrap(), 1);
     assert!(j.deliveries(WorkloadId(4)).unwrap().is_empty());
+}
+
+/// `canopy migrate`'s copy: a SQLite store with every kind of row (taken
+/// from the tests above) copied into an empty store reads back the same,
+/// keeps its id, and numbers new commits after the copied ones. A second
+/// copy into the now-full store is refused.
+fn a_sqlite_store_is_copied_whole(s: &mut Store) {
+    let mut src = Store::sqlite();
+    the_tenancy_in_force_token_tenants_and_tenant_listings_are_kept(&mut src);
+    a_webhook_delivery_is_pending_until_its_try_is_written_and_survives_a_reopen(&mut src);
+    an_operators_node_intent_is_kept_until_lifted(&mut src);
+    let mut from = src.open();
+    from.append(&[
+        event(1, None, EventKind::Submitted, "submitted"),
+        Record::Health(health(20, "node-9", Some(FailureClass::Node))),
+    ])
+    .unwrap();
+
+    let mut to = s.open();
+    let counts = from.copy_into(&mut to).unwrap();
+    assert_eq!(counts.len(), canopy::journal::TABLES.len());
+    assert!(counts.iter().any(|(t, n)| *t == "tokens" && *n == 1), "{counts:?}");
+    let to = s.open();
+    let all = WorkloadFilter::default();
+    assert_eq!(to.store_id(), from.store_id());
+    assert_eq!(to.workloads(&all).unwrap(), from.workloads(&all).unwrap());
+    let ids: Vec<WorkloadId> = from.workloads(&all).unwrap().iter().map(|w| w.id).collect();
+    assert_eq!(to.attempts_of(&ids).unwrap(), from.attempts_of(&ids).unwrap());
+    assert_eq!(to.events_since(0, 1000).unwrap(), from.events_since(0, 1000).unwrap());
+    assert_eq!(to.batches_since(0, 1000).unwrap(), from.batches_since(0, 1000).unwrap());
+    assert_eq!(to.audit(&Default::default()).unwrap(), from.audit(&Default::default()).unwrap());
+    assert_eq!(to.tokens().unwrap(), from.tokens().unwrap());
+    assert_eq!(to.tenancy().unwrap(), from.tenancy().unwrap());
+    assert_eq!(to.deliveries(WorkloadId(3)).unwrap(), from.deliveries(WorkloadId(3)).unwrap());
+    let window = HealthWindow { since: Millis(0), limit: 100 };
+    assert_eq!(to.load_live(window).unwrap(), from.load_live(window).unwrap());
+    assert_eq!(to.last_event_seq().unwrap(), from.last_event_seq().unwrap());
+
+    // New commits follow the copied ones.
+    let (_, last) = from.batch_range().unwrap();
+    let mut to = s.open();
+    let next = to.append(&[event(1, None, EventKind::Running, "running")]).unwrap();
+    assert!(next > last, "batch {next} after {last}");
+    assert!(to.last_event_seq().unwrap() > from.last_event_seq().unwrap());
+
+    let err = from.copy_into(&mut to).unwrap_err();
+    assert!(matches!(err, JournalError::NotEmpty { .. }), "{err}");
 }

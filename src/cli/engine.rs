@@ -134,7 +134,7 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
         let _ = writeln!(
             std::io::stderr(),
             "canopy serve: store {} (id {}), {} providers, {} nodes; API on {}{tcp}. Ctrl-C stops the engine; workloads keep running.",
-            home.store().display(),
+            running.journal,
             running.store_id,
             running.fleet.providers.len(),
             running.fleet.nodes.len(),

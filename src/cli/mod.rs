@@ -22,6 +22,7 @@ mod fleet;
 mod import;
 mod logs;
 mod mcp;
+mod migrate;
 mod plan;
 mod profile;
 mod sim;
@@ -407,6 +408,9 @@ pub enum Command {
     /// policies (Canopy's, cheapest-first, blocklist, random), or watch one
     /// in the console (--watch).
     Sim(sim::SimArgs),
+    /// Copy this store's journal into an empty PostgreSQL database
+    /// (`[journal] url`); the engine must be stopped.
+    Migrate(migrate::MigrateArgs),
 }
 
 pub fn run(mut cli: Cli) -> Result<ExitCode> {
@@ -418,6 +422,7 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
                 | Command::Validate { .. }
                 | Command::Schema
                 | Command::Import(_)
+                | Command::Migrate(_)
                 | Command::Completions(_)
                 | Command::Man(_)
         )
@@ -467,6 +472,7 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
         Some(Command::Whoami(args)) => whoami::run(&cli.store, &args),
         Some(Command::Mcp(args)) => mcp::run(&cli.store, args),
         Some(Command::Serve(args)) => engine::run(&cli.store, args),
+        Some(Command::Migrate(args)) => migrate::run(&cli.store, args),
         Some(Command::Submit { spec, from, idempotency_key, wait, logs, tenant, json }) => workloads::submit(
             &cli.store,
             &spec,

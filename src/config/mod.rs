@@ -106,8 +106,10 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+mod journal;
 mod ssh;
 mod webhooks;
+pub use journal::{JournalEntry, PASSWORD_ENV as JOURNAL_PASSWORD_ENV};
 pub use ssh::*;
 pub use webhooks::{SECRET_ENV as WEBHOOK_SECRET_ENV, SubscriptionEntry, WebhooksEntry};
 
@@ -155,6 +157,9 @@ pub struct Config {
     /// subscriptions.
     #[serde(default)]
     pub webhooks: WebhooksEntry,
+    /// `[journal]`: the journal on PostgreSQL instead of the SQLite file.
+    #[serde(default)]
+    pub journal: JournalEntry,
 }
 
 /// `[local]`: how this machine is offered.
@@ -195,6 +200,7 @@ impl Default for Config {
             fair_share: None,
             budget: Vec::new(),
             webhooks: WebhooksEntry::default(),
+            journal: JournalEntry::default(),
         }
     }
 }
@@ -580,6 +586,7 @@ pub fn parse(text: &str) -> Result<Config, String> {
         r.topology.check("ray").map_err(|m| format!("[[ray]] {}: {m}", r.name))?;
     }
     cfg.webhooks.check()?;
+    cfg.journal.check()?;
     let mut core = crate::engine::core::CoreConfig::default();
     cfg.engine.apply(&mut core);
     let unreachable_after = std::time::Duration::from_secs_f64(core.unreachable_after_s);

@@ -2,9 +2,10 @@
 //!
 //! States, kinds and classes are stored as their `as_str()` names (the
 //! same names serde uses, which a test checks), so the store reads well in
-//! `sqlite3`. Ids are SQLite integers (i64).
+//! `sqlite3` and `psql`. Ids are 64-bit integers (i64; `BIGINT` on PostgreSQL).
 
 use super::JournalError;
+use super::db::Row;
 use crate::engine::model::{Millis, WorkloadId};
 use rusqlite::types::Type;
 use serde::de::DeserializeOwned;
@@ -17,29 +18,26 @@ pub(super) fn id_to_sql(id: WorkloadId) -> Result<i64, JournalError> {
     })
 }
 
-pub(super) fn id_from_sql(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<WorkloadId> {
+pub(super) fn id_from_sql(row: &Row, i: usize) -> rusqlite::Result<WorkloadId> {
     let v: i64 = row.get(i)?;
     u64::try_from(v).map(WorkloadId).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(i, v))
 }
 
-pub(super) fn millis(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Millis> {
+pub(super) fn millis(row: &Row, i: usize) -> rusqlite::Result<Millis> {
     row.get(i).map(Millis)
 }
 
-pub(super) fn opt_millis(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<Millis>> {
-    row.get::<_, Option<i64>>(i).map(|v| v.map(Millis))
+pub(super) fn opt_millis(row: &Row, i: usize) -> rusqlite::Result<Option<Millis>> {
+    row.get::<Option<i64>>(i).map(|v| v.map(Millis))
 }
 
 /// A unit enum from its serde name, e.g. `WorkloadState` from `"running"`.
-pub(super) fn name<T: DeserializeOwned>(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<T> {
+pub(super) fn name<T: DeserializeOwned>(row: &Row, i: usize) -> rusqlite::Result<T> {
     let s = row.get_ref(i)?.as_str()?;
     parse_name(s).map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, Type::Text, e.into()))
 }
 
-pub(super) fn opt_name<T: DeserializeOwned>(
-    row: &rusqlite::Row<'_>,
-    i: usize,
-) -> rusqlite::Result<Option<T>> {
+pub(super) fn opt_name<T: DeserializeOwned>(row: &Row, i: usize) -> rusqlite::Result<Option<T>> {
     match row.get_ref(i)?.as_str_or_null()? {
         None => Ok(None),
         Some(s) => parse_name(s)
@@ -49,16 +47,13 @@ pub(super) fn opt_name<T: DeserializeOwned>(
 }
 
 /// A JSON column, e.g. a spec.
-pub(super) fn json<T: DeserializeOwned>(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<T> {
+pub(super) fn json<T: DeserializeOwned>(row: &Row, i: usize) -> rusqlite::Result<T> {
     let s = row.get_ref(i)?.as_str()?;
     serde_json::from_str(s).map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, Type::Text, e.into()))
 }
 
 /// A nullable JSON column.
-pub(super) fn opt_json<T: DeserializeOwned>(
-    row: &rusqlite::Row<'_>,
-    i: usize,
-) -> rusqlite::Result<Option<T>> {
+pub(super) fn opt_json<T: DeserializeOwned>(row: &Row, i: usize) -> rusqlite::Result<Option<T>> {
     match row.get_ref(i)?.as_str_or_null()? {
         None => Ok(None),
         Some(s) => serde_json::from_str(s)

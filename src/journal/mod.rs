@@ -1,4 +1,6 @@
-//! The journal: Canopy's durable memory, one SQLite file per store.
+//! The journal: Canopy's durable memory, one SQLite file per store (the
+//! embedded default) or one PostgreSQL database (or schema) shared by the
+//! servers that point at it.
 //!
 //! It owns the store file and its schema: the current row of every workload
 //! and attempt, the append-only event log, health observations, every
@@ -13,10 +15,21 @@
 //! secrets, it never holds their values.
 //!
 //! One engine owns a store at a time ([`acquire_owner`]); any number of
-//! readers open it alongside. The API is blocking (rusqlite): call it from
+//! readers open it alongside. The API is blocking on both stores (rusqlite;
+//! the `postgres` crate, which blocks on a runtime of its own): call it from
 //! `spawn_blocking` or a dedicated thread, never from an async loop.
 //!
-//! Layout: `schema` (pragmas, migrations), `write` ([`Journal::append`]),
+//! Two stores, one journal: a [`Journal`] holds either connection (`db`:
+//! an enum of a `rusqlite::Connection` and a `postgres::Client`), and every
+//! query, migration and transaction goes through that one seam, written
+//! once in SQLite's spelling and translated for PostgreSQL, so the same
+//! tests run on both (`tests/journal.rs`). One transaction per appended
+//! batch on both; a commit returns only once durable (SQLite's fsync'd WAL,
+//! PostgreSQL's `synchronous_commit`). Every write passes through
+//! `Db::write`, the place a leader's epoch check will go.
+//!
+//! Layout: `db` (the two stores behind one interface), `schema` (pragmas,
+//! migrations), `write` ([`Journal::append`]),
 //! `read` (recovery and readers), `stream` (batches and the audit trail),
 //! `tokens` (API tokens), `tenancy` (the tenant tables in force), `lock` (exclusive ownership), `codec` (column
 //! encodings).
@@ -24,7 +37,10 @@
 //! [`Record`]: crate::engine::model::Record
 
 mod codec;
+mod copy;
+mod db;
 mod deliveries;
+mod lease;
 mod lock;
 mod read;
 mod schema;
@@ -33,6 +49,9 @@ mod tenancy;
 mod tokens;
 mod write;
 
+pub use copy::TABLES;
+pub use db::DbError;
+pub use lease::{LEASE_TERM, Lease};
 pub use lock::{OwnerLock, acquire_owner, is_owned, lock_path};
 pub use read::{HealthWindow, Recovered, TenantFilter, WorkloadFilter};
 pub use schema::SCHEMA_VERSION;
@@ -42,6 +61,7 @@ pub use tokens::TokenRow;
 
 #[cfg(doc)]
 use crate::engine::model::Millis;
+use db::Db;
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -51,11 +71,13 @@ use std::time::Duration;
 /// in WAL mode readers never wait for the writer at all.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A handle on one store: one SQLite connection. Writers take `&mut self`.
+/// A handle on one store: one SQLite or PostgreSQL connection. Writers
+/// take `&mut self`.
 #[derive(Debug)]
 pub struct Journal {
-    conn: Connection,
-    /// The store's path as shown in errors (`:memory:` for tests).
+    conn: Db,
+    /// The store's path as shown in errors (`:memory:` for tests), or its
+    /// PostgreSQL URL without any password.
     store: String,
     store_id: String,
 }
@@ -84,21 +106,61 @@ impl Journal {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(source) => return Err(JournalError::CreateFile { path: path.to_path_buf(), source }),
         }
-        let conn = Connection::open(path).map_err(|source| JournalError::open(&store, source))?;
+        let conn = Connection::open(path).map_err(|source| JournalError::open(&store, source.into()))?;
         Self::start(conn, store, new_id)
+    }
+
+    /// Connects to the PostgreSQL database at `url`
+    /// (`postgres://user@host:port/db`; `?options=-csearch_path%3DNAME`
+    /// puts the journal in schema NAME) with `password`, and migrates it to
+    /// this Canopy's schema, creating the tables in a database that has
+    /// none. The password is never shown: errors name the URL without it.
+    pub fn open_postgres(url: &str, password: Option<&str>) -> Result<Journal, JournalError> {
+        Self::open_postgres_with_id(url, password, None)
+    }
+
+    /// [`open_postgres`](Self::open_postgres); a store created now takes
+    /// `new_id` instead of a random id.
+    pub fn open_postgres_with_id(
+        url: &str,
+        password: Option<&str>,
+        new_id: Option<&str>,
+    ) -> Result<Journal, JournalError> {
+        let store = shown_url(url);
+        let mut config: postgres::Config =
+            url.parse().map_err(|source| JournalError::Url { store: store.clone(), source })?;
+        if let Some(password) = password {
+            config.password(password);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("canopy");
+        }
+        config.connect_timeout(BUSY_TIMEOUT);
+        let client = db::off_runtime(|| config.connect(postgres::NoTls))
+            .map_err(|source| JournalError::open(&store, DbError::Postgres(source)))?;
+        let mut conn = Db::Postgres(Box::new(std::cell::RefCell::new(db::Pg::new(client))));
+        let store_id = schema::migrate(&mut conn, &store, new_id)?;
+        Ok(Journal { conn, store, store_id })
     }
 
     /// A private store that lives as long as the handle; for tests.
     pub fn open_in_memory() -> Result<Journal, JournalError> {
         let store = ":memory:".to_string();
-        let conn = Connection::open_in_memory().map_err(|source| JournalError::open(&store, source))?;
+        let conn =
+            Connection::open_in_memory().map_err(|source| JournalError::open(&store, source.into()))?;
         Self::start(conn, store, None)
     }
 
-    fn start(mut conn: Connection, store: String, new_id: Option<&str>) -> Result<Journal, JournalError> {
+    fn start(conn: Connection, store: String, new_id: Option<&str>) -> Result<Journal, JournalError> {
         schema::configure(&conn, &store)?;
+        let mut conn = Db::Sqlite(conn);
         let store_id = schema::migrate(&mut conn, &store, new_id)?;
         Ok(Journal { conn, store, store_id })
+    }
+
+    /// Whether this journal is on PostgreSQL (else a SQLite file).
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.conn, Db::Postgres(_))
     }
 
     /// The store's random 6-hex id, made once when the store was created.
@@ -107,10 +169,79 @@ impl Journal {
         &self.store_id
     }
 
-    /// The store's path as given to [`Journal::open`].
+    /// The store's path as given to [`Journal::open`], or its URL without
+    /// a password.
     pub fn store(&self) -> &str {
         &self.store
     }
+}
+
+/// Where a journal lives: a SQLite file (the embedded default) or a
+/// PostgreSQL database (`[journal] url` in canopy.toml).
+#[derive(Clone, PartialEq, Eq)]
+pub enum Location {
+    File(PathBuf),
+    /// `password`: the value of the variable `[journal] password_env`
+    /// names; never shown (`Debug` hides it).
+    Postgres {
+        url: String,
+        password: Option<String>,
+    },
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::File(p) => f.debug_tuple("File").field(p).finish(),
+            Location::Postgres { url, password } => f
+                .debug_struct("Postgres")
+                .field("url", &shown_url(url))
+                .field("password", &password.as_ref().map(|_| "<hidden>"))
+                .finish(),
+        }
+    }
+}
+
+impl Location {
+    /// Opens (and migrates) the journal here.
+    pub fn open(&self) -> Result<Journal, JournalError> {
+        self.open_with_id(None)
+    }
+
+    /// [`open`](Self::open); a store created now takes `new_id`.
+    pub fn open_with_id(&self, new_id: Option<&str>) -> Result<Journal, JournalError> {
+        match self {
+            Location::File(path) => Journal::open_with_id(path, new_id),
+            Location::Postgres { url, password } => {
+                Journal::open_postgres_with_id(url, password.as_deref(), new_id)
+            }
+        }
+    }
+
+    /// The journal as shown to people: its path, or its URL without a
+    /// password.
+    pub fn shown(&self) -> String {
+        match self {
+            Location::File(p) => p.display().to_string(),
+            Location::Postgres { url, .. } => shown_url(url),
+        }
+    }
+
+    /// Takes ownership for this engine: the lock file next to a SQLite
+    /// store, the lease row of a PostgreSQL one.
+    pub fn acquire_owner(&self, now: crate::engine::model::Millis) -> Result<Ownership, JournalError> {
+        match self {
+            Location::File(path) => acquire_owner(path, now).map(Ownership::File),
+            Location::Postgres { .. } => lease::acquire(self, LEASE_TERM).map(Ownership::Lease),
+        }
+    }
+}
+
+/// An engine's hold on its journal; dropping it gives the journal up.
+#[derive(Debug)]
+pub enum Ownership {
+    File(OwnerLock),
+    Lease(Lease),
 }
 
 /// What went wrong with a store, and what to do about it.
@@ -137,7 +268,15 @@ pub enum JournalError {
         store: String,
         hint: &'static str,
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
+    },
+    #[error(
+        "the journal URL {store} is not a PostgreSQL URL: {source}; write it as postgres://USER@HOST:PORT/DATABASE in [journal] url"
+    )]
+    Url {
+        store: String,
+        #[source]
+        source: postgres::Error,
     },
     #[error(
         "{store} is not a Canopy store (it holds tables Canopy did not create); use --store to pick another file"
@@ -148,12 +287,12 @@ pub enum JournalError {
     )]
     NewerSchema { store: String, found: i64, supported: i64 },
     #[error("the store {store} could not {action}: {source}; {hint}")]
-    Sqlite {
+    Store {
         store: String,
         action: &'static str,
         hint: &'static str,
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
     },
     #[error("cannot record {what}: {detail}; this is a bug in Canopy, please report it")]
     Invalid { what: String, detail: String },
@@ -161,6 +300,14 @@ pub enum JournalError {
         "the store {store} is owned by another engine ({owner}); stop it or use --store to pick another store"
     )]
     Owned { store: PathBuf, owner: String },
+    #[error(
+        "the journal {store} already holds workloads or commits; copy a store only into an empty database (or a new schema)"
+    )]
+    NotEmpty { store: String },
+    #[error(
+        "the journal {store} is owned by another engine ({owner}, its lease runs until {until}); stop it, or wait for its lease to run out if it died"
+    )]
+    Leased { store: String, owner: String, until: String },
     #[error("cannot lock {path}: {source}; check the permissions of the store's directory")]
     Lock {
         path: PathBuf,
@@ -170,18 +317,78 @@ pub enum JournalError {
 }
 
 impl JournalError {
-    fn open(store: &str, source: rusqlite::Error) -> JournalError {
+    fn open(store: &str, source: DbError) -> JournalError {
         JournalError::Open { store: store.to_string(), hint: hint(&source), source }
     }
 }
 
-/// Wraps a SQLite error with the store and the action that failed.
-fn failed<'a>(store: &'a str, action: &'static str) -> impl Fn(rusqlite::Error) -> JournalError + 'a {
-    move |source| JournalError::Sqlite { store: store.to_string(), action, hint: hint(&source), source }
+/// Wraps a store's error with the store and the action that failed.
+fn failed<'a>(store: &'a str, action: &'static str) -> impl Fn(DbError) -> JournalError + 'a {
+    move |source| JournalError::Store { store: store.to_string(), action, hint: hint(&source), source }
+}
+
+/// `url` as shown to people: any password in it removed.
+pub fn shown_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((user, host)) => {
+            let user = user.split_once(':').map_or(user, |(u, _)| u);
+            format!("{scheme}://{user}@{host}{tail}")
+        }
+        None => url.to_string(),
+    }
+}
+
+/// What an operator can do about a store's error.
+fn hint(e: &DbError) -> &'static str {
+    match e {
+        DbError::Sqlite(e) => sqlite_hint(e),
+        DbError::Postgres(e) => postgres_hint(e),
+        DbError::Closed => "the journal was being closed; this is a bug in Canopy, please report it",
+        DbError::Type { .. } => {
+            "the store holds data this Canopy cannot read: it may be damaged or written by an incompatible version"
+        }
+    }
+}
+
+/// What an operator can do about a PostgreSQL error.
+fn postgres_hint(e: &postgres::Error) -> &'static str {
+    use postgres::error::SqlState as S;
+    let Some(code) = e.code() else {
+        return if e.is_closed() {
+            "the connection to PostgreSQL was lost; check that the server runs and is reachable, then try again"
+        } else {
+            "check that PostgreSQL runs at that address and accepts connections from this host"
+        };
+    };
+    match code {
+        c if *c == S::INVALID_PASSWORD || *c == S::INVALID_AUTHORIZATION_SPECIFICATION => {
+            "check the user in the URL and the password in the variable [journal] password_env names"
+        }
+        c if *c == S::INVALID_CATALOG_NAME => "create the database (createdb) or fix the URL's database name",
+        c if *c == S::INSUFFICIENT_PRIVILEGE => {
+            "grant the URL's role the right to create and write tables in its schema"
+        }
+        c if *c == S::T_R_SERIALIZATION_FAILURE || *c == S::T_R_DEADLOCK_DETECTED => {
+            "another server wrote at the same moment; try again"
+        }
+        c if *c == S::DISK_FULL => "free some disk space on the database server and try again",
+        c if *c == S::TOO_MANY_CONNECTIONS => {
+            "the database server has no free connection; raise max_connections or try again"
+        }
+        c if *c == S::ADMIN_SHUTDOWN || *c == S::CRASH_SHUTDOWN || *c == S::CANNOT_CONNECT_NOW => {
+            "the database server is restarting; try again once it is up"
+        }
+        c if c.code().starts_with("23") || c.code().starts_with("42") => {
+            "this is a bug in Canopy, please report it"
+        }
+        _ => "check the database server's log, and report a bug if it persists",
+    }
 }
 
 /// What an operator can do about a SQLite error.
-fn hint(e: &rusqlite::Error) -> &'static str {
+fn sqlite_hint(e: &rusqlite::Error) -> &'static str {
     use rusqlite::ErrorCode as C;
     match e {
         rusqlite::Error::FromSqlConversionFailure(..)

@@ -2,13 +2,14 @@
 //! and a second console. Readers never take the write lock.
 
 use super::codec::{id_from_sql, id_to_sql, json, millis, name, opt_json, opt_millis, opt_name};
+use super::db::{DbError, Dialect, Exec, Row};
 use super::{Journal, JournalError, failed};
 use crate::engine::model::{
     AttemptId, AttemptRecord, EventRecord, HealthObservation, Millis, NodeIntent, RETRY_OF, WorkloadId,
     WorkloadRecord, WorkloadState,
 };
+use rusqlite::ToSql;
 use rusqlite::types::Value;
-use rusqlite::{Connection, OptionalExtension, Params, Row, params_from_iter};
 
 /// Everything the engine needs to resume after a restart.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -87,7 +88,7 @@ impl TenantFilter {
 const WORKLOAD_COLUMNS: &str = "id, name, state, priority, submitted_at, updated_at, attempts, app_failures, \
      not_before, cost_usd, est_cost_usd, reason, class, idempotency_key, spec_hash, spec, submitted_by, \
      acknowledged, exclusions, \
-     (SELECT r.id FROM workloads r WHERE r.idempotency_key = 'canopy.retry-of:w-' || workloads.id), tenant";
+     (SELECT r.id FROM workloads r WHERE r.idempotency_key = 'canopy.retry-of:w-' || workloads.id) AS retried_as, tenant";
 
 const ATTEMPT_COLUMNS: &str = "workload, n, provider, pool, node, region, state, price_per_hour, est_cost_usd, \
      gpus, gpu_memory_gb, score, score_breakdown, placed_at, started_at, ended_at, exit_code, class, rule, \
@@ -105,48 +106,47 @@ impl Journal {
         let err = failed(&self.store, "load the live workloads");
         // A read transaction: every query below sees the same snapshot even
         // while another process writes.
-        let tx = self.conn.unchecked_transaction().map_err(&err)?;
-        let workloads = query(
-            &tx,
+        self.conn.snapshot(|tx| self.load_live_in(tx, health)).map_err(err)
+    }
+
+    fn load_live_in(&self, tx: &impl Exec, health: HealthWindow) -> Result<Recovered, DbError> {
+        let workloads = tx.query_map(
             &format!("SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE live = 1 ORDER BY id"),
-            [],
+            &[],
             workload_row,
-        )
-        .map_err(&err)?;
-        let attempts = query(
-            &tx,
+        )?;
+        let attempts = tx.query_map(
             &format!(
                 "SELECT {ATTEMPT_COLUMNS} FROM attempts \
                  WHERE workload IN (SELECT id FROM workloads WHERE live = 1) ORDER BY workload, n"
             ),
-            [],
+            &[],
             attempt_row,
-        )
-        .map_err(&err)?;
-        let max: i64 = tx
-            .query_row(
+        )?;
+        let max_sql = match tx.dialect() {
+            Dialect::Sqlite => {
                 "SELECT max(coalesce((SELECT value FROM meta WHERE key = 'max_workload_id'), 0), \
-                        coalesce((SELECT max(id) FROM workloads), 0))",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(&err)?;
+                        coalesce((SELECT max(id) FROM workloads), 0))"
+            }
+            Dialect::Postgres => {
+                "SELECT GREATEST(coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = 'max_workload_id'), 0), \
+                        coalesce((SELECT max(id) FROM workloads), 0))"
+            }
+        };
+        let max: i64 = tx.query_one(max_sql, &[], |r| r.get(0))?;
         let max_workload_id = u64::try_from(max).ok().filter(|&id| id > 0).map(WorkloadId);
         let limit = i64::try_from(health.limit).unwrap_or(i64::MAX);
-        let health = query(
-            &tx,
+        let health = tx.query_map(
             &format!(
                 "SELECT {HEALTH_COLUMNS} FROM (SELECT seq, {HEALTH_COLUMNS} FROM health_observations \
-                 WHERE at >= ?1 ORDER BY at DESC, seq DESC LIMIT ?2) ORDER BY at, seq"
+                 WHERE at >= ?1 ORDER BY at DESC, seq DESC LIMIT ?2) AS recent ORDER BY at, seq"
             ),
-            (health.since.0, limit),
+            &[&health.since.0, &limit],
             health_row,
-        )
-        .map_err(&err)?;
-        let intents = query(
-            &tx,
+        )?;
+        let intents = tx.query_map(
             "SELECT node, state, by, reason, at, until FROM node_intents ORDER BY node",
-            [],
+            &[],
             |r| {
                 Ok(NodeIntent {
                     node: r.get(0)?,
@@ -157,8 +157,7 @@ impl Journal {
                     until: opt_millis(r, 5)?,
                 })
             },
-        )
-        .map_err(&err)?;
+        )?;
         Ok(Recovered { workloads, attempts, max_workload_id, health, intents })
     }
 
@@ -166,10 +165,7 @@ impl Journal {
     pub fn workload(&self, id: WorkloadId) -> Result<Option<WorkloadRecord>, JournalError> {
         let sql = format!("SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE id = ?1");
         let id = id_to_sql(id)?;
-        self.conn
-            .prepare_cached(&sql)
-            .and_then(|mut s| s.query_row([id], workload_row).optional())
-            .map_err(failed(&self.store, "read a workload"))
+        self.conn.query_opt(&sql, &[&id], workload_row).map_err(failed(&self.store, "read a workload"))
     }
 
     /// Where queued workload `w` stands in its tenant's queue: how many of
@@ -184,11 +180,8 @@ impl Journal {
                    FROM workloads WHERE tenant = ?1 AND state = 'queued'";
         let id = id_to_sql(w.id)?;
         self.conn
-            .prepare_cached(sql)
-            .and_then(|mut s| {
-                s.query_row(rusqlite::params![tenant, w.priority, id], |r| {
-                    Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get::<_, i64>(1)?.max(0) as u64))
-                })
+            .query_one(sql, rusqlite::params![tenant, w.priority, id], |r| {
+                Ok((r.get::<i64>(0)?.max(0) as u64, r.get::<i64>(1)?.max(0) as u64))
             })
             .map(Some)
             .map_err(failed(&self.store, "read a tenant's queue"))
@@ -198,30 +191,27 @@ impl Journal {
     pub fn workload_by_key(&self, key: &str) -> Result<Option<WorkloadRecord>, JournalError> {
         let sql = format!("SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE idempotency_key = ?1");
         self.conn
-            .prepare_cached(&sql)
-            .and_then(|mut s| s.query_row([key], workload_row).optional())
+            .query_opt(&sql, &[&key], workload_row)
             .map_err(failed(&self.store, "look up an idempotency key"))
     }
 
     /// Workloads matching `filter`, newest first.
     pub fn workloads(&self, filter: &WorkloadFilter) -> Result<Vec<WorkloadRecord>, JournalError> {
-        let (filter_sql, mut args) = where_clause(filter)?;
-        let limit = filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        let (filter_sql, mut args) = where_clause(filter, self.conn.dialect())?;
+        let limit = filter.limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
         args.push(Value::Integer(limit));
         let sql = format!("SELECT {WORKLOAD_COLUMNS} FROM workloads {filter_sql} ORDER BY id DESC LIMIT ?");
-        query(&self.conn, &sql, params_from_iter(args), workload_row)
-            .map_err(failed(&self.store, "list workloads"))
+        self.conn.query_map(&sql, &refs(&args), workload_row).map_err(failed(&self.store, "list workloads"))
     }
 
     /// How many workloads match `filter`, ignoring its limit and cursor:
     /// the M of a list's "N of M".
     pub fn count_workloads(&self, filter: &WorkloadFilter) -> Result<u64, JournalError> {
         let filter = WorkloadFilter { limit: None, before: None, ..filter.clone() };
-        let (filter_sql, args) = where_clause(&filter)?;
+        let (filter_sql, args) = where_clause(&filter, self.conn.dialect())?;
         let sql = format!("SELECT count(*) FROM workloads {filter_sql}");
         self.conn
-            .prepare_cached(&sql)
-            .and_then(|mut s| s.query_row(params_from_iter(args), |r| r.get::<_, i64>(0)))
+            .query_one(&sql, &refs(&args), |r| r.get::<i64>(0))
             .map(|n| n.max(0) as u64)
             .map_err(failed(&self.store, "count workloads"))
     }
@@ -247,7 +237,8 @@ impl Journal {
         let sql = format!(
             "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE workload BETWEEN ?1 AND ?2 ORDER BY workload, n"
         );
-        query(&self.conn, &sql, [id_to_sql(lo)?, id_to_sql(hi)?], attempt_row)
+        self.conn
+            .query_map(&sql, &[&id_to_sql(lo)?, &id_to_sql(hi)?], attempt_row)
             .map_err(failed(&self.store, "read attempts"))
     }
 
@@ -255,12 +246,11 @@ impl Journal {
     /// included), with their workload's tenant: what fair share's decayed
     /// usage is rebuilt from at start. Oldest placement first.
     pub fn gpu_use_since(&self, since: Millis) -> Result<Vec<crate::tenant::fair::Use>, JournalError> {
-        query(
-            &self.conn,
+        self.conn.query_map(
             "SELECT w.tenant, a.pool, a.gpus, a.nodes, a.placed_at, a.ended_at FROM attempts a \
              JOIN workloads w ON w.id = a.workload \
              WHERE a.gpus > 0 AND (a.ended_at IS NULL OR a.ended_at >= ?1) ORDER BY a.placed_at, a.workload, a.n",
-            [since.0],
+            &[&since.0],
             |r| {
                 let nodes: Option<String> = r.get(3)?;
                 let n = nodes.and_then(|j| serde_json::from_str::<Vec<String>>(&j).ok()).map_or(1, |v| v.len().max(1));
@@ -290,16 +280,17 @@ impl Journal {
              WHERE a.ended_at IS NOT NULL AND a.ended_at >= ?1 ORDER BY a.ended_at, a.workload, a.n",
             cols.join(", ")
         );
-        query(&self.conn, &sql, [since.0], |r| {
-            // The two workload columns follow the attempt's.
-            let n = ATTEMPT_COLUMNS.split(',').count();
-            Ok(crate::engine::core::Closed {
-                attempt: attempt_row(r)?,
-                tenant: r.get(n)?,
-                user: r.get(n + 1)?,
+        self.conn
+            .query_map(&sql, &[&since.0], |r| {
+                // The two workload columns follow the attempt's.
+                let n = ATTEMPT_COLUMNS.split(',').count();
+                Ok(crate::engine::core::Closed {
+                    attempt: attempt_row(r)?,
+                    tenant: r.get(n)?,
+                    user: r.get(n + 1)?,
+                })
             })
-        })
-        .map_err(failed(&self.store, "read ended attempts for budgets"))
+            .map_err(failed(&self.store, "read ended attempts for budgets"))
     }
 
     /// The attempts of these workloads, by workload then attempt: one
@@ -329,7 +320,9 @@ impl Journal {
         let sql = format!(
             "SELECT {EVENT_COLUMNS} FROM events WHERE workload BETWEEN ?1 AND ?1 ORDER BY workload, seq"
         );
-        let rows = query(&self.conn, &sql, [id_to_sql(id)?], event_row)
+        let rows = self
+            .conn
+            .query_map(&sql, &[&id_to_sql(id)?], event_row)
             .map_err(failed(&self.store, "read events"))?;
         Ok(rows.into_iter().map(|(_, e)| e).collect())
     }
@@ -341,26 +334,27 @@ impl Journal {
     pub fn events_since(&self, seq: i64, limit: usize) -> Result<Vec<(i64, EventRecord)>, JournalError> {
         let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2");
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        query(&self.conn, &sql, (seq, limit), event_row).map_err(failed(&self.store, "read events"))
+        self.conn.query_map(&sql, &[&seq, &limit], event_row).map_err(failed(&self.store, "read events"))
     }
 
     /// The sequence number of the newest event; 0 when there is none.
     pub fn last_event_seq(&self) -> Result<i64, JournalError> {
         self.conn
-            .query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get(0))
+            .query_one("SELECT coalesce(max(seq), 0) FROM events", &[], |r| r.get(0))
             .map_err(failed(&self.store, "read events"))
     }
 
     /// Health observations at or after `since`, oldest first.
     pub fn health_observations(&self, since: Millis) -> Result<Vec<HealthObservation>, JournalError> {
         let sql = format!("SELECT {HEALTH_COLUMNS} FROM health_observations WHERE at >= ?1 ORDER BY at, seq");
-        query(&self.conn, &sql, [since.0], health_row)
+        self.conn
+            .query_map(&sql, &[&since.0], health_row)
             .map_err(failed(&self.store, "read health observations"))
     }
 }
 
 /// The `WHERE` clause of a workload listing and its arguments.
-fn where_clause(filter: &WorkloadFilter) -> Result<(String, Vec<Value>), JournalError> {
+fn where_clause(filter: &WorkloadFilter, dialect: Dialect) -> Result<(String, Vec<Value>), JournalError> {
     let mut clauses: Vec<String> = Vec::new();
     let mut args: Vec<Value> = Vec::new();
     let live =
@@ -379,7 +373,10 @@ fn where_clause(filter: &WorkloadFilter) -> Result<(String, Vec<Value>), Journal
         args.extend(filter.states.iter().map(|s| Value::Text(s.as_str().into())));
     }
     if let Some(needle) = &filter.name_contains {
-        clauses.push("instr(lower(name), lower(?)) > 0".into());
+        clauses.push(match dialect {
+            Dialect::Sqlite => "instr(lower(name), lower(?)) > 0".into(),
+            Dialect::Postgres => "strpos(lower(name), lower(?)) > 0".into(),
+        });
         args.push(Value::Text(needle.clone()));
     }
     if let Some(since) = filter.updated_since {
@@ -391,9 +388,17 @@ fn where_clause(filter: &WorkloadFilter) -> Result<(String, Vec<Value>), Journal
         args.push(Value::Integer(id_to_sql(before)?));
     }
     if let Some((key, value)) = &filter.label {
-        // A JSON path with the key quoted, so dots in it stay literal.
-        clauses.push("json_extract(spec, ?) = ?".into());
-        args.push(Value::Text(format!("$.labels.\"{}\"", key.replace('"', ""))));
+        match dialect {
+            Dialect::Sqlite => {
+                // A JSON path with the key quoted, so dots in it stay literal.
+                clauses.push("json_extract(spec, ?) = ?".into());
+                args.push(Value::Text(format!("$.labels.\"{}\"", key.replace('"', ""))));
+            }
+            Dialect::Postgres => {
+                clauses.push("(CAST(spec AS jsonb) -> 'labels' ->> CAST(? AS TEXT)) = ?".into());
+                args.push(Value::Text(key.replace('"', "")));
+            }
+        }
         args.push(Value::Text(value.clone()));
     }
     if let Some(provider) = &filter.provider {
@@ -427,7 +432,7 @@ fn where_clause(filter: &WorkloadFilter) -> Result<(String, Vec<Value>), Journal
             any.push(format!("id IN (SELECT workload FROM attempts WHERE {})", on.join(" OR ")));
         }
         if any.is_empty() {
-            any.push("0".into());
+            any.push("1 = 0".into());
         }
         clauses.push(format!("({})", any.join(" OR ")));
     }
@@ -442,17 +447,12 @@ fn where_clause(filter: &WorkloadFilter) -> Result<(String, Vec<Value>), Journal
     Ok((filter_sql, args))
 }
 
-fn query<T, P: Params>(
-    conn: &Connection,
-    sql: &str,
-    params: P,
-    row: fn(&Row<'_>) -> rusqlite::Result<T>,
-) -> rusqlite::Result<Vec<T>> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    stmt.query_map(params, row)?.collect()
+/// `args` as statement parameters.
+fn refs(args: &[Value]) -> Vec<&dyn ToSql> {
+    args.iter().map(|v| v as &dyn ToSql).collect()
 }
 
-fn workload_row(r: &Row<'_>) -> rusqlite::Result<WorkloadRecord> {
+fn workload_row(r: &Row) -> rusqlite::Result<WorkloadRecord> {
     Ok(WorkloadRecord {
         id: id_from_sql(r, 0)?,
         name: r.get(1)?,
@@ -473,12 +473,12 @@ fn workload_row(r: &Row<'_>) -> rusqlite::Result<WorkloadRecord> {
         submitted_by: r.get(16)?,
         acknowledged: opt_json(r, 17)?,
         exclusions: opt_json(r, 18)?,
-        retried_as: r.get::<_, Option<i64>>(19)?.and_then(|n| u64::try_from(n).ok()).map(WorkloadId),
+        retried_as: r.get::<Option<i64>>(19)?.and_then(|n| u64::try_from(n).ok()).map(WorkloadId),
         tenant: r.get(20)?,
     })
 }
 
-fn attempt_row(r: &Row<'_>) -> rusqlite::Result<AttemptRecord> {
+fn attempt_row(r: &Row) -> rusqlite::Result<AttemptRecord> {
     Ok(AttemptRecord {
         id: AttemptId { workload: id_from_sql(r, 0)?, n: r.get(1)? },
         provider: r.get(2)?,
@@ -508,7 +508,7 @@ fn attempt_row(r: &Row<'_>) -> rusqlite::Result<AttemptRecord> {
     })
 }
 
-fn event_row(r: &Row<'_>) -> rusqlite::Result<(i64, EventRecord)> {
+fn event_row(r: &Row) -> rusqlite::Result<(i64, EventRecord)> {
     let workload = id_from_sql(r, 2)?;
     let attempt: Option<u32> = r.get(3)?;
     let event = EventRecord {
@@ -521,7 +521,7 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<(i64, EventRecord)> {
     Ok((r.get(0)?, event))
 }
 
-fn health_row(r: &Row<'_>) -> rusqlite::Result<HealthObservation> {
+fn health_row(r: &Row) -> rusqlite::Result<HealthObservation> {
     Ok(HealthObservation {
         at: millis(r, 0)?,
         provider: r.get(1)?,

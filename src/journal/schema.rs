@@ -5,9 +5,10 @@
 //! [`MIGRATIONS`]. A store whose version is above ours was written by a
 //! newer Canopy and is refused rather than guessed at.
 
+use super::db::{Db, Dialect, Exec};
+use super::write::Failed;
 use super::{BUSY_TIMEOUT, JournalError, failed};
-use rusqlite::types::FromSql;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 use sha2::{Digest, Sha256};
 
 /// The schema version this Canopy writes and understands.
@@ -234,7 +235,7 @@ const MIGRATIONS: &[&str] = &[
 /// commits everything that arrived together in one transaction (group
 /// commit), so the fsync is paid once per batch, not once per request.
 pub(super) fn configure(conn: &Connection, store: &str) -> Result<(), JournalError> {
-    let open = |source| JournalError::open(store, source);
+    let open = |source: rusqlite::Error| JournalError::open(store, source.into());
     conn.busy_timeout(BUSY_TIMEOUT).map_err(open)?;
     let mode: String =
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)).map_err(open)?;
@@ -253,82 +254,142 @@ pub(super) fn configure(conn: &Connection, store: &str) -> Result<(), JournalErr
 
 /// Brings the store to [`SCHEMA_VERSION`] and returns its store id.
 /// Safe against two processes opening a new store at once: the check is
-/// repeated under the write lock.
+/// repeated under the write lock (SQLite's, or on PostgreSQL a lock held
+/// until the migration's transaction ends).
 /// `new_id`: the id a store created now takes (a journal started over
 /// next to an old one's attempts keeps their id); a random one when `None`.
-pub(super) fn migrate(
-    conn: &mut Connection,
-    store: &str,
-    new_id: Option<&str>,
-) -> Result<String, JournalError> {
+pub(super) fn migrate(db: &mut Db, store: &str, new_id: Option<&str>) -> Result<String, JournalError> {
     // Fast path, no write lock: readers open an up-to-date store often.
-    if let (Some(version), Some(id)) = read_meta(conn, store)?
+    if let (Some(version), Some(id)) = read_meta(db, store)?
         && version == SCHEMA_VERSION
     {
         return Ok(id);
     }
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(failed(store, "start its migration"))?;
-    if !has_meta(&tx, store)? {
-        let foreign: i64 = tx
-            .query_row(
-                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
-                [],
-                |r| r.get(0),
+    let id = db
+        .write(|tx| -> Result<Option<String>, Failed> {
+            if tx.dialect() == Dialect::Postgres {
+                // Two servers starting on a new database at once: the
+                // second waits here, then finds the schema made.
+                tx.execute("SELECT pg_advisory_xact_lock(?1)", &[&MIGRATION_LOCK])
+                    .map_err(failed(store, "lock its schema for migration"))?;
+            }
+            if !has_meta(tx, store)? {
+                let foreign: i64 = tx
+                    .query_one(foreign_tables_sql(tx.dialect()), &[], |r| r.get(0))
+                    .map_err(|source| JournalError::open(store, source))?;
+                if foreign > 0 {
+                    return Err(JournalError::NotAStore { store: store.to_string() }.into());
+                }
+                let create = match tx.dialect() {
+                    Dialect::Sqlite => "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
+                    Dialect::Postgres => "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
+                };
+                tx.batch(create).map_err(failed(store, "create its meta table"))?;
+            }
+            let version = read_meta(tx, store)?.0.unwrap_or(0);
+            if version > SCHEMA_VERSION {
+                return Err(JournalError::NewerSchema {
+                    store: store.to_string(),
+                    found: version,
+                    supported: SCHEMA_VERSION,
+                }
+                .into());
+            }
+            // `version` is in 0..=SCHEMA_VERSION here, so the slice is in bounds.
+            for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+                let sql = match tx.dialect() {
+                    Dialect::Sqlite => std::borrow::Cow::Borrowed(*sql),
+                    Dialect::Postgres => std::borrow::Cow::Owned(for_postgres(sql)),
+                };
+                tx.batch(&sql).map_err(failed(store, "migrate its schema"))?;
+                tracing::info!(store, version = i + 1, "migrated the store");
+            }
+            let set = "INSERT INTO meta (key, value) VALUES (?1, ?2) \
+                       ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+            tx.execute(set, params!["schema_version", SCHEMA_VERSION])
+                .map_err(failed(store, "migrate its schema"))?;
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('store_id', ?1) ON CONFLICT (key) DO NOTHING",
+                &[&new_id.map_or_else(|| new_store_id(store), str::to_string)],
             )
-            .map_err(|source| JournalError::open(store, source))?;
-        if foreign > 0 {
-            return Err(JournalError::NotAStore { store: store.to_string() });
-        }
-        tx.execute_batch("CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID")
-            .map_err(failed(store, "create its meta table"))?;
-    }
-    let version = read_meta(&tx, store)?.0.unwrap_or(0);
-    if version > SCHEMA_VERSION {
-        return Err(JournalError::NewerSchema {
-            store: store.to_string(),
-            found: version,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    // `version` is in 0..=SCHEMA_VERSION here, so the slice is in bounds.
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        tx.execute_batch(sql).map_err(failed(store, "migrate its schema"))?;
-        tracing::info!(store, version = i + 1, "migrated the store");
-    }
-    let set = "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value";
-    tx.execute(set, params!["schema_version", SCHEMA_VERSION])
-        .map_err(failed(store, "migrate its schema"))?;
-    tx.execute(
-        "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?1)",
-        [new_id.map_or_else(|| new_store_id(store), str::to_string)],
-    )
-    .map_err(failed(store, "record its id"))?;
-    let id = read_meta(&tx, store)?.1;
-    tx.commit().map_err(failed(store, "commit its migration"))?;
+            .map_err(failed(store, "record its id"))?;
+            Ok(read_meta(tx, store)?.1)
+        })
+        .map_err(|e| match e {
+            Failed::Db(source) => failed(store, "commit its migration")(source),
+            Failed::Journal(e) => e,
+        })?;
     id.ok_or_else(|| JournalError::Invalid { what: "the store id".into(), detail: "it was not saved".into() })
 }
 
-fn has_meta(conn: &Connection, store: &str) -> Result<bool, JournalError> {
-    conn.query_row("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'meta'", [], |_| Ok(()))
-        .optional()
+/// Any key for `pg_advisory_xact_lock`, the same in every Canopy: "canopy" in ASCII.
+const MIGRATION_LOCK: i64 = 0x6361_6e6f_7079;
+
+/// How many tables not made by SQLite itself the store has (in the
+/// connection's schema, on PostgreSQL).
+fn foreign_tables_sql(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => {
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        }
+        Dialect::Postgres => {
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+        }
+    }
+}
+
+/// A migration in PostgreSQL's types: every integer a `BIGINT` (SQLite's
+/// integers are 64-bit), every real a `DOUBLE PRECISION`, a row-numbered
+/// `seq` an identity column, and no `WITHOUT ROWID`. The columns, indexes
+/// and constraints are the same, so one list of migrations serves both.
+pub(super) fn for_postgres(sql: &str) -> String {
+    static SEQ: std::sync::LazyLock<Option<regex::Regex>> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"\bseq(\s+)INTEGER PRIMARY KEY").ok());
+    static INTEGER: std::sync::LazyLock<Option<regex::Regex>> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"\bINTEGER\b").ok());
+    static REAL: std::sync::LazyLock<Option<regex::Regex>> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"\bREAL\b").ok());
+    let mut out = sql.replace("WITHOUT ROWID", "");
+    if let Some(re) = SEQ.as_ref() {
+        out = re.replace_all(&out, "seq${1}BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY").into_owned();
+    }
+    if let Some(re) = INTEGER.as_ref() {
+        out = re.replace_all(&out, "BIGINT").into_owned();
+    }
+    if let Some(re) = REAL.as_ref() {
+        out = re.replace_all(&out, "DOUBLE PRECISION").into_owned();
+    }
+    out
+}
+
+fn has_meta(conn: &impl Exec, store: &str) -> Result<bool, JournalError> {
+    let sql = match conn.dialect() {
+        Dialect::Sqlite => "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'meta'",
+        Dialect::Postgres => {
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'meta'"
+        }
+    };
+    conn.query_opt(sql, &[], |_| Ok(()))
         .map(|found| found.is_some())
         .map_err(|source| JournalError::open(store, source))
 }
 
-/// `(schema_version, store_id)`; both `None` in a new, empty file.
-fn read_meta(conn: &Connection, store: &str) -> Result<(Option<i64>, Option<String>), JournalError> {
+/// `(schema_version, store_id)`; both `None` in a new, empty store.
+fn read_meta(conn: &impl Exec, store: &str) -> Result<(Option<i64>, Option<String>), JournalError> {
     if !has_meta(conn, store)? {
         return Ok((None, None));
     }
-    let version = meta(conn, "schema_version").map_err(failed(store, "read its schema version"))?;
-    let id = meta(conn, "store_id").map_err(failed(store, "read its id"))?;
+    let version_sql = match conn.dialect() {
+        Dialect::Sqlite => "SELECT value FROM meta WHERE key = ?1",
+        Dialect::Postgres => "SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?1",
+    };
+    let version = conn
+        .query_opt(version_sql, &[&"schema_version"], |r| r.get(0))
+        .map_err(failed(store, "read its schema version"))?;
+    let id = conn
+        .query_opt("SELECT value FROM meta WHERE key = ?1", &[&"store_id"], |r| r.get(0))
+        .map_err(failed(store, "read its id"))?;
     Ok((version, id))
-}
-
-fn meta<T: FromSql>(conn: &Connection, key: &str) -> rusqlite::Result<Option<T>> {
-    conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0)).optional()
 }
 
 /// Six hex digits from a hash of things that differ between stores: the

@@ -2,6 +2,7 @@
 //! resumes from) and the audit trail.
 
 use super::codec::millis;
+use super::db::{DbError, Exec};
 use super::{Journal, JournalError, failed};
 use crate::engine::model::{AuditRecord, Batch, Millis, Record};
 use rusqlite::params;
@@ -37,18 +38,22 @@ impl Journal {
         let err = failed(&self.store, "read batches");
         let after = i64::try_from(after).unwrap_or(i64::MAX);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut stmt = self
+        let rows: Vec<(i64, String)> = self
             .conn
-            .prepare_cached("SELECT seq, records FROM batches WHERE seq > ?1 ORDER BY seq LIMIT ?2")
-            .map_err(&err)?;
-        let rows: Vec<(i64, String)> = stmt
-            .query_map(params![after, limit], |r| Ok((r.get(0)?, r.get(1)?)))
-            .and_then(|rows| rows.collect())
+            .query_map(
+                "SELECT seq, records FROM batches WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                params![after, limit],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .map_err(&err)?;
         rows.into_iter()
             .map(|(seq, json)| {
                 let records: Vec<Record> = serde_json::from_str(&json).map_err(|e| {
-                    err(rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, e.into()))
+                    err(DbError::Sqlite(rusqlite::Error::FromSqlConversionFailure(
+                        1,
+                        rusqlite::types::Type::Text,
+                        e.into(),
+                    )))
                 })?;
                 Ok(Batch { seq: u64::try_from(seq).unwrap_or(0), records })
             })
@@ -59,7 +64,7 @@ impl Journal {
     pub fn batch_range(&self) -> Result<(u64, u64), JournalError> {
         let (lo, hi): (Option<i64>, Option<i64>) = self
             .conn
-            .query_row("SELECT min(seq), max(seq) FROM batches", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_one("SELECT min(seq), max(seq) FROM batches", &[], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(failed(&self.store, "read batches"))?;
         let u = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok()).unwrap_or(0);
         Ok((u(lo), u(hi)))
@@ -80,19 +85,16 @@ impl Journal {
         before: Option<i64>,
     ) -> Result<Vec<(i64, AuditRecord)>, JournalError> {
         let err = failed(&self.store, "read the audit trail");
-        let limit = filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        let limit = filter.limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
         // A prefix test without LIKE, whose `%` and `_` a value may hold.
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT seq, at, principal, origin, action, target, outcome, reason FROM audit \
-                 WHERE at >= ?1 AND at <= ?4 AND seq < ?8 AND (?2 IS NULL OR principal = ?2) \
-                 AND (?5 IS NULL OR lower(substr(action, 1, length(?5))) = lower(?5)) \
-                 AND (?6 IS NULL OR lower(substr(outcome, 1, length(?6))) = lower(?6)) \
-                 AND (?7 IS NULL OR lower(substr(coalesce(target, ''), 1, length(?7))) = lower(?7)) \
-                 ORDER BY seq DESC LIMIT ?3",
-            )
-            .map_err(&err)?;
+        // The casts name the parameters' type for PostgreSQL.
+        let sql = "SELECT seq, at, principal, origin, action, target, outcome, reason FROM audit \
+                   WHERE at >= ?1 AND at <= ?4 AND seq < ?8 AND (CAST(?2 AS TEXT) IS NULL OR principal = ?2) \
+                   AND (CAST(?5 AS TEXT) IS NULL OR lower(substr(action, 1, length(CAST(?5 AS TEXT)))) = lower(?5)) \
+                   AND (CAST(?6 AS TEXT) IS NULL OR lower(substr(outcome, 1, length(CAST(?6 AS TEXT)))) = lower(?6)) \
+                   AND (CAST(?7 AS TEXT) IS NULL \
+                        OR lower(substr(coalesce(target, ''), 1, length(CAST(?7 AS TEXT)))) = lower(?7)) \
+                   ORDER BY seq DESC LIMIT ?3";
         let since = filter.since.map_or(i64::MIN, |m| m.0);
         let until = filter.until.map_or(i64::MAX, |m| m.0);
         let before = before.unwrap_or(i64::MAX);
@@ -106,20 +108,20 @@ impl Journal {
             filter.target,
             before
         ];
-        stmt.query_map(args, |r| {
-            let record = AuditRecord {
-                at: millis(r, 1)?,
-                principal: r.get(2)?,
-                origin: r.get(3)?,
-                action: r.get(4)?,
-                target: r.get(5)?,
-                outcome: r.get(6)?,
-                reason: r.get(7)?,
-            };
-            Ok((r.get(0)?, record))
-        })
-        .and_then(|rows| rows.collect())
-        .map_err(&err)
+        self.conn
+            .query_map(sql, args, |r| {
+                let record = AuditRecord {
+                    at: millis(r, 1)?,
+                    principal: r.get(2)?,
+                    origin: r.get(3)?,
+                    action: r.get(4)?,
+                    target: r.get(5)?,
+                    outcome: r.get(6)?,
+                    reason: r.get(7)?,
+                };
+                Ok((r.get(0)?, record))
+            })
+            .map_err(&err)
     }
 }
 
@@ -139,9 +141,8 @@ impl Journal {
 
     fn counts(&self, sql: &str) -> Result<Vec<(String, u64)>, JournalError> {
         let err = failed(&self.store, "count rows");
-        let mut stmt = self.conn.prepare_cached(sql).map_err(&err)?;
-        stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64)))
-            .and_then(|rows| rows.collect())
+        self.conn
+            .query_map(sql, &[], |r| Ok((r.get::<String>(0)?, r.get::<i64>(1)?.max(0) as u64)))
             .map_err(&err)
     }
 }

@@ -3,9 +3,10 @@
 //! canopy.toml tables they were last seeded from. The journal stores and
 //! reads it; which version wins at start is the caller's rule.
 
+use super::db::Exec;
 use super::{Journal, JournalError, failed};
 use crate::engine::model::{AuditRecord, Millis, Record};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 
 /// The stored tenancy row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,7 +38,7 @@ impl Journal {
     /// The tenancy in force, if one was ever stored.
     pub fn tenancy(&self) -> Result<Option<TenancyRow>, JournalError> {
         self.conn
-            .query_row("SELECT document, seeded_from, set_by, set_at FROM tenancy WHERE id = 1", [], |r| {
+            .query_opt("SELECT document, seeded_from, set_by, set_at FROM tenancy WHERE id = 1", &[], |r| {
                 Ok(TenancyRow {
                     document: r.get(0)?,
                     seeded_from: r.get(1)?,
@@ -45,7 +46,6 @@ impl Journal {
                     set_at: Millis(r.get(3)?),
                 })
             })
-            .optional()
             .map_err(failed(&self.store, "read the tenancy"))
     }
 }

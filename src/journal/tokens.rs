@@ -3,6 +3,7 @@
 //! server's job (`server::auth`). A token's secret never reaches the store.
 
 use super::codec::opt_millis;
+use super::db::Exec;
 use super::{Journal, JournalError, failed};
 use crate::engine::model::{AuditRecord, Millis, Record};
 use rusqlite::params;
@@ -82,32 +83,27 @@ impl Journal {
     /// Every token, revoked ones too, oldest first.
     pub fn tokens(&self) -> Result<Vec<TokenRow>, JournalError> {
         let err = failed(&self.store, "read tokens");
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT id, name, role, scopes, salt, hash, created_at, created_by, expires_at, revoked_at, tenant \
-                 FROM tokens ORDER BY created_at, id",
-            )
-            .map_err(&err)?;
-        stmt.query_map([], |r| {
-            let scopes: String = r.get(3)?;
-            Ok(TokenRow {
-                id: r.get(0)?,
-                name: r.get(1)?,
-                role: r.get(2)?,
-                scopes: serde_json::from_str(&scopes).map_err(|e| {
-                    rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, e.into())
-                })?,
-                salt: r.get(4)?,
-                hash: r.get(5)?,
-                created_at: Millis(r.get(6)?),
-                created_by: r.get(7)?,
-                expires_at: opt_millis(r, 8)?,
-                revoked_at: opt_millis(r, 9)?,
-                tenant: r.get(10)?,
+        let sql = "SELECT id, name, role, scopes, salt, hash, created_at, created_by, expires_at, revoked_at, tenant \
+                   FROM tokens ORDER BY created_at, id";
+        self.conn
+            .query_map(sql, &[], |r| {
+                let scopes: String = r.get(3)?;
+                Ok(TokenRow {
+                    id: r.get(0)?,
+                    name: r.get(1)?,
+                    role: r.get(2)?,
+                    scopes: serde_json::from_str(&scopes).map_err(|e| {
+                        rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, e.into())
+                    })?,
+                    salt: r.get(4)?,
+                    hash: r.get(5)?,
+                    created_at: Millis(r.get(6)?),
+                    created_by: r.get(7)?,
+                    expires_at: opt_millis(r, 8)?,
+                    revoked_at: opt_millis(r, 9)?,
+                    tenant: r.get(10)?,
+                })
             })
-        })
-        .and_then(|rows| rows.collect())
-        .map_err(&err)
+            .map_err(&err)
     }
 }

@@ -1,9 +1,10 @@
 //! Appending the engine core's records: one transaction per call.
 
 use super::codec::id_to_sql;
+use super::db::{DbError, Dialect, Exec, Tx};
 use super::{Journal, JournalError, failed};
 use crate::engine::model::{AttemptRecord, EventRecord, HealthObservation, Record, WorkloadRecord};
-use rusqlite::{Transaction, TransactionBehavior, params};
+use rusqlite::params;
 
 const UPSERT_WORKLOAD: &str = "
     INSERT INTO workloads (id, name, state, live, priority, submitted_at, updated_at, attempts,
@@ -45,7 +46,9 @@ const INSERT_EVENT: &str =
 const INSERT_AUDIT: &str = "INSERT INTO audit (at, principal, origin, action, target, outcome, reason) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
-const INSERT_BATCH: &str = "INSERT INTO batches (at, records) VALUES (?1, ?2)";
+/// `RETURNING` gives the new row's number on both stores (SQLite's rowid,
+/// PostgreSQL's identity column).
+const INSERT_BATCH: &str = "INSERT INTO batches (at, records) VALUES (?1, ?2) RETURNING seq";
 
 /// Batches kept for clients resuming the event stream; older ones are
 /// pruned every [`PRUNE_EVERY`] commits.
@@ -59,6 +62,12 @@ const INSERT_HEALTH: &str = "INSERT INTO health_observations (at, provider, pool
 const RAISE_MAX_ID: &str = "
     INSERT INTO meta (key, value) VALUES ('max_workload_id', ?1)
     ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)";
+
+/// The same on PostgreSQL, whose meta values are text.
+const RAISE_MAX_ID_PG: &str = "
+    INSERT INTO meta (key, value) VALUES ('max_workload_id', ?1)
+    ON CONFLICT (key) DO UPDATE
+    SET value = CAST(GREATEST(CAST(meta.value AS BIGINT), CAST(excluded.value AS BIGINT)) AS TEXT)";
 
 impl Journal {
     /// Makes `records` durable in one transaction: all or none.
@@ -86,13 +95,11 @@ impl Journal {
         let at = at.unwrap_or_else(|| records.iter().map(record_time).max().unwrap_or(0));
         let store = self.store.as_str();
         let err = failed(store, "append records");
-        // IMMEDIATE takes the write lock up front, so a busy store makes us
-        // wait (busy_timeout) instead of failing on the first write.
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&err)?;
-        let seq = write_batch(&tx, store, records, &batch_json, at)?;
-        // Dropping `tx` on an early return above rolls the batch back.
-        tx.commit().map_err(&err)?;
-        Ok(seq)
+        // An error inside rolls the batch back.
+        self.conn.write(|tx| write_batch(tx, store, records, &batch_json, at)).map_err(|e| match e {
+            Failed::Db(e) => err(e),
+            Failed::Journal(e) => e,
+        })
     }
 
     /// Runs `change` and appends `records` in one transaction: for changes
@@ -102,7 +109,7 @@ impl Journal {
         &mut self,
         records: &[Record],
         action: &'static str,
-        change: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
+        change: impl FnOnce(&Tx<'_>) -> Result<T, DbError>,
     ) -> Result<(u64, T), JournalError> {
         let batch_json = serde_json::to_string(records).map_err(|e| JournalError::Invalid {
             what: "a batch of records".into(),
@@ -111,23 +118,47 @@ impl Journal {
         let at = records.iter().map(record_time).max().unwrap_or(0);
         let store = self.store.as_str();
         let err = failed(store, action);
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&err)?;
-        let out = change(&tx).map_err(&err)?;
-        let seq = if records.is_empty() { 0 } else { write_batch(&tx, store, records, &batch_json, at)? };
-        tx.commit().map_err(&err)?;
-        Ok((seq, out))
+        self.conn
+            .write(|tx| {
+                let out = change(tx)?;
+                let seq =
+                    if records.is_empty() { 0 } else { write_batch(tx, store, records, &batch_json, at)? };
+                Ok((seq, out))
+            })
+            .map_err(|e| match e {
+                Failed::Db(e) => err(e),
+                Failed::Journal(e) => e,
+            })
+    }
+}
+
+/// Why a write transaction failed: the store, or the records themselves.
+pub(super) enum Failed {
+    Db(DbError),
+    Journal(JournalError),
+}
+
+impl From<DbError> for Failed {
+    fn from(e: DbError) -> Failed {
+        Failed::Db(e)
+    }
+}
+
+impl From<JournalError> for Failed {
+    fn from(e: JournalError) -> Failed {
+        Failed::Journal(e)
     }
 }
 
 /// Writes one batch inside `tx` (the caller commits) and returns its
 /// sequence number.
 pub(super) fn write_batch(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     store: &str,
     records: &[Record],
     batch_json: &str,
     at: i64,
-) -> Result<u64, JournalError> {
+) -> Result<u64, Failed> {
     let err = failed(store, "append records");
     let mut max_id = None;
     for record in records {
@@ -140,30 +171,24 @@ pub(super) fn write_batch(
             Record::Event(e) => insert_event(tx, e, &err)?,
             Record::Health(h) => insert_health(tx, h, &err)?,
             Record::NodeIntent { node, intent: None } => {
-                tx.prepare_cached("DELETE FROM node_intents WHERE node = ?1")
-                    .and_then(|mut s| s.execute([node]))
-                    .map_err(&err)?;
+                tx.execute("DELETE FROM node_intents WHERE node = ?1", &[node]).map_err(&err)?;
             }
             Record::NodeIntent { node, intent: Some(i) } => {
-                tx.prepare_cached(
+                tx.execute(
                     "INSERT INTO node_intents (node, state, by, reason, at, until) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
                      ON CONFLICT (node) DO UPDATE SET state = excluded.state, by = excluded.by, \
                      reason = excluded.reason, at = excluded.at, until = excluded.until",
+                    params![node, i.state.as_str(), i.by, i.reason, i.at.0, i.until.map(|u| u.0)],
                 )
-                .and_then(|mut s| {
-                    s.execute(params![node, i.state.as_str(), i.by, i.reason, i.at.0, i.until.map(|u| u.0)])
-                })
                 .map_err(&err)?;
             }
             Record::Delivery(d) => {
-                tx.prepare_cached(
+                tx.execute(
                     "INSERT INTO deliveries (id, workload, event, url, body, created_at, state, tries, next_at, last) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
                      ON CONFLICT (id) DO UPDATE SET state = excluded.state, tries = excluded.tries, \
                      next_at = excluded.next_at, last = excluded.last",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
+                    params![
                         i64::try_from(d.id).unwrap_or(i64::MAX),
                         i64::try_from(d.workload.0).unwrap_or(i64::MAX),
                         d.event,
@@ -174,37 +199,31 @@ pub(super) fn write_batch(
                         d.tries,
                         d.next_at.map(|t| t.0),
                         d.last
-                    ])
-                })
+                    ],
+                )
                 .map_err(&err)?;
             }
             Record::Audit(a) => {
-                tx.prepare_cached(INSERT_AUDIT)
-                    .and_then(|mut s| {
-                        s.execute(params![
-                            a.at.0,
-                            a.principal,
-                            a.origin,
-                            a.action,
-                            a.target,
-                            a.outcome,
-                            a.reason
-                        ])
-                    })
-                    .map_err(&err)?;
+                tx.execute(
+                    INSERT_AUDIT,
+                    params![a.at.0, a.principal, a.origin, a.action, a.target, a.outcome, a.reason],
+                )
+                .map_err(&err)?;
             }
         }
     }
     if let Some(id) = max_id {
-        tx.prepare_cached(RAISE_MAX_ID).and_then(|mut s| s.execute([id])).map_err(&err)?;
+        let raise = match tx.dialect() {
+            Dialect::Sqlite => RAISE_MAX_ID,
+            Dialect::Postgres => RAISE_MAX_ID_PG,
+        };
+        tx.execute(raise, &[&id]).map_err(&err)?;
     }
-    tx.prepare_cached(INSERT_BATCH).and_then(|mut s| s.execute(params![at, batch_json])).map_err(&err)?;
-    let seq = u64::try_from(tx.last_insert_rowid()).unwrap_or(0);
+    let seq: i64 = tx.query_one(INSERT_BATCH, params![at, batch_json], |r| r.get(0)).map_err(&err)?;
+    let seq = u64::try_from(seq).unwrap_or(0);
     if seq.is_multiple_of(PRUNE_EVERY) {
         let keep_from = seq.saturating_sub(super::BATCHES_KEPT) as i64;
-        tx.prepare_cached("DELETE FROM batches WHERE seq < ?1")
-            .and_then(|mut s| s.execute([keep_from]))
-            .map_err(&err)?;
+        tx.execute("DELETE FROM batches WHERE seq < ?1", &[&keep_from]).map_err(&err)?;
     }
     Ok(seq)
 }
@@ -222,10 +241,10 @@ fn record_time(r: &Record) -> i64 {
     }
 }
 
-/// Wraps a SQLite error as a failed append.
-type Wrap<'a> = &'a dyn Fn(rusqlite::Error) -> JournalError;
+/// Wraps a store's error as a failed append.
+type Wrap<'a> = &'a dyn Fn(DbError) -> JournalError;
 
-fn upsert_workload(tx: &Transaction<'_>, w: &WorkloadRecord, err: Wrap<'_>) -> Result<i64, JournalError> {
+fn upsert_workload(tx: &Tx<'_>, w: &WorkloadRecord, err: Wrap<'_>) -> Result<i64, JournalError> {
     let id = id_to_sql(w.id)?;
     let spec = serde_json::to_string(&w.spec).map_err(|e| JournalError::Invalid {
         what: format!("the spec of {}", w.id),
@@ -237,35 +256,37 @@ fn upsert_workload(tx: &Transaction<'_>, w: &WorkloadRecord, err: Wrap<'_>) -> R
     let exclusions = w.exclusions.as_ref().map(serde_json::to_string).transpose().map_err(|e| {
         JournalError::Invalid { what: format!("the exclusions of {}", w.id), detail: e.to_string() }
     })?;
-    let mut stmt = tx.prepare_cached(UPSERT_WORKLOAD).map_err(err)?;
-    stmt.execute(params![
-        id,
-        w.name,
-        w.state.as_str(),
-        !w.state.is_final(),
-        w.priority,
-        w.submitted_at.0,
-        w.updated_at.0,
-        w.attempts,
-        w.app_failures,
-        w.not_before.map(|t| t.0),
-        w.cost_usd,
-        w.est_cost_usd,
-        w.reason,
-        w.class.map(|c| c.as_str()),
-        w.idempotency_key,
-        w.spec_hash,
-        spec,
-        w.submitted_by,
-        acknowledged,
-        exclusions,
-        w.tenant,
-    ])
+    tx.execute(
+        UPSERT_WORKLOAD,
+        params![
+            id,
+            w.name,
+            w.state.as_str(),
+            !w.state.is_final(),
+            w.priority,
+            w.submitted_at.0,
+            w.updated_at.0,
+            w.attempts,
+            w.app_failures,
+            w.not_before.map(|t| t.0),
+            w.cost_usd,
+            w.est_cost_usd,
+            w.reason,
+            w.class.map(|c| c.as_str()),
+            w.idempotency_key,
+            w.spec_hash,
+            spec,
+            w.submitted_by,
+            acknowledged,
+            exclusions,
+            w.tenant,
+        ],
+    )
     .map_err(err)?;
     Ok(id)
 }
 
-fn upsert_attempt(tx: &Transaction<'_>, a: &AttemptRecord, err: Wrap<'_>) -> Result<(), JournalError> {
+fn upsert_attempt(tx: &Tx<'_>, a: &AttemptRecord, err: Wrap<'_>) -> Result<(), JournalError> {
     let workload = id_to_sql(a.id.workload)?;
     let stop = a.stop.as_ref().map(serde_json::to_string).transpose().map_err(|e| JournalError::Invalid {
         what: format!("the stop reason of {}", a.id),
@@ -285,40 +306,42 @@ fn upsert_attempt(tx: &Transaction<'_>, a: &AttemptRecord, err: Wrap<'_>) -> Res
         .map(serde_json::to_string)
         .transpose()
         .map_err(|e| json_err("checkpoint", e))?;
-    let mut stmt = tx.prepare_cached(UPSERT_ATTEMPT).map_err(err)?;
-    stmt.execute(params![
-        workload,
-        a.id.n,
-        a.provider,
-        a.pool,
-        a.node,
-        a.region,
-        a.state.as_str(),
-        a.price_per_hour,
-        a.est_cost_usd,
-        a.gpus,
-        a.gpu_memory_gb,
-        a.score,
-        a.score_breakdown,
-        a.placed_at.0,
-        a.started_at.map(|t| t.0),
-        a.ended_at.map(|t| t.0),
-        a.exit_code,
-        a.class.map(|c| c.as_str()),
-        a.rule,
-        a.evidence,
-        a.cost_usd,
-        a.provider_ref,
-        a.nonce,
-        stop,
-        nodes,
-        checkpoint,
-    ])
+    tx.execute(
+        UPSERT_ATTEMPT,
+        params![
+            workload,
+            a.id.n,
+            a.provider,
+            a.pool,
+            a.node,
+            a.region,
+            a.state.as_str(),
+            a.price_per_hour,
+            a.est_cost_usd,
+            a.gpus,
+            a.gpu_memory_gb,
+            a.score,
+            a.score_breakdown,
+            a.placed_at.0,
+            a.started_at.map(|t| t.0),
+            a.ended_at.map(|t| t.0),
+            a.exit_code,
+            a.class.map(|c| c.as_str()),
+            a.rule,
+            a.evidence,
+            a.cost_usd,
+            a.provider_ref,
+            a.nonce,
+            stop,
+            nodes,
+            checkpoint,
+        ],
+    )
     .map_err(err)?;
     Ok(())
 }
 
-fn insert_event(tx: &Transaction<'_>, e: &EventRecord, err: Wrap<'_>) -> Result<(), JournalError> {
+fn insert_event(tx: &Tx<'_>, e: &EventRecord, err: Wrap<'_>) -> Result<(), JournalError> {
     // The table keeps the attempt's number only; its workload is the event's.
     let attempt = match e.attempt {
         Some(a) if a.workload != e.workload => {
@@ -330,14 +353,15 @@ fn insert_event(tx: &Transaction<'_>, e: &EventRecord, err: Wrap<'_>) -> Result<
         a => a.map(|a| a.n),
     };
     let workload = id_to_sql(e.workload)?;
-    let mut stmt = tx.prepare_cached(INSERT_EVENT).map_err(err)?;
-    stmt.execute(params![e.at.0, workload, attempt, e.kind.as_str(), e.message]).map_err(err)?;
+    tx.execute(INSERT_EVENT, params![e.at.0, workload, attempt, e.kind.as_str(), e.message]).map_err(err)?;
     Ok(())
 }
 
-fn insert_health(tx: &Transaction<'_>, h: &HealthObservation, err: Wrap<'_>) -> Result<(), JournalError> {
-    let mut stmt = tx.prepare_cached(INSERT_HEALTH).map_err(err)?;
-    stmt.execute(params![h.at.0, h.provider, h.pool, h.node, h.class.map(|c| c.as_str()), h.ran_s, h.lift])
-        .map_err(err)?;
+fn insert_health(tx: &Tx<'_>, h: &HealthObservation, err: Wrap<'_>) -> Result<(), JournalError> {
+    tx.execute(
+        INSERT_HEALTH,
+        params![h.at.0, h.provider, h.pool, h.node, h.class.map(|c| c.as_str()), h.ran_s, h.lift],
+    )
+    .map_err(err)?;
     Ok(())
 }

@@ -143,11 +143,11 @@ impl ServerState {
         f: impl FnOnce(&Journal) -> Result<T, JournalError> + Send + 'static,
     ) -> Result<T, JournalError> {
         let taken = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let store = self.home.store();
+        let store = self.home.journal();
         let (j, r) = tokio::task::spawn_blocking(move || {
             let j = match taken {
                 Some(j) => j,
-                None => Journal::open(&store)?,
+                None => store.open()?,
             };
             let r = f(&j);
             Ok::<_, JournalError>((j, r))
@@ -233,8 +233,8 @@ pub async fn serve(
         None => None,
     };
     let reader = {
-        let store = home.store();
-        tokio::task::spawn_blocking(move || Journal::open(&store))
+        let store = home.journal();
+        tokio::task::spawn_blocking(move || store.open())
             .await
             .map_err(|e| JournalError::Invalid { what: "the store".into(), detail: e.to_string() })??
     };

@@ -23,7 +23,7 @@ use super::model::{
 };
 use crate::failure::ProviderEnd;
 use crate::fleet::NodeState;
-use crate::journal::{Journal, JournalError, OwnerLock};
+use crate::journal::{Journal, JournalError, Ownership};
 use crate::providers::{LaunchError, LaunchRequest, LogStream, Provider, SecretValue, secrets};
 use crate::spec::Spec;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -114,7 +114,7 @@ struct Pending {
 struct Shell {
     core: Core,
     journal: Option<Journal>,
-    _lock: OwnerLock,
+    _lock: Ownership,
     providers: Arc<Providers>,
     config: ShellConfig,
     clock: Arc<dyn Clock>,
@@ -176,7 +176,7 @@ impl CheckpointSyncs {
 pub fn start(
     core: Core,
     journal: Journal,
-    lock: OwnerLock,
+    lock: Ownership,
     providers: Providers,
     config: ShellConfig,
     clock: Arc<dyn Clock>,
