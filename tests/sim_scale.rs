@@ -63,12 +63,13 @@ fn scheduling_work_per_job_does_not_grow_with_the_fleet() {
     let sizes = [(1_000, 100), (4_000, 400)];
     let [small, large] = sizes.map(|(j, n)| (j as f64, counts(j, n)));
     let per_job = |(jobs, c): &(f64, WorkCounts), f: Measure| f(c) as f64 / jobs;
-    let measures: [(&str, Measure); 5] = [
+    let measures: [(&str, Measure); 6] = [
         ("placements tried (taken from the queue)", |c| c.taken),
         ("full scheduler decisions", |c| c.decisions),
         ("remembered answers checked again", |c| c.group_checks),
         ("blocked jobs asked again all at once", |c| c.woken_all),
         ("live attempts looked at by patience's look-ups", |c| c.patience_live_scanned),
+        ("gangs placed on the whole ideal fleet to price them", |c| c.patience_gang_pricings),
     ];
     let mut grew = Vec::new();
     for (what, f) in measures {
@@ -83,5 +84,21 @@ fn scheduling_work_per_job_does_not_grow_with_the_fleet() {
         grew.is_empty(),
         "scheduling work per job grows with the size:\n{}\n{small:?}\n{large:?}",
         grew.join("\n")
+    );
+}
+
+/// Canopy's policy launches the best candidate of a decision, so a
+/// decision builds that one alone (`PlacementPolicy::deciding_policy`).
+/// Before, it built the top five, each with its names, cost range and
+/// score breakdown: up to five candidates per decision.
+#[test]
+fn a_decision_builds_the_candidate_it_launches_only() {
+    let c = counts(1_000, 100);
+    assert!(c.decisions > 0, "{c:?}");
+    assert!(
+        c.candidates <= c.decisions,
+        "{} candidates built over {} decisions: {c:?}",
+        c.candidates,
+        c.decisions
     );
 }

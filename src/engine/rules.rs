@@ -132,17 +132,37 @@ impl Pattern {
     }
 }
 
+/// Per rule of [`RULES`], in its order, a searcher for each substring of
+/// a [`Pattern::Any`] (none for other rules), built once: `str::find`
+/// sets one up on every call, and every log line of every end asks every
+/// rule. Finds what `str::find` finds, at the same offset.
+static FINDERS: LazyLock<Vec<Vec<memchr::memmem::Finder<'static>>>> = LazyLock::new(|| {
+    RULES
+        .iter()
+        .map(|rule| match &rule.matcher {
+            Matcher::Log(LogMatch { pattern: Pattern::Any(needles), .. }) => {
+                needles.iter().map(|n| memchr::memmem::Finder::new(n.as_bytes())).collect()
+            }
+            _ => Vec::new(),
+        })
+        .collect()
+});
+
 /// The first log rule in table order that matches `line` (trimmed), with
 /// its strength and the byte offset of the match.
 pub(crate) fn match_line(line: &str, status: Status) -> Option<(&'static Rule, Strength, usize)> {
-    RULES.iter().find_map(|rule| {
+    RULES.iter().zip(FINDERS.iter()).find_map(|(rule, finders)| {
         let Matcher::Log(lm) = &rule.matcher else {
             return None;
         };
         if lm.only_on_signal.is_some_and(|s| status != Status::Signal(s)) {
             return None;
         }
-        lm.pattern.find(line).map(|at| (rule, lm.strength, at))
+        let at = match &lm.pattern {
+            Pattern::Any(_) => finders.iter().find_map(|f| f.find(line.as_bytes())),
+            other => other.find(line),
+        };
+        at.map(|at| (rule, lm.strength, at))
     })
 }
 

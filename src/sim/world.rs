@@ -129,8 +129,8 @@ struct World<'a> {
     /// of a job with `[checkpoint]`, as the engine shell does.
     ckpt: Vec<Option<(String, i64)>>,
     tally: Tally,
-    /// The usage ledger's records ([`super::usage`]).
-    ledger: super::usage::LedgerTally,
+    /// The usage ledger's sums ([`super::usage::RunLedger`]).
+    ledger: super::usage::RunLedger,
     /// Per tenant ([`super::tenants`]).
     tenants: TenantTally,
     /// Tenants refused their nominal quota; `None` without a tenancy.
@@ -186,7 +186,7 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         done: vec![0.0; r.jobs.len()],
         ckpt: vec![None; r.jobs.len()],
         tally: Tally::for_fleet(r.fleet),
-        ledger: super::usage::LedgerTally::new(r.tenancy),
+        ledger: super::usage::RunLedger::new(r.fleet, r.tenancy),
         tenants: TenantTally::new(r.tenancy),
         refusals: r.tenancy.filter(|t| !t.is_empty()).map(|t| Refusals::new(t, r.fleet)),
         fairness: r.tenancy.filter(|t| !t.is_empty()).map(|_| super::fairness::Sampler::default()),
@@ -242,7 +242,7 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
     let report = PolicyReport {
         tenants: w.tenants.report(end, &refused),
         fairness: w.fairness.take().map(super::fairness::Sampler::finish),
-        usage: Some(w.ledger.report(r.fleet, r.tenancy, crate::usage::By::Tenant, end)),
+        usage: Some(w.ledger.report(r.fleet, r.tenancy, end)),
         ..w.tally.report(r.policy.name(), end)
     };
     (report, w.broken)
@@ -312,6 +312,7 @@ impl World<'_> {
                 Action::Reply { .. } => {}
             }
         }
+        self.ledger.settle(now, self.run.fleet, self.run.tenancy);
         if !records.is_empty() {
             sink.batch(now, &records);
         }

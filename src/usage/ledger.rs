@@ -141,9 +141,22 @@ impl Context {
     /// (a pool no longer in the fleet has no accelerator model; its owner
     /// is still found by name).
     pub fn new(fleet: &Fleet, tenancy: &Tenancy, attempts: &[AttemptRecord]) -> Context {
-        let mut pools: HashMap<String, PoolInfo> = HashMap::new();
+        let promise_ms = tenancy
+            .tenants
+            .iter()
+            .filter(|t| !t.owns.is_empty())
+            .map(|t| (t.name.clone(), i64::try_from(t.max_reclaim_delay.as_millis()).unwrap_or(i64::MAX)))
+            .collect();
+        let mut ctx = Context { pools: HashMap::new(), promise_ms };
+        ctx.learn(fleet, tenancy, attempts);
+        ctx
+    }
+
+    /// Adds the pools of `attempts` it does not know yet, as
+    /// [`Context::new`] finds them.
+    pub fn learn(&mut self, fleet: &Fleet, tenancy: &Tenancy, attempts: &[AttemptRecord]) {
         for a in attempts {
-            if pools.contains_key(&a.pool) {
+            if self.pools.contains_key(&a.pool) {
                 continue;
             }
             let name = a.pool.split_once('/').map_or(a.pool.as_str(), |(_, p)| p);
@@ -151,15 +164,8 @@ impl Context {
                 .pool_by_name(&a.provider, name)
                 .and_then(|i| fleet.pool(i).shape.accelerator.as_ref().map(|x| x.model.clone()));
             let owner = tenancy.owner_of(&a.provider, name).map(|t| t.name.clone());
-            pools.insert(a.pool.clone(), PoolInfo { accelerator, owner });
+            self.pools.insert(a.pool.clone(), PoolInfo { accelerator, owner });
         }
-        let promise_ms = tenancy
-            .tenants
-            .iter()
-            .filter(|t| !t.owns.is_empty())
-            .map(|t| (t.name.clone(), i64::try_from(t.max_reclaim_delay.as_millis()).unwrap_or(i64::MAX)))
-            .collect();
-        Context { pools, promise_ms }
     }
 
     /// A context from explicit pool facts (tests, benches).

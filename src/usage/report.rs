@@ -290,75 +290,142 @@ pub fn row_lines(rows: &[Row<'_>], since: Option<Millis>, until: Millis) -> Vec<
 /// more rows than the groups).
 pub fn report(rows: &[Row<'_>], ctx: &Context, by: By, since: Option<Millis>, until: Millis) -> Report {
     let lo = since.unwrap_or(Millis(i64::MIN));
-    let mut groups: HashMap<&str, Figures> = HashMap::new();
-    let mut total = Figures::default();
+    let mut acc = Tally::new(by);
     for r in rows {
-        let Some(f) = Figures::of(r, lo, until) else { continue };
-        groups.entry(by.key(r)).or_default().add(&f);
-        total.add(&f);
+        acc.add(r, lo, until);
     }
-    let mut groups: Vec<Line> = groups.iter().map(|(k, f)| Line::of(k, f)).collect();
-    groups.sort_by(|a, b| a.key.cmp(&b.key));
-    let owners = owners(rows, ctx, since, until);
-    Report {
-        by,
-        since,
-        until,
-        groups,
-        total: Line::of("total", &total),
-        owners,
-        rows: Vec::new(),
-        days: Vec::new(),
-    }
+    acc.report(ctx, since, until)
 }
 
 /// Per owning tenant (by name), what its pools held for it and lent to
 /// others within `[since, until)`, and the reclaims begun there.
 pub fn owners(rows: &[Row<'_>], ctx: &Context, since: Option<Millis>, until: Millis) -> Vec<OwnerLine> {
     let lo = since.unwrap_or(Millis(i64::MIN));
-    #[derive(Default)]
-    struct Owner {
-        own: u64,
-        lent: u64,
-        earned: u64,
-        reclaims: u64,
-        in_flight: u64,
-        latencies: Vec<i64>,
-    }
-    let mut owners: BTreeMap<&str, Owner> = BTreeMap::new();
+    let mut owners = BTreeMap::new();
     for r in rows {
-        if let Some(rc) = &r.reclaim
-            && rc.started >= lo
-            && rc.started < until
-        {
-            let o = owners.entry(rc.owner).or_default();
-            o.reclaims += 1;
-            match rc.latency_ms {
-                Some(l) => o.latencies.push(l),
-                None => o.in_flight += 1,
+        add_owner(&mut owners, r, lo, until);
+    }
+    owner_lines(owners, ctx)
+}
+
+/// A [`report`] summed one row at a time, so rows need not be kept: what
+/// the simulator does with a run's million attempts. Each row is added
+/// with the window it is judged in; a row added within `[lo, t)` counts as
+/// within `[lo, until)` for any `until >= t` when its launch and every
+/// span and reclaim start end before `t` ([`Tally::settled_by`]).
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    by: By,
+    groups: HashMap<String, Figures>,
+    total: Figures,
+    owners: BTreeMap<String, OwnerSum>,
+}
+
+/// One owner's sums ([`owners`]).
+#[derive(Debug, Clone, Default)]
+pub struct OwnerSum {
+    own: u64,
+    lent: u64,
+    earned: u64,
+    reclaims: u64,
+    in_flight: u64,
+    latencies: Vec<i64>,
+}
+
+impl Tally {
+    pub fn new(by: By) -> Tally {
+        Tally { by, ..Tally::default() }
+    }
+
+    /// Adds `r`'s figures within `[lo, until)`.
+    pub fn add(&mut self, r: &Row<'_>, lo: Millis, until: Millis) {
+        if let Some(f) = Figures::of(r, lo, until) {
+            let key = self.by.key(r);
+            match self.groups.get_mut(key) {
+                Some(g) => g.add(&f),
+                None => {
+                    self.groups.insert(key.to_string(), f);
+                }
             }
+            self.total.add(&f);
         }
-        let Some(owner) = r.owner else { continue };
-        let Some(f) = Figures::of(r, lo, until) else { continue };
-        let o = owners.entry(owner).or_default();
-        if r.tenant == Some(owner) {
-            o.own += f.total_gpu_ms();
-        } else {
-            o.lent += f.total_gpu_ms();
-            o.earned += f.cost_micro_usd;
+        add_owner(&mut self.owners, r, lo, until);
+    }
+
+    /// Whether `r` is judged the same within `[lo, t)` as within any
+    /// longer window `[lo, until)`, `until >= t`: it was launched, its
+    /// spans ended and any reclaim of it began before `t`, and it is not
+    /// live (a live row grows with the window).
+    pub fn settled_by(r: &Row<'_>, t: Millis) -> bool {
+        r.rest_kind != Kind::Live
+            && r.start < t
+            && r.idle.to <= t
+            && r.useful.to <= t
+            && r.rest.to <= t
+            && r.reclaim.is_none_or(|rc| rc.started < t && rc.latency_ms.is_some())
+    }
+
+    /// The report of every row added, for the window `[since, until)` the
+    /// rows were judged in.
+    pub fn report(&self, ctx: &Context, since: Option<Millis>, until: Millis) -> Report {
+        let mut groups: Vec<Line> = self.groups.iter().map(|(k, f)| Line::of(k, f)).collect();
+        groups.sort_by(|a, b| a.key.cmp(&b.key));
+        Report {
+            by: self.by,
+            since,
+            until,
+            groups,
+            total: Line::of("total", &self.total),
+            owners: owner_lines(self.owners.clone(), ctx),
+            rows: Vec::new(),
+            days: Vec::new(),
         }
     }
+}
+
+/// Adds `r`'s share to its owner's sums (and to the reclaiming owner's).
+fn add_owner(owners: &mut BTreeMap<String, OwnerSum>, r: &Row<'_>, lo: Millis, until: Millis) {
+    if let Some(rc) = &r.reclaim
+        && rc.started >= lo
+        && rc.started < until
+    {
+        let o = owner_sum(owners, rc.owner);
+        o.reclaims += 1;
+        match rc.latency_ms {
+            Some(l) => o.latencies.push(l),
+            None => o.in_flight += 1,
+        }
+    }
+    let Some(owner) = r.owner else { return };
+    let Some(f) = Figures::of(r, lo, until) else { return };
+    let o = owner_sum(owners, owner);
+    if r.tenant == Some(owner) {
+        o.own += f.total_gpu_ms();
+    } else {
+        o.lent += f.total_gpu_ms();
+        o.earned += f.cost_micro_usd;
+    }
+}
+
+fn owner_sum<'m>(owners: &'m mut BTreeMap<String, OwnerSum>, name: &str) -> &'m mut OwnerSum {
+    owners.entry(name.to_string()).or_default()
+}
+
+/// The owners' lines from their sums, by name.
+fn owner_lines(owners: BTreeMap<String, OwnerSum>, ctx: &Context) -> Vec<OwnerLine> {
     owners
         .into_iter()
         .map(|(name, mut o)| {
             o.latencies.sort_unstable();
-            let promise_ms = ctx.promise_ms.get(name).copied();
+            let promise_ms = ctx.promise_ms.get(&name).copied();
             let p99 = (!o.latencies.is_empty()).then(|| {
                 let rank = (o.latencies.len() * 99).div_ceil(100).max(1);
                 o.latencies[rank - 1]
             });
             OwnerLine {
-                owner: name.to_string(),
+                late_reclaims: promise_ms
+                    .map_or(0, |p| o.latencies.iter().filter(|l| **l > p).count() as u64),
+                owner: name,
                 own_gpu_ms: o.own,
                 lent_gpu_ms: o.lent,
                 earned_micro_usd: o.earned,
@@ -367,8 +434,6 @@ pub fn owners(rows: &[Row<'_>], ctx: &Context, since: Option<Millis>, until: Mil
                 promise_ms,
                 worst_reclaim_ms: o.latencies.last().copied(),
                 p99_reclaim_ms: p99,
-                late_reclaims: promise_ms
-                    .map_or(0, |p| o.latencies.iter().filter(|l| **l > p).count() as u64),
             }
         })
         .collect()

@@ -42,7 +42,8 @@ impl Core {
             let quota_why = self.gate_quota(e, &mut req);
             self.apply_hold(id, e.rec.priority, &mut req, now);
             self.apply_rooms(id, &mut req);
-            let policy = placement.scheduler_policy(e.spec.preferences.optimize);
+            let e_optimize = e.spec.preferences.optimize;
+            let policy = placement.scheduler_policy(e_optimize);
             let (priority, queued_at) = (e.rec.priority, self.queue_priority(id));
             let next_attempt = e.rec.attempts + 1;
             self.snapshot(now);
@@ -78,8 +79,11 @@ impl Core {
                     }
                     Err((group, text.to_string()))
                 }
-                None => match place(&req, snap, &policy) {
-                    Decision::Placed(p) => Ok(p),
+                None => match place(&req, snap, &placement.deciding_policy(e_optimize)) {
+                    Decision::Placed(p) => {
+                        self.counts.candidates += p.candidates.len() as u64;
+                        Ok(p)
+                    }
                     Decision::Unschedulable(ex) => {
                         let text = ex.to_string();
                         Err((self.unfit.insert(&req, snap, ex), text))

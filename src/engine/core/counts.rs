@@ -13,6 +13,10 @@ pub struct WorkCounts {
     /// Full scheduler decisions ([`crate::schedule::place`]) for a
     /// queued workload.
     pub decisions: u64,
+    /// Candidates those decisions built (each with its names, cost range
+    /// and score breakdown): one per decision where the policy takes the
+    /// best, every feasible pool's for `Random`.
+    pub candidates: u64,
     /// Placements answered by a remembered "nothing fits" instead.
     pub remembered: u64,
     /// Remembered answers checked again as a woken group came up.
@@ -31,4 +35,8 @@ pub struct WorkCounts {
     pub patience_scans: u64,
     /// Live attempts looked at by those look-ups.
     pub patience_live_scanned: u64,
+    /// Gangs placed on the whole ideal fleet to price them for patience
+    /// (the rest of a gang's look-ups reuse the prices found for an equal
+    /// request: `Core::gang_prices`).
+    pub patience_gang_pricings: u64,
 }

@@ -189,7 +189,20 @@ impl Core {
         // Excluded nodes are checked on the nodes due to free; the one node
         // a pool is represented by must not rule out its pool.
         if req.nodes > 1 {
-            return pool_prices(req, self.ideal(), &policy);
+            if let Some((_, _, prices)) = self.gang_prices.iter().find(|(r, w, _)| *w == per_work && r == req)
+            {
+                return prices.clone();
+            }
+            self.counts.patience_gang_pricings += 1;
+            let prices = pool_prices(req, self.ideal(), &policy);
+            // Requests differ in a few ways (shape, exclusions, what is
+            // left of the retry budget); a bound keeps a pathological mix
+            // from growing the list.
+            if self.gang_prices.len() >= GANG_PRICES_KEPT {
+                self.gang_prices.clear();
+            }
+            self.gang_prices.push((req.clone(), per_work, prices.clone()));
+            return prices;
         }
         let plain = Requirements { exclude_nodes: Vec::new(), ..req.clone() };
         pool_prices(&plain, self.ideal_per_pool(), &policy)
@@ -211,6 +224,9 @@ impl Core {
             .get_or_insert_with(|| Snapshot::new(&ideal_fleet(&self.fleet, 1), &HealthView::default()))
     }
 }
+
+/// At most this many gang requests' prices are kept ([`Core::gang_prices`]).
+const GANG_PRICES_KEPT: usize = 64;
 
 /// Whether `free` holds `req`'s resources (per node).
 fn fits(req: &Requirements, free: &Free) -> bool {

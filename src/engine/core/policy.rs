@@ -93,6 +93,20 @@ impl PlacementPolicy {
         }
     }
 
+    /// The scheduler policy for placing a queued workload: the
+    /// [`Self::scheduler_policy`], asking for the best candidate alone
+    /// where [`Self::choose`] takes the best (every policy but `Random`).
+    /// The best is the same whatever the number asked for (the rank order
+    /// is total); a candidate's names, cost range and score breakdown
+    /// were most of a decision's cost, built for candidates never used.
+    pub fn deciding_policy(self, optimize: Optimize) -> Policy {
+        let policy = self.scheduler_policy(optimize);
+        match self {
+            Self::Random { .. } => policy,
+            _ => Policy { top_k: 1, ..policy },
+        }
+    }
+
     /// Picks the candidate to launch from the ranked list: the best, or
     /// for `Random` a draw keyed by the attempt (workload id and number),
     /// so the choice does not depend on the order of other decisions.
