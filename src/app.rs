@@ -140,7 +140,12 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
         // A new database starts a new journal; the SQLite file's checks for
         // leftovers of a lost journal do not apply to it.
         let lock = off_loop(|| location.acquire_owner(now))?;
-        let journal = off_loop(|| location.open())?;
+        let mut journal = off_loop(|| location.open())?;
+        // Every write checks the lease's epoch: once another server takes
+        // the journal over, this one's writes are refused.
+        if let crate::journal::Ownership::Lease(lease) = &lock {
+            journal.fence(lease);
+        }
         (lock, journal, None)
     } else {
         let lock = crate::journal::Ownership::File(acquire_owner(&home.store(), now)?);

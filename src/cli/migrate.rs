@@ -38,9 +38,13 @@ pub fn run(store: &StoreArgs, args: MigrateArgs) -> Result<ExitCode> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64),
     );
-    let _lease = to.acquire_owner(now)?;
+    let lease = to.acquire_owner(now)?;
     let from = Journal::open(&file)?;
     let mut dest = to.open()?;
+    // The copy commits only while the lease is still ours.
+    if let canopy::journal::Ownership::Lease(l) = &lease {
+        dest.fence(l);
+    }
     let counts = from.copy_into(&mut dest)?;
     let shown = match &to {
         Location::Postgres { .. } => to.shown(),

@@ -23,9 +23,12 @@
 //! Transactions are closures: [`Db::write`] runs one in a write
 //! transaction (SQLite `IMMEDIATE`; PostgreSQL read committed, with one
 //! engine writing), [`Db::snapshot`] in a consistent read (PostgreSQL
-//! `REPEATABLE READ READ ONLY`). The closure's error rolls it back. A
-//! later leader epoch check belongs at the start of [`Db::write`]'s
-//! transaction: every write of the journal passes through it.
+//! `REPEATABLE READ READ ONLY`). The closure's error rolls it back. On a
+//! fenced PostgreSQL connection (the owning engine's, see
+//! [`Pg::fence`]) every write transaction first checks, inside itself,
+//! that the lease row still holds this owner's epoch, and is refused with
+//! [`DbError::LeaseLost`] when another engine took the journal over:
+//! every write of the journal passes through [`Db::write`].
 
 use bytes::BytesMut;
 use postgres::types::{IsNull, ToSql as PgToSql, Type};
@@ -54,6 +57,9 @@ pub enum DbError {
     /// A PostgreSQL column of a type the journal never creates.
     #[error("column {column} has the type {ty}, which the journal does not use")]
     Type { column: usize, ty: String },
+    /// The fence: this owner's lease epoch is no longer the lease row's.
+    #[error("the journal's lease is no longer ours (our epoch {epoch}; now held by {holder} at epoch {held})")]
+    LeaseLost { epoch: i64, holder: String, held: i64 },
 }
 
 /// PostgreSQL's own message when the server sent one (`db error: …` says
@@ -90,11 +96,26 @@ pub(super) struct Pg {
     /// `None` only while being dropped.
     client: Option<postgres::Client>,
     cache: HashMap<String, postgres::Statement>,
+    /// The lease epoch every write transaction must still find in the
+    /// lease row; `None` on connections that are not the owner's.
+    fence: Option<i64>,
 }
+
+/// Reads the lease row under a share lock, so an engine taking the lease
+/// over (`SELECT … FOR UPDATE` in `lease::acquire`) waits until this
+/// transaction ends: a write that passed the fence commits before any
+/// takeover, never after.
+const FENCE: &str = "SELECT holder, epoch FROM leadership WHERE id = 1 FOR SHARE";
 
 impl Pg {
     pub(super) fn new(client: postgres::Client) -> Pg {
-        Pg { client: Some(client), cache: HashMap::new() }
+        Pg { client: Some(client), cache: HashMap::new(), fence: None }
+    }
+
+    /// From now on every write transaction on this connection first checks
+    /// that the lease row still holds `epoch`.
+    pub(super) fn fence(&mut self, epoch: i64) {
+        self.fence = Some(epoch);
     }
 
     fn parts(
@@ -510,15 +531,28 @@ impl Db {
                 Ok(out)
             }
             Db::Postgres(pg) => off_runtime(|| {
-                let (client, cache) = pg.get_mut().parts()?;
+                let pg = pg.get_mut();
+                let fence = pg.fence;
+                let (client, cache) = pg.parts()?;
                 let tx = client.transaction().map_err(DbError::from)?;
                 let tx = Tx::Postgres(RefCell::new(PgTx { tx, cache }));
+                if let Some(epoch) = fence {
+                    check_fence(&tx, epoch)?;
+                }
                 let out = f(&tx)?;
                 if let Tx::Postgres(t) = tx {
                     t.into_inner().tx.commit().map_err(DbError::from)?;
                 }
                 Ok(out)
             }),
+        }
+    }
+
+    /// Fences this connection's writes with the lease `epoch` (PostgreSQL;
+    /// SQLite's owner lock is a file lock, so nothing changes there).
+    pub(super) fn fence(&mut self, epoch: i64) {
+        if let Db::Postgres(pg) = self {
+            pg.get_mut().fence(epoch);
         }
     }
 
@@ -550,6 +584,18 @@ impl Db {
                 Ok(out)
             }),
         }
+    }
+}
+
+/// The fence, first in a write transaction: the lease row must still hold
+/// `epoch` (a row missing means nobody took it over since it was made, so
+/// it cannot be missing once an owner holds it: refused all the same).
+fn check_fence(tx: &Tx<'_>, epoch: i64) -> Result<(), DbError> {
+    let row = tx.query_opt(FENCE, &[], |r| Ok((r.get::<String>(0)?, r.get::<i64>(1)?)))?;
+    match row {
+        Some((_, held)) if held == epoch => Ok(()),
+        Some((holder, held)) => Err(DbError::LeaseLost { epoch, holder, held }),
+        None => Err(DbError::LeaseLost { epoch, holder: "nobody".into(), held: 0 }),
     }
 }
 

@@ -26,7 +26,8 @@
 //! tests run on both (`tests/journal.rs`). One transaction per appended
 //! batch on both; a commit returns only once durable (SQLite's fsync'd WAL,
 //! PostgreSQL's `synchronous_commit`). Every write passes through
-//! `Db::write`, the place a leader's epoch check will go.
+//! `Db::write`, which on the owner's fenced PostgreSQL connection first
+//! checks the lease epoch ([`Journal::fence`]).
 //!
 //! Layout: `db` (the two stores behind one interface), `schema` (pragmas,
 //! migrations), `write` ([`Journal::append`]),
@@ -156,6 +157,16 @@ impl Journal {
         let mut conn = Db::Sqlite(conn);
         let store_id = schema::migrate(&mut conn, &store, new_id)?;
         Ok(Journal { conn, store, store_id })
+    }
+
+    /// Fences every later write on this handle with `lease`: each write
+    /// transaction first checks that the lease row still holds this
+    /// owner's epoch and is refused ([`JournalError::LeaseLost`], nothing
+    /// written) once another engine took the journal over. The owning
+    /// engine fences its journal right after taking the lease. A SQLite
+    /// store's owner lock is a file lock: nothing changes there.
+    pub fn fence(&mut self, lease: &Lease) {
+        self.conn.fence(lease.epoch());
     }
 
     /// Whether this journal is on PostgreSQL (else a SQLite file).
@@ -308,6 +319,10 @@ pub enum JournalError {
         "the journal {store} is owned by another engine ({owner}, its lease runs until {until}); stop it, or wait for its lease to run out if it died"
     )]
     Leased { store: String, owner: String, until: String },
+    #[error(
+        "this server no longer holds the journal's lease on {store} (epoch {epoch}; now held by {now_held_by} at epoch {now_epoch}): it stopped writing; restart it or let it stand by"
+    )]
+    LeaseLost { store: String, epoch: i64, now_held_by: String, now_epoch: i64 },
     #[error("cannot lock {path}: {source}; check the permissions of the store's directory")]
     Lock {
         path: PathBuf,
@@ -324,7 +339,16 @@ impl JournalError {
 
 /// Wraps a store's error with the store and the action that failed.
 fn failed<'a>(store: &'a str, action: &'static str) -> impl Fn(DbError) -> JournalError + 'a {
-    move |source| JournalError::Store { store: store.to_string(), action, hint: hint(&source), source }
+    move |source| match source {
+        // The fence refused the write: said as itself, not as a store error.
+        DbError::LeaseLost { epoch, holder, held } => JournalError::LeaseLost {
+            store: store.to_string(),
+            epoch,
+            now_held_by: holder,
+            now_epoch: held,
+        },
+        source => JournalError::Store { store: store.to_string(), action, hint: hint(&source), source },
+    }
 }
 
 /// `url` as shown to people: any password in it removed.
@@ -346,6 +370,9 @@ fn hint(e: &DbError) -> &'static str {
         DbError::Sqlite(e) => sqlite_hint(e),
         DbError::Postgres(e) => postgres_hint(e),
         DbError::Closed => "the journal was being closed; this is a bug in Canopy, please report it",
+        DbError::LeaseLost { .. } => {
+            "another server took the journal's lease over; restart this one or let it stand by"
+        }
         DbError::Type { .. } => {
             "the store holds data this Canopy cannot read: it may be damaged or written by an incompatible version"
         }
