@@ -1,7 +1,7 @@
 //! One owner per PostgreSQL journal: the lease row (holder, expiry, epoch).
 
-use canopy::engine::model::Millis;
-use canopy::journal::{JournalError, Location, Ownership};
+use canopy::engine::model::{AuditRecord, Millis, Record};
+use canopy::journal::{AuditFilter, JournalError, Location, Ownership};
 use journal_support::Store;
 
 mod journal_support;
@@ -43,6 +43,72 @@ fn a_second_engine_is_refused_until_the_owner_gives_the_lease_up() {
     s.raw("UPDATE leadership SET holder = 'other-host pid 1' WHERE expires_at = 0");
     let third = at.acquire_owner(Millis(0)).unwrap();
     assert_eq!(epoch(&third), e1 + 2);
+}
+
+fn lease(o: &Ownership) -> &canopy::journal::Lease {
+    match o {
+        Ownership::Lease(l) => l,
+        Ownership::File(_) => panic!("a PostgreSQL journal is owned by a lease"),
+    }
+}
+
+/// One audited action by `who`: a batch of one record.
+fn action(who: &str) -> Vec<Record> {
+    vec![Record::Audit(Box::new(AuditRecord {
+        at: Millis(1_000),
+        principal: who.into(),
+        origin: "test".into(),
+        action: "submit".into(),
+        target: Some(format!("by {who}")),
+        outcome: "ok".into(),
+        reason: None,
+    }))]
+}
+
+fn principals(j: &canopy::journal::Journal) -> Vec<String> {
+    j.audit(&AuditFilter::default()).unwrap().into_iter().map(|a| a.principal).collect()
+}
+
+/// The fence: an owner whose lease ran out and was taken over (a frozen
+/// process, resumed) has its writes refused, with nothing of them stored;
+/// the new owner writes.
+#[test]
+fn an_owner_that_lost_its_lease_cannot_write() {
+    let Some(mut s) = Store::postgres("lease_fence") else { return };
+    let at = location(&s);
+    drop(at.open().unwrap());
+    let a = at.acquire_owner(Millis(0)).unwrap();
+    let mut ja = at.open().unwrap();
+    ja.fence(lease(&a));
+    ja.append(&action("owner-a")).unwrap();
+    // A freezes past its term: its lease lapses and B takes it over.
+    s.raw("UPDATE leadership SET expires_at = 0");
+    let b = at.acquire_owner(Millis(0)).unwrap();
+    assert_eq!(epoch(&b), epoch(&a) + 1);
+    s.raw("UPDATE leadership SET holder = 'host-b pid 2'");
+    let mut jb = at.open().unwrap();
+    jb.fence(lease(&b));
+    // A resumes: refused, saying why and what to do.
+    let err = ja.append(&action("owner-a-late")).unwrap_err();
+    assert!(matches!(err, JournalError::LeaseLost { .. }), "{err}");
+    let msg = err.to_string();
+    let (ea, eb) = (epoch(&a), epoch(&b));
+    assert!(
+        msg.contains("no longer holds the journal's lease")
+            && msg.contains(&format!("epoch {ea}"))
+            && msg.contains(&format!("host-b pid 2 at epoch {eb}"))
+            && msg.contains("stopped writing"),
+        "{msg}"
+    );
+    // Every kind of write is fenced, not only appends of records.
+    let Record::Audit(audit) = &action("owner-a-revoke")[0] else { unreachable!("an audit record") };
+    let revoked = ja.revoke_token("nobody", Millis(2_000), audit);
+    assert!(matches!(revoked, Err(JournalError::LeaseLost { .. })), "{revoked:?}");
+    // B writes; nothing of A's late batches is in the store.
+    jb.append(&action("owner-b")).unwrap();
+    let mut seen = principals(&jb);
+    seen.sort();
+    assert_eq!(seen, ["owner-a", "owner-b"]);
 }
 
 /// The password reaches neither an error nor Debug output.
