@@ -58,7 +58,9 @@ pub enum DbError {
     #[error("column {column} has the type {ty}, which the journal does not use")]
     Type { column: usize, ty: String },
     /// The fence: this owner's lease epoch is no longer the lease row's.
-    #[error("the journal's lease is no longer ours (our epoch {epoch}; now held by {holder} at epoch {held})")]
+    #[error(
+        "the journal's lease is no longer ours (our epoch {epoch}; now held by {holder} at epoch {held})"
+    )]
     LeaseLost { epoch: i64, holder: String, held: i64 },
 }
 

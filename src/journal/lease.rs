@@ -10,10 +10,11 @@
 //! loses it when the term runs out, and another engine may then take it.
 //!
 //! An advisory lock is deliberately not used: it stays with a frozen
-//! process's session and nobody could take over. What this module does
-//! not do yet: a write transaction does not check the epoch (a paused old
-//! owner could still write after losing the lease); that check belongs in
-//! `db::Db::write`, and standbys that wait for the lease come with it.
+//! process's session and nobody could take over. The epoch fences
+//! writes: the owner's journal ([`super::Journal::fence`]) checks it at
+//! the start of every write transaction (`db::Db::write`), so a paused old
+//! owner cannot write after losing the lease. Standbys that wait for the
+//! lease are not built yet.
 
 use super::db::{DbError, Exec};
 use super::{JournalError, failed};

@@ -341,12 +341,9 @@ impl JournalError {
 fn failed<'a>(store: &'a str, action: &'static str) -> impl Fn(DbError) -> JournalError + 'a {
     move |source| match source {
         // The fence refused the write: said as itself, not as a store error.
-        DbError::LeaseLost { epoch, holder, held } => JournalError::LeaseLost {
-            store: store.to_string(),
-            epoch,
-            now_held_by: holder,
-            now_epoch: held,
-        },
+        DbError::LeaseLost { epoch, holder, held } => {
+            JournalError::LeaseLost { store: store.to_string(), epoch, now_held_by: holder, now_epoch: held }
+        }
         source => JournalError::Store { store: store.to_string(), action, hint: hint(&source), source },
     }
 }
