@@ -137,6 +137,56 @@ fn a_server_on_postgres_commits_there_and_owns_the_journal_alone() {
     terminate(&mut second);
 }
 
+/// The fence with real processes: a server frozen (SIGSTOP) while its
+/// lease lapses and another server takes the journal over is, once
+/// resumed, refused its writes: a submit to it is not acknowledged,
+/// nothing of it reaches the database, and it exits saying why.
+#[test]
+fn a_frozen_server_that_lost_its_lease_cannot_write_once_resumed() {
+    let Some(mut s) = Store::postgres("serve_fence") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let a = home(dir.path(), "host-a", &s);
+    let b = home(dir.path(), "host-b", &s);
+    let (mut first, stderr_a) = serve(&a, &s);
+    started(&mut first, &stderr_a);
+
+    // Frozen past its lease: the lapse is written into the row rather than
+    // waited for (the term is 15 s).
+    // SAFETY: signals only the server this test started.
+    unsafe { libc::kill(first.id() as i32, libc::SIGSTOP) };
+    s.raw("UPDATE leadership SET expires_at = 0");
+    let (mut second, stderr_b) = serve(&b, &s);
+    started(&mut second, &stderr_b);
+    // SAFETY: as above.
+    unsafe { libc::kill(first.id() as i32, libc::SIGCONT) };
+
+    let spec = dir.path().join("hello.toml");
+    std::fs::write(
+        &spec,
+        "name = \"hello\"\n\n[runtime]\ncommand = [\"true\"]\n\n[resources]\ncpu_cores = 0.1\nmemory_gb = 0.1\n\n\
+         [constraints]\nproviders = [\"local\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .arg("--store")
+        .arg(&a)
+        .args(["submit", spec.to_str().unwrap(), "--json"])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "not acknowledged: {}", String::from_utf8_lossy(&out.stdout));
+    wait_for("the frozen server to stop", || first.try_wait().unwrap().is_some());
+    let said = read(&stderr_a);
+    assert!(said.contains("no longer holds the journal's lease"), "{said}");
+    assert_eq!(s.raw_i64("SELECT count(*) FROM workloads"), 0, "nothing of the refused submit");
+    // The new owner writes.
+    let out = canopy(&b, &["submit", spec.to_str().unwrap(), "--json"]);
+    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
+    wait_for("the workload to succeed", || state(&b, &id) == "succeeded");
+    terminate(&mut second);
+}
+
 /// `canopy migrate --to URL`: a store whose journal is a SQLite file,
 /// copied into PostgreSQL; then a server with `[journal] url` (on another
 /// home) shows the workload the SQLite one ran. The file stays as it was.
