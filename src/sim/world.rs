@@ -165,7 +165,11 @@ pub fn run_checked(r: &Run<'_>, sink: &mut dyn RecordSink) -> Result<PolicyRepor
 fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyReport, Option<String>) {
     let names: Vec<String> = r.fleet.nodes.iter().map(|n| n.name.clone()).collect();
     let (mult, _) = faults::node_multipliers(r.seed, &names, r.faults);
-    let config = CoreConfig { placement: r.policy, refuse_never_fits: false, ..CoreConfig::default() };
+    // The run's budgets are fixed: without any, ended attempts are kept
+    // for none to read.
+    let budget_history = r.tenancy.is_some_and(|t| !t.budgets.is_empty());
+    let config =
+        CoreConfig { placement: r.policy, refuse_never_fits: false, budget_history, ..CoreConfig::default() };
     let mut core = Core::new("sim000", r.fleet.clone(), config);
     core.seed_nonces(0x5eed);
     core.set_self_check(check);

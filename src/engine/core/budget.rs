@@ -19,7 +19,10 @@
 //!   work is never stopped by a budget.
 //! - Ended attempts' spend is kept for the longest period (a closed-attempt
 //!   history), so budgets set later, or after a restart (from the journal,
-//!   [`Core::restore_budgets`]), count what was already spent.
+//!   [`Core::restore_budgets`]), count what was already spent. Unless
+//!   the core was told no budget will be set later
+//!   (`CoreConfig::budget_history` off) and none is set: then nothing
+//!   could read them, and none is kept.
 
 use super::{Core, Entry};
 use crate::engine::model::{AttemptRecord, EventKind, Millis, WorkloadId, WorkloadState};
@@ -263,6 +266,9 @@ impl Core {
     /// its budgets' periods, and what those budgets held may go (what it
     /// was expected to spend is no longer committed).
     pub(super) fn budget_closed(&mut self, id: WorkloadId, idx: usize, now: Millis) {
+        if !self.config.budget_history && self.budgets().is_empty() {
+            return;
+        }
         let Some(e) = self.entries.get(&id) else { return };
         let c = Closed {
             tenant: e.rec.tenant.clone().or_else(|| self.tenancy.default_tenant.clone()),
@@ -406,6 +412,12 @@ impl Core {
             holding: self.budget_book.held.values().filter(|x| **x == bi).count() as u64,
             hard: b.hard,
         }
+    }
+
+    /// How many ended attempts are kept for budgets (the closed-attempt
+    /// history): what a budget set now would count.
+    pub fn budget_history_len(&self) -> usize {
+        self.budget_book.history.len()
     }
 
     /// Where every budget stands, in the tenancy's order.

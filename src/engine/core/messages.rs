@@ -45,6 +45,12 @@ pub struct CoreConfig {
     pub patience: Patience,
     /// Webhooks: off (`None`) unless the server has a signing secret.
     pub webhooks: Option<crate::notify::Rules>,
+    /// Keep ended attempts' spend (for [`super::budget::HORIZON_MS`]) even
+    /// while no budget is set, so that a budget set later counts what was
+    /// already spent. The server keeps it on (budgets change at run time);
+    /// the simulator, whose budgets are fixed for the run, turns it off
+    /// when it has none: a month of ended attempts is most of its memory.
+    pub budget_history: bool,
 }
 
 impl Default for CoreConfig {
@@ -63,6 +69,7 @@ impl Default for CoreConfig {
             placement: PlacementPolicy::default(),
             patience: Patience::default(),
             webhooks: None,
+            budget_history: true,
         }
     }
 }
