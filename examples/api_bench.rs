@@ -17,6 +17,10 @@
 //!
 //! `cargo run --release --example api_bench -- [SECONDS] [CLIENTS] [IN_FLIGHT]`
 //! (builds use target/release/canopy; set CANOPY_BIN to use another).
+//! With `CANOPY_BENCH_JOURNAL=postgres://…` the server's journal is that
+//! (empty) PostgreSQL database instead of the store's SQLite file, its
+//! password read from `CANOPY_BENCH_JOURNAL_PASSWORD`: the same run on
+//! both stores, side by side (issue 33).
 
 use canopy::client::{Client, Target};
 use std::path::PathBuf;
@@ -94,6 +98,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let clients: usize = std::env::args().nth(2).map_or(Ok(4), |s| s.parse())?;
     let dir = tempfile::tempdir()?;
     let store = dir.path().join("store");
+    if let Ok(url) = std::env::var("CANOPY_BENCH_JOURNAL") {
+        std::fs::create_dir_all(&store)?;
+        let config = format!("[journal]\nurl = {url:?}\npassword_env = \"CANOPY_BENCH_JOURNAL_PASSWORD\"\n");
+        std::fs::write(store.join("canopy.toml"), config)?;
+        println!("journal: {url}");
+    }
     let mut server = Command::new(bin())
         .arg("--store")
         .arg(&store)
