@@ -106,7 +106,9 @@ pub struct StoreArgs {
     #[arg(long, global = true, value_name = "FILE", help_heading = GLOBAL)]
     pub config: Option<PathBuf>,
     /// A remote Canopy server (http://HOST:PORT or https://…) instead of
-    /// the store's socket; with a token from $CANOPY_TOKEN.
+    /// the store's socket, or several servers of one journal separated by
+    /// commas (requests fail over between them); with a token from
+    /// $CANOPY_TOKEN.
     #[arg(long, global = true, env = "CANOPY_SERVER", value_name = "URL", help_heading = GLOBAL)]
     pub server: Option<String>,
     /// Bearer token for --server (prefer the environment variable: a

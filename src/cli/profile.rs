@@ -1,7 +1,8 @@
 //! Client profiles: named contexts in `$XDG_CONFIG_HOME/canopy/config.toml`
 //! (else `~/.config/canopy/config.toml`), as kubeconfig and `gh auth`
-//! keep them. A context names one or more servers (the first that accepts
-//! a connection is used: several engines may serve one store) and where
+//! keep them. A context names one or more servers (requests start at the
+//! first that accepts a connection and fail over to the others: several
+//! servers may share one journal, docs/ha.md) and where
 //! its token comes from: a file or a command, never the file itself, so
 //! the profile can be shared or committed without a secret in it.
 //!
@@ -107,22 +108,31 @@ pub fn apply(store: &mut StoreArgs) -> Result<()> {
     Ok(())
 }
 
-/// The first of `servers` that accepts a TCP connection; the first when
-/// none does (the request then says it cannot reach it).
+/// Every one of `servers`, comma-separated for the client, the first that
+/// accepts a TCP connection first: requests start there and fail over to
+/// the others (`canopy::client::FAILOVER_WAIT`).
 fn reachable(context: &str, servers: &[String]) -> Result<String> {
-    let Some(first) = servers.first() else {
+    if servers.is_empty() {
         bail!("context {context:?} lists no servers");
-    };
-    for s in servers {
+    }
+    let mut first = None;
+    for (i, s) in servers.iter().enumerate() {
         let Ok(url) = reqwest::Url::parse(s) else {
             bail!("context {context:?}: {s:?} is not a URL (http://HOST:PORT or https://…)");
         };
+        if s.contains(',') {
+            bail!("context {context:?}: {s:?} holds a comma; list each server as its own string");
+        }
         let addrs = url.socket_addrs(|| None).unwrap_or_default();
-        if addrs.iter().any(|a| std::net::TcpStream::connect_timeout(a, CONNECT_WAIT).is_ok()) {
-            return Ok(s.clone());
+        if first.is_none()
+            && addrs.iter().any(|a| std::net::TcpStream::connect_timeout(a, CONNECT_WAIT).is_ok())
+        {
+            first = Some(i);
         }
     }
-    Ok(first.clone())
+    let mut ordered = servers.to_vec();
+    ordered.rotate_left(first.unwrap_or(0));
+    Ok(ordered.join(","))
 }
 
 /// The context's token: the file's first line, or what the command prints.

@@ -8,10 +8,12 @@
 
 mod attach;
 mod backoff;
+mod servers;
 mod sse;
 
 pub use attach::attach;
 pub use backoff::Backoff;
+pub use servers::{FAILOVER_WAIT, split as split_servers};
 
 use crate::engine::command::{Command, CommandResult, Refusal};
 use crate::engine::handle::{Held, LogBytes, Recent, Remote, StateCounts, Stream};
@@ -29,7 +31,8 @@ use std::time::Duration;
 pub enum Target {
     /// The store's socket: the caller is the store's owner.
     Socket(PathBuf),
-    /// `http://host:port` or `https://…`, with a token.
+    /// `http://host:port` or `https://…`, with a token; several servers
+    /// of one control plane separated by commas (see [`FAILOVER_WAIT`]).
     Url { base: String, token: Option<String> },
 }
 
@@ -86,7 +89,7 @@ impl ClientError {
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
-    base: String,
+    servers: std::sync::Arc<servers::Servers>,
     token: Option<String>,
     target: Target,
 }
@@ -110,10 +113,10 @@ impl Client {
         let config = |e: String| ClientError::Decode(format!("cannot set up the HTTP client: {e}"));
         let mut b =
             reqwest::Client::builder().connect_timeout(Duration::from_secs(5)).pool_idle_timeout(POOL_IDLE);
-        let (base, token) = match &target {
+        let (bases, token) = match &target {
             Target::Socket(p) => {
                 b = b.unix_socket(p.clone()).no_proxy().tls_certs_only(std::iter::empty());
-                ("http://canopy".to_string(), None)
+                (vec!["http://canopy".to_string()], None)
             }
             Target::Url { base, token } => {
                 if let Some(path) = std::env::var_os("CANOPY_CA_CERT") {
@@ -124,11 +127,15 @@ impl Client {
                         .map_err(|e| config(format!("$CANOPY_CA_CERT ({}): {e}", path.display())))?;
                     b = b.tls_certs_merge(certs);
                 }
-                (base.trim_end_matches('/').to_string(), token.clone())
+                let bases = servers::split(base);
+                if bases.is_empty() {
+                    return Err(config(format!("{base:?} names no server (http://HOST:PORT or https://…)")));
+                }
+                (bases, token.clone())
             }
         };
         let http = b.build().map_err(|e| config(e.to_string()))?;
-        Ok(Client { http, base, token, target })
+        Ok(Client { http, servers: std::sync::Arc::new(servers::Servers::new(bases)), token, target })
     }
 
     /// The store's socket under `root`.
@@ -143,7 +150,7 @@ impl Client {
     /// A request; `streaming` ones (logs followed, the event stream) have
     /// no overall time limit.
     fn request(&self, streaming: bool, method: Method, path: &str) -> reqwest::RequestBuilder {
-        let mut r = self.http.request(method, format!("{}{path}", self.base));
+        let mut r = self.http.request(method, format!("{}{path}", self.servers.current()));
         if !streaming {
             r = r.timeout(REQUEST_TIMEOUT);
         }
@@ -154,7 +161,7 @@ impl Client {
     }
 
     async fn send(&self, r: reqwest::RequestBuilder) -> Result<reqwest::Response, ClientError> {
-        let resp = r.send().await.map_err(|e| self.send_failed(&e))?;
+        let resp = self.execute(r).await?;
         if resp.status().is_success() {
             return Ok(resp);
         }
@@ -164,7 +171,12 @@ impl Client {
     /// A request that got no answer: never sent when the connection could
     /// not be made (TLS refused included), otherwise perhaps carried out.
     fn send_failed(&self, e: &reqwest::Error) -> ClientError {
-        let (target, detail) = (self.target.to_string(), root_cause(e));
+        self.send_failed_at(e, &self.target.to_string())
+    }
+
+    /// [`send_failed`](Self::send_failed), naming the server `target`.
+    fn send_failed_at(&self, e: &reqwest::Error, target: &str) -> ClientError {
+        let (target, detail) = (target.to_string(), root_cause(e));
         if e.is_connect() || e.is_builder() {
             ClientError::Unreachable { target, detail }
         } else {
@@ -360,7 +372,7 @@ impl Client {
         if !body.is_empty() {
             r = r.body(body);
         }
-        let mut resp = r.send().await.map_err(|e| self.send_failed(&e))?;
+        let mut resp = self.execute(r).await?;
         let (status, headers) = (resp.status().as_u16(), resp.headers().clone());
         let mut out = Vec::new();
         while let Some(chunk) = resp.chunk().await.map_err(|e| self.read_failed(&e))? {
