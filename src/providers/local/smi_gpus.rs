@@ -4,7 +4,7 @@
 //! CoreX), `mthreads-gmi` (Moore Threads) and `mx-smi` (MetaX). Their
 //! tests are with the other parsers' in [`super::discover`].
 
-use super::smi::{Device, ParseError, cells, usage_pairs};
+use super::smi::{Device, ParseError, TwoRowTable, index_and_name, usage_pairs};
 use crate::accel::{Family, Vendor};
 
 /// Parses `rocm-smi --showproductname --showmeminfo vram --json`: an
@@ -224,53 +224,28 @@ pub fn parse_mthreads_gmi(text: &str) -> Result<Vec<Device>, ParseError> {
 /// The process table that may follow is not read.
 pub fn parse_mx_smi(text: &str) -> Result<Vec<Device>, ParseError> {
     const TOOL: &str = "mx-smi";
-    let err = |line, what: String| ParseError { tool: TOOL, line, what };
-    let mut header = false;
-    let mut gpu_row: Option<(usize, u32, String)> = None;
+    let table = TwoRowTable {
+        tool: TOOL,
+        header: |c| c[0].starts_with("GPU") && c[0].contains("NAME") && c[1].starts_with("Bus-id"),
+        header_shape: "GPU NAME | Bus-id",
+        skip: |c| c[0].starts_with("Temp") || c[0].starts_with('=') || c[0].starts_with('-'),
+        end: |c| c[0].contains("Process") || c[0].starts_with("PID"),
+    };
+    let (pairs, cut) = table.pairs(text)?;
     let mut devices = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        let Some(c) = cells(line) else { continue };
-        if !header {
-            header = c.len() == 3
-                && c[0].starts_with("GPU")
-                && c[0].contains("NAME")
-                && c[1].starts_with("Bus-id");
-            continue;
-        }
-        if c.len() != 3 || c[0].starts_with("Temp") || c[0].starts_with('=') || c[0].starts_with('-') {
-            continue;
-        }
-        if c[0].contains("Process") || c[0].starts_with("PID") {
-            break;
-        }
-        match gpu_row.take() {
-            None => {
-                let mut words = c[0].split_whitespace();
-                let gpu = words
-                    .next()
-                    .and_then(|w| w.parse::<u32>().ok())
-                    .ok_or_else(|| err(n, format!("expected `<GPU> <name>`, found {:?}", c[0])))?;
-                let name = words.collect::<Vec<_>>().join(" ");
-                if name.is_empty() {
-                    return Err(err(n, format!("GPU {gpu} has no name in {:?}", c[0])));
-                }
-                gpu_row = Some((n, gpu, name));
-            }
-            Some((_, gpu, name)) => {
-                let total = usage_pairs(c[1]).first().map(|p| p.1).ok_or_else(|| {
-                    err(n, format!("GPU {gpu}: expected memory as `<used>/<total> MiB`, found {:?}", c[1]))
-                })?;
-                let family = name.to_ascii_uppercase().contains("C500").then_some(Family::Xiyun);
-                devices.push(Device { index: gpu, name, memory_mib: total, family });
-            }
-        }
+    for ((n, first), (m, c)) in &pairs {
+        let (gpu, name) = index_and_name(TOOL, *n, "GPU", first[0])?;
+        let total = usage_pairs(c[1]).first().map(|p| p.1).ok_or_else(|| ParseError {
+            tool: TOOL,
+            line: *m,
+            what: format!("GPU {gpu}: expected memory as `<used>/<total> MiB`, found {:?}", c[1]),
+        })?;
+        let family = name.to_ascii_uppercase().contains("C500").then_some(Family::Xiyun);
+        devices.push(Device { index: gpu, name, memory_mib: total, family });
     }
-    if !header {
-        return Err(err(0, "no GPU table (no `GPU NAME | Bus-id` header row)".into()));
-    }
-    if let Some((n, gpu, _)) = gpu_row {
-        return Err(err(n, format!("GPU {gpu} has no memory row")));
+    if let Some((n, c)) = cut {
+        let (gpu, _) = index_and_name(TOOL, n, "GPU", c[0])?;
+        return Err(ParseError { tool: TOOL, line: n, what: format!("GPU {gpu} has no memory row") });
     }
     Ok(devices)
 }

@@ -6,7 +6,7 @@
 //! [`super::discover`] runs, as the sample shows it; anything else is a
 //! [`ParseError`] naming the tool and the line.
 
-use super::smi::{Device, ParseError, cells};
+use super::smi::{Device, ParseError, TwoRowTable, index_and_name};
 use super::smi_gpus::amd_family;
 use crate::accel::Family;
 use serde_json::Value;
@@ -266,61 +266,48 @@ fn total_after_slash(cell: &str) -> Option<f64> {
 pub fn parse_cnmon(text: &str) -> Result<Vec<Device>, ParseError> {
     const TOOL: &str = "cnmon";
     let err = |line, what: String| ParseError { tool: TOOL, line, what };
-    let mut header = false;
-    let mut card_row: Option<(usize, u32, String)> = None;
+    let table = TwoRowTable {
+        tool: TOOL,
+        header: |c| c[0].starts_with("Card") && c[0].contains("Name"),
+        header_shape: "Card VF Name Firmware | Bus-Id",
+        skip: |c| c[0].starts_with("Fan") || c[0].starts_with('='),
+        end: |c| c.first().is_some_and(|c| c.starts_with("Processes")),
+    };
+    let (pairs, cut) = table.pairs(text)?;
+    let card_of = |(n, c): &(usize, Vec<&str>)| -> Result<(u32, String), ParseError> {
+        let words: Vec<&str> = c[0].split_whitespace().collect();
+        let card = words
+            .first()
+            .and_then(|w| w.parse::<u32>().ok())
+            .ok_or_else(|| err(*n, format!("expected `<card> <vf> <name> <firmware>`, found {:?}", c[0])))?;
+        // `<card> <vf> <name…> <firmware>`: the name is between.
+        if words.len() < 4 {
+            return Err(err(
+                *n,
+                format!("MLU {card}: expected `<card> <vf> <name> <firmware>`, found {:?}", c[0]),
+            ));
+        }
+        Ok((card, words[2..words.len() - 1].join(" ")))
+    };
     let mut devices = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        let Some(c) = cells(line) else { continue };
-        if c.first().is_some_and(|c| c.starts_with("Processes")) {
-            break;
-        }
-        if !header {
-            header = c.len() == 3 && c[0].starts_with("Card") && c[0].contains("Name");
-            continue;
-        }
-        if c.len() != 3 || c[0].starts_with("Fan") || c[0].starts_with('=') {
-            continue;
-        }
-        match card_row.take() {
-            None => {
-                let words: Vec<&str> = c[0].split_whitespace().collect();
-                let card = words.first().and_then(|w| w.parse::<u32>().ok()).ok_or_else(|| {
-                    err(n, format!("expected `<card> <vf> <name> <firmware>`, found {:?}", c[0]))
-                })?;
-                // `<card> <vf> <name…> <firmware>`: the name is between.
-                if words.len() < 4 {
-                    return Err(err(
-                        n,
-                        format!("MLU {card}: expected `<card> <vf> <name> <firmware>`, found {:?}", c[0]),
-                    ));
-                }
-                card_row = Some((n, card, words[2..words.len() - 1].join(" ")));
-            }
-            Some((_, card, name)) => {
-                let total = total_after_slash(c[1]).ok_or_else(|| {
-                    err(
-                        n,
-                        format!("MLU {card}: expected memory as `<used> MiB/ <total> MiB`, found {:?}", c[1]),
-                    )
-                })?;
-                let up = name.to_ascii_uppercase();
-                let family = if up.contains("MLU370") {
-                    Some(Family::Mlu370)
-                } else if up.contains("MLU590") {
-                    Some(Family::Mlu590)
-                } else {
-                    None
-                };
-                devices.push(Device { index: card, name, memory_mib: total, family });
-            }
-        }
+    for (first, (n, c)) in &pairs {
+        let (card, name) = card_of(first)?;
+        let total = total_after_slash(c[1]).ok_or_else(|| {
+            err(*n, format!("MLU {card}: expected memory as `<used> MiB/ <total> MiB`, found {:?}", c[1]))
+        })?;
+        let up = name.to_ascii_uppercase();
+        let family = if up.contains("MLU370") {
+            Some(Family::Mlu370)
+        } else if up.contains("MLU590") {
+            Some(Family::Mlu590)
+        } else {
+            None
+        };
+        devices.push(Device { index: card, name, memory_mib: total, family });
     }
-    if !header {
-        return Err(err(0, "no MLU table (no `Card VF Name Firmware | Bus-Id` header row)".into()));
-    }
-    if let Some((n, card, _)) = card_row {
-        return Err(err(n, format!("MLU {card} has no memory row")));
+    if let Some(row) = cut {
+        let (card, _) = card_of(&row)?;
+        return Err(err(row.0, format!("MLU {card} has no memory row")));
     }
     Ok(devices)
 }
@@ -331,50 +318,29 @@ pub fn parse_cnmon(text: &str) -> Result<Vec<Device>, ParseError> {
 /// <virt> | <used> <sn> |`.
 pub fn parse_efsmi(text: &str) -> Result<Vec<Device>, ParseError> {
     const TOOL: &str = "efsmi";
-    let err = |line, what: String| ParseError { tool: TOOL, line, what };
-    let mut header = false;
-    let mut dev_row: Option<(usize, u32, String)> = None;
+    let table = TwoRowTable {
+        tool: TOOL,
+        header: |c| c[0].starts_with("DEV") && c[0].contains("NAME"),
+        header_shape: "DEV NAME | FW VER | BUS-ID",
+        skip: |c| c[0].starts_with("TEMP"),
+        end: |_| false,
+    };
+    let (pairs, cut) = table.pairs(text)?;
     let mut devices = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        let Some(c) = cells(line) else { continue };
-        if c.len() != 3 {
-            continue; // the version banner, or a separator
-        }
-        if !header {
-            header = c[0].starts_with("DEV") && c[0].contains("NAME");
-            continue;
-        }
-        if c[0].starts_with("TEMP") {
-            continue;
-        }
-        match dev_row.take() {
-            None => {
-                let mut words = c[0].split_whitespace();
-                let dev = words
-                    .next()
-                    .and_then(|w| w.parse::<u32>().ok())
-                    .ok_or_else(|| err(n, format!("expected `<DEV> <NAME>`, found {:?}", c[0])))?;
-                let name = words.collect::<Vec<_>>().join(" ");
-                if name.is_empty() {
-                    return Err(err(n, format!("GCU {dev} has no name in {:?}", c[0])));
-                }
-                dev_row = Some((n, dev, name));
-            }
-            Some((_, dev, name)) => {
-                let mem = c[1].split_whitespace().next().unwrap_or_default();
-                let total = mem.strip_suffix("MiB").and_then(|m| m.parse::<f64>().ok()).ok_or_else(|| {
-                    err(n, format!("GCU {dev}: expected memory as `<N>MiB` first in {:?}", c[1]))
-                })?;
-                devices.push(Device { index: dev, family: enflame_family(&name), name, memory_mib: total });
-            }
-        }
+    for ((n, first), (m, c)) in &pairs {
+        let (dev, name) = index_and_name(TOOL, *n, "GCU", first[0])?;
+        let mem = c[1].split_whitespace().next().unwrap_or_default();
+        let total =
+            mem.strip_suffix("MiB").and_then(|m| m.parse::<f64>().ok()).ok_or_else(|| ParseError {
+                tool: TOOL,
+                line: *m,
+                what: format!("GCU {dev}: expected memory as `<N>MiB` first in {:?}", c[1]),
+            })?;
+        devices.push(Device { index: dev, family: enflame_family(&name), name, memory_mib: total });
     }
-    if !header {
-        return Err(err(0, "no GCU table (no `DEV NAME | FW VER | BUS-ID` header row)".into()));
-    }
-    if let Some((n, dev, _)) = dev_row {
-        return Err(err(n, format!("GCU {dev} has no memory row")));
+    if let Some((n, c)) = cut {
+        let (dev, _) = index_and_name(TOOL, n, "GCU", c[0])?;
+        return Err(ParseError { tool: TOOL, line: n, what: format!("GCU {dev} has no memory row") });
     }
     Ok(devices)
 }
@@ -553,6 +519,26 @@ mod tests {
         "cnmon-mlu370-x8.txt",
         "efsmi-s60.txt",
     ];
+
+    /// Output cut after a device's first row: an error naming the device
+    /// and the line, from each tool that prints two rows per device.
+    #[test]
+    fn two_row_tables_cut_after_a_naming_row_say_which_device_lost_its_memory() {
+        type Parse = fn(&str) -> Result<Vec<Device>, ParseError>;
+        let cases: [(Parse, &str, &str, &str); 3] = [
+            (parse_cnmon, "cnmon-mlu370-x8.txt", "| 1 ", "MLU 1 has no memory row"),
+            (parse_efsmi, "efsmi-s60.txt", "| 1 ", "GCU 1 has no memory row"),
+            (super::super::smi_gpus::parse_mx_smi, "mx-smi-c500.txt", "| 1 ", "GPU 1 has no memory row"),
+        ];
+        for (parse, file, row, want) in cases {
+            let text = fixture(file);
+            let at = text.find(row).unwrap_or_else(|| panic!("{file}: no row {row:?}"));
+            let end = at + text[at..].find('\n').unwrap();
+            let line = text[..at].lines().count() + 1;
+            let e = parse(&text[..end]).expect_err(file);
+            assert_eq!((e.what.as_str(), e.line), (want, line), "{file}");
+        }
+    }
 
     fn parse_all(s: &str) {
         let _ = parse_amd_smi(s);
