@@ -34,14 +34,15 @@ pub mod checkpoints;
 mod config;
 mod container;
 mod fetch;
+mod hosts;
 pub mod protocol;
 pub mod remote;
 pub mod transport;
 
-use crate::config::{SSH_LEASE_MARGIN, SshEntry};
+use crate::config::SshEntry;
 use crate::engine::checkpoint;
 use crate::failure::ProviderEnd;
-use crate::fleet::{Free, Lifecycle, NodeState, PoolDef, Shape};
+use crate::fleet::{Free, Lifecycle, PoolDef, Shape};
 use crate::providers::collect::{self, OutputLimits, Wanted};
 use crate::providers::window::LendWindows;
 use crate::providers::{
@@ -52,55 +53,19 @@ use crate::spec::Spec;
 use protocol::{Listed, Probe, Request, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use transport::{Target, Transport, TransportError};
 
 pub use config::{HostConfig, PoolConfig, SshConfig};
 use fetch::receive;
+pub use hosts::WINDOW_MARGIN;
+use hosts::{HostState, Inner, renew_forever, with_retries};
 
 pub const KIND: &str = "ssh";
 
-/// How far ahead of a window's end running work is asked to stop, beyond
-/// its stop grace.
-pub const WINDOW_MARGIN: Duration = Duration::from_secs(5);
-
 /// "Now", injectable so tests can move a lend window's end close.
 pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
-
-/// One host as the provider tracks it.
-struct HostState {
-    cfg: HostConfig,
-    transport: Transport,
-    /// The last probe that answered.
-    probe: Mutex<Option<Probe>>,
-    /// Why the last call failed to reach it; `None` while reachable.
-    unreachable: Mutex<Option<String>>,
-    /// When the lease was last renewed here (after the answer came).
-    renewed: Mutex<Option<Instant>>,
-    /// GPU indices held by Canopy's live attempts, by token.
-    gpus: Mutex<BTreeMap<String, Vec<u32>>>,
-}
-
-impl HostState {
-    fn name(&self) -> &str {
-        &self.cfg.target.name
-    }
-}
-
-struct Inner {
-    cfg: SshConfig,
-    hosts: Vec<Arc<HostState>>,
-    started: Instant,
-    /// The host each known token runs on.
-    tokens: Mutex<HashMap<String, usize>>,
-    /// Each known token's stop grace.
-    graces: Mutex<HashMap<String, Duration>>,
-    /// Tokens stopped because their host's lend window closes.
-    preempted: Mutex<BTreeSet<String>>,
-    /// Attempts to remove from a host once it answers again.
-    cleanups: Mutex<BTreeSet<(usize, String)>>,
-}
 
 pub struct SshProvider {
     inner: Arc<Inner>,
@@ -166,290 +131,6 @@ impl SshProvider {
         let h = self.inner.host_named(node).ok_or_else(|| format!("no ssh host named {node:?}"))?;
         h.transport.connect().await.map_err(|e| e.to_string())?;
         h.transport.call::<Probe>(&Request::Probe).await.map(|_| ()).map_err(|e| e.to_string())
-    }
-}
-
-/// Calls `f` until it succeeds, a few times over about ten seconds while
-/// the host cannot be reached; an answer from the host (even an error) is
-/// final.
-async fn with_retries<T, F, Fut>(mut f: F) -> Result<T, TransportError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, TransportError>>,
-{
-    let mut wait = Duration::from_millis(500);
-    for _ in 0..4 {
-        match f().await {
-            Err(e) if e.is_unreachable() => {
-                tracing::debug!("retrying in {wait:?}: {e}");
-                tokio::time::sleep(wait).await;
-                wait *= 3;
-            }
-            done => return done,
-        }
-    }
-    f().await
-}
-
-async fn renew_forever(inner: Weak<Inner>) {
-    loop {
-        let Some(i) = inner.upgrade() else { return };
-        let every = (i.cfg.lease / 3).max(Duration::from_millis(500));
-        let calls = i.hosts.iter().enumerate().map(|(n, _)| i.renew(n));
-        futures::future::join_all(calls).await;
-        drop(i);
-        tokio::time::sleep(every).await;
-    }
-}
-
-impl Inner {
-    fn err(&self, message: impl Into<String>) -> ProviderError {
-        ProviderError { provider: self.cfg.name.clone(), message: message.into() }
-    }
-
-    fn host_named(&self, node: &str) -> Option<&Arc<HostState>> {
-        self.hosts.iter().find(|h| h.name() == node)
-    }
-
-    fn pool(&self, h: &HostState) -> PoolConfig {
-        self.cfg.pools.get(&h.cfg.pool).cloned().unwrap_or_default()
-    }
-
-    fn now(&self) -> SystemTime {
-        (self.cfg.clock)()
-    }
-
-    /// Notes whether a call reached the host.
-    fn saw(&self, h: &HostState, r: Result<(), &TransportError>) {
-        let mut u = h.unreachable.lock().unwrap();
-        match r {
-            Ok(()) => {
-                if u.take().is_some() {
-                    tracing::info!(provider = %self.cfg.name, host = %h.name(), "reachable again");
-                }
-            }
-            Err(e) if e.is_unreachable() => {
-                if u.is_none() {
-                    tracing::warn!(provider = %self.cfg.name, host = %h.name(), "{e}");
-                }
-                *u = Some(e.to_string());
-            }
-            Err(_) => {}
-        }
-    }
-
-    async fn call<T: serde::de::DeserializeOwned>(
-        &self,
-        h: &HostState,
-        req: &Request,
-    ) -> Result<T, TransportError> {
-        let r = h.transport.call(req).await;
-        self.saw(h, r.as_ref().map(|_| ()));
-        r
-    }
-
-    async fn call_raw(&self, h: &HostState, req: &Request) -> Result<Vec<u8>, TransportError> {
-        let r = h.transport.call_raw(req).await;
-        self.saw(h, r.as_ref().map(|_| ()));
-        r
-    }
-
-    /// Renews host `n`'s lease, then removes attempts left to clean there.
-    async fn renew(&self, n: usize) {
-        let h = &self.hosts[n];
-        let for_ms = self.cfg.lease.as_millis() as u64;
-        match self.call::<i64>(h, &Request::Renew { for_ms }).await {
-            Ok(_) => *h.renewed.lock().unwrap() = Some(Instant::now()),
-            Err(e) => {
-                tracing::debug!(host = %h.name(), "lease not renewed: {e}");
-                return;
-            }
-        }
-        let pending: Vec<String> =
-            self.cleanups.lock().unwrap().iter().filter(|(i, _)| *i == n).map(|(_, t)| t.clone()).collect();
-        for token in pending {
-            if self.call::<()>(h, &Request::Cleanup { token: token.clone() }).await.is_ok() {
-                self.cleanups.lock().unwrap().remove(&(n, token));
-            }
-        }
-    }
-
-    /// Before a launch on host `n`: copies the newest complete checkpoint
-    /// in Canopy's store there, unless it is over the spec's cap (the
-    /// engine says so in the workload's events) or the attempt was
-    /// launched already (a resent launch, which adopts: its checkpoint is
-    /// in place and in use).
-    async fn hand_checkpoint(&self, n: usize, req: &LaunchRequest) -> Result<(), LaunchError> {
-        let (Some(spec), Some(dir)) = (&req.spec.checkpoint, &req.checkpoint_dir) else { return Ok(()) };
-        let h = &self.hosts[n];
-        let found = {
-            let d = dir.clone();
-            tokio::task::spawn_blocking(move || checkpoint::newest_complete(&d))
-                .await
-                .map_err(|e| LaunchError::Api(format!("the checkpoint task failed: {e}")))?
-                .map_err(|e| LaunchError::Api(format!("cannot read {}: {e}", dir.display())))?
-        };
-        let Some(f) = found else { return Ok(()) };
-        let max_bytes = checkpoint::cap_bytes(spec);
-        if f.bytes > max_bytes {
-            tracing::warn!(
-                provider = %self.cfg.name, host = %h.name(), token = %req.token,
-                "checkpoint {} ({} bytes) is over the checkpoint cap ({max_bytes} bytes); the attempt starts without it",
-                f.name, f.bytes
-            );
-            return Ok(());
-        }
-        let status = Request::Status { token: req.token.clone() };
-        match self.call::<Status>(h, &status).await {
-            Ok(Status::NotFound) => {}
-            Ok(_) => return Ok(()),
-            Err(e) => return Err(LaunchError::Api(e.to_string())),
-        }
-        let put = Request::PutCheckpoint { token: req.token.clone(), name: f.name.clone(), max_bytes };
-        let src = dir.join(&f.name);
-        let r = h
-            .transport
-            .call_with_payload::<protocol::HostCheckpoint>(&put, move |w| {
-                checkpoints::write_tar(&src, w, checkpoints::Bounds::checkpoint(max_bytes)).map(|_| ())
-            })
-            .await;
-        self.saw(h, r.as_ref().map(|_| ()));
-        let sent = r.map_err(|e| {
-            LaunchError::Api(format!("could not copy checkpoint {} to host {}: {e}", f.name, h.name()))
-        })?;
-        tracing::info!(
-            provider = %self.cfg.name, host = %h.name(), token = %req.token,
-            "handed checkpoint {} ({} bytes) to the attempt", sent.name, sent.bytes
-        );
-        Ok(())
-    }
-
-    /// The host `token` runs on: known, or asked of every host.
-    /// `Ok(None)` when every host answered that it has no such attempt.
-    async fn host_of(&self, token: &str) -> Result<Option<usize>, ProviderError> {
-        if let Some(&n) = self.tokens.lock().unwrap().get(token) {
-            return Ok(Some(n));
-        }
-        let req = Request::Status { token: token.to_string() };
-        let asks = self.hosts.iter().map(|h| self.call::<Status>(h, &req));
-        let answers = futures::future::join_all(asks).await;
-        let mut unreachable = Vec::new();
-        for (n, a) in answers.into_iter().enumerate() {
-            match a {
-                Ok(Status::NotFound) => {}
-                Ok(_) => {
-                    self.tokens.lock().unwrap().insert(token.to_string(), n);
-                    return Ok(Some(n));
-                }
-                Err(e) => unreachable.push(e.to_string()),
-            }
-        }
-        if unreachable.is_empty() {
-            // A host removed from the configuration (an owner taking it
-            // back) is asked nothing, yet may still run the attempt: its
-            // supervisor stops it only once the lease the previous engine
-            // renewed runs out. Until then "not on any host" is not known,
-            // and the engine must not place the work again beside it.
-            let removed_hosts_stopped = self.started + self.cfg.lease + self.cfg.grace + SSH_LEASE_MARGIN;
-            if Instant::now() < removed_hosts_stopped {
-                return Err(self.err(format!(
-                    "{token} is on none of the configured ssh hosts; a host removed from the \
-                     configuration may still run it until its lease ({}) runs out",
-                    crate::units::HumanDuration(self.cfg.lease)
-                )));
-            }
-            Ok(None)
-        } else {
-            Err(self.err(format!("cannot tell where {token} runs: {}", unreachable.join("; "))))
-        }
-    }
-
-    fn forget(&self, n: usize, token: &str) {
-        self.hosts[n].gpus.lock().unwrap().remove(token);
-    }
-
-    fn grace_of(&self, token: &str) -> Duration {
-        self.graces.lock().unwrap().get(token).copied().unwrap_or(self.cfg.grace)
-    }
-
-    /// When host `n`'s supervisors have surely stopped `token`'s workload
-    /// for want of a lease.
-    fn lost_after(&self, n: usize, token: &str) -> Instant {
-        let base = self.hosts[n].renewed.lock().unwrap().unwrap_or(self.started);
-        base + self.cfg.lease + self.grace_of(token) + SSH_LEASE_MARGIN
-    }
-
-    /// Whether the host's lend window is closed now or closes within
-    /// `ahead`.
-    fn window_closing(&self, h: &HostState, ahead: Duration) -> bool {
-        let w = self.pool(h).windows;
-        if w.is_always() {
-            return false;
-        }
-        let now = self.now();
-        if !w.is_open(now) {
-            return true;
-        }
-        w.closes_at(now).is_some_and(|end| end.duration_since(now).unwrap_or_default() <= ahead)
-    }
-
-    fn node_state(&self, h: &HostState) -> NodeState {
-        if h.unreachable.lock().unwrap().is_some() || h.probe.lock().unwrap().is_none() {
-            NodeState::Down
-        } else if self.window_closing(h, WINDOW_MARGIN) {
-            NodeState::Cordoned
-        } else {
-            NodeState::Ready
-        }
-    }
-
-    /// Free GPU indices on the host, or `None` on a host without GPUs.
-    fn pick_gpus(&self, h: &HostState, token: &str, want: u32) -> Result<Option<Vec<u32>>, LaunchError> {
-        let total = h.probe.lock().unwrap().as_ref().map_or(0, |p| p.shape.gpus_per_node);
-        if total == 0 {
-            return if want == 0 {
-                Ok(None)
-            } else {
-                Err(LaunchError::Capacity(format!("host {} has no GPUs", h.name())))
-            };
-        }
-        let mut held = h.gpus.lock().unwrap();
-        if let Some(ids) = held.get(token) {
-            return Ok(Some(ids.clone()));
-        }
-        let busy: BTreeSet<u32> = held.values().flatten().copied().collect();
-        let free: Vec<u32> = (0..total).filter(|i| !busy.contains(i)).take(want as usize).collect();
-        if (free.len() as u32) < want {
-            return Err(LaunchError::Capacity(format!(
-                "host {} has {} of its {total} GPUs free; the attempt needs {want}",
-                h.name(),
-                total as usize - busy.len()
-            )));
-        }
-        held.insert(token.to_string(), free.clone());
-        Ok(Some(free))
-    }
-
-    /// Stops `token` before its host's lend window closes.
-    fn preempt(self: &Arc<Self>, n: usize, token: &str) {
-        if !self.preempted.lock().unwrap().insert(token.to_string()) {
-            return;
-        }
-        let grace = self.grace_of(token);
-        tracing::info!(
-            provider = %self.cfg.name, host = %self.hosts[n].name(), token,
-            "the host's lend window closes; stopping the attempt with {grace:?} of grace"
-        );
-        let me = self.clone();
-        let token = token.to_string();
-        tokio::spawn(async move {
-            let h = &me.hosts[n];
-            let req = Request::Terminate { token: token.clone(), grace_ms: Some(grace.as_millis() as u64) };
-            if let Err(e) = me.call::<()>(h, &req).await {
-                tracing::warn!(host = %h.name(), token, "could not stop the attempt for its lend window: {e}");
-                me.preempted.lock().unwrap().remove(&token);
-            }
-        });
     }
 }
 

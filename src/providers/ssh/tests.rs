@@ -1,6 +1,7 @@
 use super::checkpoints::tests::{header, tar_with};
 use super::fetch::unpack;
 use super::*;
+use crate::fleet::NodeState;
 
 #[test]
 fn fetched_outputs_hold_only_files_and_directories_inside_the_staging_dir() {
