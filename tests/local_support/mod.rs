@@ -210,3 +210,35 @@ pub fn live_fleet(store: &Path) -> serde_json::Value {
         }
     })
 }
+
+// ── Specs and a test's directories (engine_local, engine_local_nodes) ──
+
+/// Writes a spec pinned to the local provider that runs `script` with `sh -c`.
+pub fn spec(dir: &Path, name: &str, script: &str, extra: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    let text = format!(
+        "name = {name:?}\n{extra}\n[runtime]\ncommand = [\"sh\", \"-c\", {script:?}]\n\n\
+         [resources]\ncpu_cores = 0.1\nmemory_gb = 0.1\n\n[constraints]\nproviders = [\"local\"]\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+pub struct Setup {
+    /// Dropped first: fails the test if anything it started outlives it.
+    _reaper: crate::reap_support::Reaper,
+    _tmp: tempfile::TempDir,
+    pub store: PathBuf,
+    pub scratch: PathBuf,
+    pub specs: PathBuf,
+}
+
+pub fn setup() -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, scratch, specs) =
+        (tmp.path().join("home"), tmp.path().join("scratch"), tmp.path().join("specs"));
+    for d in [&scratch, &specs] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    Setup { _reaper: crate::reap_support::Reaper::new(tmp.path()), store, scratch, specs, _tmp: tmp }
+}
