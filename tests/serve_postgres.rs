@@ -44,6 +44,27 @@ fn serve(root: &Path, s: &Store) -> (Child, PathBuf) {
     (child, stderr)
 }
 
+/// Kills the server it holds when dropped (a failed assertion included).
+struct Reap(Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        if self.0.try_wait().unwrap().is_none() {
+            // SAFETY: signals only the server this test started.
+            unsafe {
+                libc::kill(self.0.id() as i32, libc::SIGCONT);
+                libc::kill(self.0.id() as i32, libc::SIGKILL);
+            }
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// How a standby names the leader: `led by HOST pid N;`.
+fn said_holder(child: &Child) -> String {
+    format!(" pid {};", child.id())
+}
+
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
@@ -118,14 +139,15 @@ fn a_server_on_postgres_commits_there_and_owns_the_journal_alone() {
     let id = v["id"].as_str().unwrap().to_string();
     wait_for("the workload to succeed", || state(&a, &id) == "succeeded");
 
-    // A second engine on another host, same database: refused while the
-    // first holds the lease, saying who does.
-    let (mut second, stderr_b) = serve(&b, &s);
-    let status = second.wait().unwrap();
-    assert!(!status.success());
-    let refused = read(&stderr_b);
-    assert!(refused.contains("owned by another engine") && refused.contains("lease"), "{refused}");
-    assert!(!refused.contains(&password(&s)), "{refused}");
+    // A second server on another host, same database: it does not lead
+    // while the first holds the lease; it stands by, saying who leads.
+    let (second, stderr_b) = serve(&b, &s);
+    let mut second = Reap(second);
+    wait_for("the second server to stand by", || read(&stderr_b).contains("canopy serve: standing by"));
+    let said = read(&stderr_b);
+    assert!(said.contains(&said_holder(&first)), "{said}");
+    assert!(!said.contains(&password(&s)), "{said}");
+    terminate(&mut second.0);
 
     // The first stops (and gives the lease up); the other host's server
     // takes over and reads what the first committed, from the database.
@@ -140,7 +162,7 @@ fn a_server_on_postgres_commits_there_and_owns_the_journal_alone() {
 /// The fence with real processes: a server frozen (SIGSTOP) while its
 /// lease lapses and another server takes the journal over is, once
 /// resumed, refused its writes: a submit to it is not acknowledged,
-/// nothing of it reaches the database, and it exits saying why.
+/// nothing of it reaches the database, and it steps down to a standby.
 #[test]
 fn a_frozen_server_that_lost_its_lease_cannot_write_once_resumed() {
     let Some(mut s) = Store::postgres("serve_fence") else { return };
@@ -176,9 +198,12 @@ fn a_frozen_server_that_lost_its_lease_cannot_write_once_resumed() {
         .output()
         .unwrap();
     assert!(!out.status.success(), "not acknowledged: {}", String::from_utf8_lossy(&out.stdout));
-    wait_for("the frozen server to stop", || first.try_wait().unwrap().is_some());
+    // It steps down to a standby rather than exiting.
+    wait_for("the frozen server to step down", || read(&stderr_a).contains("canopy serve: standing by"));
+    assert!(first.try_wait().unwrap().is_none(), "still running");
     let said = read(&stderr_a);
-    assert!(said.contains("no longer holds the journal's lease"), "{said}");
+    assert!(said.contains("canopy serve: stepping down"), "{said}");
+    terminate(&mut first);
     assert_eq!(s.raw_i64("SELECT count(*) FROM workloads"), 0, "nothing of the refused submit");
     // The new owner writes.
     let out = canopy(&b, &["submit", spec.to_str().unwrap(), "--json"]);

@@ -25,6 +25,7 @@ pub mod process_metrics;
 pub mod prom;
 pub mod refusals;
 pub mod sse;
+pub mod standby;
 pub mod target;
 pub mod tenants;
 pub mod tokens;
