@@ -277,9 +277,10 @@ pub async fn start_owning(opts: EngineOptions, owned: Option<Ownership>) -> Resu
         cfg.poll_every = p;
     }
     let (handle, task) = shell::start(core, journal, lock, providers, cfg, clock, restored);
+    let mut server_options = opts.server.clone();
+    server_options.lease_term = config.journal.lease_term();
     let serving =
-        match crate::server::serve(handle.clone(), home.clone(), store_id.clone(), opts.server.clone()).await
-        {
+        match crate::server::serve(handle.clone(), home.clone(), store_id.clone(), server_options).await {
             Ok(s) => s,
             Err(e) => {
                 handle.shutdown();

@@ -119,6 +119,23 @@ fn remote(url: &str, token: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// A plain HTTP/1.1 GET with a bearer token: the whole response, head
+/// and body.
+fn get(url: &str, token: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://");
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    out
+}
+
 fn ok(out: Output, what: &str) -> Vec<u8> {
     assert!(
         out.status.success(),
@@ -187,6 +204,35 @@ fn a_second_server_stands_by_and_forwards_to_the_leader() {
     let on_leader = listed(&a.url(), &t);
     assert!(on_leader.contains(&(id.clone(), "through-standby".into())), "{on_leader:?}");
     assert_eq!(listed(&b.url(), &t), on_leader, "the standby shows the leader's answer");
+
+    // Either server lists both: the leader and the standby.
+    for url in [a.url(), b.url()] {
+        let out = ok(remote(&url, &t, &["status", "--servers", "--json"]), "status --servers");
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        let leader = v["leader"].as_str().unwrap().to_string();
+        assert!(leader.ends_with(&format!(" pid {}", a.child.id())), "{v}");
+        let roles: Vec<(String, String)> = v["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["id"].as_str().unwrap().to_string(), s["role"].as_str().unwrap().to_string()))
+            .collect();
+        assert!(roles.contains(&(leader.clone(), "leader".into())), "{v}");
+        let standby = format!(" pid {}", b.child.id());
+        assert!(roles.iter().any(|(id, r)| id.ends_with(&standby) && r == "standby"), "{v}");
+        assert_eq!(v["epoch"], 1, "{v}");
+        let table = String::from_utf8(ok(remote(&url, &t, &["status", "--servers"]), "table")).unwrap();
+        assert!(
+            table.contains("led by") && table.contains("standby") && table.contains("LAST SEEN"),
+            "{table}"
+        );
+    }
+    // The leader's metrics say it leads, at which epoch.
+    let metrics = get(&a.url(), &t, "/metrics");
+    assert!(metrics.contains("canopy_leader 1") && metrics.contains("canopy_lease_epoch 1"), "{metrics}");
+    // Through the standby: the leader's answer, marked as forwarded.
+    let through = get(&b.url(), &t, "/v1/whoami");
+    assert!(through.to_lowercase().contains("canopy-served-by: standby"), "{through}");
 
     // The standby passes the leader's refusals on as they are.
     let out = remote(&b.url(), "canopy_000000000000_nope", &["status"]);

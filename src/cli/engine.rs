@@ -128,6 +128,7 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
                 confirm_above_usd: Some(args.mcp_confirm_above_usd),
                 allowed_origins: args.mcp_allow_origin,
             },
+            lease_term: canopy::journal::LEASE_TERM,
         };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut signals = Signals { term: &mut term };
