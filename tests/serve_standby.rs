@@ -136,6 +136,26 @@ fn get(url: &str, token: &str, path: &str) -> String {
     out
 }
 
+/// A GET whose answer does not end (an event stream): what arrived until
+/// `until` did (or 10 s passed).
+fn read_until(url: &str, token: &str, path: &str, until: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://");
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    write!(c, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n").unwrap();
+    let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && !String::from_utf8_lossy(&got).contains(until) {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
 fn ok(out: Output, what: &str) -> Vec<u8> {
     assert!(
         out.status.success(),
@@ -190,7 +210,7 @@ fn listed(url: &str, token: &str) -> Vec<(String, String)> {
 /// it reaches the leader: a submit is acknowledged and the leader has it.
 #[test]
 fn a_second_server_stands_by_and_forwards_to_the_leader() {
-    let Some(s) = Store::postgres("standby_forwards") else { return };
+    let Some(mut s) = Store::postgres("standby_forwards") else { return };
     let dir = tempfile::tempdir().unwrap();
     let mut a = Server::start(dir.path(), "host-a", &s);
     a.wait_to_say("canopy serve: store", 1);
@@ -234,10 +254,30 @@ fn a_second_server_stands_by_and_forwards_to_the_leader() {
     let through = get(&b.url(), &t, "/v1/whoami");
     assert!(through.to_lowercase().contains("canopy-served-by: standby"), "{through}");
 
+    // The event stream comes through the standby as it is sent.
+    let stream = read_until(&b.url(), &t, "/v1/stream", "event: hello");
+    assert!(stream.contains("text/event-stream"), "{stream}");
+
     // The standby passes the leader's refusals on as they are.
     let out = remote(&b.url(), "canopy_000000000000_nope", &["status"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not valid"), "{out:?}");
+
+    // A leader that does not answer where it says it is: the standby
+    // answers 503 itself, saying to retry, and shows nothing else.
+    s.raw("UPDATE leadership SET address = 'http://127.0.0.1:1'");
+    let deadline = Instant::now() + DEADLINE;
+    let refused = loop {
+        let r = get(&b.url(), &t, "/v1/workloads");
+        if r.starts_with("HTTP/1.1 503") {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "{r}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let lower = refused.to_lowercase();
+    assert!(lower.contains("retry-after: 1") && lower.contains("does not answer"), "{refused}");
+    assert!(!refused.contains("through-standby"), "{refused}");
 }
 
 /// `kill -9` of the leader: the standby takes over within the lease's
