@@ -7,7 +7,8 @@
 //! The standby decides nothing itself: the leader authenticates and
 //! authorizes every request, so the standby answers only 503 (with
 //! `Retry-After: 1`) when no leader is serving or reachable, and says
-//! nothing in it but who holds the lease and where. A request on the
+//! no more in it than that (who leads and where goes to its log and to
+//! the `Canopy-Served-By` of forwarded answers). A request on the
 //! standby's socket carries no token and arrives at the leader as an
 //! anonymous TCP request: the leader refuses it unless it carries one
 //! (`CANOPY_TOKEN`).
@@ -186,10 +187,10 @@ impl Forward {
             );
         };
         if row.address.is_empty() {
-            return self.unavailable(format!(
-                "the leader ({}) advertises no API address to forward to (it serves no TCP, or was started without --advertise); retry later or ask it directly",
-                row.holder
-            ));
+            tracing::warn!(leader = %row.holder, "standby: the leader advertises no API address to forward to");
+            return self.unavailable(
+                "the leader advertises no API address to forward to (it serves no TCP, or was started without --advertise); retry later or ask it directly".into(),
+            );
         }
         let (parts, body) = req.into_parts();
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
@@ -211,12 +212,10 @@ impl Forward {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(leader = %row.holder, address = %row.address, error = %e, "standby: the leader did not answer");
-                return self.unavailable(format!(
-                    "the leader {} at {} does not answer ({}); retry in a moment: a standby takes over once its lease runs out",
-                    row.holder,
-                    row.address,
-                    crate::text::sanitize(&e.without_url().to_string())
-                ));
+                return self.unavailable(
+                    "the leader does not answer; retry in a moment: a standby takes over once its lease runs out"
+                        .into(),
+                );
             }
         };
         let mut out = Response::builder().status(resp.status().as_u16());
