@@ -120,8 +120,9 @@ fn a_server_on_postgres_commits_there_and_owns_the_journal_alone() {
     let a = home(dir.path(), "host-a", &s);
     let b = home(dir.path(), "host-b", &s);
 
-    let (mut first, stderr) = serve(&a, &s);
-    started(&mut first, &stderr);
+    let (first, stderr) = serve(&a, &s);
+    let mut first = Reap(first);
+    started(&mut first.0, &stderr);
     let said = read(&stderr);
     assert!(said.contains("store postgres://canopy@"), "names the database: {said}");
     assert!(!said.contains(&password(&s)), "never the password: {said}");
@@ -145,18 +146,19 @@ fn a_server_on_postgres_commits_there_and_owns_the_journal_alone() {
     let mut second = Reap(second);
     wait_for("the second server to stand by", || read(&stderr_b).contains("canopy serve: standing by"));
     let said = read(&stderr_b);
-    assert!(said.contains(&said_holder(&first)), "{said}");
+    assert!(said.contains(&said_holder(&first.0)), "{said}");
     assert!(!said.contains(&password(&s)), "{said}");
     terminate(&mut second.0);
 
     // The first stops (and gives the lease up); the other host's server
     // takes over and reads what the first committed, from the database.
-    terminate(&mut first);
-    let (mut second, stderr_b) = serve(&b, &s);
-    started(&mut second, &stderr_b);
+    terminate(&mut first.0);
+    let (second, stderr_b) = serve(&b, &s);
+    let mut second = Reap(second);
+    started(&mut second.0, &stderr_b);
     assert_eq!(state(&b, &id), "succeeded");
     assert!(!b.join("canopy.db").exists());
-    terminate(&mut second);
+    terminate(&mut second.0);
 }
 
 /// The fence with real processes: a server frozen (SIGSTOP) while its
@@ -169,18 +171,20 @@ fn a_frozen_server_that_lost_its_lease_cannot_write_once_resumed() {
     let dir = tempfile::tempdir().unwrap();
     let a = home(dir.path(), "host-a", &s);
     let b = home(dir.path(), "host-b", &s);
-    let (mut first, stderr_a) = serve(&a, &s);
-    started(&mut first, &stderr_a);
+    let (first, stderr_a) = serve(&a, &s);
+    let mut first = Reap(first);
+    started(&mut first.0, &stderr_a);
 
     // Frozen past its lease: the lapse is written into the row rather than
     // waited for (the term is 15 s).
     // SAFETY: signals only the server this test started.
-    unsafe { libc::kill(first.id() as i32, libc::SIGSTOP) };
+    unsafe { libc::kill(first.0.id() as i32, libc::SIGSTOP) };
     s.raw("UPDATE leadership SET expires_at = 0");
-    let (mut second, stderr_b) = serve(&b, &s);
-    started(&mut second, &stderr_b);
+    let (second, stderr_b) = serve(&b, &s);
+    let mut second = Reap(second);
+    started(&mut second.0, &stderr_b);
     // SAFETY: as above.
-    unsafe { libc::kill(first.id() as i32, libc::SIGCONT) };
+    unsafe { libc::kill(first.0.id() as i32, libc::SIGCONT) };
 
     let spec = dir.path().join("hello.toml");
     std::fs::write(
@@ -200,16 +204,16 @@ fn a_frozen_server_that_lost_its_lease_cannot_write_once_resumed() {
     assert!(!out.status.success(), "not acknowledged: {}", String::from_utf8_lossy(&out.stdout));
     // It steps down to a standby rather than exiting.
     wait_for("the frozen server to step down", || read(&stderr_a).contains("canopy serve: standing by"));
-    assert!(first.try_wait().unwrap().is_none(), "still running");
+    assert!(first.0.try_wait().unwrap().is_none(), "still running");
     let said = read(&stderr_a);
     assert!(said.contains("canopy serve: stepping down"), "{said}");
-    terminate(&mut first);
+    terminate(&mut first.0);
     assert_eq!(s.raw_i64("SELECT count(*) FROM workloads"), 0, "nothing of the refused submit");
     // The new owner writes.
     let out = canopy(&b, &["submit", spec.to_str().unwrap(), "--json"]);
     let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
     wait_for("the workload to succeed", || state(&b, &id) == "succeeded");
-    terminate(&mut second);
+    terminate(&mut second.0);
 }
 
 /// `canopy migrate --to URL`: a store whose journal is a SQLite file,
