@@ -12,7 +12,7 @@ use crate::engine::core::{Core, CoreConfig, Restore};
 use crate::engine::shell::{self, EngineHandle, Providers, ShellConfig, ShellError};
 use crate::fleet::{Fleet, ProviderDef, ProviderKind, load};
 use crate::home::Home;
-use crate::journal::{HealthWindow, Journal, JournalError, acquire_owner};
+use crate::journal::{HealthWindow, Journal, JournalError, Ownership, acquire_owner};
 use crate::providers::Provider;
 use crate::providers::local::{LocalConfig, LocalProvider, ShimCommand};
 use crate::providers::sim::{SimConfig, SimMarket, SimProvider};
@@ -41,6 +41,9 @@ pub struct EngineOptions {
     /// Start a new journal even though the store holds attempts, logs or
     /// artifacts of an old one (`canopy serve --new-journal`).
     pub new_journal: bool,
+    /// On a PostgreSQL journal: the API URL written into the lease row, so
+    /// standbys forward to it (empty: none; see `canopy serve --advertise`).
+    pub advertise: String,
 }
 
 impl EngineOptions {
@@ -58,6 +61,7 @@ impl EngineOptions {
             config: None,
             server: ServerOptions::default(),
             new_journal: false,
+            advertise: String::new(),
         })
     }
 }
@@ -92,6 +96,9 @@ pub struct Running {
     pub serving: Serving,
     /// What an operator must hear about the store on start (also logged).
     pub notices: Vec<String>,
+    /// On a PostgreSQL journal: turns true when the lease's renewer finds
+    /// another server took the lease (the server then steps down).
+    pub lease_lost: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Running {
@@ -111,6 +118,30 @@ impl Running {
 /// Starts the engine. Fails with a clear message when another engine owns
 /// the store.
 pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
+    start_owning(opts, None).await
+}
+
+/// The configuration `opts` starts with, and the home with its journal
+/// where `[journal]` puts it.
+pub fn configured(opts: &EngineOptions) -> Result<(crate::config::Config, Home), AppError> {
+    let config = match crate::config::locate(opts.config.as_deref(), opts.home.root()) {
+        Some(path) => crate::config::load(&path)?,
+        None => crate::config::Config::default(),
+    };
+    // `[journal] url`: the journal on PostgreSQL; the home keeps the rest.
+    let home = match config.journal.url {
+        Some(_) => opts
+            .home
+            .clone()
+            .with_journal(config.journal.location(&opts.home.store(), |k| std::env::var(k).ok())),
+        None => opts.home.clone(),
+    };
+    Ok((config, home))
+}
+
+/// [`start`], with the journal's ownership already taken (a standby that
+/// took the lease), or taken here when `None`.
+pub async fn start_owning(opts: EngineOptions, owned: Option<Ownership>) -> Result<Running, AppError> {
     let mut notices = Vec::new();
     if let Some(w) = opts
         .home
@@ -119,36 +150,34 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
     {
         notices.push(w);
     }
-    let config = match crate::config::locate(opts.config.as_deref(), opts.home.root()) {
-        Some(path) => crate::config::load(&path)?,
-        None => crate::config::Config::default(),
-    };
-    // `[journal] url`: the journal on PostgreSQL; the home keeps the rest.
-    let home = &match config.journal.url {
-        Some(_) => opts
-            .home
-            .clone()
-            .with_journal(config.journal.location(&opts.home.store(), |k| std::env::var(k).ok())),
-        None => opts.home.clone(),
-    };
+    let (config, home) = configured(&opts)?;
+    let home = &home;
     let location = home.journal();
     let on_postgres = matches!(location, crate::journal::Location::Postgres { .. });
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let now = clock.now();
+    let mut lease_lost = None;
+    let mut lease_epoch = None;
     let (lock, mut journal, keep_id) = if on_postgres {
         // The client blocks on a runtime of its own: off the async loop.
         // A new database starts a new journal; the SQLite file's checks for
         // leftovers of a lost journal do not apply to it.
-        let lock = off_loop(|| location.acquire_owner(now))?;
+        let lock = match owned {
+            Some(lock) => lock,
+            None => off_loop(|| location.take(now, config.journal.lease_term(), &opts.advertise))?,
+        };
         let mut journal = off_loop(|| location.open())?;
         // Every write checks the lease's epoch: once another server takes
         // the journal over, this one's writes are refused.
-        if let crate::journal::Ownership::Lease(lease) = &lock {
+        if let Ownership::Lease(lease) = &lock {
             journal.fence(lease);
+            lease_lost = Some(lease.lost());
+            lease_epoch = Some(lease.epoch());
+            off_loop(|| crate::ha::record_takeover(&mut journal, lease, now))?;
         }
         (lock, journal, None)
     } else {
-        let lock = crate::journal::Ownership::File(acquire_owner(&home.store(), now)?);
+        let lock = Ownership::File(acquire_owner(&home.store(), now)?);
         let mut keep_id = None;
         if home.journal_is_new() {
             if opts.new_journal {
@@ -248,9 +277,10 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
         cfg.poll_every = p;
     }
     let (handle, task) = shell::start(core, journal, lock, providers, cfg, clock, restored);
+    let mut server_options = opts.server.clone();
+    server_options.lease_term = config.journal.lease_term();
     let serving =
-        match crate::server::serve(handle.clone(), home.clone(), store_id.clone(), opts.server.clone()).await
-        {
+        match crate::server::serve(handle.clone(), home.clone(), store_id.clone(), server_options).await {
             Ok(s) => s,
             Err(e) => {
                 handle.shutdown();
@@ -258,10 +288,26 @@ pub async fn start(opts: EngineOptions) -> Result<Running, AppError> {
                 return Err(e.into());
             }
         };
+    // Standbys forward to the address the listener actually has (port 0
+    // picks one only now).
+    if let Some(epoch) = lease_epoch {
+        let tls = opts.server.tls.is_some();
+        let address = crate::ha::advertised(
+            Some(&opts.advertise).filter(|a| !a.is_empty()).map(|a| a.as_str()),
+            serving.tcp,
+            tls,
+        );
+        if address != opts.advertise {
+            let r = serving.state.read(move |j| j.advertise(epoch, &address)).await;
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "could not advertise this server's address; standbys cannot forward to it");
+            }
+        }
+    }
     for n in &notices {
         tracing::warn!("{n}");
     }
-    Ok(Running { handle, task, fleet, store_id, journal: location.shown(), serving, notices })
+    Ok(Running { handle, task, fleet, store_id, journal: location.shown(), serving, notices, lease_lost })
 }
 
 /// A new journal over a lost one takes back what the local provider still

@@ -18,6 +18,7 @@ pub mod console;
 pub mod engine;
 pub mod failure;
 pub mod fleet;
+pub mod ha;
 pub mod health;
 pub mod home;
 pub mod import;

@@ -98,6 +98,7 @@ const MATRIX: &[(&str, &str, [May; 6])] = &[
     ("GET",    "/v1/tenants",                                      [U,     Y,     Y,        Y,       Y,        Y]),
     ("GET",    "/v1/usage",                                        [U,     Y,     Y,        Y,       Y,        Y]),
     ("PUT",    "/v1/tenants",                                      [U,     N,     N,        N,       N,        Y]),
+    ("GET",    "/v1/servers",                                      [U,     Y,     Y,        Y,       Y,        Y]),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,6 +44,27 @@ fn serve(root: &Path, s: &Store) -> (Child, PathBuf) {
     (child, stderr)
 }
 
+/// Kills the server it holds when dropped (a failed assertion included).
+struct Reap(Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        if self.0.try_wait().unwrap().is_none() {
+            // SAFETY: signals only the server this test started.
+            unsafe {
+                libc::kill(self.0.id() as i32, libc::SIGCONT);
+                libc::kill(self.0.id() as i32, libc::SIGKILL);
+            }
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// How a standby names the leader: `led by HOST pid N;`.
+fn said_holder(child: &Child) -> String {
+    format!(" pid {};", child.id())
+}
+
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
@@ -99,8 +120,9 @@ fn a_server_on_postgres_commits_there_and_owns_the_journal_alone() {
     let a = home(dir.path(), "host-a", &s);
     let b = home(dir.path(), "host-b", &s);
 
-    let (mut first, stderr) = serve(&a, &s);
-    started(&mut first, &stderr);
+    let (first, stderr) = serve(&a, &s);
+    let mut first = Reap(first);
+    started(&mut first.0, &stderr);
     let said = read(&stderr);
     assert!(said.contains("store postgres://canopy@"), "names the database: {said}");
     assert!(!said.contains(&password(&s)), "never the password: {said}");
@@ -118,47 +140,51 @@ fn a_server_on_postgres_commits_there_and_owns_the_journal_alone() {
     let id = v["id"].as_str().unwrap().to_string();
     wait_for("the workload to succeed", || state(&a, &id) == "succeeded");
 
-    // A second engine on another host, same database: refused while the
-    // first holds the lease, saying who does.
-    let (mut second, stderr_b) = serve(&b, &s);
-    let status = second.wait().unwrap();
-    assert!(!status.success());
-    let refused = read(&stderr_b);
-    assert!(refused.contains("owned by another engine") && refused.contains("lease"), "{refused}");
-    assert!(!refused.contains(&password(&s)), "{refused}");
+    // A second server on another host, same database: it does not lead
+    // while the first holds the lease; it stands by, saying who leads.
+    let (second, stderr_b) = serve(&b, &s);
+    let mut second = Reap(second);
+    wait_for("the second server to stand by", || read(&stderr_b).contains("canopy serve: standing by"));
+    let said = read(&stderr_b);
+    assert!(said.contains(&said_holder(&first.0)), "{said}");
+    assert!(!said.contains(&password(&s)), "{said}");
+    terminate(&mut second.0);
 
     // The first stops (and gives the lease up); the other host's server
     // takes over and reads what the first committed, from the database.
-    terminate(&mut first);
-    let (mut second, stderr_b) = serve(&b, &s);
-    started(&mut second, &stderr_b);
+    terminate(&mut first.0);
+    let (second, stderr_b) = serve(&b, &s);
+    let mut second = Reap(second);
+    started(&mut second.0, &stderr_b);
     assert_eq!(state(&b, &id), "succeeded");
     assert!(!b.join("canopy.db").exists());
-    terminate(&mut second);
+    terminate(&mut second.0);
 }
 
 /// The fence with real processes: a server frozen (SIGSTOP) while its
 /// lease lapses and another server takes the journal over is, once
 /// resumed, refused its writes: a submit to it is not acknowledged,
-/// nothing of it reaches the database, and it exits saying why.
+/// nothing of it reaches the database, and it steps down to a standby.
 #[test]
 fn a_frozen_server_that_lost_its_lease_cannot_write_once_resumed() {
     let Some(mut s) = Store::postgres("serve_fence") else { return };
     let dir = tempfile::tempdir().unwrap();
     let a = home(dir.path(), "host-a", &s);
     let b = home(dir.path(), "host-b", &s);
-    let (mut first, stderr_a) = serve(&a, &s);
-    started(&mut first, &stderr_a);
+    let (first, stderr_a) = serve(&a, &s);
+    let mut first = Reap(first);
+    started(&mut first.0, &stderr_a);
 
     // Frozen past its lease: the lapse is written into the row rather than
     // waited for (the term is 15 s).
     // SAFETY: signals only the server this test started.
-    unsafe { libc::kill(first.id() as i32, libc::SIGSTOP) };
+    unsafe { libc::kill(first.0.id() as i32, libc::SIGSTOP) };
     s.raw("UPDATE leadership SET expires_at = 0");
-    let (mut second, stderr_b) = serve(&b, &s);
-    started(&mut second, &stderr_b);
+    let (second, stderr_b) = serve(&b, &s);
+    let mut second = Reap(second);
+    started(&mut second.0, &stderr_b);
     // SAFETY: as above.
-    unsafe { libc::kill(first.id() as i32, libc::SIGCONT) };
+    unsafe { libc::kill(first.0.id() as i32, libc::SIGCONT) };
 
     let spec = dir.path().join("hello.toml");
     std::fs::write(
@@ -176,15 +202,18 @@ fn a_frozen_server_that_lost_its_lease_cannot_write_once_resumed() {
         .output()
         .unwrap();
     assert!(!out.status.success(), "not acknowledged: {}", String::from_utf8_lossy(&out.stdout));
-    wait_for("the frozen server to stop", || first.try_wait().unwrap().is_some());
+    // It steps down to a standby rather than exiting.
+    wait_for("the frozen server to step down", || read(&stderr_a).contains("canopy serve: standing by"));
+    assert!(first.0.try_wait().unwrap().is_none(), "still running");
     let said = read(&stderr_a);
-    assert!(said.contains("no longer holds the journal's lease"), "{said}");
+    assert!(said.contains("canopy serve: stepping down"), "{said}");
+    terminate(&mut first.0);
     assert_eq!(s.raw_i64("SELECT count(*) FROM workloads"), 0, "nothing of the refused submit");
     // The new owner writes.
     let out = canopy(&b, &["submit", spec.to_str().unwrap(), "--json"]);
     let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
     wait_for("the workload to succeed", || state(&b, &id) == "succeeded");
-    terminate(&mut second);
+    terminate(&mut second.0);
 }
 
 /// `canopy migrate --to URL`: a store whose journal is a SQLite file,

@@ -36,6 +36,12 @@ pub struct ServeArgs {
     /// Allow --listen on a non-loopback address without TLS.
     #[arg(long)]
     pub insecure_listen: bool,
+    /// With the journal on PostgreSQL: the URL standbys forward the API to
+    /// while this server leads (e.g. https://canopy-a.example:7878), when
+    /// the --listen address is not reachable as it is [default: from
+    /// --listen].
+    #[arg(long, value_name = "URL")]
+    pub advertise: Option<String>,
     /// Start a new journal although the store holds attempts, logs or
     /// artifacts of a lost one (the engine refuses otherwise). What this
     /// host still runs is adopted; attempts elsewhere are listed by
@@ -112,7 +118,9 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
             tls: args.tls_cert.zip(args.tls_key),
             insecure_listen: args.insecure_listen,
             stream_buffer: args.stream_buffer,
-            header_read_timeout: args.header_read_timeout.unwrap_or(ServerOptions::DEFAULT_HEADER_READ_TIMEOUT),
+            header_read_timeout: args
+                .header_read_timeout
+                .unwrap_or(ServerOptions::DEFAULT_HEADER_READ_TIMEOUT),
             idle_timeout: args.idle_timeout.unwrap_or(ServerOptions::DEFAULT_IDLE_TIMEOUT),
             max_connections: args.max_connections,
             max_unauthenticated: args.max_unauthenticated,
@@ -120,48 +128,205 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
                 confirm_above_usd: Some(args.mcp_confirm_above_usd),
                 allowed_origins: args.mcp_allow_origin,
             },
+            lease_term: canopy::journal::LEASE_TERM,
         };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut running = app::start(opts).await?;
-        let tcp = running
-            .serving
-            .tcp
-            .map(|a| format!(", {}://{a}", if tls { "https" } else { "http" }))
-            .unwrap_or_default();
-        // Not through `out`: a closed stderr must not stop (or panic) the
-        // engine that is starting.
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "canopy serve: store {} (id {}), {} providers, {} nodes; API on {}{tcp}. Ctrl-C stops the engine; workloads keep running.",
-            running.journal,
-            running.store_id,
-            running.fleet.providers.len(),
-            running.fleet.nodes.len(),
-            running.serving.socket.display(),
-        );
-        for n in &running.notices {
-            let _ = writeln!(std::io::stderr(), "canopy serve: warning: {}", canopy::text::sanitize(n));
-        }
-        // Under a `Type=notify` unit: the API answers from here on.
-        let ready = format!("READY=1\nSTATUS=serving store {} on {}{tcp}", running.store_id, running.serving.socket.display());
-        if let Err(e) = canopy::systemd::notify(&ready) {
-            let _ = writeln!(std::io::stderr(), "canopy serve: warning: cannot tell systemd it is ready: {e}");
-        }
-        let stopped = tokio::select! {
-            _ = tokio::signal::ctrl_c() => None,
-            _ = term.recv() => None,
-            r = &mut running.task => Some(r),
+        let mut signals = Signals { term: &mut term };
+        // On PostgreSQL: lead while holding the lease, stand by otherwise.
+        let (config, journal_home) = app::configured(&opts)?;
+        let lease = match journal_home.journal() {
+            loc @ canopy::journal::Location::Postgres { .. } => Some((loc, config.journal.lease_term())),
+            canopy::journal::Location::File(_) => None,
         };
-        let _ = canopy::systemd::notify("STOPPING=1");
-        let result = match stopped {
-            Some(r) => {
-                running.serving.stop().await;
-                r.map_err(|e| eyre!("the engine task failed: {e}"))?
+        let mut owned = None;
+        loop {
+            opts.advertise = canopy::ha::advertised(args.advertise.as_deref(), opts.server.listen, tls);
+            if let Some((at, term)) = &lease
+                && owned.is_none()
+            {
+                let now = canopy::engine::clock::Clock::now(&canopy::engine::clock::SystemClock);
+                let tried = {
+                    let (at, advertise) = (at.clone(), opts.advertise.clone());
+                    let term = *term;
+                    tokio::task::spawn_blocking(move || at.take(now, term, &advertise)).await?
+                };
+                match tried {
+                    Ok(o) => owned = Some(o),
+                    Err(canopy::journal::JournalError::Leased { owner, .. }) => {
+                        match stand_by(
+                            &mut opts,
+                            at,
+                            *term,
+                            &owner,
+                            (args.advertise.as_deref(), tls),
+                            &mut signals,
+                        )
+                        .await?
+                        {
+                            Some(o) => owned = Some(o),
+                            None => return Ok(ExitCode::SUCCESS),
+                        }
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
-            None => running.stop(std::time::Duration::from_secs(10)).await,
-        };
-        result.map_err(|e| eyre!(e))?;
-        Ok(ExitCode::SUCCESS)
+            match lead(&mut opts, owned.take(), tls, &mut signals).await? {
+                Led::Stopped => return Ok(ExitCode::SUCCESS),
+                // Refused its writes, or its lease taken: stand by again.
+                Led::SteppedDown(why) if lease.is_some() => {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "canopy serve: stepping down: {}",
+                        canopy::text::sanitize(&why)
+                    );
+                    tracing::warn!("stepping down: {why}");
+                }
+                Led::SteppedDown(why) => return Err(eyre!(why)),
+            }
+        }
     })
+}
+
+use std::io::Write;
+
+struct Signals<'a> {
+    term: &'a mut tokio::signal::unix::Signal,
+}
+
+impl Signals<'_> {
+    async fn stop(&mut self) {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = self.term.recv() => {}
+        }
+    }
+}
+
+/// Stands by (forwarding the API to the leader) until this server takes
+/// the lease, or until told to stop (`None`).
+async fn stand_by(
+    opts: &mut EngineOptions,
+    at: &canopy::journal::Location,
+    term: Duration,
+    owner: &str,
+    (explicit, tls): (Option<&str>, bool),
+    signals: &mut Signals<'_>,
+) -> Result<Option<canopy::journal::Ownership>> {
+    let (tx, view) = tokio::sync::watch::channel(None);
+    let standby = canopy::server::standby::listen(&opts.home, &opts.server, view).await?;
+    // The same addresses once it leads (port 0 picked one).
+    if standby.tcp.is_some() {
+        opts.server.listen = standby.tcp;
+    }
+    let tcp =
+        standby.tcp.map(|a| format!(", {}://{a}", if tls { "https" } else { "http" })).unwrap_or_default();
+    let _ = writeln!(
+        std::io::stderr(),
+        "canopy serve: standing by: the journal {} is led by {owner}; forwarding the API to it on {}{tcp}; taking over when its lease runs out",
+        at.shown(),
+        standby.socket.display(),
+    );
+    let _ = canopy::systemd::notify(&format!("READY=1\nSTATUS=standing by: {owner} leads"));
+    opts.advertise = canopy::ha::advertised(explicit, opts.server.listen, tls);
+    let waited = tokio::select! {
+        lease = canopy::ha::wait_for_lease(at.clone(), term, opts.advertise.clone(), tx) => Some(lease),
+        _ = signals.stop() => None,
+    };
+    standby.stop().await;
+    Ok(waited.map(canopy::journal::Ownership::Lease))
+}
+
+/// How leading ended.
+enum Led {
+    /// Ctrl-C or SIGTERM.
+    Stopped,
+    /// The lease went to another server: why.
+    SteppedDown(String),
+}
+
+/// Starts the engine (with `owned` when the lease was taken already) and
+/// serves until stopped, or until it loses the lease.
+async fn lead(
+    opts: &mut EngineOptions,
+    owned: Option<canopy::journal::Ownership>,
+    tls: bool,
+    signals: &mut Signals<'_>,
+) -> Result<Led> {
+    let mut running = app::start_owning(opts.clone(), owned).await?;
+    if running.serving.tcp.is_some() {
+        opts.server.listen = running.serving.tcp;
+    }
+    let tcp = running
+        .serving
+        .tcp
+        .map(|a| format!(", {}://{a}", if tls { "https" } else { "http" }))
+        .unwrap_or_default();
+    // Not through `out`: a closed stderr must not stop (or panic) the
+    // engine that is starting.
+    let _ = writeln!(
+        std::io::stderr(),
+        "canopy serve: store {} (id {}), {} providers, {} nodes; API on {}{tcp}. Ctrl-C stops the engine; workloads keep running.",
+        running.journal,
+        running.store_id,
+        running.fleet.providers.len(),
+        running.fleet.nodes.len(),
+        running.serving.socket.display(),
+    );
+    for n in &running.notices {
+        let _ = writeln!(std::io::stderr(), "canopy serve: warning: {}", canopy::text::sanitize(n));
+    }
+    // Under a `Type=notify` unit: the API answers from here on.
+    let ready = format!(
+        "READY=1\nSTATUS=serving store {} on {}{tcp}",
+        running.store_id,
+        running.serving.socket.display()
+    );
+    if let Err(e) = canopy::systemd::notify(&ready) {
+        let _ = writeln!(std::io::stderr(), "canopy serve: warning: cannot tell systemd it is ready: {e}");
+    }
+    let mut lost = running.lease_lost.clone();
+    let lease_lost = async {
+        match &mut lost {
+            Some(l) => {
+                let _ = l.wait_for(|l| *l).await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    enum Ended {
+        Signal,
+        Task(Result<Result<(), canopy::engine::shell::ShellError>, tokio::task::JoinError>),
+        LeaseTaken,
+    }
+    let ended = tokio::select! {
+        _ = signals.stop() => Ended::Signal,
+        r = &mut running.task => Ended::Task(r),
+        _ = lease_lost => Ended::LeaseTaken,
+    };
+    let _ = canopy::systemd::notify("STOPPING=1");
+    let result = match ended {
+        Ended::Task(r) => {
+            running.serving.stop().await;
+            r.map_err(|e| eyre!("the engine task failed: {e}"))?
+        }
+        Ended::Signal => {
+            running.stop(std::time::Duration::from_secs(10)).await.map_err(|e| eyre!(e))?;
+            return Ok(Led::Stopped);
+        }
+        Ended::LeaseTaken => {
+            // The engine's next write would be refused anyway: stop it now.
+            let _ = running.stop(std::time::Duration::from_secs(10)).await;
+            return Ok(Led::SteppedDown(
+                "another server took the journal's lease (this one could not renew it in time)".into(),
+            ));
+        }
+    };
+    match result {
+        Err(canopy::engine::shell::ShellError::Journal(
+            e @ canopy::journal::JournalError::LeaseLost { .. },
+        )) => Ok(Led::SteppedDown(e.to_string())),
+        Err(e) => Err(eyre!(e)),
+        // The engine ended by itself: as before, the server stops.
+        Ok(()) => Ok(Led::Stopped),
+    }
 }

@@ -21,8 +21,11 @@ pub struct MigrateArgs {
 }
 
 pub fn run(store: &StoreArgs, args: MigrateArgs) -> Result<ExitCode> {
-    let entry =
-        canopy::config::JournalEntry { url: Some(args.to.clone()), password_env: Some(args.password_env) };
+    let entry = canopy::config::JournalEntry {
+        url: Some(args.to.clone()),
+        password_env: Some(args.password_env),
+        lease_term: None,
+    };
     entry.check().map_err(|e| eyre!("{}", e.replace("[journal] url", "--to")))?;
     let home = store.home();
     let file = home.store();

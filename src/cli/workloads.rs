@@ -5,6 +5,8 @@
 //! 4. A request whose answer was lost on the way is exit 7: a submit then
 //! prints the idempotency key that sends it again without a duplicate.
 
+mod servers;
+
 use super::table::{cut, new_table, usd};
 use super::{
     EXIT_CANCELLED, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NO_ENGINE, EXIT_UNKNOWN, EXIT_WORKLOAD_FAILED,
@@ -404,10 +406,18 @@ pub struct StatusArgs {
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
+    /// The servers on the journal instead: the leader, the standbys with
+    /// when each was last seen, the lease's epoch and expiry, the last
+    /// failover.
+    #[arg(long, conflicts_with_all = ["id", "states", "unresolved", "tenant"])]
+    pub servers: bool,
 }
 
 pub fn status(store: &StoreArgs, args: StatusArgs) -> Result<ExitCode> {
-    let StatusArgs { id, states, unresolved, limit, tenant, wide, json } = args;
+    let StatusArgs { id, states, unresolved, limit, tenant, wide, json, servers } = args;
+    if servers {
+        return self::servers::servers(store, json);
+    }
     if let Some(id) = id {
         return run(
             store,

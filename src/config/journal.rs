@@ -24,12 +24,30 @@ pub struct JournalEntry {
     /// authentication on the server's side).
     #[serde(default)]
     pub password_env: Option<String>,
+    /// How long the leader's lease lasts without renewal (`"15s"` when
+    /// unset; at least 3s): a standby takes over within about this long
+    /// after the leader dies or freezes. Renewals, and a standby's tries,
+    /// come every third of it.
+    #[serde(default)]
+    pub lease_term: Option<String>,
 }
 
 impl JournalEntry {
     /// Checks the table when the file is read: a PostgreSQL URL, and no
     /// password written in it.
     pub fn check(&self) -> Result<(), String> {
+        if let Some(t) = &self.lease_term {
+            let d = crate::units::parse_duration(t)
+                .map_err(|e| format!("[journal] lease_term {t:?}: {e}; write a duration such as \"15s\""))?;
+            if d < crate::journal::MIN_LEASE_TERM {
+                return Err(format!(
+                    "[journal] lease_term {t:?} is shorter than 3s: renewals would not keep up; give 3s or more"
+                ));
+            }
+            if self.url.is_none() {
+                return Err("[journal] lease_term is set without a url; a SQLite journal has no lease".into());
+            }
+        }
         let Some(url) = &self.url else {
             return match &self.password_env {
                 Some(_) => Err("[journal] password_env is set without a url; add url = \"postgres://USER@HOST:PORT/DATABASE\" or remove it".into()),
@@ -50,6 +68,15 @@ impl JournalEntry {
             ));
         }
         Ok(())
+    }
+
+    /// The lease's term: `lease_term`, else [`crate::journal::LEASE_TERM`]
+    /// (checked when the file was read).
+    pub fn lease_term(&self) -> std::time::Duration {
+        self.lease_term
+            .as_deref()
+            .and_then(|t| crate::units::parse_duration(t).ok())
+            .map_or(crate::journal::LEASE_TERM, |d| d.max(crate::journal::MIN_LEASE_TERM))
     }
 
     /// Where the journal is: `store` (the SQLite file) without a url, else
@@ -92,13 +119,33 @@ mod tests {
 
     #[test]
     fn a_password_in_the_file_or_a_foreign_url_is_refused_without_showing_it() {
-        let inline =
-            JournalEntry { url: Some("postgres://canopy:s3cret@db/canopy".into()), password_env: None };
+        let inline = JournalEntry {
+            url: Some("postgres://canopy:s3cret@db/canopy".into()),
+            password_env: None,
+            lease_term: None,
+        };
         let err = inline.check().unwrap_err();
         assert!(err.contains("CANOPY_JOURNAL_PASSWORD") && !err.contains("s3cret"), "{err}");
-        let mysql = JournalEntry { url: Some("mysql://db/canopy".into()), password_env: None };
+        let mysql =
+            JournalEntry { url: Some("mysql://db/canopy".into()), password_env: None, lease_term: None };
         assert!(mysql.check().unwrap_err().contains("not a PostgreSQL URL"));
-        let orphan = JournalEntry { url: None, password_env: Some("X".into()) };
+        let orphan = JournalEntry { url: None, password_env: Some("X".into()), lease_term: None };
         assert!(orphan.check().unwrap_err().contains("without a url"));
+    }
+
+    #[test]
+    fn the_lease_term_is_read_and_too_short_a_term_refused() {
+        let url = "url = \"postgres://canopy@db/canopy\"\n";
+        let e: JournalEntry = toml::from_str(&format!("{url}lease_term = \"4s\"")).unwrap();
+        e.check().unwrap();
+        assert_eq!(e.lease_term(), std::time::Duration::from_secs(4));
+        let e: JournalEntry = toml::from_str(url).unwrap();
+        assert_eq!(e.lease_term(), crate::journal::LEASE_TERM);
+        let short: JournalEntry = toml::from_str(&format!("{url}lease_term = \"1s\"")).unwrap();
+        assert!(short.check().unwrap_err().contains("shorter than 3s"));
+        let bad: JournalEntry = toml::from_str(&format!("{url}lease_term = \"soon\"")).unwrap();
+        assert!(bad.check().unwrap_err().contains("lease_term"));
+        let sqlite: JournalEntry = toml::from_str("lease_term = \"5s\"").unwrap();
+        assert!(sqlite.check().unwrap_err().contains("without a url"));
     }
 }

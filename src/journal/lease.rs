@@ -1,37 +1,64 @@
 //! Ownership of a PostgreSQL journal: a lease row, not a session lock.
 //!
-//! One row, `leadership (holder, epoch, expires_at)`: an engine takes it
-//! when nobody holds it or its holder let it expire, raising the epoch by
-//! one (so epochs only grow, and each owner has its own), and renews it
-//! every third of its term from a thread of its own with its own
-//! connection. Times are the database server's clock (`clock_timestamp()`),
-//! so servers' clocks need not agree. Dropping the [`Lease`] gives it up at
-//! once (expiry set to 0); a process that dies, freezes or is cut off
-//! loses it when the term runs out, and another engine may then take it.
+//! One row, `leadership (holder, epoch, expires_at, address, …)`: an
+//! engine takes it when nobody holds it or its holder let it expire,
+//! raising the epoch by one (so epochs only grow, and each owner has its
+//! own), and renews it every third of its term from a thread of its own
+//! with its own connection. Times are the database server's clock
+//! (`clock_timestamp()`), so servers' clocks need not agree. Dropping the
+//! [`Lease`] gives it up at once (expiry set to 0); a process that dies,
+//! freezes or is cut off loses it when the term runs out, and another
+//! engine may then take it. The row also says where the holder serves its
+//! API (`address`, so standbys can forward to it), when it took the lease,
+//! and from whom (the last failover).
 //!
 //! An advisory lock is deliberately not used: it stays with a frozen
 //! process's session and nobody could take over. The epoch fences
 //! writes: the owner's journal ([`super::Journal::fence`]) checks it at
 //! the start of every write transaction (`db::Db::write`), so a paused old
-//! owner cannot write after losing the lease. Standbys that wait for the
-//! lease are not built yet.
+//! owner cannot write after losing the lease.
+//!
+//! Every server on the journal, leader or standby, also heartbeats a row
+//! of `servers` (id, address, role, epoch, last seen, started), which
+//! `GET /v1/servers` lists. Both tables exist on PostgreSQL only: a SQLite
+//! journal has one server, the one holding its file lock.
 
 use super::db::{DbError, Exec};
 use super::{JournalError, failed};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// How long a lease lasts without renewal.
+/// How long a lease lasts without renewal unless `[journal] lease_term`
+/// says otherwise.
 pub const LEASE_TERM: Duration = Duration::from_secs(15);
+
+/// The shortest term `[journal] lease_term` accepts: renewals come every
+/// third of it, and a database round trip must fit comfortably.
+pub const MIN_LEASE_TERM: Duration = Duration::from_secs(3);
 
 const CREATE: &str = "CREATE TABLE IF NOT EXISTS leadership (
     id         BIGINT PRIMARY KEY CHECK (id = 1),
     holder     TEXT   NOT NULL,
     epoch      BIGINT NOT NULL,
     expires_at BIGINT NOT NULL   -- ms since the Unix epoch, the database's clock
+);
+ALTER TABLE leadership ADD COLUMN IF NOT EXISTS address TEXT NOT NULL DEFAULT '';
+ALTER TABLE leadership ADD COLUMN IF NOT EXISTS taken_at BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE leadership ADD COLUMN IF NOT EXISTS previous TEXT NOT NULL DEFAULT '';
+ALTER TABLE leadership ADD COLUMN IF NOT EXISTS previous_expired BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE IF NOT EXISTS servers (
+    id         TEXT   PRIMARY KEY,
+    address    TEXT   NOT NULL,
+    role       TEXT   NOT NULL,
+    epoch      BIGINT NOT NULL,
+    last_seen  BIGINT NOT NULL,
+    started_at BIGINT NOT NULL
 )";
 
 const NOW: &str = "CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT)";
+
+/// Rows of servers not heard from for this long are removed.
+const FORGET_AFTER_MS: i64 = 24 * 3600 * 1000;
 
 /// Held by the engine that owns a PostgreSQL journal; dropping it gives
 /// the journal up.
@@ -39,6 +66,10 @@ const NOW: &str = "CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT)"
 pub struct Lease {
     holder: String,
     epoch: i64,
+    /// Who held it before, and when their lease expired (ms, the
+    /// database's clock); `None` when nobody had held it.
+    previous: Option<(String, i64)>,
+    lost: tokio::sync::watch::Receiver<bool>,
     stop: Option<mpsc::Sender<()>>,
     renewer: Option<std::thread::JoinHandle<()>>,
 }
@@ -53,6 +84,18 @@ impl Lease {
     pub fn epoch(&self) -> i64 {
         self.epoch
     }
+
+    /// The holder before this one and when its lease expired (ms since
+    /// the Unix epoch, the database's clock), if anyone held it.
+    pub fn previous(&self) -> Option<(&str, i64)> {
+        self.previous.as_ref().map(|(h, t)| (h.as_str(), *t))
+    }
+
+    /// Turns true when the renewing thread finds the lease taken by
+    /// another server.
+    pub fn lost(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.lost.clone()
+    }
 }
 
 impl Drop for Lease {
@@ -65,8 +108,8 @@ impl Drop for Lease {
     }
 }
 
-/// This process, as a lease holder: its host name and pid.
-fn holder() -> String {
+/// This process, as a lease holder and in `servers`: its host name and pid.
+pub fn this_server() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_string())
@@ -75,17 +118,20 @@ fn holder() -> String {
     format!("{host} pid {}", std::process::id())
 }
 
-/// Takes the lease on the journal at `at`, or says who holds it. One
-/// connection takes the lease, another stays with the renewing thread
-/// (which connects again when it loses it, as when the server restarts).
-pub(super) fn acquire(at: &super::Location, term: Duration) -> Result<Lease, JournalError> {
+/// Takes the lease on the journal at `at` for `term`, advertising
+/// `address` (the API URL standbys forward to; empty when it has none),
+/// or says who holds it. One connection takes the lease, another stays
+/// with the renewing thread (which connects again when it loses it, as
+/// when the server restarts).
+pub(super) fn acquire(at: &super::Location, term: Duration, address: &str) -> Result<Lease, JournalError> {
     let store = &at.shown();
-    let holder = holder();
+    let holder = this_server();
     let term_ms = i64::try_from(term.as_millis()).unwrap_or(i64::MAX);
     let mut j = at.open()?;
+    type Taken = Result<(i64, Option<(String, i64)>), (String, i64)>;
     let taken = j
         .conn
-        .write(|tx| -> Result<Result<i64, (String, i64)>, DbError> {
+        .write(|tx| -> Result<Taken, DbError> {
             tx.batch(CREATE)?;
             tx.execute("INSERT INTO leadership VALUES (1, '', 0, 0) ON CONFLICT (id) DO NOTHING", &[])?;
             let (current, expires, now): (String, i64, i64) = tx.query_one(
@@ -98,17 +144,19 @@ pub(super) fn acquire(at: &super::Location, term: Duration) -> Result<Lease, Jou
             }
             let epoch = tx.query_one(
                 &format!(
-                    "UPDATE leadership SET holder = ?1, epoch = epoch + 1, expires_at = {NOW} + ?2 \
+                    "UPDATE leadership SET holder = ?1, epoch = epoch + 1, expires_at = {NOW} + ?2, \
+                     address = ?3, taken_at = {NOW}, previous = ?4, previous_expired = ?5 \
                      WHERE id = 1 RETURNING epoch"
                 ),
-                &[&holder, &term_ms],
+                &[&holder, &term_ms, &address, &current, &expires],
                 |r| r.get(0),
             )?;
-            Ok(Ok(epoch))
+            let previous = (!current.is_empty()).then_some((current, expires));
+            Ok(Ok((epoch, previous)))
         })
         .map_err(failed(store, "take the journal's lease"))?;
-    let epoch = match taken {
-        Ok(epoch) => epoch,
+    let (epoch, previous) = match taken {
+        Ok(taken) => taken,
         Err((owner, until)) => {
             return Err(JournalError::Leased {
                 store: store.to_string(),
@@ -118,32 +166,45 @@ pub(super) fn acquire(at: &super::Location, term: Duration) -> Result<Lease, Jou
         }
     };
     let (stop, stopped) = mpsc::channel::<()>();
-    let (h, at) = (holder.clone(), at.clone());
+    let (lost_tx, lost) = tokio::sync::watch::channel(false);
+    let (h, at, address) = (holder.clone(), at.clone(), address.to_string());
     let renewer = std::thread::Builder::new()
         .name("canopy-lease".into())
-        .spawn(move || renew(j, &at, &h, epoch, term, stopped))
+        .spawn(move || {
+            let me = Holding { holder: &h, epoch, address: &address, term };
+            renew(j, &at, &me, stopped, lost_tx)
+        })
         .map_err(|e| JournalError::Invalid {
             what: "the lease's renewing thread".into(),
             detail: e.to_string(),
         })?;
     tracing::info!(store, epoch, "took the journal's lease");
-    Ok(Lease { holder, epoch, stop: Some(stop), renewer: Some(renewer) })
+    Ok(Lease { holder, epoch, previous, lost, stop: Some(stop), renewer: Some(renewer) })
+}
+
+/// What the renewing thread renews.
+struct Holding<'a> {
+    holder: &'a str,
+    epoch: i64,
+    address: &'a str,
+    term: Duration,
 }
 
 /// Renews every third of the term until told to stop, then gives the
-/// lease up.
+/// lease up. Says on `lost` when another server took it.
 fn renew(
     mut j: super::Journal,
     at: &super::Location,
-    holder: &str,
-    epoch: i64,
-    term: Duration,
+    me: &Holding<'_>,
     stop: mpsc::Receiver<()>,
+    lost: tokio::sync::watch::Sender<bool>,
 ) {
     let store = &at.shown();
-    let term_ms = i64::try_from(term.as_millis()).unwrap_or(i64::MAX);
+    let (holder, epoch) = (me.holder, me.epoch);
+    let term_ms = i64::try_from(me.term.as_millis()).unwrap_or(i64::MAX);
+    let _ = j.heartbeat(holder, me.address, "leader", epoch);
     // Until stopped (or the lease dropped): then it is given up below.
-    while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(term / 3) {
+    while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(me.term / 3) {
         let renewed = j.conn.execute(
             &format!(
                 "UPDATE leadership SET expires_at = {NOW} + ?3 WHERE id = 1 AND holder = ?1 AND epoch = ?2"
@@ -151,9 +212,14 @@ fn renew(
             &[&holder, &epoch, &term_ms],
         );
         match renewed {
-            Ok(1) => {}
+            Ok(1) => {
+                if let Err(e) = j.heartbeat(holder, me.address, "leader", epoch) {
+                    tracing::warn!(store, error = %e, "could not record this server's heartbeat");
+                }
+            }
             Ok(_) => {
                 tracing::error!(store, epoch, "lost the journal's lease: another engine took it");
+                let _ = lost.send(true);
                 return;
             }
             Err(e) => {
@@ -170,5 +236,156 @@ fn renew(
         &[&holder, &epoch],
     ) {
         tracing::warn!(store, epoch, error = %e, "could not give the journal's lease up; it expires by itself");
+    }
+}
+
+/// The lease row as a standby or an operator sees it. Times are ms since
+/// the Unix epoch on the database's clock.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Leadership {
+    /// `host pid N`; empty when nobody ever held it.
+    pub holder: String,
+    pub epoch: i64,
+    /// The API URL the holder advertised (empty: none).
+    pub address: String,
+    pub expires_at: i64,
+    pub taken_at: i64,
+    /// The holder before this one (empty: none) and when its lease expired.
+    pub previous: String,
+    pub previous_expired: i64,
+    /// The database's clock when this was read.
+    pub now: i64,
+}
+
+impl Leadership {
+    /// Whether someone holds an unexpired lease.
+    pub fn held(&self) -> bool {
+        !self.holder.is_empty() && self.expires_at > self.now
+    }
+}
+
+/// One server's row in `servers`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ServerRow {
+    pub id: String,
+    pub address: String,
+    /// `leader` or `standby`.
+    pub role: String,
+    pub epoch: i64,
+    pub last_seen: i64,
+    pub started_at: i64,
+}
+
+impl super::Journal {
+    fn ensure_lease_tables(&self) -> Result<(), DbError> {
+        // A standby may read before any server ever took the lease.
+        let exists: Option<i64> = self.conn.query_opt(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = 'servers' AND table_schema = current_schema()",
+            &[],
+            |r| r.get(0),
+        )?;
+        if exists.is_none() {
+            self.conn.batch(CREATE)?;
+        }
+        Ok(())
+    }
+
+    /// The lease row (PostgreSQL only; `None` on SQLite or when nobody
+    /// ever took it).
+    pub fn leadership(&self) -> Result<Option<Leadership>, JournalError> {
+        if !self.is_postgres() {
+            return Ok(None);
+        }
+        let store = &self.store;
+        self.ensure_lease_tables().map_err(failed(store, "read the journal's lease"))?;
+        self.conn
+            .query_opt(
+                &format!(
+                    "SELECT holder, epoch, address, expires_at, taken_at, previous, previous_expired, {NOW} \
+                     FROM leadership WHERE id = 1"
+                ),
+                &[],
+                |r| {
+                    Ok(Leadership {
+                        holder: r.get(0)?,
+                        epoch: r.get(1)?,
+                        address: r.get(2)?,
+                        expires_at: r.get(3)?,
+                        taken_at: r.get(4)?,
+                        previous: r.get(5)?,
+                        previous_expired: r.get(6)?,
+                        now: r.get(7)?,
+                    })
+                },
+            )
+            .map_err(failed(store, "read the journal's lease"))
+    }
+
+    /// Records that server `id` (serving at `address`, as `role`, at
+    /// `epoch`) is alive now; forgets servers silent for a day. Nothing on
+    /// SQLite.
+    pub fn heartbeat(&self, id: &str, address: &str, role: &str, epoch: i64) -> Result<(), JournalError> {
+        if !self.is_postgres() {
+            return Ok(());
+        }
+        let store = &self.store;
+        self.ensure_lease_tables().map_err(failed(store, "record this server's heartbeat"))?;
+        self.conn
+            .execute(
+                &format!(
+                    "INSERT INTO servers VALUES (?1, ?2, ?3, ?4, {NOW}, {NOW}) ON CONFLICT (id) DO UPDATE \
+                     SET address = CASE WHEN excluded.address = '' THEN servers.address ELSE excluded.address END, role = excluded.role, epoch = excluded.epoch, \
+                     last_seen = excluded.last_seen"
+                ),
+                &[&id, &address, &role, &epoch],
+            )
+            .and_then(|_| {
+                self.conn.execute(&format!("DELETE FROM servers WHERE last_seen < {NOW} - ?1"), &[&FORGET_AFTER_MS])
+            })
+            .map(|_| ())
+            .map_err(failed(store, "record this server's heartbeat"))
+    }
+
+    /// Writes `address` as the API URL of the lease holder at `epoch` (the
+    /// address is known only once its listener is bound); nothing when
+    /// another server holds the lease now, or on SQLite.
+    pub fn advertise(&self, epoch: i64, address: &str) -> Result<(), JournalError> {
+        if !self.is_postgres() {
+            return Ok(());
+        }
+        let store = &self.store;
+        self.conn
+            .execute("UPDATE leadership SET address = ?2 WHERE id = 1 AND epoch = ?1", &[&epoch, &address])
+            .and_then(|_| {
+                self.conn.execute("UPDATE servers SET address = ?2 WHERE epoch = ?1", &[&epoch, &address])
+            })
+            .map(|_| ())
+            .map_err(failed(store, "advertise this server's address"))
+    }
+
+    /// Every server heard from in the last day, most recently seen first
+    /// (empty on SQLite).
+    pub fn servers(&self) -> Result<Vec<ServerRow>, JournalError> {
+        if !self.is_postgres() {
+            return Ok(Vec::new());
+        }
+        let store = &self.store;
+        self.ensure_lease_tables().map_err(failed(store, "list the servers"))?;
+        self.conn
+            .query_map(
+                "SELECT id, address, role, epoch, last_seen, started_at FROM servers ORDER BY last_seen DESC, id",
+                &[],
+                |r| {
+                    Ok(ServerRow {
+                        id: r.get(0)?,
+                        address: r.get(1)?,
+                        role: r.get(2)?,
+                        epoch: r.get(3)?,
+                        last_seen: r.get(4)?,
+                        started_at: r.get(5)?,
+                    })
+                },
+            )
+            .map_err(failed(store, "list the servers"))
     }
 }

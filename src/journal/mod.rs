@@ -52,7 +52,7 @@ mod write;
 
 pub use copy::TABLES;
 pub use db::DbError;
-pub use lease::{LEASE_TERM, Lease};
+pub use lease::{LEASE_TERM, Leadership, Lease, MIN_LEASE_TERM, ServerRow, this_server};
 pub use lock::{OwnerLock, acquire_owner, is_owned, lock_path};
 pub use read::{HealthWindow, Recovered, TenantFilter, WorkloadFilter};
 pub use schema::SCHEMA_VERSION;
@@ -243,7 +243,22 @@ impl Location {
     pub fn acquire_owner(&self, now: crate::engine::model::Millis) -> Result<Ownership, JournalError> {
         match self {
             Location::File(path) => acquire_owner(path, now).map(Ownership::File),
-            Location::Postgres { .. } => lease::acquire(self, LEASE_TERM).map(Ownership::Lease),
+            Location::Postgres { .. } => lease::acquire(self, LEASE_TERM, "").map(Ownership::Lease),
+        }
+    }
+
+    /// Takes the lease of a PostgreSQL journal for `term`, advertising
+    /// `address` (the API URL standbys forward to; empty for none); on a
+    /// SQLite file, its owner lock as [`acquire_owner`](Self::acquire_owner).
+    pub fn take(
+        &self,
+        now: crate::engine::model::Millis,
+        term: Duration,
+        address: &str,
+    ) -> Result<Ownership, JournalError> {
+        match self {
+            Location::File(path) => acquire_owner(path, now).map(Ownership::File),
+            Location::Postgres { .. } => lease::acquire(self, term, address).map(Ownership::Lease),
         }
     }
 }

@@ -49,6 +49,7 @@ pub fn router(state: Served) -> Router {
         .route("/v1/tokens/{name}", delete(super::tokens::revoke_token))
         .route("/v1/tenants", get(super::tenants::list).put(super::tenants::put))
         .route("/v1/usage", get(super::usage::usage))
+        .route("/v1/servers", get(super::servers::servers))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), authz::middleware))
         // Bodies are read by the handlers with the spec's own limit.
         .layer(axum::extract::DefaultBodyLimit::disable())

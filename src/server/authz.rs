@@ -114,6 +114,12 @@ pub const ROUTES: &[Route] = &[
         Need::Read,
         "GPU time and cost by tenant, owner, provider, pool, accelerator or user: useful, lost by class, idle",
     ),
+    r(
+        "GET",
+        "/v1/servers",
+        Need::Read,
+        "The servers on this journal: leader, standbys, lease epoch and expiry, last failover",
+    ),
 ];
 
 /// The route `method matched` is, if it is one of ours. Commands share

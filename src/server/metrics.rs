@@ -33,6 +33,7 @@ pub async fn metrics(State(s): State<Served>) -> Response {
     let queued = states.iter().filter(|(k, _)| k == "queued").map(|(_, n)| *n).sum::<u64>();
     family(&mut out, "canopy_queue_depth", "gauge", "Workloads waiting to be placed.");
     let _ = writeln!(out, "canopy_queue_depth {queued}");
+    super::servers::metrics(&s, &mut out).await;
     let status = s.engine.status().borrow().clone();
     if let Some(st) = status {
         family(&mut out, "canopy_blocked_workloads", "gauge", "Queued workloads nothing fits now.");

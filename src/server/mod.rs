@@ -24,7 +24,9 @@ pub mod outcomes;
 pub mod process_metrics;
 pub mod prom;
 pub mod refusals;
+pub mod servers;
 pub mod sse;
+pub mod standby;
 pub mod target;
 pub mod tenants;
 pub mod tokens;
@@ -72,6 +74,9 @@ pub struct ServerOptions {
     /// The MCP server at `/mcp`: its confirmation threshold and the
     /// browser origins it admits.
     pub mcp: crate::mcp::McpOptions,
+    /// The journal lease's term (PostgreSQL): who `GET /v1/servers` counts
+    /// as gone.
+    pub lease_term: Duration,
 }
 
 impl ServerOptions {
@@ -96,6 +101,7 @@ impl Default for ServerOptions {
                 confirm_above_usd: Some(crate::mcp::McpOptions::DEFAULT_CONFIRM_ABOVE_USD),
                 allowed_origins: Vec::new(),
             },
+            lease_term: crate::journal::LEASE_TERM,
         }
     }
 }

@@ -144,6 +144,9 @@ fn contract(method: &str, path: &str) -> Option<Contract> {
             Answer::Json(OK, of::<crate::usage::report::Report>),
             &[],
         ),
+        ("GET", "/v1/servers") => {
+            c(None, Body::None, Answer::Json(OK, of::<super::servers::ServersView>), &[503])
+        }
         _ => return None,
     })
 }

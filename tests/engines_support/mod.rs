@@ -127,6 +127,7 @@ pub async fn start(root: &Path, toml: &str) -> Running {
         config: Some(cfg),
         server: canopy::server::ServerOptions::default(),
         new_journal: false,
+        advertise: String::new(),
     };
     app::start(opts).await.unwrap()
 }

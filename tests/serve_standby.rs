@@ -1,0 +1,347 @@
+//! Several `canopy serve` processes on one PostgreSQL journal (issue 33):
+//! one leads (holding the lease), the others stand by, forwarding the API
+//! to it, and take over when its lease runs out; a leader that lost its
+//! lease steps down to a standby instead of exiting.
+
+use journal_support::Store;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+mod journal_support;
+
+const BIN: &str = env!("CARGO_BIN_EXE_canopy");
+const DEADLINE: Duration = Duration::from_secs(60);
+const PW_ENV: &str = "CANOPY_TEST_JOURNAL_PW";
+/// Short, so a takeover takes seconds; the shortest the setting allows.
+const TERM_S: u64 = 3;
+
+/// A `canopy serve` this test started, on its own home; killed (and
+/// resumed first, if frozen) when dropped.
+struct Server {
+    root: PathBuf,
+    child: Child,
+    stderr: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.try_wait().unwrap().is_none() {
+            // SAFETY: signals only the server this test started.
+            unsafe {
+                libc::kill(self.child.id() as i32, libc::SIGCONT);
+                libc::kill(self.child.id() as i32, libc::SIGKILL);
+            }
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// `canopy serve --listen 127.0.0.1:0` on a new home `name` whose
+    /// journal is `s`'s schema.
+    fn start(dir: &Path, name: &str, s: &Store) -> Server {
+        let root = dir.join(name);
+        std::fs::create_dir_all(&root).unwrap();
+        let toml = format!(
+            "[journal]\nurl = {:?}\npassword_env = {PW_ENV:?}\nlease_term = \"{TERM_S}s\"\n",
+            s.url()
+        );
+        std::fs::write(root.join("canopy.toml"), toml).unwrap();
+        let stderr = root.join("serve.stderr");
+        let child = Command::new(BIN)
+            .arg("--store")
+            .arg(&root)
+            .args(["serve", "--no-faults", "--listen", "127.0.0.1:0"])
+            .env(PW_ENV, password(s))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        Server { root, child, stderr }
+    }
+
+    fn said(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits until stderr has said `what` `times` times.
+    fn wait_to_say(&mut self, what: &str, times: usize) {
+        let deadline = Instant::now() + DEADLINE;
+        while self.said().matches(what).count() < times {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("canopy serve exited ({status}): {}", self.said());
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what:?}: {}", self.said());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The last `http://…` address it said it serves on.
+    fn url(&self) -> String {
+        let said = self.said();
+        let at = said.rfind("http://127.0.0.1:").expect("a TCP address");
+        said[at..]
+            .split([',', ';', '.', ' ', '\n'])
+            .take(4)
+            .collect::<Vec<_>>()
+            .join(".")
+            .trim_end_matches('.')
+            .to_string()
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: signals only the server this test started.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+}
+
+fn password(s: &Store) -> String {
+    let Store::Postgres { password, .. } = s else { unreachable!("a PostgreSQL store") };
+    password.clone()
+}
+
+/// `canopy` against `server`'s address with `token`.
+fn remote(url: &str, token: &str, args: &[&str]) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    Command::new(BIN)
+        .arg("--store")
+        .arg(home.path())
+        .arg("--server")
+        .arg(url)
+        .args(args)
+        .env("CANOPY_TOKEN", token)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// A plain HTTP/1.1 GET with a bearer token: the whole response, head
+/// and body.
+fn get(url: &str, token: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://");
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    out
+}
+
+/// A GET whose answer does not end (an event stream): what arrived until
+/// `until` did (or 10 s passed).
+fn read_until(url: &str, token: &str, path: &str, until: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://");
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    write!(c, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n").unwrap();
+    let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && !String::from_utf8_lossy(&got).contains(until) {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+fn ok(out: Output, what: &str) -> Vec<u8> {
+    assert!(
+        out.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// An operator token made on `server`'s socket (it must lead).
+fn token(server: &Server) -> String {
+    let out = Command::new(BIN)
+        .arg("--store")
+        .arg(&server.root)
+        .args(["token", "create", "--name", "ops", "--role", "operator"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    String::from_utf8(ok(out, "token create")).unwrap().trim().to_string()
+}
+
+fn spec(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"{name}\"\n\n[runtime]\ncommand = [\"true\"]\n\n[resources]\ncpu_cores = 0.1\nmemory_gb = 0.1\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn submit(url: &str, token: &str, spec: &Path) -> String {
+    let out = ok(remote(url, token, &["submit", spec.to_str().unwrap(), "--json"]), "submit");
+    serde_json::from_slice::<Value>(&out).unwrap()["id"].as_str().unwrap().to_string()
+}
+
+/// Every workload the server at `url` lists, by id.
+fn listed(url: &str, token: &str) -> Vec<(String, String)> {
+    let out = ok(remote(url, token, &["status", "--json"]), "status");
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["id"].as_str().unwrap().to_string(), w["name"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// The second server stands by instead of exiting, and what is sent to
+/// it reaches the leader: a submit is acknowledged and the leader has it.
+#[test]
+fn a_second_server_stands_by_and_forwards_to_the_leader() {
+    let Some(mut s) = Store::postgres("standby_forwards") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = Server::start(dir.path(), "host-a", &s);
+    a.wait_to_say("canopy serve: store", 1);
+    let mut b = Server::start(dir.path(), "host-b", &s);
+    b.wait_to_say("canopy serve: standing by", 1);
+    assert!(b.said().contains(&format!("pid {}", a.child.id())), "names the leader: {}", b.said());
+    assert!(!b.said().contains(&password(&s)), "{}", b.said());
+    let t = token(&a);
+
+    let id = submit(&b.url(), &t, &spec(dir.path(), "through-standby"));
+    let on_leader = listed(&a.url(), &t);
+    assert!(on_leader.contains(&(id.clone(), "through-standby".into())), "{on_leader:?}");
+    assert_eq!(listed(&b.url(), &t), on_leader, "the standby shows the leader's answer");
+
+    // Either server lists both: the leader and the standby.
+    for url in [a.url(), b.url()] {
+        let out = ok(remote(&url, &t, &["status", "--servers", "--json"]), "status --servers");
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        let leader = v["leader"].as_str().unwrap().to_string();
+        assert!(leader.ends_with(&format!(" pid {}", a.child.id())), "{v}");
+        let roles: Vec<(String, String)> = v["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["id"].as_str().unwrap().to_string(), s["role"].as_str().unwrap().to_string()))
+            .collect();
+        assert!(roles.contains(&(leader.clone(), "leader".into())), "{v}");
+        let standby = format!(" pid {}", b.child.id());
+        assert!(roles.iter().any(|(id, r)| id.ends_with(&standby) && r == "standby"), "{v}");
+        assert_eq!(v["epoch"], 1, "{v}");
+        let table = String::from_utf8(ok(remote(&url, &t, &["status", "--servers"]), "table")).unwrap();
+        assert!(
+            table.contains("led by") && table.contains("standby") && table.contains("LAST SEEN"),
+            "{table}"
+        );
+    }
+    // The leader's metrics say it leads, at which epoch.
+    let metrics = get(&a.url(), &t, "/metrics");
+    assert!(metrics.contains("canopy_leader 1") && metrics.contains("canopy_lease_epoch 1"), "{metrics}");
+    // Through the standby: the leader's answer, marked as forwarded.
+    let through = get(&b.url(), &t, "/v1/whoami");
+    assert!(through.to_lowercase().contains("canopy-served-by: standby"), "{through}");
+
+    // The event stream comes through the standby as it is sent.
+    let stream = read_until(&b.url(), &t, "/v1/stream", "event: hello");
+    assert!(stream.contains("text/event-stream"), "{stream}");
+
+    // The standby passes the leader's refusals on as they are.
+    let out = remote(&b.url(), "canopy_000000000000_nope", &["status"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not valid"), "{out:?}");
+
+    // A leader that does not answer where it says it is: the standby
+    // answers 503 itself, saying to retry, and shows nothing else.
+    s.raw("UPDATE leadership SET address = 'http://127.0.0.1:1'");
+    let deadline = Instant::now() + DEADLINE;
+    let refused = loop {
+        let r = get(&b.url(), &t, "/v1/workloads");
+        if r.starts_with("HTTP/1.1 503") {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "{r}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let lower = refused.to_lowercase();
+    assert!(lower.contains("retry-after: 1") && lower.contains("does not answer"), "{refused}");
+    assert!(!refused.contains("through-standby") && !refused.contains("127.0.0.1:1"), "{refused}");
+}
+
+/// `kill -9` of the leader: the standby takes over within the lease's
+/// term and a few seconds, on the same address, with every workload
+/// acknowledged before there exactly once.
+#[test]
+fn a_standby_takes_over_from_a_killed_leader_with_every_acknowledged_workload() {
+    let Some(s) = Store::postgres("standby_takes_over") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = Server::start(dir.path(), "host-a", &s);
+    a.wait_to_say("canopy serve: store", 1);
+    let mut b = Server::start(dir.path(), "host-b", &s);
+    b.wait_to_say("canopy serve: standing by", 1);
+    let t = token(&a);
+    let standby_url = b.url();
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(submit(&standby_url, &t, &spec(dir.path(), &format!("before-{n}"))));
+        ids.push(submit(&a.url(), &t, &spec(dir.path(), &format!("direct-{n}"))));
+    }
+
+    a.signal(libc::SIGKILL);
+    let killed = Instant::now();
+    b.wait_to_say("canopy serve: store", 1);
+    let took = killed.elapsed();
+    assert!(took < Duration::from_secs(TERM_S + 10), "took over after {took:?}");
+    assert_eq!(b.url(), standby_url, "the same address");
+    let now = listed(&standby_url, &t);
+    for id in &ids {
+        assert_eq!(now.iter().filter(|(w, _)| w == id).count(), 1, "{id} exactly once: {now:?}");
+    }
+    assert_eq!(now.len(), ids.len(), "{now:?}");
+    // The takeover is in the audit trail.
+    let audit = ok(remote(&standby_url, &t, &["audit", "--json"]), "audit");
+    let audit = String::from_utf8_lossy(&audit);
+    assert!(audit.contains("took the journal's lease at epoch 2 from"), "{audit}");
+}
+
+/// A leader frozen past its lease while the standby takes over is, once
+/// resumed, refused its writes and steps down: still running, now a
+/// standby forwarding to the new leader.
+#[test]
+fn a_frozen_leader_steps_down_to_standby_once_resumed() {
+    let Some(mut s) = Store::postgres("standby_steps_down") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = Server::start(dir.path(), "host-a", &s);
+    a.wait_to_say("canopy serve: store", 1);
+    let t = token(&a);
+    let mut b = Server::start(dir.path(), "host-b", &s);
+    b.wait_to_say("canopy serve: standing by", 1);
+
+    a.signal(libc::SIGSTOP);
+    b.wait_to_say("canopy serve: store", 1);
+    a.signal(libc::SIGCONT);
+    // Its renewer finds the lease taken, or its next write is refused.
+    let old_url = a.url();
+    let _ = remote(&old_url, &t, &["submit", spec(dir.path(), "to-the-old-leader").to_str().unwrap()]);
+    a.wait_to_say("canopy serve: stepping down", 1);
+    a.wait_to_say("canopy serve: standing by", 1);
+    assert!(a.child.try_wait().unwrap().is_none(), "still running");
+    assert_eq!(a.url(), old_url, "on the same address");
+
+    let id = submit(&old_url, &t, &spec(dir.path(), "after"));
+    let on_new = listed(&b.url(), &t);
+    assert!(on_new.iter().any(|(w, _)| *w == id), "{on_new:?}");
+    assert_eq!(s.raw_i64("SELECT max(epoch) FROM leadership"), 2);
+}
