@@ -345,3 +345,211 @@ fn a_frozen_leader_steps_down_to_standby_once_resumed() {
     assert!(on_new.iter().any(|(w, _)| *w == id), "{on_new:?}");
     assert_eq!(s.raw_i64("SELECT max(epoch) FROM leadership"), 2);
 }
+
+/// A spec that waits queued (2 TB of memory, which nothing has), so a
+/// cancel has something to cancel.
+fn waiting_spec(dir: &Path) -> PathBuf {
+    let path = dir.join("waiting.toml");
+    std::fs::write(
+        &path,
+        "name = \"waiting\"\n\n[runtime]\ncommand = [\"true\"]\n\n[resources]\ncpu_cores = 0.1\nmemory_gb = 2000\n\n\
+         [constraints]\nwait_for_capacity = true\n",
+    )
+    .unwrap();
+    path
+}
+
+/// `canopy ARGS` with `CANOPY_SERVER` listing `servers`.
+fn through(servers: &str, token: &str, args: &[&str]) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    Command::new(BIN)
+        .arg("--store")
+        .arg(home.path())
+        .args(args)
+        .env("CANOPY_SERVER", servers)
+        .env("CANOPY_TOKEN", token)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Attempt directories under a home, by name (one per launched attempt).
+fn launched(root: &Path) -> Vec<String> {
+    std::fs::read_dir(root.join("attempts"))
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default()
+}
+
+/// What [`kill_two_leaders_under_load`] saw.
+struct Burst {
+    servers: Vec<Server>,
+    /// Everything the client made through `CANOPY_SERVER`, by id and state.
+    now: Vec<Value>,
+    acked: Vec<String>,
+    cancelled: Vec<String>,
+    unknown: usize,
+    waited: Output,
+    _dir: tempfile::TempDir,
+}
+
+/// Three servers on one journal; a client keeps submitting and cancelling
+/// through `CANOPY_SERVER` listing all three while the leader is killed
+/// with `kill -9` twice, and a `submit --wait` started before the first
+/// kill waits on.
+fn kill_two_leaders_under_load(schema: &str) -> Option<Burst> {
+    let s = Store::postgres(schema)?;
+    let dir = tempfile::tempdir().unwrap();
+    let mut servers = vec![Server::start(dir.path(), "host-a", &s)];
+    servers[0].wait_to_say("canopy serve: store", 1);
+    let t = token(&servers[0]);
+    for name in ["host-b", "host-c"] {
+        let mut x = Server::start(dir.path(), name, &s);
+        x.wait_to_say("canopy serve: standing by", 1);
+        servers.push(x);
+    }
+    let all = servers.iter().map(Server::url).collect::<Vec<_>>().join(",");
+    let (work, waiting) = (spec(dir.path(), "burst"), waiting_spec(dir.path()));
+    let slow = dir.path().join("slow.toml");
+    std::fs::write(
+        &slow,
+        "name = \"slow\"\n\n[runtime]\ncommand = [\"sh\", \"-c\", \"sleep 2\"]\n\n[resources]\ncpu_cores = 0.1\nmemory_gb = 0.1\n\n\
+         [constraints]\nproviders = [\"ray-iad\"]\n",
+    )
+    .unwrap();
+    let wait = Command::new(BIN)
+        .arg("--store")
+        .arg(dir.path().join("waiter"))
+        .args(["submit", "--wait", slow.to_str().unwrap()])
+        .env("CANOPY_SERVER", &all)
+        .env("CANOPY_TOKEN", &t)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // The burst: submits, and a cancel of a waiting workload every third.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let burst = {
+        let (all, t, stop) = (all.clone(), t.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let (mut acked, mut cancelled, mut unknown) = (Vec::new(), Vec::new(), 0);
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                let which = if n % 3 == 0 { &waiting } else { &work };
+                let out = through(&all, &t, &["submit", "--json", which.to_str().unwrap()]);
+                if !out.status.success() {
+                    unknown += 1;
+                    continue;
+                }
+                let id =
+                    serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
+                if n % 3 == 0 && through(&all, &t, &["cancel", &id]).status.success() {
+                    cancelled.push(id.clone());
+                }
+                acked.push(id);
+            }
+            (acked, cancelled, unknown)
+        })
+    };
+    let mut leader = 0;
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_secs(2));
+        servers[leader].signal(libc::SIGKILL);
+        let _ = servers[leader].child.wait();
+        let deadline = Instant::now() + DEADLINE;
+        leader = loop {
+            if let Some(i) =
+                (0..3).find(|&i| i != leader && servers[i].said().contains("canopy serve: store"))
+            {
+                break i;
+            }
+            assert!(Instant::now() < deadline, "no server took over");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (acked, cancelled, unknown) = burst.join().unwrap();
+    assert!(acked.len() >= 6, "the burst went on across the failovers: {} acknowledged", acked.len());
+
+    let out = ok(through(&all, &t, &["status", "--json", "--limit", "1000"]), "status");
+    let now: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    let waited = wait.wait_with_output_deadline();
+    Some(Burst { servers, now, acked, cancelled, unknown, waited, _dir: dir })
+}
+
+/// Under [`kill_two_leaders_under_load`]: every acknowledged submit is
+/// there exactly once, every acknowledged cancel took, nothing was made
+/// beyond what was acknowledged or left unknown, and the waiting submit
+/// ends through the last leader.
+#[test]
+fn three_servers_keep_every_acknowledged_request_across_two_kill_9s_of_the_leader() {
+    let Some(b) = kill_two_leaders_under_load("three_servers") else { return };
+    let state = |id: &str| -> Vec<String> {
+        b.now.iter().filter(|w| w["id"] == id).map(|w| w["state"].as_str().unwrap().to_string()).collect()
+    };
+    for id in &b.acked {
+        assert_eq!(state(id).len(), 1, "{id} exactly once");
+    }
+    for id in &b.cancelled {
+        assert_eq!(state(id), ["cancelled"], "{id}'s acknowledged cancel took");
+    }
+    let made = b.now.iter().filter(|w| w["name"] == "burst" || w["name"] == "waiting").count();
+    assert!(
+        made >= b.acked.len() && made <= b.acked.len() + b.unknown,
+        "{made} burst workloads for {} acknowledged and {} unknown",
+        b.acked.len(),
+        b.unknown
+    );
+    // Exit 0: it followed the workload to its end, and it succeeded.
+    assert_eq!(
+        b.waited.status.code(),
+        Some(0),
+        "submit --wait: {}",
+        String::from_utf8_lossy(&b.waited.stderr)
+    );
+}
+
+/// The provider-side count: no attempt directory (the local provider's
+/// own record of a launch) is in two servers' homes. Fails today, about
+/// one run in three on a loaded machine: an attempt the killed leader was
+/// launching (journalled, not yet acknowledged) is launched again under
+/// the same token by the new leader's local provider, which cannot see
+/// the old one (docs/ha.md, "The local provider in HA mode").
+#[test]
+#[ignore = "issue 33: a lost leader's local attempts are not fenced yet (docs/ha.md); run with --ignored"]
+fn no_attempt_is_launched_by_two_servers_across_failovers() {
+    let Some(b) = kill_two_leaders_under_load("three_servers_launches") else { return };
+    let mut seen = std::collections::BTreeMap::new();
+    for x in &b.servers {
+        for name in launched(&x.root) {
+            *seen.entry(name).or_insert(0) += 1;
+        }
+    }
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "attempts launched by two servers: {twice:?}");
+}
+
+/// Waits for a child with the test's deadline, killing it past that.
+trait WaitDeadline {
+    fn wait_with_output_deadline(self) -> Output;
+}
+
+impl WaitDeadline for Child {
+    /// Twice the test's deadline: a retry after a failover waits its
+    /// backoff (10 s) and its simulated provider's startup (10 s) again.
+    fn wait_with_output_deadline(mut self) -> Output {
+        let deadline = Instant::now() + 2 * DEADLINE;
+        while self.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = self.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.wait_with_output().unwrap()
+    }
+}
