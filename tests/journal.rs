@@ -28,6 +28,7 @@ on_both_stores!(
     unresolved_failures_are_found_whatever_their_age,
     the_tenancy_in_force_token_tenants_and_tenant_listings_are_kept,
     a_webhook_delivery_is_pending_until_its_try_is_written_and_survives_a_reopen,
+    a_batch_costs_the_same_round_trips_whatever_its_size,
 );
 
 fn spec(name: &str) -> Spec {
@@ -682,4 +683,67 @@ fn a_sqlite_store_is_copied_whole(s: &mut Store) {
 
     let err = from.copy_into(&mut to).unwrap_err();
     assert!(matches!(err, JournalError::NotEmpty { .. }), "{err}");
+}
+
+/// Issue 33: on PostgreSQL a batch is written with one statement per table
+/// (not one per record), so a group commit of many submits costs no more
+/// round trips than one submit; every row still lands, in order.
+fn a_batch_costs_the_same_round_trips_whatever_its_size(s: &mut Store) {
+    use canopy::engine::model::AuditRecord;
+    let batch = |from: u64, n: u64| -> Vec<Record> {
+        let mut records = Vec::new();
+        for id in from..from + n {
+            let mut rec = workload(id, WorkloadState::Queued);
+            rec.idempotency_key = Some(format!("key-{id}"));
+            records.push(w(rec.clone()));
+            records.push(event(id, None, EventKind::Submitted, &format!("submitted {id}")));
+            records.push(a(attempt(id, 1, AttemptState::Placing)));
+            records.push(Record::Health(health(9_000 + id as i64, &format!("n{id}"), None)));
+            records.push(Record::Audit(Box::new(AuditRecord {
+                at: Millis(id as i64),
+                principal: "ci-bot".into(),
+                origin: "socket".into(),
+                action: "submit".into(),
+                target: Some(format!("w-{id}")),
+                outcome: "ok".into(),
+                reason: None,
+            })));
+            // The same workload again later in the batch: the last wins.
+            rec.priority = 90;
+            records.push(w(rec));
+        }
+        records
+    };
+    let mut j = s.open();
+    let before = j.statements_run();
+    j.append(&batch(1, 1)).unwrap();
+    let one = j.statements_run() - before;
+    let before = j.statements_run();
+    j.append(&batch(2, 50)).unwrap();
+    let fifty = j.statements_run() - before;
+    assert_eq!(one, fifty, "a batch of 50 submits took {fifty} statements, one took {one}");
+    if s.is_postgres() {
+        // The fence is off here; the tables written, the max id, the batch row.
+        assert!(one <= 8, "one submit took {one} statements");
+    }
+    // The next group commit's keyed submits are looked up together.
+    let mut keys: Vec<String> = (1..=51).map(|id| format!("key-{id}")).collect();
+    keys.push("never-used".into());
+    let before = j.statements_run();
+    let mut found: Vec<u64> = j.workloads_by_keys(&keys).unwrap().into_iter().map(|w| w.id.0).collect();
+    found.sort();
+    assert_eq!(found, (1..=51).collect::<Vec<_>>());
+    if s.is_postgres() {
+        assert_eq!(j.statements_run() - before, 1, "52 keys looked up one by one");
+    }
+    for id in 1..=51 {
+        let got = j.workload(WorkloadId(id)).unwrap().unwrap();
+        assert_eq!((got.priority, got.idempotency_key), (90, Some(format!("key-{id}"))));
+        assert_eq!(j.attempts(WorkloadId(id)).unwrap(), vec![attempt(id, 1, AttemptState::Placing)]);
+    }
+    let messages: Vec<String> = j.events_since(0, 100).unwrap().into_iter().map(|(_, e)| e.message).collect();
+    assert_eq!(messages, (1..=51).map(|id| format!("submitted {id}")).collect::<Vec<_>>());
+    let trail = j.audit(&canopy::journal::AuditFilter::default()).unwrap();
+    assert_eq!(trail.len(), 51);
+    assert_eq!(j.health_observations(Millis(0)).unwrap().len(), 51);
 }

@@ -97,10 +97,20 @@ impl std::fmt::Debug for Db {
 pub(super) struct Pg {
     /// `None` only while being dropped.
     client: Option<postgres::Client>,
-    cache: HashMap<String, postgres::Statement>,
+    cache: Prepared,
     /// The lease epoch every write transaction must still find in the
     /// lease row; `None` on connections that are not the owner's.
     fence: Option<i64>,
+}
+
+/// A connection's prepared statements, by their SQLite text, and how
+/// many statements it has run.
+#[derive(Default)]
+pub(super) struct Prepared {
+    statements: HashMap<String, postgres::Statement>,
+    /// Statements run (each one round trip to the server), not counting
+    /// the `BEGIN` and `COMMIT` of transactions or their preparation.
+    run: u64,
 }
 
 /// Reads the lease row under a share lock, so an engine taking the lease
@@ -111,7 +121,7 @@ const FENCE: &str = "SELECT holder, epoch FROM leadership WHERE id = 1 FOR SHARE
 
 impl Pg {
     pub(super) fn new(client: postgres::Client) -> Pg {
-        Pg { client: Some(client), cache: HashMap::new(), fence: None }
+        Pg { client: Some(client), cache: Prepared::default(), fence: None }
     }
 
     /// From now on every write transaction on this connection first checks
@@ -120,9 +130,7 @@ impl Pg {
         self.fence = Some(epoch);
     }
 
-    fn parts(
-        &mut self,
-    ) -> Result<(&mut postgres::Client, &mut HashMap<String, postgres::Statement>), DbError> {
+    fn parts(&mut self) -> Result<(&mut postgres::Client, &mut Prepared), DbError> {
         match self.client.as_mut() {
             Some(c) => Ok((c, &mut self.cache)),
             None => Err(DbError::Closed),
@@ -162,7 +170,7 @@ pub(super) enum Tx<'a> {
 
 pub(super) struct PgTx<'a> {
     tx: postgres::Transaction<'a>,
-    cache: &'a mut HashMap<String, postgres::Statement>,
+    cache: &'a mut Prepared,
 }
 
 /// One row: its values in column order.
@@ -259,21 +267,83 @@ impl PgToSql for Param {
     postgres::types::to_sql_checked!();
 }
 
+/// One column of many rows for PostgreSQL, sent as one array parameter
+/// (`$1::BIGINT[]`, `$2::TEXT[]`, `$3::DOUBLE PRECISION[]`) that the
+/// statement unnests: a batch's rows of one table in one round trip.
+#[derive(Debug)]
+struct Column(Vec<Value>);
+
+impl PgToSql for Column {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        let mismatch = |v: &Value| format!("cannot write {v:?} in a PostgreSQL {}", ty.name());
+        match *ty {
+            Type::INT8_ARRAY => {
+                let values = self
+                    .0
+                    .iter()
+                    .map(|v| match v {
+                        Value::Null => Ok(None),
+                        Value::Integer(i) => Ok(Some(*i)),
+                        other => Err(mismatch(other)),
+                    })
+                    .collect::<Result<Vec<Option<i64>>, _>>()?;
+                values.to_sql(ty, out)
+            }
+            Type::FLOAT8_ARRAY => {
+                let values = self
+                    .0
+                    .iter()
+                    .map(|v| match v {
+                        Value::Null => Ok(None),
+                        Value::Real(r) => Ok(Some(*r)),
+                        Value::Integer(i) => Ok(Some(*i as f64)),
+                        other => Err(mismatch(other)),
+                    })
+                    .collect::<Result<Vec<Option<f64>>, _>>()?;
+                values.to_sql(ty, out)
+            }
+            Type::TEXT_ARRAY => {
+                let values = self
+                    .0
+                    .iter()
+                    .map(|v| match v {
+                        Value::Null => Ok(None),
+                        Value::Text(t) => Ok(Some(t.as_str())),
+                        other => Err(mismatch(other)),
+                    })
+                    .collect::<Result<Vec<Option<&str>>, _>>()?;
+                values.to_sql(ty, out)
+            }
+            _ => Err(format!("a column of many rows cannot be a PostgreSQL {}", ty.name()).into()),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    postgres::types::to_sql_checked!();
+}
+
+/// A parameter as a value (what rusqlite would bind).
+pub(super) fn value_of(p: &dyn ToSql) -> Result<Value, DbError> {
+    Ok(match p.to_sql()? {
+        ToSqlOutput::Borrowed(v) => owned(v),
+        ToSqlOutput::Owned(v) => v,
+        other => {
+            return Err(DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(
+                format!("unsupported parameter {other:?}").into(),
+            )));
+        }
+    })
+}
+
 fn params_for_pg(params: &[&dyn ToSql]) -> Result<Vec<Param>, DbError> {
-    params
-        .iter()
-        .map(|p| {
-            Ok(Param(match p.to_sql()? {
-                ToSqlOutput::Borrowed(v) => owned(v),
-                ToSqlOutput::Owned(v) => v,
-                other => {
-                    return Err(DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(
-                        format!("unsupported parameter {other:?}").into(),
-                    )));
-                }
-            }))
-        })
-        .collect()
+    params.iter().map(|p| value_of(*p).map(Param)).collect()
 }
 
 fn owned(v: ValueRef<'_>) -> Value {
@@ -386,20 +456,21 @@ fn sqlite_execute(conn: &Connection, sql: &str, params: &[&dyn ToSql]) -> Result
 
 fn pg_statement(
     client: &mut impl postgres::GenericClient,
-    cache: &mut HashMap<String, postgres::Statement>,
+    cache: &mut Prepared,
     sql: &str,
 ) -> Result<postgres::Statement, DbError> {
-    if let Some(s) = cache.get(sql) {
+    cache.run += 1;
+    if let Some(s) = cache.statements.get(sql) {
         return Ok(s.clone());
     }
     let statement = client.prepare(&to_postgres(sql))?;
-    cache.insert(sql.to_string(), statement.clone());
+    cache.statements.insert(sql.to_string(), statement.clone());
     Ok(statement)
 }
 
 fn pg_query<T>(
     client: &mut impl postgres::GenericClient,
-    cache: &mut HashMap<String, postgres::Statement>,
+    cache: &mut Prepared,
     sql: &str,
     params: &[&dyn ToSql],
     mut f: impl FnMut(&Row) -> rusqlite::Result<T>,
@@ -417,7 +488,7 @@ fn pg_query<T>(
 
 fn pg_execute(
     client: &mut impl postgres::GenericClient,
-    cache: &mut HashMap<String, postgres::Statement>,
+    cache: &mut Prepared,
     sql: &str,
     params: &[&dyn ToSql],
 ) -> Result<u64, DbError> {
@@ -511,6 +582,48 @@ impl Exec for Tx<'_> {
     }
 }
 
+impl Tx<'_> {
+    /// Runs a statement once per row of `rows` (each row's values in
+    /// parameter order): on SQLite `one` per row (in-process, nothing to
+    /// save), on PostgreSQL `many` once, with each column of the rows as
+    /// one array parameter (`unnest`), so a batch costs one round trip per
+    /// table instead of one per record. Rows keep their order. Returns the
+    /// rows changed.
+    pub(super) fn execute_rows(&self, one: &str, many: &str, rows: Vec<Vec<Value>>) -> Result<u64, DbError> {
+        match self {
+            Tx::Sqlite(tx) => {
+                let mut stmt = tx.prepare_cached(one)?;
+                let mut n = 0;
+                for row in &rows {
+                    n += stmt.execute(rusqlite::params_from_iter(row.iter()))? as u64;
+                }
+                Ok(n)
+            }
+            Tx::Postgres(t) => {
+                let Some(width) = rows.first().map(Vec::len) else { return Ok(0) };
+                let mut columns: Vec<Column> =
+                    (0..width).map(|_| Column(Vec::with_capacity(rows.len()))).collect();
+                for row in rows {
+                    if row.len() != width {
+                        return Err(DbError::Sqlite(rusqlite::Error::InvalidParameterCount(
+                            row.len(),
+                            width,
+                        )));
+                    }
+                    for (column, value) in columns.iter_mut().zip(row) {
+                        column.0.push(value);
+                    }
+                }
+                let t = &mut *t.borrow_mut();
+                let statement = pg_statement(&mut t.tx, t.cache, many)?;
+                let refs: Vec<&(dyn PgToSql + Sync)> =
+                    columns.iter().map(|c| c as &(dyn PgToSql + Sync)).collect();
+                Ok(t.tx.execute(&statement, &refs)?)
+            }
+        }
+    }
+}
+
 impl Db {
     /// Runs `f` in a write transaction and commits when it returns `Ok`;
     /// its error (or a panic) rolls everything back.
@@ -547,6 +660,53 @@ impl Db {
                 }
                 Ok(out)
             }),
+        }
+    }
+
+    /// Runs a query once per value of `values` and gathers the rows: on
+    /// SQLite `one` (its `?1` the value) per value, on PostgreSQL `many`
+    /// once, its `$1` an array of all the values (`= ANY($1::TEXT[])`), so
+    /// a lookup of many keys is one round trip.
+    pub(super) fn query_each<T>(
+        &self,
+        one: &str,
+        many: &str,
+        values: Vec<Value>,
+        mut f: impl FnMut(&Row) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, DbError> {
+        match self {
+            Db::Sqlite(c) => {
+                let mut out = Vec::new();
+                for v in &values {
+                    out.extend(sqlite_query(c, one, &[v], &mut f)?);
+                }
+                Ok(out)
+            }
+            Db::Postgres(pg) => off_runtime(|| {
+                if values.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let pg = &mut *pg.borrow_mut();
+                let (client, cache) = pg.parts()?;
+                let statement = pg_statement(client, cache, many)?;
+                let column = Column(values);
+                let rows = client.query(&statement, &[&column as &(dyn PgToSql + Sync)])?;
+                let mut out = Vec::with_capacity(rows.len());
+                for row in &rows {
+                    out.push(f(&Row::of_postgres(row)?)?);
+                }
+                Ok(out)
+            }),
+        }
+    }
+
+    /// How many statements this connection has run on PostgreSQL (each a
+    /// round trip to the server; transactions' `BEGIN` and `COMMIT` not
+    /// counted); 0 on SQLite, where a statement is a function call.
+    pub(super) fn statements_run(&self) -> u64 {
+        match self {
+            Db::Sqlite(_) => 0,
+            Db::Postgres(pg) => pg.borrow().cache.run,
         }
     }
 

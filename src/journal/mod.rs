@@ -174,6 +174,13 @@ impl Journal {
         matches!(self.conn, Db::Postgres(_))
     }
 
+    /// How many statements this connection has sent to PostgreSQL, each a
+    /// round trip (transactions' `BEGIN` and `COMMIT` not counted); 0 on
+    /// SQLite. What an append costs on a server, for tests and diagnosis.
+    pub fn statements_run(&self) -> u64 {
+        self.conn.statements_run()
+    }
+
     /// The store's random 6-hex id, made once when the store was created.
     /// It scopes attempt tokens to this store (see `AttemptId::token`).
     pub fn store_id(&self) -> &str {

@@ -195,6 +195,19 @@ impl Journal {
             .map_err(failed(&self.store, "look up an idempotency key"))
     }
 
+    /// The workloads submitted with any of `keys`, in no particular order:
+    /// one round trip on PostgreSQL however many keys (a group commit's
+    /// keyed submits are looked up together).
+    pub fn workloads_by_keys(&self, keys: &[String]) -> Result<Vec<WorkloadRecord>, JournalError> {
+        let one = format!("SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE idempotency_key = ?1");
+        let many =
+            format!("SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE idempotency_key = ANY(?1::TEXT[])");
+        let keys = keys.iter().map(|k| Value::Text(k.clone())).collect();
+        self.conn
+            .query_each(&one, &many, keys, workload_row)
+            .map_err(failed(&self.store, "look up idempotency keys"))
+    }
+
     /// Workloads matching `filter`, newest first.
     pub fn workloads(&self, filter: &WorkloadFilter) -> Result<Vec<WorkloadRecord>, JournalError> {
         let (filter_sql, mut args) = where_clause(filter, self.conn.dialect())?;

@@ -1,10 +1,20 @@
 //! Appending the engine core's records: one transaction per call.
 
 use super::codec::id_to_sql;
-use super::db::{DbError, Dialect, Exec, Tx};
+use super::db::{DbError, Dialect, Exec, Tx, value_of};
 use super::{Journal, JournalError, failed};
 use crate::engine::model::{AttemptRecord, EventRecord, HealthObservation, Record, WorkloadRecord};
 use rusqlite::params;
+use rusqlite::types::Value;
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+/// A row's values, in the order of its statement's parameters.
+macro_rules! row {
+    ($($v:expr),* $(,)?) => {
+        vec![$(value_of(&$v)?),*]
+    };
+}
 
 const UPSERT_WORKLOAD: &str = "
     INSERT INTO workloads (id, name, state, live, priority, submitted_at, updated_at, attempts,
@@ -152,6 +162,12 @@ impl From<JournalError> for Failed {
 
 /// Writes one batch inside `tx` (the caller commits) and returns its
 /// sequence number.
+///
+/// The rows of each table are gathered first and written together (see
+/// [`Tx::execute_rows`]): on PostgreSQL one statement per table, whatever
+/// the batch's size. A workload or attempt that appears more than once
+/// is written once, as its last record (the same row the records written
+/// one by one would leave).
 pub(super) fn write_batch(
     tx: &Tx<'_>,
     store: &str,
@@ -160,16 +176,13 @@ pub(super) fn write_batch(
     at: i64,
 ) -> Result<u64, Failed> {
     let err = failed(store, "append records");
-    let mut max_id = None;
+    let mut rows = Rows::default();
     for record in records {
         match record {
-            Record::Workload(w) => {
-                let id = upsert_workload(tx, w, &err)?;
-                max_id = max_id.max(Some(id));
-            }
-            Record::Attempt(a) => upsert_attempt(tx, a, &err)?,
-            Record::Event(e) => insert_event(tx, e, &err)?,
-            Record::Health(h) => insert_health(tx, h, &err)?,
+            Record::Workload(w) => rows.workload(w)?,
+            Record::Attempt(a) => rows.attempt(a)?,
+            Record::Event(e) => rows.events.push(event_row(e)?),
+            Record::Health(h) => rows.health.push(health_row(h)?),
             Record::NodeIntent { node, intent: None } => {
                 tx.execute("DELETE FROM node_intents WHERE node = ?1", &[node]).map_err(&err)?;
             }
@@ -204,14 +217,12 @@ pub(super) fn write_batch(
                 .map_err(&err)?;
             }
             Record::Audit(a) => {
-                tx.execute(
-                    INSERT_AUDIT,
-                    params![a.at.0, a.principal, a.origin, a.action, a.target, a.outcome, a.reason],
-                )
-                .map_err(&err)?;
+                rows.audit.push(row![a.at.0, a.principal, a.origin, a.action, a.target, a.outcome, a.reason])
             }
         }
     }
+    let max_id = rows.max_id;
+    rows.write(tx).map_err(&err)?;
     if let Some(id) = max_id {
         let raise = match tx.dialect() {
             Dialect::Sqlite => RAISE_MAX_ID,
@@ -228,6 +239,101 @@ pub(super) fn write_batch(
     Ok(seq)
 }
 
+/// A batch's rows, by table, in the records' order.
+#[derive(Default)]
+struct Rows {
+    workloads: Vec<Vec<Value>>,
+    /// Where each workload's row is in `workloads`.
+    workload_at: HashMap<i64, usize>,
+    attempts: Vec<Vec<Value>>,
+    attempt_at: HashMap<(i64, u32), usize>,
+    events: Vec<Vec<Value>>,
+    health: Vec<Vec<Value>>,
+    audit: Vec<Vec<Value>>,
+    max_id: Option<i64>,
+}
+
+impl Rows {
+    fn workload(&mut self, w: &WorkloadRecord) -> Result<(), Failed> {
+        let (id, row) = workload_row(w)?;
+        self.max_id = self.max_id.max(Some(id));
+        match self.workload_at.get(&id) {
+            Some(&i) => self.workloads[i] = row,
+            None => {
+                self.workload_at.insert(id, self.workloads.len());
+                self.workloads.push(row);
+            }
+        }
+        Ok(())
+    }
+
+    fn attempt(&mut self, a: &AttemptRecord) -> Result<(), Failed> {
+        let key = (id_to_sql(a.id.workload)?, a.id.n);
+        let row = attempt_row(a)?;
+        match self.attempt_at.get(&key) {
+            Some(&i) => self.attempts[i] = row,
+            None => {
+                self.attempt_at.insert(key, self.attempts.len());
+                self.attempts.push(row);
+            }
+        }
+        Ok(())
+    }
+
+    /// One statement per table that has rows (PostgreSQL), or one per row
+    /// (SQLite).
+    fn write(self, tx: &Tx<'_>) -> Result<(), DbError> {
+        let tables = [
+            (UPSERT_WORKLOAD, &*UPSERT_WORKLOADS_PG, self.workloads),
+            (UPSERT_ATTEMPT, &*UPSERT_ATTEMPTS_PG, self.attempts),
+            (INSERT_EVENT, &*INSERT_EVENTS_PG, self.events),
+            (INSERT_HEALTH, &*INSERT_HEALTH_PG, self.health),
+            (INSERT_AUDIT, &*INSERT_AUDIT_PG, self.audit),
+        ];
+        for (one, many, rows) in tables {
+            if !rows.is_empty() {
+                tx.execute_rows(one, many, rows)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `one` (a single-row `INSERT … VALUES (?1, …) [ON CONFLICT …]`) as a
+/// PostgreSQL statement inserting many rows: each parameter an array of
+/// the column's PostgreSQL type (`types`, in the order of the columns),
+/// unnested in order (`WITH ORDINALITY`, so identity columns number the
+/// rows as the one-by-one inserts would).
+pub(super) fn unnest_of(one: &str, types: &[&str]) -> String {
+    let (head, rest) = one.split_once("VALUES").unwrap_or((one, ""));
+    let tail = rest.find("ON CONFLICT").map_or("", |i| &rest[i..]);
+    let names: Vec<String> = (1..=types.len()).map(|i| format!("c{i}")).collect();
+    let arrays: Vec<String> = types.iter().enumerate().map(|(i, t)| format!("${}::{t}[]", i + 1)).collect();
+    format!(
+        "{} SELECT {} FROM unnest({}) WITH ORDINALITY AS u({}, o) ORDER BY o {}",
+        head.trim_end(),
+        names.join(", "),
+        arrays.join(", "),
+        names.join(", "),
+        tail.trim()
+    )
+}
+
+const B: &str = "BIGINT";
+const T: &str = "TEXT";
+const F: &str = "DOUBLE PRECISION";
+
+static UPSERT_WORKLOADS_PG: LazyLock<String> = LazyLock::new(|| {
+    unnest_of(UPSERT_WORKLOAD, &[B, T, T, B, B, B, B, B, B, B, F, F, T, T, T, T, T, T, T, T, T])
+});
+static UPSERT_ATTEMPTS_PG: LazyLock<String> = LazyLock::new(|| {
+    unnest_of(UPSERT_ATTEMPT, &[B, B, T, T, T, T, T, F, F, B, F, F, T, B, B, B, B, T, T, T, F, T, T, T, T, T])
+});
+static INSERT_EVENTS_PG: LazyLock<String> = LazyLock::new(|| unnest_of(INSERT_EVENT, &[B, B, B, T, T]));
+static INSERT_HEALTH_PG: LazyLock<String> =
+    LazyLock::new(|| unnest_of(INSERT_HEALTH, &[B, T, T, T, T, F, B]));
+static INSERT_AUDIT_PG: LazyLock<String> = LazyLock::new(|| unnest_of(INSERT_AUDIT, &[B, T, T, T, T, T, T]));
+
 /// When a record happened, for the batch's row.
 fn record_time(r: &Record) -> i64 {
     match r {
@@ -241,10 +347,7 @@ fn record_time(r: &Record) -> i64 {
     }
 }
 
-/// Wraps a store's error as a failed append.
-type Wrap<'a> = &'a dyn Fn(DbError) -> JournalError;
-
-fn upsert_workload(tx: &Tx<'_>, w: &WorkloadRecord, err: Wrap<'_>) -> Result<i64, JournalError> {
+fn workload_row(w: &WorkloadRecord) -> Result<(i64, Vec<Value>), Failed> {
     let id = id_to_sql(w.id)?;
     let spec = serde_json::to_string(&w.spec).map_err(|e| JournalError::Invalid {
         what: format!("the spec of {}", w.id),
@@ -256,37 +359,33 @@ fn upsert_workload(tx: &Tx<'_>, w: &WorkloadRecord, err: Wrap<'_>) -> Result<i64
     let exclusions = w.exclusions.as_ref().map(serde_json::to_string).transpose().map_err(|e| {
         JournalError::Invalid { what: format!("the exclusions of {}", w.id), detail: e.to_string() }
     })?;
-    tx.execute(
-        UPSERT_WORKLOAD,
-        params![
-            id,
-            w.name,
-            w.state.as_str(),
-            !w.state.is_final(),
-            w.priority,
-            w.submitted_at.0,
-            w.updated_at.0,
-            w.attempts,
-            w.app_failures,
-            w.not_before.map(|t| t.0),
-            w.cost_usd,
-            w.est_cost_usd,
-            w.reason,
-            w.class.map(|c| c.as_str()),
-            w.idempotency_key,
-            w.spec_hash,
-            spec,
-            w.submitted_by,
-            acknowledged,
-            exclusions,
-            w.tenant,
-        ],
-    )
-    .map_err(err)?;
-    Ok(id)
+    let row = row![
+        id,
+        w.name,
+        w.state.as_str(),
+        !w.state.is_final(),
+        w.priority,
+        w.submitted_at.0,
+        w.updated_at.0,
+        w.attempts,
+        w.app_failures,
+        w.not_before.map(|t| t.0),
+        w.cost_usd,
+        w.est_cost_usd,
+        w.reason,
+        w.class.map(|c| c.as_str()),
+        w.idempotency_key,
+        w.spec_hash,
+        spec,
+        w.submitted_by,
+        acknowledged,
+        exclusions,
+        w.tenant,
+    ];
+    Ok((id, row))
 }
 
-fn upsert_attempt(tx: &Tx<'_>, a: &AttemptRecord, err: Wrap<'_>) -> Result<(), JournalError> {
+fn attempt_row(a: &AttemptRecord) -> Result<Vec<Value>, Failed> {
     let workload = id_to_sql(a.id.workload)?;
     let stop = a.stop.as_ref().map(serde_json::to_string).transpose().map_err(|e| JournalError::Invalid {
         what: format!("the stop reason of {}", a.id),
@@ -306,62 +405,52 @@ fn upsert_attempt(tx: &Tx<'_>, a: &AttemptRecord, err: Wrap<'_>) -> Result<(), J
         .map(serde_json::to_string)
         .transpose()
         .map_err(|e| json_err("checkpoint", e))?;
-    tx.execute(
-        UPSERT_ATTEMPT,
-        params![
-            workload,
-            a.id.n,
-            a.provider,
-            a.pool,
-            a.node,
-            a.region,
-            a.state.as_str(),
-            a.price_per_hour,
-            a.est_cost_usd,
-            a.gpus,
-            a.gpu_memory_gb,
-            a.score,
-            a.score_breakdown,
-            a.placed_at.0,
-            a.started_at.map(|t| t.0),
-            a.ended_at.map(|t| t.0),
-            a.exit_code,
-            a.class.map(|c| c.as_str()),
-            a.rule,
-            a.evidence,
-            a.cost_usd,
-            a.provider_ref,
-            a.nonce,
-            stop,
-            nodes,
-            checkpoint,
-        ],
-    )
-    .map_err(err)?;
-    Ok(())
+    Ok(row![
+        workload,
+        a.id.n,
+        a.provider,
+        a.pool,
+        a.node,
+        a.region,
+        a.state.as_str(),
+        a.price_per_hour,
+        a.est_cost_usd,
+        a.gpus,
+        a.gpu_memory_gb,
+        a.score,
+        a.score_breakdown,
+        a.placed_at.0,
+        a.started_at.map(|t| t.0),
+        a.ended_at.map(|t| t.0),
+        a.exit_code,
+        a.class.map(|c| c.as_str()),
+        a.rule,
+        a.evidence,
+        a.cost_usd,
+        a.provider_ref,
+        a.nonce,
+        stop,
+        nodes,
+        checkpoint,
+    ])
 }
 
-fn insert_event(tx: &Tx<'_>, e: &EventRecord, err: Wrap<'_>) -> Result<(), JournalError> {
+fn event_row(e: &EventRecord) -> Result<Vec<Value>, Failed> {
     // The table keeps the attempt's number only; its workload is the event's.
     let attempt = match e.attempt {
         Some(a) if a.workload != e.workload => {
             return Err(JournalError::Invalid {
                 what: format!("a {} event of {}", e.kind.as_str(), e.workload),
                 detail: format!("it names attempt {a}, of another workload"),
-            });
+            }
+            .into());
         }
         a => a.map(|a| a.n),
     };
     let workload = id_to_sql(e.workload)?;
-    tx.execute(INSERT_EVENT, params![e.at.0, workload, attempt, e.kind.as_str(), e.message]).map_err(err)?;
-    Ok(())
+    Ok(row![e.at.0, workload, attempt, e.kind.as_str(), e.message])
 }
 
-fn insert_health(tx: &Tx<'_>, h: &HealthObservation, err: Wrap<'_>) -> Result<(), JournalError> {
-    tx.execute(
-        INSERT_HEALTH,
-        params![h.at.0, h.provider, h.pool, h.node, h.class.map(|c| c.as_str()), h.ran_s, h.lift],
-    )
-    .map_err(err)?;
-    Ok(())
+fn health_row(h: &HealthObservation) -> Result<Vec<Value>, Failed> {
+    Ok(row![h.at.0, h.provider, h.pool, h.node, h.class.map(|c| c.as_str()), h.ran_s, h.lift])
 }

@@ -121,6 +121,10 @@ pub struct ServerState {
     /// in step with the engine's by `PUT /v1/tenants`.
     tenancy: std::sync::RwLock<Arc<crate::tenant::Tenancy>>,
     readers: Mutex<Vec<Journal>>,
+    /// At most [`READERS`] reads at once: a read past them waits for a
+    /// pooled connection instead of opening one to throw away (on
+    /// PostgreSQL a connection costs a login and a server process).
+    reader_slots: tokio::sync::Semaphore,
     /// The `canopy_usage_*` counters, brought up to date by each scrape.
     pub usage: Arc<Mutex<crate::usage::counters::Counters>>,
     /// The `canopy_retries_total` and completion-time counters, brought
@@ -131,6 +135,9 @@ pub struct ServerState {
 }
 
 pub type Served = Arc<ServerState>;
+
+/// Reader connections kept open, and reads run at once.
+const READERS: usize = 8;
 
 impl ServerState {
     /// The tenancy in force.
@@ -148,6 +155,9 @@ impl ServerState {
         &self,
         f: impl FnOnce(&Journal) -> Result<T, JournalError> + Send + 'static,
     ) -> Result<T, JournalError> {
+        // Never closed, so acquiring cannot fail; the slot is held until
+        // the connection is back in the pool.
+        let _slot = self.reader_slots.acquire().await.ok();
         let taken = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let store = self.home.journal();
         let (j, r) = tokio::task::spawn_blocking(move || {
@@ -161,7 +171,7 @@ impl ServerState {
         .await
         .map_err(|e| JournalError::Invalid { what: "a read".into(), detail: e.to_string() })??;
         let mut pool = self.readers.lock().unwrap_or_else(|e| e.into_inner());
-        if pool.len() < 8 {
+        if pool.len() < READERS {
             pool.push(j);
         }
         r
@@ -264,6 +274,7 @@ pub async fn serve(
         stopping: stop_rx.clone(),
         tenancy: std::sync::RwLock::new(Arc::new(tenancy)),
         readers: Mutex::new(vec![reader]),
+        reader_slots: tokio::sync::Semaphore::new(READERS),
         usage: Arc::default(),
         outcomes: Arc::default(),
         http: http_metrics::HttpMetrics::default(),

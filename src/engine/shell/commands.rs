@@ -39,8 +39,8 @@ impl Shell {
         } else {
             self.with_journal(move |j| {
                 let mut by_key: HashMap<String, WorkloadRecord> = HashMap::new();
-                for k in keys {
-                    if let Some(w) = j.workload_by_key(&k)? {
+                for w in j.workloads_by_keys(&keys)? {
+                    if let Some(k) = w.idempotency_key.clone() {
                         by_key.insert(k, w);
                     }
                 }
