@@ -20,7 +20,6 @@ use crate::providers::sim::faults::{FaultContext, LaunchFault, RunFault, launch_
 use crate::providers::sim::rng::Rng;
 use crate::providers::sim::signature::{SignatureContext, stderr_tail};
 use crate::providers::{AttemptStatus, LaunchAck, LaunchError};
-use crate::spec::Spec;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 
@@ -64,7 +63,8 @@ const HORIZON_AFTER_LAST_SUBMIT_S: f64 = 400.0 * 86_400.0;
 pub struct Run<'a> {
     pub fleet: &'a Fleet,
     pub jobs: &'a [Job],
-    pub specs: &'a [Spec],
+    /// Each job's spec, built when it arrives.
+    pub specs: &'a super::Specs<'a>,
     pub faults: &'a FaultModel,
     pub seed: u64,
     pub policy: PlacementPolicy,
@@ -332,7 +332,7 @@ impl World<'_> {
     fn step(&mut self, ev: Ev, sink: &mut dyn RecordSink) {
         match ev {
             Ev::Arrive(i) => {
-                let spec = self.run.specs[i].clone();
+                let Some(spec) = self.run.specs.spec(i) else { return };
                 self.pending_job = Some(i);
                 let hash = format!("sim-job-{i}");
                 self.send(
@@ -382,7 +382,7 @@ impl World<'_> {
                 // What the shell finds in the checkpoint directory after an
                 // attempt, before it collects it.
                 if let Some(&job) = self.job_of.get(&a.workload)
-                    && self.run.specs[job].checkpoint.is_some()
+                    && self.run.specs.shape(job).is_some_and(|s| s.checkpoint)
                 {
                     let found = self.ckpt[job]
                         .clone()
@@ -427,7 +427,8 @@ impl World<'_> {
         let Some(&job) = self.job_of.get(&a.workload) else { return };
         // A gang placed on fewer nodes than it asks for cannot run as
         // written (a scheduler that does not place gangs): refused for good.
-        let want = self.run.specs[job].nodes() as usize;
+        let Some(shape) = self.run.specs.shape(job).copied() else { return };
+        let want = shape.node_count() as usize;
         if idx.len() != want {
             let e = LaunchError::Invalid(format!("a gang of {want} nodes was placed on {}", idx.len()));
             self.atts.entry(a).or_insert(Att {
@@ -466,7 +467,7 @@ impl World<'_> {
             fullness,
             lemon: false,
             lemon_multiplier: 1.0,
-            gpus: self.run.specs[job].resources.gpus,
+            gpus: shape.gpus,
             nvidia: true,
         };
         let token = format!("{job}-{}", a.n);
@@ -491,7 +492,7 @@ impl World<'_> {
         let r = self.run;
         let node = &r.fleet.nodes[nodes[0]];
         let pool = r.fleet.pool(node.pool);
-        let per_node = r.specs[job].resources.gpus;
+        let per_node = r.specs.shape(job).map_or(0, |s| s.gpus);
         let gpus = per_node * nodes.len() as u32;
         let sig = SignatureContext {
             lifecycle: pool.lifecycle,
@@ -579,10 +580,8 @@ impl World<'_> {
     /// its work.
     fn checkpointed(&mut self, a: AttemptId, sigterm: bool) {
         let Some(att) = self.atts.get(&a).filter(|x| x.running) else { return };
-        let spec = &self.run.specs[att.job];
-        let Some(every) = spec.checkpoint.as_ref().and_then(|c| c.interval).map(|d| d.0.as_secs_f64()) else {
-            return;
-        };
+        let Some(shape) = self.run.specs.shape(att.job) else { return };
+        let Some(every) = shape.checkpoint_every_s() else { return };
         if every <= 0.0 {
             return;
         }
@@ -602,7 +601,7 @@ impl World<'_> {
         let before = self.done[att.job];
         let after = (before + kept * att.speed).min(dur);
         self.done[att.job] = after;
-        let gpus = f64::from(spec.resources.gpus) * att.nodes.len() as f64;
+        let gpus = f64::from(shape.gpus) * att.nodes.len() as f64;
         let kept_here = if att.speed > 0.0 { (after - before) / att.speed } else { 0.0 };
         self.tally.saved(a, gpus * kept_here / 3600.0);
     }
