@@ -41,7 +41,7 @@ fn preempting() -> FaultModel {
 fn fault_free(fleet: &Fleet, jobs: &[Job], check: impl Fn(&[canopy::spec::Spec])) -> sim::PolicyReport {
     let faults = FaultModel::none();
     let specs = sim::specs(jobs, fleet, Default::default(), 0, &faults).expect("specs");
-    check(&specs);
+    check(&specs.all());
     let run = world::Run {
         fleet,
         jobs,
@@ -62,6 +62,7 @@ fn estimates_are_seeded_rough_and_never_the_duration() {
     let a = sim::specs(&jobs, &fleet, Default::default(), 3, &m).expect("specs");
     assert_eq!(a, sim::specs(&jobs, &fleet, Default::default(), 3, &m).expect("specs"));
     assert_ne!(a, sim::specs(&jobs, &fleet, Default::default(), 4, &m).expect("specs"));
+    let a = a.all();
     let mut ratios: Vec<f64> = a
         .iter()
         .zip(&jobs)
@@ -166,16 +167,13 @@ fn checkpointed_work_resumes_and_loses_only_the_time_since_its_checkpoint() {
     let jobs: Vec<Job> = (0..4).map(|i| job(i, 20.0, 1)).collect();
     let faults = preempting();
     let with = sim::specs(&jobs, &fleet, Default::default(), 1, &faults).expect("specs");
-    assert!(with.iter().all(|s| s.checkpoint.is_some()));
-    let without: Vec<_> = with
-        .iter()
-        .cloned()
-        .map(|mut s| {
-            s.checkpoint = None;
-            s
-        })
-        .collect();
-    let go = |specs: &[canopy::spec::Spec]| {
+    assert!(with.all().iter().all(|s| s.checkpoint.is_some()));
+    let mut without = with.clone();
+    for s in &mut without.shapes {
+        s.checkpoint = false;
+    }
+    assert!(without.all().iter().all(|s| s.checkpoint.is_none()));
+    let go = |specs: &sim::Specs<'_>| {
         let run = world::Run {
             fleet: &fleet,
             jobs: &jobs,
@@ -212,7 +210,7 @@ fn a_job_too_large_for_one_node_is_split_into_the_fewest_equal_nodes() {
     // 20 GPUs: no 10-GPU nodes, so 4 nodes of 5 on 8-GPU nodes.
     assert_eq!(sim::gang_shape(20, &fleet), (4, 5));
     let jobs = vec![job(0, 2.0, 32)];
-    let specs = sim::specs(&jobs, &fleet, Default::default(), 0, &FaultModel::none()).expect("specs");
+    let specs = sim::specs(&jobs, &fleet, Default::default(), 0, &FaultModel::none()).expect("specs").all();
     assert_eq!(
         (specs[0].resources.nodes, specs[0].resources.gpus, specs[0].resources.cpu_cores),
         (4, 8, 32.0)

@@ -20,7 +20,6 @@ use crate::providers::sim::faults::{FaultContext, LaunchFault, RunFault, launch_
 use crate::providers::sim::rng::Rng;
 use crate::providers::sim::signature::{SignatureContext, stderr_tail};
 use crate::providers::{AttemptStatus, LaunchAck, LaunchError};
-use crate::spec::Spec;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 
@@ -64,7 +63,8 @@ const HORIZON_AFTER_LAST_SUBMIT_S: f64 = 400.0 * 86_400.0;
 pub struct Run<'a> {
     pub fleet: &'a Fleet,
     pub jobs: &'a [Job],
-    pub specs: &'a [Spec],
+    /// Each job's spec, built when it arrives.
+    pub specs: &'a super::Specs<'a>,
     pub faults: &'a FaultModel,
     pub seed: u64,
     pub policy: PlacementPolicy,
@@ -113,6 +113,14 @@ struct World<'a> {
     seq: u64,
     heap: BinaryHeap<Reverse<(i64, u64)>>,
     evs: HashMap<u64, Ev>,
+    /// The jobs' arrivals, kept out of `heap` and `evs` (a queued event
+    /// costs about 250 bytes, a job index 4): job indices in arrival
+    /// order, the next one at `next_arrival`. Arrival `k` in trace order
+    /// has the sequence number `arrivals_seq + k + 1`, the one it had when
+    /// every arrival was queued up front, so events come in the same order.
+    arrivals: Vec<u32>,
+    next_arrival: usize,
+    arrivals_seq: u64,
     ticks: BTreeSet<i64>,
     atts: HashMap<AttemptId, Att>,
     /// Launch calls so far per attempt id.
@@ -180,6 +188,9 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         seq: 0,
         heap: BinaryHeap::new(),
         evs: HashMap::new(),
+        arrivals: Vec::new(),
+        next_arrival: 0,
+        arrivals_seq: 0,
         ticks: BTreeSet::new(),
         atts: HashMap::new(),
         calls: HashMap::new(),
@@ -202,9 +213,12 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         w.send(Event::SetTenancy { tenancy: Box::new(t.clone()) }, sink);
     }
     let last_submit = r.jobs.iter().map(|j| j.submit_s).fold(0.0, f64::max);
-    for (i, j) in r.jobs.iter().enumerate() {
-        w.at(j.submit_s, Ev::Arrive(i));
-    }
+    w.arrivals_seq = w.seq;
+    w.seq += r.jobs.len() as u64;
+    let mut arrivals: Vec<u32> = (0..r.jobs.len() as u32).collect();
+    // Stable: equal times keep trace order, as their sequence numbers do.
+    arrivals.sort_by_key(|&i| w.arrival_key(i as usize).0);
+    w.arrivals = arrivals;
     let horizon = last_submit + HORIZON_AFTER_LAST_SUBMIT_S;
     for (i, n) in r.fleet.nodes.iter().enumerate() {
         if n.state != NodeState::Ready {
@@ -216,16 +230,16 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         }
     }
     let end = EPOCH.plus_secs(horizon).0;
-    let next = |w: &World<'_>| w.heap.peek().map(|r| (r.0).0).filter(|&t| t <= end);
+    let next = |w: &World<'_>| w.peek().map(|k| k.0).filter(|&t| t <= end);
     if let Some(first) = next(&w) {
         sink.settled(Millis(w.now), Some(Millis(first)), &w.core);
     }
-    while let Some(Reverse((t, seq))) = w.heap.pop() {
+    while let Some((t, ev)) = w.pop() {
         if t > end {
             break;
         }
         w.now = t;
-        let Some(ev) = w.evs.remove(&seq) else { continue };
+        let Some(ev) = ev else { continue };
         w.step(ev, sink);
         if w.broken.is_some() {
             break;
@@ -262,6 +276,39 @@ impl World<'_> {
     fn after(&mut self, secs: f64, ev: Ev) {
         let t = Millis(self.now).plus_secs(secs).0;
         self.push(t, ev);
+    }
+
+    /// When job `i` arrives and its sequence number: its place in the
+    /// event order.
+    fn arrival_key(&self, i: usize) -> (i64, u64) {
+        let t = self.run.jobs.get(i).map_or(EPOCH.0, |j| EPOCH.plus_secs(j.submit_s).0);
+        (t, self.arrivals_seq + i as u64 + 1)
+    }
+
+    /// The next event's time and sequence number, queued or an arrival.
+    fn peek(&self) -> Option<(i64, u64)> {
+        let queued = self.heap.peek().map(|r| r.0);
+        let arrival = self.arrivals.get(self.next_arrival).map(|&i| self.arrival_key(i as usize));
+        match (queued, arrival) {
+            (Some(q), Some(a)) => Some(q.min(a)),
+            (q, a) => q.or(a),
+        }
+    }
+
+    /// Takes the next event: its time and the event (`None`: one that was
+    /// dropped).
+    fn pop(&mut self) -> Option<(i64, Option<Ev>)> {
+        let arrival = self.arrivals.get(self.next_arrival).map(|&i| (self.arrival_key(i as usize), i));
+        match (self.heap.peek().map(|r| r.0), arrival) {
+            (q, Some((a, i))) if q.is_none_or(|q| a < q) => {
+                self.next_arrival += 1;
+                Some((a.0, Some(Ev::Arrive(i as usize))))
+            }
+            _ => {
+                let Reverse((t, seq)) = self.heap.pop()?;
+                Some((t, self.evs.remove(&seq)))
+            }
+        }
     }
 
     fn push(&mut self, t: i64, ev: Ev) {
@@ -332,7 +379,7 @@ impl World<'_> {
     fn step(&mut self, ev: Ev, sink: &mut dyn RecordSink) {
         match ev {
             Ev::Arrive(i) => {
-                let spec = self.run.specs[i].clone();
+                let Some(spec) = self.run.specs.spec(i) else { return };
                 self.pending_job = Some(i);
                 let hash = format!("sim-job-{i}");
                 self.send(
@@ -382,7 +429,7 @@ impl World<'_> {
                 // What the shell finds in the checkpoint directory after an
                 // attempt, before it collects it.
                 if let Some(&job) = self.job_of.get(&a.workload)
-                    && self.run.specs[job].checkpoint.is_some()
+                    && self.run.specs.shape(job).is_some_and(|s| s.checkpoint)
                 {
                     let found = self.ckpt[job]
                         .clone()
@@ -427,7 +474,8 @@ impl World<'_> {
         let Some(&job) = self.job_of.get(&a.workload) else { return };
         // A gang placed on fewer nodes than it asks for cannot run as
         // written (a scheduler that does not place gangs): refused for good.
-        let want = self.run.specs[job].nodes() as usize;
+        let Some(shape) = self.run.specs.shape(job).copied() else { return };
+        let want = shape.node_count() as usize;
         if idx.len() != want {
             let e = LaunchError::Invalid(format!("a gang of {want} nodes was placed on {}", idx.len()));
             self.atts.entry(a).or_insert(Att {
@@ -466,7 +514,7 @@ impl World<'_> {
             fullness,
             lemon: false,
             lemon_multiplier: 1.0,
-            gpus: self.run.specs[job].resources.gpus,
+            gpus: shape.gpus,
             nvidia: true,
         };
         let token = format!("{job}-{}", a.n);
@@ -491,7 +539,7 @@ impl World<'_> {
         let r = self.run;
         let node = &r.fleet.nodes[nodes[0]];
         let pool = r.fleet.pool(node.pool);
-        let per_node = r.specs[job].resources.gpus;
+        let per_node = r.specs.shape(job).map_or(0, |s| s.gpus);
         let gpus = per_node * nodes.len() as u32;
         let sig = SignatureContext {
             lifecycle: pool.lifecycle,
@@ -579,10 +627,8 @@ impl World<'_> {
     /// its work.
     fn checkpointed(&mut self, a: AttemptId, sigterm: bool) {
         let Some(att) = self.atts.get(&a).filter(|x| x.running) else { return };
-        let spec = &self.run.specs[att.job];
-        let Some(every) = spec.checkpoint.as_ref().and_then(|c| c.interval).map(|d| d.0.as_secs_f64()) else {
-            return;
-        };
+        let Some(shape) = self.run.specs.shape(att.job) else { return };
+        let Some(every) = shape.checkpoint_every_s() else { return };
         if every <= 0.0 {
             return;
         }
@@ -602,7 +648,7 @@ impl World<'_> {
         let before = self.done[att.job];
         let after = (before + kept * att.speed).min(dur);
         self.done[att.job] = after;
-        let gpus = f64::from(spec.resources.gpus) * att.nodes.len() as f64;
+        let gpus = f64::from(shape.gpus) * att.nodes.len() as f64;
         let kept_here = if att.speed > 0.0 { (after - before) / att.speed } else { 0.0 };
         self.tally.saved(a, gpus * kept_here / 3600.0);
     }
