@@ -15,6 +15,10 @@ use crate::home::Home;
 use crate::journal::{HealthWindow, Journal, JournalError, Ownership, acquire_owner};
 use crate::providers::Provider;
 use crate::providers::local::{LocalConfig, LocalProvider, ShimCommand};
+
+/// On a PostgreSQL journal: the lease file this host's local attempts run
+/// under, in the server's home, renewed with the journal's lease.
+const LOCAL_LEASE: &str = "local.lease";
 use crate::providers::sim::{SimConfig, SimMarket, SimProvider};
 use crate::server::{ServerOptions, Serving};
 use std::path::PathBuf;
@@ -171,6 +175,11 @@ pub async fn start_owning(opts: EngineOptions, owned: Option<Ownership>) -> Resu
         // the journal over, this one's writes are refused.
         if let Ownership::Lease(lease) = &lock {
             journal.fence(lease);
+            // This host's local work runs only while this server vouches
+            // for it, renewed with the journal's lease (see below).
+            lease.vouch_locally(&home.root().join(LOCAL_LEASE)).map_err(|e| {
+                AppError::Setup(format!("cannot write the local lease in {}: {e}", home.root().display()))
+            })?;
             lease_lost = Some(lease.lost());
             lease_epoch = Some(lease.epoch());
             off_loop(|| crate::ha::record_takeover(&mut journal, lease, now))?;
@@ -207,6 +216,9 @@ pub async fn start_owning(opts: EngineOptions, owned: Option<Ownership>) -> Resu
     let mut local_cfg = LocalConfig::new(home.attempts(), opts.shim.clone());
     local_cfg.outputs = config.outputs.limits();
     local_cfg.nodes = config.local.nodes.unwrap_or(1).clamp(1, 64);
+    if on_postgres {
+        local_cfg.lease = Some(home.root().join(LOCAL_LEASE));
+    }
     let local = LocalProvider::new(local_cfg);
     let ssh =
         SshSetup { store: journal.store_id().to_string(), state_dir: home.root().join("ssh"), renew: true };
@@ -232,6 +244,21 @@ pub async fn start_owning(opts: EngineOptions, owned: Option<Ownership>) -> Resu
     let webhooks = config.webhooks.resolve(|k| std::env::var(k).ok()).map_err(AppError::Setup)?;
     let (rules, sender) = webhooks.map_or((None, None), |(r, s)| (Some(r), Some(s)));
     core_config.webhooks = rules;
+    if on_postgres {
+        // Attempts of a lost leader on its own host are not this server's
+        // to re-launch or to take for running (see `CoreConfig::host_bound`).
+        let term = config.journal.lease_term().as_secs_f64();
+        core_config.host_bound = Some(crate::engine::core::HostBound {
+            providers: std::iter::once(local.name().to_string())
+                .chain(SimProvider::all(&market, &local, &clock).iter().map(|p| p.name().to_string()))
+                .collect(),
+            // The old leader's local lease lapses within a term of its last
+            // renewal (at most a term before this takeover, plus the third
+            // of a term the standby waits between tries); its supervisors
+            // read it every second; five seconds for clocks and slow hosts.
+            hold_s: term + term / 3.0 + 1.0 + 5.0,
+        });
+    }
     let mut core = Core::new(store_id.clone(), fleet.clone(), core_config);
     let id_floor = home.max_workload_on_disk();
     let restored = off_loop(|| -> Result<_, AppError> {

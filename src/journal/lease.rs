@@ -70,11 +70,30 @@ pub struct Lease {
     /// database's clock); `None` when nobody had held it.
     previous: Option<(String, i64)>,
     lost: tokio::sync::watch::Receiver<bool>,
+    /// The host's local lease file, renewed with this lease (see
+    /// [`Lease::vouch_locally`]).
+    local: LocalLease,
+    term: Duration,
     stop: Option<mpsc::Sender<()>>,
     renewer: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Where the holder's local lease file is, once it has one.
+type LocalLease = std::sync::Arc<std::sync::Mutex<Option<std::path::PathBuf>>>;
+
 impl Lease {
+    /// Renews the local lease file at `path` (the one this host's local
+    /// attempts run under, `providers/local/lease.rs`) for a term each time
+    /// the journal's lease is renewed, starting now; once the journal's
+    /// lease is lost or given up, the file is made to lapse at once. So a
+    /// server that cannot renew its journal lease stops vouching for its
+    /// host's work within a term, and its local attempts stop with it.
+    pub fn vouch_locally(&self, path: &std::path::Path) -> std::io::Result<()> {
+        crate::providers::local::lease::renew(path, self.term)?;
+        *self.local.lock().unwrap_or_else(|p| p.into_inner()) = Some(path.to_path_buf());
+        Ok(())
+    }
+
     /// Who holds it: `host pid N`.
     pub fn holder(&self) -> &str {
         &self.holder
@@ -168,18 +187,27 @@ pub(super) fn acquire(at: &super::Location, term: Duration, address: &str) -> Re
     let (stop, stopped) = mpsc::channel::<()>();
     let (lost_tx, lost) = tokio::sync::watch::channel(false);
     let (h, at, address) = (holder.clone(), at.clone(), address.to_string());
+    let local = LocalLease::default();
+    let vouched = local.clone();
     let renewer = std::thread::Builder::new()
         .name("canopy-lease".into())
         .spawn(move || {
             let me = Holding { holder: &h, epoch, address: &address, term };
-            renew(j, &at, &me, stopped, lost_tx)
+            renew(j, &at, &me, stopped, lost_tx, &vouched);
+            // No longer vouched for: the host's local work stops now.
+            let path = vouched.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(path) = path
+                && let Err(e) = crate::providers::local::lease::renew(&path, Duration::ZERO)
+            {
+                tracing::warn!(path = %path.display(), error = %e, "could not end the local lease; it lapses by itself");
+            }
         })
         .map_err(|e| JournalError::Invalid {
             what: "the lease's renewing thread".into(),
             detail: e.to_string(),
         })?;
     tracing::info!(store, epoch, "took the journal's lease");
-    Ok(Lease { holder, epoch, previous, lost, stop: Some(stop), renewer: Some(renewer) })
+    Ok(Lease { holder, epoch, previous, lost, local, term, stop: Some(stop), renewer: Some(renewer) })
 }
 
 /// What the renewing thread renews.
@@ -198,6 +226,7 @@ fn renew(
     me: &Holding<'_>,
     stop: mpsc::Receiver<()>,
     lost: tokio::sync::watch::Sender<bool>,
+    local: &LocalLease,
 ) {
     let store = &at.shown();
     let (holder, epoch) = (me.holder, me.epoch);
@@ -213,6 +242,12 @@ fn renew(
         );
         match renewed {
             Ok(1) => {
+                let path = local.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                if let Some(path) = path
+                    && let Err(e) = crate::providers::local::lease::renew(&path, me.term)
+                {
+                    tracing::warn!(path = %path.display(), error = %e, "could not renew the local lease");
+                }
                 if let Err(e) = j.heartbeat(holder, me.address, "leader", epoch) {
                     tracing::warn!(store, error = %e, "could not record this server's heartbeat");
                 }

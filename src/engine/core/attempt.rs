@@ -372,6 +372,31 @@ impl Core {
         if e.live.as_mut().and_then(|l| l.unreachable_since.take()).is_some() {
             self.event(now, a.workload, Some(a), EventKind::Running, "provider reachable again".into());
         }
+        // A lost leader's host-bound attempt its provider here does not
+        // know: nothing until the old host's lease has lapsed, then a
+        // lost node (retried as a new attempt, never re-launched).
+        if let Some(&until) = self.held.get(&a) {
+            if !matches!(status, AttemptStatus::NotFound) {
+                self.held.remove(&a);
+            } else if now < until {
+                return;
+            } else {
+                self.held.remove(&a);
+                let end = ProviderEnd::NodeLost {
+                    message: "the attempt ran on the host of a server that lost the journal's lease; \
+                              its lease there has lapsed"
+                        .into(),
+                };
+                self.event(
+                    now,
+                    a.workload,
+                    Some(a),
+                    EventKind::Lost,
+                    "attempt lost with its server's host".into(),
+                );
+                return self.close_attempt(a, end, &[], OutputsResult::Skipped, now);
+            }
+        }
         let Some((e, idx)) = self.live_mut(a) else { return };
         let att = &mut e.attempts[idx];
         match status {

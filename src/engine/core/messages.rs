@@ -51,6 +51,26 @@ pub struct CoreConfig {
     /// the simulator, whose budgets are fixed for the run, turns it off
     /// when it has none: a month of ended attempts is most of its memory.
     pub budget_history: bool,
+    /// On a PostgreSQL journal shared by several servers: the providers
+    /// whose attempts live on the leader's own host (the local provider,
+    /// and the simulated ones that execute through it). A new leader cannot
+    /// see what a lost leader ran there, so it neither re-sends their
+    /// launches nor takes them for running: such an attempt its providers
+    /// do not know is held until the old leader's local lease has lapsed
+    /// and the attempt's stop grace passed, then closed as a lost node and
+    /// retried as a new attempt (see `engine/core/attempt.rs`).
+    pub host_bound: Option<HostBound>,
+}
+
+/// See [`CoreConfig::host_bound`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostBound {
+    /// Provider names whose attempts run on the leader's host.
+    pub providers: std::collections::BTreeSet<String>,
+    /// How long after a takeover the old leader's host-bound work may still
+    /// run (its local lease, renewed with the journal's), before each
+    /// attempt's stop grace.
+    pub hold_s: f64,
 }
 
 impl Default for CoreConfig {
@@ -70,6 +90,7 @@ impl Default for CoreConfig {
             patience: Patience::default(),
             webhooks: None,
             budget_history: true,
+            host_bound: None,
         }
     }
 }

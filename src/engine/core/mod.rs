@@ -56,7 +56,7 @@ use std::sync::Arc;
 
 pub use budget::{Closed, HORIZON_MS};
 pub use counts::WorkCounts;
-pub use messages::{Action, CoreConfig, Event, NodeNote, OutputsResult, Reply};
+pub use messages::{Action, CoreConfig, Event, HostBound, NodeNote, OutputsResult, Reply};
 pub use outbox::DeliveryOutcome;
 pub use policy::{Patience, PlacementPolicy};
 pub use restore::Restore;
@@ -230,6 +230,10 @@ pub struct Core {
     /// every workload.
     deadlines: BTreeSet<(Millis, WorkloadId)>,
     deadline_of: HashMap<WorkloadId, Millis>,
+    /// Host-bound attempts a lost leader ran, held until this time before
+    /// a provider that does not know them counts as their loss
+    /// ([`CoreConfig::host_bound`]).
+    held: BTreeMap<AttemptId, Millis>,
     /// Workloads whose live attempt may have changed during this event;
     /// their deadlines are recomputed before the event returns.
     touched: Vec<WorkloadId>,
@@ -304,6 +308,7 @@ impl Core {
             last_now: Millis(i64::MIN),
             out: Vec::new(),
             deadlines: BTreeSet::new(),
+            held: BTreeMap::new(),
             deadline_of: HashMap::new(),
             touched: Vec::new(),
             with_misses: Vec::new(),

@@ -94,7 +94,19 @@ impl Core {
                     Free { gpus: r.gpus, cpu_cores: r.cpu_cores, memory_gb: r.memory_gb, disk_gb: r.disk_gb };
                 let nodes: Vec<Option<crate::fleet::NodeIdx>> =
                     att.all_nodes().iter().map(|n| self.fleet.node_by_name(n)).collect();
-                let acked = att.state != AttemptState::Placing;
+                // A lost leader's host-bound attempt: its launch is never
+                // sent again here (the old host may have run it), and it
+                // is held until that host's lease has lapsed.
+                let hold = self
+                    .config
+                    .host_bound
+                    .as_ref()
+                    .filter(|h| h.providers.contains(&att.provider))
+                    .map(|h| now.plus_secs(h.hold_s + entry.spec.runtime.stop_grace().as_secs_f64()));
+                if let Some(until) = hold {
+                    self.held.insert(att.id, until);
+                }
+                let acked = att.state != AttemptState::Placing || hold.is_some();
                 // A stop Canopy decided or was asked for is carried out with
                 // its own outcome; stores from before stops were recorded
                 // only know that one was under way.
