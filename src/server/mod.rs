@@ -229,6 +229,25 @@ impl Serving {
     }
 }
 
+/// The TLS configuration `options` listen with, after refusing a plain
+/// TCP listener off loopback that was not asked for: what the engine's
+/// server and a standby both check before binding anything.
+pub(crate) fn listen_tls(
+    options: &ServerOptions,
+) -> Result<Option<Arc<tokio_rustls::rustls::ServerConfig>>, ServeError> {
+    if let Some(addr) = options.listen
+        && !addr.ip().is_loopback()
+        && options.tls.is_none()
+        && !options.insecure_listen
+    {
+        return Err(ServeError::Insecure(addr));
+    }
+    match &options.tls {
+        Some((cert, key)) => listen::tls_config(cert, key).map(Some).map_err(ServeError::Tls),
+        None => Ok(None),
+    }
+}
+
 /// Serves the API for `engine`, which owns the store in `home`, on the
 /// store's socket and, when asked, on TCP. Returns once listening.
 pub async fn serve(
@@ -237,17 +256,7 @@ pub async fn serve(
     store_id: String,
     options: ServerOptions,
 ) -> Result<Serving, ServeError> {
-    if let Some(addr) = options.listen
-        && !addr.ip().is_loopback()
-        && options.tls.is_none()
-        && !options.insecure_listen
-    {
-        return Err(ServeError::Insecure(addr));
-    }
-    let tls = match &options.tls {
-        Some((cert, key)) => Some(listen::tls_config(cert, key).map_err(ServeError::Tls)?),
-        None => None,
-    };
+    let tls = listen_tls(&options)?;
     let reader = {
         let store = home.journal();
         tokio::task::spawn_blocking(move || store.open())

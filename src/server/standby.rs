@@ -13,7 +13,7 @@
 //! anonymous TCP request: the leader refuses it unless it carries one
 //! (`CANOPY_TOKEN`).
 
-use super::listen::{bind_socket, socket_path, tls_config};
+use super::listen::{bind_socket, socket_path};
 use super::{ServeError, ServerOptions};
 use crate::ha::LeaderView;
 use crate::home::Home;
@@ -63,17 +63,7 @@ impl Standby {
 /// Listens where the engine would (the store's socket, `options.listen`)
 /// and forwards to the leader `leader` names.
 pub async fn listen(home: &Home, options: &ServerOptions, leader: LeaderView) -> Result<Standby, ServeError> {
-    if let Some(addr) = options.listen
-        && !addr.ip().is_loopback()
-        && options.tls.is_none()
-        && !options.insecure_listen
-    {
-        return Err(ServeError::Insecure(addr));
-    }
-    let tls = match &options.tls {
-        Some((cert, key)) => Some(tls_config(cert, key).map_err(ServeError::Tls)?),
-        None => None,
-    };
+    let tls = super::listen_tls(options)?;
     let forward = Forward::new(leader).map_err(ServeError::Tls)?;
     let socket = socket_path(home.root());
     let uds = bind_socket(&socket)
