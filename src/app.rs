@@ -234,7 +234,11 @@ pub async fn start_owning(opts: EngineOptions, owned: Option<Ownership>) -> Resu
         SimMarket::new(&simulated, opts.sim.clone())
             .map_err(|e| AppError::Setup(format!("simulator: {e}")))?,
     );
+    // The local provider and the simulated ones (which execute through
+    // it) run their attempts on this host.
+    let mut on_this_host = std::collections::BTreeSet::from([local.name().to_string()]);
     for p in SimProvider::all(&market, &local, &clock) {
+        on_this_host.insert(p.name().to_string());
         providers.insert(p.name().to_string(), p);
     }
 
@@ -249,9 +253,7 @@ pub async fn start_owning(opts: EngineOptions, owned: Option<Ownership>) -> Resu
         // to re-launch or to take for running (see `CoreConfig::host_bound`).
         let term = config.journal.lease_term().as_secs_f64();
         core_config.host_bound = Some(crate::engine::core::HostBound {
-            providers: std::iter::once(local.name().to_string())
-                .chain(SimProvider::all(&market, &local, &clock).iter().map(|p| p.name().to_string()))
-                .collect(),
+            providers: on_this_host,
             // The old leader's local lease lapses within a term of its last
             // renewal (at most a term before this takeover, plus the third
             // of a term the standby waits between tries); its supervisors
