@@ -230,6 +230,8 @@ fn launched(root: &Path) -> Vec<String> {
 struct Seen {
     acked: BTreeMap<u32, (String, Instant)>,
     failed: Vec<u32>,
+    /// What the CLI said when a submit was not acknowledged.
+    why: Vec<String>,
     cancelled: Vec<String>,
     /// The highest submit number tried.
     highest: u32,
@@ -278,7 +280,9 @@ fn postgres_restarted_under_load_pauses_the_service_and_loses_no_acknowledged_re
                 let this = n;
                 n += CLIENTS;
                 let Some(id) = id else {
-                    seen.lock().unwrap().failed.push(this);
+                    let mut seen = seen.lock().unwrap();
+                    seen.failed.push(this);
+                    seen.why.push(String::from_utf8_lossy(&out.stderr).trim().to_string());
                     continue;
                 };
                 seen.lock().unwrap().acked.insert(this, (id.clone(), Instant::now()));
@@ -334,6 +338,9 @@ fn postgres_restarted_under_load_pauses_the_service_and_loses_no_acknowledged_re
         seen.failed.len(),
         seen.cancelled.len(),
     );
+    for why in &seen.why {
+        eprintln!("a submit not acknowledged: {why}");
+    }
     // Neither server exited.
     for s in [&mut a, &mut b] {
         assert!(s.child.try_wait().unwrap().is_none(), "a server exited: {}", s.said());
@@ -342,8 +349,27 @@ fn postgres_restarted_under_load_pauses_the_service_and_loses_no_acknowledged_re
         eprintln!("{}: {roles:#?}", s.root.file_name().unwrap().to_string_lossy());
     }
 
-    let out = ok(through(&all, &t, &["status", "--json", "--limit", "1000"]), "status");
-    let now: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    // An acknowledged cancel of a workload whose attempt was launching
+    // ends it once the attempt has stopped: after the new leader's hold
+    // on its predecessor's host-bound attempts, when the restart caught
+    // one (term + a third, the stop grace and 6 s).
+    let listing = || -> Vec<Value> {
+        let out = ok(through(&all, &t, &["status", "--json", "--limit", "1000"]), "status");
+        serde_json::from_slice(&out).unwrap()
+    };
+    let deadline = Instant::now() + 2 * DEADLINE;
+    let now = loop {
+        let now = listing();
+        let pending: Vec<_> = seen
+            .cancelled
+            .iter()
+            .filter(|id| now.iter().any(|w| w["id"] == id.as_str() && w["state"] != "cancelled"))
+            .collect();
+        if pending.is_empty() || Instant::now() > deadline {
+            break now;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
     let named = |name: &str| now.iter().filter(|w| w["name"] == name).collect::<Vec<_>>();
     for (n, (id, _)) in &seen.acked {
         let there = named(&format!("burst-{n}"));
