@@ -139,6 +139,10 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
             canopy::journal::Location::File(_) => None,
         };
         let mut owned = None;
+        // Once it has led: a journal out of reach is waited out standing
+        // by, not a reason to exit (at the first start it is one: the URL
+        // may be wrong).
+        let mut has_led = false;
         loop {
             opts.advertise = canopy::ha::advertised(args.advertise.as_deref(), opts.server.listen, tls);
             if let Some((at, term)) = &lease
@@ -152,12 +156,21 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
                 };
                 match tried {
                     Ok(o) => owned = Some(o),
-                    Err(canopy::journal::JournalError::Leased { owner, .. }) => {
+                    Err(e)
+                        if matches!(e, canopy::journal::JournalError::Leased { .. })
+                            || (has_led && e.unreachable()) =>
+                    {
+                        let situation = match &e {
+                            canopy::journal::JournalError::Leased { owner, .. } => {
+                                format!("is led by {owner}")
+                            }
+                            e => format!("cannot be reached ({e})"),
+                        };
                         match stand_by(
                             &mut opts,
                             at,
                             *term,
-                            &owner,
+                            &situation,
                             (args.advertise.as_deref(), tls),
                             &mut signals,
                         )
@@ -170,6 +183,7 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
                     Err(e) => return Err(e.into()),
                 }
             }
+            has_led = true;
             match lead(&mut opts, owned.take(), tls, &mut signals).await? {
                 Led::Stopped => return Ok(ExitCode::SUCCESS),
                 // Refused its writes, or its lease taken: stand by again.
@@ -208,7 +222,7 @@ async fn stand_by(
     opts: &mut EngineOptions,
     at: &canopy::journal::Location,
     term: Duration,
-    owner: &str,
+    situation: &str,
     (explicit, tls): (Option<&str>, bool),
     signals: &mut Signals<'_>,
 ) -> Result<Option<canopy::journal::Ownership>> {
@@ -222,11 +236,12 @@ async fn stand_by(
         standby.tcp.map(|a| format!(", {}://{a}", if tls { "https" } else { "http" })).unwrap_or_default();
     let _ = writeln!(
         std::io::stderr(),
-        "canopy serve: standing by: the journal {} is led by {owner}; forwarding the API to it on {}{tcp}; taking over when its lease runs out",
+        "canopy serve: standing by: the journal {} {}; forwarding the API to its leader on {}{tcp}; taking over when its lease runs out",
         at.shown(),
+        canopy::text::sanitize(situation),
         standby.socket.display(),
     );
-    let _ = canopy::systemd::notify(&format!("READY=1\nSTATUS=standing by: {owner} leads"));
+    let _ = canopy::systemd::notify(&format!("READY=1\nSTATUS=standing by: the journal {situation}"));
     opts.advertise = canopy::ha::advertised(explicit, opts.server.listen, tls);
     let waited = tokio::select! {
         lease = canopy::ha::wait_for_lease(at.clone(), term, opts.advertise.clone(), tx) => Some(lease),
@@ -252,7 +267,15 @@ async fn lead(
     tls: bool,
     signals: &mut Signals<'_>,
 ) -> Result<Led> {
-    let mut running = app::start_owning(opts.clone(), owned).await?;
+    let mut running = match app::start_owning(opts.clone(), owned).await {
+        Ok(r) => r,
+        // The journal went out of reach while starting: stand by until it
+        // is back (the lease, if taken, is given up or lapses).
+        Err(app::AppError::Journal(e)) if e.unreachable() => {
+            return Ok(Led::SteppedDown(format!("the journal cannot be reached: {e}")));
+        }
+        Err(e) => return Err(e.into()),
+    };
     if running.serving.tcp.is_some() {
         opts.server.listen = running.serving.tcp;
     }
@@ -287,8 +310,13 @@ async fn lead(
     let mut lost = running.lease_lost.clone();
     let lease_lost = async {
         match &mut lost {
+            // Only a renewer that found the lease taken: one that ended
+            // because the engine stopped (and dropped the lease) says
+            // nothing, and the engine's own outcome is what counts.
             Some(l) => {
-                let _ = l.wait_for(|l| *l).await;
+                if l.wait_for(|l| *l).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
             }
             None => std::future::pending().await,
         }
@@ -325,6 +353,14 @@ async fn lead(
         Err(canopy::engine::shell::ShellError::Journal(
             e @ canopy::journal::JournalError::LeaseLost { .. },
         )) => Ok(Led::SteppedDown(e.to_string())),
+        // PostgreSQL out of reach (restarting, the network): a write whose
+        // outcome is unknown was answered to nobody (the engine stopped
+        // before replying or launching anything of it). Stand by; the next
+        // leader, this server or another, reads the journal again once it
+        // is back, and a keyed submit sent again finds its workload.
+        Err(canopy::engine::shell::ShellError::Journal(e)) if e.unreachable() => {
+            Ok(Led::SteppedDown(format!("the journal cannot be reached: {e}")))
+        }
         Err(e) => Err(eyre!(e)),
         // The engine ended by itself: as before, the server stops.
         Ok(()) => Ok(Led::Stopped),

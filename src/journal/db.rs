@@ -97,6 +97,9 @@ impl std::fmt::Debug for Db {
 pub(super) struct Pg {
     /// `None` only while being dropped.
     client: Option<postgres::Client>,
+    /// How it connected (password included; never shown): a connection
+    /// the server closed is replaced before the next use.
+    config: postgres::Config,
     cache: Prepared,
     /// The lease epoch every write transaction must still find in the
     /// lease row; `None` on connections that are not the owner's.
@@ -120,8 +123,8 @@ pub(super) struct Prepared {
 const FENCE: &str = "SELECT holder, epoch FROM leadership WHERE id = 1 FOR SHARE";
 
 impl Pg {
-    pub(super) fn new(client: postgres::Client) -> Pg {
-        Pg { client: Some(client), cache: Prepared::default(), fence: None }
+    pub(super) fn new(client: postgres::Client, config: postgres::Config) -> Pg {
+        Pg { client: Some(client), config, cache: Prepared::default(), fence: None }
     }
 
     /// From now on every write transaction on this connection first checks
@@ -130,12 +133,58 @@ impl Pg {
         self.fence = Some(epoch);
     }
 
+    /// The client (connected again first if the server closed the old
+    /// connection, as when PostgreSQL restarts) and its statements. Called
+    /// off the async loop (inside [`off_runtime`]).
+    ///
+    /// Connecting again loses nothing: a closed connection had nothing in
+    /// flight (a statement or commit that was in flight when it closed
+    /// failed to its caller, which cannot know whether it committed and
+    /// must not take it as done); the next use starts afresh, the fence
+    /// included. Prepared statements belong to the old session and go
+    /// with it.
     fn parts(&mut self) -> Result<(&mut postgres::Client, &mut Prepared), DbError> {
+        if self.client.as_ref().is_some_and(postgres::Client::is_closed) {
+            self.reconnect()?;
+        }
         match self.client.as_mut() {
             Some(c) => Ok((c, &mut self.cache)),
             None => Err(DbError::Closed),
         }
     }
+}
+
+impl Pg {
+    /// A new connection in place of this one (which the server closed).
+    fn reconnect(&mut self) -> Result<(), DbError> {
+        let fresh = self.config.connect(postgres::NoTls)?;
+        // The old one is closed: dropping it sends nothing.
+        self.client = Some(fresh);
+        self.cache.statements.clear();
+        Ok(())
+    }
+}
+
+/// Whether `e` says the connection is gone or the server cannot serve
+/// it (PostgreSQL restarting or shutting down, the network): the client's
+/// own errors count only when the connection closed or the network failed
+/// (connecting included), not a value it could not convert; the server's
+/// when they are of SQLSTATE class 08 (connection exception) or 57P
+/// (operator intervention: shutdown, cannot connect now).
+pub(super) fn connection_lost(e: &postgres::Error) -> bool {
+    match e.code() {
+        None => {
+            e.is_closed()
+                || std::error::Error::source(e).is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
+        }
+        Some(c) => c.code().starts_with("08") || c.code().starts_with("57P"),
+    }
+}
+
+/// Whether a statement only reads (a `SELECT`): sending it again on a new
+/// connection after the first was lost cannot do anything twice.
+fn reads_only(sql: &str) -> bool {
+    sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("select"))
 }
 
 impl Drop for Pg {
@@ -514,10 +563,19 @@ impl Exec for Db {
     ) -> Result<Vec<T>, DbError> {
         match self {
             Db::Sqlite(c) => sqlite_query(c, sql, params, f),
+            // A read whose connection PostgreSQL closed (it restarted since
+            // the last use) goes again once on a new connection.
             Db::Postgres(pg) => off_runtime(|| {
                 let pg = &mut *pg.borrow_mut();
-                let (client, cache) = pg.parts()?;
-                pg_query(client, cache, sql, params, f)
+                let (mut f, mut again) = (f, reads_only(sql));
+                loop {
+                    let (client, cache) = pg.parts()?;
+                    match pg_query(client, cache, sql, params, &mut f) {
+                        Err(DbError::Postgres(e)) if again && connection_lost(&e) => again = false,
+                        r => return r,
+                    }
+                    pg.reconnect()?;
+                }
             }),
         }
     }
@@ -648,17 +706,31 @@ impl Db {
             Db::Postgres(pg) => off_runtime(|| {
                 let pg = pg.get_mut();
                 let fence = pg.fence;
-                let (client, cache) = pg.parts()?;
-                let tx = client.transaction().map_err(DbError::from)?;
-                let tx = Tx::Postgres(RefCell::new(PgTx { tx, cache }));
-                if let Some(epoch) = fence {
-                    check_fence(&tx, epoch)?;
+                // A BEGIN that fails because the connection was lost (the
+                // server restarted since its last use) began nothing:
+                // connect again and begin once more. Past BEGIN nothing is
+                // sent again: a commit whose answer was lost may have
+                // happened, and only the caller can tell.
+                let mut again = true;
+                loop {
+                    let (client, cache) = pg.parts()?;
+                    match client.transaction() {
+                        Ok(tx) => {
+                            let tx = Tx::Postgres(RefCell::new(PgTx { tx, cache }));
+                            if let Some(epoch) = fence {
+                                check_fence(&tx, epoch)?;
+                            }
+                            let out = f(&tx)?;
+                            if let Tx::Postgres(t) = tx {
+                                t.into_inner().tx.commit().map_err(DbError::from)?;
+                            }
+                            return Ok(out);
+                        }
+                        Err(e) if again && connection_lost(&e) => again = false,
+                        Err(e) => return Err(DbError::from(e).into()),
+                    }
+                    pg.reconnect()?;
                 }
-                let out = f(&tx)?;
-                if let Tx::Postgres(t) = tx {
-                    t.into_inner().tx.commit().map_err(DbError::from)?;
-                }
-                Ok(out)
             }),
         }
     }
@@ -687,10 +759,21 @@ impl Db {
                     return Ok(Vec::new());
                 }
                 let pg = &mut *pg.borrow_mut();
-                let (client, cache) = pg.parts()?;
-                let statement = pg_statement(client, cache, many)?;
                 let column = Column(values);
-                let rows = client.query(&statement, &[&column as &(dyn PgToSql + Sync)])?;
+                // A lookup: sent again once on a new connection when the
+                // old one was lost (as `query_map` does).
+                let mut again = true;
+                let rows = loop {
+                    let (client, cache) = pg.parts()?;
+                    let rows = pg_statement(client, cache, many).and_then(|statement| {
+                        Ok(client.query(&statement, &[&column as &(dyn PgToSql + Sync)])?)
+                    });
+                    match rows {
+                        Err(DbError::Postgres(e)) if again && connection_lost(&e) => again = false,
+                        r => break r?,
+                    }
+                    pg.reconnect()?;
+                };
                 let mut out = Vec::with_capacity(rows.len());
                 for row in &rows {
                     out.push(f(&Row::of_postgres(row)?)?);
@@ -731,19 +814,30 @@ impl Db {
             }
             Db::Postgres(pg) => off_runtime(|| {
                 let pg = &mut *pg.borrow_mut();
-                let (client, cache) = pg.parts()?;
-                let tx = client
-                    .build_transaction()
-                    .isolation_level(postgres::IsolationLevel::RepeatableRead)
-                    .read_only(true)
-                    .start()
-                    .map_err(DbError::from)?;
-                let tx = Tx::Postgres(RefCell::new(PgTx { tx, cache }));
-                let out = f(&tx)?;
-                if let Tx::Postgres(t) = tx {
-                    t.into_inner().tx.commit().map_err(DbError::from)?;
+                // As in `write`: a BEGIN on a lost connection begins again
+                // once on a new one.
+                let mut again = true;
+                loop {
+                    let (client, cache) = pg.parts()?;
+                    match client
+                        .build_transaction()
+                        .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                        .read_only(true)
+                        .start()
+                    {
+                        Ok(tx) => {
+                            let tx = Tx::Postgres(RefCell::new(PgTx { tx, cache }));
+                            let out = f(&tx)?;
+                            if let Tx::Postgres(t) = tx {
+                                t.into_inner().tx.commit().map_err(DbError::from)?;
+                            }
+                            return Ok(out);
+                        }
+                        Err(e) if again && connection_lost(&e) => again = false,
+                        Err(e) => return Err(DbError::from(e).into()),
+                    }
+                    pg.reconnect()?;
                 }
-                Ok(out)
             }),
         }
     }

@@ -139,7 +139,7 @@ impl Journal {
         config.connect_timeout(BUSY_TIMEOUT);
         let client = db::off_runtime(|| config.connect(postgres::NoTls))
             .map_err(|source| JournalError::open(&store, DbError::Postgres(source)))?;
-        let mut conn = Db::Postgres(Box::new(std::cell::RefCell::new(db::Pg::new(client))));
+        let mut conn = Db::Postgres(Box::new(std::cell::RefCell::new(db::Pg::new(client, config))));
         let store_id = schema::migrate(&mut conn, &store, new_id)?;
         Ok(Journal { conn, store, store_id })
     }
@@ -356,6 +356,21 @@ pub enum JournalError {
 impl JournalError {
     fn open(store: &str, source: DbError) -> JournalError {
         JournalError::Open { store: store.to_string(), hint: hint(&source), source }
+    }
+
+    /// Whether this is PostgreSQL being out of reach rather than anything
+    /// about the journal itself: the connection lost or refused, or the
+    /// server shutting down or starting (SQLSTATE classes 08 and 57P). A
+    /// write that failed so may or may not have been committed; the
+    /// journal is fine, and trying again once the server is back (on a
+    /// new connection, after reading the journal again) is the cure.
+    pub fn unreachable(&self) -> bool {
+        let (JournalError::Open { source: DbError::Postgres(e), .. }
+        | JournalError::Store { source: DbError::Postgres(e), .. }) = self
+        else {
+            return false;
+        };
+        db::connection_lost(e)
     }
 }
 
