@@ -306,3 +306,37 @@ impl Forward {
         r
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::authz::ROUTES;
+    use tower::ServiceExt;
+
+    /// Every route of the table, as a standby's router takes it: those in
+    /// [`api::STANDBY_ROUTES`] reach its own handlers (behind
+    /// authorization), every other one falls through to the forwarder.
+    #[tokio::test]
+    async fn a_standby_routes_exactly_the_journals_reads_and_forwards_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_stop, stopping) = watch::channel(false);
+        let (_tx, leader) = watch::channel(None);
+        let home = Home::new(dir.path());
+        let state =
+            super::super::open_state(None, Some(leader), home, None, ServerOptions::default(), stopping)
+                .await
+                .unwrap();
+        let forwarded = || async { (StatusCode::IM_A_TEAPOT, "forwarded") };
+        let router = api::routes(&state)
+            .fallback(forwarded)
+            .method_not_allowed_fallback(forwarded)
+            .with_state(state.clone());
+        for r in ROUTES {
+            let path = r.path.replace("{id}", "w-1").replace("{name}", "n1").replace("{attempt}", "1");
+            let req = Request::builder().method(r.method).uri(&path).body(Body::empty()).unwrap();
+            let status = router.clone().oneshot(req).await.unwrap().status();
+            let here = api::STANDBY_ROUTES.contains(&(r.method, r.path));
+            assert_eq!(status != StatusCode::IM_A_TEAPOT, here, "{} {}: {status}", r.method, r.path);
+        }
+    }
+}
