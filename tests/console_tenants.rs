@@ -363,7 +363,9 @@ fn the_tenants_are_loaded_again_when_an_admin_changes_the_tables() {
     assert!(fx.iter().any(|e| matches!(e, Effect::LoadTenants)), "{fx:?}");
     // And every few seconds while the view is shown, not elsewhere.
     let fx = app.update(Msg::Tick(Millis(s.world.now + 1_000)));
-    assert!(fx.is_empty(), "one load at a time: {fx:?}");
+    // (A tick also asks which server leads: not the tenants' load.)
+    let no_tenants = |fx: &[Effect]| !fx.iter().any(|e| matches!(e, Effect::LoadTenants));
+    assert!(no_tenants(&fx), "one load at a time: {fx:?}");
     app.update(Msg::Tenants(Box::new(Ok(answer(&app.model)))));
     let later = s.world.now + canopy::console::tenants::REFRESH + 1_000;
     let fx = app.update(Msg::Tick(Millis(later)));
@@ -371,7 +373,7 @@ fn the_tenants_are_loaded_again_when_an_admin_changes_the_tables() {
     app.update(Msg::Tenants(Box::new(Ok(answer(&app.model)))));
     key(&mut app, KeyCode::Char('1'));
     let fx = app.update(Msg::Tick(Millis(later + 2 * canopy::console::tenants::REFRESH)));
-    assert!(fx.is_empty(), "{fx:?}");
+    assert!(no_tenants(&fx), "{fx:?}");
 }
 
 /// With `[fair_share]`, the selected tenant's pane says where it stands in

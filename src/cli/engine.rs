@@ -227,7 +227,8 @@ async fn stand_by(
     signals: &mut Signals<'_>,
 ) -> Result<Option<canopy::journal::Ownership>> {
     let (tx, view) = tokio::sync::watch::channel(None);
-    let standby = canopy::server::standby::listen(&opts.home, &opts.server, view).await?;
+    let home = opts.home.clone().with_journal(at.clone());
+    let standby = canopy::server::standby::listen(&home, &opts.server, view).await?;
     // The same addresses once it leads (port 0 picked one).
     if standby.tcp.is_some() {
         opts.server.listen = standby.tcp;

@@ -58,6 +58,9 @@ pub struct Input {
 /// How many workloads one load or page from the engine brings.
 pub const PAGE: usize = 1_000;
 
+/// How often the console asks which server leads (`GET /v1/servers`).
+pub const SERVERS_EVERY_MS: i64 = 10_000;
+
 /// Settings fixed at start.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -148,6 +151,9 @@ pub struct App {
     pub tenants: Tenants,
     /// The usage view: its grouping, report and selected group.
     pub usage: UsageView,
+    /// `GET /v1/servers`, asked at once and then every
+    /// [`SERVERS_EVERY_MS`] (never in a replay): the header's role.
+    pub servers: crate::console::poll::Poll,
     /// `:logs` of a workload the console did not hold (and which
     /// attempt; `None`: its last): opened when it arrives.
     logs_wanted: Option<(WorkloadId, Option<u32>)>,
@@ -193,6 +199,7 @@ impl App {
             audit: Audit::default(),
             tenants: Tenants::default(),
             usage: UsageView::default(),
+            servers: Default::default(),
             logs_wanted: None,
             dirty: true,
             quit: false,

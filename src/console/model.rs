@@ -90,6 +90,10 @@ pub struct Model {
     pub node_classes: HashMap<String, VecDeque<FailureClass>>,
     /// Audit records seen since the console started, oldest first, capped.
     pub audit: VecDeque<AuditRecord>,
+    /// Where the server this console reads stands in its HA set (`GET
+    /// /v1/servers`); `None` when it is not part of one (a SQLite
+    /// journal) or never said.
+    pub place: Option<HaPlace>,
     /// Bumped on every change, so views can cache derived rows.
     pub generation: u64,
     /// Workloads in the journal, as far as this console knows: more than
@@ -113,6 +117,49 @@ pub struct Model {
     /// The changes to `generation` made here; any other (a test that
     /// edits a row and bumps `generation`) counts as a change of every part.
     tracked: u64,
+}
+
+/// Where the server a console reads stands among the servers on its
+/// PostgreSQL journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HaPlace {
+    pub role: HaRole,
+    /// The last takeover: who took the lease from whom, and when.
+    pub last_failover: Option<LastFailover>,
+}
+
+/// Leader, or a standby (of the lease's holder, when one holds it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HaRole {
+    Leader,
+    Standby { of: Option<String> },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastFailover {
+    pub from: String,
+    pub to: String,
+    pub at: Millis,
+}
+
+impl HaPlace {
+    /// From `GET /v1/servers`: the server that answered leads when it
+    /// holds the lease; `None` on SQLite (one server, no HA set).
+    pub fn of(v: &crate::server::servers::ServersView) -> Option<HaPlace> {
+        if v.journal != "postgres" {
+            return None;
+        }
+        let role = match &v.leader {
+            Some(l) if *l == v.answered_by => HaRole::Leader,
+            of => HaRole::Standby { of: of.clone() },
+        };
+        let last_failover = v.last_failover.as_ref().map(|f| LastFailover {
+            from: f.from.clone(),
+            to: f.to.clone(),
+            at: Millis(f.at),
+        });
+        Some(HaPlace { role, last_failover })
+    }
 }
 
 /// How many times each part of the model changed: what is derived from

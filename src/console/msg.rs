@@ -114,6 +114,9 @@ pub enum Msg {
     /// The usage report [`Effect::LoadUsage`] asked for (`GET /v1/usage`),
     /// or why it did not come.
     Usage(Box<Result<crate::usage::Report, String>>),
+    /// The servers on the journal [`Effect::LoadServers`] asked for
+    /// (`GET /v1/servers`), or why they did not come.
+    Servers(Box<Result<crate::server::servers::ServersView, String>>),
 }
 
 /// What the run loop should do for the app.
@@ -144,6 +147,9 @@ pub enum Effect {
     /// Load the tenants with their quotas and usage ([`Msg::Tenants`]
     /// answers).
     LoadTenants,
+    /// Load the servers on the journal ([`Msg::Servers`] answers): where
+    /// the server read stands, for the header.
+    LoadServers,
     /// Load the usage report at this API path (`/v1/usage?…`;
     /// [`Msg::Usage`] answers).
     LoadUsage(String),

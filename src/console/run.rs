@@ -449,6 +449,20 @@ fn perform(
                 let _ = tx2.send(Msg::Tenants(Box::new(got)));
             });
         }
+        Effect::LoadServers => {
+            let Some(api) = api.cloned() else {
+                let why = "this console reads no engine API, which the servers come from".to_string();
+                let _ = tx2.send(Msg::Servers(Box::new(Err(why))));
+                return;
+            };
+            tokio::spawn(async move {
+                let got = api
+                    .get::<crate::server::servers::ServersView>("/v1/servers")
+                    .await
+                    .map_err(|e| e.to_string());
+                let _ = tx2.send(Msg::Servers(Box::new(got)));
+            });
+        }
         Effect::LoadUsage(path) => {
             let Some(api) = api.cloned() else {
                 let why = "this console reads no engine API, which the usage report comes from".to_string();

@@ -27,48 +27,82 @@ pub use super::views::*;
 
 /// The API's router, every route behind the authorization middleware.
 pub fn router(state: Served) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(super::metrics::metrics))
-        .route("/v1/openapi.json", get(super::openapi::serve))
-        .route("/v1/whoami", get(whoami))
-        .route("/v1/workloads", post(submit).get(list))
-        .route("/v1/workloads/{id}", get(show))
-        .route("/v1/workloads/{id}/events", get(events))
-        .route("/v1/workloads/{id}/logs", get(logs))
-        .route("/v1/workloads/{id}/artifacts", get(artifacts))
-        .route("/v1/workloads/{id}/artifacts/{attempt}/{name}", get(artifact))
-        .route("/v1/workloads/{id}/{op}", post(command))
-        .route("/v1/plan", post(plan))
-        .route("/v1/fleet", get(fleet))
-        .route("/v1/events", get(recent_events))
-        .route("/v1/nodes/{name}/{op}", post(command))
-        .route("/v1/stream", get(super::sse::stream))
-        .route("/v1/audit", get(audit))
-        .route("/v1/tokens", get(super::tokens::tokens).post(super::tokens::create_token))
-        .route("/v1/tokens/{name}", delete(super::tokens::revoke_token))
-        .route("/v1/tenants", get(super::tenants::list).put(super::tenants::put))
-        .route("/v1/usage", get(super::usage::usage))
-        .route("/v1/servers", get(super::servers::servers))
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), authz::middleware))
-        // Bodies are read by the handlers with the spec's own limit.
-        .layer(axum::extract::DefaultBodyLimit::disable())
+    routes(&state)
         .fallback(not_found)
         // Outermost, around the fallback too: every request is counted.
         .layer(axum::middleware::from_fn_with_state(state.clone(), super::http_metrics::record))
         .with_state(state)
 }
 
+/// The routes this server answers itself, behind the authorization
+/// middleware, without a fallback. A standby (no engine) gets only
+/// [`STANDBY_ROUTES`]: those whose handlers read only the journal; it
+/// forwards the rest to the leader.
+pub fn routes(state: &Served) -> Router<Served> {
+    let reads = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(super::metrics::metrics))
+        .route("/v1/openapi.json", get(super::openapi::serve))
+        .route("/v1/whoami", get(whoami))
+        .route("/v1/workloads", get(list))
+        .route("/v1/workloads/{id}", get(show))
+        .route("/v1/workloads/{id}/events", get(events))
+        .route("/v1/events", get(recent_events))
+        .route("/v1/audit", get(audit))
+        .route("/v1/servers", get(super::servers::servers));
+    let routes = if state.engine.is_none() {
+        reads
+    } else {
+        reads
+            .route("/v1/workloads", post(submit))
+            .route("/v1/workloads/{id}/logs", get(logs))
+            .route("/v1/workloads/{id}/artifacts", get(artifacts))
+            .route("/v1/workloads/{id}/artifacts/{attempt}/{name}", get(artifact))
+            .route("/v1/workloads/{id}/{op}", post(command))
+            .route("/v1/plan", post(plan))
+            .route("/v1/fleet", get(fleet))
+            .route("/v1/nodes/{name}/{op}", post(command))
+            .route("/v1/stream", get(super::sse::stream))
+            .route("/v1/tokens", get(super::tokens::tokens).post(super::tokens::create_token))
+            .route("/v1/tokens/{name}", delete(super::tokens::revoke_token))
+            .route("/v1/tenants", get(super::tenants::list).put(super::tenants::put))
+            .route("/v1/usage", get(super::usage::usage))
+    };
+    routes
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), authz::middleware))
+        // Bodies are read by the handlers with the spec's own limit.
+        .layer(axum::extract::DefaultBodyLimit::disable())
+}
+
+/// The routes (method, path as [`authz::ROUTES`] spells it) a standby
+/// answers itself from the journal, with the leader's authentication and
+/// authorization; it forwards every other request to the leader.
+pub const STANDBY_ROUTES: &[(&str, &str)] = &[
+    ("GET", "/healthz"),
+    ("GET", "/metrics"),
+    ("GET", "/v1/openapi.json"),
+    ("GET", "/v1/whoami"),
+    ("GET", "/v1/workloads"),
+    ("GET", "/v1/workloads/{id}"),
+    ("GET", "/v1/workloads/{id}/events"),
+    ("GET", "/v1/events"),
+    ("GET", "/v1/audit"),
+    ("GET", "/v1/servers"),
+];
+
 async fn not_found() -> ApiError {
     ApiError::not_found("no such endpoint; GET /v1/openapi.json lists them")
 }
 
 async fn healthz(State(s): State<Served>) -> Response {
-    let up = s.engine.status().borrow().is_some();
-    let body = Health {
-        status: if up { HealthState::Ok } else { HealthState::Starting },
-        store_id: s.store_id.clone(),
+    let (up, status) = match &s.engine {
+        // A standby is up while it serves: reads from the journal, the
+        // rest forwarded.
+        None => (true, HealthState::Standby),
+        Some(e) if e.status().borrow().is_some() => (true, HealthState::Ok),
+        Some(_) => (false, HealthState::Starting),
     };
+    let body = Health { status, store_id: s.store_id.clone() };
     (if up { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, Json(body)).into_response()
 }
 
@@ -193,7 +227,7 @@ async fn submit(
     let cmd = Command::Submit { spec: Box::new(loaded.spec), idempotency_key: key };
     let mut by = caller(&p, None);
     by.tenant = tenant;
-    match s.engine.command_as(cmd, by).await {
+    match s.engine()?.command_as(cmd, by).await {
         CommandResult::Submitted { id, existing } => {
             let mut v = load_view(&s, id).await?;
             v.existing = existing;
@@ -350,7 +384,7 @@ async fn logs(
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")];
     if !q.follow.unwrap_or(false) {
         let max = q.limit.unwrap_or(1 << 20).min(8 << 20);
-        let chunk = s.engine.logs(attempt, stream, offset, max).await.map_err(ApiError::internal)?;
+        let chunk = s.engine()?.logs(attempt, stream, offset, max).await.map_err(ApiError::internal)?;
         let times = crate::engine::log_times::to_header(&chunk.times);
         let mut resp = (headers, chunk.data).into_response();
         resp.headers_mut().insert(NEXT_OFFSET, HeaderValue::from(chunk.next_offset));
@@ -363,7 +397,7 @@ async fn logs(
     }
     // Follow: what is there, then what comes, until the attempt has ended
     // and everything shipped has been sent.
-    let st = s.clone();
+    let (st, engine) = (s.clone(), s.engine()?.clone());
     let body = async_stream(move |tx| async move {
         let mut offset = offset;
         loop {
@@ -377,7 +411,7 @@ async fn logs(
                 .await
                 .unwrap_or(true);
             loop {
-                match st.engine.logs(attempt, stream, offset, 256 * 1024).await {
+                match engine.logs(attempt, stream, offset, 256 * 1024).await {
                     Ok(c) if !c.data.is_empty() => {
                         offset = c.next_offset;
                         if tx.send(Ok(Bytes::from(c.data))).await.is_err() {
@@ -574,7 +608,7 @@ async fn run_command(
     cmd: Command,
     r: Reason,
 ) -> ApiResult<Json<CommandAnswer>> {
-    match s.engine.command_as(cmd, caller(p, r.reason)).await {
+    match s.engine()?.command_as(cmd, caller(p, r.reason)).await {
         CommandResult::Ok { message } => Ok(Json(CommandAnswer { message, id: None, existing: None })),
         CommandResult::Submitted { id, existing } => Ok(Json(CommandAnswer {
             message: format!("submitted {id}"),
@@ -640,7 +674,7 @@ async fn plan(State(s): State<Served>, headers: HeaderMap, body: Body) -> ApiRes
     use crate::schedule::{Decision, Policy, Requirements, Snapshot, place};
     let body = spec_body(body).await?;
     let loaded = parse_spec(&headers, &body)?;
-    let status = s.engine.status().borrow().clone().ok_or_else(|| {
+    let status = s.fleet_status().ok_or_else(|| {
         ApiError::unavailable("the engine has not published its fleet yet; try again in a second")
     })?;
     let spec = &loaded.spec;
@@ -659,7 +693,7 @@ async fn plan(State(s): State<Served>, headers: HeaderMap, body: Body) -> ApiRes
 }
 
 async fn fleet(State(s): State<Served>) -> ApiResult<Json<serde_json::Value>> {
-    let status = s.engine.status().borrow().clone().ok_or_else(|| {
+    let status = s.fleet_status().ok_or_else(|| {
         ApiError::unavailable("the engine has not published its fleet yet; try again in a second")
     })?;
     serde_json::to_value(&*status).map(Json).map_err(|e| ApiError::internal(e.to_string()))

@@ -252,6 +252,17 @@ impl Tokens {
         Tokens { by_id: RwLock::new(rows.into_iter().map(|r| (r.id.clone(), r)).collect()) }
     }
 
+    /// Replaces every token with `rows` (read again from the journal).
+    pub fn replace(&self, rows: Vec<TokenRow>) {
+        *self.by_id.write().unwrap_or_else(|e| e.into_inner()) =
+            rows.into_iter().map(|r| (r.id.clone(), r)).collect();
+    }
+
+    /// Whether a token with this id is known, live or not.
+    pub fn knows(&self, id: &str) -> bool {
+        self.by_id.read().unwrap_or_else(|e| e.into_inner()).contains_key(id)
+    }
+
     pub fn insert(&self, row: TokenRow) {
         self.by_id.write().unwrap_or_else(|e| e.into_inner()).insert(row.id.clone(), row);
     }

@@ -522,7 +522,21 @@ pub async fn principal(
                 .map(str::trim);
             let verified = match bearer {
                 None => Err(super::auth::TokenError::Missing),
-                Some(b) => state.tokens.verify(b, &addr.to_string(), now),
+                Some(b) => {
+                    let v = state.tokens.verify(b, &addr.to_string(), now);
+                    // A standby's copy of the tokens may not have one the
+                    // leader just made: read them again, then decide.
+                    let id = b.strip_prefix("canopy_").and_then(|r| r.split_once('_')).map(|(id, _)| id);
+                    match id {
+                        Some(id) if v.is_err() && state.standby.is_some() && !state.tokens.knows(id) => {
+                            if let Err(e) = state.reload_tokens(std::time::Instant::now()).await {
+                                tracing::warn!(error = %e, "standby: cannot read the tokens again");
+                            }
+                            state.tokens.verify(b, &addr.to_string(), now)
+                        }
+                        _ => v,
+                    }
+                }
             };
             match verified {
                 Ok(p) => {
@@ -578,7 +592,7 @@ async fn facts(state: &Served, need: Need, target: &Target) -> Result<Facts, Api
         }
         Need::Node => {
             let name = target.node()?;
-            let status = state.engine.status().borrow().clone();
+            let status = state.fleet_status();
             let Some(status) = status else {
                 return Err(ApiError::unavailable(
                     "the engine has not published its fleet yet, so the node cannot be checked; try again in a second",

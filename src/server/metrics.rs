@@ -34,7 +34,7 @@ pub async fn metrics(State(s): State<Served>) -> Response {
     family(&mut out, "canopy_queue_depth", "gauge", "Workloads waiting to be placed.");
     let _ = writeln!(out, "canopy_queue_depth {queued}");
     super::servers::metrics(&s, &mut out).await;
-    let status = s.engine.status().borrow().clone();
+    let status = s.fleet_status();
     if let Some(st) = status {
         family(&mut out, "canopy_blocked_workloads", "gauge", "Queued workloads nothing fits now.");
         let _ = writeln!(out, "canopy_blocked_workloads {}", st.blocked);
@@ -66,7 +66,10 @@ pub async fn metrics(State(s): State<Served>) -> Response {
     }
     let tenancy = s.tenancy();
     budgets(&mut out, &super::tenants::budget_standings(&s, &tenancy));
+    // Tenants' flavors need the engine's fleet: a standby leaves them to
+    // the leader's scrape.
     if !tenancy.is_empty()
+        && s.engine.is_some()
         && let Ok((rows, reclaims)) = super::tenants::now(&s, &tenancy).await
     {
         // Tenants × flavors only: the label sets stay as few as the tables.
@@ -159,7 +162,7 @@ pub async fn metrics(State(s): State<Served>) -> Response {
     }
     usage(&s, &mut out).await;
     outcomes(&s, &mut out).await;
-    if let Some(m) = s.engine.metrics() {
+    if let Some(m) = s.engine.as_ref().and_then(|e| e.metrics()) {
         histogram(
             &mut out,
             "canopy_journal_write_seconds",

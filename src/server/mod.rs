@@ -108,7 +108,12 @@ impl Default for ServerOptions {
 
 /// What handlers share.
 pub struct ServerState {
-    pub engine: EngineHandle,
+    /// The engine this server leads with; `None` on a standby, which
+    /// serves the routes that read only the journal and forwards the rest
+    /// (see [`standby`]).
+    pub engine: Option<EngineHandle>,
+    /// On a standby: the lease row it last read (who leads, and where).
+    pub standby: Option<crate::ha::LeaderView>,
     pub home: Home,
     pub store_id: String,
     pub tokens: Tokens,
@@ -121,6 +126,9 @@ pub struct ServerState {
     /// in step with the engine's by `PUT /v1/tenants`.
     tenancy: std::sync::RwLock<Arc<crate::tenant::Tenancy>>,
     readers: Mutex<Vec<Journal>>,
+    /// When the tokens were last read again from the journal (a standby's
+    /// copy follows the leader's; see [`ServerState::reload_tokens`]).
+    tokens_read: tokio::sync::Mutex<std::time::Instant>,
     /// At most [`READERS`] reads at once: a read past them waits for a
     /// pooled connection instead of opening one to throw away (on
     /// PostgreSQL a connection costs a login and a server process).
@@ -140,6 +148,37 @@ pub type Served = Arc<ServerState>;
 const READERS: usize = 8;
 
 impl ServerState {
+    /// The engine, on the server that leads. Routes that need it are not
+    /// routed on a standby (it forwards them), so this 503 is a backstop.
+    pub fn engine(&self) -> Result<&EngineHandle, error::ApiError> {
+        self.engine.as_ref().ok_or_else(|| {
+            error::ApiError::unavailable("this server is a standby and runs no engine; ask the leader")
+        })
+    }
+
+    /// The engine's latest fleet status; `None` before it has published
+    /// one, and always on a standby (it runs no engine).
+    pub fn fleet_status(&self) -> Option<Arc<crate::engine::handle::FleetStatus>> {
+        self.engine.as_ref().and_then(|e| e.status().borrow().clone())
+    }
+
+    /// Reads the tokens and the tenancy from the journal again, unless a
+    /// read began after `asked` (a caller that waited for another's read
+    /// gets that one). A standby does this every second and when a token
+    /// it does not know arrives, so tokens made or revoked on the leader
+    /// hold on it too; reads run one at a time.
+    pub async fn reload_tokens(&self, asked: std::time::Instant) -> Result<(), JournalError> {
+        let mut last = self.tokens_read.lock().await;
+        if *last > asked {
+            return Ok(());
+        }
+        *last = std::time::Instant::now();
+        let (rows, tenancy) = self.read(|j| Ok((j.tokens()?, stored_tenancy(j)?))).await?;
+        self.tokens.replace(rows);
+        self.set_tenancy(tenancy);
+        Ok(())
+    }
+
     /// The tenancy in force.
     pub fn tenancy(&self) -> Arc<crate::tenant::Tenancy> {
         self.tenancy.read().unwrap_or_else(|e| e.into_inner()).clone()
@@ -180,9 +219,21 @@ impl ServerState {
     /// Writes an audit record for a request the engine never saw (refused
     /// before it), through the engine's journal, and publishes its batch
     /// like any other.
+    /// A standby writes nothing to the journal (the leader owns it): the
+    /// record goes to its log instead.
     pub async fn write_audit(&self, a: AuditRecord) {
+        let Some(engine) = &self.engine else {
+            tracing::warn!(
+                principal = %a.principal,
+                origin = %a.origin,
+                action = %a.action,
+                outcome = %a.outcome,
+                "standby: refused a request (not in the audit trail: only the leader writes it)"
+            );
+            return;
+        };
         let records = vec![crate::engine::model::Record::Audit(Box::new(a))];
-        let r = self.engine.commit(records, |j, r| Ok((j.append(r)?, ()))).await;
+        let r = engine.commit(records, |j, r| Ok((j.append(r)?, ()))).await;
         if let Err(e) = r {
             tracing::error!(error = %e, "could not write an audit record");
         }
@@ -257,37 +308,10 @@ pub async fn serve(
     options: ServerOptions,
 ) -> Result<Serving, ServeError> {
     let tls = listen_tls(&options)?;
-    let reader = {
-        let store = home.journal();
-        tokio::task::spawn_blocking(move || store.open())
-            .await
-            .map_err(|e| JournalError::Invalid { what: "the store".into(), detail: e.to_string() })??
-    };
-    let tokens = Tokens::new(reader.tokens()?);
-    // The engine's start settled and journalled the tenancy in force.
-    let tenancy = match reader.tenancy()? {
-        None => crate::tenant::Tenancy::default(),
-        Some(row) => serde_json::from_str::<crate::tenant::TenancyDoc>(&row.document)
-            .map_err(|e| e.to_string())
-            .and_then(|d| d.tenancy().map_err(|e| e.to_string()))
-            .map_err(|e| JournalError::Invalid { what: "the stored tenancy".into(), detail: e })?,
-    };
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let state = Arc::new(ServerState {
-        engine,
-        home: home.clone(),
-        store_id,
-        tokens,
-        refusals: refusals::Refusals::default(),
-        options: options.clone(),
-        stopping: stop_rx.clone(),
-        tenancy: std::sync::RwLock::new(Arc::new(tenancy)),
-        readers: Mutex::new(vec![reader]),
-        reader_slots: tokio::sync::Semaphore::new(READERS),
-        usage: Arc::default(),
-        outcomes: Arc::default(),
-        http: http_metrics::HttpMetrics::default(),
-    });
+    let state =
+        open_state(Some(engine), None, home.clone(), Some(store_id), options.clone(), stop_rx.clone())
+            .await?;
     let nofile = conn::open_file_limit();
     let limits = conn::Limits::new(&options, nofile);
     if limits.max_connections < options.max_connections
@@ -322,6 +346,58 @@ pub async fn serve(
     }
     tracing::info!(socket = %socket.display(), tcp = ?tcp_addr, "serving the API");
     Ok(Serving { socket, tcp: tcp_addr, state, stop, tasks })
+}
+
+/// The tenancy the journal holds (the engine's start settled and
+/// journalled the one in force); none: no tenants.
+fn stored_tenancy(j: &Journal) -> Result<crate::tenant::Tenancy, JournalError> {
+    match j.tenancy()? {
+        None => Ok(crate::tenant::Tenancy::default()),
+        Some(row) => serde_json::from_str::<crate::tenant::TenancyDoc>(&row.document)
+            .map_err(|e| e.to_string())
+            .and_then(|d| d.tenancy().map_err(|e| e.to_string()))
+            .map_err(|e| JournalError::Invalid { what: "the stored tenancy".into(), detail: e }),
+    }
+}
+
+/// What handlers share, with a first reader open on the journal in
+/// `home`: the tokens, the tenancy and (unless given) the store id read
+/// from it. `engine` is `None` for a standby (`standby` its view of the
+/// lease).
+pub(crate) async fn open_state(
+    engine: Option<EngineHandle>,
+    standby: Option<crate::ha::LeaderView>,
+    home: Home,
+    store_id: Option<String>,
+    options: ServerOptions,
+    stopping: tokio::sync::watch::Receiver<bool>,
+) -> Result<Served, ServeError> {
+    let reader = {
+        let store = home.journal();
+        tokio::task::spawn_blocking(move || store.open())
+            .await
+            .map_err(|e| JournalError::Invalid { what: "the store".into(), detail: e.to_string() })??
+    };
+    let tokens = Tokens::new(reader.tokens()?);
+    let tenancy = stored_tenancy(&reader)?;
+    let store_id = store_id.unwrap_or_else(|| reader.store_id().to_string());
+    Ok(Arc::new(ServerState {
+        engine,
+        standby,
+        home,
+        store_id,
+        tokens,
+        refusals: refusals::Refusals::default(),
+        options,
+        stopping,
+        tenancy: std::sync::RwLock::new(Arc::new(tenancy)),
+        readers: Mutex::new(vec![reader]),
+        tokens_read: tokio::sync::Mutex::new(std::time::Instant::now()),
+        reader_slots: tokio::sync::Semaphore::new(READERS),
+        usage: Arc::default(),
+        outcomes: Arc::default(),
+        http: http_metrics::HttpMetrics::default(),
+    }))
 }
 
 /// Writes the counted repeats of refused tokens once their minute is over

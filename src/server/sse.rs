@@ -87,14 +87,15 @@ pub async fn stream(
     State(s): State<Served>,
     Extension(p): Extension<Principal>,
     headers: HeaderMap,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+) -> super::error::ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let visible = Visibility::of(&p);
     let token = p.token_id.clone();
     let last = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_string);
     // Subscribed before reading the journal: nothing committed from here
     // on can fall between the replay and the live feed.
-    let mut live = s.engine.subscribe();
-    let mut status = s.engine.status();
+    let engine = s.engine()?;
+    let mut live = engine.subscribe();
+    let mut status = engine.status();
     let mut stopping = s.stopping.clone();
     let cap = s.options.stream_buffer.max(1);
     // One slot more than the client's share, kept for the `resync` that
@@ -217,5 +218,5 @@ pub async fn stream(
             ),
         })
     });
-    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }

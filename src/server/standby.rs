@@ -13,19 +13,52 @@
 //! anonymous TCP request: the leader refuses it unless it carries one
 //! (`CANOPY_TOKEN`).
 
+//! The API of a standby server, on the store's socket and on TCP.
+//!
+//! It answers itself, from the journal, the routes whose handlers read
+//! only the journal ([`api::STANDBY_ROUTES`]: lists, a workload, its
+//! events, recent events, the audit trail, whoami, the servers, health,
+//! metrics with its own role, the OpenAPI document), through the same
+//! router, authentication and authorization as the leader (the server's
+//! state without an engine: see [`ServerState::engine`]); so reads keep
+//! working while no leader answers. Its tokens and tenancy are read again
+//! from the journal every second and whenever a token it does not know
+//! arrives, so what the leader made or revoked holds here too. A token
+//! the standby refuses is logged, not audited: only the leader writes the
+//! journal.
+//!
+//! Every other request (writes, the live fleet, logs and artifacts, the
+//! event stream, tokens, tenants, usage, `/mcp`) is forwarded to the
+//! leader the lease row names (method, path and query, headers with
+//! Authorization, body), and its response streamed back (so event streams
+//! and `canopy console` work through it). Every answer is marked
+//! `Canopy-Served-By: standby <this server>; leader <holder>` (no leader
+//! named when none holds the lease).
+//!
+//! A forwarded request decides nothing here: the leader authenticates and
+//! authorizes it, so the standby answers only 503 (with `Retry-After: 1`)
+//! when no leader is serving or reachable, and says no more in it than
+//! that (who leads and where goes to its log and to the `Canopy-Served-By`
+//! of answers). A request on the standby's socket carries no token and
+//! arrives at the leader as an anonymous TCP request: the leader refuses
+//! it unless it carries one (`CANOPY_TOKEN`); read here, it is the
+//! store's owner's, as on the leader's socket.
+//!
+//! [`ServerState::engine`]: super::ServerState::engine
+
 use super::listen::{bind_socket, socket_path};
-use super::{ServeError, ServerOptions};
+use super::{ServeError, ServerOptions, api, conn};
 use crate::ha::LeaderView;
 use crate::home::Home;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-/// The header every forwarded response carries.
+/// The header every answer of a standby carries.
 pub const SERVED_BY: &str = "canopy-served-by";
 
 /// Headers that belong to one connection, never forwarded.
@@ -41,50 +74,79 @@ const HOP_BY_HOP: [&str; 9] = [
     "host",
 ];
 
+/// How long a forwarded read waits for the leader to begin its answer.
+const READ_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often a standby reads its tokens and tenancy again.
+const RELOAD: Duration = Duration::from_secs(1);
+
 /// A standby's listeners; [`Standby::stop`] frees its addresses for the
 /// engine that takes over.
 pub struct Standby {
     pub socket: PathBuf,
     /// The TCP address actually bound.
     pub tcp: Option<SocketAddr>,
+    stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
 }
 
 impl Standby {
-    /// Stops listening and ends every forwarded request in flight (event
+    /// Stops listening and ends every request in flight (forwarded event
     /// streams included: their clients reconnect to the new leader).
     pub async fn stop(mut self) {
-        self.tasks.abort_all();
-        while self.tasks.join_next().await.is_some() {}
+        let _ = self.stop.send(true);
+        let drained = tokio::time::timeout(Duration::from_secs(5), async {
+            while self.tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            self.tasks.abort_all();
+            while self.tasks.join_next().await.is_some() {}
+        }
         let _ = std::fs::remove_file(&self.socket);
     }
 }
 
-/// Listens where the engine would (the store's socket, `options.listen`)
-/// and forwards to the leader `leader` names.
+/// Listens where the engine would (the store's socket, `options.listen`),
+/// answers the journal's reads from the journal in `home` and forwards
+/// the rest to the leader `leader` names.
 pub async fn listen(home: &Home, options: &ServerOptions, leader: LeaderView) -> Result<Standby, ServeError> {
     let tls = super::listen_tls(options)?;
-    let forward = Forward::new(leader).map_err(ServeError::Tls)?;
+    let (stop, stop_rx) = watch::channel(false);
+    let forward = Forward::new(leader.clone(), stop_rx.clone()).map_err(ServeError::Tls)?;
+    let state =
+        super::open_state(None, Some(leader), home.clone(), None, options.clone(), stop_rx.clone()).await?;
+    let f = forward.clone();
+    let to_leader = move |req: axum::extract::Request| {
+        let f = f.clone();
+        async move { f.forward(req).await }
+    };
+    let f = forward.clone();
+    let router = api::routes(&state)
+        .fallback(to_leader.clone())
+        .method_not_allowed_fallback(to_leader)
+        .layer(axum::middleware::map_response(move |mut r: Response<Body>| {
+            let f = f.clone();
+            async move {
+                // Forwarded answers are marked already.
+                if !r.headers().contains_key(SERVED_BY) {
+                    let by = f.served_by(
+                        f.leader.borrow().as_ref().filter(|l| l.held()).map(|l| l.holder.as_str()),
+                    );
+                    r.headers_mut().insert(SERVED_BY, by);
+                }
+                r
+            }
+        }))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), super::http_metrics::record))
+        .with_state(state.clone());
+    let limits = conn::Limits::new(options, conn::open_file_limit());
+    let shared = conn::Shared::new(state.clone(), router, limits);
     let socket = socket_path(home.root());
     let uds = bind_socket(&socket)
         .map_err(|source| ServeError::Bind { what: socket.display().to_string(), source })?;
     let mut tasks = JoinSet::new();
-    let f = forward.clone();
-    tasks.spawn(async move {
-        let mut conns = JoinSet::new();
-        loop {
-            match uds.accept().await {
-                Ok((s, _)) => {
-                    conns.spawn(connection(s, f.clone()));
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "standby: accepting on the store's socket failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-            while conns.try_join_next().is_some() {}
-        }
-    });
+    tasks.spawn(conn::serve_socket(uds, shared.clone(), stop_rx.clone()));
     let mut tcp_addr = None;
     if let Some(addr) = options.listen {
         let tcp = tokio::net::TcpListener::bind(addr)
@@ -92,50 +154,22 @@ pub async fn listen(home: &Home, options: &ServerOptions, leader: LeaderView) ->
             .map_err(|source| ServeError::Bind { what: addr.to_string(), source })?;
         tcp_addr = tcp.local_addr().ok();
         let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
-        let (f, timeout) = (forward, options.header_read_timeout);
-        tasks.spawn(async move {
-            let mut conns = JoinSet::new();
-            loop {
-                let s = match tcp.accept().await {
-                    Ok((s, _)) => s,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "standby: accepting on TCP failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                };
-                let (f, acceptor) = (f.clone(), acceptor.clone());
-                conns.spawn(async move {
-                    match acceptor {
-                        None => connection(s, f).await,
-                        Some(a) => {
-                            if let Ok(Ok(s)) = tokio::time::timeout(timeout, a.accept(s)).await {
-                                connection(s, f).await
-                            }
-                        }
-                    }
-                });
-                while conns.try_join_next().is_some() {}
+        tasks.spawn(conn::serve_tcp(tcp, acceptor, shared, stop_rx.clone()));
+    }
+    let mut stopping = stop_rx;
+    tasks.spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(RELOAD) => {}
+                _ = stopping.wait_for(|s| *s) => return,
             }
-        });
-    }
-    tracing::info!(socket = %socket.display(), tcp = ?tcp_addr, "standing by: forwarding the API to the leader");
-    Ok(Standby { socket, tcp: tcp_addr, tasks })
-}
-
-async fn connection<IO>(io: IO, f: Forward)
-where
-    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-        let f = f.clone();
-        async move { Ok::<_, std::convert::Infallible>(f.forward(req.map(Body::new)).await) }
+            if let Err(e) = state.reload_tokens(Instant::now()).await {
+                tracing::warn!(error = %e, "standby: cannot read the tokens and tenancy again; retrying");
+            }
+        }
     });
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(ServerOptions::DEFAULT_HEADER_READ_TIMEOUT);
-    if let Err(e) = builder.serve_connection(TokioIo::new(io), service).await {
-        tracing::debug!(error = %e, "standby: connection ended");
-    }
+    tracing::info!(socket = %socket.display(), tcp = ?tcp_addr, "standing by: serving reads, forwarding the rest of the API to the leader");
+    Ok(Standby { socket, tcp: tcp_addr, stop, tasks })
 }
 
 /// Forwards requests to the leader of the moment.
@@ -144,12 +178,14 @@ struct Forward {
     leader: LeaderView,
     http: reqwest::Client,
     me: String,
+    /// Turns true when the standby stops: requests in flight end.
+    stopping: watch::Receiver<bool>,
 }
 
 impl Forward {
     /// A client with no overall time limit (event streams last), trusting
     /// the system's roots and `$CANOPY_CA_CERT` (a leader with a private CA).
-    fn new(leader: LeaderView) -> Result<Forward, String> {
+    fn new(leader: LeaderView, stopping: watch::Receiver<bool>) -> Result<Forward, String> {
         let mut b = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
             .redirect(reqwest::redirect::Policy::none())
@@ -162,7 +198,7 @@ impl Forward {
             b = b.tls_certs_merge(certs);
         }
         let http = b.build().map_err(|e| format!("cannot set up the standby's HTTP client: {e}"))?;
-        Ok(Forward { leader, http, me: crate::journal::this_server() })
+        Ok(Forward { leader, http, me: crate::journal::this_server(), stopping })
     }
 
     async fn forward(&self, req: Request<Body>) -> Response<Body> {
@@ -191,13 +227,34 @@ impl Forward {
                 headers.append(k.clone(), v.clone());
             }
         }
-        let sent = self
+        // A read the leader has not begun to answer in this long is given
+        // up (a frozen leader accepts connections and answers nothing):
+        // the client may ask again, here or elsewhere. Writes wait, as
+        // their outcome would be unknown.
+        let read = parts.method == axum::http::Method::GET || parts.method == axum::http::Method::HEAD;
+        let head_limit = if read { READ_HEAD_TIMEOUT } else { Duration::MAX };
+        let send = self
             .http
             .request(parts.method, &url)
             .headers(headers)
             .body(reqwest::Body::wrap_stream(body.into_data_stream()))
-            .send()
-            .await;
+            .send();
+        let mut stopping = self.stopping.clone();
+        let sent = tokio::select! {
+            r = tokio::time::timeout(head_limit, send) => match r {
+                Ok(r) => r,
+                Err(_) => {
+                    tracing::warn!(leader = %row.holder, address = %row.address, "standby: the leader did not begin to answer a read in time");
+                    return self.unavailable(
+                        "the leader does not answer; retry in a moment: a standby takes over once its lease runs out"
+                            .into(),
+                    );
+                }
+            },
+            _ = stopping.wait_for(|s| *s) => {
+                return self.unavailable("this standby is stopping (taking over, or shutting down); retry in a moment".into());
+            }
+        };
         let resp = match sent {
             Ok(r) => r,
             Err(e) => {
@@ -217,15 +274,25 @@ impl Forward {
                 out = out.header(k, v);
             }
         }
-        out = out.header(SERVED_BY, self.served_by(&row.holder));
-        out.body(Body::from_stream(resp.bytes_stream())).unwrap_or_else(|_| {
+        out = out.header(SERVED_BY, self.served_by(Some(&row.holder)));
+        // Cut when the standby stops, so the connection can close.
+        let mut stopping = self.stopping.clone();
+        let stopped = Box::pin(async move {
+            let _ = stopping.wait_for(|s| *s).await;
+        });
+        let stream = futures::StreamExt::take_until(resp.bytes_stream(), stopped);
+        out.body(Body::from_stream(stream)).unwrap_or_else(|_| {
             self.unavailable("the leader's response could not be passed on; retry".into())
         })
     }
 
-    fn served_by(&self, leader: &str) -> HeaderValue {
-        HeaderValue::from_str(&format!("standby {}; leader {leader}", self.me))
-            .unwrap_or_else(|_| HeaderValue::from_static("standby"))
+    /// `standby <me>; leader <holder>`, or `standby <me>` with no leader.
+    fn served_by(&self, leader: Option<&str>) -> HeaderValue {
+        let text = match leader {
+            Some(l) => format!("standby {}; leader {l}", self.me),
+            None => format!("standby {}", self.me),
+        };
+        HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("standby"))
     }
 
     fn unavailable(&self, message: String) -> Response<Body> {
@@ -235,11 +302,41 @@ impl Forward {
         let h = r.headers_mut();
         h.insert("content-type", HeaderValue::from_static("application/json"));
         h.insert("retry-after", HeaderValue::from_static("1"));
-        h.insert(
-            SERVED_BY,
-            HeaderValue::from_str(&format!("standby {}", self.me))
-                .unwrap_or(HeaderValue::from_static("standby")),
-        );
+        h.insert(SERVED_BY, self.served_by(None));
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::authz::ROUTES;
+    use tower::ServiceExt;
+
+    /// Every route of the table, as a standby's router takes it: those in
+    /// [`api::STANDBY_ROUTES`] reach its own handlers (behind
+    /// authorization), every other one falls through to the forwarder.
+    #[tokio::test]
+    async fn a_standby_routes_exactly_the_journals_reads_and_forwards_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_stop, stopping) = watch::channel(false);
+        let (_tx, leader) = watch::channel(None);
+        let home = Home::new(dir.path());
+        let state =
+            super::super::open_state(None, Some(leader), home, None, ServerOptions::default(), stopping)
+                .await
+                .unwrap();
+        let forwarded = || async { (StatusCode::IM_A_TEAPOT, "forwarded") };
+        let router = api::routes(&state)
+            .fallback(forwarded)
+            .method_not_allowed_fallback(forwarded)
+            .with_state(state.clone());
+        for r in ROUTES {
+            let path = r.path.replace("{id}", "w-1").replace("{name}", "n1").replace("{attempt}", "1");
+            let req = Request::builder().method(r.method).uri(&path).body(Body::empty()).unwrap();
+            let status = router.clone().oneshot(req).await.unwrap().status();
+            let here = api::STANDBY_ROUTES.contains(&(r.method, r.path));
+            assert_eq!(status != StatusCode::IM_A_TEAPOT, here, "{} {}: {status}", r.method, r.path);
+        }
     }
 }

@@ -74,7 +74,7 @@ pub(super) async fn now(
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let (workloads, attempts) = rows;
-    let fleet = s.engine.status().borrow().as_ref().map(|st| st.fleet.clone()).unwrap_or_default();
+    let fleet = s.fleet_status().map(|st| st.fleet.clone()).unwrap_or_default();
     Ok(live_usage(tenancy, &fleet, &workloads, &attempts))
 }
 
@@ -162,7 +162,7 @@ pub(super) fn budget_standings(s: &ServerState, tenancy: &Tenancy) -> Vec<crate:
     if tenancy.budgets.is_empty() {
         return Vec::new();
     }
-    s.engine.status().borrow().as_ref().map(|st| st.budgets.clone()).unwrap_or_default()
+    s.fleet_status().map(|st| st.budgets.clone()).unwrap_or_default()
 }
 
 /// Where each tenant stands in the fair-share order, as the engine last
@@ -171,7 +171,7 @@ pub(super) fn fair_standings(s: &ServerState, tenancy: &Tenancy) -> Vec<crate::t
     if tenancy.fair_share.is_none() {
         return Vec::new();
     }
-    s.engine.status().borrow().as_ref().map(|st| st.fair_share.clone()).unwrap_or_default()
+    s.fleet_status().map(|st| st.fair_share.clone()).unwrap_or_default()
 }
 
 async fn view(s: &ServerState) -> ApiResult<TenantsView> {
@@ -227,7 +227,8 @@ pub async fn put(
     let document = doc.to_json();
     let set_by = p.name.clone();
     let records = vec![Record::Audit(Box::new(audit.clone()))];
-    s.engine
+    let engine = s.engine()?;
+    engine
         .commit(records, move |j, _| {
             // What the file was last seeded from stays: the file wins at
             // start only when it changes.
@@ -237,7 +238,7 @@ pub async fn put(
         })
         .await
         .map_err(ApiError::internal)?;
-    s.engine.set_tenancy(tenancy.clone());
+    engine.set_tenancy(tenancy.clone());
     s.set_tenancy(tenancy);
     Ok(Json(view(&s).await?))
 }

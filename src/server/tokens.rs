@@ -165,7 +165,7 @@ pub(super) async fn create_token(
     );
     let row = minted.row.clone();
     let records = vec![Record::Audit(Box::new(audit.clone()))];
-    s.engine
+    s.engine()?
         .commit(records, move |j, _| Ok((j.insert_token(&row, &audit)?, ())))
         .await
         .map_err(ApiError::internal)?;
@@ -193,7 +193,7 @@ pub(super) async fn revoke_token(
     let audit = auth::audit(&p, "token-revoke", Some(name.clone()), outcome, now);
     let n = name.clone();
     let revoked = s
-        .engine
+        .engine()?
         .commit(vec![Record::Audit(Box::new(audit.clone()))], move |j, _| {
             let (revoked, seq) = j.revoke_token(&n, now, &audit)?;
             Ok((seq, revoked))

@@ -98,7 +98,7 @@ pub async fn usage(
             .field("since"));
         }
     }
-    let fleet = s.engine.status().borrow().as_ref().map(|st| st.fleet.clone()).unwrap_or_default();
+    let fleet = s.fleet_status().map(|st| st.fleet.clone()).unwrap_or_default();
     let report = s
         .read(move |j| {
             let src = usage::read(j, Vec::new(), tenancy.default_tenant.as_deref())?;

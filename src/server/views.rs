@@ -177,7 +177,8 @@ pub struct AuditQuery {
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Health {
     /// `ok` while the engine runs; `starting` (with a 503) until it has
-    /// published its fleet.
+    /// published its fleet; `standby` on a standby (it serves reads from
+    /// the journal and forwards the rest to the leader).
     pub status: HealthState,
     pub store_id: String,
 }
@@ -188,6 +189,7 @@ pub struct Health {
 pub enum HealthState {
     Ok,
     Starting,
+    Standby,
 }
 
 /// The answer to a command on a workload or node (and to a token's

@@ -68,7 +68,7 @@ impl Seen {
             Err(_) => None,
         };
         let node = if workload.is_none() && !target.is_empty() {
-            let status = st.engine.status().borrow().clone();
+            let status = st.fleet_status();
             status.and_then(|s| {
                 let f = &s.fleet;
                 f.node_by_name(target).map(|i| {

@@ -29,10 +29,26 @@ impl App {
                 fx
             }
             Msg::Usage(result) => self.usage.answered(*result, self.now),
+            Msg::Servers(result) => {
+                let got = match *result {
+                    Ok(v) => {
+                        self.model.place = crate::console::model::HaPlace::of(&v);
+                        Ok(())
+                    }
+                    // What was shown stays until it answers again.
+                    Err(e) => Err(e),
+                };
+                self.servers.answered(got, self.now);
+                Vec::new()
+            }
             Msg::Records(r) => self.records(&r),
             Msg::Tick(now) => {
                 self.tick(now);
-                self.shown_view_due(now)
+                let mut fx = self.shown_view_due(now);
+                if self.replay.is_none() && self.servers.due(now, super::SERVERS_EVERY_MS) {
+                    fx.push(Effect::LoadServers);
+                }
+                fx
             }
             other => {
                 self.take(other);
@@ -92,6 +108,7 @@ impl App {
             | Msg::Audit(_)
             | Msg::Tenants(_)
             | Msg::Usage(_)
+            | Msg::Servers(_)
             | Msg::Records(_)
             | Msg::Tick(_) => {}
         }

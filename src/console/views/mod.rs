@@ -91,6 +91,14 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
     } else if app.config.read_only {
         spans.push(Span::styled(" READ-ONLY", t.warn));
     }
+    if let Some(place) = app.model.place.as_ref().filter(|_| app.link_down.is_none()) {
+        let used: usize = spans.iter().map(Span::width).sum();
+        let room = usize::from(area.width).saturating_sub(used + 1);
+        if let Some((text, style)) = ha_place(place, app.config.utc_offset_s, room, t) {
+            spans.push(Span::raw(" "));
+            spans.push(Span::styled(text, style));
+        }
+    }
     if let Some(since) = app.link_down {
         // In words, so it reads without colour; shortened to fit.
         let used: usize = spans.iter().map(Span::width).sum();
@@ -108,6 +116,31 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
         spans.push(Span::styled(format!(" STALE ({age})"), t.bad));
     }
     f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// Where the server read stands in its HA set, in words that fit `room`:
+/// `leader` or `standby of <holder>`, and the last failover's time when
+/// there is room.
+fn ha_place(
+    p: &crate::console::model::HaPlace,
+    utc_offset_s: i64,
+    room: usize,
+    t: &Theme,
+) -> Option<(String, ratatui::style::Style)> {
+    use crate::console::model::HaRole;
+    let (role, short, style) = match &p.role {
+        HaRole::Leader => ("leader".to_string(), "leader".to_string(), t.ok),
+        HaRole::Standby { of: Some(l) } => (format!("standby of {l}"), "standby".to_string(), t.warn),
+        HaRole::Standby { of: None } => ("standby, no leader".to_string(), "standby".to_string(), t.bad),
+    };
+    let failover = p.last_failover.as_ref().map(|f| super::logs::clock(f.at, utc_offset_s));
+    let mut choices = Vec::new();
+    if let Some(at) = &failover {
+        choices.push(format!("{role} · last failover {at}"));
+    }
+    choices.push(role);
+    choices.push(short);
+    choices.into_iter().find(|c| c.chars().count() <= room).map(|c| (c, style))
 }
 
 /// `canopy` and the view tabs, the current one in reverse video; `narrow`:
