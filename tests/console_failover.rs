@@ -5,13 +5,13 @@
 //! leader is. Skipped (with a visible line) without tmux or PostgreSQL;
 //! waits for screen content, never for fixed times.
 
-mod ha_support;
 mod journal_support;
 mod reap_support;
+mod standby_support;
 
-use ha_support::{BIN, Cluster, DEADLINE};
 use journal_support::Store;
 use reap_support::Reaper;
+use standby_support::{BIN, Cluster, DEADLINE};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -104,7 +104,7 @@ fn an_attached_console_follows_the_leader_across_two_kill_9s() {
     let Some(s) = Store::postgres("console_failover") else { return };
     let dir = tempfile::tempdir().unwrap();
     let _reaper = Reaper::new(dir.path());
-    let mut c = Cluster::start(dir.path(), &s, "", "");
+    let mut c = Cluster::start(dir.path(), &s, "");
     let console = Session::start(
         "canopy-failover",
         &format!(

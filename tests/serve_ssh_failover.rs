@@ -10,14 +10,14 @@
 //! under `CANOPY_ENGINES=require`.
 
 mod engines_support;
-mod ha_support;
 mod journal_support;
 mod reap_support;
+mod standby_support;
 
 use canopy::engine::model::{AttemptState, WorkloadId, WorkloadState};
 use engines_support::{SshHosts, forget_store, home_of, ssh_hosts, ssh_toml};
-use ha_support::{BIN, Cluster, DEADLINE};
 use journal_support::Store;
+use standby_support::{BIN, Cluster, DEADLINE};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -232,8 +232,7 @@ fn work_on_ssh_hosts_rides_out_two_kill_9s_of_the_leader_and_starts_once() {
     let mut c = Cluster::start(
         dir.path(),
         &s,
-        "include_demo_fleet = false\n",
-        &ssh_toml(&h, &h.known_hosts, HOST_LEASE, ""),
+        &format!("include_demo_fleet = false\n{}", ssh_toml(&h, &h.known_hosts, HOST_LEASE, "")),
     );
     let store = s.open().store_id().to_string();
     let _forget = forget_store(&h, &store);
@@ -264,7 +263,8 @@ fn work_on_ssh_hosts_rides_out_two_kill_9s_of_the_leader_and_starts_once() {
         std::thread::spawn(move || {
             let (mut acked, mut unknown) = (Vec::new(), 0);
             while !stop.load(Ordering::Relaxed) {
-                let out = ha_support::through(&all, &token, &["submit", "--json", short.to_str().unwrap()]);
+                let out =
+                    standby_support::through(&all, &token, &["submit", "--json", short.to_str().unwrap()]);
                 if !out.status.success() {
                     unknown += 1;
                     continue;
@@ -360,6 +360,6 @@ fn work_on_ssh_hosts_rides_out_two_kill_9s_of_the_leader_and_starts_once() {
     }
     for x in &c.servers {
         let said = x.said();
-        assert!(!said.contains(&ha_support::password(&s)), "{said}");
+        assert!(!said.contains(&standby_support::password(&s)), "{said}");
     }
 }

@@ -167,21 +167,6 @@ fn waiting_spec(dir: &Path) -> PathBuf {
     path
 }
 
-/// `canopy ARGS` with `CANOPY_SERVER` listing `servers`.
-fn through(servers: &str, token: &str, args: &[&str]) -> Output {
-    let home = tempfile::tempdir().unwrap();
-    Command::new(BIN)
-        .arg("--store")
-        .arg(home.path())
-        .args(args)
-        .env("CANOPY_SERVER", servers)
-        .env("CANOPY_TOKEN", token)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
 /// Attempt directories under a home, by name (one per launched attempt).
 fn launched(root: &Path) -> Vec<String> {
     std::fs::read_dir(root.join("attempts"))
@@ -208,15 +193,8 @@ struct Burst {
 fn kill_two_leaders_under_load(schema: &str) -> Option<Burst> {
     let s = Store::postgres(schema)?;
     let dir = tempfile::tempdir().unwrap();
-    let mut servers = vec![Server::start(dir.path(), "host-a", &s)];
-    servers[0].wait_to_say("canopy serve: store", 1);
-    let t = token(&servers[0]);
-    for name in ["host-b", "host-c"] {
-        let mut x = Server::start(dir.path(), name, &s);
-        x.wait_to_say("canopy serve: standing by", 1);
-        servers.push(x);
-    }
-    let all = servers.iter().map(Server::url).collect::<Vec<_>>().join(",");
+    let mut c = Cluster::start(dir.path(), &s, "");
+    let (all, t) = (c.all.clone(), c.token.clone());
     let (work, waiting) = (spec(dir.path(), "burst"), waiting_spec(dir.path()));
     let slow = dir.path().join("slow.toml");
     std::fs::write(
@@ -262,21 +240,9 @@ fn kill_two_leaders_under_load(schema: &str) -> Option<Burst> {
             (acked, cancelled, unknown)
         })
     };
-    let mut leader = 0;
     for _ in 0..2 {
         std::thread::sleep(Duration::from_secs(2));
-        servers[leader].signal(libc::SIGKILL);
-        let _ = servers[leader].child.wait();
-        let deadline = Instant::now() + DEADLINE;
-        leader = loop {
-            if let Some(i) =
-                (0..3).find(|&i| i != leader && servers[i].said().contains("canopy serve: store"))
-            {
-                break i;
-            }
-            assert!(Instant::now() < deadline, "no server took over");
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        c.kill_leader();
     }
     std::thread::sleep(Duration::from_secs(2));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -286,7 +252,7 @@ fn kill_two_leaders_under_load(schema: &str) -> Option<Burst> {
     let out = ok(through(&all, &t, &["status", "--json", "--limit", "1000"]), "status");
     let now: Vec<Value> = serde_json::from_slice(&out).unwrap();
     let waited = wait.wait_with_output_deadline();
-    Some(Burst { servers, now, acked, cancelled, unknown, waited, _dir: dir })
+    Some(Burst { servers: c.servers, now, acked, cancelled, unknown, waited, _dir: dir })
 }
 
 /// Under [`kill_two_leaders_under_load`]: every acknowledged submit is

@@ -1,7 +1,10 @@
 //! What the tests of several `canopy serve` on one PostgreSQL journal
-//! share (`serve_standby`, `serve_standby_reads`): servers on homes of
-//! their own, killed (resumed first, if frozen) when dropped; the CLI and
-//! plain HTTP against one of them.
+//! share (`serve_standby`, `serve_standby_reads`, `serve_ssh_failover`,
+//! `console_failover`): servers on homes of their own, killed (resumed
+//! first, if frozen) when dropped; three of them as a [`Cluster`] whose
+//! leader can be killed; the CLI and plain HTTP against one of them or
+//! through `CANOPY_SERVER` listing several. Nothing here asserts on
+//! elapsed time, only bounded waits.
 
 #![allow(dead_code)]
 
@@ -23,6 +26,8 @@ pub struct Server {
     pub root: PathBuf,
     pub child: Child,
     pub stderr: PathBuf,
+    /// Killed by [`Server::kill9`]: whatever it said, it leads no more.
+    killed: bool,
 }
 
 impl Drop for Server {
@@ -67,7 +72,7 @@ impl Server {
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
             .unwrap();
-        Server { root, child, stderr }
+        Server { root, child, stderr, killed: false }
     }
 
     pub fn said(&self) -> String {
@@ -102,6 +107,18 @@ impl Server {
     pub fn signal(&self, sig: i32) {
         // SAFETY: signals only the server this test started.
         unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    /// `kill -9`, and reaped.
+    pub fn kill9(&mut self) {
+        self.signal(libc::SIGKILL);
+        let _ = self.child.wait();
+        self.killed = true;
+    }
+
+    /// Leads: it said it serves the store, and it was not killed.
+    pub fn leads(&self) -> bool {
+        !self.killed && self.said().contains("canopy serve: store")
     }
 }
 
@@ -218,4 +235,84 @@ pub fn listed(url: &str, token: &str) -> Vec<(String, String)> {
         .iter()
         .map(|w| (w["id"].as_str().unwrap().to_string(), w["name"].as_str().unwrap().to_string()))
         .collect()
+}
+
+/// Three servers on `s`: the first leads, the others stand by.
+pub struct Cluster {
+    pub servers: Vec<Server>,
+    /// An operator's token.
+    pub token: String,
+    /// Which of `servers` leads now.
+    pub leader: usize,
+    /// `CANOPY_SERVER` listing all three, the first leader first.
+    pub all: String,
+}
+
+impl Cluster {
+    /// `config` goes in each one's `canopy.toml` before the journal's
+    /// table (as [`Server::start_with`]).
+    pub fn start(dir: &Path, s: &Store, config: &str) -> Cluster {
+        let mut servers = vec![Server::start_with(dir, "host-a", s, config, TERM_S)];
+        servers[0].wait_to_say("canopy serve: store", 1);
+        let token = token(&servers[0]);
+        for name in ["host-b", "host-c"] {
+            let mut x = Server::start_with(dir, name, s, config, TERM_S);
+            x.wait_to_say("canopy serve: standing by", 1);
+            servers.push(x);
+        }
+        let all = servers.iter().map(Server::url).collect::<Vec<_>>().join(",");
+        Cluster { servers, token, leader: 0, all }
+    }
+
+    /// `kill -9` of the leader; waits until another server leads and
+    /// returns which.
+    pub fn kill_leader(&mut self) -> usize {
+        let old = self.leader;
+        self.servers[old].kill9();
+        let deadline = Instant::now() + DEADLINE;
+        self.leader = loop {
+            if let Some(i) = (0..self.servers.len()).find(|&i| self.servers[i].leads()) {
+                break i;
+            }
+            let said: Vec<String> = self.servers.iter().map(Server::said).collect();
+            assert!(Instant::now() < deadline, "no server took over from {old}: {said:#?}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        self.leader
+    }
+
+    /// `canopy ARGS` through `CANOPY_SERVER` listing all three.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        through(&self.all, &self.token, args)
+    }
+
+    /// Submits the spec file through all three; the id it was given, or
+    /// `None` when the submit failed (its outcome unknown).
+    pub fn submit(&self, spec: &Path) -> Option<String> {
+        let out = self.cli(&["submit", "--json", spec.to_str().unwrap()]);
+        if !out.status.success() {
+            return None;
+        }
+        Some(serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string())
+    }
+
+    /// Every workload the cluster lists, as `status --json` shows them.
+    pub fn listed(&self) -> Vec<Value> {
+        serde_json::from_slice(&ok(self.cli(&["status", "--json", "--limit", "1000"]), "status")).unwrap()
+    }
+}
+
+/// `canopy ARGS` with `CANOPY_SERVER` listing `servers`.
+pub fn through(servers: &str, token: &str, args: &[&str]) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    Command::new(BIN)
+        .arg("--store")
+        .arg(home.path())
+        .args(args)
+        .env("CANOPY_SERVER", servers)
+        .env("CANOPY_TOKEN", token)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
 }
