@@ -277,14 +277,22 @@ impl TenantTally {
         TenantTally { promise, ..TenantTally::default() }
     }
 
-    /// Workload `id` is `gpu_h` trace GPU-hours of work.
-    pub fn work(&mut self, id: WorkloadId, gpu_h: f64) {
-        self.work.insert(id, gpu_h);
+    /// Workload `id`, of tenant `tenant`, is `gpu_h` trace GPU-hours of
+    /// work. Kept only for a workload with a tenant (no row counts the rest).
+    pub fn work(&mut self, id: WorkloadId, tenant: Option<&str>, gpu_h: f64) {
+        if tenant.is_some() {
+            self.work.insert(id, gpu_h);
+        }
     }
 
     pub fn observe(&mut self, r: &Record) {
         match r {
             Record::Workload(w) => {
+                // A workload without a tenant counts in no row: nothing
+                // is kept for it (a job's tenant is fixed at submission).
+                if w.tenant.is_none() && !self.seen.contains_key(&w.id) {
+                    return;
+                }
                 let s = self.seen.entry(w.id).or_default();
                 s.submitted.get_or_insert(w.submitted_at);
                 if s.tenant.is_none() {
@@ -301,7 +309,14 @@ impl TenantTally {
                     let tenant = self.tenant(w);
                     self.latency.entry(tenant).or_default().push(a.placed_at.secs_since(t0).max(0.0));
                 }
-                let s = self.seen.entry(w).or_default();
+                let Some(s) = self.seen.get_mut(&w) else {
+                    // No tenant: only a reclaim of it counts (under "-").
+                    if a.state.is_final() && a.class == Some(FailureClass::Reclaimed) {
+                        let tenant = self.tenant(w);
+                        *self.victims.entry(tenant).or_default() += 1;
+                    }
+                    return;
+                };
                 if let Some(t) = a.started_at {
                     s.first_start = Some(s.first_start.map_or(t, |f| f.min(t)));
                 }

@@ -125,7 +125,9 @@ struct World<'a> {
     atts: HashMap<AttemptId, Att>,
     /// Launch calls so far per attempt id.
     calls: HashMap<AttemptId, u32>,
-    job_of: HashMap<WorkloadId, usize>,
+    /// Each workload's job, at `id - 1` (the core numbers workloads 1, 2,
+    /// … as they are submitted); [`NO_JOB`] where none.
+    job_of: Vec<u32>,
     pending_job: Option<usize>,
     mult: Vec<f64>,
     down: Vec<bool>,
@@ -194,7 +196,7 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         ticks: BTreeSet::new(),
         atts: HashMap::new(),
         calls: HashMap::new(),
-        job_of: HashMap::new(),
+        job_of: Vec::with_capacity(r.jobs.len()),
         pending_job: None,
         mult,
         down: vec![false; r.fleet.nodes.len()],
@@ -209,6 +211,7 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         check,
         broken: None,
     };
+    w.tally.expect_workloads(r.jobs.len());
     if let Some(t) = r.tenancy.filter(|t| !t.is_empty()) {
         w.send(Event::SetTenancy { tenancy: Box::new(t.clone()) }, sink);
     }
@@ -266,7 +269,31 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
     (report, w.broken)
 }
 
+/// `World::job_of`'s "no job".
+const NO_JOB: u32 = u32::MAX;
+
 impl World<'_> {
+    /// The job workload `id` runs.
+    fn job_of(&self, id: WorkloadId) -> Option<usize> {
+        let i = usize::try_from(id.0.checked_sub(1)?).ok()?;
+        self.job_of.get(i).filter(|&&j| j != NO_JOB).map(|&j| j as usize)
+    }
+
+    /// Workload `id` runs job `job`.
+    fn set_job(&mut self, id: WorkloadId, job: usize) {
+        let (Some(i), Ok(job)) =
+            (id.0.checked_sub(1).and_then(|i| usize::try_from(i).ok()), u32::try_from(job))
+        else {
+            return;
+        };
+        if i >= self.job_of.len() {
+            self.job_of.resize(i + 1, NO_JOB);
+        }
+        if let Some(slot) = self.job_of.get_mut(i) {
+            *slot = job;
+        }
+    }
+
     /// Schedules `ev` at `secs` from the trace start.
     fn at(&mut self, secs: f64, ev: Ev) {
         let t = EPOCH.plus_secs(secs).0;
@@ -353,11 +380,11 @@ impl World<'_> {
                 }
                 Action::Reply { reply: Reply::Submitted { id, .. }, .. } => {
                     if let Some(j) = self.pending_job.take() {
-                        self.job_of.insert(id, j);
+                        self.set_job(id, j);
                         let job = &self.run.jobs[j];
                         let work = f64::from(job.gpus) * job.duration_s / 3600.0;
                         self.tally.work(id, work);
-                        self.tenants.work(id, work);
+                        self.tenants.work(id, job.tenant.as_deref(), work);
                     }
                 }
                 Action::Reply { .. } => {}
@@ -428,7 +455,7 @@ impl World<'_> {
                 self.calls.remove(&a);
                 // What the shell finds in the checkpoint directory after an
                 // attempt, before it collects it.
-                if let Some(&job) = self.job_of.get(&a.workload)
+                if let Some(job) = self.job_of(a.workload)
                     && self.run.specs.shape(job).is_some_and(|s| s.checkpoint)
                 {
                     let found = self.ckpt[job]
@@ -471,7 +498,7 @@ impl World<'_> {
             return;
         };
         let Some(&n) = idx.first() else { return };
-        let Some(&job) = self.job_of.get(&a.workload) else { return };
+        let Some(job) = self.job_of(a.workload) else { return };
         // A gang placed on fewer nodes than it asks for cannot run as
         // written (a scheduler that does not place gangs): refused for good.
         let Some(shape) = self.run.specs.shape(job).copied() else { return };
