@@ -14,10 +14,8 @@
 //!   nowhere and is within its quota is served only if placing it keeps the
 //!   tenant at or below its entitlement (or it holds nothing yet);
 //! - victims are borrowed work of its cohort, run at least `preempt_after`,
-//!   of tenants above their entitlement, none of which falls below where
-//!   the owed tenant will stand once served (held ÷ entitlement: a stop
-//!   moves GPUs from a richer tenant to a poorer one without swapping
-//!   their places, so the spread of the ratios only narrows), chosen by owners'
+//!   of tenants above their entitlement by at least what they lose (a
+//!   victim's tenant never falls below its share), chosen by owners'
 //!   reclaim's order (`tenant::reclaim::choose`: least progress lost, then
 //!   least disruption, then fewest; never more than the workload needs),
 //!   from the tenant furthest above its share alone first, widening to
@@ -144,16 +142,11 @@ impl Core {
                 .filter(|&i| i != me && gaps[i].cohort == gaps[me].cohort && gaps[i].held > gaps[i].entitled)
                 .collect();
             above.sort_by(|&a, &b| gaps[b].ratio().total_cmp(&gaps[a].ratio()).then(a.cmp(&b)));
-            // What each may give: down to where the owed tenant will
-            // stand once served (its held ÷ entitled), never below its own
-            // share's worth of that — a stop that moves GPUs from a tenant
-            // above to one below without swapping their places.
-            let level = ((g.held + ask) / g.entitled).min(1.0);
             let mut chosen = None;
             for k in 1..=above.len() {
                 let from: Vec<(String, f64)> = above[..k]
                     .iter()
-                    .map(|&i| (gaps[i].name.clone(), gaps[i].held - gaps[i].entitled * level))
+                    .map(|&i| (gaps[i].name.clone(), gaps[i].held - gaps[i].entitled))
                     .collect();
                 let pick = |core: &Core, v: &super::Entry| {
                     let Some(them) = core.tenant_of(v) else { return false };
@@ -163,7 +156,7 @@ impl Core {
                     lose <= *spare + 1e-9 && core.live_pool(v).is_some_and(|p| core.borrows_in(them, p))
                 };
                 let Some(c) = self.choose_victims(&req, &pools, pick, started_by, now) else { continue };
-                // Together, no victim's tenant falls below the owed one.
+                // Together, no victim's tenant falls below its share.
                 let mut lost: HashMap<String, f64> = HashMap::new();
                 for v in &c.0.victims {
                     let Some(ve) = self.entries.get(&WorkloadId(v.workload)) else { continue };
