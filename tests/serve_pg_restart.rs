@@ -12,19 +12,18 @@
 //! Without PostgreSQL installed (or able to start) the test says
 //! "skipped: …" and passes, unless `CANOPY_ENGINES=require`.
 
+mod journal_support;
+mod standby_support;
+
 use serde_json::Value;
+use standby_support::{DEADLINE, Server, TERM_S, launched, ok, remote, through, token};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_canopy");
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/engines/postgres.sh");
-const DEADLINE: Duration = Duration::from_secs(60);
-const PW_ENV: &str = "CANOPY_TEST_JOURNAL_PW";
-/// Short, as in tests/serve_standby.rs: the shortest the setting allows.
-const TERM_S: u64 = 3;
 /// How long PostgreSQL stays down.
 const DOWN: Duration = Duration::from_secs(3);
 /// Clients submitting at once.
@@ -96,111 +95,6 @@ impl Drop for Cluster {
     }
 }
 
-/// A `canopy serve` this test started, on its own home; killed when
-/// dropped.
-struct Server {
-    root: PathBuf,
-    child: Child,
-    stderr: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if self.child.try_wait().unwrap().is_none() {
-            // SAFETY: signals only the server this test started.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
-        }
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start(dir: &Path, name: &str, pg: &Cluster) -> Server {
-        let root = dir.join(name);
-        std::fs::create_dir_all(&root).unwrap();
-        let toml =
-            format!("[journal]\nurl = {:?}\npassword_env = {PW_ENV:?}\nlease_term = \"{TERM_S}s\"\n", pg.url);
-        std::fs::write(root.join("canopy.toml"), toml).unwrap();
-        let stderr = root.join("serve.stderr");
-        let child = Command::new(BIN)
-            .arg("--store")
-            .arg(&root)
-            .args(["serve", "--no-faults", "--listen", "127.0.0.1:0"])
-            .env(PW_ENV, &pg.password)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        Server { root, child, stderr }
-    }
-
-    fn said(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn wait_to_say(&mut self, what: &str) {
-        let deadline = Instant::now() + DEADLINE;
-        while !self.said().contains(what) {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("canopy serve exited ({status}): {}", self.said());
-            }
-            assert!(Instant::now() < deadline, "timed out waiting for {what:?}: {}", self.said());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// The last `http://…` address it said it serves on.
-    fn url(&self) -> String {
-        let said = self.said();
-        let at = said.rfind("http://127.0.0.1:").expect("a TCP address");
-        said[at..]
-            .split([',', ';', '.', ' ', '\n'])
-            .take(4)
-            .collect::<Vec<_>>()
-            .join(".")
-            .trim_end_matches('.')
-            .to_string()
-    }
-}
-
-fn ok(out: Output, what: &str) -> Vec<u8> {
-    assert!(
-        out.status.success(),
-        "{what}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-/// An operator token made on `server`'s socket (it must lead).
-fn token(server: &Server) -> String {
-    let out = Command::new(BIN)
-        .arg("--store")
-        .arg(&server.root)
-        .args(["token", "create", "--name", "ops", "--role", "operator"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    String::from_utf8(ok(out, "token create")).unwrap().trim().to_string()
-}
-
-/// `canopy ARGS` as a user runs it, with `CANOPY_SERVER` listing `servers`.
-fn through(servers: &str, token: &str, args: &[&str]) -> Output {
-    let home = tempfile::tempdir().unwrap();
-    Command::new(BIN)
-        .arg("--store")
-        .arg(home.path())
-        .args(args)
-        .env("CANOPY_SERVER", servers)
-        .env("CANOPY_TOKEN", token)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
 /// Spec `name`: a quick run, or (`waiting`) one that waits queued for
 /// 2 TB of memory, so a cancel has something to cancel.
 fn spec(dir: &Path, name: &str, waiting: bool) -> PathBuf {
@@ -215,13 +109,6 @@ fn spec(dir: &Path, name: &str, waiting: bool) -> PathBuf {
     )
     .unwrap();
     path
-}
-
-/// Attempt directories under a home, by name (one per launched attempt).
-fn launched(root: &Path) -> Vec<String> {
-    std::fs::read_dir(root.join("attempts"))
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-        .unwrap_or_default()
 }
 
 /// What the client saw: each submit by its number, acknowledged (with its
@@ -241,11 +128,11 @@ struct Seen {
 fn postgres_restarted_under_load_pauses_the_service_and_loses_no_acknowledged_request() {
     let Some(pg) = Cluster::start() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let mut a = Server::start(dir.path(), "host-a", &pg);
-    a.wait_to_say("canopy serve: store");
+    let mut a = Server::start_at(dir.path(), "host-a", &pg.url, &pg.password, "", TERM_S);
+    a.wait_to_say("canopy serve: store", 1);
     let t = token(&a);
-    let mut b = Server::start(dir.path(), "host-b", &pg);
-    b.wait_to_say("canopy serve: standing by");
+    let mut b = Server::start_at(dir.path(), "host-b", &pg.url, &pg.password, "", TERM_S);
+    b.wait_to_say("canopy serve: standing by", 1);
     let all = format!("{},{}", a.url(), b.url());
 
     // The burst: CLIENTS clients, each sending keyed submits one after
@@ -422,22 +309,6 @@ fn postgres_restarted_under_load_pauses_the_service_and_loses_no_acknowledged_re
     }
 }
 
-/// `canopy ARGS` against one server, as a user runs it.
-fn remote(url: &str, token: &str, args: &[&str]) -> Output {
-    let home = tempfile::tempdir().unwrap();
-    Command::new(BIN)
-        .arg("--store")
-        .arg(home.path())
-        .arg("--server")
-        .arg(url)
-        .args(args)
-        .env("CANOPY_TOKEN", token)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
 /// One server alone, idle while PostgreSQL restarts: it stays up and
 /// answers again once PostgreSQL is back, reads and submits, with what
 /// it had before (its pooled connections, which PostgreSQL closed, are
@@ -446,8 +317,8 @@ fn remote(url: &str, token: &str, args: &[&str]) -> Output {
 fn a_lone_idle_server_answers_again_after_postgres_restarts() {
     let Some(pg) = Cluster::start() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let mut a = Server::start(dir.path(), "host-a", &pg);
-    a.wait_to_say("canopy serve: store");
+    let mut a = Server::start_at(dir.path(), "host-a", &pg.url, &pg.password, "", TERM_S);
+    a.wait_to_say("canopy serve: store", 1);
     let t = token(&a);
     let url = a.url();
     let first = ok(
@@ -461,6 +332,18 @@ fn a_lone_idle_server_answers_again_after_postgres_restarts() {
     }
 
     pg.stop();
+    // While it is down a read is answered 503 (which clients retry) or
+    // not at all (the server stepped down and waits for the journal to
+    // listen again), never 500: the journal out of reach is the service
+    // unavailable, not broken.
+    let statuses: Vec<String> = (0..5)
+        .map(|_| {
+            let head = head_of(&url, &t, "/v1/workloads");
+            std::thread::sleep(Duration::from_millis(100));
+            head
+        })
+        .collect();
+    assert!(statuses.iter().all(|s| !s.contains(" 500")), "{statuses:?}");
     std::thread::sleep(DOWN);
     pg.start_again();
     // Reads answer again (each try one request; the server may be
@@ -492,4 +375,21 @@ fn a_lone_idle_server_answers_again_after_postgres_restarts() {
         assert_eq!(listed.iter().filter(|w| w["id"] == id.as_str()).count(), 1, "{id} once: {listed:?}");
     }
     assert!(a.child.try_wait().unwrap().is_none(), "the server exited: {}", a.said());
+}
+
+/// The status line of a GET of `path`, or "refused" when nothing listens.
+fn head_of(url: &str, token: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://");
+    let Ok(mut c) = std::net::TcpStream::connect(addr) else { return "refused".into() };
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let asked = write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    let mut out = String::new();
+    if asked.is_ok() {
+        let _ = c.read_to_string(&mut out);
+    }
+    out.lines().next().unwrap_or("no answer").to_string()
 }

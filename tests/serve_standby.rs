@@ -167,13 +167,6 @@ fn waiting_spec(dir: &Path) -> PathBuf {
     path
 }
 
-/// Attempt directories under a home, by name (one per launched attempt).
-fn launched(root: &Path) -> Vec<String> {
-    std::fs::read_dir(root.join("attempts"))
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-        .unwrap_or_default()
-}
-
 /// What [`kill_two_leaders_under_load`] saw.
 struct Burst {
     servers: Vec<Server>,

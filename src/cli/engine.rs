@@ -228,7 +228,31 @@ async fn stand_by(
 ) -> Result<Option<canopy::journal::Ownership>> {
     let (tx, view) = tokio::sync::watch::channel(None);
     let home = opts.home.clone().with_journal(at.clone());
-    let standby = canopy::server::standby::listen(&home, &opts.server, view).await?;
+    // A leader that stepped down because the journal's database went out
+    // of reach (a restart) stands by once it is back: until then there is
+    // nothing to read and no lease to take.
+    let mut said = false;
+    let standby = loop {
+        match canopy::server::standby::listen(&home, &opts.server, view.clone()).await {
+            Ok(s) => break s,
+            Err(canopy::server::ServeError::Journal(e)) if e.unreachable() => {
+                if !said {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "canopy serve: waiting for the journal {}: {}",
+                        at.shown(),
+                        canopy::text::sanitize(&e.to_string())
+                    );
+                    said = true;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(term / 3) => {}
+                    _ = signals.stop() => return Ok(None),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
     // The same addresses once it leads (port 0 picked one).
     if standby.tcp.is_some() {
         opts.server.listen = standby.tcp;

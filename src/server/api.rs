@@ -169,7 +169,7 @@ async fn load_view(s: &ServerState, id: WorkloadId) -> ApiResult<WorkloadView> {
             Ok(Some((w, j.attempts(id), at)))
         })
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        .map_err(ApiError::journal)?;
     match found {
         Some((w, attempts, at)) => {
             let standings = super::tenants::fair_standings(s, &s.tenancy());
@@ -179,7 +179,7 @@ async fn load_view(s: &ServerState, id: WorkloadId) -> ApiResult<WorkloadView> {
                 position: ahead + 1,
                 of,
             });
-            let attempts = attempts.map_err(|e| ApiError::internal(e.to_string()))?;
+            let attempts = attempts.map_err(ApiError::journal)?;
             Ok(WorkloadView { queue_position, ..view(w, attempts, false) })
         }
         None => Err(ApiError::not_found(format!("no workload {id} in this store"))),
@@ -303,7 +303,7 @@ async fn list(
             Ok((with_attempts(j, ws)?, total))
         })
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        .map_err(ApiError::journal)?;
     let more = rows.len() > limit;
     let workloads: Vec<WorkloadView> = rows.into_iter().take(limit).map(|(w, a)| view(w, a, false)).collect();
     let next_cursor = if more { workloads.last().map(|v| v.workload.id.to_string()) } else { None };
@@ -341,7 +341,7 @@ async fn events(
 ) -> ApiResult<Json<Vec<EventRecord>>> {
     let id = t.workload()?;
     load_view(&s, id).await?;
-    s.read(move |j| j.events(id)).await.map(Json).map_err(|e| ApiError::internal(e.to_string()))
+    s.read(move |j| j.events(id)).await.map(Json).map_err(ApiError::journal)
 }
 
 /// The header carrying where the next read of a log should start.
@@ -712,7 +712,7 @@ async fn recent_events(
             Ok(j.events_since(since, limit)?.into_iter().map(|(_, e)| e).collect())
         })
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        .map_err(ApiError::journal)?;
     // With tenants: only the events of workloads the caller may see.
     let batch = std::sync::Arc::new(crate::engine::model::Batch {
         seq: 0,
@@ -747,7 +747,7 @@ async fn audit(
     };
     let tenancy = s.tenancy();
     if authz::listing(&p, &tenancy).is_none() {
-        let all = s.read(move |j| j.audit(&f)).await.map_err(|e| ApiError::internal(e.to_string()))?;
+        let all = s.read(move |j| j.audit(&f)).await.map_err(ApiError::journal)?;
         return Ok(Json(all));
     }
     // With tenants, a scoped or tenant-bound operator's share: read on
@@ -759,10 +759,7 @@ async fn audit(
     let (mut before, mut scanned) = (None, 0usize);
     loop {
         let page = f.clone();
-        let batch = s
-            .read(move |j| j.audit_before(&page, before))
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let batch = s.read(move |j| j.audit_before(&page, before)).await.map_err(ApiError::journal)?;
         let ended = batch.is_empty() || batch.len() < want;
         for (seq, a) in batch {
             before = Some(seq);

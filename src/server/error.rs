@@ -66,6 +66,17 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
 
+    /// A journal read that failed: 503 while the journal's database is out
+    /// of reach (a PostgreSQL restart: clients retry a read on 503), else
+    /// 500.
+    pub fn journal(e: crate::journal::JournalError) -> Self {
+        if e.unreachable() {
+            Self::unavailable(format!("the journal's database is out of reach; retry in a moment ({e})"))
+        } else {
+            Self::internal(e.to_string())
+        }
+    }
+
     /// The engine's refusal of a command.
     pub fn refused(code: Refusal, message: String) -> Self {
         match code {

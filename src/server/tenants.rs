@@ -72,7 +72,7 @@ pub(super) async fn now(
             Ok((ws, j.attempts_of(&ids)?))
         })
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        .map_err(ApiError::journal)?;
     let (workloads, attempts) = rows;
     let fleet = s.fleet_status().map(|st| st.fleet.clone()).unwrap_or_default();
     Ok(live_usage(tenancy, &fleet, &workloads, &attempts))
@@ -179,7 +179,7 @@ async fn view(s: &ServerState) -> ApiResult<TenantsView> {
     // a change by the stream (its audit record) may ask before this
     // server's copy in memory is replaced, and must not get the old tables
     // under the new `set_at`.
-    let row = s.read(|j| j.tenancy()).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    let row = s.read(|j| j.tenancy()).await.map_err(ApiError::journal)?;
     let stored = row.as_ref().and_then(|r| TenancyDoc::parse(&r.document, true).ok()).map(|(_, t)| t);
     let tenancy = stored.map_or_else(|| s.tenancy(), std::sync::Arc::new);
     let (tenants, reclaims) = now(s, &tenancy).await?;

@@ -121,7 +121,7 @@ pub async fn usage(
             Ok(r)
         })
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        .map_err(ApiError::journal)?;
     Ok(Json(report))
 }
 

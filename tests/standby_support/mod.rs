@@ -54,11 +54,16 @@ impl Server {
     /// as tenants) before the journal's table in its `canopy.toml`, and a
     /// lease term of `term_s` seconds.
     pub fn start_with(dir: &Path, name: &str, s: &Store, config: &str, term_s: u64) -> Server {
+        Server::start_at(dir, name, &s.url(), &password(s), config, term_s)
+    }
+
+    /// [`Server::start_with`] on the journal at `url` (a PostgreSQL
+    /// database of the test's own, say) with `password`.
+    pub fn start_at(dir: &Path, name: &str, url: &str, password: &str, config: &str, term_s: u64) -> Server {
         let root = dir.join(name);
         std::fs::create_dir_all(&root).unwrap();
         let toml = format!(
-            "{config}\n[journal]\nurl = {:?}\npassword_env = {PW_ENV:?}\nlease_term = \"{term_s}s\"\n",
-            s.url()
+            "{config}\n[journal]\nurl = {url:?}\npassword_env = {PW_ENV:?}\nlease_term = \"{term_s}s\"\n"
         );
         std::fs::write(root.join("canopy.toml"), toml).unwrap();
         let stderr = root.join("serve.stderr");
@@ -66,7 +71,7 @@ impl Server {
             .arg("--store")
             .arg(&root)
             .args(["serve", "--no-faults", "--listen", "127.0.0.1:0"])
-            .env(PW_ENV, password(s))
+            .env(PW_ENV, password)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).unwrap())
@@ -315,4 +320,12 @@ pub fn through(servers: &str, token: &str, args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .unwrap()
+}
+
+/// Attempt directories under a home, by name (one per attempt its local
+/// provider launched): the provider's own count.
+pub fn launched(root: &Path) -> Vec<String> {
+    std::fs::read_dir(root.join("attempts"))
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default()
 }
