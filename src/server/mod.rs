@@ -147,6 +147,9 @@ pub type Served = Arc<ServerState>;
 /// Reader connections kept open, and reads run at once.
 const READERS: usize = 8;
 
+/// The least time between two reads of the tokens on a standby.
+const TOKEN_READS_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
 impl ServerState {
     /// The engine, on the server that leads. Routes that need it are not
     /// routed on a standby (it forwards them), so this 503 is a backstop.
@@ -166,11 +169,17 @@ impl ServerState {
     /// read began after `asked` (a caller that waited for another's read
     /// gets that one). A standby does this every second and when a token
     /// it does not know arrives, so tokens made or revoked on the leader
-    /// hold on it too; reads run one at a time.
+    /// hold on it too; reads run one at a time, and at most one each
+    /// [`TOKEN_READS_EVERY`]: a flood of made-up tokens waits in line and
+    /// shares the next read instead of costing one each.
     pub async fn reload_tokens(&self, asked: std::time::Instant) -> Result<(), JournalError> {
         let mut last = self.tokens_read.lock().await;
         if *last > asked {
             return Ok(());
+        }
+        let since = last.elapsed();
+        if since < TOKEN_READS_EVERY {
+            tokio::time::sleep(TOKEN_READS_EVERY - since).await;
         }
         *last = std::time::Instant::now();
         let (rows, tenancy) = self.read(|j| Ok((j.tokens()?, stored_tenancy(j)?))).await?;
