@@ -38,6 +38,71 @@ fn success_goes_to_the_cheapest_fit_and_releases_capacity() {
     assert!(w.core.fleet().nodes.iter().all(|n| n.free.gpus == 1 && n.canopy_gpus == 0));
 }
 
+/// What an ended attempt left at its provider (its record on an owner's
+/// host) is removed only after the attempt's end is journalled: the
+/// release comes after the closing record, which the shell commits before
+/// it acts. Released first, a server killed before the commit left a
+/// journal saying "running" and a provider that knew nothing of it, and
+/// the next leader took the finished attempt for a lost node and ran the
+/// workload again (seen in the ssh failover test).
+#[test]
+fn an_ended_attempt_is_released_at_its_provider_only_after_its_end_is_journalled() {
+    let mut w = World::new(fleet());
+    let id = w.submit("");
+    let (a, _) = w.last_launch(id);
+    w.run(a);
+    let out =
+        w.send(Event::Status { attempt: a, status: AttemptStatus::Ended(ProviderEnd::Exited { code: 0 }) });
+    assert!(
+        !out.iter().any(|x| matches!(x, Action::Release { .. })),
+        "nothing is released while the end is collected"
+    );
+    let out = w.send(Event::Collected {
+        attempt: a,
+        end: ProviderEnd::Exited { code: 0 },
+        log_tail: vec![],
+        outputs: OutputsResult::Collected { count: 0 },
+    });
+    let closed = out
+        .iter()
+        .position(|x| matches!(x, Action::Record(Record::Attempt(r)) if r.id == a && r.state == AttemptState::Succeeded))
+        .expect("the attempt's end is journalled");
+    let released = out
+        .iter()
+        .position(|x| matches!(x, Action::Release { attempt, .. } if *attempt == a))
+        .expect("what it left at its provider is released");
+    assert!(closed < released, "journalled first, released after: {out:?}");
+    assert_eq!(w.state(id), WorkloadState::Succeeded);
+
+    // A server stopped between the two leaves it at the provider: listed
+    // there later as ended, it is released; a live attempt's is not.
+    let (provider, token) = w
+        .actions
+        .iter()
+        .find_map(|x| match x {
+            Action::Launch { attempt, provider, token, .. } if *attempt == a => {
+                Some((provider.clone(), token.clone()))
+            }
+            _ => None,
+        })
+        .expect("launched");
+    let id2 = w.submit("");
+    let (b, _) = w.last_launch(id2);
+    w.run(b);
+    let live = w
+        .actions
+        .iter()
+        .find_map(|x| match x {
+            Action::Launch { attempt, token, .. } if *attempt == b => Some(token.clone()),
+            _ => None,
+        })
+        .expect("launched");
+    let out = w.send(Event::Owned { provider, tokens: vec![], ended: vec![token, live] });
+    assert!(out.iter().any(|x| matches!(x, Action::Release { attempt, .. } if *attempt == a)), "{out:?}");
+    assert!(!out.iter().any(|x| matches!(x, Action::Release { attempt, .. } if *attempt == b)), "{out:?}");
+    assert!(!out.iter().any(|x| matches!(x, Action::Terminate { .. })), "{out:?}");
+}
+
 /// A launch refused for capacity is not an attempt: the next candidate
 /// takes its attempt id (and row), and nothing is spent.
 #[test]

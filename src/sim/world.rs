@@ -374,7 +374,7 @@ impl World<'_> {
                     self.after(TERMINATE_S, Ev::Terminated(attempt));
                 }
                 // The simulator sets no webhooks: nothing is delivered.
-                Action::Deliver(_) => {}
+                Action::Deliver(_) | Action::Release { .. } => {}
                 Action::Collect { attempt, end, outputs, .. } => {
                     self.after(API_LATENCY_S, Ev::Collected(attempt, end, outputs));
                 }

@@ -585,9 +585,17 @@ impl Core {
         now: Millis,
     ) {
         let reason = self.live_mut(a).and_then(|(e, _)| e.live.as_ref().and_then(|l| l.terminating.clone()));
+        let store_id = self.store_id.clone();
+        let release = self
+            .live_mut(a)
+            .map(|(e, idx)| (e.attempts[idx].provider.clone(), e.attempts[idx].token(&store_id)));
         // When Canopy stopped it, Canopy's reason decides the class.
         let end = reason.unwrap_or(end);
         self.close_attempt(a, end, log_tail, outputs, now);
+        // After the close's records: the shell journals them first.
+        if let Some((provider, token)) = release {
+            self.out.push(Action::Release { attempt: a, provider, token });
+        }
     }
 
     /// Asks the provider to stop the live attempt; it closes once confirmed.

@@ -186,10 +186,13 @@ pub enum Event {
         attempt: AttemptId,
         message: String,
     },
-    /// What a provider runs that carries this store's tokens (reconciliation).
+    /// What a provider runs that carries this store's tokens
+    /// (reconciliation), and (`ended`) what it holds of attempts that no
+    /// longer run.
     Owned {
         provider: String,
         tokens: Vec<String>,
+        ended: Vec<String>,
     },
     /// A provider's fresh inventory: its pools with nodes, `used` = used by
     /// others (see `inventory.rs`).
@@ -245,6 +248,16 @@ pub enum Action {
         token: String,
         end: ProviderEnd,
         outputs: bool,
+    },
+    /// Remove what the ended attempt left at its provider (its record on
+    /// an owner's host): after its end is journalled, never before, so a
+    /// server killed in between leaves a leftover, not a running attempt
+    /// whose record at the provider is gone (which a new leader would take
+    /// for a lost node and run again).
+    Release {
+        attempt: AttemptId,
+        provider: String,
+        token: String,
     },
     Reply {
         request: u64,

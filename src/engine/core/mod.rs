@@ -485,7 +485,7 @@ impl Core {
             Event::CheckpointNotCopied { attempt, message } => {
                 self.on_checkpoint_not_copied(attempt, message, now)
             }
-            Event::Owned { provider, tokens } => self.on_owned(&provider, &tokens, now),
+            Event::Owned { provider, tokens, ended } => self.on_owned(&provider, &tokens, &ended, now),
             Event::Inventory { provider, pools } => self.on_inventory(&provider, pools, now),
             Event::Delivered { id, outcome } => self.on_delivered(id, outcome, now),
             Event::Tick => self.on_tick(now),

@@ -252,15 +252,24 @@ impl Shell {
         }
     }
 
-    pub(super) fn spawn_reconcile(&self, provider: String) {
+    /// Lists what `provider` holds of this store's attempts for the core;
+    /// `with_ended` (the first listing after a start) also what no longer
+    /// runs, so that the releases a stop cut short are done: an ended
+    /// attempt is released after its close is journalled, and a server
+    /// stopped in between leaves it there. Later listings leave it out,
+    /// as only a stop makes such a leftover.
+    pub(super) fn spawn_reconcile(&self, provider: String, with_ended: bool) {
         let Some(p) = self.provider(&provider) else { return };
         let tx = self.tx.clone();
         let store = self.core.store_id().to_string();
         tokio::spawn(async move {
             match p.list_owned(&store).await {
                 Ok(owned) => {
-                    let tokens = owned.into_iter().filter(|o| o.running).map(|o| o.token).collect();
-                    Self::send(&tx, Event::Owned { provider, tokens });
+                    let (running, ended): (Vec<_>, Vec<_>) = owned.into_iter().partition(|o| o.running);
+                    let tokens = running.into_iter().map(|o| o.token).collect();
+                    let ended =
+                        if with_ended { ended.into_iter().map(|o| o.token).collect() } else { Vec::new() };
+                    Self::send(&tx, Event::Owned { provider, tokens, ended });
                 }
                 Err(e) => tracing::warn!(%provider, error = %e, "could not list owned resources"),
             }
@@ -367,13 +376,21 @@ impl Shell {
                 },
                 _ => OutputsResult::Skipped,
             };
-            // Logs and outputs are Canopy's now: what the attempt left at
-            // its provider may go (only providers on others' machines
-            // remove anything).
+            // What the attempt left at its provider goes once its end is
+            // journalled (`Action::Release`), not here.
+            Self::send(&tx, Event::Collected { attempt, end, log_tail, outputs });
+        });
+    }
+
+    /// Logs and outputs are Canopy's and the attempt's end is journalled:
+    /// what it left at its provider may go (only providers on others'
+    /// machines remove anything).
+    pub(super) fn spawn_release(&self, attempt: AttemptId, provider: String, token: String) {
+        let Some(p) = self.provider(&provider) else { return };
+        tokio::spawn(async move {
             if let Err(e) = p.release(&token).await {
                 tracing::warn!(%attempt, "could not remove what the attempt left at its provider: {e}");
             }
-            Self::send(&tx, Event::Collected { attempt, end, log_tail, outputs });
         });
     }
 }

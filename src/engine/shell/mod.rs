@@ -225,7 +225,7 @@ impl Shell {
     ) -> Result<(), ShellError> {
         self.perform(restored).await?;
         for p in self.providers.keys().cloned().collect::<Vec<_>>() {
-            self.spawn_reconcile(p);
+            self.spawn_reconcile(p, true);
         }
         let mut poll = tokio::time::interval(self.config.poll_every);
         let mut reconcile = tokio::time::interval(self.config.reconcile_every);
@@ -263,7 +263,7 @@ impl Shell {
                 _ = publish.tick() => { self.publish_status(); continue; }
                 _ = reconcile.tick() => {
                     for p in self.providers.keys().cloned().collect::<Vec<_>>() {
-                        self.spawn_reconcile(p);
+                        self.spawn_reconcile(p, false);
                     }
                     continue;
                 }
@@ -526,6 +526,7 @@ impl Shell {
                 Action::Collect { attempt, provider, token, end, outputs } => {
                     self.spawn_collect(attempt, provider, token, end, outputs)
                 }
+                Action::Release { attempt, provider, token } => self.spawn_release(attempt, provider, token),
                 Action::Deliver(d) => self.spawn_deliver(*d),
             }
         }
