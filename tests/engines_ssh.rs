@@ -35,6 +35,17 @@ fn attempts_on(user: &str, store: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The attempt directories still on `user`'s host once they have had up
+/// to 30 s to go: an ended attempt's directory is removed after its end is
+/// journalled, so it may outlive the final state by a moment.
+async fn left_on(user: &str, store: &str) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !attempts_on(user, store).is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    attempts_on(user, store)
+}
+
 /// Every process whose command line or environment holds `needle`, but
 /// this test process: `(pid, uid, what it runs)`.
 fn holders(needle: &[u8]) -> (Vec<String>, Vec<(i32, u32, String)>) {
@@ -133,7 +144,7 @@ async fn logs_and_outputs_come_back_the_secret_stays_hidden_and_nothing_is_left(
     // Nothing of the attempt is left on the host, and the secret is in no
     // file there.
     let store = r.store_id.clone();
-    let left = attempts_on(&host.user, &store);
+    let left = left_on(&host.user, &store).await;
     assert!(left.is_empty(), "attempt directories left on {}: {left:?}", host.user);
     let store_dir = format!("/.canopy-host/{store}/");
     assert!(processes_of(&host.user, &store_dir).is_empty(), "{:?}", processes_of(&host.user, ""));
@@ -265,15 +276,8 @@ async fn cancel_leaves_no_process_and_no_file_on_the_host() {
     let (w, _) = wait(t.path(), id, LONG, "cancelled", |w, _| w.state.is_final()).await;
     assert_eq!(w.state, WorkloadState::Cancelled);
     // The attempt's directory goes once its logs are in.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !attempts_on(&host.user, &r.store_id).is_empty() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert!(
-        attempts_on(&host.user, &r.store_id).is_empty(),
-        "left: {:?}",
-        attempts_on(&host.user, &r.store_id)
-    );
+    let left = left_on(&host.user, &r.store_id).await;
+    assert!(left.is_empty(), "left: {left:?}");
     assert!(processes_of(&host.user, "sleep 317").is_empty(), "{:?}", processes_of(&host.user, ""));
     let store_dir = format!("/.canopy-host/{}/", r.store_id);
     assert!(processes_of(&host.user, &store_dir).is_empty(), "{:?}", processes_of(&host.user, ""));
@@ -327,7 +331,8 @@ async fn an_owners_drain_moves_running_work_with_its_grace() {
     assert!(logs.iter().any(|(_, s)| s.contains(&format!("got SIGTERM on {}", first.user))), "{logs:?}");
     let events: Vec<String> = journal(t.path()).events(id).unwrap().into_iter().map(|e| e.message).collect();
     assert!(events.iter().any(|e| e.contains("drain")), "the reclaim is in the record: {events:#?}");
-    assert!(attempts_on(&first.user, &r.store_id).is_empty());
+    let left = left_on(&first.user, &r.store_id).await;
+    assert!(left.is_empty(), "left: {left:?}");
     r.stop(Duration::from_secs(10)).await.unwrap();
 }
 
