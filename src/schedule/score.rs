@@ -254,13 +254,35 @@ impl<'a> Scorer<'a> {
     /// wall-clock time on any GPU.
     #[inline]
     pub fn risk(&self, row: &PoolRow) -> Risk {
+        self.with_budget(row, self.risk_of_an_attempt(row))
+    }
+
+    /// [`Scorer::risk`] before the chance of exhausting the retry budget
+    /// is weighed in: the same expected paid hours per useful hour, and a
+    /// survival at least as high (an upper bound of the risk's). Cheap:
+    /// the budget's chance is most of the risk's work.
+    #[inline]
+    pub(crate) fn risk_of_an_attempt(&self, row: &PoolRow) -> Risk {
         let speed = self.speed(row);
         let run_h = self.run_h.map(|r| r / speed);
-        let r = Risk::new(row.hazard_per_h, exposure_h(run_h, self.checkpoint_h)).per_work(speed);
+        Risk::new(row.hazard_per_h, exposure_h(run_h, self.checkpoint_h)).per_work(speed)
+    }
+
+    /// `attempt` ([`Scorer::risk_of_an_attempt`] in pool `row`) with the
+    /// chance of exhausting the retry budget there: [`Scorer::risk`].
+    #[inline]
+    pub(crate) fn with_budget(&self, row: &PoolRow, attempt: Risk) -> Risk {
         match &self.budget {
-            Some(b) => r.exhausting(b.on(speed).chance(row.hazard_per_h)),
-            None => r,
+            Some(b) => attempt.exhausting(b.on(self.speed(row)).chance(row.hazard_per_h)),
+            None => attempt,
         }
+    }
+
+    /// Whether [`Scorer::bound`] can only fall as survival does (the
+    /// success weight is not negative), so a bound taken with a higher
+    /// survival bounds it.
+    pub(crate) fn bound_grows_with_survival(&self) -> bool {
+        self.coef[2] >= 0.0
     }
 
     /// The chance the job exhausts its retry budget in a pool, when it is

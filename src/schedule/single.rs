@@ -27,7 +27,7 @@ use super::explain::explain;
 use super::filter::Filter;
 use super::policy::Policy;
 use super::requirements::Requirements;
-use super::score::{BOUND_SLACK, Feasible, Scorer};
+use super::score::{BOUND_SLACK, Feasible, Risk, Scorer};
 use super::snapshot::{PoolRow, ReadyNode, Snapshot};
 use crate::fleet::{NodeIdx, PoolIdx};
 use std::cmp::Ordering;
@@ -42,7 +42,7 @@ pub(crate) fn place_single(req: &Requirements, snap: &Snapshot, policy: &Policy)
 
     let mut ctx = PoolContext::new(req, snap);
     let mut scorer = Scorer::new(req, snap, policy);
-    let (feasible, count, cheapest) = feasible_pools(&mut ctx, &scorer, &remaining, &mut ruled_out);
+    let (feasible, count, cheapest) = feasible_pools(&mut ctx, Some(&scorer), &remaining, &mut ruled_out);
     if count == 0 {
         return Decision::Unschedulable(explain(req, snap));
     }
@@ -67,7 +67,8 @@ pub(crate) fn pool_prices_single(req: &Requirements, snap: &Snapshot, policy: &P
     let remaining = categorical(req, snap, &mut ruled_out);
     let mut ctx = PoolContext::new(req, snap);
     let scorer = Scorer::new(req, snap, policy);
-    let (feasible, _, _) = feasible_pools(&mut ctx, &scorer, &remaining, &mut ruled_out);
+    // Prices only: no pool's risk is needed.
+    let (feasible, _, _) = feasible_pools(&mut ctx, None, &remaining, &mut ruled_out);
     let mut out = Vec::new();
     feasible.for_each(|p| {
         out.push(PoolPrice {
@@ -90,6 +91,21 @@ struct PoolContext<'a> {
     excluded: Vec<u32>,
     /// Whether a pool without GPUs is feasible (set by [`feasible_pools`]).
     cpu_fits: bool,
+    /// Per pool (by index), what [`feasible_pools`] found in a feasible
+    /// one: its best usable node and that node's free GPUs, and the
+    /// risk of an attempt there (before the retry budget) where it was
+    /// asked for. [`top_k`] reads them instead of
+    /// working them out again.
+    picks: Vec<Pick>,
+}
+
+/// A feasible pool's best usable node, its free GPUs, and the risk of an
+/// attempt there ([`Scorer::risk_of_an_attempt`]).
+#[derive(Clone, Copy)]
+struct Pick {
+    node: u32,
+    free_gpus: u32,
+    risk: Risk,
 }
 
 impl<'a> PoolContext<'a> {
@@ -101,6 +117,7 @@ impl<'a> PoolContext<'a> {
             limits: Limits::new(req),
             excluded: req.exclude_nodes.iter().filter_map(|n| snap.node_by_name(n)).map(|n| n.0).collect(),
             cpu_fits: false,
+            picks: Vec::new(),
         }
     }
 
@@ -134,16 +151,22 @@ impl<'a> PoolContext<'a> {
 /// Judges each pool that passed the categorical filters: the pool-wide
 /// limits, then whether it has a usable node. Returns the feasible pools,
 /// how many there are, and the cheapest expected hourly share among them;
-/// the rest go to `ruled_out`. Notes in `ctx` whether a CPU-only pool fits.
+/// the rest go to `ruled_out`. Notes in `ctx` whether a CPU-only pool fits
+/// and each feasible pool's pick (with its risk under `scorer`; without a
+/// scorer, no risk is worked out and the cheapest is infinite).
 fn feasible_pools(
     ctx: &mut PoolContext<'_>,
-    scorer: &Scorer<'_>,
+    scorer: Option<&Scorer<'_>>,
     remaining: &PoolSet,
     ruled_out: &mut Vec<RuledOut>,
 ) -> (PoolSet, usize, f64) {
     let snap = ctx.snap;
     let mut feasible = PoolSet::empty(snap.rows.len());
     let (mut count, mut cheapest, mut cpu_fits) = (0, f64::INFINITY, false);
+    let none = Risk::new(0.0, None);
+    let mut picks = std::mem::take(&mut ctx.picks);
+    picks.clear();
+    picks.resize(snap.rows.len(), Pick { node: 0, free_gpus: 0, risk: none });
     remaining.for_each(|p| {
         let Some(row) = snap.rows.get(p) else { return };
         let hourly = ctx.hourly(p);
@@ -152,23 +175,29 @@ fn feasible_pools(
             None => pick_node(ctx, p),
         };
         match pick {
-            Ok(_) => {
+            Ok((node, free_gpus)) => {
                 feasible.insert(p);
                 count += 1;
                 cpu_fits |= row.gpus_per_node == 0;
-                cheapest = cheapest.min(hourly * scorer.risk(row).paid_per_useful);
+                let risk = scorer.map_or(none, |s| s.risk_of_an_attempt(row));
+                if scorer.is_some() {
+                    cheapest = cheapest.min(hourly * risk.paid_per_useful);
+                }
+                picks[p] = Pick { node, free_gpus, risk };
             }
             Err(filter) => ruled_out.push(RuledOut { pool: PoolIdx(p as u32), filter }),
         }
     });
     ctx.cpu_fits = cpu_fits;
+    ctx.picks = picks;
     (feasible, count, cheapest)
 }
 
 /// The best `k` feasible (pool, node)s, scored, in rank order. A pool whose
 /// tier ranks after the current k-th best's, or whose score bound cannot
 /// reach it in the same tier, is not scored (branch and bound), so only a
-/// few pools are scored in full.
+/// few pools are scored in full. Reads each pool's pick and risk from
+/// [`feasible_pools`] (run with this scorer).
 fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &PoolSet, k: usize) -> Vec<Feasible> {
     let snap = ctx.snap;
     // `k` may be usize::MAX ("everything"); the list never outgrows k + 1.
@@ -176,23 +205,26 @@ fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &PoolSet, k: usiz
     feasible.for_each(|p| {
         let Some(row) = snap.rows.get(p) else { return };
         let hourly = ctx.hourly(p);
-        let risk = scorer.risk(row);
-        let expected_hourly = hourly * risk.paid_per_useful;
+        let Some(&Pick { node, free_gpus, risk: attempt }) = ctx.picks.get(p) else { return };
+        let expected_hourly = hourly * attempt.paid_per_useful;
         let tier = u8::from(ctx.kept_for_gpu_work(row));
         let full = top.len() == k;
-        if full
-            && top.last().is_some_and(|last| {
+        let beaten = |risk| {
+            full && top.last().is_some_and(|last: &Feasible| {
                 tier > last.tier
                     || (tier == last.tier
                         && scorer.bound(row, risk, expected_hourly) + BOUND_SLACK < last.score)
             })
-        {
+        };
+        // The budget's chance only lowers survival, so a pool beaten
+        // without it is beaten with it: most pools never work it out.
+        if scorer.bound_grows_with_survival() && beaten(attempt) {
             return;
         }
-        // Feasible, so this finds the node pass one found.
-        let Ok((node, free_gpus)) = pick_node(ctx, p) else {
+        let risk = scorer.with_budget(row, attempt);
+        if beaten(risk) {
             return;
-        };
+        }
         let name_rank = snap.nodes.get(node as usize).map_or(u32::MAX, |n| n.name_rank);
         let mut f = Feasible {
             pool: p as u32,
