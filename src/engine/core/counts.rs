@@ -37,6 +37,6 @@ pub struct WorkCounts {
     pub patience_live_scanned: u64,
     /// Gangs placed on the whole ideal fleet to price them for patience
     /// (the rest of a gang's look-ups reuse the prices found for an equal
-    /// request: `Core::gang_prices`).
+    /// request: `Core::prices`).
     pub patience_gang_pricings: u64,
 }

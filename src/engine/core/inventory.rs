@@ -171,7 +171,7 @@ impl Core {
         self.drop_snapshot();
         self.ideal = None;
         self.ideal_per_pool = None;
-        self.gang_prices.clear();
+        self.prices.clear();
         // Pools may have moved: file the live attempts again.
         let live: Vec<crate::engine::model::WorkloadId> = self.live_ids.iter().copied().collect();
         for id in live {

@@ -40,6 +40,7 @@ mod room;
 mod self_check;
 mod submit;
 mod tenancy;
+mod waiting;
 
 pub use super::command::Refusal;
 use super::model::*;
@@ -266,10 +267,9 @@ pub struct Core {
     ideal: Option<Snapshot>,
     /// [`Core::ideal`] with one node per pool (`patience.rs`).
     ideal_per_pool: Option<Snapshot>,
-    /// Gang requests priced on [`Core::ideal`] for patience, with the
-    /// prices found (`patience.rs`): the ideal fleet changes only with the
-    /// fleet's shape, so an equal request has equal prices. Cleared with it.
-    gang_prices: Vec<(crate::schedule::Requirements, bool, Vec<crate::schedule::PoolPrice>)>,
+    /// Requests priced on the ideal fleet for patience, with the prices
+    /// found (`patience.rs`). Cleared with the ideal fleet.
+    prices: patience::PriceMemo,
     /// When waiting work's patience runs out ([`Patience`]), soonest first.
     patient: BTreeSet<(Millis, WorkloadId)>,
     /// Nodes that count as full after refusing a launch (`refused.rs`).
@@ -323,7 +323,7 @@ impl Core {
             expiries: BTreeSet::new(),
             ideal: None,
             ideal_per_pool: None,
-            gang_prices: Vec::new(),
+            prices: Default::default(),
             patient: BTreeSet::new(),
             beliefs: refused::Beliefs::default(),
             tenancy: crate::tenant::Tenancy::default(),

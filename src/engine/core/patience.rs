@@ -171,41 +171,21 @@ impl Core {
     /// a pool, perhaps on one switch); other work is priced on one node
     /// per pool.
     fn pool_prices(&mut self, req: &Requirements, per_work: bool) -> Vec<PoolPrice> {
-        let policy = Policy {
-            weights: Weights {
-                cost: 1.0,
-                health: 0.0,
-                success: 0.0,
-                startup: 0.0,
-                locality: 0.0,
-                fit: 0.0,
-                preference: 0.0,
-            },
-            top_k: usize::MAX,
-            interruption_risk: false,
-            per_work,
-            ..Policy::default()
-        };
+        let policy = pricing_policy(per_work);
         // Excluded nodes are checked on the nodes due to free; the one node
         // a pool is represented by must not rule out its pool.
-        if req.nodes > 1 {
-            if let Some((_, _, prices)) = self.gang_prices.iter().find(|(r, w, _)| *w == per_work && r == req)
-            {
-                return prices.clone();
-            }
-            self.counts.patience_gang_pricings += 1;
-            let prices = pool_prices(req, self.ideal(), &policy);
-            // Requests differ in a few ways (shape, exclusions, what is
-            // left of the retry budget); a bound keeps a pathological mix
-            // from growing the list.
-            if self.gang_prices.len() >= GANG_PRICES_KEPT {
-                self.gang_prices.clear();
-            }
-            self.gang_prices.push((req.clone(), per_work, prices.clone()));
-            return prices;
+        let key = pricing_key(req);
+        if let Some(prices) = self.prices.get(&key, per_work) {
+            return prices.to_vec();
         }
-        let plain = Requirements { exclude_nodes: Vec::new(), ..req.clone() };
-        pool_prices(&plain, self.ideal_per_pool(), &policy)
+        let prices = if req.nodes > 1 {
+            self.counts.patience_gang_pricings += 1;
+            pool_prices(&key, self.ideal(), &policy)
+        } else {
+            pool_prices(&key, self.ideal_per_pool(), &policy)
+        };
+        self.prices.insert(key, per_work, prices.clone());
+        prices
     }
 
     /// The fleet as if every node were ready and empty: what could ever
@@ -225,8 +205,93 @@ impl Core {
     }
 }
 
-/// At most this many gang requests' prices are kept ([`Core::gang_prices`]).
-const GANG_PRICES_KEPT: usize = 64;
+/// The policy patience prices pools by: cost alone, every pool, no
+/// interruption risk; per unit of work or per hour.
+fn pricing_policy(per_work: bool) -> Policy {
+    Policy {
+        weights: Weights {
+            cost: 1.0,
+            health: 0.0,
+            success: 0.0,
+            startup: 0.0,
+            locality: 0.0,
+            fit: 0.0,
+            preference: 0.0,
+        },
+        top_k: usize::MAX,
+        interruption_risk: false,
+        per_work,
+        ..Policy::default()
+    }
+}
+
+/// Requests priced on the ideal fleet for patience ([`Core::pool_prices`]),
+/// with the prices found. The ideal fleet changes only with the fleet's
+/// shape, so requests with one [`pricing_key`] have equal prices. Cleared
+/// with the ideal fleet.
+#[derive(Debug, Clone, Default)]
+pub(super) struct PriceMemo {
+    by_shape: HashMap<Shape, Vec<Priced>>,
+    len: usize,
+}
+
+/// Nodes, GPUs and the bits of CPU, memory and disk: where a memo entry is.
+type Shape = (u32, u32, u64, u64, u64);
+
+/// A pricing key, whether prices are per unit of work, and the prices.
+type Priced = (Requirements, bool, Vec<PoolPrice>);
+
+/// At most this many requests' prices are kept ([`PriceMemo`]): requests
+/// differ in a few ways (shape, exclusions, what is left of the retry
+/// budget), and a bound keeps a pathological mix from growing the memo.
+const PRICES_KEPT: usize = 256;
+
+impl PriceMemo {
+    fn shape(req: &Requirements) -> Shape {
+        (req.nodes, req.gpus, req.cpu_cores.to_bits(), req.memory_gb.to_bits(), req.disk_gb.to_bits())
+    }
+
+    fn get(&self, key: &Requirements, per_work: bool) -> Option<&[PoolPrice]> {
+        let found = self.by_shape.get(&Self::shape(key))?.iter().find(|(r, w, _)| *w == per_work && r == key);
+        found.map(|(_, _, prices)| prices.as_slice())
+    }
+
+    fn insert(&mut self, key: Requirements, per_work: bool, prices: Vec<PoolPrice>) {
+        if self.len >= PRICES_KEPT {
+            self.clear();
+        }
+        self.len += 1;
+        self.by_shape.entry(Self::shape(&key)).or_default().push((key, per_work, prices));
+    }
+
+    /// Forgets every price (the fleet's shape changed).
+    pub(super) fn clear(&mut self) {
+        self.by_shape.clear();
+        self.len = 0;
+    }
+}
+
+/// `req` with what cannot change its prices on the ideal fleet left out:
+/// for single-node work which nodes it excludes (a pool is represented by
+/// one node; a gang is placed on every node, so its exclusions stay), the
+/// runtime unless a cost cap is checked against it, and what only scoring
+/// reads (checkpoints, the retry budget, startup, preferences, inputs),
+/// which pricing weighs at nothing. Jobs of one shape share their prices.
+fn pricing_key(req: &Requirements) -> Requirements {
+    let costed = req.max_cost_usd.is_some();
+    Requirements {
+        exclude_nodes: if req.nodes > 1 { req.exclude_nodes.clone() } else { Vec::new() },
+        expected_runtime: req.expected_runtime.filter(|_| costed),
+        max_runtime: req.max_runtime.filter(|_| costed),
+        checkpoint_interval: None,
+        charged_stops_left: None,
+        startup_within: None,
+        preferred_regions: Vec::new(),
+        preferred_capabilities: Vec::new(),
+        inputs: Vec::new(),
+        ..req.clone()
+    }
+}
 
 /// Whether `free` holds `req`'s resources (per node).
 fn fits(req: &Requirements, free: &Free) -> bool {
@@ -272,5 +337,66 @@ fn price_text(hourly_usd: f64, relative_speed: f64) -> String {
             relative_speed,
             hourly_usd / relative_speed
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::InputSite;
+    use crate::spec::Topology;
+    use std::time::Duration;
+
+    /// What a pricing key leaves out never changes a price: single-node
+    /// work and gangs on the demo fleet, per hour and per unit of work,
+    /// priced as asked and by their key.
+    #[test]
+    fn requests_of_one_pricing_key_price_alike() {
+        let fleet = crate::fleet::load::demo().expect("the demo fleet loads");
+        let per_pool = Snapshot::new(&ideal_fleet(&fleet, 1), &HealthView::default());
+        let whole = Snapshot::new(&ideal_fleet(&fleet, usize::MAX), &HealthView::default());
+        let first_node = fleet.nodes[0].name.clone();
+        let base = |nodes: u32, gpus: u32| Requirements {
+            nodes,
+            gpus,
+            cpu_cores: 4.0,
+            memory_gb: 16.0,
+            topology: if nodes > 1 { Topology::SameSwitch } else { Topology::default() },
+            ..Requirements::default()
+        };
+        let varied = |r: Requirements| Requirements {
+            expected_runtime: Some(Duration::from_secs(5 * 3600)),
+            max_runtime: Some(Duration::from_secs(9 * 3600)),
+            checkpoint_interval: Some(Duration::from_secs(1800)),
+            charged_stops_left: Some(2),
+            startup_within: Some(Duration::from_secs(60)),
+            preferred_regions: vec![crate::units::Glob::new("us-*")],
+            preferred_capabilities: vec!["nvlink".into()],
+            inputs: vec![InputSite { region: Some("us-east".into()), size_gb: Some(100.0) }],
+            exclude_nodes: if r.nodes > 1 { Vec::new() } else { vec![first_node.clone()] },
+            ..r
+        };
+        let mut priced = 0;
+        for (nodes, gpus) in [(1, 1), (1, 8), (1, 0), (2, 8), (4, 8)] {
+            let req = varied(base(nodes, gpus));
+            let key = pricing_key(&req);
+            assert_eq!(key, pricing_key(&base(nodes, gpus)), "{nodes}×{gpus}: one key");
+            for per_work in [false, true] {
+                let policy = pricing_policy(per_work);
+                let snap = if nodes > 1 { &whole } else { &per_pool };
+                let asked = if nodes > 1 {
+                    req.clone()
+                } else {
+                    Requirements { exclude_nodes: Vec::new(), ..req.clone() }
+                };
+                let (a, b) = (pool_prices(&asked, snap, &policy), pool_prices(&key, snap, &policy));
+                assert_eq!(a, b, "{nodes}×{gpus}, per work {per_work}");
+                priced += a.len();
+            }
+        }
+        assert!(priced > 20, "the requests fit somewhere: {priced} prices");
+        // A cost cap is checked against the runtime: then the runtime stays.
+        let capped = Requirements { max_cost_usd: Some(10.0), ..varied(base(1, 1)) };
+        assert_eq!(pricing_key(&capped).expected_runtime, capped.expected_runtime);
     }
 }

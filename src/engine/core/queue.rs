@@ -9,6 +9,7 @@
 //! give that same answer, so [`Queue::pop_ready_checking`] leaves them
 //! where they are, in the order the members would have come up.
 
+use super::waiting::Waiting;
 use crate::engine::model::{Millis, WorkloadId};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -38,9 +39,7 @@ pub(super) struct Queue {
     backoff: BTreeSet<(Millis, u32, WorkloadId)>,
     /// Blocked workloads waiting for cheaper capacity (patience), by each
     /// pool (its index) whose release could offer it: only those wake them.
-    waiting: HashMap<u32, BTreeSet<Key>>,
-    /// The same, by workload: the pools it waits on.
-    waits_on: HashMap<WorkloadId, Vec<u32>>,
+    waiting: Waiting,
     /// Where each queued workload is, to remove it in O(log n).
     at: BTreeMap<WorkloadId, Slot>,
 }
@@ -72,27 +71,17 @@ impl Queue {
     /// [`Queue::unblock_all`] or [`Queue::unblock`].
     pub fn push_waiting(&mut self, priority: u32, id: WorkloadId, pools: Vec<u32>) {
         self.remove(id);
-        for &p in &pools {
-            self.waiting.entry(p).or_default().insert((Reverse(priority), id));
-        }
-        self.waits_on.insert(id, pools);
+        self.waiting.insert((Reverse(priority), id), pools);
         self.at.insert(id, Slot::Waiting(priority));
     }
 
-    /// Workloads waiting on pool `pool`, highest priority then oldest first.
+    /// Workloads waiting on pool `pool`, in no particular order.
     pub fn waiting_in(&self, pool: u32) -> impl Iterator<Item = Key> + '_ {
-        self.waiting.get(&pool).into_iter().flatten().copied()
+        self.waiting.in_pool(pool)
     }
 
     fn stop_waiting(&mut self, key: Key) {
-        for p in self.waits_on.remove(&key.1).unwrap_or_default() {
-            if let Some(set) = self.waiting.get_mut(&p) {
-                set.remove(&key);
-                if set.is_empty() {
-                    self.waiting.remove(&p);
-                }
-            }
-        }
+        self.waiting.remove(key.1);
     }
 
     /// Blocks a workload in `group`: it got that group's answer.
@@ -207,9 +196,9 @@ impl Queue {
     /// Moves every blocked workload back to ready; groups are woken as a
     /// whole, to be checked as their members come up.
     pub fn unblock_all(&mut self) {
-        let waiting: Vec<WorkloadId> = self.waits_on.keys().copied().collect();
-        for id in waiting {
-            self.unblock(id);
+        for key in self.waiting.take_all() {
+            self.ready.insert(key);
+            self.at.insert(key.1, Slot::Ready(key.0.0));
         }
         for (Reverse(p), id) in std::mem::take(&mut self.blocked) {
             self.ready.insert((Reverse(p), id));
@@ -335,8 +324,7 @@ impl Queue {
                 self.at.insert(id, Slot::Blocked(p));
             }
             Some(Slot::Waiting(old)) if old != p => {
-                let pools = self.waits_on.get(&id).cloned().unwrap_or_default();
-                self.stop_waiting((Reverse(old), id));
+                let pools = self.waiting.remove(id).map(|(_, pools)| pools).unwrap_or_default();
                 self.push_waiting(p, id, pools);
             }
             Some(Slot::Backoff(t, old)) if old != p => {
@@ -379,7 +367,7 @@ impl Queue {
     }
 
     pub fn blocked_len(&self) -> usize {
-        self.blocked.len() + self.grouped + self.waits_on.len()
+        self.blocked.len() + self.grouped + self.waiting.len()
     }
 }
 
@@ -404,7 +392,11 @@ mod tests {
         let mut q = Queue::default();
         q.push_waiting(50, WorkloadId(1), vec![3, 7]);
         q.push_waiting(90, WorkloadId(2), vec![7]);
-        let ids = |q: &Queue, p| q.waiting_in(p).map(|k| k.1).collect::<Vec<_>>();
+        let ids = |q: &Queue, p| {
+            let mut keys: Vec<Key> = q.waiting_in(p).collect();
+            keys.sort_unstable();
+            keys.into_iter().map(|k| k.1).collect::<Vec<_>>()
+        };
         assert_eq!(ids(&q, 7), [WorkloadId(2), WorkloadId(1)], "priority first");
         assert_eq!(ids(&q, 3), [WorkloadId(1)]);
         assert!(ids(&q, 5).is_empty(), "a release elsewhere asks nobody");
