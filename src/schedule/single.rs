@@ -42,7 +42,8 @@ pub(crate) fn place_single(req: &Requirements, snap: &Snapshot, policy: &Policy)
 
     let mut ctx = PoolContext::new(req, snap);
     let mut scorer = Scorer::new(req, snap, policy);
-    let (feasible, count, cheapest) = feasible_pools(&mut ctx, Some(&scorer), &remaining, &mut ruled_out);
+    let (feasible, cheapest) = feasible_pools(&mut ctx, Some(&scorer), &remaining, &mut ruled_out);
+    let count = feasible.len();
     if count == 0 {
         return Decision::Unschedulable(explain(req, snap));
     }
@@ -68,16 +69,18 @@ pub(crate) fn pool_prices_single(req: &Requirements, snap: &Snapshot, policy: &P
     let mut ctx = PoolContext::new(req, snap);
     let scorer = Scorer::new(req, snap, policy);
     // Prices only: no pool's risk is needed.
-    let (feasible, _, _) = feasible_pools(&mut ctx, None, &remaining, &mut ruled_out);
-    let mut out = Vec::new();
-    feasible.for_each(|p| {
-        out.push(PoolPrice {
-            pool_idx: PoolIdx(p as u32),
-            hourly_usd: ctx.hourly(p),
-            relative_speed: snap.rows.get(p).map_or(1.0, |row| scorer.speed(row)),
-        });
-    });
-    out
+    let (feasible, _) = feasible_pools(&mut ctx, None, &remaining, &mut ruled_out);
+    feasible
+        .iter()
+        .map(|pick| {
+            let p = pick.pool as usize;
+            PoolPrice {
+                pool_idx: PoolIdx(pick.pool),
+                hourly_usd: ctx.hourly(p),
+                relative_speed: snap.rows.get(p).map_or(1.0, |row| scorer.speed(row)),
+            }
+        })
+        .collect()
 }
 
 /// What judging one pool needs, computed once per decision.
@@ -91,18 +94,15 @@ struct PoolContext<'a> {
     excluded: Vec<u32>,
     /// Whether a pool without GPUs is feasible (set by [`feasible_pools`]).
     cpu_fits: bool,
-    /// Per pool (by index), what [`feasible_pools`] found in a feasible
-    /// one: its best usable node and that node's free GPUs, and the
-    /// risk of an attempt there (before the retry budget) where it was
-    /// asked for. [`top_k`] reads them instead of
-    /// working them out again.
-    picks: Vec<Pick>,
 }
 
-/// A feasible pool's best usable node, its free GPUs, and the risk of an
-/// attempt there ([`Scorer::risk_of_an_attempt`]).
+/// What [`feasible_pools`] found in a feasible pool: its best usable node
+/// and that node's free GPUs, and the risk of an attempt there (before
+/// the retry budget, [`Scorer::risk_of_an_attempt`]) where it was asked
+/// for. [`top_k`] reads them instead of working them out again.
 #[derive(Clone, Copy)]
 struct Pick {
+    pool: u32,
     node: u32,
     free_gpus: u32,
     risk: Risk,
@@ -117,7 +117,6 @@ impl<'a> PoolContext<'a> {
             limits: Limits::new(req),
             excluded: req.exclude_nodes.iter().filter_map(|n| snap.node_by_name(n)).map(|n| n.0).collect(),
             cpu_fits: false,
-            picks: Vec::new(),
         }
     }
 
@@ -149,24 +148,21 @@ impl<'a> PoolContext<'a> {
 }
 
 /// Judges each pool that passed the categorical filters: the pool-wide
-/// limits, then whether it has a usable node. Returns the feasible pools,
-/// how many there are, and the cheapest expected hourly share among them;
-/// the rest go to `ruled_out`. Notes in `ctx` whether a CPU-only pool fits
-/// and each feasible pool's pick (with its risk under `scorer`; without a
-/// scorer, no risk is worked out and the cheapest is infinite).
+/// limits, then whether it has a usable node. Returns each feasible pool's
+/// pick, in pool order (with its risk under `scorer`; without a scorer no
+/// risk is worked out and the cheapest is infinite), and the cheapest
+/// expected hourly share among them; the rest go to `ruled_out`. Notes in
+/// `ctx` whether a CPU-only pool fits.
 fn feasible_pools(
     ctx: &mut PoolContext<'_>,
     scorer: Option<&Scorer<'_>>,
     remaining: &PoolSet,
     ruled_out: &mut Vec<RuledOut>,
-) -> (PoolSet, usize, f64) {
+) -> (Vec<Pick>, f64) {
     let snap = ctx.snap;
-    let mut feasible = PoolSet::empty(snap.rows.len());
-    let (mut count, mut cheapest, mut cpu_fits) = (0, f64::INFINITY, false);
+    let (mut cheapest, mut cpu_fits) = (f64::INFINITY, false);
     let none = Risk::new(0.0, None);
-    let mut picks = std::mem::take(&mut ctx.picks);
-    picks.clear();
-    picks.resize(snap.rows.len(), Pick { node: 0, free_gpus: 0, risk: none });
+    let mut picks = Vec::with_capacity(snap.rows.len());
     remaining.for_each(|p| {
         let Some(row) = snap.rows.get(p) else { return };
         let hourly = ctx.hourly(p);
@@ -176,21 +172,18 @@ fn feasible_pools(
         };
         match pick {
             Ok((node, free_gpus)) => {
-                feasible.insert(p);
-                count += 1;
                 cpu_fits |= row.gpus_per_node == 0;
                 let risk = scorer.map_or(none, |s| s.risk_of_an_attempt(row));
                 if scorer.is_some() {
                     cheapest = cheapest.min(hourly * risk.paid_per_useful);
                 }
-                picks[p] = Pick { node, free_gpus, risk };
+                picks.push(Pick { pool: p as u32, node, free_gpus, risk });
             }
             Err(filter) => ruled_out.push(RuledOut { pool: PoolIdx(p as u32), filter }),
         }
     });
     ctx.cpu_fits = cpu_fits;
-    ctx.picks = picks;
-    (feasible, count, cheapest)
+    (picks, cheapest)
 }
 
 /// The best `k` feasible (pool, node)s, scored, in rank order. A pool whose
@@ -198,14 +191,14 @@ fn feasible_pools(
 /// reach it in the same tier, is not scored (branch and bound), so only a
 /// few pools are scored in full. Reads each pool's pick and risk from
 /// [`feasible_pools`] (run with this scorer).
-fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &PoolSet, k: usize) -> Vec<Feasible> {
+fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &[Pick], k: usize) -> Vec<Feasible> {
     let snap = ctx.snap;
     // `k` may be usize::MAX ("everything"); the list never outgrows k + 1.
     let mut top: Vec<Feasible> = Vec::with_capacity(k.min(64) + 1);
-    feasible.for_each(|p| {
-        let Some(row) = snap.rows.get(p) else { return };
+    for &Pick { pool, node, free_gpus, risk: attempt } in feasible {
+        let p = pool as usize;
+        let Some(row) = snap.rows.get(p) else { continue };
         let hourly = ctx.hourly(p);
-        let Some(&Pick { node, free_gpus, risk: attempt }) = ctx.picks.get(p) else { return };
         let expected_hourly = hourly * attempt.paid_per_useful;
         let tier = u8::from(ctx.kept_for_gpu_work(row));
         let full = top.len() == k;
@@ -219,11 +212,11 @@ fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &PoolSet, k: usiz
         // The budget's chance only lowers survival, so a pool beaten
         // without it is beaten with it: most pools never work it out.
         if scorer.bound_grows_with_survival() && beaten(attempt) {
-            return;
+            continue;
         }
         let risk = scorer.with_budget(row, attempt);
         if beaten(risk) {
-            return;
+            continue;
         }
         let name_rank = snap.nodes.get(node as usize).map_or(u32::MAX, |n| n.name_rank);
         let mut f = Feasible {
@@ -240,12 +233,12 @@ fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &PoolSet, k: usiz
         };
         f.score = scorer.score(&f);
         if full && top.last().is_some_and(|last| rank_order(&f, last).is_ge()) {
-            return;
+            continue;
         }
         let at = top.partition_point(|t| rank_order(t, &f).is_lt());
         top.insert(at, f);
         top.truncate(k);
-    });
+    }
     top
 }
 

@@ -14,6 +14,7 @@ use crate::fleet::{Fleet, Free, Node, NodeState};
 use crate::health::HealthView;
 use crate::schedule::{Candidate, Policy, PoolPrice, Requirements, Snapshot, Weights, pool_prices};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 impl Core {
     /// Whether workload `id` should wait rather than take `c` now. When it
@@ -93,7 +94,7 @@ impl Core {
 
     /// The cheapest price, at most `max_price`, among `prices` (one
     /// candidate per pool that could host `req`, priced per unit of work
-    /// where the policy prices so: [`Core::pool_prices`]) of a placement
+    /// where the policy prices so, cheapest first: [`Core::pool_prices`]) of a placement
     /// for `req` on capacity that is reliable (or interruptible,
     /// when the work `checkpoints`) and due to have room within `within_s`:
     /// a ready node, neither excluded nor quarantined, whose free room plus
@@ -114,16 +115,14 @@ impl Core {
         now: Millis,
         within_s: f64,
     ) -> Option<PoolPrice> {
-        let mut pools: Vec<&PoolPrice> = prices
+        // Cheapest first; equal prices: the first pool, so the reason
+        // reads the same every run ([`Core::pool_prices`] are in that order).
+        let pools: Vec<&PoolPrice> = prices
             .iter()
             .filter(|c| {
                 c.priced_hourly() <= max_price && (checkpoints || !self.fleet.pool(c.pool_idx).interruptible)
             })
             .collect();
-        // Equal prices: the first pool, so the reason reads the same every run.
-        pools.sort_by(|a, b| {
-            a.priced_hourly().total_cmp(&b.priced_hourly()).then(a.pool_idx.cmp(&b.pool_idx))
-        });
         let by = now.plus_secs(within_s);
         let need = req.nodes.max(1);
         let snap = self.snapshot.as_ref();
@@ -169,21 +168,26 @@ impl Core {
     /// empty), with its price there ([`crate::schedule::pool_prices`]). A
     /// gang is placed on the whole ideal fleet (it needs several nodes of
     /// a pool, perhaps on one switch); other work is priced on one node
-    /// per pool.
-    fn pool_prices(&mut self, req: &Requirements, per_work: bool) -> Vec<PoolPrice> {
+    /// per pool. Cheapest first (equal prices: the first pool); shared
+    /// with every request of its pricing key ([`PriceMemo`]).
+    fn pool_prices(&mut self, req: &Requirements, per_work: bool) -> Arc<[PoolPrice]> {
         let policy = pricing_policy(per_work);
         // Excluded nodes are checked on the nodes due to free; the one node
         // a pool is represented by must not rule out its pool.
         let key = pricing_key(req);
         if let Some(prices) = self.prices.get(&key, per_work) {
-            return prices.to_vec();
+            return prices;
         }
-        let prices = if req.nodes > 1 {
+        let mut prices = if req.nodes > 1 {
             self.counts.patience_gang_pricings += 1;
             pool_prices(&key, self.ideal(), &policy)
         } else {
             pool_prices(&key, self.ideal_per_pool(), &policy)
         };
+        prices.sort_by(|a, b| {
+            a.priced_hourly().total_cmp(&b.priced_hourly()).then(a.pool_idx.cmp(&b.pool_idx))
+        });
+        let prices: Arc<[PoolPrice]> = prices.into();
         self.prices.insert(key, per_work, prices.clone());
         prices
     }
@@ -239,7 +243,7 @@ pub(super) struct PriceMemo {
 type Shape = (u32, u32, u64, u64, u64);
 
 /// A pricing key, whether prices are per unit of work, and the prices.
-type Priced = (Requirements, bool, Vec<PoolPrice>);
+type Priced = (Requirements, bool, Arc<[PoolPrice]>);
 
 /// At most this many requests' prices are kept ([`PriceMemo`]): requests
 /// differ in a few ways (shape, exclusions, what is left of the retry
@@ -251,12 +255,12 @@ impl PriceMemo {
         (req.nodes, req.gpus, req.cpu_cores.to_bits(), req.memory_gb.to_bits(), req.disk_gb.to_bits())
     }
 
-    fn get(&self, key: &Requirements, per_work: bool) -> Option<&[PoolPrice]> {
+    fn get(&self, key: &Requirements, per_work: bool) -> Option<Arc<[PoolPrice]>> {
         let found = self.by_shape.get(&Self::shape(key))?.iter().find(|(r, w, _)| *w == per_work && r == key);
-        found.map(|(_, _, prices)| prices.as_slice())
+        found.map(|(_, _, prices)| prices.clone())
     }
 
-    fn insert(&mut self, key: Requirements, per_work: bool, prices: Vec<PoolPrice>) {
+    fn insert(&mut self, key: Requirements, per_work: bool, prices: Arc<[PoolPrice]>) {
         if self.len >= PRICES_KEPT {
             self.clear();
         }
