@@ -155,6 +155,35 @@ impl Pg {
 }
 
 impl Pg {
+    /// Runs `f` in a transaction `begin` starts, then commits it. A BEGIN
+    /// that fails because the connection was lost (the server restarted
+    /// since its last use) began nothing: connect again and begin once
+    /// more. Past BEGIN nothing is sent again: a commit whose answer was
+    /// lost may have happened, and only the caller can tell.
+    fn in_transaction<T, E: From<DbError>>(
+        &mut self,
+        begin: for<'c> fn(&'c mut postgres::Client) -> Result<postgres::Transaction<'c>, postgres::Error>,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut again = true;
+        loop {
+            let (client, cache) = self.parts()?;
+            match begin(client) {
+                Ok(tx) => {
+                    let tx = Tx::Postgres(RefCell::new(PgTx { tx, cache }));
+                    let out = f(&tx)?;
+                    if let Tx::Postgres(t) = tx {
+                        t.into_inner().tx.commit().map_err(DbError::from)?;
+                    }
+                    return Ok(out);
+                }
+                Err(e) if again && connection_lost(&e) => again = false,
+                Err(e) => return Err(DbError::from(e).into()),
+            }
+            self.reconnect()?;
+        }
+    }
+
     /// A new connection in place of this one (which the server closed).
     fn reconnect(&mut self) -> Result<(), DbError> {
         let fresh = self.config.connect(postgres::NoTls)?;
@@ -706,31 +735,15 @@ impl Db {
             Db::Postgres(pg) => off_runtime(|| {
                 let pg = pg.get_mut();
                 let fence = pg.fence;
-                // A BEGIN that fails because the connection was lost (the
-                // server restarted since its last use) began nothing:
-                // connect again and begin once more. Past BEGIN nothing is
-                // sent again: a commit whose answer was lost may have
-                // happened, and only the caller can tell.
-                let mut again = true;
-                loop {
-                    let (client, cache) = pg.parts()?;
-                    match client.transaction() {
-                        Ok(tx) => {
-                            let tx = Tx::Postgres(RefCell::new(PgTx { tx, cache }));
-                            if let Some(epoch) = fence {
-                                check_fence(&tx, epoch)?;
-                            }
-                            let out = f(&tx)?;
-                            if let Tx::Postgres(t) = tx {
-                                t.into_inner().tx.commit().map_err(DbError::from)?;
-                            }
-                            return Ok(out);
+                pg.in_transaction(
+                    |c| c.transaction(),
+                    |tx| {
+                        if let Some(epoch) = fence {
+                            check_fence(tx, epoch)?;
                         }
-                        Err(e) if again && connection_lost(&e) => again = false,
-                        Err(e) => return Err(DbError::from(e).into()),
-                    }
-                    pg.reconnect()?;
-                }
+                        f(tx)
+                    },
+                )
             }),
         }
     }
@@ -814,30 +827,15 @@ impl Db {
             }
             Db::Postgres(pg) => off_runtime(|| {
                 let pg = &mut *pg.borrow_mut();
-                // As in `write`: a BEGIN on a lost connection begins again
-                // once on a new one.
-                let mut again = true;
-                loop {
-                    let (client, cache) = pg.parts()?;
-                    match client
-                        .build_transaction()
-                        .isolation_level(postgres::IsolationLevel::RepeatableRead)
-                        .read_only(true)
-                        .start()
-                    {
-                        Ok(tx) => {
-                            let tx = Tx::Postgres(RefCell::new(PgTx { tx, cache }));
-                            let out = f(&tx)?;
-                            if let Tx::Postgres(t) = tx {
-                                t.into_inner().tx.commit().map_err(DbError::from)?;
-                            }
-                            return Ok(out);
-                        }
-                        Err(e) if again && connection_lost(&e) => again = false,
-                        Err(e) => return Err(DbError::from(e).into()),
-                    }
-                    pg.reconnect()?;
-                }
+                pg.in_transaction(
+                    |c| {
+                        c.build_transaction()
+                            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                            .read_only(true)
+                            .start()
+                    },
+                    f,
+                )
             }),
         }
     }
