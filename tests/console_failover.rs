@@ -8,82 +8,14 @@
 mod journal_support;
 mod reap_support;
 mod standby_support;
+mod tmux_support;
 
 use journal_support::Store;
 use reap_support::Reaper;
 use standby_support::{BIN, Cluster, DEADLINE};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn has_tmux() -> bool {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("SKIPPED console_failover: tmux is not installed");
-        return false;
-    }
-    true
-}
-
-/// A detached 100×30 tmux session running one command; killed when
-/// dropped.
-struct Session {
-    name: String,
-}
-
-impl Session {
-    fn start(prefix: &str, cmd: &str) -> Session {
-        let name = format!("{prefix}-{}", std::process::id());
-        // With no tmux server running yet, parallel tests race to start
-        // one; a second try joins the one that won.
-        let mut last = String::new();
-        for _ in 0..10 {
-            let out = Command::new("tmux")
-                .args(["new-session", "-d", "-s", &name, "-x", "100", "-y", "30", cmd])
-                .output()
-                .unwrap();
-            if out.status.success() {
-                return Session { name };
-            }
-            last = String::from_utf8_lossy(&out.stderr).into_owned();
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        panic!("tmux cannot start session {name}: {last}");
-    }
-
-    fn screen(&self) -> String {
-        let out = Command::new("tmux").args(["capture-pane", "-p", "-t", &self.name]).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn keys(&self, keys: &str) {
-        Command::new("tmux").args(["send-keys", "-t", &self.name, keys]).output().unwrap();
-    }
-
-    fn wait_for(&self, what: &str) -> String {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let s = self.screen();
-            if s.contains(what) {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "timed out waiting for {what:?}; screen:\n{s}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            let _ = Command::new("tmux").args(["kill-session", "-t", &self.name]).output();
-            let alive = Command::new("tmux").args(["has-session", "-t", &self.name]).output();
-            if !alive.is_ok_and(|o| o.status.success()) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
+use tmux_support::Session;
 
 /// A spec file for quick work named `name`.
 fn spec(dir: &Path, name: &str) -> PathBuf {
@@ -98,7 +30,7 @@ fn spec(dir: &Path, name: &str) -> PathBuf {
 
 #[test]
 fn an_attached_console_follows_the_leader_across_two_kill_9s() {
-    if !has_tmux() {
+    if !tmux_support::has_tmux("console_failover") {
         return;
     }
     let Some(s) = Store::postgres("console_failover") else { return };
@@ -113,9 +45,10 @@ fn an_attached_console_follows_the_leader_across_two_kill_9s() {
             c.token,
             dir.path().join("console").display()
         ),
-    );
+    )
+    .expect("tmux was found a moment ago");
     console.wait_for("attached to");
-    console.keys("4");
+    console.keys(&["4"]);
     assert!(c.submit(&spec(dir.path(), "before-any-kill")).is_some());
     console.wait_for("before-any-kill");
 
@@ -132,6 +65,6 @@ fn an_attached_console_follows_the_leader_across_two_kill_9s() {
         assert!(Instant::now() < deadline, "still disconnected:\n{}", console.screen());
         std::thread::sleep(Duration::from_millis(100));
     }
-    console.keys("q");
+    console.keys(&["q"]);
     console.wait_for("CONSOLE-EXITED-0");
 }

@@ -8,14 +8,13 @@
 //! `canopy serve`, a workload) outlives its teardown.
 
 mod reap_support;
+mod tmux_support;
 
 use reap_support::Reaper;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// How long any one wait may take before the test fails.
-const WAIT: Duration = Duration::from_secs(60);
+use tmux_support::{Session, WAIT};
 
 /// Polls `f` until it returns `Some`, failing with `what` after [`WAIT`].
 fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
@@ -27,97 +26,6 @@ fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-struct Session {
-    name: String,
-}
-
-impl Session {
-    /// Runs `cmd` in a detached 100×30 tmux session; `None` (with a visible
-    /// line) when tmux is not installed.
-    fn start(prefix: &str, cmd: &str) -> Option<Self> {
-        if !has_tmux() {
-            return None;
-        }
-        let name = format!("{prefix}-{}", std::process::id());
-        // Tests start sessions in parallel; when no tmux server runs yet,
-        // each races to start one and all but one may fail ("server exited
-        // unexpectedly"). A second try joins the server that won.
-        let mut last = String::new();
-        for _ in 0..10 {
-            let out = Command::new("tmux")
-                .args(["new-session", "-d", "-s", &name, "-x", "100", "-y", "30", cmd])
-                .output()
-                .unwrap();
-            if out.status.success() {
-                return Some(Session { name });
-            }
-            last = String::from_utf8_lossy(&out.stderr).into_owned();
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        panic!("tmux cannot start session {name}: {last}");
-    }
-
-    fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux").args(args).output().expect("tmux runs");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-    fn screen(&self) -> String {
-        self.tmux(&["capture-pane", "-p", "-t", &self.name])
-    }
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", &self.name];
-        args.extend_from_slice(keys);
-        self.tmux(&args);
-    }
-    fn text(&self, s: &str) {
-        self.tmux(&["send-keys", "-t", &self.name, "-l", s]);
-    }
-    fn wait_for(&self, what: &str) -> String {
-        let start = Instant::now();
-        loop {
-            let s = self.screen();
-            if s.contains(what) {
-                return s;
-            }
-            assert!(start.elapsed() < WAIT, "timed out waiting for {what:?}; screen:\n{s}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    /// Escape, and waits until the console has redrawn for it. A key sent
-    /// right after could otherwise reach the console in the same read as
-    /// the escape byte, and a terminal reads ESC then `:` as Alt-`:` (CI
-    /// once typed ":events" into the editor that way).
-    fn escape(&self) {
-        let before = self.screen();
-        self.keys(&["Escape"]);
-        let start = Instant::now();
-        while self.screen() == before {
-            assert!(start.elapsed() < WAIT, "Escape changed nothing on the screen:\n{before}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    /// Waits until `what` is off the screen.
-    fn wait_gone(&self, what: &str) -> String {
-        let start = Instant::now();
-        loop {
-            let s = self.screen();
-            if !s.contains(what) {
-                return s;
-            }
-            assert!(start.elapsed() < WAIT, "timed out waiting for {what:?} to go; screen:\n{s}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-fn has_tmux() -> bool {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("SKIPPED console_tmux: tmux is not installed");
-        return false;
-    }
-    true
 }
 
 /// `canopy --store ROOT serve --no-faults`, stopped (SIGTERM) when dropped.
@@ -236,21 +144,6 @@ fn cmdline(pid: u32) -> Option<String> {
     Some(String::from_utf8_lossy(&raw).replace('\0', " "))
 }
 
-impl Drop for Session {
-    /// Kills the session (its panes get SIGHUP) and makes sure it is gone:
-    /// a busy tmux server may answer a kill late or not at all.
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            let _ = Command::new("tmux").args(["kill-session", "-t", &self.name]).output();
-            let alive = Command::new("tmux").args(["has-session", "-t", &self.name]).output();
-            if !alive.is_ok_and(|o| o.status.success()) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
 #[test]
 fn the_console_end_to_end() {
     let home = tempfile::tempdir().unwrap();
@@ -346,7 +239,7 @@ fn sim_watch_end_to_end() {
 
 #[test]
 fn consoles_attach_to_a_running_engine_and_ride_out_its_restart() {
-    if !has_tmux() {
+    if !tmux_support::has_tmux("console_tmux") {
         return;
     }
     let home = tempfile::tempdir().unwrap();
@@ -439,7 +332,7 @@ fn a_console_that_loses_its_terminal_hands_its_engine_over() {
     let home = tempfile::tempdir().unwrap();
     let _reaper = Reaper::new(home.path());
     let root = home.path();
-    if !has_tmux() {
+    if !tmux_support::has_tmux("console_tmux") {
         return;
     }
     let _cleanup = Handed { root };
@@ -484,7 +377,7 @@ fn a_console_that_loses_its_terminal_hands_its_engine_over() {
 
 #[test]
 fn a_console_with_a_viewer_token_is_read_only_by_itself() {
-    if !has_tmux() {
+    if !tmux_support::has_tmux("console_tmux") {
         return;
     }
     let home = tempfile::tempdir().unwrap();
@@ -696,7 +589,7 @@ fn the_on_call_extras_end_to_end() {
 /// of tables shown at once, and the TENANT column in workloads.
 #[test]
 fn the_tenants_view_end_to_end() {
-    if !has_tmux() {
+    if !tmux_support::has_tmux("console_tmux") {
         return;
     }
     let home = tempfile::tempdir().unwrap();

@@ -124,13 +124,19 @@ struct Seen {
     highest: u32,
 }
 
+/// The first server on `pg`, leading once it says so, and its token.
+fn leader(dir: &Path, pg: &Cluster) -> (Server, String) {
+    let mut a = Server::start_at(dir, "host-a", &pg.url, &pg.password, "", TERM_S);
+    a.wait_to_say("canopy serve: store", 1);
+    let t = token(&a);
+    (a, t)
+}
+
 #[test]
 fn postgres_restarted_under_load_pauses_the_service_and_loses_no_acknowledged_request() {
     let Some(pg) = Cluster::start() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let mut a = Server::start_at(dir.path(), "host-a", &pg.url, &pg.password, "", TERM_S);
-    a.wait_to_say("canopy serve: store", 1);
-    let t = token(&a);
+    let (mut a, t) = leader(dir.path(), &pg);
     let mut b = Server::start_at(dir.path(), "host-b", &pg.url, &pg.password, "", TERM_S);
     b.wait_to_say("canopy serve: standing by", 1);
     let all = format!("{},{}", a.url(), b.url());
@@ -317,9 +323,7 @@ fn postgres_restarted_under_load_pauses_the_service_and_loses_no_acknowledged_re
 fn a_lone_idle_server_answers_again_after_postgres_restarts() {
     let Some(pg) = Cluster::start() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let mut a = Server::start_at(dir.path(), "host-a", &pg.url, &pg.password, "", TERM_S);
-    a.wait_to_say("canopy serve: store", 1);
-    let t = token(&a);
+    let (mut a, t) = leader(dir.path(), &pg);
     let url = a.url();
     let first = ok(
         remote(&url, &t, &["submit", "--json", spec(dir.path(), "before", false).to_str().unwrap()]),
