@@ -633,8 +633,12 @@ async fn one_failing_rank_ends_the_slurm_gang_and_is_named() {
     let p = adapter(&e);
     p.inventory().await.unwrap();
     let token = format!("canopy-slurmgangfail{}-w1-a1", std::process::id());
+    // "survived" only when rank 0's sleep ran its course: Slurm's
+    // process tracking here (proctrack/linuxproc) may signal the sleep
+    // and not the shell around it, which then goes on (CI once saw
+    // "survived" printed by a shell whose sleep had been killed).
     let script = "echo \"rank $NODE_RANK up on $SLURMD_NODENAME\"; if [ \"$NODE_RANK\" = 1 ]; then sleep 1; exit 3; fi; \
-                  sleep 120; echo survived";
+                  sleep 120 && echo survived";
     p.launch(&gang(&token, script, &["n2", "n1"], t.path())).await.unwrap();
     let end = end_of(&p, &token).await;
     assert_eq!(
