@@ -54,6 +54,16 @@ impl Weights {
         fit: 0.10,
         preference: 0.05,
     };
+    /// Price and nothing else: baselines, and patience's pricing of pools.
+    pub const PRICE_ONLY: Weights = Weights {
+        cost: 1.0,
+        health: 0.0,
+        success: 0.0,
+        startup: 0.0,
+        locality: 0.0,
+        fit: 0.0,
+        preference: 0.0,
+    };
 }
 
 impl Default for Weights {

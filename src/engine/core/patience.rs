@@ -213,15 +213,7 @@ impl Core {
 /// interruption risk; per unit of work or per hour.
 fn pricing_policy(per_work: bool) -> Policy {
     Policy {
-        weights: Weights {
-            cost: 1.0,
-            health: 0.0,
-            success: 0.0,
-            startup: 0.0,
-            locality: 0.0,
-            fit: 0.0,
-            preference: 0.0,
-        },
+        weights: Weights::PRICE_ONLY,
         top_k: usize::MAX,
         interruption_risk: false,
         per_work,

@@ -41,10 +41,6 @@ pub enum PlacementPolicy {
     Random { seed: u64 },
 }
 
-/// Price and nothing else.
-const PRICE_ONLY: Weights =
-    Weights { cost: 1.0, health: 0.0, success: 0.0, startup: 0.0, locality: 0.0, fit: 0.0, preference: 0.0 };
-
 impl PlacementPolicy {
     /// Short stable name, for tables and JSON.
     pub fn name(self) -> &'static str {
@@ -79,12 +75,15 @@ impl PlacementPolicy {
     pub fn scheduler_policy(self, optimize: Optimize) -> Policy {
         match self {
             Self::HealthAware | Self::Eager => Policy::for_optimize(optimize),
-            Self::CheapestFirst | Self::Blocklist => {
-                Policy { weights: PRICE_ONLY, interruption_risk: false, per_work: false, ..Policy::default() }
-            }
+            Self::CheapestFirst | Self::Blocklist => Policy {
+                weights: Weights::PRICE_ONLY,
+                interruption_risk: false,
+                per_work: false,
+                ..Policy::default()
+            },
             // Every feasible pool comes back; `choose` draws among them.
             Self::Random { .. } => Policy {
-                weights: PRICE_ONLY,
+                weights: Weights::PRICE_ONLY,
                 top_k: usize::MAX,
                 interruption_risk: false,
                 per_work: false,

@@ -199,16 +199,12 @@ fn cpu_work_takes_a_gpu_node_only_as_a_last_resort() {
     for o in [Optimize::Cost, Optimize::Speed, Optimize::Reliability] {
         assert_eq!(all(&f, &flaky, &cpu_req(), Policy::for_optimize(o))[0].pool, "p/cpu", "{o:?}");
     }
-    let price_only = Weights {
-        cost: 1.0,
-        health: 0.0,
-        success: 0.0,
-        startup: 0.0,
-        locality: 0.0,
-        fit: 0.0,
-        preference: 0.0,
-    };
-    let p = placed(&f, &flaky, &cpu_req(), &Policy { weights: price_only, top_k: 1, ..Policy::default() });
+    let p = placed(
+        &f,
+        &flaky,
+        &cpu_req(),
+        &Policy { weights: Weights::PRICE_ONLY, top_k: 1, ..Policy::default() },
+    );
     assert_eq!(p.candidates[0].pool, "p/cpu", "the GPU pool is skipped before it is scored");
 
     // The CPU node is full: the GPU node is the last resort, and says so.
