@@ -72,13 +72,10 @@ pub(crate) fn pool_prices_single(req: &Requirements, snap: &Snapshot, policy: &P
     let (feasible, _) = feasible_pools(&mut ctx, None, &remaining, &mut ruled_out);
     feasible
         .iter()
-        .map(|pick| {
-            let p = pick.pool as usize;
-            PoolPrice {
-                pool_idx: PoolIdx(pick.pool),
-                hourly_usd: ctx.hourly(p),
-                relative_speed: snap.rows.get(p).map_or(1.0, |row| scorer.speed(row)),
-            }
+        .map(|pick| PoolPrice {
+            pool_idx: PoolIdx(pick.pool),
+            hourly_usd: pick.hourly,
+            relative_speed: snap.rows.get(pick.pool as usize).map_or(1.0, |row| scorer.speed(row)),
         })
         .collect()
 }
@@ -97,14 +94,16 @@ struct PoolContext<'a> {
 }
 
 /// What [`feasible_pools`] found in a feasible pool: its best usable node
-/// and that node's free GPUs, and the risk of an attempt there (before
-/// the retry budget, [`Scorer::risk_of_an_attempt`]) where it was asked
-/// for. [`top_k`] reads them instead of working them out again.
+/// and that node's free GPUs, the pool's hourly share, and the risk of an
+/// attempt there (before the retry budget, [`Scorer::risk_of_an_attempt`])
+/// where it was asked for. [`top_k`] reads them instead of working them
+/// out again.
 #[derive(Clone, Copy)]
 struct Pick {
     pool: u32,
     node: u32,
     free_gpus: u32,
+    hourly: f64,
     risk: Risk,
 }
 
@@ -161,7 +160,6 @@ fn feasible_pools(
 ) -> (Vec<Pick>, f64) {
     let snap = ctx.snap;
     let (mut cheapest, mut cpu_fits) = (f64::INFINITY, false);
-    let none = Risk::new(0.0, None);
     let mut picks = Vec::with_capacity(snap.rows.len());
     remaining.for_each(|p| {
         let Some(row) = snap.rows.get(p) else { return };
@@ -173,11 +171,15 @@ fn feasible_pools(
         match pick {
             Ok((node, free_gpus)) => {
                 cpu_fits |= row.gpus_per_node == 0;
-                let risk = scorer.map_or(none, |s| s.risk_of_an_attempt(row));
-                if scorer.is_some() {
-                    cheapest = cheapest.min(hourly * risk.paid_per_useful);
-                }
-                picks.push(Pick { pool: p as u32, node, free_gpus, risk });
+                let risk = match scorer {
+                    Some(s) => {
+                        let risk = s.risk_of_an_attempt(row);
+                        cheapest = cheapest.min(hourly * risk.paid_per_useful);
+                        risk
+                    }
+                    None => Risk::new(0.0, None),
+                };
+                picks.push(Pick { pool: p as u32, node, free_gpus, hourly, risk });
             }
             Err(filter) => ruled_out.push(RuledOut { pool: PoolIdx(p as u32), filter }),
         }
@@ -195,10 +197,9 @@ fn top_k(ctx: &PoolContext<'_>, scorer: &Scorer<'_>, feasible: &[Pick], k: usize
     let snap = ctx.snap;
     // `k` may be usize::MAX ("everything"); the list never outgrows k + 1.
     let mut top: Vec<Feasible> = Vec::with_capacity(k.min(64) + 1);
-    for &Pick { pool, node, free_gpus, risk: attempt } in feasible {
+    for &Pick { pool, node, free_gpus, hourly, risk: attempt } in feasible {
         let p = pool as usize;
         let Some(row) = snap.rows.get(p) else { continue };
-        let hourly = ctx.hourly(p);
         let expected_hourly = hourly * attempt.paid_per_useful;
         let tier = u8::from(ctx.kept_for_gpu_work(row));
         let full = top.len() == k;

@@ -171,13 +171,13 @@ impl Core {
     /// per pool. Cheapest first (equal prices: the first pool); shared
     /// with every request of its pricing key ([`PriceMemo`]).
     fn pool_prices(&mut self, req: &Requirements, per_work: bool) -> Arc<[PoolPrice]> {
-        let policy = pricing_policy(per_work);
         // Excluded nodes are checked on the nodes due to free; the one node
         // a pool is represented by must not rule out its pool.
         let key = pricing_key(req);
         if let Some(prices) = self.prices.get(&key, per_work) {
             return prices;
         }
+        let policy = pricing_policy(per_work);
         let mut prices = if req.nodes > 1 {
             self.counts.patience_gang_pricings += 1;
             pool_prices(&key, self.ideal(), &policy)
