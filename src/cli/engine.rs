@@ -129,6 +129,7 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
                 allowed_origins: args.mcp_allow_origin,
             },
             lease_term: canopy::journal::LEASE_TERM,
+            bound: None,
         };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut signals = Signals { term: &mut term };
@@ -138,67 +139,85 @@ pub fn run(store: &StoreArgs, args: ServeArgs) -> Result<ExitCode> {
             loc @ canopy::journal::Location::Postgres { .. } => Some((loc, config.journal.lease_term())),
             canopy::journal::Location::File(_) => None,
         };
-        let mut owned = None;
-        // Once it has led: a journal out of reach is waited out standing
-        // by, not a reason to exit (at the first start it is one: the URL
-        // may be wrong).
-        let mut has_led = false;
-        loop {
-            opts.advertise = canopy::ha::advertised(args.advertise.as_deref(), opts.server.listen, tls);
-            if let Some((at, term)) = &lease
-                && owned.is_none()
-            {
-                let now = canopy::engine::clock::Clock::now(&canopy::engine::clock::SystemClock);
-                let tried = {
-                    let (at, advertise) = (at.clone(), opts.advertise.clone());
-                    let term = *term;
-                    tokio::task::spawn_blocking(move || at.take(now, term, &advertise)).await?
-                };
-                match tried {
-                    Ok(o) => owned = Some(o),
-                    Err(e)
-                        if matches!(e, canopy::journal::JournalError::Leased { .. })
-                            || (has_led && e.unreachable()) =>
-                    {
-                        let situation = match &e {
-                            canopy::journal::JournalError::Leased { owner, .. } => {
-                                format!("is led by {owner}")
-                            }
-                            e => format!("cannot be reached ({e})"),
-                        };
-                        match stand_by(
-                            &mut opts,
-                            at,
-                            *term,
-                            &situation,
-                            (args.advertise.as_deref(), tls),
-                            &mut signals,
-                        )
-                        .await?
-                        {
-                            Some(o) => owned = Some(o),
-                            None => return Ok(ExitCode::SUCCESS),
+        // On PostgreSQL the listeners are bound once and kept while the
+        // server goes from leading to standing by and back: its addresses
+        // never change and a client is never refused in between.
+        let bound = match lease {
+            Some(_) => Some(canopy::server::listen::Bound::bind(home.root(), &opts.server).await?),
+            None => None,
+        };
+        if let Some(b) = &bound {
+            opts.server.listen = b.tcp_addr.or(opts.server.listen);
+            opts.server.bound = Some(b.clone());
+        }
+        let served = serve_in_turn(&mut opts, args.advertise.as_deref(), lease, tls, &mut signals).await;
+        if let Some(b) = &bound {
+            b.remove_socket();
+        }
+        served
+    })
+}
+
+/// Leads (or, on PostgreSQL, stands by while another server holds the
+/// lease) until told to stop.
+async fn serve_in_turn(
+    opts: &mut EngineOptions,
+    advertise: Option<&str>,
+    lease: Option<(canopy::journal::Location, Duration)>,
+    tls: bool,
+    signals: &mut Signals<'_>,
+) -> Result<ExitCode> {
+    let mut owned = None;
+    // Once it has led: a journal out of reach is waited out standing
+    // by, not a reason to exit (at the first start it is one: the URL
+    // may be wrong).
+    let mut has_led = false;
+    loop {
+        opts.advertise = canopy::ha::advertised(advertise, opts.server.listen, tls);
+        if let Some((at, term)) = &lease
+            && owned.is_none()
+        {
+            let now = canopy::engine::clock::Clock::now(&canopy::engine::clock::SystemClock);
+            let tried = {
+                let (at, advertise) = (at.clone(), opts.advertise.clone());
+                let term = *term;
+                tokio::task::spawn_blocking(move || at.take(now, term, &advertise)).await?
+            };
+            match tried {
+                Ok(o) => owned = Some(o),
+                Err(e)
+                    if matches!(e, canopy::journal::JournalError::Leased { .. })
+                        || (has_led && e.unreachable()) =>
+                {
+                    let situation = match &e {
+                        canopy::journal::JournalError::Leased { owner, .. } => {
+                            format!("is led by {owner}")
                         }
+                        e => format!("cannot be reached ({e})"),
+                    };
+                    match stand_by(opts, at, *term, &situation, (advertise, tls), signals).await? {
+                        Some(o) => owned = Some(o),
+                        None => return Ok(ExitCode::SUCCESS),
                     }
-                    Err(e) => return Err(e.into()),
                 }
-            }
-            has_led = true;
-            match lead(&mut opts, owned.take(), tls, &mut signals).await? {
-                Led::Stopped => return Ok(ExitCode::SUCCESS),
-                // Refused its writes, or its lease taken: stand by again.
-                Led::SteppedDown(why) if lease.is_some() => {
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "canopy serve: stepping down: {}",
-                        canopy::text::sanitize(&why)
-                    );
-                    tracing::warn!("stepping down: {why}");
-                }
-                Led::SteppedDown(why) => return Err(eyre!(why)),
+                Err(e) => return Err(e.into()),
             }
         }
-    })
+        has_led = true;
+        match lead(opts, owned.take(), tls, signals).await? {
+            Led::Stopped => return Ok(ExitCode::SUCCESS),
+            // Refused its writes, or its lease taken: stand by again.
+            Led::SteppedDown(why) if lease.is_some() => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "canopy serve: stepping down: {}",
+                    canopy::text::sanitize(&why)
+                );
+                tracing::warn!("stepping down: {why}");
+            }
+            Led::SteppedDown(why) => return Err(eyre!(why)),
+        }
+    }
 }
 
 use std::io::Write;
@@ -231,11 +250,18 @@ async fn stand_by(
     // A leader that stepped down because the journal's database went out
     // of reach (a restart) stands by once it is back: until then there is
     // nothing to read and no lease to take.
+    // Meanwhile the kept listeners answer 503 (see `server::unavailable`).
     let mut said = false;
+    let mut unavailable = None;
     let standby = loop {
         match canopy::server::standby::listen(&home, &opts.server, view.clone()).await {
             Ok(s) => break s,
             Err(canopy::server::ServeError::Journal(e)) if e.unreachable() => {
+                if unavailable.is_none()
+                    && let Some(b) = &opts.server.bound
+                {
+                    unavailable = Some(canopy::server::unavailable::answer(b, &opts.server)?);
+                }
                 if !said {
                     let _ = writeln!(
                         std::io::stderr(),
@@ -247,12 +273,20 @@ async fn stand_by(
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(term / 3) => {}
-                    _ = signals.stop() => return Ok(None),
+                    _ = signals.stop() => {
+                        if let Some(u) = unavailable {
+                            u.stop().await;
+                        }
+                        return Ok(None);
+                    }
                 }
             }
             Err(e) => return Err(e.into()),
         }
     };
+    if let Some(u) = unavailable {
+        u.stop().await;
+    }
     // The same addresses once it leads (port 0 picked one).
     if standby.tcp.is_some() {
         opts.server.listen = standby.tcp;

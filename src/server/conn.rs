@@ -90,7 +90,10 @@ pub fn open_file_limit() -> Option<u64> {
 
 /// What every connection task needs.
 pub struct Shared {
-    state: Arc<ServerState>,
+    /// The server's state, whose tokens authenticate a connection; none
+    /// while it waits for its journal (see `unavailable`): then no
+    /// connection counts as authenticated.
+    state: Option<Arc<ServerState>>,
     router: axum::Router,
     limits: Limits,
     registry: Registry,
@@ -98,7 +101,12 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(state: Arc<ServerState>, router: axum::Router, limits: Limits) -> Arc<Shared> {
-        Arc::new(Shared { state, router, limits, registry: Registry::default() })
+        Arc::new(Shared { state: Some(state), router, limits, registry: Registry::default() })
+    }
+
+    /// Serving `router` with no state: it authenticates no one.
+    pub fn without_state(router: axum::Router, limits: Limits) -> Arc<Shared> {
+        Arc::new(Shared { state: None, router, limits, registry: Registry::default() })
     }
 }
 
@@ -113,6 +121,9 @@ struct ConnSignals {
     evicted: AtomicBool,
     /// A request on it carried a valid token.
     authenticated: AtomicBool,
+    /// Its first request has arrived (notified once, then set).
+    began: AtomicBool,
+    first_request: Notify,
 }
 
 /// The TCP connections open now.
@@ -213,7 +224,8 @@ impl Slot {
         }
         if let Some(b) = bearer(headers) {
             use crate::engine::clock::{Clock, SystemClock};
-            if self.shared.state.tokens.verify(b, addr, SystemClock.now()).is_ok() {
+            if self.shared.state.as_ref().is_some_and(|s| s.tokens.verify(b, addr, SystemClock.now()).is_ok())
+            {
                 self.signals.authenticated.store(true, Ordering::Relaxed);
                 self.shared.registry.lock().unauthenticated.remove(&self.id);
                 return None;
@@ -249,8 +261,9 @@ fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
 // ── Accept loops ────────────────────────────────────────────────────────
 
 /// Serves the store's socket until `stop`, then waits for its
-/// connections to finish. No caps: only the owner can connect.
-pub async fn serve_socket(listener: UnixListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+/// connections to finish. No caps: only the owner can connect. The
+/// listener stays bound for whoever else holds it (see `listen::Bound`).
+pub async fn serve_socket(listener: Arc<UnixListener>, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let (alive, _) = watch::channel(());
     let mut errors = Reports::default();
     loop {
@@ -281,7 +294,7 @@ pub async fn serve_socket(listener: UnixListener, shared: Arc<Shared>, mut stop:
 /// Serves TCP (TLS when `tls` is given) under the caps until `stop`, then
 /// waits for its connections to finish.
 pub async fn serve_tcp(
-    listener: TcpListener,
+    listener: Arc<TcpListener>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
@@ -410,7 +423,14 @@ async fn connection<IO>(
     let conn =
         builder.serve_connection(TokioIo::new(WriteStall::new(io, shared.limits.idle_timeout)), service);
     tokio::pin!(conn);
+    // Stopping: a connection that has had no request yet was opened while
+    // the server served, and its first request may be on the way; it is
+    // let arrive (for at most FIRST_REQUEST_GRACE) and answered, not
+    // closed unanswered. Graceful shutdown then finishes what is in flight.
+    let mut stopping = false;
     let mut draining = false;
+    let grace = tokio::time::sleep(Duration::MAX);
+    tokio::pin!(grace);
     loop {
         tokio::select! {
             r = conn.as_mut() => {
@@ -420,13 +440,30 @@ async fn connection<IO>(
                 break;
             }
             _ = signals.close.notified() => break,
-            _ = stop.wait_for(|s| *s), if !draining => {
+            _ = stop.wait_for(|s| *s), if !stopping => {
+                stopping = true;
+                if signals.began.load(Ordering::Relaxed) {
+                    draining = true;
+                    conn.as_mut().graceful_shutdown();
+                } else {
+                    grace.as_mut().reset(tokio::time::Instant::now() + FIRST_REQUEST_GRACE);
+                }
+            }
+            _ = signals.first_request.notified(), if stopping && !draining => {
+                draining = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            _ = grace.as_mut(), if stopping && !draining => {
                 draining = true;
                 conn.as_mut().graceful_shutdown();
             }
         }
     }
 }
+
+/// How long a stopping server waits for the first request of a
+/// connection it accepted (see [`connection`]).
+const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
 
 /// The router behind one connection: each request gets the connection's
 /// `ConnectInfo<Peer>` (what `authz` reads) and a body that may not stall.
@@ -444,6 +481,9 @@ impl hyper::service::Service<axum::http::Request<Incoming>> for Service {
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
     fn call(&self, req: axum::http::Request<Incoming>) -> Self::Future {
+        if !self.signals.began.swap(true, Ordering::Relaxed) {
+            self.signals.first_request.notify_one();
+        }
         let in_flight = match (&self.slot, &self.peer) {
             (Some(slot), Peer::Tcp { addr, .. }) => slot.on_request(req.headers(), &addr.to_string()),
             _ => None,
@@ -607,6 +647,35 @@ mod tests {
         assert_eq!((at(Some(256)).max_connections, at(Some(256)).max_unauthenticated), (128, 128));
         assert_eq!(at(Some(1 << 20)).max_connections, 1024, "a high limit leaves the option");
         assert!(at(Some(10)).max_connections >= 1);
+    }
+
+    /// A connection the server accepted before it was told to stop, whose
+    /// request arrives only after: answered, not closed unanswered (the
+    /// client could not know whether it was received). One that never
+    /// sends anything is closed after the grace.
+    #[tokio::test]
+    async fn a_request_on_its_way_when_the_server_stops_is_answered() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = Arc::new(TcpListener::bind("127.0.0.1:0").await.unwrap());
+        let addr = listener.local_addr().unwrap();
+        let router = axum::Router::new().fallback(|| async { "answered" });
+        let shared = Shared::without_state(router, Limits::new(&options(8, 8), None));
+        let (stop, stop_rx) = watch::channel(false);
+        let serving = tokio::spawn(serve_tcp(listener, None, shared, stop_rx));
+        let mut late = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+        // Accepted (the accept loop runs between the connects and here).
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.send(true).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        late.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let mut out = String::new();
+        late.read_to_string(&mut out).await.unwrap();
+        assert!(out.starts_with("HTTP/1.1 200") && out.ends_with("answered"), "{out:?}");
+        let mut nothing = Vec::new();
+        let closed = tokio::time::timeout(Duration::from_secs(5), silent.read_to_end(&mut nothing)).await;
+        assert!(matches!(closed, Ok(Ok(0))), "{closed:?}");
+        tokio::time::timeout(Duration::from_secs(5), serving).await.expect("the loop ends").unwrap();
     }
 
     #[tokio::test]

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokio::net::UnixListener;
+use tokio::net::{TcpListener, UnixListener};
 
 /// The other end of a connection: each request carries it as
 /// `ConnectInfo<Peer>`.
@@ -37,6 +37,49 @@ pub fn bind_socket(path: &Path) -> std::io::Result<UnixListener> {
     let listener = bound?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
+}
+
+/// The server's listeners, bound once: the store's socket and, when
+/// asked, TCP. A server on PostgreSQL keeps them while it goes from leader
+/// to standing by and back (each role accepts on them while it runs), so
+/// its addresses never change and a client is never refused in between:
+/// a connection that arrives while no role accepts waits in the backlog
+/// for the next one. Cloning shares them.
+#[derive(Debug, Clone)]
+pub struct Bound {
+    pub socket: PathBuf,
+    /// The TCP address actually bound (port 0 picks one).
+    pub tcp_addr: Option<SocketAddr>,
+    pub(crate) uds: Arc<UnixListener>,
+    pub(crate) tcp: Option<Arc<TcpListener>>,
+}
+
+impl Bound {
+    /// Binds the socket of the store at `root` and, when given,
+    /// `options.listen`, after refusing what serving would refuse (plain
+    /// TCP off loopback not asked for, a TLS identity that does not load).
+    pub async fn bind(root: &Path, options: &super::ServerOptions) -> Result<Bound, super::ServeError> {
+        super::listen_tls(options)?;
+        let listen = options.listen;
+        let socket = socket_path(root);
+        let uds = bind_socket(&socket)
+            .map_err(|source| super::ServeError::Bind { what: socket.display().to_string(), source })?;
+        let mut tcp = None;
+        let mut tcp_addr = None;
+        if let Some(addr) = listen {
+            let l = TcpListener::bind(addr)
+                .await
+                .map_err(|source| super::ServeError::Bind { what: addr.to_string(), source })?;
+            tcp_addr = l.local_addr().ok();
+            tcp = Some(Arc::new(l));
+        }
+        Ok(Bound { socket, tcp_addr, uds: Arc::new(uds), tcp })
+    }
+
+    /// Removes the socket's file, once nothing is to accept on it again.
+    pub fn remove_socket(&self) {
+        let _ = std::fs::remove_file(&self.socket);
+    }
 }
 
 /// The socket of the store at `root`.

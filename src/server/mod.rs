@@ -30,6 +30,7 @@ pub mod standby;
 pub mod target;
 pub mod tenants;
 pub mod tokens;
+pub mod unavailable;
 pub mod usage;
 pub mod views;
 pub mod visible;
@@ -77,6 +78,11 @@ pub struct ServerOptions {
     /// The journal lease's term (PostgreSQL): who `GET /v1/servers` counts
     /// as gone.
     pub lease_term: Duration,
+    /// Listeners bound already, to accept on instead of binding `listen`
+    /// (a server on PostgreSQL keeps its own across leading and standing
+    /// by; see [`listen::Bound`]). `None`: bound when serving starts,
+    /// closed when it stops.
+    pub bound: Option<listen::Bound>,
 }
 
 impl ServerOptions {
@@ -102,6 +108,7 @@ impl Default for ServerOptions {
                 allowed_origins: Vec::new(),
             },
             lease_term: crate::journal::LEASE_TERM,
+            bound: None,
         }
     }
 }
@@ -276,6 +283,8 @@ pub struct Serving {
     pub state: Served,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Listening on [`ServerOptions::bound`]: its owner removes the socket.
+    kept: bool,
 }
 
 impl Serving {
@@ -285,7 +294,9 @@ impl Serving {
         for t in self.tasks {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), t).await;
         }
-        let _ = std::fs::remove_file(&self.socket);
+        if !self.kept {
+            let _ = std::fs::remove_file(&self.socket);
+        }
     }
 }
 
@@ -337,24 +348,21 @@ pub async fn serve(
     let api = api::router(state.clone());
     let router = api.clone().merge(crate::mcp::http::router(state.clone(), api));
     let shared = conn::Shared::new(state.clone(), router, limits);
-    let socket = listen::socket_path(home.root());
-    let uds = listen::bind_socket(&socket)
-        .map_err(|source| ServeError::Bind { what: socket.display().to_string(), source })?;
+    let (bound, kept) = match options.bound.clone() {
+        Some(b) => (b, true),
+        None => (listen::Bound::bind(home.root(), &options).await?, false),
+    };
     let mut tasks = vec![
         tokio::spawn(flush_refusals(state.clone(), stop_rx.clone())),
-        tokio::spawn(conn::serve_socket(uds, shared.clone(), stop_rx.clone())),
+        tokio::spawn(conn::serve_socket(bound.uds.clone(), shared.clone(), stop_rx.clone())),
     ];
-    let mut tcp_addr = None;
-    if let Some(addr) = options.listen {
-        let tcp = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Bind { what: addr.to_string(), source })?;
-        tcp_addr = tcp.local_addr().ok();
+    if let Some(tcp) = &bound.tcp {
         let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
-        tasks.push(tokio::spawn(conn::serve_tcp(tcp, acceptor, shared.clone(), stop_rx.clone())));
+        tasks.push(tokio::spawn(conn::serve_tcp(tcp.clone(), acceptor, shared.clone(), stop_rx.clone())));
     }
+    let (socket, tcp_addr) = (bound.socket.clone(), bound.tcp_addr);
     tracing::info!(socket = %socket.display(), tcp = ?tcp_addr, "serving the API");
-    Ok(Serving { socket, tcp: tcp_addr, state, stop, tasks })
+    Ok(Serving { socket, tcp: tcp_addr, state, stop, tasks, kept })
 }
 
 /// The tenancy the journal holds (the engine's start settled and

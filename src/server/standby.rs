@@ -1,18 +1,3 @@
-//! The API of a standby server: every request, on the store's socket and
-//! on TCP, is forwarded to the leader the lease row names (method, path
-//! and query, headers with Authorization, body), and its response streamed
-//! back (so event streams and `canopy console` work through it), marked
-//! `Canopy-Served-By: standby <this server>; leader <holder>`.
-//!
-//! The standby decides nothing itself: the leader authenticates and
-//! authorizes every request, so the standby answers only 503 (with
-//! `Retry-After: 1`) when no leader is serving or reachable, and says
-//! no more in it than that (who leads and where goes to its log and to
-//! the `Canopy-Served-By` of forwarded answers). A request on the
-//! standby's socket carries no token and arrives at the leader as an
-//! anonymous TCP request: the leader refuses it unless it carries one
-//! (`CANOPY_TOKEN`).
-
 //! The API of a standby server, on the store's socket and on TCP.
 //!
 //! It answers itself, from the journal, the routes whose handlers read
@@ -46,7 +31,6 @@
 //!
 //! [`ServerState::engine`]: super::ServerState::engine
 
-use super::listen::{bind_socket, socket_path};
 use super::{ServeError, ServerOptions, api, conn};
 use crate::ha::LeaderView;
 use crate::home::Home;
@@ -80,14 +64,17 @@ const READ_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often a standby reads its tokens and tenancy again.
 const RELOAD: Duration = Duration::from_secs(1);
 
-/// A standby's listeners; [`Standby::stop`] frees its addresses for the
-/// engine that takes over.
+/// A standby serving; [`Standby::stop`] ends it, for the engine that takes
+/// over (which accepts on the same listeners when they were
+/// [`ServerOptions::bound`], and binds the same addresses otherwise).
 pub struct Standby {
     pub socket: PathBuf,
     /// The TCP address actually bound.
     pub tcp: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
+    /// Listening on [`ServerOptions::bound`]: its owner removes the socket.
+    kept: bool,
 }
 
 impl Standby {
@@ -103,7 +90,9 @@ impl Standby {
             self.tasks.abort_all();
             while self.tasks.join_next().await.is_some() {}
         }
-        let _ = std::fs::remove_file(&self.socket);
+        if !self.kept {
+            let _ = std::fs::remove_file(&self.socket);
+        }
     }
 }
 
@@ -142,20 +131,17 @@ pub async fn listen(home: &Home, options: &ServerOptions, leader: LeaderView) ->
         .with_state(state.clone());
     let limits = conn::Limits::new(options, conn::open_file_limit());
     let shared = conn::Shared::new(state.clone(), router, limits);
-    let socket = socket_path(home.root());
-    let uds = bind_socket(&socket)
-        .map_err(|source| ServeError::Bind { what: socket.display().to_string(), source })?;
+    let (bound, kept) = match options.bound.clone() {
+        Some(b) => (b, true),
+        None => (super::listen::Bound::bind(home.root(), options).await?, false),
+    };
     let mut tasks = JoinSet::new();
-    tasks.spawn(conn::serve_socket(uds, shared.clone(), stop_rx.clone()));
-    let mut tcp_addr = None;
-    if let Some(addr) = options.listen {
-        let tcp = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Bind { what: addr.to_string(), source })?;
-        tcp_addr = tcp.local_addr().ok();
+    tasks.spawn(conn::serve_socket(bound.uds.clone(), shared.clone(), stop_rx.clone()));
+    if let Some(tcp) = &bound.tcp {
         let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
-        tasks.spawn(conn::serve_tcp(tcp, acceptor, shared, stop_rx.clone()));
+        tasks.spawn(conn::serve_tcp(tcp.clone(), acceptor, shared, stop_rx.clone()));
     }
+    let (socket, tcp_addr) = (bound.socket.clone(), bound.tcp_addr);
     let mut stopping = stop_rx;
     tasks.spawn(async move {
         loop {
@@ -169,7 +155,7 @@ pub async fn listen(home: &Home, options: &ServerOptions, leader: LeaderView) ->
         }
     });
     tracing::info!(socket = %socket.display(), tcp = ?tcp_addr, "standing by: serving reads, forwarding the rest of the API to the leader");
-    Ok(Standby { socket, tcp: tcp_addr, stop, tasks })
+    Ok(Standby { socket, tcp: tcp_addr, stop, tasks, kept })
 }
 
 /// Forwards requests to the leader of the moment.
