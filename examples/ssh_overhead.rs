@@ -112,6 +112,7 @@ async fn main() {
         binaries: std::collections::BTreeMap::from([(std::env::consts::ARCH.to_string(), binary())]),
         store: "bench".into(),
         control_dir: std::env::temp_dir().join("canopy-ssh-bench-ctl"),
+        connection_idle: canopy::config::DEFAULT_SSH_CONNECTION_IDLE,
         hosts: vec![HostConfig { target: target(), pool: "lab".into(), owner: None }],
         pools,
         grace: Duration::from_secs(5),

@@ -671,6 +671,11 @@ mod tests {
             parse(&format!("[engine]\nunreachable_after='30s'\n[[ssh]]\nlease='30s'\n{host}key='/k'\n"))
                 .unwrap_err();
         assert!(lease.contains("must be shorter than [engine] unreachable_after"), "{lease}");
+        assert_eq!(ok.ssh[0].connection_idle(), DEFAULT_SSH_CONNECTION_IDLE);
+        let idle = parse(&format!("[[ssh]]\nconnection_idle='5s'\n{host}key='/k'\n")).unwrap();
+        assert_eq!(idle.ssh[0].connection_idle().as_secs(), 5);
+        let idle = parse(&format!("[[ssh]]\nconnection_idle='1s'\n{host}key='/k'\n")).unwrap_err();
+        assert!(idle.contains("[[ssh]] ssh: connection_idle 1s is too short; give at least 2s"), "{idle}");
         let nohk = parse("[[ssh]]\n[[ssh.hosts]]\nname='a'\naddress='h'\nuser='u'\nkey='/k'\n").unwrap_err();
         assert!(nohk.contains("known_hosts") && nohk.contains("host_key"), "{nohk}");
         let tz = parse(&format!("[[ssh]]\n{host}key='/k'\npool='p'\n[ssh.pools.p]\nwindows=['sat-sun']\n"))

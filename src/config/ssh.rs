@@ -18,6 +18,13 @@ pub struct SshEntry {
     /// `[engine] unreachable_after`.
     #[serde(default)]
     pub lease: Option<HumanDuration>,
+    /// How long an idle connection to a host stays open (default 60s; at
+    /// least 2s): the connection (an ssh master multiplexing every
+    /// command) is opened again when needed, and one a `canopy serve`
+    /// killed without closing it is gone at most this long after its last
+    /// command.
+    #[serde(default)]
+    pub connection_idle: Option<HumanDuration>,
     /// The known_hosts file for hosts that name none of their own.
     #[serde(default)]
     pub known_hosts: Option<PathBuf>,
@@ -43,9 +50,17 @@ pub const DEFAULT_SSH_LEASE: std::time::Duration = std::time::Duration::from_sec
 /// in `[engine] unreachable_after`.
 pub const SSH_LEASE_MARGIN: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long an idle connection to a host stays open when `[[ssh]]` sets
+/// nothing.
+pub const DEFAULT_SSH_CONNECTION_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl SshEntry {
     pub fn lease(&self) -> std::time::Duration {
         self.lease.map_or(DEFAULT_SSH_LEASE, |d| d.0)
+    }
+
+    pub fn connection_idle(&self) -> std::time::Duration {
+        self.connection_idle.map_or(DEFAULT_SSH_CONNECTION_IDLE, |d| d.0)
     }
 }
 
@@ -118,6 +133,13 @@ impl SshEntry {
         let lease = self.lease();
         if lease < std::time::Duration::from_secs(2) {
             return Err(format!("{at}: lease {} is too short; give at least 2s", HumanDuration(lease)));
+        }
+        let idle = self.connection_idle();
+        if idle < std::time::Duration::from_secs(2) {
+            return Err(format!(
+                "{at}: connection_idle {} is too short; give at least 2s",
+                HumanDuration(idle)
+            ));
         }
         if lease + SSH_LEASE_MARGIN >= unreachable_after {
             return Err(format!(

@@ -16,6 +16,8 @@ pub struct SshConfig {
     pub store: String,
     /// Where ssh's control sockets and Canopy's ssh_config live (0700).
     pub control_dir: PathBuf,
+    /// How long an idle connection to a host stays open.
+    pub connection_idle: Duration,
     pub hosts: Vec<HostConfig>,
     pub pools: BTreeMap<String, PoolConfig>,
     /// Grace between SIGTERM and SIGKILL when the spec gives none.
@@ -124,6 +126,7 @@ impl SshConfig {
             binaries,
             store: store.to_string(),
             control_dir: default_control_dir(),
+            connection_idle: e.connection_idle(),
             hosts,
             pools,
             grace: crate::spec::Runtime::DEFAULT_STOP_GRACE,

@@ -95,6 +95,7 @@ impl SshProvider {
                         cfg.store.clone(),
                         binaries.clone(),
                         cfg.control_dir.clone(),
+                        cfg.connection_idle,
                     ),
                     cfg: h.clone(),
                     probe: Mutex::new(None),

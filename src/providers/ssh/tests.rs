@@ -60,6 +60,7 @@ fn provider_with_gpus(gpus: u32) -> SshProvider {
         binaries: BTreeMap::from([(std::env::consts::ARCH.to_string(), "/bin/true".into())]),
         store: "s".into(),
         control_dir: std::env::temp_dir(),
+        connection_idle: Duration::from_secs(60),
         hosts: vec![HostConfig { target, pool: "lab".into(), owner: None }],
         pools,
         grace: Duration::from_secs(5),

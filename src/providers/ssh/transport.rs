@@ -206,6 +206,12 @@ impl std::io::Read for ChannelReader {
     }
 }
 
+/// `ControlPersist`'s whole seconds for `idle`, at least 1.
+fn idle_s(idle: Duration) -> std::num::NonZeroUsize {
+    let s = usize::try_from(idle.as_secs_f64().ceil() as u64).unwrap_or(usize::MAX);
+    std::num::NonZeroUsize::new(s).unwrap_or(std::num::NonZeroUsize::MIN)
+}
+
 /// One host's connection, opened on first use and again after it drops.
 pub struct Transport {
     target: Target,
@@ -217,10 +223,21 @@ pub struct Transport {
     /// The uploaded binary's path on the host, once checked.
     remote_bin: tokio::sync::Mutex<Option<String>>,
     connect_timeout: Duration,
+    /// How long the master stays open with no command on it
+    /// (`ControlPersist`): one left by a killed server goes by itself.
+    idle: Duration,
+    /// When the connection was last handed to a command.
+    handed: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Transport {
-    pub fn new(target: Target, store: String, binaries: Arc<Binaries>, control_dir: PathBuf) -> Self {
+    pub fn new(
+        target: Target,
+        store: String,
+        binaries: Arc<Binaries>,
+        control_dir: PathBuf,
+        idle: Duration,
+    ) -> Self {
         let config_file = control_dir.join("ssh_config");
         Self {
             target,
@@ -231,6 +248,8 @@ impl Transport {
             session: tokio::sync::Mutex::new(None),
             remote_bin: tokio::sync::Mutex::new(None),
             connect_timeout: Duration::from_secs(10),
+            idle,
+            handed: std::sync::Mutex::new(None),
         }
     }
 
@@ -285,9 +304,21 @@ impl Transport {
             .map_err(|e| self.setup_err(format!("cannot write {}: {e}", self.config_file.display())))
     }
 
-    /// The connection, opened when there is none.
+    /// The connection, opened when there is none, or when it may be
+    /// about to close by itself: a master idle for its whole `idle` exits
+    /// (so one a killed server left does not stay), and one not handed
+    /// out for half of it is replaced rather than raced (the old one ends
+    /// now, or once the commands still on it have).
     async fn session(&self) -> Result<Arc<Session>, TransportError> {
         let mut slot = self.session.lock().await;
+        let now = std::time::Instant::now();
+        let last = self.handed.lock().unwrap_or_else(|p| p.into_inner()).replace(now);
+        if last.is_some_and(|t| now.duration_since(t) >= self.idle / 2)
+            && let Some(old) = slot.take()
+            && let Ok(old) = Arc::try_unwrap(old)
+        {
+            let _ = old.close().await;
+        }
         if let Some(s) = slot.as_ref() {
             return Ok(s.clone());
         }
@@ -313,6 +344,7 @@ impl Transport {
             .user_known_hosts_file(&t.known_hosts)
             .config_file(&self.config_file)
             .control_directory(&self.control_dir)
+            .control_persist(openssh::ControlPersist::IdleFor(idle_s(self.idle)))
             .connect_timeout(self.connect_timeout)
             .server_alive_interval(Duration::from_secs(5));
         let s = b.connect(&t.address).await.map_err(|e| self.connect_error(e))?;
