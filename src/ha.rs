@@ -8,7 +8,7 @@
 //! the audit trail once it has the lease.
 
 use crate::engine::model::{AuditRecord, Millis, Record};
-use crate::journal::{Journal, JournalError, Leadership, Lease, Location, Ownership, this_server};
+use crate::journal::{Journal, JournalError, Leadership, Lease, Location, NotTaken, this_server};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -78,50 +78,50 @@ pub async fn wait_for_lease(
     leader: watch::Sender<Option<Leadership>>,
 ) -> Lease {
     let me = this_server();
-    let mut reader: Option<Journal> = None;
+    // One connection for every try, kept while the lease is held by
+    // another server (PostgreSQL starts a process for each new one); it
+    // reads the lease row and heartbeats too. Opened again after an error.
+    let mut conn: Option<Journal> = None;
     loop {
         let (at2, address2, me2) = (at.clone(), address.clone(), me.clone());
-        let taken = tokio::task::spawn_blocking(move || {
-            let tried = at2.take(Millis(0), term, &address2);
-            let seen = match tried {
-                Ok(Ownership::Lease(lease)) => return (Some(lease), reader, None),
-                Ok(Ownership::File(_)) => None,
-                Err(JournalError::Leased { .. }) => {
-                    if reader.is_none() {
-                        reader = at2.open().map_err(|e| warn_unreachable(&e)).ok();
+        let kept = conn.take();
+        let tried = tokio::task::spawn_blocking(move || {
+            let j = match kept {
+                Some(j) => j,
+                None => match at2.open() {
+                    Ok(j) => j,
+                    Err(e) => {
+                        warn_unreachable(&e);
+                        return (None, None, None);
                     }
-                    let r = reader.as_ref().map(|j| {
-                        let _ = j.heartbeat(&me2, &address2, "standby", 0);
-                        j.leadership()
-                    });
-                    match r {
-                        Some(Ok(row)) => row,
-                        Some(Err(e)) => {
-                            warn_unreachable(&e);
-                            reader = None;
-                            None
-                        }
-                        None => None,
-                    }
-                }
-                Err(e) => {
-                    warn_unreachable(&e);
-                    None
-                }
+                },
             };
-            (None, reader, seen)
+            match at2.take_on(j, term, &address2).map_err(|n| *n) {
+                Ok(lease) => (Some(lease), None, None),
+                Err(NotTaken { error: JournalError::Leased { .. }, conn: Some(j) }) => {
+                    let _ = j.heartbeat(&me2, &address2, "standby", 0);
+                    match j.leadership() {
+                        Ok(row) => (None, Some(j), row),
+                        Err(e) => {
+                            warn_unreachable(&e);
+                            (None, None, None)
+                        }
+                    }
+                }
+                Err(NotTaken { error, .. }) => {
+                    warn_unreachable(&error);
+                    (None, None, None)
+                }
+            }
         })
         .await;
-        match taken {
+        match tried {
             Ok((Some(lease), ..)) => return lease,
-            Ok((None, r, seen)) => {
-                reader = r;
+            Ok((None, j, seen)) => {
+                conn = j;
                 leader.send_replace(seen);
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "the standby's lease check failed; retrying");
-                reader = None;
-            }
+            Err(e) => tracing::warn!(error = %e, "the standby's lease check failed; retrying"),
         }
         tokio::time::sleep(term / 3).await;
     }

@@ -13,87 +13,21 @@
 //! "skipped: …" and passes, unless `CANOPY_ENGINES=require`.
 
 mod journal_support;
+mod pg_cluster;
 mod standby_support;
 
+use pg_cluster::Cluster;
 use serde_json::Value;
 use standby_support::{DEADLINE, Server, TERM_S, launched, ok, remote, through, token};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/engines/postgres.sh");
 /// How long PostgreSQL stays down.
 const DOWN: Duration = Duration::from_secs(3);
 /// Clients submitting at once.
 const CLIENTS: u32 = 3;
-
-/// A PostgreSQL cluster of this test's own; stopped when dropped (a failed
-/// assertion included), its directory removed with it.
-struct Cluster {
-    dir: tempfile::TempDir,
-    port: u16,
-    url: String,
-    password: String,
-}
-
-impl Cluster {
-    /// Starts one, or says why it cannot (`None`: skipped).
-    fn start() -> Option<Cluster> {
-        let require = std::env::var("CANOPY_ENGINES").is_ok_and(|v| v == "require");
-        let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut c = Cluster { dir, port, url: String::new(), password: String::new() };
-        let out = c.script("start");
-        if !out.status.success() {
-            let why = format!(
-                "a private PostgreSQL cluster did not start: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            assert!(!require, "CANOPY_ENGINES=require but {why}");
-            eprintln!("skipped: PostgreSQL restarted under load: {why}");
-            return None;
-        }
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            if let Some(u) = line.strip_prefix("export CANOPY_TEST_POSTGRES=") {
-                c.url = u.to_string();
-            } else if let Some(p) = line.strip_prefix("export CANOPY_TEST_POSTGRES_PASSWORD=") {
-                c.password = p.to_string();
-            }
-        }
-        assert!(c.url.contains(&format!(":{port}/")), "{out:?}");
-        Some(c)
-    }
-
-    fn script(&self, what: &str) -> Output {
-        Command::new("bash")
-            .arg(SCRIPT)
-            .arg(what)
-            .env("CANOPY_ENGINES_DIR", self.dir.path())
-            .env("CANOPY_PG_PORT", self.port.to_string())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    fn stop(&self) {
-        let out = self.script("stop");
-        assert!(out.status.success(), "postgres.sh stop: {out:?}");
-    }
-
-    fn start_again(&self) {
-        let out = self.script("start");
-        assert!(out.status.success(), "postgres.sh start: {out:?}");
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = self.script("stop");
-    }
-}
 
 /// Spec `name`: a quick run, or (`waiting`) one that waits queued for
 /// 2 TB of memory, so a cancel has something to cancel.

@@ -143,10 +143,28 @@ pub fn this_server() -> String {
 /// with the renewing thread (which connects again when it loses it, as
 /// when the server restarts).
 pub(super) fn acquire(at: &super::Location, term: Duration, address: &str) -> Result<Lease, JournalError> {
+    acquire_on(at, at.open()?, term, address).map_err(|n| n.error)
+}
+
+/// Why the lease was not taken on a connection, with the connection when
+/// it is good for another try (the lease was held by another server).
+pub struct NotTaken {
+    pub error: JournalError,
+    pub conn: Option<super::Journal>,
+}
+
+/// [`acquire`] on the connection `j`, which goes to the renewing thread
+/// once the lease is taken, and comes back with the error when it is held
+/// by another server (a standby trying again keeps one connection).
+pub(super) fn acquire_on(
+    at: &super::Location,
+    mut j: super::Journal,
+    term: Duration,
+    address: &str,
+) -> Result<Lease, Box<NotTaken>> {
     let store = &at.shown();
     let holder = this_server();
     let term_ms = i64::try_from(term.as_millis()).unwrap_or(i64::MAX);
-    let mut j = at.open()?;
     type Taken = Result<(i64, Option<(String, i64)>), (String, i64)>;
     let taken = j
         .conn
@@ -173,15 +191,17 @@ pub(super) fn acquire(at: &super::Location, term: Duration, address: &str) -> Re
             let previous = (!current.is_empty()).then_some((current, expires));
             Ok(Ok((epoch, previous)))
         })
-        .map_err(failed(store, "take the journal's lease"))?;
+        .map_err(failed(store, "take the journal's lease"))
+        .map_err(|error| Box::new(NotTaken { error, conn: None }))?;
     let (epoch, previous) = match taken {
         Ok(taken) => taken,
         Err((owner, until)) => {
-            return Err(JournalError::Leased {
+            let e = JournalError::Leased {
                 store: store.to_string(),
                 owner,
                 until: crate::units::utc_seconds(until),
-            });
+            };
+            return Err(Box::new(NotTaken { error: e, conn: Some(j) }));
         }
     };
     let (stop, stopped) = mpsc::channel::<()>();
@@ -202,9 +222,9 @@ pub(super) fn acquire(at: &super::Location, term: Duration, address: &str) -> Re
                 tracing::warn!(path = %path.display(), error = %e, "could not end the local lease; it lapses by itself");
             }
         })
-        .map_err(|e| JournalError::Invalid {
-            what: "the lease's renewing thread".into(),
-            detail: e.to_string(),
+        .map_err(|e| {
+            let error = JournalError::Invalid { what: "the lease's renewing thread".into(), detail: e.to_string() };
+            Box::new(NotTaken { error, conn: None })
         })?;
     tracing::info!(store, epoch, "took the journal's lease");
     Ok(Lease { holder, epoch, previous, lost, local, term, stop: Some(stop), renewer: Some(renewer) })

@@ -52,7 +52,7 @@ mod write;
 
 pub use copy::TABLES;
 pub use db::DbError;
-pub use lease::{LEASE_TERM, Leadership, Lease, MIN_LEASE_TERM, ServerRow, this_server};
+pub use lease::{LEASE_TERM, Leadership, Lease, MIN_LEASE_TERM, NotTaken, ServerRow, this_server};
 pub use lock::{OwnerLock, acquire_owner, is_owned, lock_path};
 pub use read::{HealthWindow, Recovered, TenantFilter, WorkloadFilter};
 pub use schema::SCHEMA_VERSION;
@@ -266,6 +266,25 @@ impl Location {
         match self {
             Location::File(path) => acquire_owner(path, now).map(Ownership::File),
             Location::Postgres { .. } => lease::acquire(self, term, address).map(Ownership::Lease),
+        }
+    }
+}
+
+impl Location {
+    /// [`take`](Self::take) on a PostgreSQL journal, on the connection
+    /// `j` opened on it: the lease when taken; otherwise the error, with
+    /// the connection when it is still good for another try (the lease
+    /// was held by another server).
+    pub fn take_on(&self, j: Journal, term: Duration, address: &str) -> Result<Lease, Box<NotTaken>> {
+        match self {
+            Location::Postgres { .. } => lease::acquire_on(self, j, term, address),
+            Location::File(_) => Err(Box::new(NotTaken {
+                error: JournalError::Invalid {
+                    what: "the journal's lease".into(),
+                    detail: "a journal file has no lease: its owner holds a lock".into(),
+                },
+                conn: Some(j),
+            })),
         }
     }
 }
