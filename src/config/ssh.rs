@@ -18,7 +18,7 @@ pub struct SshEntry {
     /// `[engine] unreachable_after`.
     #[serde(default)]
     pub lease: Option<HumanDuration>,
-    /// How long an idle connection to a host stays open (default 60s; at
+    /// How long an idle connection to a host stays open (default 2m; at
     /// least 2s): the connection (an ssh master multiplexing every
     /// command) is opened again when needed, and one a `canopy serve`
     /// killed without closing it is gone at most this long after its last
@@ -51,8 +51,10 @@ pub const DEFAULT_SSH_LEASE: std::time::Duration = std::time::Duration::from_sec
 pub const SSH_LEASE_MARGIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long an idle connection to a host stays open when `[[ssh]]` sets
-/// nothing.
-pub const DEFAULT_SSH_CONNECTION_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
+/// nothing: long enough that the engine's inventory refresh (every 30 s)
+/// keeps an idle engine's connection (it is replaced once unused for half
+/// of this), short enough that a killed server's go soon.
+pub const DEFAULT_SSH_CONNECTION_IDLE: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl SshEntry {
     pub fn lease(&self) -> std::time::Duration {
