@@ -253,9 +253,9 @@ async fn stand_by(
     // Meanwhile the kept listeners answer 503 (see `server::unavailable`).
     let mut said = false;
     let mut unavailable = None;
-    let standby = loop {
+    let listening = loop {
         match canopy::server::standby::listen(&home, &opts.server, view.clone()).await {
-            Ok(s) => break s,
+            Ok(s) => break Some(s),
             Err(canopy::server::ServeError::Journal(e)) if e.unreachable() => {
                 if unavailable.is_none()
                     && let Some(b) = &opts.server.bound
@@ -273,12 +273,7 @@ async fn stand_by(
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(term / 3) => {}
-                    _ = signals.stop() => {
-                        if let Some(u) = unavailable {
-                            u.stop().await;
-                        }
-                        return Ok(None);
-                    }
+                    _ = signals.stop() => break None,
                 }
             }
             Err(e) => return Err(e.into()),
@@ -287,6 +282,7 @@ async fn stand_by(
     if let Some(u) = unavailable {
         u.stop().await;
     }
+    let Some(standby) = listening else { return Ok(None) };
     // The same addresses once it leads (port 0 picked one).
     if standby.tcp.is_some() {
         opts.server.listen = standby.tcp;

@@ -260,6 +260,36 @@ fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
 
 // ── Accept loops ────────────────────────────────────────────────────────
 
+/// The accept loops on `bound` (the store's socket; TCP, with TLS when
+/// `tls` is given, when bound), each serving until `stop`; to spawn.
+pub fn accept_loops(
+    bound: &super::listen::Bound,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    shared: &Arc<Shared>,
+    stop: &watch::Receiver<bool>,
+) -> Vec<Pin<Box<dyn Future<Output = ()> + Send>>> {
+    let mut loops: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> =
+        vec![Box::pin(serve_socket(bound.uds.clone(), shared.clone(), stop.clone()))];
+    if let Some(tcp) = &bound.tcp {
+        let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+        loops.push(Box::pin(serve_tcp(tcp.clone(), acceptor, shared.clone(), stop.clone())));
+    }
+    loops
+}
+
+/// Says `stop` to `tasks` and waits up to 5 s for them to end (requests in
+/// flight finishing); aborts what is left.
+pub async fn stop_all(stop: &watch::Sender<bool>, tasks: &mut tokio::task::JoinSet<()>) {
+    let _ = stop.send(true);
+    let drained =
+        tokio::time::timeout(Duration::from_secs(5), async { while tasks.join_next().await.is_some() {} })
+            .await;
+    if drained.is_err() {
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
 /// Serves the store's socket until `stop`, then waits for its
 /// connections to finish. No caps: only the owner can connect. The
 /// listener stays bound for whoever else holds it (see `listen::Bound`).

@@ -76,6 +76,18 @@ impl Bound {
         Ok(Bound { socket, tcp_addr, uds: Arc::new(uds), tcp })
     }
 
+    /// The listeners `options` were given (`true`: kept by their owner,
+    /// who removes the socket), or new ones bound at the store at `root`.
+    pub async fn given_or_bind(
+        root: &Path,
+        options: &super::ServerOptions,
+    ) -> Result<(Bound, bool), super::ServeError> {
+        match &options.bound {
+            Some(b) => Ok((b.clone(), true)),
+            None => Ok((Bound::bind(root, options).await?, false)),
+        }
+    }
+
     /// Removes the socket's file, once nothing is to accept on it again.
     pub fn remove_socket(&self) {
         let _ = std::fs::remove_file(&self.socket);

@@ -348,18 +348,9 @@ pub async fn serve(
     let api = api::router(state.clone());
     let router = api.clone().merge(crate::mcp::http::router(state.clone(), api));
     let shared = conn::Shared::new(state.clone(), router, limits);
-    let (bound, kept) = match options.bound.clone() {
-        Some(b) => (b, true),
-        None => (listen::Bound::bind(home.root(), &options).await?, false),
-    };
-    let mut tasks = vec![
-        tokio::spawn(flush_refusals(state.clone(), stop_rx.clone())),
-        tokio::spawn(conn::serve_socket(bound.uds.clone(), shared.clone(), stop_rx.clone())),
-    ];
-    if let Some(tcp) = &bound.tcp {
-        let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
-        tasks.push(tokio::spawn(conn::serve_tcp(tcp.clone(), acceptor, shared.clone(), stop_rx.clone())));
-    }
+    let (bound, kept) = listen::Bound::given_or_bind(home.root(), &options).await?;
+    let mut tasks = vec![tokio::spawn(flush_refusals(state.clone(), stop_rx.clone()))];
+    tasks.extend(conn::accept_loops(&bound, tls, &shared, &stop_rx).into_iter().map(tokio::spawn));
     let (socket, tcp_addr) = (bound.socket.clone(), bound.tcp_addr);
     tracing::info!(socket = %socket.display(), tcp = ?tcp_addr, "serving the API");
     Ok(Serving { socket, tcp: tcp_addr, state, stop, tasks, kept })

@@ -81,15 +81,7 @@ impl Standby {
     /// Stops listening and ends every request in flight (forwarded event
     /// streams included: their clients reconnect to the new leader).
     pub async fn stop(mut self) {
-        let _ = self.stop.send(true);
-        let drained = tokio::time::timeout(Duration::from_secs(5), async {
-            while self.tasks.join_next().await.is_some() {}
-        })
-        .await;
-        if drained.is_err() {
-            self.tasks.abort_all();
-            while self.tasks.join_next().await.is_some() {}
-        }
+        conn::stop_all(&self.stop, &mut self.tasks).await;
         if !self.kept {
             let _ = std::fs::remove_file(&self.socket);
         }
@@ -131,15 +123,10 @@ pub async fn listen(home: &Home, options: &ServerOptions, leader: LeaderView) ->
         .with_state(state.clone());
     let limits = conn::Limits::new(options, conn::open_file_limit());
     let shared = conn::Shared::new(state.clone(), router, limits);
-    let (bound, kept) = match options.bound.clone() {
-        Some(b) => (b, true),
-        None => (super::listen::Bound::bind(home.root(), options).await?, false),
-    };
+    let (bound, kept) = super::listen::Bound::given_or_bind(home.root(), options).await?;
     let mut tasks = JoinSet::new();
-    tasks.spawn(conn::serve_socket(bound.uds.clone(), shared.clone(), stop_rx.clone()));
-    if let Some(tcp) = &bound.tcp {
-        let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
-        tasks.spawn(conn::serve_tcp(tcp.clone(), acceptor, shared, stop_rx.clone()));
+    for accepting in conn::accept_loops(&bound, tls, &shared, &stop_rx) {
+        tasks.spawn(accepting);
     }
     let (socket, tcp_addr) = (bound.socket.clone(), bound.tcp_addr);
     let mut stopping = stop_rx;

@@ -15,7 +15,6 @@ use super::listen::Bound;
 use super::{ServeError, ServerOptions, conn};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -35,10 +34,8 @@ pub fn answer(bound: &Bound, options: &ServerOptions) -> Result<Unavailable, Ser
     let router = axum::Router::new().fallback(|| async { unavailable() });
     let shared = conn::Shared::without_state(router, conn::Limits::new(options, conn::open_file_limit()));
     let mut tasks = JoinSet::new();
-    tasks.spawn(conn::serve_socket(bound.uds.clone(), shared.clone(), stop_rx.clone()));
-    if let Some(tcp) = &bound.tcp {
-        let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
-        tasks.spawn(conn::serve_tcp(tcp.clone(), acceptor, shared, stop_rx));
+    for accepting in conn::accept_loops(bound, tls, &shared, &stop_rx) {
+        tasks.spawn(accepting);
     }
     Ok(Unavailable { stop, tasks })
 }
@@ -47,15 +44,7 @@ impl Unavailable {
     /// Stops answering (the listeners stay bound for the role that
     /// follows); requests in flight finish.
     pub async fn stop(mut self) {
-        let _ = self.stop.send(true);
-        let drained = tokio::time::timeout(Duration::from_secs(5), async {
-            while self.tasks.join_next().await.is_some() {}
-        })
-        .await;
-        if drained.is_err() {
-            self.tasks.abort_all();
-            while self.tasks.join_next().await.is_some() {}
-        }
+        conn::stop_all(&self.stop, &mut self.tasks).await;
     }
 }
 

@@ -68,15 +68,7 @@ impl Cluster {
         let out = self.script("start");
         assert!(out.status.success(), "postgres.sh start: {out:?}");
     }
-}
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = self.script("stop");
-    }
-}
-
-impl Cluster {
     /// The sessions PostgreSQL has started on the `canopy` database so far
     /// (`pg_stat_database.sessions`), asked by `psql` (whose own session
     /// counts too).
@@ -90,5 +82,11 @@ impl Cluster {
             .unwrap();
         assert!(out.status.success(), "psql: {out:?}");
         String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or_else(|_| panic!("psql: {out:?}"))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.script("stop");
     }
 }
