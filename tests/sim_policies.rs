@@ -181,3 +181,26 @@ fn work_that_asks_to_start_soon_or_run_fast_never_waits_for_a_price() {
         assert_eq!(w.try_last_launch(long).map(|l| l.1), Some("o1".to_string()), "{prefs}");
     }
 }
+
+/// Waiting work counts on running work ending when it is expected to;
+/// when that work runs over, the wait is asked again a moment after the
+/// capacity was due, and the work takes what fits then, not at the end of
+/// its window.
+#[test]
+fn patience_gives_up_once_the_capacity_it_counted_on_is_late() {
+    let mut w = World::with(cheap_and_dear(), CoreConfig::default());
+    // The reserved node is held by work expected to end in an hour.
+    let first = w.submit("expected_runtime = \"1h\"");
+    let (a, _) = w.last_launch(first);
+    w.run(a);
+    // Twenty hours of work may wait five hours; it waits for r1.
+    let long = w.submit("expected_runtime = \"20h\"");
+    assert!(w.try_last_launch(long).is_none());
+    // An hour and two seconds later the first has not ended.
+    w.advance(3600.0 + 2.0);
+    assert_eq!(
+        w.try_last_launch(long).map(|l| l.1),
+        Some("o1".to_string()),
+        "the capacity it waited for is late: it takes on-demand now"
+    );
+}

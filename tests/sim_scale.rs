@@ -63,11 +63,12 @@ fn scheduling_work_per_job_does_not_grow_with_the_fleet() {
     let sizes = [(1_000, 100), (4_000, 400)];
     let [small, large] = sizes.map(|(j, n)| (j as f64, counts(j, n)));
     let per_job = |(jobs, c): &(f64, WorkCounts), f: Measure| f(c) as f64 / jobs;
-    let measures: [(&str, Measure); 6] = [
+    let measures: [(&str, Measure); 7] = [
         ("placements tried (taken from the queue)", |c| c.taken),
         ("full scheduler decisions", |c| c.decisions),
         ("remembered answers checked again", |c| c.group_checks),
         ("blocked jobs asked again all at once", |c| c.woken_all),
+        ("jobs asked again as a lend limit admitted their size", |c| c.lend_woken),
         ("live attempts looked at by patience's look-ups", |c| c.patience_live_scanned),
         ("gangs placed on the whole ideal fleet to price them", |c| c.patience_gang_pricings),
     ];

@@ -7,7 +7,7 @@ mod common;
 
 use canopy::engine::model::*;
 use canopy::failure::ProviderEnd;
-use canopy::fleet::Fleet;
+use canopy::fleet::{Fleet, FleetBuilder, NodeDef, ProviderKind};
 use common::{World, cloud_fleet, gpu_pool};
 
 /// One pool of two 4-GPU nodes, n1 and n2, on roomy hosts.
@@ -66,4 +66,48 @@ fn work_of_another_shape_behind_an_unfittable_request_is_still_woken() {
     assert!(w.core.is_blocked(huge));
     w.succeed(j2);
     assert!(w.core.is_blocked(huge), "still waiting, not lost");
+}
+
+/// One provider lending at most 4 GPUs: pool "a" of two 1-GPU nodes and
+/// pool "b" of one 8-GPU node (dearer per GPU).
+fn lend_limited() -> Fleet {
+    let mut b = FleetBuilder::new();
+    b.provider("cloud", ProviderKind::Cloud, Some(4)).unwrap();
+    for (def, nodes) in [
+        (gpu_pool("a", "A100", 1, 80.0, 1.0), vec!["a1", "a2"]),
+        (gpu_pool("b", "A100", 8, 80.0, 16.0), vec!["b1"]),
+    ] {
+        b.pool(def, nodes.into_iter().map(NodeDef::idle).collect()).unwrap();
+    }
+    b.build()
+}
+
+/// GPUs released under a lend limit wake the work the limit now admits,
+/// wherever it could run, and nothing else: a request still too large for
+/// the limit is not asked again on every release (it was, and on a large
+/// fleet under a limit that made placement work grow with the queue).
+#[test]
+fn a_release_under_a_lend_limit_asks_only_the_work_the_limit_now_admits() {
+    let mut w = World::new(lend_limited());
+    let three = w.submit_gpus(3);
+    let one = w.submit_gpus(1);
+    assert_eq!((w.launched(three), w.launched(one)), (Some("b1"), Some("a1")));
+    // The limit is full (4 of 4): both wait, though b1 has 5 GPUs free.
+    let x = w.submit_gpus(3);
+    let y = w.submit_gpus(1);
+    assert!(w.core.is_blocked(x) && w.core.is_blocked(y));
+    let asked = w.core.work_counts().taken;
+
+    // One GPU comes back: the limit admits 1 more, which y takes (on a1,
+    // which fits it, or anywhere else the limit now allows). x, 3 GPUs,
+    // is not asked.
+    w.succeed(one);
+    assert!(w.launched(y).is_some(), "y runs");
+    assert!(w.core.is_blocked(x), "x still waits");
+    assert_eq!(w.core.work_counts().taken - asked, 1, "only y was asked again");
+
+    // Three come back: now the limit admits x, which runs on b1.
+    w.succeed(three);
+    assert_eq!(w.launched(x), Some("b1"));
+    assert_eq!(w.core.blocked_count(), 0);
 }

@@ -24,8 +24,12 @@ pub struct WorkCounts {
     /// Blocked workloads made ready again when every blocked workload was
     /// (capacity appeared, a gang's hold changed).
     pub woken_all: u64,
-    /// Blocked workloads looked at when one node's capacity was released.
+    /// Blocked workloads looked at when one node's capacity was released
+    /// (or Canopy's GPUs under a lend limit were).
     pub release_scanned: u64,
+    /// Blocked and waiting workloads woken because GPUs Canopy released
+    /// under a lend limit made the limit admit their size.
+    pub lend_woken: u64,
     /// Queued workloads re-filed because their tenant's fair-share band
     /// moved.
     pub fair_refiled: u64,

@@ -708,16 +708,10 @@ impl Core {
     /// for a node where they do (or for a fleet-wide change, which
     /// unblocks everyone), so a large request is never overtaken by
     /// smaller ones on capacity it could use. Where a lend limit applies to
-    /// the node, releasing it also makes room elsewhere in its pool or
-    /// provider, so everyone is unblocked as before.
+    /// the node, what Canopy released there also makes room under the
+    /// limit elsewhere in its pool or provider ([`Core::lend_released`]).
     fn node_released(&mut self, node: NodeIdx) {
         let Some(n) = self.fleet.nodes.get(node.0 as usize) else { return };
-        let pool = self.fleet.pool(n.pool);
-        let limited =
-            pool.lend_limit_gpus.is_some() || self.fleet.provider(pool.provider).lend_limit_gpus.is_some();
-        if limited {
-            return self.unblock_all();
-        }
         if n.state != NodeState::Ready {
             return;
         }
@@ -785,6 +779,57 @@ impl Core {
 
     /// Every blocked workload is ready again (groups woken, to be checked
     /// as their members come up).
+    /// Canopy released `freed` GPUs it held in pool `pool` (under a lend
+    /// limit there or at its provider): the limit's headroom grew from
+    /// `h − freed` to `h`, so the blocked and waiting work it now admits,
+    /// of `h − freed < GPUs ≤ h`, is asked again. Work of fewer GPUs was
+    /// admitted before; work of more is still refused.
+    fn lend_released(&mut self, pool: crate::fleet::PoolIdx, freed: u64) {
+        let p = self.fleet.pool(pool);
+        let limited =
+            p.lend_limit_gpus.is_some() || self.fleet.provider(p.provider).lend_limit_gpus.is_some();
+        if !limited || freed == 0 {
+            return;
+        }
+        let Some(snap) = self.snapshot.as_ref() else { return self.unblock_all() };
+        let (held_pool, held_provider) = snap.held(pool);
+        let mut headroom = Vec::new();
+        if let Some(l) = p.lend_limit_gpus {
+            headroom.push(u64::from(l).saturating_sub(held_pool));
+        }
+        if let Some(l) = self.fleet.provider(p.provider).lend_limit_gpus {
+            headroom.push(u64::from(l).saturating_sub(held_provider));
+        }
+        let lo = headroom.iter().min().copied().unwrap_or(0).saturating_sub(freed);
+        let hi = headroom.iter().max().copied().unwrap_or(0);
+        let entries = &self.entries;
+        let admitted = |id: &WorkloadId| {
+            entries.get(id).is_some_and(|e| {
+                let want = u64::from(e.spec.resources.gpus) * u64::from(e.spec.nodes().max(1));
+                want > lo && want <= hi
+            })
+        };
+        let mut wake: Vec<WorkloadId> = Vec::new();
+        let mut scanned = 0u64;
+        for k in self.queue.blocked_in_order().chain(self.queue.waiting_all()) {
+            scanned += 1;
+            if admitted(&k.1) {
+                wake.push(k.1);
+            }
+        }
+        for members in self.queue.groups() {
+            scanned += 1;
+            if members.first().is_some_and(|k| admitted(&k.1)) {
+                wake.extend(members.iter().map(|k| k.1));
+            }
+        }
+        self.counts.release_scanned += scanned;
+        self.counts.lend_woken += wake.len() as u64;
+        for id in wake {
+            self.queue.unblock(id);
+        }
+    }
+
     fn unblock_all(&mut self) {
         self.counts.woken_all += self.queue.blocked_len() as u64;
         self.queue.unblock_all();

@@ -48,11 +48,15 @@ impl Core {
         self.counts.patience_scans += 1;
         let prices = self.pool_prices(req, per_work);
         let later = self.cheapest_due(&prices, req, now_price * p.max_price_share, checkpoints, now, left);
-        if !p.wait(runtime_s, now.secs_since(since), now_price, later.as_ref().map(PoolPrice::priced_hourly))
-        {
+        if !p.wait(
+            runtime_s,
+            now.secs_since(since),
+            now_price,
+            later.as_ref().map(|(l, _)| l.priced_hourly()),
+        ) {
             return false;
         }
-        let Some(later) = later else { return false };
+        let Some((later, due)) = later else { return false };
         let (now_text, later_text) =
             (price_text(c.hourly_usd, c.relative_speed), price_text(later.hourly_usd, later.relative_speed));
         let until = since.plus_secs(window);
@@ -64,7 +68,11 @@ impl Core {
                 c.pool
             ));
         }
+        // Asked again at the end of its window, and a second after the
+        // capacity it counts on is due: if that work runs past its
+        // estimate, the wait stops being worth it then, not at the end.
         self.patient.insert((until, id));
+        self.patient.insert((due.plus_secs(1.0).min(until), id));
         // A release anywhere cheaper than now may change the answer; one
         // elsewhere offers what it just declined.
         let cheaper = prices.iter().filter(|p| p.priced_hourly() < now_price).map(|p| p.pool_idx.0).collect();
@@ -114,7 +122,7 @@ impl Core {
         checkpoints: bool,
         now: Millis,
         within_s: f64,
-    ) -> Option<PoolPrice> {
+    ) -> Option<(PoolPrice, Millis)> {
         // Cheapest first; equal prices: the first pool, so the reason
         // reads the same every run ([`Core::pool_prices`] are in that order).
         let pools: Vec<&PoolPrice> = prices
@@ -133,7 +141,8 @@ impl Core {
             let mut fitting = 0;
             for id in self.live_ids.due_in(c.pool_idx, now, by) {
                 self.counts.patience_live_scanned += 1;
-                let Some(live) = self.entries.get(&id).and_then(|e| e.live.as_ref()) else { continue };
+                let Some(e) = self.entries.get(&id) else { continue };
+                let Some(live) = e.live.as_ref() else { continue };
                 for n in &live.nodes {
                     let i = n.0 as usize;
                     let Some(node) = self.fleet.nodes.get(i) else { continue };
@@ -157,7 +166,7 @@ impl Core {
                     }
                 }
                 if fitting >= need {
-                    return Some(*c);
+                    return Some((*c, e.expected_end().unwrap_or(by)));
                 }
             }
         }

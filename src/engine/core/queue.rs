@@ -80,6 +80,11 @@ impl Queue {
         self.waiting.in_pool(pool)
     }
 
+    /// Every waiting workload, in no particular order.
+    pub fn waiting_all(&self) -> impl Iterator<Item = Key> + '_ {
+        self.waiting.all()
+    }
+
     fn stop_waiting(&mut self, key: Key) {
         self.waiting.remove(key.1);
     }

@@ -73,6 +73,11 @@ impl Waiting {
             .filter_map(|(w, s)| self.by_id.get(w).filter(|e| e.0 == *s).map(|e| e.1))
     }
 
+    /// Every waiting workload, in no particular order.
+    pub fn all(&self) -> impl Iterator<Item = Key> + '_ {
+        self.by_id.values().map(|e| e.1)
+    }
+
     /// How many workloads wait.
     pub fn len(&self) -> usize {
         self.by_id.len()
