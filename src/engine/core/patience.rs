@@ -4,9 +4,13 @@
 //! work that waits for it. The decision itself is
 //! [`Patience::wait`](super::Patience::wait).
 //!
-//! Waiting work is blocked, so a node released with room for it wakes it
-//! as it wakes any blocked work; its window's end wakes it too
-//! ([`Core::next_wake`]), and it then takes what fits.
+//! Waiting work is asked again when what it waits on may have changed,
+//! and only then: a node released with room in a pool cheaper than what
+//! it declined; a second after the capacity it counts on is due (if that
+//! work runs past its estimate, waiting no longer pays); GPUs Canopy
+//! releases under a lend limit that now admits its size
+//! ([`Core::lend_released`]); and its window's end ([`Core::next_wake`]),
+//! when it takes what fits.
 
 use super::Core;
 use crate::engine::model::{EventKind, Millis, WorkloadId, WorkloadState};
