@@ -11,6 +11,7 @@ use crate::failure::{FailureClass, ProviderEnd};
 use crate::fleet::{Free, NodeIdx};
 use crate::providers::{AttemptStatus, LaunchAck, LaunchError};
 use crate::schedule::{Candidate, Decision, Requirements, place};
+use std::fmt::Write as _;
 
 impl Core {
     /// Places ready workloads, highest priority first, until none is left.
@@ -157,8 +158,12 @@ impl Core {
         e.waiting_since = None;
         let attempt = AttemptId { workload: id, n: e.rec.attempts };
         let est = c.est_cost_usd.high.unwrap_or(c.est_cost_usd.low);
-        let breakdown: Vec<String> =
-            c.breakdown.iter().map(|f| format!("{}={:.2}", f.factor, f.raw)).collect();
+        // The factors ("cost=0.93 health=1.00 …"), written into one string.
+        let mut breakdown = String::with_capacity(16 * c.breakdown.len());
+        for (i, f) in c.breakdown.iter().enumerate() {
+            let sep = if i == 0 { "" } else { " " };
+            let _ = write!(breakdown, "{sep}{}={:.2}", f.factor, f.raw);
+        }
         // Work without GPUs on a GPU node: why, after the factors; and the
         // chance its retry budget runs out here, which the success factor holds.
         let mut note = c.gpu_node.map(|g| format!("; {g}")).unwrap_or_default();
@@ -166,6 +171,7 @@ impl Core {
             note +=
                 &format!("; success holds a {:.1}% chance of exhausting the retry budget here", p * 100.0);
         }
+        breakdown.push_str(&note);
         e.attempts.push(AttemptRecord {
             id: attempt,
             provider: c.provider.clone(),
@@ -178,7 +184,7 @@ impl Core {
             gpus: alloc.gpus,
             gpu_memory_gb,
             score: c.score,
-            score_breakdown: breakdown.join(" ") + &note,
+            score_breakdown: breakdown,
             placed_at: now,
             started_at: None,
             ended_at: None,

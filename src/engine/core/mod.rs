@@ -113,6 +113,9 @@ struct Entry {
     shape: u64,
     /// Since when it has waited for cheaper capacity ([`Patience`]), if it has.
     waiting_since: Option<Millis>,
+    /// The prices and pool its waiting reason was last written from
+    /// (`patience.rs`): asked again with the same, the text stands.
+    wait_key: Option<[u64; 5]>,
 }
 
 impl Entry {
@@ -130,6 +133,7 @@ impl Entry {
             last_explanation: None,
             shape: shape_key(&spec),
             waiting_since: None,
+            wait_key: None,
             spec,
         }
     }

@@ -61,16 +61,30 @@ impl Core {
             return false;
         }
         let Some((later, due)) = later else { return false };
-        let (now_text, later_text) =
-            (price_text(c.hourly_usd, c.relative_speed), price_text(later.hourly_usd, later.relative_speed));
+        let texts = || {
+            (price_text(c.hourly_usd, c.relative_speed), price_text(later.hourly_usd, later.relative_speed))
+        };
         let until = since.plus_secs(window);
+        let key = [
+            later.hourly_usd.to_bits(),
+            later.relative_speed.to_bits(),
+            c.hourly_usd.to_bits(),
+            c.relative_speed.to_bits(),
+            u64::from(c.pool_idx.0),
+        ];
         if let Some(e) = self.entries.get_mut(&id) {
             e.waiting_since = Some(since);
             e.rec.state = WorkloadState::Queued;
-            e.rec.reason = Some(format!(
-                "waiting for capacity at {later_text} due to free ({now_text} now on {})",
-                c.pool
-            ));
+            // Only this writes a reason so worded, so one that reads so
+            // was written from the key last kept: the same key, the same text.
+            let stands = e.wait_key == Some(key)
+                && e.rec.reason.as_deref().is_some_and(|r| r.starts_with(WAITING_REASON));
+            if !stands {
+                let (now_text, later_text) = texts();
+                e.rec.reason =
+                    Some(format!("{WAITING_REASON}{later_text} due to free ({now_text} now on {})", c.pool));
+                e.wait_key = Some(key);
+            }
         }
         // Asked again at the end of its window, and a second after the
         // capacity it counts on is due: if that work runs past its
@@ -83,6 +97,7 @@ impl Core {
         self.queue.push_waiting(self.queue_priority(id), id, cheaper);
         if first {
             self.save_workload(id, now);
+            let (now_text, later_text) = texts();
             let msg = format!(
                 "waiting up to {:.1}h for capacity at {later_text} that running work is expected to free, rather than {now_text} on {} now",
                 window / 3600.0,
@@ -334,6 +349,9 @@ fn ideal_fleet(fleet: &Fleet, per_pool: usize) -> Fleet {
     }
     out
 }
+
+/// How the reason of work waiting for cheaper capacity begins.
+const WAITING_REASON: &str = "waiting for capacity at ";
 
 /// "$16.00/h", or per unit of work "$16.00/h (×4.5 a V100: $3.56 per V100-hour)".
 fn price_text(hourly_usd: f64, relative_speed: f64) -> String {

@@ -86,8 +86,10 @@ impl Waiting {
     /// Takes every workload out at once; returns their keys (in no
     /// particular order).
     pub fn take_all(&mut self) -> Vec<Key> {
-        self.by_pool.clear();
-        self.stale.clear();
+        // The lists keep their room: waiting work is filed again soon,
+        // under much the same pools.
+        self.by_pool.iter_mut().for_each(Vec::clear);
+        self.stale.fill(0);
         self.by_id.drain().map(|(_, (_, key, _))| key).collect()
     }
 }
