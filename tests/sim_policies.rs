@@ -123,14 +123,21 @@ fn cheap_and_dear() -> Fleet {
     ])
 }
 
+/// A world over [`cheap_and_dear`] placing with `placement` whose reserved
+/// node runs work expected to end in `expected` (say "1h"); its attempt.
+fn reserved_running(placement: PlacementPolicy, expected: &str) -> (World, AttemptId) {
+    let mut w = World::with(cheap_and_dear(), CoreConfig { placement, ..CoreConfig::default() });
+    let first = w.submit(&format!("expected_runtime = \"{expected}\""));
+    let (a, node) = w.last_launch(first);
+    assert_eq!(node, "r1", "the first work takes the reserved node");
+    w.run(a);
+    (w, a)
+}
+
 #[test]
 fn canopy_waits_for_cheap_capacity_due_to_free_rather_than_overflow_long_work() {
-    let mut w = World::with(cheap_and_dear(), CoreConfig::default());
     // Ten hours of work on the reserved node, expected to end in one hour.
-    let first = w.submit("expected_runtime = \"1h\"");
-    let (a, node) = w.last_launch(first);
-    assert_eq!(node, "r1");
-    w.run(a);
+    let (mut w, a) = reserved_running(PlacementPolicy::HealthAware, "1h");
     // Long work arrives: on-demand is free at three times the price, the
     // reserved node is due to free within a quarter of its runtime. It waits.
     let long = w.submit("expected_runtime = \"10h\"");
@@ -147,24 +154,15 @@ fn canopy_waits_for_cheap_capacity_due_to_free_rather_than_overflow_long_work() 
 
 #[test]
 fn patience_ends_when_its_window_does_and_the_eager_policy_never_waits() {
-    let mut w = World::with(cheap_and_dear(), CoreConfig::default());
     // The reserved node is held by work expected to end in 2 hours.
-    let first = w.submit("expected_runtime = \"2h\"");
-    let (a, _) = w.last_launch(first);
-    w.run(a);
+    let (mut w, _) = reserved_running(PlacementPolicy::HealthAware, "2h");
     // Eight hours of work may wait two hours in all; the node does not free.
     let long = w.submit("expected_runtime = \"8h\"");
     assert!(w.try_last_launch(long).is_none());
     w.advance(2.0 * 3600.0 + 1.0);
     assert_eq!(w.last_launch(long).1, "o1", "its patience spent, it takes what fits");
 
-    let mut e = World::with(
-        cheap_and_dear(),
-        CoreConfig { placement: PlacementPolicy::Eager, ..CoreConfig::default() },
-    );
-    let first = e.submit("expected_runtime = \"1h\"");
-    let (a, _) = e.last_launch(first);
-    e.run(a);
+    let (mut e, _) = reserved_running(PlacementPolicy::Eager, "1h");
     let long = e.submit("expected_runtime = \"10h\"");
     assert_eq!(e.last_launch(long).1, "o1");
 }
@@ -173,10 +171,7 @@ fn patience_ends_when_its_window_does_and_the_eager_policy_never_waits() {
 #[test]
 fn work_that_asks_to_start_soon_or_run_fast_never_waits_for_a_price() {
     for prefs in ["[preferences]\nstartup_within = \"10m\"", "[preferences]\noptimize = \"speed\""] {
-        let mut w = World::with(cheap_and_dear(), CoreConfig::default());
-        let first = w.submit("expected_runtime = \"1h\"");
-        let (a, _) = w.last_launch(first);
-        w.run(a);
+        let (mut w, _) = reserved_running(PlacementPolicy::HealthAware, "1h");
         let long = w.submit(&format!("expected_runtime = \"10h\"\n{prefs}"));
         assert_eq!(w.try_last_launch(long).map(|l| l.1), Some("o1".to_string()), "{prefs}");
     }
@@ -188,11 +183,8 @@ fn work_that_asks_to_start_soon_or_run_fast_never_waits_for_a_price() {
 /// its window.
 #[test]
 fn patience_gives_up_once_the_capacity_it_counted_on_is_late() {
-    let mut w = World::with(cheap_and_dear(), CoreConfig::default());
     // The reserved node is held by work expected to end in an hour.
-    let first = w.submit("expected_runtime = \"1h\"");
-    let (a, _) = w.last_launch(first);
-    w.run(a);
+    let (mut w, _) = reserved_running(PlacementPolicy::HealthAware, "1h");
     // Twenty hours of work may wait five hours; it waits for r1.
     let long = w.submit("expected_runtime = \"20h\"");
     assert!(w.try_last_launch(long).is_none());

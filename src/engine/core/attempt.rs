@@ -732,9 +732,7 @@ impl Core {
         for n in &live.nodes {
             self.node_released(*n);
         }
-        if let Some(pool) =
-            live.nodes.first().and_then(|n| self.fleet.nodes.get(n.0 as usize)).map(|n| n.pool)
-        {
+        if let Some(pool) = self.pool_of(&live) {
             self.lend_released(pool, u64::from(live.alloc.gpus) * live.nodes.len() as u64);
         }
         if launched && class != Some(FailureClass::Capacity) {

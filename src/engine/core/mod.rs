@@ -769,7 +769,11 @@ impl Core {
     /// The pool of `e`'s live attempt (of its first node the fleet still
     /// lists).
     fn live_pool(&self, e: &Entry) -> Option<crate::fleet::PoolIdx> {
-        let live = e.live.as_ref()?;
+        self.pool_of(e.live.as_ref()?)
+    }
+
+    /// The pool of attempt `live` (of its first node the fleet still lists).
+    fn pool_of(&self, live: &Live) -> Option<crate::fleet::PoolIdx> {
         live.nodes.iter().find_map(|n| self.fleet.nodes.get(n.0 as usize)).map(|n| n.pool)
     }
 
@@ -781,8 +785,6 @@ impl Core {
         self.live_ids.insert(id, pool, due);
     }
 
-    /// Every blocked workload is ready again (groups woken, to be checked
-    /// as their members come up).
     /// Canopy released `freed` GPUs it held in pool `pool` (under a lend
     /// limit there or at its provider): the limit's headroom grew from
     /// `h − freed` to `h`, so the blocked and waiting work it now admits,
@@ -797,15 +799,13 @@ impl Core {
         }
         let Some(snap) = self.snapshot.as_ref() else { return self.unblock_all() };
         let (held_pool, held_provider) = snap.held(pool);
-        let mut headroom = Vec::new();
-        if let Some(l) = p.lend_limit_gpus {
-            headroom.push(u64::from(l).saturating_sub(held_pool));
-        }
-        if let Some(l) = self.fleet.provider(p.provider).lend_limit_gpus {
-            headroom.push(u64::from(l).saturating_sub(held_provider));
-        }
-        let lo = headroom.iter().min().copied().unwrap_or(0).saturating_sub(freed);
-        let hi = headroom.iter().max().copied().unwrap_or(0);
+        let headroom = |limit: Option<u32>, held: u64| limit.map(|l| u64::from(l).saturating_sub(held));
+        let limits = [
+            headroom(p.lend_limit_gpus, held_pool),
+            headroom(self.fleet.provider(p.provider).lend_limit_gpus, held_provider),
+        ];
+        let lo = limits.iter().flatten().min().map_or(0, |h| h.saturating_sub(freed));
+        let hi = limits.iter().flatten().max().copied().unwrap_or(0);
         let entries = &self.entries;
         let admitted = |id: &WorkloadId| {
             entries.get(id).is_some_and(|e| {
@@ -834,6 +834,8 @@ impl Core {
         }
     }
 
+    /// Every blocked workload is ready again (groups woken, to be checked
+    /// as their members come up).
     fn unblock_all(&mut self) {
         self.counts.woken_all += self.queue.blocked_len() as u64;
         self.queue.unblock_all();
