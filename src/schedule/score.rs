@@ -329,7 +329,7 @@ impl<'a> Scorer<'a> {
 
         let success = f.survival
             * if self.cached_success {
-                node_info.success
+                snap.success[pool as usize].node(node_info)
             } else {
                 let info = &snap.pools[pool as usize];
                 let (prior, weight) = (policy.success_prior, policy.success_prior_weight.max(0.0));

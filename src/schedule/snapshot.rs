@@ -52,6 +52,9 @@ pub struct Snapshot {
     pub(crate) provider_lend: Vec<(u64, u64)>,
     pub(crate) classes: Vec<ClassInfo>,
     pub(crate) nodes: Vec<NodeInfo>,
+    /// Per pool: the success its nodes are smoothed toward, and what keeps
+    /// its row's bounds without visiting its nodes.
+    pub(crate) success: Vec<PoolSuccess>,
     /// Distinct region names, sorted; `PoolRow::region` indexes this.
     pub(crate) regions: Vec<String>,
     pub(crate) region_pools: Vec<PoolSet>,
@@ -156,6 +159,82 @@ pub(crate) struct PoolRow {
     pub speed: f64,
 }
 
+/// A pool's success for [`CACHED_PRIOR`], and what its row's health and
+/// success bounds are taken from.
+///
+/// A provider's health moves with every attempt that ends on it, and with
+/// it the success of every one of its pools and their nodes. Visiting every
+/// node of the provider each time was most of what ending an attempt cost
+/// on a large fleet, so a node's smoothed success is worked out when it is
+/// read ([`PoolSuccess::node`]), and the pool's success bound is kept valid
+/// from the last exact one: a node's smoothed success is a mix of its own
+/// rate and the pool's with the pool's share at most 1, so it cannot rise by
+/// more than the pool's did. Once the pool's success has moved
+/// [`SUCCESS_DRIFT`] from where the bound was exact, or a node's or the
+/// pool's own health changes, the bound is taken exactly again.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct PoolSuccess {
+    /// Provider's success shrunk toward the prior, the pool's toward that.
+    pub pool: f64,
+    /// The pool success the exact bound was taken at, and that bound (the
+    /// best smoothed success of a node of the pool then; 0 with no nodes).
+    at: f64,
+    best: f64,
+    /// The best health score of a node of the pool (0 with no nodes).
+    node_score: f64,
+}
+
+/// How far a pool's success may move before its success bound is taken
+/// exactly again (see [`PoolSuccess`]).
+pub(crate) const SUCCESS_DRIFT: f64 = 0.005;
+
+impl PoolSuccess {
+    /// Exact, visiting the pool's nodes.
+    pub(crate) fn exact(nodes: &[NodeInfo], members: std::ops::Range<u32>, pool: f64) -> Self {
+        let weight = CACHED_PRIOR.1;
+        let (mut best, mut node_score) = (0.0f64, 0.0f64);
+        for n in members {
+            let h = &nodes[n as usize].health;
+            best = best.max(unit(h.smoothed_success(pool, weight)));
+            node_score = node_score.max(h.score);
+        }
+        Self { pool, at: pool, best, node_score }
+    }
+
+    /// The same bounds after the pool's success moved to `pool`, or `None`
+    /// when it has moved too far to keep them without visiting the nodes.
+    pub(crate) fn moved(self, pool: f64) -> Option<Self> {
+        ((pool - self.at).abs() <= SUCCESS_DRIFT).then_some(Self { pool, ..self })
+    }
+
+    /// The row's health bound for pool health `health` (provider × pool
+    /// score): exactly the best a node scores.
+    pub(crate) fn health_bound(&self, health: f64) -> f64 {
+        unit(health * self.node_score)
+    }
+
+    /// The row's success bound: at least any node's smoothed success.
+    /// Where the pool's success rose since the exact bound, by that rise
+    /// and a margin for rounding (a node's success worked out afresh may
+    /// round a little above the sum); where it fell, each node's fell too.
+    pub(crate) fn success_bound(&self) -> f64 {
+        let rise = self.pool - self.at;
+        if rise > 0.0 { unit(self.best + rise + 1e-12) } else { unit(self.best) }
+    }
+
+    /// A node's success smoothed toward this pool's.
+    #[inline]
+    pub(crate) fn node(&self, node: &NodeInfo) -> f64 {
+        node.health.smoothed_success(self.pool, CACHED_PRIOR.1)
+    }
+
+    /// Whether the two agree on everything but how tight the success bound
+    /// is; for [`Snapshot::diff`].
+    pub(crate) fn same_but_bound(&self, fresh: &Self) -> bool {
+        self.pool.to_bits() == fresh.pool.to_bits() && self.node_score.to_bits() == fresh.node_score.to_bits()
+    }
+}
+
 /// What output and explanations read of a pool.
 #[derive(Debug, Clone)]
 pub(crate) struct PoolInfo {
@@ -178,8 +257,6 @@ pub(crate) struct ClassInfo {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NodeInfo {
     pub health: Health,
-    /// Node success smoothed toward its pool's, for [`CACHED_PRIOR`].
-    pub success: f64,
     pub name_rank: u32,
     pub quarantined: bool,
 }

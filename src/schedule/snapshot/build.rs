@@ -2,7 +2,7 @@
 
 use super::{
     CACHED_PRIOR, CACHED_STARTUP_REFERENCE_S, ClassInfo, EMPTY, NO_SWITCH, NodeInfo, PoolInfo, PoolRow,
-    Snapshot, hazard_per_h, startup_score, unit, unready,
+    PoolSuccess, Snapshot, hazard_per_h, startup_score, unready,
 };
 use crate::fleet::{Fleet, NodeIdx, PoolIdx};
 use crate::health::HealthView;
@@ -41,17 +41,18 @@ impl Snapshot {
         let (prior, weight) = CACHED_PRIOR;
         let cached = Requirements::default();
         let cached_policy = Policy { startup_reference_s: CACHED_STARTUP_REFERENCE_S, ..Policy::default() };
-        let mut nodes: Vec<NodeInfo> = fleet
+        let nodes: Vec<NodeInfo> = fleet
             .nodes
             .iter()
             .enumerate()
             .map(|(i, n)| {
                 let h = health.node(&n.name);
-                NodeInfo { health: h, success: 0.0, name_rank: node_rank[i], quarantined: h.quarantined }
+                NodeInfo { health: h, name_rank: node_rank[i], quarantined: h.quarantined }
             })
             .collect();
 
         let mut rows = Vec::with_capacity(n_pools);
+        let mut success = Vec::with_capacity(n_pools);
         let mut pools = Vec::with_capacity(n_pools);
         let mut index = Vec::new();
         let mut index_at = Vec::new();
@@ -100,13 +101,8 @@ impl Snapshot {
             let pool_success =
                 pool_health.smoothed_success(provider_health.smoothed_success(prior, weight), weight);
             let health = provider_health.score * pool_health.score;
-            let (mut health_bound, mut success_bound) = (0.0f64, 0.0f64);
-            for n in pool.nodes.clone() {
-                let info = &mut nodes[n as usize];
-                info.success = info.health.smoothed_success(pool_success, weight);
-                health_bound = health_bound.max(unit(health * info.health.score));
-                success_bound = success_bound.max(unit(info.success));
-            }
+            let pool_succ = PoolSuccess::exact(&nodes, pool.nodes.clone(), pool_success);
+            success.push(pool_succ);
             // Room for the lists (one per free-GPU threshold); filled below.
             let index_base = index_at.len() as u32;
             for _ in 0..=pool.shape.gpus_per_node {
@@ -124,8 +120,8 @@ impl Snapshot {
                 startup_s: pool.startup.as_secs_f64(),
                 startup_score: startup_score(pool.startup.as_secs_f64(), &cached, &cached_policy),
                 health,
-                health_bound,
-                success_bound,
+                health_bound: pool_succ.health_bound(health),
+                success_bound: pool_succ.success_bound(),
                 gpu_memory: pool.gpu_memory_gb(),
                 held: fleet.pool_nodes(p).iter().map(|n| n.canopy_gpus as u64).sum(),
                 limit: pool.lend_limit_gpus.map_or(u64::MAX, u64::from),
@@ -174,6 +170,7 @@ impl Snapshot {
             all_pools: PoolSet::full(n_pools),
             fleet,
             rows,
+            success,
             pools,
             provider_lend,
             classes,

@@ -3,7 +3,9 @@
 //! [`Snapshot::diff`], which tests use to check that an updated snapshot
 //! is exactly a fresh build.
 
-use super::{CACHED_PRIOR, EMPTY, NO_SWITCH, ReadyNode, Snapshot, hazard_per_h, ready_order, unit, unready};
+use super::{
+    CACHED_PRIOR, EMPTY, NO_SWITCH, PoolSuccess, ReadyNode, Snapshot, hazard_per_h, ready_order, unready,
+};
 use crate::fleet::{Free, NodeIdx, NodeState, PoolIdx, ProviderIdx};
 use crate::health::Health;
 use crate::schedule::bitset::PoolSet;
@@ -11,7 +13,9 @@ use std::collections::HashMap;
 
 /// Updating in place. Each method leaves the snapshot as
 /// [`Snapshot::new`] would build it from the changed fleet and health
-/// view, field for field; `tests/snapshot_updates.rs` checks that.
+/// view, field for field, but for a pool's success bound, which may be
+/// looser while it still bounds (see [`PoolSuccess`]);
+/// `tests/snapshot_updates.rs` checks that.
 impl Snapshot {
     /// A node's free capacity and the GPUs Canopy holds on it changed
     /// (an allocation or a release). O(log n + GPUs per node) for a pool of
@@ -76,7 +80,7 @@ impl Snapshot {
             } else {
                 self.provider_quarantined.remove(p);
             }
-            self.refresh_pool_health(p);
+            self.refresh_provider_health(p);
         }
     }
 
@@ -156,25 +160,45 @@ impl Snapshot {
     /// Recomputes what a pool's row and nodes derive from the provider's,
     /// the pool's and the nodes' health, exactly as [`Snapshot::new`] does.
     fn refresh_pool_health(&mut self, p: usize) {
+        let (pool_success, health) = self.pool_success(p);
+        self.success[p] = PoolSuccess::exact(&self.nodes, self.fleet.pools[p].nodes.clone(), pool_success);
+        let interruptible = self.fleet.pools[p].interruptible;
+        let hazard = hazard_per_h(&self.pools[p].health, interruptible);
+        self.set_bounds(p, health);
+        self.rows[p].hazard_per_h = hazard;
+    }
+
+    /// What a pool's row derives from its provider's health, which moved:
+    /// its nodes are visited only when its success has moved too far to
+    /// keep the success bound without them (see [`PoolSuccess`]).
+    fn refresh_provider_health(&mut self, p: usize) {
+        let (pool_success, health) = self.pool_success(p);
+        match self.success[p].moved(pool_success) {
+            Some(moved) => {
+                self.success[p] = moved;
+                self.set_bounds(p, health);
+            }
+            None => self.refresh_pool_health(p),
+        }
+    }
+
+    /// The pool's success for [`CACHED_PRIOR`] and its health (provider
+    /// score × pool score).
+    fn pool_success(&self, p: usize) -> (f64, f64) {
         let (prior, weight) = CACHED_PRIOR;
         let info = &self.pools[p];
         let (pool_health, provider_health) = (info.health, info.provider_health);
         let pool_success =
             pool_health.smoothed_success(provider_health.smoothed_success(prior, weight), weight);
-        let health = provider_health.score * pool_health.score;
-        let (mut health_bound, mut success_bound) = (0.0f64, 0.0f64);
-        for n in self.fleet.pools[p].nodes.clone() {
-            let info = &mut self.nodes[n as usize];
-            info.success = info.health.smoothed_success(pool_success, weight);
-            health_bound = health_bound.max(unit(health * info.health.score));
-            success_bound = success_bound.max(unit(info.success));
-        }
-        let interruptible = self.fleet.pools[p].interruptible;
+        (pool_success, provider_health.score * pool_health.score)
+    }
+
+    fn set_bounds(&mut self, p: usize, health: f64) {
+        let success = self.success[p];
         let row = &mut self.rows[p];
         row.health = health;
-        row.health_bound = health_bound;
-        row.success_bound = success_bound;
-        row.hazard_per_h = hazard_per_h(&pool_health, interruptible);
+        row.health_bound = success.health_bound(health);
+        row.success_bound = success.success_bound();
     }
 
     /// Fills the pool's lists (one per free-GPU threshold
@@ -322,7 +346,21 @@ impl Snapshot {
                 return Some(format!("{what}: {a} != {b}"));
             }
         }
-        first_diff("rows", &self.rows, &other.rows)
+        // A success bound kept since its last exact value may be looser
+        // than a fresh one; it must still bound it (see `PoolSuccess`).
+        let loose = self.rows.iter().zip(&other.rows).position(|(a, b)| a.success_bound < b.success_bound);
+        if let Some(p) = loose {
+            let (a, b) = (self.rows[p].success_bound, other.rows[p].success_bound);
+            return Some(format!("rows[{p}].success_bound: {a} is below a fresh build's {b}"));
+        }
+        let unbound = |rows: &[super::PoolRow]| -> Vec<super::PoolRow> {
+            rows.iter().map(|r| super::PoolRow { success_bound: 0.0, ..*r }).collect()
+        };
+        let success = self.success.iter().zip(&other.success).position(|(a, b)| !a.same_but_bound(b));
+        if let Some(p) = success {
+            return Some(format!("success[{p}]: {:?} != {:?}", self.success[p], other.success[p]));
+        }
+        first_diff("rows", &unbound(&self.rows), &unbound(&other.rows))
             .or_else(|| first_diff("pools", &self.pools, &other.pools))
             .or_else(|| first_diff("provider_lend", &self.provider_lend, &other.provider_lend))
             .or_else(|| first_diff("classes", &self.classes, &other.classes))
