@@ -540,6 +540,10 @@ impl Exhaustion {
     /// tail there is taken as nil.
     const MOST: u32 = 1000;
 
+    /// Up to this `n·x` the terms are worked out by products (`e^(−600)`
+    /// is about 10⁻²⁶¹, well clear of underflow); past it, in logarithms.
+    const DIRECT_BELOW: f64 = 600.0;
+
     /// From a request with an expected runtime and a budget.
     pub fn of(req: &Requirements) -> Option<Self> {
         let run_h = req.expected_runtime.map(|d| d.as_secs_f64() / 3600.0).filter(|h| *h > 0.0)?;
@@ -571,8 +575,23 @@ impl Exhaustion {
         }
         let x = hazard_per_h * self.tau_h;
         let n = 1.0 + hazard_per_h * (self.run_h - self.tau_h).max(0.0);
+        let q = -(-x).exp_m1();
+        if n * x <= Self::DIRECT_BELOW {
+            // P(C = 0) = pⁿ = e^(−nx) is far from underflow: each term is
+            // the last times (n + k − 1) / k · q, which a placement works out
+            // for pool after pool without a logarithm and an exponential per
+            // term.
+            let mut pk = (-n * x).exp();
+            let mut below = pk;
+            for k in 1..=self.left {
+                let k = f64::from(k);
+                pk *= (n + k - 1.0) / k * q;
+                below += pk;
+            }
+            return (1.0 - below).clamp(0.0, 1.0);
+        }
         // ln P(C = 0) = n ln p; ln q = ln(1 − e^(−x)).
-        let ln_q = (-(-x).exp_m1()).ln();
+        let ln_q = q.ln();
         let mut ln_pk = -n * x;
         let mut below = ln_pk.exp();
         for k in 1..=self.left {
