@@ -158,11 +158,13 @@ impl Core {
         }
         // Live attempts keep their node by name; one on a node the provider
         // no longer lists holds nothing (its release is then a no-op).
+        let by_name: HashMap<&str, NodeIdx> =
+            fleet.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), NodeIdx(i as u32))).collect();
         for e in self.entries.values_mut() {
             if let Some(l) = e.live.as_mut() {
                 for node in l.nodes.iter_mut() {
                     let name = self.fleet.nodes.get(node.0 as usize).map(|n| n.name.as_str());
-                    *node = name.and_then(|n| fleet.node_by_name(n)).unwrap_or(NodeIdx(u32::MAX));
+                    *node = name.and_then(|n| by_name.get(n).copied()).unwrap_or(NodeIdx(u32::MAX));
                 }
             }
         }

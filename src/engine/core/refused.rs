@@ -193,13 +193,23 @@ impl Core {
         }
     }
 
+    /// A node of the fleet by name: from the scheduler's view's map when
+    /// there is one (it is dropped whenever the fleet's nodes change), else
+    /// by walking the fleet.
+    fn node_named(&self, name: &str) -> Option<NodeIdx> {
+        match &self.snapshot {
+            Some(snap) => snap.node_by_name(name),
+            None => self.fleet.node_by_name(name),
+        }
+    }
+
     /// Forgets that `name` is full: what it hid is free again, and the
     /// blocked work that fits there is woken.
     fn forget_full(&mut self, name: &str) {
         let Some(b) = self.beliefs.nodes.get_mut(name) else { return };
         let Some(hidden) = b.hidden.take() else { return };
         self.beliefs.expiries.remove(&(b.until, name.to_string()));
-        if let Some(idx) = self.fleet.node_by_name(name) {
+        if let Some(idx) = self.node_named(name) {
             let free = plus(self.fleet.nodes[idx.0 as usize].free, hidden);
             self.set_free(idx, free);
             self.node_released(idx);
