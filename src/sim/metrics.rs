@@ -6,6 +6,7 @@
 
 use crate::engine::model::{AttemptId, AttemptState, Millis, Record, WorkloadId, WorkloadState};
 use crate::failure::FailureClass;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -203,10 +204,10 @@ pub struct Tally {
     used: f64,
     cost: f64,
     /// GPU-hours each stopped attempt saved in checkpoints ([`Tally::saved`]).
-    saved: HashMap<AttemptId, f64>,
+    saved: FxHashMap<AttemptId, f64>,
     /// What failed attempts saved, by workload, until a later attempt
     /// resumes from it ([`Tally::resumed`]): (class, GPU-hours, V100-hours).
-    unclaimed: HashMap<WorkloadId, Vec<(FailureClass, f64, f64)>>,
+    unclaimed: FxHashMap<WorkloadId, Vec<(FailureClass, f64, f64)>>,
     by_class: std::collections::BTreeMap<String, usize>,
     wasted_by_class: std::collections::BTreeMap<String, f64>,
 }

@@ -12,7 +12,7 @@ use crate::fleet::Fleet;
 use crate::tenant::Tenancy;
 use crate::usage::report::{self, By, Line, Report, hours};
 use crate::usage::{Context, Work, ledger};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::fmt::Write;
 
 /// The newest record of every workload and attempt of one run, in the
@@ -21,9 +21,9 @@ use std::fmt::Write;
 #[derive(Debug, Default)]
 pub struct LedgerTally {
     work: Vec<Work>,
-    work_at: HashMap<WorkloadId, usize>,
+    work_at: FxHashMap<WorkloadId, usize>,
     attempts: Vec<AttemptRecord>,
-    attempt_at: HashMap<AttemptId, usize>,
+    attempt_at: FxHashMap<AttemptId, usize>,
     /// Stands for a workload without a tenant (the tenancy's default).
     default_tenant: Option<String>,
     /// As a sink: the time of the last batch it saw.
@@ -101,7 +101,7 @@ impl LedgerTally {
 pub struct RunLedger {
     /// Workloads not summed yet: those in flight, and the few that ended
     /// with a row that a later end of the run could still change.
-    open: HashMap<WorkloadId, Open>,
+    open: FxHashMap<WorkloadId, Open>,
     ctx: Context,
     sums: report::Tally,
     default_tenant: Option<String>,
@@ -125,7 +125,7 @@ impl RunLedger {
     pub fn new(fleet: &Fleet, tenancy: Option<&Tenancy>) -> RunLedger {
         let none = Tenancy::default();
         RunLedger {
-            open: HashMap::new(),
+            open: FxHashMap::default(),
             ctx: Context::new(fleet, tenancy.unwrap_or(&none), &[]),
             sums: report::Tally::new(By::Tenant),
             default_tenant: tenancy.and_then(|t| t.default_tenant.clone()),

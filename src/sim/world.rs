@@ -20,6 +20,7 @@ use crate::providers::sim::faults::{FaultContext, LaunchFault, RunFault, launch_
 use crate::providers::sim::rng::Rng;
 use crate::providers::sim::signature::{SignatureContext, stderr_tail};
 use crate::providers::{AttemptStatus, LaunchAck, LaunchError};
+use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 
@@ -112,7 +113,7 @@ struct World<'a> {
     now: i64,
     seq: u64,
     heap: BinaryHeap<Reverse<(i64, u64)>>,
-    evs: HashMap<u64, Ev>,
+    evs: FxHashMap<u64, Ev>,
     /// The jobs' arrivals, kept out of `heap` and `evs` (a queued event
     /// costs about 250 bytes, a job index 4): job indices in arrival
     /// order, the next one at `next_arrival`. Arrival `k` in trace order
@@ -122,9 +123,9 @@ struct World<'a> {
     next_arrival: usize,
     arrivals_seq: u64,
     ticks: BTreeSet<i64>,
-    atts: HashMap<AttemptId, Att>,
+    atts: FxHashMap<AttemptId, Att>,
     /// Launch calls so far per attempt id.
-    calls: HashMap<AttemptId, u32>,
+    calls: FxHashMap<AttemptId, u32>,
     /// Each workload's job, at `id - 1` (the core numbers workloads 1, 2,
     /// … as they are submitted); [`NO_JOB`] where none.
     job_of: Vec<u32>,
@@ -189,13 +190,13 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         now: EPOCH.0,
         seq: 0,
         heap: BinaryHeap::new(),
-        evs: HashMap::new(),
+        evs: FxHashMap::default(),
         arrivals: Vec::new(),
         next_arrival: 0,
         arrivals_seq: 0,
         ticks: BTreeSet::new(),
-        atts: HashMap::new(),
-        calls: HashMap::new(),
+        atts: FxHashMap::default(),
+        calls: FxHashMap::default(),
         job_of: Vec::with_capacity(r.jobs.len()),
         pending_job: None,
         mult,

@@ -6,6 +6,7 @@
 
 use crate::engine::model::{Millis, WorkloadId};
 use crate::fleet::PoolIdx;
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound::{Excluded, Included};
 
@@ -13,7 +14,7 @@ use std::ops::Bound::{Excluded, Included};
 pub(super) struct LiveSet {
     ids: BTreeSet<WorkloadId>,
     /// Where each live workload is filed by its expected end.
-    due_of: HashMap<WorkloadId, (PoolIdx, Millis)>,
+    due_of: FxHashMap<WorkloadId, (PoolIdx, Millis)>,
     /// Per pool, live workloads with an expected end, soonest first.
     due: HashMap<PoolIdx, BTreeSet<(Millis, WorkloadId)>>,
 }

@@ -52,6 +52,7 @@ use crate::providers::{AttemptStatus, LaunchAck, LaunchError};
 use crate::schedule::{Snapshot, UnfitCache};
 use crate::spec::Spec;
 use queue::Queue;
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -234,7 +235,7 @@ pub struct Core {
     /// and each one's entry there, so `next_wake` and `Tick` do not visit
     /// every workload.
     deadlines: BTreeSet<(Millis, WorkloadId)>,
-    deadline_of: HashMap<WorkloadId, Millis>,
+    deadline_of: FxHashMap<WorkloadId, Millis>,
     /// Host-bound attempts a lost leader ran, held until this time before
     /// a provider that does not know them counts as their loss
     /// ([`CoreConfig::host_bound`]).
@@ -313,7 +314,7 @@ impl Core {
             out: Vec::new(),
             deadlines: BTreeSet::new(),
             held: BTreeMap::new(),
-            deadline_of: HashMap::new(),
+            deadline_of: FxHashMap::default(),
             touched: Vec::new(),
             with_misses: Vec::new(),
             unfit: UnfitCache::new(),

@@ -11,8 +11,9 @@
 
 use super::waiting::Waiting;
 use crate::engine::model::{Millis, WorkloadId};
+use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound::{Excluded, Unbounded};
 
 /// Queue order: highest priority, then oldest (lowest id).
@@ -31,7 +32,7 @@ pub(super) struct Queue {
     /// member's key and the group.
     woken: BTreeSet<(Key, u64)>,
     /// The same, by group.
-    woken_from: HashMap<u64, Key>,
+    woken_from: FxHashMap<u64, Key>,
     /// The key of the workload the current pass took last.
     pass_at: Option<Key>,
     /// Groups that lost their last member, for their owner to forget.

@@ -11,7 +11,7 @@
 
 use super::queue::Key;
 use crate::engine::model::WorkloadId;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// A pool's list is compacted when more than half of it is stale and it
 /// holds at least this many entries.
@@ -26,7 +26,7 @@ pub(super) struct Waiting {
     /// Per pool: how many of its list's entries are stale.
     stale: Vec<usize>,
     /// Per waiting workload: its filing's serial, its key and its pools.
-    by_id: HashMap<WorkloadId, (u64, Key, Vec<u32>)>,
+    by_id: FxHashMap<WorkloadId, (u64, Key, Vec<u32>)>,
     serial: u64,
 }
 
