@@ -68,3 +68,47 @@ fn xid_codes_parse_past_the_pci_address() {
     assert!(xid_hardware("dcgm: XID 74 detected on GPU 3").is_some());
     assert!(xid_hardware("NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception").is_none());
 }
+
+/// The set that rules lines out first changes no answer: on every line of
+/// the failure corpora, and on each substring signature inside other text,
+/// the rule, strength and offset are those of the rule-by-rule search.
+#[test]
+fn the_prefilter_finds_what_the_rules_find_one_by_one() {
+    use crate::engine::rules_match::match_line_unfiltered;
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut lines: Vec<String> = Vec::new();
+    for dir in ["tests/corpus/failures", "tests/fixtures/accel"] {
+        let Ok(entries) = std::fs::read_dir(format!("{root}/{dir}")) else { continue };
+        for entry in entries.flatten() {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            lines.extend(text.lines().map(|l| l.trim().to_string()));
+        }
+    }
+    assert!(lines.len() > 500, "the corpora were read: {} lines", lines.len());
+    for rule in RULES {
+        if let Matcher::Log(LogMatch { pattern: Pattern::Any(needles), .. }) = &rule.matcher {
+            for n in *needles {
+                lines.push(format!("[rank3]: before {n} after"));
+                lines.push(n.to_lowercase());
+            }
+        }
+    }
+    let statuses = [
+        Status::Code(1),
+        Status::Code(0),
+        Status::Signal(6),
+        Status::Signal(9),
+        Status::Signal(15),
+        Status::Unreported,
+    ];
+    let key = |m: Option<(&'static Rule, Strength, usize)>| m.map(|(r, s, at)| (r.id, s, at));
+    let mut matched = 0;
+    for line in &lines {
+        for status in statuses {
+            let (got, want) = (key(match_line(line, status)), key(match_line_unfiltered(line, status)));
+            assert_eq!(got, want, "{line:?} ({status:?})");
+            matched += usize::from(got.is_some());
+        }
+    }
+    assert!(matched > 1000, "most signatures match something: {matched}");
+}
