@@ -1,7 +1,7 @@
 //! Updating a [`Snapshot`] in place when one node's capacity, state or
 //! health, or one pool's or provider's health, changes; and
 //! [`Snapshot::diff`], which tests use to check that an updated snapshot
-//! is exactly a fresh build.
+//! is a fresh build (up to how tight a pool's success bound is).
 
 use super::{
     CACHED_PRIOR, EMPTY, NO_SWITCH, PoolSuccess, ReadyNode, Snapshot, hazard_per_h, ready_order, unready,
