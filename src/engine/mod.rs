@@ -20,7 +20,6 @@ pub mod model;
 pub mod retry;
 mod rules;
 mod rules_accel;
-mod rules_match;
 /// The rule of an attempt moved off a drained node (not a failure).
 pub use rules::EVICTED_RULE;
 /// The rule of a launch refused for capacity (no attempt spent).

@@ -108,10 +108,10 @@ pub(crate) enum Matcher {
 }
 
 pub(crate) struct LogMatch {
-    pub(super) strength: Strength,
-    pub(super) pattern: Pattern,
+    strength: Strength,
+    pattern: Pattern,
     /// The line counts only when the process ended by this signal.
-    pub(super) only_on_signal: Option<i32>,
+    only_on_signal: Option<i32>,
 }
 
 pub(crate) enum Pattern {
@@ -122,7 +122,49 @@ pub(crate) enum Pattern {
     Fn(fn(&str) -> Option<usize>),
 }
 
-pub(crate) use super::rules_match::match_line;
+impl Pattern {
+    fn find(&self, line: &str) -> Option<usize> {
+        match self {
+            Pattern::Any(needles) => needles.iter().find_map(|n| line.find(n)),
+            Pattern::Regex(re) => re.find(line).map(|m| m.start()),
+            Pattern::Fn(f) => f(line),
+        }
+    }
+}
+
+/// Per rule of [`RULES`], in its order, a searcher for each substring of
+/// a [`Pattern::Any`] (none for other rules), built once: `str::find`
+/// sets one up on every call, and every log line of every end asks every
+/// rule. Finds what `str::find` finds, at the same offset.
+static FINDERS: LazyLock<Vec<Vec<memchr::memmem::Finder<'static>>>> = LazyLock::new(|| {
+    RULES
+        .iter()
+        .map(|rule| match &rule.matcher {
+            Matcher::Log(LogMatch { pattern: Pattern::Any(needles), .. }) => {
+                needles.iter().map(|n| memchr::memmem::Finder::new(n.as_bytes())).collect()
+            }
+            _ => Vec::new(),
+        })
+        .collect()
+});
+
+/// The first log rule in table order that matches `line` (trimmed), with
+/// its strength and the byte offset of the match.
+pub(crate) fn match_line(line: &str, status: Status) -> Option<(&'static Rule, Strength, usize)> {
+    RULES.iter().zip(FINDERS.iter()).find_map(|(rule, finders)| {
+        let Matcher::Log(lm) = &rule.matcher else {
+            return None;
+        };
+        if lm.only_on_signal.is_some_and(|s| status != Status::Signal(s)) {
+            return None;
+        }
+        let at = match &lm.pattern {
+            Pattern::Any(_) => finders.iter().find_map(|f| f.find(line.as_bytes())),
+            other => other.find(line),
+        };
+        at.map(|at| (rule, lm.strength, at))
+    })
+}
 
 pub(crate) fn default_rule() -> &'static Rule {
     // RULES ends with the default rule; the table test checks it.
