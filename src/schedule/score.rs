@@ -570,28 +570,40 @@ impl Exhaustion {
 
     /// The chance of exhaustion at preemption rate `hazard_per_h`.
     pub fn chance(&self, hazard_per_h: f64) -> f64 {
+        let Some((n, x)) = self.terms(hazard_per_h) else { return 0.0 };
+        if n * x <= Self::DIRECT_BELOW { self.tail_by_products(n, x) } else { self.tail_in_logs(n, x) }
+    }
+
+    /// The negative binomial's `n` and `x = hτ` at rate `hazard_per_h`, or
+    /// `None` where the chance is nil (no hazard, or a budget past
+    /// [`Exhaustion::MOST`]).
+    pub(crate) fn terms(&self, hazard_per_h: f64) -> Option<(f64, f64)> {
         if !(hazard_per_h > 0.0 && hazard_per_h.is_finite()) || self.left >= Self::MOST {
-            return 0.0;
+            return None;
         }
         let x = hazard_per_h * self.tau_h;
-        let n = 1.0 + hazard_per_h * (self.run_h - self.tau_h).max(0.0);
+        Some((1.0 + hazard_per_h * (self.run_h - self.tau_h).max(0.0), x))
+    }
+
+    /// `P(C > left)` with each term the last times `(n + k − 1) / k · q`:
+    /// no logarithm or exponential per term, for `P(C = 0) = e^(−nx)` far
+    /// from underflow ([`Exhaustion::DIRECT_BELOW`]).
+    pub(crate) fn tail_by_products(&self, n: f64, x: f64) -> f64 {
         let q = -(-x).exp_m1();
-        if n * x <= Self::DIRECT_BELOW {
-            // P(C = 0) = pⁿ = e^(−nx) is far from underflow: each term is
-            // the last times (n + k − 1) / k · q, which a placement works out
-            // for pool after pool without a logarithm and an exponential per
-            // term.
-            let mut pk = (-n * x).exp();
-            let mut below = pk;
-            for k in 1..=self.left {
-                let k = f64::from(k);
-                pk *= (n + k - 1.0) / k * q;
-                below += pk;
-            }
-            return (1.0 - below).clamp(0.0, 1.0);
+        let mut pk = (-n * x).exp();
+        let mut below = pk;
+        for k in 1..=self.left {
+            let k = f64::from(k);
+            pk *= (n + k - 1.0) / k * q;
+            below += pk;
         }
+        (1.0 - below).clamp(0.0, 1.0)
+    }
+
+    /// `P(C > left)` summed in logarithms, for any `n·x`.
+    pub(crate) fn tail_in_logs(&self, n: f64, x: f64) -> f64 {
         // ln P(C = 0) = n ln p; ln q = ln(1 − e^(−x)).
-        let ln_q = q.ln();
+        let ln_q = (-(-x).exp_m1()).ln();
         let mut ln_pk = -n * x;
         let mut below = ln_pk.exp();
         for k in 1..=self.left {

@@ -184,6 +184,13 @@ pub(crate) struct PoolSuccess {
     node_score: f64,
 }
 
+/// A pool's success for [`CACHED_PRIOR`]: the provider's shrunk toward
+/// the prior, the pool's toward that.
+pub(crate) fn pool_success(pool: &Health, provider: &Health) -> f64 {
+    let (prior, weight) = CACHED_PRIOR;
+    pool.smoothed_success(provider.smoothed_success(prior, weight), weight)
+}
+
 /// How far a pool's success may move before its success bound is taken
 /// exactly again (see [`PoolSuccess`]).
 pub(crate) const SUCCESS_DRIFT: f64 = 0.005;

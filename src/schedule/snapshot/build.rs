@@ -1,8 +1,8 @@
 //! [`Snapshot::new`]: indexing a fleet and its health view from scratch.
 
 use super::{
-    CACHED_PRIOR, CACHED_STARTUP_REFERENCE_S, ClassInfo, EMPTY, NO_SWITCH, NodeInfo, PoolInfo, PoolRow,
-    PoolSuccess, Snapshot, hazard_per_h, startup_score, unready,
+    CACHED_STARTUP_REFERENCE_S, ClassInfo, EMPTY, NO_SWITCH, NodeInfo, PoolInfo, PoolRow, PoolSuccess,
+    Snapshot, hazard_per_h, pool_success, startup_score, unready,
 };
 use crate::fleet::{Fleet, NodeIdx, PoolIdx};
 use crate::health::HealthView;
@@ -38,7 +38,6 @@ impl Snapshot {
         let node_names: Vec<String> = fleet.nodes.iter().map(|n| n.name.clone()).collect();
         let node_rank = ranks(&node_names);
 
-        let (prior, weight) = CACHED_PRIOR;
         let cached = Requirements::default();
         let cached_policy = Policy { startup_reference_s: CACHED_STARTUP_REFERENCE_S, ..Policy::default() };
         let nodes: Vec<NodeInfo> = fleet
@@ -98,10 +97,9 @@ impl Snapshot {
             });
             classes[class as usize].pools.insert(i);
 
-            let pool_success =
-                pool_health.smoothed_success(provider_health.smoothed_success(prior, weight), weight);
             let health = provider_health.score * pool_health.score;
-            let pool_succ = PoolSuccess::exact(&nodes, pool.nodes.clone(), pool_success);
+            let pool_succ =
+                PoolSuccess::exact(&nodes, pool.nodes.clone(), pool_success(&pool_health, &provider_health));
             success.push(pool_succ);
             // Room for the lists (one per free-GPU threshold); filled below.
             let index_base = index_at.len() as u32;

@@ -3,9 +3,7 @@
 //! [`Snapshot::diff`], which tests use to check that an updated snapshot
 //! is a fresh build (up to how tight a pool's success bound is).
 
-use super::{
-    CACHED_PRIOR, EMPTY, NO_SWITCH, PoolSuccess, ReadyNode, Snapshot, hazard_per_h, ready_order, unready,
-};
+use super::{EMPTY, NO_SWITCH, PoolSuccess, ReadyNode, Snapshot, hazard_per_h, ready_order, unready};
 use crate::fleet::{Free, NodeIdx, NodeState, PoolIdx, ProviderIdx};
 use crate::health::Health;
 use crate::schedule::bitset::PoolSet;
@@ -157,8 +155,9 @@ impl Snapshot {
         }
     }
 
-    /// Recomputes what a pool's row and nodes derive from the provider's,
-    /// the pool's and the nodes' health, exactly as [`Snapshot::new`] does.
+    /// Recomputes what a pool's row and success derive from the
+    /// provider's, the pool's and the nodes' health, exactly as
+    /// [`Snapshot::new`] does.
     fn refresh_pool_health(&mut self, p: usize) {
         let (pool_success, health) = self.pool_success(p);
         self.success[p] = PoolSuccess::exact(&self.nodes, self.fleet.pools[p].nodes.clone(), pool_success);
@@ -182,15 +181,14 @@ impl Snapshot {
         }
     }
 
-    /// The pool's success for [`CACHED_PRIOR`] and its health (provider
+    /// The pool's success for [`super::CACHED_PRIOR`] and its health (provider
     /// score × pool score).
     fn pool_success(&self, p: usize) -> (f64, f64) {
-        let (prior, weight) = CACHED_PRIOR;
         let info = &self.pools[p];
-        let (pool_health, provider_health) = (info.health, info.provider_health);
-        let pool_success =
-            pool_health.smoothed_success(provider_health.smoothed_success(prior, weight), weight);
-        (pool_success, provider_health.score * pool_health.score)
+        (
+            super::pool_success(&info.health, &info.provider_health),
+            info.provider_health.score * info.health.score,
+        )
     }
 
     fn set_bounds(&mut self, p: usize, health: f64) {
