@@ -122,7 +122,7 @@ fn vc_tenancy(jobs: &mut [sim::Job], total_gpus: u32) -> Result<Tenancy, String>
         if !vcs.iter().any(|v| v == vc) {
             vcs.push(vc.to_string());
         }
-        j.tenant = Some(format!("vc-{vc}"));
+        j.tenant = Some(format!("vc-{vc}").into());
     }
     let nominal = total_gpus / vcs.len().max(1) as u32;
     let mut doc = String::from("[[flavor]]\nname = \"all\"\n");

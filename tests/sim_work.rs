@@ -12,7 +12,7 @@ use common::{cloud_fleet, gpu_pool};
 
 fn job(i: usize, hours: f64, gpus: u32) -> Job {
     Job {
-        name: format!("j{i}"),
+        name: format!("j{i}").into(),
         submit_s: i as f64 * 60.0,
         duration_s: hours * 3600.0,
         gpus,

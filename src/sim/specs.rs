@@ -148,7 +148,7 @@ pub fn specs<'a>(
         let (nodes, gpus) = *gangs.entry(j.gpus).or_insert_with(|| gang_shape(j.gpus, fleet));
         let families = match &j.gpu_type {
             None => None,
-            Some(t) => Some(match families_of.get(t.as_str()) {
+            Some(t) => Some(match families_of.get(&**t) {
                 Some(&f) => f,
                 None => {
                     let f =

@@ -46,7 +46,7 @@ pub fn assign(jobs: &mut [Job], tenancy: &Tenancy) -> Result<(), String> {
                 ));
             }
             Some(_) => {}
-            None if n > 0 => j.tenant = Some(tenancy.tenants[i % n].name.clone()),
+            None if n > 0 => j.tenant = Some(tenancy.tenants[i % n].name.as_str().into()),
             None => {}
         }
     }

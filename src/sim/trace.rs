@@ -92,21 +92,23 @@
 //! Jobs whose trace records no outcome (Gavel, Tiresias, ITP, Philly) get their
 //! fate and its moment from the fault model (`faults::fate`).
 
+use std::sync::Arc;
 use thiserror::Error;
 
 /// Median duration of a Gavel job type; see the module docs.
 pub const GAVEL_MEDIAN_DURATION_S: f64 = 3600.0;
 
-/// One job of a trace.
+/// One job of a trace. Text fields are shared, not copied, when a job is cloned: the large
+/// scenario tiles the trace into 100,000 jobs ([`super::scale::tile`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
-    pub name: String,
+    pub name: Arc<str>,
     /// Seconds from the start of the trace.
     pub submit_s: f64,
     /// Seconds of work for one attempt that runs to the end.
     pub duration_s: f64,
     pub gpus: u32,
-    pub gpu_type: Option<String>,
+    pub gpu_type: Option<Arc<str>>,
     pub gpu_memory_gb: Option<f64>,
     /// The job's own fate when the trace says it; otherwise the fault
     /// model draws it.
@@ -118,10 +120,10 @@ pub struct Job {
     /// The accelerator model `duration_s` was measured on; `None` means
     /// [`super::speed::REFERENCE`] (a V100). On another model the job runs
     /// `duration_s / speed::speedup(measured_on, model)`.
-    pub measured_on: Option<String>,
+    pub measured_on: Option<Arc<str>>,
     /// The tenant it is submitted for (a CSV's `tenant` column); `None`:
     /// assigned by [`super::tenants::assign`] when the fleet has tenants.
-    pub tenant: Option<String>,
+    pub tenant: Option<Arc<str>>,
 }
 
 impl Job {
@@ -129,7 +131,7 @@ impl Job {
     /// and GPUs, measured on `measured_on`.
     fn timed(name: &str, submit_s: f64, duration_s: f64, gpus: u32, measured_on: &str) -> Self {
         Job {
-            name: name.to_string(),
+            name: name.into(),
             submit_s,
             duration_s: duration_s.max(1.0),
             gpus,
@@ -266,7 +268,7 @@ fn parse_gavel(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
     Ok(rows
         .iter()
         .map(|r| Job {
-            name: r.kind.clone(),
+            name: r.kind.as_str().into(),
             submit_s: r.arrival,
             duration_s: (r.steps / median.get(r.kind.as_str()).copied().unwrap_or(1.0)
                 * GAVEL_MEDIAN_DURATION_S)
@@ -348,7 +350,7 @@ fn parse_columns(text: &str, file: &str, c: &Columns) -> Result<Vec<Job>, TraceE
             num(f[g], c.gpus, file, line)?,
             c.measured_on,
         );
-        let tenant = tenant.map(|t| f[t]).filter(|v| !v.is_empty()).map(str::to_string);
+        let tenant = tenant.map(|t| f[t]).filter(|v| !v.is_empty()).map(Arc::from);
         jobs.push(Job { tenant, ..job });
     }
     Ok(jobs)
@@ -385,7 +387,7 @@ fn parse_philly(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
     Ok(rows
         .into_iter()
         .map(|(name, at_s, duration, gpus, tenant)| Job {
-            tenant,
+            tenant: tenant.map(Arc::from),
             ..Job::timed(&name, (at_s - start) as f64, duration, gpus, "P100")
         })
         .collect())
@@ -470,16 +472,16 @@ fn parse_csv(text: &str, file: &str) -> Result<Vec<Job>, TraceError> {
             None => None,
         };
         jobs.push(Job {
-            name: cell(name).unwrap_or("job").to_string(),
+            name: cell(name).unwrap_or("job").into(),
             submit_s: non_negative(num(f[s], "submit_s", file, line)?, "submit_s", file, line)?,
             duration_s,
             gpus: num(f[g], "gpus", file, line)?,
-            gpu_type: cell(ty).map(str::to_string),
+            gpu_type: cell(ty).map(Arc::from),
             gpu_memory_gb,
             outcome,
             fails_after_s,
-            measured_on: cell(measured).or(cell(ty)).map(str::to_string),
-            tenant: cell(tenant).map(str::to_string),
+            measured_on: cell(measured).or(cell(ty)).map(Arc::from),
+            tenant: cell(tenant).map(Arc::from),
         });
     }
     Ok(jobs)
@@ -558,11 +560,11 @@ mod tests {
         assert_eq!(detect("philly.csv", t), Format::Philly);
         let jobs = parse(Format::Philly, t, "philly.csv").unwrap();
         assert_eq!(
-            (jobs[0].name.as_str(), jobs[0].submit_s, jobs[0].duration_s, jobs[0].gpus),
+            (jobs[0].name.as_ref(), jobs[0].submit_s, jobs[0].duration_s, jobs[0].gpus),
             ("vc-6214e9", 0.0, 2951.0, 8)
         );
         // 20 s later, across midnight.
-        assert_eq!((jobs[1].name.as_str(), jobs[1].submit_s), ("vc-11cb48", 20.0));
+        assert_eq!((jobs[1].name.as_ref(), jobs[1].submit_s), ("vc-11cb48", 20.0));
         assert_eq!(jobs[1].measured_on.as_deref(), Some("P100"));
         assert_eq!(jobs[1].outcome, None);
         let e = parse(Format::Philly, "timestamp,duration,num_gpus\n2017-11-07,5,1\n", "p.csv").unwrap_err();
@@ -580,13 +582,13 @@ mod tests {
         assert_eq!(jobs.len(), 2);
         // Submit order, whatever the file's order.
         assert_eq!(
-            (jobs[0].name.as_str(), jobs[0].submit_s, jobs[0].duration_s, jobs[0].gpus),
+            (jobs[0].name.as_ref(), jobs[0].submit_s, jobs[0].duration_s, jobs[0].gpus),
             ("fb10-98", 5010.0, 1265.0, 64)
         );
         assert_eq!(jobs[1].measured_on.as_deref(), Some("V100"));
         let generated = "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,duration\n6b2d,16566,40285,bert,21347,64,4,3890\n";
         let jobs = parse(detect("c.csv", generated), generated, "c.csv").unwrap();
-        assert_eq!((jobs[0].name.as_str(), jobs[0].gpus, jobs[0].duration_s), ("bert", 4, 3890.0));
+        assert_eq!((jobs[0].name.as_ref(), jobs[0].gpus, jobs[0].duration_s), ("bert", 4, 3890.0));
         let e = parse(Format::ElasticFlow, "job_id,submission_time,num_gpu\nx,0,1\n", "e.csv").unwrap_err();
         assert!(e.to_string().contains("duration"), "{e}");
         let e = parse(Format::ElasticFlow, "job_id,submission_time,duration,num_gpu\nx,0,-5,1\n", "e.csv")

@@ -417,7 +417,7 @@ impl World<'_> {
                         spec_hash: hash,
                         idempotency_key: None,
                         by: None,
-                        tenant: self.run.jobs[i].tenant.clone(),
+                        tenant: self.run.jobs[i].tenant.as_deref().map(str::to_string),
                     },
                     sink,
                 );
