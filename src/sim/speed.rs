@@ -48,19 +48,44 @@ pub fn speedup(measured_on: &str, on: Option<&Accelerator>) -> f64 {
 /// factor for that model (module docs). Seeded; the same under every
 /// policy.
 pub fn truth(seed: u64, job: usize, measured_on: &str, on: Option<&Accelerator>, model: &FaultModel) -> f64 {
-    let table = speedup(measured_on, on);
-    let Some(a) = on else { return table };
-    let sigma = model.speed_sigma;
-    let known = relative(measured_on).is_some() && a.known_speed().is_some();
-    let here = canonical(&a.model).map_or_else(|| a.model.to_ascii_uppercase(), str::to_string);
-    let there = canonical(measured_on).map_or_else(|| measured_on.to_ascii_uppercase(), str::to_string);
-    if sigma <= 0.0 || !known || here == there {
-        return table;
+    Basis::new(measured_on, on, model).truth(seed, job)
+}
+
+/// What [`truth`] needs of one pair of the model a duration was measured
+/// on and the accelerator it runs on, worked out once per pair (the
+/// table's names are matched by substring): the table's speedup, and the
+/// name the job's own factor is drawn under.
+#[derive(Debug, Clone)]
+pub struct Basis {
+    table: f64,
+    sigma: f64,
+    /// `None`: no factor is drawn; the table is the truth (no spread, a
+    /// model the table does not know, or the same silicon).
+    draw_as: Option<String>,
+}
+
+impl Basis {
+    pub fn new(measured_on: &str, on: Option<&Accelerator>, model: &FaultModel) -> Self {
+        let table = speedup(measured_on, on);
+        let sigma = model.speed_sigma;
+        let draw_as = on.and_then(|a| {
+            let known = relative(measured_on).is_some() && a.known_speed().is_some();
+            let here = canonical(&a.model).map_or_else(|| a.model.to_ascii_uppercase(), str::to_string);
+            let there =
+                canonical(measured_on).map_or_else(|| measured_on.to_ascii_uppercase(), str::to_string);
+            (sigma > 0.0 && known && here != there).then_some(here)
+        });
+        Basis { table, sigma, draw_as }
     }
-    let mut r = Rng::stream(seed, "job-speed", &format!("{job}/{here}"));
-    let (u1, u2) = (r.unit().max(1e-12), r.unit());
-    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-    table * (sigma * z).exp()
+
+    /// [`truth`] for job `job` of a run seeded `seed`.
+    pub fn truth(&self, seed: u64, job: usize) -> f64 {
+        let Some(here) = &self.draw_as else { return self.table };
+        let mut r = Rng::stream(seed, "job-speed", &format!("{job}/{here}"));
+        let (u1, u2) = (r.unit().max(1e-12), r.unit());
+        let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+        self.table * (self.sigma * z).exp()
+    }
 }
 
 #[cfg(test)]

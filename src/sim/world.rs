@@ -150,6 +150,8 @@ struct World<'a> {
     fairness: Option<super::fairness::Sampler>,
     /// Node index by name, for the core's launches.
     node_at: HashMap<String, usize>,
+    /// The speed model's basis per (model a job was measured on, pool).
+    speed_basis: FxHashMap<(&'a str, crate::fleet::PoolIdx), super::speed::Basis>,
     /// Check the core's indexes after every event ([`run_checked`]).
     check: bool,
     /// The first failed check.
@@ -209,6 +211,7 @@ fn run_with(r: &Run<'_>, sink: &mut dyn RecordSink, check: bool) -> (PolicyRepor
         refusals: r.tenancy.filter(|t| !t.is_empty()).map(|t| Refusals::new(t, r.fleet)),
         fairness: r.tenancy.filter(|t| !t.is_empty()).map(|_| super::fairness::Sampler::default()),
         node_at: r.fleet.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect(),
+        speed_basis: FxHashMap::default(),
         check,
         broken: None,
     };
@@ -587,13 +590,14 @@ impl World<'_> {
         }
         self.send(Event::Status { attempt: a, status: AttemptStatus::Running }, sink);
         // The job's true speed here, not the table the scheduler priced by.
-        let speed = super::speed::truth(
-            r.seed,
-            job,
-            r.jobs[job].measured_on.as_deref().unwrap_or(super::speed::REFERENCE),
-            pool.shape.accelerator.as_ref(),
-            r.faults,
-        );
+        let measured_on = r.jobs[job].measured_on.as_deref().unwrap_or(super::speed::REFERENCE);
+        let speed = self
+            .speed_basis
+            .entry((measured_on, node.pool))
+            .or_insert_with(|| {
+                super::speed::Basis::new(measured_on, pool.shape.accelerator.as_ref(), r.faults)
+            })
+            .truth(r.seed, job);
         let now = self.now;
         let Some(att) = self.atts.get_mut(&a).filter(|x| x.epoch == epoch) else { return };
         att.running = true;
