@@ -44,7 +44,7 @@ fn workload(id: u64, state: WorkloadState, spec: &Spec) -> Record {
     Record::Workload(Box::new(WorkloadRecord {
         id: WorkloadId(id),
         name: spec.name.clone(),
-        spec: spec.clone(),
+        spec: spec.clone().into(),
         spec_hash: format!("{id:064x}"),
         submitted_by: None,
         acknowledged: None,

@@ -144,7 +144,7 @@ fn store(dir: &std::path::Path, n: u64) -> std::path::PathBuf {
             records.push(Record::Workload(Box::new(WorkloadRecord {
                 id: w,
                 name: "train".into(),
-                spec: spec.clone(),
+                spec: spec.clone().into(),
                 spec_hash: format!("{id:064x}"),
                 idempotency_key: None,
                 priority: 50,

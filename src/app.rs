@@ -397,7 +397,7 @@ fn adopt_local_attempts(
             exclusions: None,
             retried_as: None,
             tenant: None,
-            spec,
+            spec: spec.into(),
         };
         let att = AttemptRecord {
             id: a,

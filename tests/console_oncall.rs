@@ -116,7 +116,7 @@ fn the_detail_pane_links_a_retry_both_ways() {
     let old = a.model.workloads[&WorkloadId(4)].rec.clone();
     let mut new = old.clone();
     new.id = WorkloadId(41);
-    new.spec.labels.insert(RETRY_OF.into(), "w-4".into());
+    std::sync::Arc::make_mut(&mut new.spec).labels.insert(RETRY_OF.into(), "w-4".into());
     apply(&mut a, vec![Record::Workload(Box::new(new))]);
     a.run_command("describe w-4");
     assert!(screen(&a).contains("retried as w-41"), "{}", screen(&a));
@@ -236,7 +236,7 @@ fn unquarantine_and_drain_with_eviction_ask_and_send() {
 fn the_spec_view_shows_the_toml_and_e_edits_a_copy_to_resubmit() {
     let mut a = app(false);
     let mut retried = a.model.workloads[&WorkloadId(40)].rec.clone();
-    retried.spec.labels.insert(RETRY_OF.into(), "w-33".into());
+    std::sync::Arc::make_mut(&mut retried.spec).labels.insert(RETRY_OF.into(), "w-33".into());
     apply(&mut a, vec![Record::Workload(Box::new(retried.clone()))]);
     keys(&mut a, "4");
     assert_eq!(a.current_workload(), Some(WorkloadId(40)));
@@ -253,7 +253,7 @@ fn the_spec_view_shows_the_toml_and_e_edits_a_copy_to_resubmit() {
     assert!(text.contains("A copy of w-40's spec"), "{text}");
     assert!(!text.contains(RETRY_OF), "a resubmission is not a retry: {text}");
     let fx = code(&mut a, KeyCode::Char('s'), KeyModifiers::CONTROL);
-    let mut want = retried.spec.clone();
+    let mut want = canopy::spec::Spec::clone(&retried.spec);
     want.labels.remove(RETRY_OF);
     assert!(
         matches!(&fx[..], [Effect::Command { cmd: Command::Submit { spec, idempotency_key: Some(_) }, .. }]

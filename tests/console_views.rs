@@ -538,9 +538,10 @@ fn a_gangs_detail_names_its_nodes_and_checkpoints() {
     a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
     let id = a.detail.id.expect("a workload in detail");
     let w = a.model.workloads.get_mut(&id).unwrap();
-    w.rec.spec.resources.nodes = 2;
-    w.rec.spec.resources.gpus = 8;
-    w.rec.spec.checkpoint =
+    let spec = std::sync::Arc::make_mut(&mut w.rec.spec);
+    spec.resources.nodes = 2;
+    spec.resources.gpus = 8;
+    spec.checkpoint =
         Some(serde_json::from_value(serde_json::json!({ "path": "/ckpt", "interval": "30m" })).unwrap());
     let last = w.attempts.last_mut().expect("an attempt");
     let n = last.id.n;

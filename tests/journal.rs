@@ -46,7 +46,7 @@ fn workload(id: u64, state: WorkloadState) -> WorkloadRecord {
     WorkloadRecord {
         id: WorkloadId(id),
         name: format!("train-{id}"),
-        spec: spec(&format!("train-{id}")),
+        spec: spec(&format!("train-{id}")).into(),
         spec_hash: format!("{id:064x}"),
         submitted_by: None,
         acknowledged: None,

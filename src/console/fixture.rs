@@ -102,7 +102,7 @@ pub fn model(fleet: Fleet, n: usize) -> Model {
         workloads.push(WorkloadRecord {
             id,
             name,
-            spec: spec.clone(),
+            spec: spec.clone().into(),
             spec_hash: String::new(),
             submitted_by: None,
             acknowledged: None,

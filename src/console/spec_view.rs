@@ -48,7 +48,7 @@ impl SpecView {
     fn copy(&self, model: &Model) -> Result<(String, WorkloadId), String> {
         let Some(id) = self.id else { return Err("no workload chosen".into()) };
         let Some(w) = model.workloads.get(&id) else { return Err(format!("{id} is not loaded yet")) };
-        let mut spec = w.rec.spec.clone();
+        let mut spec = Spec::clone(&w.rec.spec);
         spec.labels.remove(RETRY_OF);
         let header = [format!("A copy of {id}'s spec: ctrl-s submits it as a new workload.")];
         let baseline = Spec::new(spec.name.clone(), spec.runtime.command.clone());

@@ -262,7 +262,7 @@ impl fmt::Display for AttemptState {
 pub struct WorkloadRecord {
     pub id: WorkloadId,
     pub name: String,
-    pub spec: Spec,
+    pub spec: std::sync::Arc<Spec>,
     /// Hex SHA-256 of the canonical JSON of `spec`, for idempotent submit.
     pub spec_hash: String,
     pub idempotency_key: Option<String>,

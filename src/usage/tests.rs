@@ -244,7 +244,7 @@ fn the_ledger_read_back_from_a_journal_file_is_the_one_built_from_its_records() 
             crate::engine::model::WorkloadRecord {
                 id: w.id,
                 name: "train".into(),
-                spec: spec.clone(),
+                spec: spec.clone().into(),
                 spec_hash: format!("{:064x}", w.id.0),
                 idempotency_key: None,
                 priority: 50,

@@ -11,7 +11,6 @@ use crate::engine::retry::POOL_EXCLUDE_AFTER;
 use crate::failure::FailureClass;
 use crate::fleet::{Free, NodeState};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// What the journal hands back on start.
 #[derive(Debug, Clone, Default)]
@@ -64,7 +63,7 @@ impl Core {
             let id = rec.id;
             let mut attempts = by_workload.remove(&id).unwrap_or_default();
             attempts.sort_by_key(|a| a.id.n);
-            let spec = Arc::new(rec.spec.clone());
+            let spec = rec.spec.clone();
             let mut entry = Entry::new(rec, spec, attempts);
             recompute_exclusions(&mut entry, now, self.config.exclusion_ttl_s);
             // Rows that record their exclusions are what they say (one an

@@ -96,7 +96,7 @@ impl Shell {
                 }
                 Command::Retry { id } => match by_id.get(&id) {
                     Some(w) if w.state.is_final() => {
-                        let mut spec = w.spec.clone();
+                        let mut spec = Spec::clone(&w.spec);
                         spec.labels.insert(RETRY_OF.into(), id.to_string());
                         let spec_hash = spec.content_hash();
                         let key = retry_key(id);

@@ -307,7 +307,7 @@ impl Shell {
             .specs
             .get(&attempt.workload)
             .cloned()
-            .or_else(|| self.core.workload(attempt.workload).map(|w| Arc::new(w.spec.clone())));
+            .or_else(|| self.core.workload(attempt.workload).map(|w| w.spec.clone()));
         let dest = self.config.artifacts.join(attempt.workload.to_string()).join(attempt.n.to_string());
         let Some(p) = self.provider(&provider) else {
             return Self::send(
