@@ -98,8 +98,9 @@ use thiserror::Error;
 /// Median duration of a Gavel job type; see the module docs.
 pub const GAVEL_MEDIAN_DURATION_S: f64 = 3600.0;
 
-/// One job of a trace. Text fields are shared, not copied, when a job is cloned: the large
-/// scenario tiles the trace into 100,000 jobs ([`super::scale::tile`]).
+/// One job of a trace. Its text is shared, not copied, when a job is
+/// cloned: the large scenario tiles the trace into 100,000 jobs
+/// ([`super::scale::tile`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
     pub name: Arc<str>,

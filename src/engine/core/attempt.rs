@@ -43,7 +43,7 @@ impl Core {
             let quota_why = self.gate_quota(e, &mut req);
             self.apply_hold(id, e.rec.priority, &mut req, now);
             self.apply_rooms(id, &mut req);
-            let e_optimize = e.spec.preferences.optimize;
+            let e_optimize = e.rec.spec.preferences.optimize;
             let policy = placement.scheduler_policy(e_optimize);
             let (priority, queued_at) = (e.rec.priority, self.queue_priority(id));
             let next_attempt = e.rec.attempts + 1;
@@ -143,7 +143,7 @@ impl Core {
         let pool_name = self.fleet.pool(c.pool_idx).name.clone();
         let nonce = self.next_nonce();
         let Some(e) = self.entries.get_mut(&id) else { return };
-        let r = &e.spec.resources;
+        let r = &e.rec.spec.resources;
         let alloc = Free { gpus: r.gpus, cpu_cores: r.cpu_cores, memory_gb: r.memory_gb, disk_gb: r.disk_gb };
         // A launch refused for capacity gives its row to this placement
         // (`refused.rs`): refusals do not pile up attempts.
@@ -199,7 +199,7 @@ impl Core {
             nodes: if node_names.len() > 1 { node_names.clone() } else { Vec::new() },
             checkpoint: None,
         });
-        let due = e.spec.expected_runtime.map(|d| now.plus_secs(d.0.as_secs_f64()));
+        let due = e.rec.spec.expected_runtime.map(|d| now.plus_secs(d.0.as_secs_f64()));
         self.live_ids.insert(id, Some(c.pool_idx), due);
         e.live = Some(Live {
             idx: e.attempts.len() - 1,
@@ -217,7 +217,7 @@ impl Core {
         });
         // The newest checkpoint an earlier attempt left is handed to this
         // one (the shell prepares the directory before the launch).
-        let resumed = if e.spec.checkpoint.is_some() {
+        let resumed = if e.rec.spec.checkpoint.is_some() {
             e.attempts.iter().rev().skip(1).find_map(|t| {
                 let saved = t.checkpoint.as_ref()?.saved.clone()?;
                 Some((saved, t.ended_at))
@@ -234,7 +234,7 @@ impl Core {
         e.rec.est_cost_usd = est;
         e.rec.reason = None;
         e.last_explanation = None;
-        let spec = e.spec.clone();
+        let spec = e.rec.spec.clone();
         let idx = e.attempts.len() - 1;
         let token = e.attempts[idx].token(&self.store_id);
         for n in &nodes {
@@ -347,7 +347,7 @@ impl Core {
                     live.launch_resends += 1;
                     live.launch_sent_at = now;
                     let (provider, nodes, spec) =
-                        (e.attempts[idx].provider.clone(), e.attempts[idx].all_nodes(), e.spec.clone());
+                        (e.attempts[idx].provider.clone(), e.attempts[idx].all_nodes(), e.rec.spec.clone());
                     let pool =
                         e.attempts[idx].pool.split_once('/').map_or(String::new(), |(_, p)| p.to_string());
                     let token = e.attempts[idx].token(&store_id);
@@ -425,7 +425,7 @@ impl Core {
                     if let Some(l) = e.live.as_mut() {
                         l.acked = true;
                     }
-                    let due = e.spec.expected_runtime.map(|d| now.plus_secs(d.0.as_secs_f64()));
+                    let due = e.rec.spec.expected_runtime.map(|d| now.plus_secs(d.0.as_secs_f64()));
                     let msg = format!("running on {}", att.node);
                     if let Some(due) = due {
                         self.live_ids.set_due(a.workload, due);
@@ -765,7 +765,7 @@ impl Core {
 /// Without `history` (policies that keep no per-workload memory), only
 /// this moment's capacity misses are excluded.
 fn requirements(e: &Entry, history: bool) -> Requirements {
-    let mut req = Requirements::from_spec(&e.spec);
+    let mut req = Requirements::from_spec(&e.rec.spec);
     if history {
         req.exclude_nodes = e.exclude_nodes.iter().cloned().collect();
         req.exclude_pools = e.exclude_pools.union(&e.capacity_misses).cloned().collect();
@@ -774,7 +774,7 @@ fn requirements(e: &Entry, history: bool) -> Requirements {
     }
     req.min_gpu_memory_exclusive = e.min_gpu_memory_exclusive;
     // What is left of the retry budget, for the placement's exhaustion risk.
-    let (s, r) = (spent(e), &e.spec.retry);
+    let (s, r) = (spent(e), &e.rec.spec.retry);
     let attempts_left = r.max_attempts.saturating_sub(1).saturating_sub(s.counted);
     req.charged_stops_left = Some(r.infra_retries.saturating_sub(s.infra).saturating_add(attempts_left));
     if let Some(cap) = req.max_cost_usd {

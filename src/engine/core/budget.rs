@@ -166,7 +166,7 @@ impl Core {
         }
         self.roll_periods(now);
         let Some(e) = self.entries.get(&id) else { return true };
-        let est = estimate(e, c.hourly_usd, c.node_names().len().max(1), e.spec.resources.gpus);
+        let est = estimate(e, c.hourly_usd, c.node_names().len().max(1), e.rec.spec.resources.gpus);
         let refused = (0..self.budgets().len()).find_map(|bi| {
             let b = &self.tenancy.budgets[bi];
             if !self.counts(b, e) {
@@ -432,6 +432,7 @@ impl Core {
 /// attempt's price) on `nodes` nodes of `gpus` each: over the spec's
 /// expected runtime, else its maximum; nothing when it gives neither.
 fn estimate(e: &Entry, hourly: f64, nodes: usize, gpus: u32) -> Spend {
-    let runtime = e.spec.expected_runtime.map(|d| d.0).or(e.spec.constraints.max_runtime.map(|d| d.0));
+    let runtime =
+        e.rec.spec.expected_runtime.map(|d| d.0).or(e.rec.spec.constraints.max_runtime.map(|d| d.0));
     crate::tenant::budget::estimate(runtime, hourly, nodes, gpus)
 }

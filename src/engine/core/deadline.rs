@@ -27,10 +27,11 @@ impl Core {
             }
             match att.started_at {
                 Some(start) => {
-                    if let Some(max) = e.spec.constraints.max_runtime {
+                    if let Some(max) = e.rec.spec.constraints.max_runtime {
                         t.push(start.plus_secs(max.0.as_secs_f64()));
                     }
-                    if let (Some(cap), true) = (e.spec.constraints.max_cost_usd, att.price_per_hour > 0.0) {
+                    if let (Some(cap), true) = (e.rec.spec.constraints.max_cost_usd, att.price_per_hour > 0.0)
+                    {
                         let left_h = ((cap - e.rec.cost_usd) / att.price_per_hour).max(0.0);
                         t.push(start.plus_secs(left_h * 3600.0));
                     }
@@ -80,12 +81,12 @@ impl Core {
         }
         match att.started_at {
             Some(start) => {
-                if let Some(max) = e.spec.constraints.max_runtime
+                if let Some(max) = e.rec.spec.constraints.max_runtime
                     && now.secs_since(start) >= max.0.as_secs_f64()
                 {
                     return self.terminate_live(id, ProviderEnd::MaxRuntimeReached, now);
                 }
-                if let Some(cap) = e.spec.constraints.max_cost_usd {
+                if let Some(cap) = e.rec.spec.constraints.max_cost_usd {
                     let spent = e.rec.cost_usd + att.price_per_hour * now.secs_since(start) / 3600.0;
                     if att.price_per_hour > 0.0 && spent >= cap - 1e-9 {
                         self.terminate_live(id, ProviderEnd::CostCapReached, now);

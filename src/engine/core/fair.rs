@@ -266,7 +266,7 @@ impl Core {
             .victims
             .iter()
             .filter_map(|v| self.entries.get(&WorkloadId(v.workload)))
-            .map(|e| e.spec.runtime.stop_grace().as_millis() as i64)
+            .map(|e| e.rec.spec.runtime.stop_grace().as_millis() as i64)
             .max()
             .unwrap_or(0);
         let until = Millis(now.0.saturating_add(grace).saturating_add(super::room::ROOM_MARGIN_MS));

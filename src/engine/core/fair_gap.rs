@@ -72,7 +72,7 @@ impl Core {
                 continue;
             }
             let Some(t) = self.tenant_of(e) else { continue };
-            let r = &e.spec.resources;
+            let r = &e.rec.spec.resources;
             let ask = f64::from(r.gpus) * f64::from(r.nodes.max(1));
             if r.gpus <= widest && ask <= fleet_gpus {
                 *asks.entry(t).or_default() += ask;

@@ -140,7 +140,7 @@ impl Core {
             }
             for e in self.entries.values() {
                 let Some(live) = e.live.as_ref().filter(|l| l.nodes.contains(n)) else { continue };
-                let bound = e.spec.constraints.max_runtime.or(e.spec.expected_runtime)?;
+                let bound = e.rec.spec.constraints.max_runtime.or(e.rec.spec.expected_runtime)?;
                 let att = &e.attempts[live.idx];
                 let from = att.started_at.unwrap_or(att.placed_at);
                 let end = from.plus_secs(bound.0.as_secs_f64());

@@ -91,8 +91,8 @@ struct Live {
 
 #[derive(Debug, Clone)]
 struct Entry {
+    /// Its record, whose spec (`rec.spec`) every decision reads.
     rec: WorkloadRecord,
-    spec: Arc<Spec>,
     attempts: Vec<AttemptRecord>,
     live: Option<Live>,
     exclude_nodes: BTreeSet<String>,
@@ -120,8 +120,9 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(rec: WorkloadRecord, spec: Arc<Spec>, attempts: Vec<AttemptRecord>) -> Self {
+    fn new(rec: WorkloadRecord, attempts: Vec<AttemptRecord>) -> Self {
         Self {
+            shape: shape_key(&rec.spec),
             rec,
             attempts,
             live: None,
@@ -132,10 +133,8 @@ impl Entry {
             min_gpu_memory_exclusive: None,
             cancel_requested: false,
             last_explanation: None,
-            shape: shape_key(&spec),
             waiting_since: None,
             wait_key: None,
-            spec,
         }
     }
 
@@ -144,7 +143,7 @@ impl Entry {
     /// estimate is still filed at it; readers skip what is past.
     fn expected_end(&self) -> Option<Millis> {
         let live = self.live.as_ref()?;
-        let d = self.spec.expected_runtime?;
+        let d = self.rec.spec.expected_runtime?;
         let att = self.attempts.get(live.idx)?;
         Some(att.started_at.unwrap_or(att.placed_at).plus_secs(d.0.as_secs_f64()))
     }
@@ -723,7 +722,7 @@ impl Core {
         let room = n.free;
         let entries = &self.entries;
         let fits = |id: &WorkloadId| {
-            let r = &entries.get(id)?.spec.resources;
+            let r = &entries.get(id)?.rec.spec.resources;
             copies_that_fit(&room, r.gpus, r.cpu_cores, r.memory_gb, r.disk_gb)
         };
         // The blocked workloads that fit the room, in queue order, with how
@@ -810,7 +809,7 @@ impl Core {
         let entries = &self.entries;
         let admitted = |id: &WorkloadId| {
             entries.get(id).is_some_and(|e| {
-                let want = u64::from(e.spec.resources.gpus) * u64::from(e.spec.nodes().max(1));
+                let want = u64::from(e.rec.spec.resources.gpus) * u64::from(e.rec.spec.nodes().max(1));
                 want > lo && want <= hi
             })
         };

@@ -121,7 +121,7 @@ impl Core {
         let Some(rules) = &self.config.webhooks else { return };
         let Some(e) = self.entries.get(&id) else { return };
         let mut urls: Vec<String> = Vec::new();
-        if let Some(n) = &e.spec.notify
+        if let Some(n) = &e.rec.spec.notify
             && n.events.contains(&on)
         {
             urls.push(n.webhook.clone());

@@ -32,11 +32,11 @@ impl Core {
         let Some(e) = self.entries.get(&id) else { return false };
         // Work that asked to start soon, or to be fast, is never held back
         // for a cheaper price.
-        let prefs = &e.spec.preferences;
+        let prefs = &e.rec.spec.preferences;
         if prefs.startup_within.is_some() || prefs.optimize == crate::spec::Optimize::Speed {
             return false;
         }
-        let runtime_s = e.spec.expected_runtime.map_or(0.0, |d| d.0.as_secs_f64());
+        let runtime_s = e.rec.spec.expected_runtime.map_or(0.0, |d| d.0.as_secs_f64());
         let window = p.window_s(runtime_s);
         let first = e.waiting_since.is_none();
         let since = e.waiting_since.unwrap_or(now);

@@ -63,8 +63,7 @@ impl Core {
             let id = rec.id;
             let mut attempts = by_workload.remove(&id).unwrap_or_default();
             attempts.sort_by_key(|a| a.id.n);
-            let spec = rec.spec.clone();
-            let mut entry = Entry::new(rec, spec, attempts);
+            let mut entry = Entry::new(rec, attempts);
             recompute_exclusions(&mut entry, now, self.config.exclusion_ttl_s);
             // Rows that record their exclusions are what they say (one an
             // operator cleared or a recovered node ended stays ended).
@@ -88,7 +87,7 @@ impl Core {
             let live_idx = entry.attempts.iter().position(|a| !a.state.is_final());
             if let Some(idx) = live_idx {
                 let att = &entry.attempts[idx];
-                let r = &entry.spec.resources;
+                let r = &entry.rec.spec.resources;
                 let alloc =
                     Free { gpus: r.gpus, cpu_cores: r.cpu_cores, memory_gb: r.memory_gb, disk_gb: r.disk_gb };
                 let nodes: Vec<Option<crate::fleet::NodeIdx>> =
@@ -101,7 +100,7 @@ impl Core {
                     .host_bound
                     .as_ref()
                     .filter(|h| h.providers.contains(&att.provider))
-                    .map(|h| now.plus_secs(h.hold_s + entry.spec.runtime.stop_grace().as_secs_f64()));
+                    .map(|h| now.plus_secs(h.hold_s + entry.rec.spec.runtime.stop_grace().as_secs_f64()));
                 if let Some(until) = hold {
                     self.held.insert(att.id, until);
                 }
@@ -150,7 +149,7 @@ impl Core {
                         token: att.token(&self.store_id),
                         pool,
                         nodes: att.all_nodes(),
-                        spec: entry.spec.clone(),
+                        spec: entry.rec.spec.clone(),
                     });
                 }
             } else {

@@ -40,7 +40,7 @@ impl Core {
             .count() as u32;
         let d = retry::decide(&RetryInput {
             class,
-            policy: &e.spec.retry,
+            policy: &e.rec.spec.retry,
             counted_attempts: counted,
             infra_failures: infra,
             app_failures: e.rec.app_failures,
@@ -113,7 +113,7 @@ pub(super) fn spent(e: &Entry) -> Spent {
         .filter(|t| t.class.is_some_and(|c| c.is_infrastructure() && c != FailureClass::Capacity))
         .count() as u32;
     // Infrastructure failures the budget covers spend no attempt.
-    let counted = ended.saturating_sub(infra.min(e.spec.retry.infra_retries));
+    let counted = ended.saturating_sub(infra.min(e.rec.spec.retry.infra_retries));
     Spent { free, counted, infra }
 }
 
@@ -122,7 +122,7 @@ pub(super) fn spent(e: &Entry) -> Spent {
 /// least the minimum run and a new checkpoint of its own, while its
 /// attempts together stay within `max_runtime`.
 pub(super) fn free_stops(e: &Entry) -> Vec<bool> {
-    let max_runtime = e.spec.constraints.max_runtime.map(|d| d.0.as_secs_f64());
+    let max_runtime = e.rec.spec.constraints.max_runtime.map(|d| d.0.as_secs_f64());
     let mut ran_total_s = 0.0;
     e.attempts
         .iter()

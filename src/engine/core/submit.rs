@@ -56,7 +56,7 @@ impl Core {
         }
         let id = WorkloadId(self.next_id);
         self.next_id += 1;
-        // One spec, shared by the record, the entry and every saved copy.
+        // One spec, shared by the record and every copy saved of it.
         let spec = Arc::new(spec);
         let rec = WorkloadRecord {
             id,
@@ -84,7 +84,7 @@ impl Core {
         if let Some(k) = key {
             self.keys.insert(k, id);
         }
-        self.entries.insert(id, Entry::new(rec, spec, Vec::new()));
+        self.entries.insert(id, Entry::new(rec, Vec::new()));
         self.queue.push_ready(self.queue_priority(id), id);
         self.save_workload(id, now);
         let retried =

@@ -553,7 +553,7 @@ impl Core {
         for v in &choice.victims {
             let wid = WorkloadId(v.workload);
             let Some(ve) = self.entries.get(&wid) else { continue };
-            let grace = ve.spec.runtime.stop_grace().min(grace_cap).as_secs();
+            let grace = ve.rec.spec.runtime.stop_grace().min(grace_cap).as_secs();
             let node = self.fleet.nodes.get(v.node as usize).map_or("?", |n| n.name.as_str()).to_string();
             let message = format!("{why}for {id} of {who} on {node}: {}", v.explain(per_node));
             let end = ProviderEnd::OwnerReclaim {
