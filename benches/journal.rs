@@ -205,6 +205,7 @@ fn recover(c: &mut Criterion) {
                     node,
                     class: None,
                     ran_s: 3600.0,
+                    free: false,
                     lift: false,
                 }));
             }

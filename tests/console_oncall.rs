@@ -341,6 +341,7 @@ fn the_nodes_failures_are_the_nodes_own_faults_and_the_rest_apart() {
             node: node.into(),
             class: Some(class),
             ran_s: 1.0,
+            free: false,
             lift: false,
         })
     };

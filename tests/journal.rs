@@ -116,6 +116,7 @@ fn health(at: i64, node: &str, class: Option<FailureClass>) -> HealthObservation
         node: node.into(),
         class,
         ran_s: 60.0,
+        free: false,
         lift: false,
     }
 }
@@ -162,7 +163,10 @@ fn every_record_kind_round_trips(s: &mut Store) {
     let mut pending = attempt(7, 2, AttemptState::Terminating);
     pending.nonce = "0123456789abcdef".into();
     pending.stop = Some(canopy::failure::ProviderEnd::Cancelled);
-    let observations = [health(10, "node-1", Some(FailureClass::Node)), health(11, "node-2", None)];
+    // A free stop keeps that it was free: a restart must not hold it
+    // against the pool it once did not count against.
+    let free = HealthObservation { free: true, ..health(12, "node-3", Some(FailureClass::Preempted)) };
+    let observations = [health(10, "node-1", Some(FailureClass::Node)), health(11, "node-2", None), free];
 
     j.append(&[
         w(full.clone()),
@@ -173,6 +177,7 @@ fn every_record_kind_round_trips(s: &mut Store) {
         event(7, Some(1), EventKind::Failed, "gpu-oom (rule gpu-oom/cuda-oom)"),
         Record::Health(observations[0].clone()),
         Record::Health(observations[1].clone()),
+        Record::Health(observations[2].clone()),
     ])
     .unwrap();
 

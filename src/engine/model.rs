@@ -535,6 +535,10 @@ pub struct HealthObservation {
     /// of interruptions per running hour.
     #[serde(default)]
     pub ran_s: f64,
+    /// The stop was free (`engine::retry::stop_is_free`): not the
+    /// workload's fault, and it resumes with progress.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub free: bool,
     /// Not an outcome: an operator ended the node's quarantine
     /// (`canopy unquarantine`). Replayed with the outcomes on restart, so
     /// the lift holds.

@@ -27,7 +27,8 @@ pub struct RetryInput<'a> {
     /// Failures classed `app`, including this one if it is one.
     pub app_failures: u32,
     /// Infrastructure failures of this workload in the failed attempt's
-    /// pool, including this one.
+    /// pool, including this one: capacity misses, evictions and free stops
+    /// aside ([`stop_is_free`]).
     pub failures_in_pool: u32,
     /// GPU memory per GPU where the attempt ran.
     pub gpu_memory_gb: f64,
@@ -134,13 +135,18 @@ pub fn decide(i: &RetryInput<'_>) -> RetryDecision {
 
 /// A stop that is not the workload's fault, after progress: placed again
 /// without spending anything. A drained node's work moves at once; a
-/// preempted attempt waits the first backoff step, and leaves a pool that
-/// keeps taking its capacity back, as any infrastructure failure does.
+/// preempted attempt waits the first backoff step. Neither excludes the
+/// pool: interruptible capacity delivered what it promises, and a job of
+/// weeks on spot meets the market's preemptions in every pool it runs in
+/// (ruling out each pool after two of them sent it to capacity at several
+/// times the price). Stops before progress are charged, and a pool that
+/// keeps taking its capacity back that early is excluded as any
+/// infrastructure failure's is ([`charged`]).
 fn free_stop(i: &RetryInput<'_>) -> RetryDecision {
-    let (delay_s, exclude_pool, what) = if i.evicted {
-        (0.0, false, moved(i.class))
+    let (delay_s, what) = if i.evicted {
+        (0.0, moved(i.class))
     } else {
-        (backoff_s(i.policy, 1), i.failures_in_pool >= POOL_EXCLUDE_AFTER, "stopped by the infrastructure")
+        (backoff_s(i.policy, 1), "stopped by the infrastructure")
     };
     RetryDecision {
         retry: true,
@@ -151,7 +157,7 @@ fn free_stop(i: &RetryInput<'_>) -> RetryDecision {
         delay_s,
         counts: false,
         exclude_node: false,
-        exclude_pool,
+        exclude_pool: false,
         min_gpu_memory_exclusive: None,
     }
 }
@@ -347,6 +353,17 @@ mod tests {
         let d = decide(&i);
         assert!(d.retry && !d.counts && !d.exclude_node && !d.exclude_pool, "{d:?}");
         assert_eq!((d.rule, d.delay_s), ("retry.resumed-free", 10.0));
+        // However many free stops it met in this pool before: a job of
+        // weeks on spot meets the market's preemptions wherever it runs,
+        // and ruling the pool out sent it to capacity at several times the
+        // price (issue 24, the held-out Alibaba trace).
+        i.failures_in_pool = 5;
+        assert!(!decide(&i).exclude_pool);
+        // The same stop before progress is charged, and a pool that keeps
+        // taking capacity back that early is left.
+        let d = RetryPolicy::default();
+        let charged = RetryInput { failures_in_pool: 2, ..input(FailureClass::Preempted, &d) };
+        assert!(decide(&charged).exclude_pool);
         // Moved off a drained node after progress: at once.
         i.evicted = true;
         let d = decide(&i);

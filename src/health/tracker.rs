@@ -129,6 +129,13 @@ impl HealthTracker {
             // evidence against the pool, not the node that reported them.
             Some(FailureClass::Comm) | Some(FailureClass::Io) => (None, Some(false), None),
             Some(FailureClass::Provider) => (None, None, Some(false)),
+            // A stop the workload resumed from with progress (a free
+            // stop) is what interruptible capacity promises, not a fault of
+            // the pool: its rate per running hour is learned below, and the
+            // scorer prices it. Held against the pool's score per attempt,
+            // every attempt of a long job on spot (each ends in a
+            // preemption) would drive that pool's score to nothing.
+            _ if obs.free => (None, None, None),
             Some(FailureClass::Capacity) | Some(FailureClass::Preempted) => (None, Some(false), None),
             // The workload's own outcome (app, oom, timeout, cost, cancel)
             // says nothing about where it ran.
@@ -295,6 +302,7 @@ mod tests {
             node: node.into(),
             class,
             ran_s: 0.0,
+            free: false,
             lift: false,
         }
     }
@@ -369,6 +377,30 @@ mod tests {
         let h = t.view(q2.until).node("n1");
         assert!(!h.quarantined && !h.probation);
         assert!(h.score < 1.0, "history is remembered");
+    }
+
+    /// A preemption the workload resumed from with progress is what spot
+    /// capacity promises: it leaves the pool's score alone (its rate per
+    /// running hour is still learned). One before progress counts against
+    /// the pool, as a capacity refusal does.
+    #[test]
+    fn free_stops_are_not_held_against_the_pool() {
+        let mut t = HealthTracker::default();
+        let preempted = |free| HealthObservation {
+            ran_s: 40.0 * 3600.0,
+            free,
+            ..obs(0, "n1", Some(FailureClass::Preempted))
+        };
+        t.observe(&obs(0, "n1", None));
+        for _ in 0..5 {
+            t.observe(&preempted(true));
+        }
+        let p = t.view(Millis(1)).pool("p/pool");
+        assert_eq!((p.score, p.success_rate), (1.0, 1.0), "{p:?}");
+        assert_eq!(p.preemptions, 5, "the rate is still learned: {p:?}");
+        t.observe(&preempted(false));
+        let p = t.view(Millis(1)).pool("p/pool");
+        assert!(p.score < 0.75 && p.success_rate == 0.5, "a charged stop counts: {p:?}");
     }
 
     #[test]

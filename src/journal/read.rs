@@ -96,7 +96,7 @@ const ATTEMPT_COLUMNS: &str = "workload, n, provider, pool, node, region, state,
 
 const EVENT_COLUMNS: &str = "seq, at, workload, attempt, kind, message";
 
-const HEALTH_COLUMNS: &str = "at, provider, pool, node, class, ran_s, lift";
+const HEALTH_COLUMNS: &str = "at, provider, pool, node, class, ran_s, lift, free";
 
 impl Journal {
     /// Loads what the engine needs to resume, from one consistent snapshot.
@@ -543,5 +543,6 @@ fn health_row(r: &Row) -> rusqlite::Result<HealthObservation> {
         class: opt_name(r, 4)?,
         ran_s: r.get(5)?,
         lift: r.get(6)?,
+        free: r.get(7)?,
     })
 }

@@ -225,6 +225,10 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX deliveries_pending ON deliveries (state, id);
     CREATE INDEX deliveries_by_workload ON deliveries (workload, id);
     ",
+    // 13: whether the stop behind a health observation was free for the
+    // workload (it resumed with progress), which is not held against the
+    // pool.
+    "ALTER TABLE health_observations ADD COLUMN free INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// Per-connection settings.

@@ -64,8 +64,8 @@ const INSERT_BATCH: &str = "INSERT INTO batches (at, records) VALUES (?1, ?2) RE
 /// pruned every [`PRUNE_EVERY`] commits.
 const PRUNE_EVERY: u64 = 256;
 
-const INSERT_HEALTH: &str = "INSERT INTO health_observations (at, provider, pool, node, class, ran_s, lift) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+const INSERT_HEALTH: &str = "INSERT INTO health_observations (at, provider, pool, node, class, ran_s, lift, free) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 
 /// Kept apart from the rows so the highest id ever assigned survives even
 /// if old workloads are one day pruned.
@@ -452,5 +452,5 @@ fn event_row(e: &EventRecord) -> Result<Vec<Value>, Failed> {
 }
 
 fn health_row(h: &HealthObservation) -> Result<Vec<Value>, Failed> {
-    Ok(row![h.at.0, h.provider, h.pool, h.node, h.class.map(|c| c.as_str()), h.ran_s, h.lift])
+    Ok(row![h.at.0, h.provider, h.pool, h.node, h.class.map(|c| c.as_str()), h.ran_s, h.lift, h.free])
 }

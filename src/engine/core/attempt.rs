@@ -709,7 +709,14 @@ impl Core {
             && !matches!(end.inner(), ProviderEnd::Evicted { .. } | ProviderEnd::OwnerReclaim { .. });
         if judged && (launched || class == Some(FailureClass::Capacity)) {
             let ran_s = started.map_or(0.0, |t| now.secs_since(t).max(0.0));
+            // A stop that was free for the workload (`retry::stop_is_free`)
+            // is not held against the pool either (`HealthObservation::free`).
+            let free = self
+                .entries
+                .get(&a.workload)
+                .is_some_and(|e| super::retrying::free_stops(e).get(idx).copied().unwrap_or(false));
             let obs = HealthObservation {
+                free,
                 at: now,
                 provider,
                 pool: pool.clone(),

@@ -185,6 +185,7 @@ impl Core {
             node: node.to_string(),
             class: None,
             ran_s: 0.0,
+            free: false,
             lift: true,
         };
         self.record(Record::Health(obs.clone()));

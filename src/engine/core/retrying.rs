@@ -29,9 +29,15 @@ impl Core {
         let this = e.attempts.iter().position(|t| t.id == a);
         let this_evicted = this.is_some_and(|i| evicted(&e.attempts[i]));
         let this_free = this.is_some_and(|i| free[i]);
+        // Free stops are not failures of the pool either: a long job on
+        // spot capacity meets the market's preemptions there, and each one
+        // it resumed from with progress says the pool delivered.
         let in_pool = e
             .attempts
             .iter()
+            .zip(&free)
+            .filter(|(_, f)| !**f)
+            .map(|(t, _)| t)
             .filter(|t| {
                 t.pool == pool
                     && t.class.is_some_and(|c| c.is_infrastructure() && c != FailureClass::Capacity)

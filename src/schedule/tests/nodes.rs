@@ -129,6 +129,7 @@ fn a_node_that_fails_often_for_its_hours_is_used_last() {
             node: node.into(),
             class,
             ran_s: hours * 3600.0,
+            free: false,
             lift: false,
         });
     };
