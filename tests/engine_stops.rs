@@ -207,3 +207,32 @@ fn an_evicting_drain_follows_the_same_rule() {
     // No node was blamed for any of it.
     assert!(w.records().all(|r| !matches!(r, Record::Health(_))));
 }
+
+#[test]
+fn free_stops_do_not_rule_out_the_pool_that_gave_the_progress() {
+    let mut w = World::new(fleet());
+    let id = w.submit(CHECKPOINTED);
+    let pool = |w: &World, a: AttemptId| w.attempt(a).pool.rsplit('/').next().unwrap_or_default().to_string();
+    // Four preemptions after progress, each in the cheaper pool: it stays
+    // the cheaper pool's work (two used to rule it out, and the job went to
+    // capacity at four times the price for the rest of its run).
+    for n in 1..=4 {
+        let a = next_attempt(&mut w, id, n);
+        assert_eq!(pool(&w, a), "small", "attempt {n}: {:#?}", retries(&w, id));
+        runs_then_ends(&mut w, a, 2.0 * 3600.0, ProviderEnd::Preempted, Some(&format!("step-{n}")));
+    }
+    // A stop before progress is charged, and the first charged one there
+    // does not rule the pool out either: the free ones are not counted.
+    let a = next_attempt(&mut w, id, 5);
+    assert_eq!(pool(&w, a), "small");
+    runs_then_ends(&mut w, a, 300.0, ProviderEnd::Preempted, Some("step-4"));
+    let a = next_attempt(&mut w, id, 6);
+    assert_eq!(pool(&w, a), "small", "{:#?}", retries(&w, id));
+    // The second charged stop in the pool rules it out, as any
+    // infrastructure failure's does.
+    runs_then_ends(&mut w, a, 300.0, ProviderEnd::Preempted, Some("step-4"));
+    let a = next_attempt(&mut w, id, 7);
+    assert_eq!(pool(&w, a), "big", "{:#?}", retries(&w, id));
+    let ex = w.core.exclusions(id).expect("live");
+    assert!(ex.pools.iter().any(|p| p.ends_with("/small")), "{ex:?}");
+}
