@@ -331,7 +331,7 @@ static UPSERT_ATTEMPTS_PG: LazyLock<String> = LazyLock::new(|| {
 });
 static INSERT_EVENTS_PG: LazyLock<String> = LazyLock::new(|| unnest_of(INSERT_EVENT, &[B, B, B, T, T]));
 static INSERT_HEALTH_PG: LazyLock<String> =
-    LazyLock::new(|| unnest_of(INSERT_HEALTH, &[B, T, T, T, T, F, B]));
+    LazyLock::new(|| unnest_of(INSERT_HEALTH, &[B, T, T, T, T, F, B, B]));
 static INSERT_AUDIT_PG: LazyLock<String> = LazyLock::new(|| unnest_of(INSERT_AUDIT, &[B, T, T, T, T, T, T]));
 
 /// When a record happened, for the batch's row.
