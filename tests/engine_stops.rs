@@ -7,7 +7,7 @@
 mod common;
 
 use canopy::engine::checkpoint::Found;
-use canopy::engine::core::{Event, NodeNote, OutputsResult};
+use canopy::engine::core::{Event, NodeNote, OutputsResult, Restore};
 use canopy::engine::model::*;
 use canopy::failure::ProviderEnd;
 use canopy::fleet::{Fleet, NodeState};
@@ -219,8 +219,21 @@ fn free_stops_do_not_rule_out_the_pool_that_gave_the_progress() {
     for n in 1..=4 {
         let a = next_attempt(&mut w, id, n);
         assert_eq!(pool(&w, a), "small", "attempt {n}: {:#?}", retries(&w, id));
-        runs_then_ends(&mut w, a, 2.0 * 3600.0, ProviderEnd::Preempted, Some(&format!("step-{n}")));
+        // Eleven minutes and a new checkpoint: progress, and all four
+        // within the exclusion TTL of one another.
+        runs_then_ends(&mut w, a, 660.0, ProviderEnd::Preempted, Some(&format!("step-{n}")));
     }
+    // A restart from a row that predates recorded exclusions recomputes
+    // them from the attempts by the same rule: nothing is excluded.
+    let attempts: Vec<AttemptRecord> = (1..=4).map(|n| w.attempt(AttemptId { workload: id, n })).collect();
+    let mut fresh = World::new(fleet());
+    let rec = WorkloadRecord { exclusions: None, ..w.workload(id) };
+    fresh.core.restore(
+        Restore { workloads: vec![rec], attempts, max_id: id.0, ..Restore::default() },
+        Millis(w.now),
+    );
+    let ex = fresh.core.exclusions(id).expect("live");
+    assert!(ex.pools.is_empty() && ex.nodes.is_empty(), "{ex:?}");
     // A stop before progress is charged, and the first charged one there
     // does not rule the pool out either: the free ones are not counted.
     let a = next_attempt(&mut w, id, 5);

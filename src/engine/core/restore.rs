@@ -173,13 +173,15 @@ impl Core {
 
 /// The exclusions a workload's failed attempts imply, as the retry policy
 /// set them when they happened (capacity misses are transient and not
-/// kept), from failures within the exclusion TTL.
+/// kept, and neither evictions nor free stops exclude anything), from
+/// failures within the exclusion TTL.
 fn recompute_exclusions(e: &mut Entry, now: Millis, ttl_s: f64) {
+    let free = super::retrying::free_stops(e);
     let mut per_pool: HashMap<&str, u32> = HashMap::new();
     let mut latest: Option<Millis> = None;
-    for a in &e.attempts {
+    for (a, free) in e.attempts.iter().zip(free) {
         let Some(c) = a.class else { continue };
-        if super::retrying::evicted(a) {
+        if free || super::retrying::evicted(a) {
             continue;
         }
         let at = a.ended_at.unwrap_or(a.placed_at);

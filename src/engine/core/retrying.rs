@@ -36,10 +36,9 @@ impl Core {
             .attempts
             .iter()
             .zip(&free)
-            .filter(|(_, f)| !**f)
-            .map(|(t, _)| t)
-            .filter(|t| {
-                t.pool == pool
+            .filter(|(t, free)| {
+                !**free
+                    && t.pool == pool
                     && t.class.is_some_and(|c| c.is_infrastructure() && c != FailureClass::Capacity)
                     && !evicted(t)
             })
