@@ -675,7 +675,13 @@ async fn a_gang_is_counted_on_both_nodes_and_stops_with_grace() {
     };
     let before = used(&p.inventory().await.unwrap());
     let token = format!("canopy-slurmganggrace{}-w1-a1", std::process::id());
-    let script = "trap 'echo \"SIGTERM on $SLURMD_NODENAME\"; exit 0' TERM; echo ready; sleep 300 & wait";
+    // Slurm signals every process of the step, one by one, not just the
+    // launcher: a `sleep` that died of the SIGTERM first could end
+    // `wait`, and so the shell, before the shell's own SIGTERM ran its
+    // trap (CI saw rank 0 end so, under load). The sleep ignores
+    // SIGTERM, so only the launcher's shell answers the stop.
+    let script = "trap 'echo \"SIGTERM on $SLURMD_NODENAME\"; exit 0' TERM; echo ready; \
+                  (trap '' TERM; exec sleep 300 >/dev/null 2>&1) & wait";
     let mut req = gang(&token, script, &["n1", "n2"], t.path());
     req.spec = Arc::new(spec(json!({
         "name": "gang", "runtime": { "command": ["sh", "-c", script] },
@@ -696,15 +702,21 @@ async fn a_gang_is_counted_on_both_nodes_and_stops_with_grace() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     p.terminate_within(&token, Duration::from_secs(30)).await.unwrap();
-    assert!(
-        matches!(p.status(&token).await.unwrap(), AttemptStatus::Ended(_)),
-        "still running after the stop"
-    );
+    let end = p.status(&token).await.unwrap();
+    assert!(matches!(end, AttemptStatus::Ended(_)), "still running after the stop");
     let out = String::from_utf8_lossy(&p.logs(&token, LogStream::Stdout, 0, 1 << 20).await.unwrap().data)
         .into_owned();
     for node in ["n1", "n2"] {
-        assert!(out.contains(&format!("SIGTERM on {node}")), "{node}'s launcher got no SIGTERM: {out}");
+        assert!(
+            out.contains(&format!("SIGTERM on {node}")),
+            "{node}'s launcher got no SIGTERM ({end:?}): {out}"
+        );
     }
+    assert_eq!(
+        end,
+        AttemptStatus::Ended(ProviderEnd::Exited { code: 0 }),
+        "both launchers saved and exited 0"
+    );
 }
 
 /// canopy.toml declares what Slurm cannot report: the pool's fabric and

@@ -145,10 +145,15 @@ pub fn gang_script(
          launcher per node.\n{secrets}\
          # A stop with grace: SIGTERM to the launchers (srun would turn it into SIGKILL).\n\
          trap 'scancel --quiet --signal=TERM \"$SLURM_JOB_ID.0\"' URG\n\
-         srun --kill-on-bad-exit=1 --nodes={n} --ntasks={n} --ntasks-per-node=1 {task} &\n\
+         # srun's status goes through a file: a `wait` that the trap cuts short returns 151, and srun may\n\
+         # have been reaped while the trap ran, its status then never reported.\n\
+         canopy_rcfile=$(mktemp) || exit 1\n\
+         ( srun --kill-on-bad-exit=1 --nodes={n} --ntasks={n} --ntasks-per-node=1 {task}; \
+         echo $? > \"$canopy_rcfile\" ) &\n\
          canopy_srun=$!\n\
-         while :; do wait $canopy_srun; canopy_rc=$?; kill -0 $canopy_srun 2>/dev/null || break; done\n\
-         exit $canopy_rc\n",
+         while kill -0 $canopy_srun 2>/dev/null; do wait $canopy_srun; done\n\
+         canopy_rc=$(cat \"$canopy_rcfile\"); rm -f \"$canopy_rcfile\"\n\
+         exit ${{canopy_rc:-1}}\n",
         task = launcher_command(argv, workdir, nodes, own_env),
     )
 }
@@ -300,6 +305,54 @@ mod tests {
             );
         }
         assert!(std::path::Path::new(&wd).is_dir(), "the launcher made its working directory");
+    }
+
+    /// A stop with grace that arrives as srun ends reports srun's status,
+    /// not the 151 of a `wait` cut short by the trap. Fake `srun` and
+    /// `scancel` stand in for Slurm's: srun signals the batch shell and
+    /// ends with 3 while the trap's scancel is still running, so the shell
+    /// reaps srun before its `wait` returns.
+    #[test]
+    fn a_stop_as_srun_ends_keeps_sruns_status() {
+        let t = tempfile::tempdir().unwrap();
+        let bin = t.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let called = t.path().join("scancel.args");
+        let fake = |name: &str, body: String| {
+            use std::os::unix::fs::PermissionsExt;
+            let f = bin.join(name);
+            std::fs::write(&f, format!("#!/bin/sh\n{body}")).unwrap();
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        // Every ancestor running batch.sh: the batch shell (and a subshell
+        // of it, to which SIGURG means nothing).
+        fake(
+            "srun",
+            "p=$PPID\nwhile [ \"$p\" -gt 1 ]; do \
+             tr '\\0' ' ' < /proc/$p/cmdline | grep -q batch.sh && kill -URG $p; \
+             p=$(cut -d' ' -f4 /proc/$p/stat); done\nsleep 0.2\nexit 3\n"
+                .into(),
+        );
+        fake("scancel", format!("echo \"$@\" > {}\nsleep 1\n", called.display()));
+        let argv: Vec<String> = ["true"].map(String::from).to_vec();
+        let nodes = vec!["n1".to_string(), "n2".to_string()];
+        let own = vec![vec![], vec![]];
+        let wd = t.path().join("w").to_string_lossy().into_owned();
+        let batch = t.path().join("batch.sh");
+        std::fs::write(&batch, gang_script(&argv, &wd, None, &nodes, &own)).unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+        let out = std::process::Command::new("sh")
+            .arg(&batch)
+            .env("PATH", path)
+            .env("SLURM_JOB_ID", "77")
+            .env("TMPDIR", t.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(std::fs::read_to_string(&called).unwrap_or_default().trim(), "--quiet --signal=TERM 77.0");
+        assert_eq!(out.status.code(), Some(3), "the job's status is srun's: {stderr}");
+        let left: Vec<_> = std::fs::read_dir(t.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(left.len(), 3, "the status file is removed: {left:?}");
     }
 
     /// Run by sh as srun would on node n2, a launcher whose program is not
