@@ -805,3 +805,67 @@ fn a_preemption_notice_stops_the_attempt_in_time_and_ends_as_a_preemption() {
     assert_eq!(health.score, 1.0, "a preemption is not the node's fault: {health:?}");
     assert!(w.records().any(|r| matches!(r, Record::Health(h) if h.class == Some(FailureClass::Preempted))));
 }
+
+/// The fit factor reads the widths of the work the core knows (waiting or
+/// running, restored after a restart): a GPU a one-GPU job leaves free on
+/// a two-GPU node counts as stranded only while two-GPU work is live.
+/// Issue 24's held-out trace: long one-GPU jobs took a dearer one-GPU card
+/// over an empty two-GPU node for its fit, with nothing wider waiting.
+#[test]
+fn a_one_gpu_job_keeps_a_pair_whole_only_while_pair_wide_work_is_live() {
+    let fleet = || {
+        cloud_fleet(vec![
+            (gpu_pool("pair", "GPU-P", 2, 24.0, 0.9), vec!["p1", "p2"]),
+            (gpu_pool("solo", "GPU-S", 1, 24.0, 0.5), vec!["o1", "o2"]),
+        ])
+    };
+    let mut w = World::new(fleet());
+    let wide = w.submit_gpus(2);
+    let (a_wide, _) = w.last_launch(wide);
+    w.run(a_wide);
+    let one = w.submit("");
+    let (a_one, node) = w.last_launch(one);
+    assert!(node.starts_with('o'), "a two-GPU job is live: the free pair stays whole, got {node}");
+    w.run(a_one);
+
+    // A restarted core knows the same work, and places the same way.
+    let mut workloads = std::collections::BTreeMap::new();
+    let mut attempts = std::collections::BTreeMap::new();
+    for a in &w.actions {
+        match a {
+            Action::Record(Record::Workload(r)) => {
+                workloads.insert(r.id, (**r).clone());
+            }
+            Action::Record(Record::Attempt(r)) => {
+                attempts.insert(r.id, (**r).clone());
+            }
+            _ => {}
+        }
+    }
+    let mut core = Core::new("st0001", fleet(), CoreConfig::default());
+    let now = Millis(w.now + 1000);
+    let restore = Restore {
+        workloads: workloads.into_values().collect(),
+        attempts: attempts.into_values().collect(),
+        health: vec![],
+        max_id: 2,
+        id_floor: 0,
+        intents: vec![],
+    };
+    core.restore(restore, now);
+    let out = core.handle(submit_event(&job_spec(1, ""), None), now);
+    let launched: Vec<String> = out
+        .iter()
+        .filter_map(|a| if let Action::Launch { nodes, .. } = a { nodes.first().cloned() } else { None })
+        .collect();
+    assert_eq!(launched, vec!["o2".to_string()], "after the restart too");
+
+    // The two-GPU job ends: nothing wider than one GPU is live, and the
+    // next one-GPU job takes the cheaper GPU on the pair.
+    w.advance(600.0);
+    w.end(a_wide, ProviderEnd::Exited { code: 0 }, &["done"]);
+    assert_eq!(w.state(wide), WorkloadState::Succeeded);
+    let next = w.submit("");
+    let (_, node) = w.last_launch(next);
+    assert!(node.starts_with('p'), "nothing wider is live: the cheaper GPU, got {node}");
+}

@@ -37,8 +37,9 @@
 //!
 //! 1. Inputs and words: `requirements.rs` (what a workload needs),
 //!    `policy.rs` (the factor weights), `filter.rs` (the filters' names and
-//!    reasons), `bitset.rs` (pool sets); `mix.rs` (request mixes for
-//!    benches and tests).
+//!    reasons), `bitset.rs` (pool sets), `demand.rs` (the widths of the
+//!    work the engine knows, for the fit factor); `mix.rs` (request mixes
+//!    for benches and tests).
 //! 2. The snapshot: `snapshot.rs` (the tables, what decisions read, and
 //!    the pool-level figures it precomputes), `snapshot/build.rs` and
 //!    `snapshot/update.rs`.
@@ -58,6 +59,7 @@ mod bitset;
 mod categorical;
 mod check;
 mod decision;
+mod demand;
 mod domain;
 mod explain;
 mod filter;
@@ -75,6 +77,7 @@ mod unfit;
 pub use decision::{
     Candidate, Considered, CostRange, Decision, GangNode, GpuNode, Placement, PoolPrice, RuledOut,
 };
+pub use demand::DemandMix;
 pub use domain::spans_pools;
 pub use explain::{Explanation, GangShortfall, NearMiss, ReasonCount};
 pub use filter::Filter;

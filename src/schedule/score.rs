@@ -345,10 +345,26 @@ impl<'a> Scorer<'a> {
 
     /// The fit factor's raw value on a node of pool `row` with `free_gpus`
     /// free GPUs. Never grows with `free_gpus`.
+    ///
+    /// For GPU work: the request's GPUs over themselves plus the GPUs it
+    /// leaves free there that wider work could have used, times the
+    /// memory fit. A GPU left free counts as stranded by the share of the
+    /// known work ([`super::DemandMix`]) wider than the request that a
+    /// node of this size could host: all of it when the mix is empty
+    /// (`gpus / free_gpus`, best fit), none when no such work exists (a
+    /// one-GPU job then fits an empty two-GPU node as well as a one-GPU
+    /// node, and cost decides between them).
     #[inline(always)]
     pub(crate) fn fit(&self, row: &PoolRow, free_gpus: u32) -> f64 {
         unit(if self.req.gpus > 0 {
-            self.req.gpus as f64 / free_gpus.max(1) as f64 * self.memory_fit[row.class as usize]
+            let g = self.req.gpus as f64;
+            let left = free_gpus.saturating_sub(self.req.gpus) as f64;
+            let stranded = if left > 0.0 {
+                left * self.snap.stranding.share(self.req.gpus, row.gpus_per_node)
+            } else {
+                0.0
+            };
+            g / (g + stranded) * self.memory_fit[row.class as usize]
         } else {
             cpu_fit(row.gpus_per_node, free_gpus)
         })

@@ -66,6 +66,9 @@ pub struct Snapshot {
     pub(crate) all_pools: PoolSet,
     /// Smallest GPU memory of any pool (0 without GPU pools).
     pub(crate) min_gpu_memory: f64,
+    /// The widths of the work the engine knows, for the fit factor
+    /// ([`Snapshot::set_demand`]); empty in a fresh build.
+    pub(crate) stranding: super::demand::Stranding,
     pool_by_label: HashMap<String, PoolIdx>,
     node_by_name: HashMap<String, NodeIdx>,
     /// Ready nodes, pool by pool and free-GPU threshold by threshold. Each
@@ -277,6 +280,13 @@ pub(crate) struct ReadyNode {
 }
 
 impl Snapshot {
+    /// Tells the fit factor what the work the engine knows asks for
+    /// ([`super::DemandMix`]). Not fleet state: a fresh build starts
+    /// without it, and [`Snapshot::diff`] does not compare it.
+    pub fn set_demand(&mut self, mix: &super::DemandMix) {
+        self.stranding = super::demand::Stranding::of(mix);
+    }
+
     pub fn fleet(&self) -> &Fleet {
         &self.fleet
     }

@@ -290,6 +290,9 @@ pub struct Core {
     budget_book: budget::BudgetBook,
     /// Webhook deliveries not yet delivered or given up (`outbox.rs`).
     outbox: outbox::Outbox,
+    /// The widths of every workload in `entries` (waiting or running),
+    /// which the fit factor reads from the snapshot.
+    demand: crate::schedule::DemandMix,
 }
 
 impl Core {
@@ -336,6 +339,7 @@ impl Core {
             fair: fair::FairState::default(),
             budget_book: budget::BudgetBook::default(),
             outbox: outbox::Outbox::default(),
+            demand: Default::default(),
         }
     }
 
@@ -649,7 +653,11 @@ impl Core {
         self.live_ids.remove(id);
         self.release_hold(id);
         self.release_room(id);
-        if let Some(e) = self.entries.remove(&id)
+        let removed = self.entries.remove(&id);
+        if let Some(e) = &removed {
+            self.demand_changed(&e.rec.spec, false);
+        }
+        if let Some(e) = removed
             && let Some(k) = e.rec.idempotency_key
         {
             self.keys.remove(&k);
@@ -853,11 +861,34 @@ impl Core {
     /// The scheduler's view, rebuilt after the fleet or health changed.
     /// Policies without health see a neutral view: no scores, no quarantine.
     fn snapshot(&mut self, now: Millis) -> &Snapshot {
-        let (fleet, health) = (&self.fleet, &self.health);
+        let (fleet, health, demand) = (&self.fleet, &self.health, &self.demand);
         let with_health = self.config.placement.uses_health();
         self.snapshot.get_or_insert_with(|| {
             let view = if with_health { health.view(now) } else { crate::health::HealthView::default() };
-            Snapshot::new(fleet, &view)
+            let mut snap = Snapshot::new(fleet, &view);
+            snap.set_demand(demand);
+            snap
         })
+    }
+
+    /// The widths of every workload the core knows (waiting or running).
+    pub fn demand(&self) -> &crate::schedule::DemandMix {
+        &self.demand
+    }
+
+    /// Counts a workload entering (`added`) or leaving `entries` in the
+    /// demand mix, and tells the snapshot.
+    fn demand_changed(&mut self, spec: &Spec, added: bool) {
+        let r = &spec.resources;
+        if added {
+            self.demand.add(r.gpus, r.nodes);
+        } else {
+            self.demand.remove(r.gpus, r.nodes);
+        }
+        if r.gpus > 0
+            && let Some(snap) = self.snapshot.as_mut()
+        {
+            snap.set_demand(&self.demand);
+        }
     }
 }

@@ -159,7 +159,10 @@ impl Core {
                     _ => self.queue.push_ready(p, id),
                 }
             }
-            self.entries.insert(id, entry);
+            self.demand_changed(&entry.rec.spec, true);
+            if let Some(old) = self.entries.insert(id, entry) {
+                self.demand_changed(&old.rec.spec, false);
+            }
             self.file_live(id);
             self.touched.push(id);
         }

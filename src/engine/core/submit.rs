@@ -84,6 +84,7 @@ impl Core {
         if let Some(k) = key {
             self.keys.insert(k, id);
         }
+        self.demand_changed(&rec.spec, true);
         self.entries.insert(id, Entry::new(rec, Vec::new()));
         self.queue.push_ready(self.queue_priority(id), id);
         self.save_workload(id, now);

@@ -181,6 +181,7 @@ impl Snapshot {
             provider_quarantined,
             pool_quarantined,
             min_gpu_memory: if min_gpu_memory.is_finite() { min_gpu_memory } else { 0.0 },
+            stranding: Default::default(),
             pool_by_label,
             node_by_name,
             index,

@@ -265,6 +265,72 @@ fn fit_prefers_the_small_card_at_equal_price() {
     assert_eq!(cs[0].hourly_usd, cs[1].hourly_usd, "same price per GPU");
 }
 
+/// Issue 24's held-out trace in miniature: a one-GPU job, an empty
+/// two-GPU node whose card is cheaper per unit of work, and a one-GPU
+/// node of a dearer card. Best fit alone (no mix known) takes the dearer
+/// card, whose node it fills; when the known work is all one GPU wide,
+/// the GPU it leaves free on the two-GPU node strands nothing and cost
+/// decides; with two-GPU work in the mix that GPU counts again, by its share.
+#[test]
+fn fit_counts_only_what_wider_known_work_could_use() {
+    let mut b = FleetBuilder::new();
+    b.provider("p", ProviderKind::Local, None).unwrap();
+    let card = |model: &str| acc(Vendor::Nvidia, model, Family::Ada, (8, 9), 24.0);
+    b.pool(
+        pool("pair", "r", gpus(card("RTX-3090"), 2, Interconnect::Pcie, 16.0, 64.0, 500.0), 0.90),
+        vec![node("pair-1")],
+    )
+    .unwrap();
+    b.pool(
+        pool("solo", "r", gpus(card("RTX-4090"), 1, Interconnect::Pcie, 8.0, 32.0, 500.0), 0.50),
+        vec![node("solo-1")],
+    )
+    .unwrap();
+    let fleet = b.build();
+    let per_hour = Policy { per_work: false, top_k: 10, ..Policy::default() };
+    let decide = |mix: &DemandMix| {
+        let mut snap = Snapshot::new(&fleet, &HealthView::default());
+        snap.set_demand(mix);
+        match place(&gpu_req(1), &snap, &per_hour) {
+            Decision::Placed(p) => p.candidates,
+            Decision::Unschedulable(e) => panic!("{e}"),
+        }
+    };
+    let fit = |cs: &[Candidate], pool: &str| raw(by_pool(cs, pool), Factor::Fit).unwrap();
+
+    let cs = decide(&DemandMix::default());
+    assert_eq!(cs[0].pool, "p/solo", "no mix known: best fit");
+    assert_eq!((fit(&cs, "p/pair"), fit(&cs, "p/solo")), (0.5, 1.0));
+    assert!(cs[1].hourly_usd < cs[0].hourly_usd, "the pair's GPU is the cheaper: {cs:?}");
+
+    let mut ones = DemandMix::default();
+    for _ in 0..9 {
+        ones.add(1, 1);
+    }
+    let cs = decide(&ones);
+    assert_eq!(cs[0].pool, "p/pair", "nothing wider known: the cheaper GPU");
+    assert_eq!((fit(&cs, "p/pair"), fit(&cs, "p/solo")), (1.0, 1.0));
+
+    // Work wider than a node of two does not count: it could not use it.
+    let mut with_eights = ones.clone();
+    with_eights.add(8, 1);
+    assert_eq!(fit(&decide(&with_eights), "p/pair"), 1.0);
+
+    // One two-GPU job beside nine one-GPU jobs: 2 of 11 GPUs, so the free
+    // GPU counts as 2/11 stranded.
+    let mut with_pairs = ones.clone();
+    with_pairs.add(2, 1);
+    let cs = decide(&with_pairs);
+    assert!((fit(&cs, "p/pair") - 1.0 / (1.0 + 2.0 / 11.0)).abs() < 1e-12, "{cs:?}");
+    // When the rest of the known work is two GPUs wide, the pair is kept whole.
+    let mut pairs = DemandMix::default();
+    pairs.add(1, 1);
+    for _ in 0..5 {
+        pairs.add(2, 1);
+    }
+    assert_eq!(decide(&pairs)[0].pool, "p/solo");
+}
+
 #[test]
 fn preferences_region_capability_and_reserved() {
     let req = Requirements {
