@@ -460,12 +460,12 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
             },
         },
         Some(Command::Plan { spec, fleet, json }) => match fleet.fleet {
-            Some(path) => plan::run(&spec, &load_fleet(Some(&path))?, &Default::default(), json),
+            Some(path) => plan::run(&spec, &load_fleet(Some(&path))?, &Default::default(), None, json),
             // What the engine sees (live health included), else the fleet
             // the configuration would give it.
             None => match live_fleet(&cli.store)? {
-                Some(s) => plan::run(&spec, &s.fleet, &s.health, json),
-                None => plan::run(&spec, &configured_fleet(&cli.store)?, &Default::default(), json),
+                Some(s) => plan::run(&spec, &s.fleet, &s.health, Some(&s.demand), json),
+                None => plan::run(&spec, &configured_fleet(&cli.store)?, &Default::default(), None, json),
             },
         },
         Some(Command::Validate { specs, json }) => validate::run(&specs, json),

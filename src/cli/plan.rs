@@ -7,7 +7,7 @@
 use super::table::{new_table, usd};
 use canopy::fleet::Fleet;
 use canopy::health::HealthView;
-use canopy::schedule::{Decision, GpuNode, Policy, Requirements, Snapshot, place};
+use canopy::schedule::{Decision, DemandMix, GpuNode, Policy, Requirements, Snapshot, place};
 use canopy::spec::load;
 use color_eyre::eyre::{Result, eyre};
 use serde::Serialize;
@@ -21,7 +21,16 @@ struct PlanReport<'a> {
     decision: &'a Decision,
 }
 
-pub fn run(spec_path: &Path, fleet: &Fleet, health: &HealthView, json: bool) -> Result<ExitCode> {
+/// `demand`: the engine's mix of live work when there is an engine
+/// ([`canopy::schedule::DemandMix`]); without one, fit counts every GPU a
+/// placement leaves free.
+pub fn run(
+    spec_path: &Path,
+    fleet: &Fleet,
+    health: &HealthView,
+    demand: Option<&DemandMix>,
+    json: bool,
+) -> Result<ExitCode> {
     // Read once, safely (a FIFO or /dev/zero is refused).
     let (source, loaded) = load::load_file_and_text(spec_path);
     let loaded = match loaded {
@@ -40,7 +49,10 @@ pub fn run(spec_path: &Path, fleet: &Fleet, health: &HealthView, json: bool) -> 
     let spec = &loaded.spec;
     let req = Requirements::from_spec(spec);
     let policy = Policy::for_optimize(spec.preferences.optimize);
-    let snap = Snapshot::new(fleet, health);
+    let mut snap = Snapshot::new(fleet, health);
+    if let Some(mix) = demand {
+        snap.set_demand(&mix.with(spec.resources.gpus, spec.resources.nodes));
+    }
     let decision = place(&req, &snap, &policy);
     if json {
         let name = spec.name.as_str();

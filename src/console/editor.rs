@@ -9,7 +9,7 @@
 
 use crate::fleet::Fleet;
 use crate::health::HealthView;
-use crate::schedule::{Decision, Policy, Requirements, Snapshot, place};
+use crate::schedule::{Decision, DemandMix, Policy, Requirements, Snapshot, place};
 use crate::spec::Spec;
 use crate::spec::load::{Format, parse};
 use crate::spec::{Diagnostic, Severity};
@@ -214,8 +214,15 @@ impl Editor {
         self.submitted_text = Some(self.contents());
     }
 
-    /// Validates and previews; call after every edit.
-    pub fn refresh(&mut self, fleet: Option<&Fleet>, health: Option<&HealthView>) {
+    /// Validates and previews; call after every edit. `demand`: the
+    /// engine's mix of live work, which the preview counts this spec into
+    /// as the engine would.
+    pub fn refresh(
+        &mut self,
+        fleet: Option<&Fleet>,
+        health: Option<&HealthView>,
+        demand: Option<&DemandMix>,
+    ) {
         let text = self.contents();
         if self.submitted_text.as_ref().is_some_and(|s| *s != text) {
             self.submitted_text = None;
@@ -226,7 +233,11 @@ impl Editor {
             Ok(loaded) => {
                 self.problems = loaded.warnings.iter().map(|d| problem(d, false)).collect();
                 self.preview = fleet.map(|f| {
-                    let snap = Snapshot::new(f, health.unwrap_or(&HealthView::default()));
+                    let mut snap = Snapshot::new(f, health.unwrap_or(&HealthView::default()));
+                    if let Some(mix) = demand {
+                        let r = &loaded.spec.resources;
+                        snap.set_demand(&mix.with(r.gpus, r.nodes));
+                    }
                     let req = Requirements::from_spec(&loaded.spec);
                     place(&req, &snap, &Policy::for_optimize(loaded.spec.preferences.optimize))
                 });
@@ -295,7 +306,7 @@ mod tests {
         let mut e = Editor::new("t".into());
         for (name, _) in TEMPLATES {
             assert!(e.use_template(name));
-            e.refresh(Some(&fleet), None);
+            e.refresh(Some(&fleet), None, None);
             assert!(e.problems.iter().all(|p| !p.error), "{name}: {:?}", e.problems);
             assert!(e.spec.is_some(), "{name}");
         }
@@ -305,7 +316,7 @@ mod tests {
     fn a_mistake_is_reported_at_its_line_and_column() {
         let mut e = Editor::new("t".into());
         e.set_text("name = \"x\"\n[runtime]\ncommand = [\"true\"]\n[resources]\ngpus = \"two\"\n");
-        e.refresh(None, None);
+        e.refresh(None, None, None);
         let p = e.problems.iter().find(|p| p.error).expect("an error");
         assert_eq!(p.line, 5, "{p:?}");
         assert!(p.col >= 1);
@@ -315,13 +326,13 @@ mod tests {
     #[test]
     fn the_key_changes_only_when_the_text_changes_after_a_submit() {
         let mut e = Editor::new("t".into());
-        e.refresh(None, None);
+        e.refresh(None, None, None);
         let k = e.key.clone();
         e.submitted();
-        e.refresh(None, None);
+        e.refresh(None, None, None);
         assert_eq!(e.key, k);
         e.text.insert_str("# edit\n");
-        e.refresh(None, None);
+        e.refresh(None, None, None);
         assert_ne!(e.key, k);
     }
 }

@@ -217,6 +217,7 @@ impl Model {
             budgets: Vec::new(),
             deliveries_pending: 0,
             deliveries_in_flight: 0,
+            demand: Default::default(),
         }));
         m
     }

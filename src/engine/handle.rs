@@ -58,6 +58,10 @@ pub struct FleetStatus {
     pub deliveries_pending: usize,
     #[serde(default)]
     pub deliveries_in_flight: usize,
+    /// The widths of the work the engine knows, which placement's fit
+    /// factor reads ([`crate::schedule::DemandMix`]); a plan reads it too.
+    #[serde(default)]
+    pub demand: crate::schedule::DemandMix,
 }
 
 impl FleetStatus {
@@ -78,6 +82,7 @@ impl FleetStatus {
             budgets: core.budget_standings(now),
             deliveries_pending: core.deliveries().0,
             deliveries_in_flight: core.deliveries().1,
+            demand: core.demand().clone(),
         }
     }
 }

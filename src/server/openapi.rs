@@ -195,6 +195,8 @@ fn fleet_schema(g: &mut SchemaGenerator) -> Schema {
                 "description": "Operators' standing cordons and drains by node: who, when, why, until." },
             "unknown_attempts": { "type": "object", "additionalProperties": { "type": "string" } },
             "fair_share": { "type": "array", "items": { "type": "object" } },
+            "demand": { "type": "object", "description": "GPUs of the live work (waiting or running) by GPUs per node, which placement's fit factor reads.",
+                "properties": { "gpus_by_width": { "type": "array", "items": { "type": "integer", "minimum": 0 } } } },
         }
     })
 }

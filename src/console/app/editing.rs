@@ -11,7 +11,11 @@ use crate::console::msg::{Effect, View};
 impl App {
     pub(super) fn refresh_editor(&mut self) {
         let s = self.model.status.clone();
-        self.editor.refresh(s.as_ref().map(|s| &s.fleet), s.as_ref().map(|s| &s.health));
+        self.editor.refresh(
+            s.as_ref().map(|s| &s.fleet),
+            s.as_ref().map(|s| &s.health),
+            s.as_ref().map(|s| &s.demand),
+        );
     }
 
     fn submit(&mut self) -> Vec<Effect> {
