@@ -133,6 +133,8 @@ async fn every_endpoint_answers_over_tcp_and_the_socket() {
 
     // The fleet, and node commands.
     let fleet = api.get(app, "/v1/fleet").await.expect(200);
+    // The mix of live work a plan reads (no GPU work here: empty).
+    assert_eq!(fleet.json()["demand"], json!({ "gpus_by_width": [] }), "{}", fleet.text);
     for name in [SCOPED_PROVIDER, NODE_IN_SCOPE, NODE_OUT_OF_SCOPE, "local"] {
         assert!(fleet.text.contains(name), "{name} is not in the fleet");
     }

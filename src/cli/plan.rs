@@ -49,10 +49,7 @@ pub fn run(
     let spec = &loaded.spec;
     let req = Requirements::from_spec(spec);
     let policy = Policy::for_optimize(spec.preferences.optimize);
-    let mut snap = Snapshot::new(fleet, health);
-    if let Some(mix) = demand {
-        snap.set_demand(&mix.with(spec.resources.gpus, spec.resources.nodes));
-    }
+    let snap = Snapshot::for_plan(fleet, health, demand, &req);
     let decision = place(&req, &snap, &policy);
     if json {
         let name = spec.name.as_str();

@@ -233,12 +233,8 @@ impl Editor {
             Ok(loaded) => {
                 self.problems = loaded.warnings.iter().map(|d| problem(d, false)).collect();
                 self.preview = fleet.map(|f| {
-                    let mut snap = Snapshot::new(f, health.unwrap_or(&HealthView::default()));
-                    if let Some(mix) = demand {
-                        let r = &loaded.spec.resources;
-                        snap.set_demand(&mix.with(r.gpus, r.nodes));
-                    }
                     let req = Requirements::from_spec(&loaded.spec);
+                    let snap = Snapshot::for_plan(f, health.unwrap_or(&HealthView::default()), demand, &req);
                     place(&req, &snap, &Policy::for_optimize(loaded.spec.preferences.optimize))
                 });
                 self.spec = Some(loaded.spec);

@@ -280,6 +280,24 @@ pub(crate) struct ReadyNode {
 }
 
 impl Snapshot {
+    /// The view a plan of `req` reads (the API's, `canopy plan`'s, the
+    /// console's preview): the fleet and health as given and, when the
+    /// engine's mix of live work is known, that mix with `req` counted
+    /// in, as the engine counts a request it places. Without a mix (no
+    /// engine behind the plan) fit stays best fit.
+    pub fn for_plan(
+        fleet: &Fleet,
+        health: &crate::health::HealthView,
+        demand: Option<&super::DemandMix>,
+        req: &Requirements,
+    ) -> Self {
+        let mut snap = Snapshot::new(fleet, health);
+        if let Some(mix) = demand {
+            snap.set_demand(&mix.with(req.gpus, req.nodes));
+        }
+        snap
+    }
+
     /// Tells the fit factor what the work the engine knows asks for
     /// ([`super::DemandMix`]). Not fleet state: a fresh build starts
     /// without it, and [`Snapshot::diff`] does not compare it.

@@ -680,9 +680,7 @@ async fn plan(State(s): State<Served>, headers: HeaderMap, body: Body) -> ApiRes
     let spec = &loaded.spec;
     let req = Requirements::from_spec(spec);
     let policy = Policy::for_optimize(spec.preferences.optimize);
-    let mut snap = Snapshot::new(&status.fleet, &status.health);
-    // The engine's mix, this spec counted in, as when the engine places it.
-    snap.set_demand(&status.demand.with(spec.resources.gpus, spec.resources.nodes));
+    let snap = Snapshot::for_plan(&status.fleet, &status.health, Some(&status.demand), &req);
     let decision = place(&req, &snap, &policy);
     let fits = matches!(decision, Decision::Placed(_));
     let mut v = serde_json::to_value(&decision).map_err(|e| ApiError::internal(e.to_string()))?;

@@ -329,6 +329,20 @@ fn fit_counts_only_what_wider_known_work_could_use() {
         pairs.add(2, 1);
     }
     assert_eq!(decide(&pairs)[0].pool, "p/solo");
+
+    // A plan reads the engine's mix with the planned request counted in,
+    // as the engine does: an idle engine's plan takes the pair; a plan
+    // with no engine behind it keeps best fit.
+    let top = |demand: Option<&DemandMix>| {
+        let req = gpu_req(1);
+        match place(&req, &Snapshot::for_plan(&fleet, &HealthView::default(), demand, &req), &per_hour) {
+            Decision::Placed(p) => p.candidates[0].pool.clone(),
+            Decision::Unschedulable(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(top(Some(&DemandMix::default())), "p/pair");
+    assert_eq!(top(Some(&pairs)), "p/solo");
+    assert_eq!(top(None), "p/solo");
 }
 
 #[test]
