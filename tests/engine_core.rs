@@ -342,34 +342,11 @@ fn restart_replays_live_state_without_relaunching_running_work() {
     w.end(a_f, ProviderEnd::NodeLost { message: "gone".into() }, &[]);
 
     // Rebuild from what the journal would hold.
-    let mut workloads = std::collections::BTreeMap::new();
-    let mut attempts = std::collections::BTreeMap::new();
-    let mut health = vec![];
-    for a in &w.actions {
-        match a {
-            Action::Record(Record::Workload(r)) => {
-                workloads.insert(r.id, (**r).clone());
-            }
-            Action::Record(Record::Attempt(r)) => {
-                attempts.insert(r.id, (**r).clone());
-            }
-            Action::Record(Record::Health(h)) => health.push(h.clone()),
-            _ => {}
-        }
-    }
     let mut core = Core::new("st0001", fleet(), CoreConfig::default());
     let now = Millis(w.now + 1000);
-    let out = core.restore(
-        Restore {
-            workloads: workloads.into_values().collect(),
-            attempts: attempts.into_values().collect(),
-            health,
-            max_id: 3,
-            id_floor: 0,
-            intents: vec![],
-        },
-        now,
-    );
+    let restore = w.journal();
+    assert_eq!(restore.max_id, 3);
+    let out = core.restore(restore, now);
     let relaunched: Vec<AttemptId> = out
         .iter()
         .filter_map(|a| if let Action::Launch { attempt, .. } = a { Some(*attempt) } else { None })
@@ -829,30 +806,9 @@ fn a_one_gpu_job_keeps_a_pair_whole_only_while_pair_wide_work_is_live() {
     w.run(a_one);
 
     // A restarted core knows the same work, and places the same way.
-    let mut workloads = std::collections::BTreeMap::new();
-    let mut attempts = std::collections::BTreeMap::new();
-    for a in &w.actions {
-        match a {
-            Action::Record(Record::Workload(r)) => {
-                workloads.insert(r.id, (**r).clone());
-            }
-            Action::Record(Record::Attempt(r)) => {
-                attempts.insert(r.id, (**r).clone());
-            }
-            _ => {}
-        }
-    }
     let mut core = Core::new("st0001", fleet(), CoreConfig::default());
     let now = Millis(w.now + 1000);
-    let restore = Restore {
-        workloads: workloads.into_values().collect(),
-        attempts: attempts.into_values().collect(),
-        health: vec![],
-        max_id: 2,
-        id_floor: 0,
-        intents: vec![],
-    };
-    core.restore(restore, now);
+    core.restore(w.journal(), now);
     let out = core.handle(submit_event(&job_spec(1, ""), None), now);
     let launched: Vec<String> = out
         .iter()

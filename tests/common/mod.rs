@@ -10,7 +10,7 @@
 #![allow(dead_code)]
 
 use canopy::accel::{ComputeCapability, Family, Interconnect, Vendor};
-use canopy::engine::core::{Action, Core, CoreConfig, Event, OutputsResult, Reply};
+use canopy::engine::core::{Action, Core, CoreConfig, Event, OutputsResult, Reply, Restore};
 use canopy::engine::model::*;
 use canopy::failure::ProviderEnd;
 use canopy::fleet::{Accelerator, Fleet, FleetBuilder, Lifecycle, NodeDef, PoolDef, ProviderKind, Shape};
@@ -253,6 +253,34 @@ impl World {
     /// Everything journalled so far, oldest first.
     pub fn records(&self) -> impl DoubleEndedIterator<Item = &Record> {
         self.actions.iter().filter_map(|a| if let Action::Record(r) = a { Some(r) } else { None })
+    }
+
+    /// What a restarted core reads from the journal after this run: every
+    /// workload and attempt as last recorded, every health observation,
+    /// and the largest workload id.
+    pub fn journal(&self) -> Restore {
+        let mut workloads = std::collections::BTreeMap::new();
+        let mut attempts = std::collections::BTreeMap::new();
+        let mut health = Vec::new();
+        for r in self.records() {
+            match r {
+                Record::Workload(r) => {
+                    workloads.insert(r.id, (**r).clone());
+                }
+                Record::Attempt(r) => {
+                    attempts.insert(r.id, (**r).clone());
+                }
+                Record::Health(h) => health.push(h.clone()),
+                _ => {}
+            }
+        }
+        Restore {
+            max_id: workloads.keys().map(|id: &WorkloadId| id.0).max().unwrap_or(0),
+            workloads: workloads.into_values().collect(),
+            attempts: attempts.into_values().collect(),
+            health,
+            ..Restore::default()
+        }
     }
 
     /// The workload's latest record as the journal would hold it.
